@@ -1,0 +1,319 @@
+// Package agent is `gantry agent`: it joins the cluster with a join token,
+// keeps a machine credential, heartbeats with its replicas' status, and runs
+// the replicas assigned to it through a runtime driver. When the server is
+// unreachable it keeps its replicas running and catches up when it returns.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/runtime"
+)
+
+// Config is what `gantry agent` is told.
+type Config struct {
+	ServerURL  string
+	Cluster    string
+	Group      string
+	MachineID  string
+	ProviderID string
+	Zone       string
+	Address    string
+	DataDir    string
+	Labels     map[string]string
+	// JoinToken is needed only until the agent holds a credential.
+	JoinToken string
+	// Capacity overrides detection where set (local machines advertise
+	// their instance type's resources).
+	Capacity api.Resources
+	// RestartBackoff doubles per crash up to MaxRestartBackoff, and resets
+	// once a replica ran StableAfter.
+	RestartBackoff    time.Duration
+	MaxRestartBackoff time.Duration
+	StableAfter       time.Duration
+	// FirstProbeDelay is when a new replica's first health probe runs.
+	FirstProbeDelay time.Duration
+	// RequestTimeout bounds each call to the server.
+	RequestTimeout time.Duration
+	// RetryInterval is the wait after a failed heartbeat (capped by the
+	// heartbeat interval).
+	RetryInterval time.Duration
+	// MinReportGap rate-limits heartbeats sent early on a status change.
+	MinReportGap    time.Duration
+	GPUProbeTimeout time.Duration
+	Version         string
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		RestartBackoff: time.Second, MaxRestartBackoff: time.Minute, StableAfter: 30 * time.Second,
+		FirstProbeDelay: 200 * time.Millisecond, RequestTimeout: 10 * time.Second, RetryInterval: time.Second,
+		MinReportGap: 200 * time.Millisecond, GPUProbeTimeout: 10 * time.Second,
+	}
+}
+
+// Agent runs on one machine.
+type Agent struct {
+	cfg       Config
+	driver    runtime.Driver
+	log       *slog.Logger
+	client    *client.Client
+	machineID string
+
+	mu          sync.Mutex
+	supervisors map[string]*supervisor
+	changed     chan struct{}
+}
+
+// New returns an agent using driver to run replicas.
+func New(cfg Config, driver runtime.Driver, log *slog.Logger) *Agent {
+	return &Agent{
+		cfg: cfg, driver: driver, log: log, machineID: cfg.MachineID,
+		client:      client.New(cfg.ServerURL, "", &http.Client{Timeout: cfg.RequestTimeout}),
+		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1),
+	}
+}
+
+// ErrMachineGone means the server terminated this machine.
+var ErrMachineGone = errors.New("the server no longer knows this machine as live")
+
+type credentialFile struct {
+	MachineID  string `json:"machineId"`
+	Credential string `json:"credential"`
+}
+
+func (a *Agent) credentialPath() string { return filepath.Join(a.cfg.DataDir, "credential.json") }
+
+// Run joins (unless a credential is kept from before) and runs the
+// heartbeat loop until ctx ends; then it stops its replicas.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.stopAll()
+	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("agent data dir: %w", err)
+	}
+	if err := a.ensureCredential(ctx); err != nil {
+		return err
+	}
+	interval := a.cfg.RetryInterval
+	lastReport := time.Time{}
+	for {
+		wait, err := a.heartbeat(ctx)
+		lastReport = time.Now()
+		switch {
+		case errors.Is(err, ErrMachineGone):
+			return err
+		case err != nil && ctx.Err() == nil:
+			a.log.Warn("heartbeat failed; replicas keep running", "err", err)
+			wait = min(a.cfg.RetryInterval, interval)
+		case err == nil:
+			interval = wait
+		}
+		if !a.sleep(ctx, wait, lastReport) {
+			return nil
+		}
+	}
+}
+
+// sleep waits for the next heartbeat, waking early (but not more often
+// than MinReportGap) when a replica's state changes.
+func (a *Agent) sleep(ctx context.Context, wait time.Duration, last time.Time) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	case <-a.changed:
+		if gap := a.cfg.MinReportGap - time.Since(last); gap > 0 {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(gap):
+			}
+		}
+		return true
+	}
+}
+
+func (a *Agent) nudge() {
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) ensureCredential(ctx context.Context) error {
+	data, err := os.ReadFile(a.credentialPath())
+	if err == nil {
+		var cf credentialFile
+		if json.Unmarshal(data, &cf) == nil && cf.Credential != "" {
+			a.machineID, a.client = cf.MachineID, a.client.WithToken(cf.Credential)
+			return nil
+		}
+	}
+	return a.join(ctx)
+}
+
+// join retries transport errors; a refused token is final.
+func (a *Agent) join(ctx context.Context) error {
+	if a.cfg.JoinToken == "" {
+		return errors.New("no machine credential and no join token (set GANTRY_JOIN_TOKEN)")
+	}
+	inv := a.inventory(ctx)
+	for {
+		resp, err := a.client.Join(ctx, api.JoinRequest{Token: a.cfg.JoinToken, Cluster: a.cfg.Cluster, MachineID: a.cfg.MachineID, Inventory: inv})
+		var apiErr *client.APIError
+		if errors.As(err, &apiErr) {
+			return fmt.Errorf("join refused: %w", err)
+		}
+		if err == nil {
+			a.machineID, a.client = resp.MachineID, a.client.WithToken(resp.Credential)
+			data, _ := json.Marshal(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential})
+			if err := os.WriteFile(a.credentialPath(), data, 0o600); err != nil {
+				return fmt.Errorf("keep machine credential: %w", err)
+			}
+			a.log.Info("joined", "machine", resp.MachineID, "server", a.cfg.ServerURL)
+			return nil
+		}
+		a.log.Warn("join failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(a.cfg.RetryInterval):
+		}
+	}
+}
+
+func (a *Agent) inventory(ctx context.Context) api.Inventory {
+	capacity := detectCapacity(a.cfg.DataDir)
+	if c := a.cfg.Capacity; c.MilliCPU > 0 {
+		capacity.MilliCPU = c.MilliCPU
+	}
+	if c := a.cfg.Capacity; c.MemoryBytes > 0 {
+		capacity.MemoryBytes = c.MemoryBytes
+	}
+	if c := a.cfg.Capacity; c.EphemeralBytes > 0 {
+		capacity.EphemeralBytes = c.EphemeralBytes
+	}
+	gpus, err := detectGPUs(ctx, a.cfg.GPUProbeTimeout)
+	if err != nil {
+		a.log.Warn("GPU detection failed", "err", err)
+	}
+	capacity.GPUs = len(gpus)
+	inv := api.Inventory{Capacity: capacity, GPUs: gpus, Runtimes: []string{a.driver.Name()}, Labels: a.cfg.Labels,
+		Zone: a.cfg.Zone, Version: a.cfg.Version}
+	if a.cfg.Address != "" {
+		inv.Addresses = []string{a.cfg.Address}
+	}
+	inv.Hostname, _ = os.Hostname()
+	return inv
+}
+
+// heartbeat reports status, applies the answer, and returns the interval
+// the server asks for.
+func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
+	resp, err := a.client.Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses()})
+	if client.IsStatus(err, http.StatusGone) || client.IsStatus(err, http.StatusNotFound) {
+		a.log.Warn("server says this machine is gone; stopping replicas", "machine", a.machineID)
+		a.reconcile(ctx, nil)
+		return 0, ErrMachineGone
+	}
+	if client.IsStatus(err, http.StatusUnauthorized) && a.cfg.JoinToken != "" {
+		a.log.Warn("credential refused; joining again")
+		return a.cfg.RetryInterval, a.join(ctx)
+	}
+	if err != nil {
+		return 0, err
+	}
+	a.reconcile(ctx, resp.Assignments)
+	interval, err := time.ParseDuration(resp.HeartbeatInterval)
+	if err != nil || interval <= 0 {
+		return 0, fmt.Errorf("server sent heartbeat interval %q", resp.HeartbeatInterval)
+	}
+	return interval, nil
+}
+
+func (a *Agent) statuses() []api.ReplicaStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]api.ReplicaStatus, 0, len(a.supervisors))
+	for _, s := range a.supervisors {
+		out = append(out, s.snapshot())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ReplicaID < out[j].ReplicaID })
+	return out
+}
+
+// reconcile starts assigned replicas that do not run, restarts those whose
+// spec changed, and stops those no longer assigned here.
+func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
+	want := map[string]api.Assignment{}
+	for _, as := range assignments {
+		want[as.ReplicaID] = as
+	}
+	a.mu.Lock()
+	var stopping []*supervisor
+	for id, s := range a.supervisors {
+		if as, ok := want[id]; !ok || as.SpecHash != s.assignment.SpecHash {
+			stopping = append(stopping, s)
+			delete(a.supervisors, id)
+		}
+	}
+	a.mu.Unlock()
+	haltAll(stopping)
+	for _, as := range assignments {
+		a.mu.Lock()
+		_, running := a.supervisors[as.ReplicaID]
+		a.mu.Unlock()
+		if running {
+			continue
+		}
+		s, err := newSupervisor(a, as)
+		if err != nil {
+			a.log.Error("cannot start replica", "replica", as.ReplicaID, "err", err)
+			continue
+		}
+		a.mu.Lock()
+		a.supervisors[as.ReplicaID] = s
+		a.mu.Unlock()
+		a.log.Info("starting replica", "replica", as.ReplicaID, "spec", as.SpecHash, "ports", s.hostPorts)
+		go s.run(context.WithoutCancel(ctx))
+	}
+}
+
+func haltAll(ss []*supervisor) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.halt()
+		}()
+	}
+	wg.Wait()
+}
+
+func (a *Agent) stopAll() {
+	a.mu.Lock()
+	var all []*supervisor
+	for id, s := range a.supervisors {
+		all = append(all, s)
+		delete(a.supervisors, id)
+	}
+	a.mu.Unlock()
+	haltAll(all)
+}

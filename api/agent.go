@@ -1,0 +1,111 @@
+package api
+
+import "time"
+
+// Inventory is what an agent reports about its machine.
+type Inventory struct {
+	Capacity  Resources         `json:"capacity"`
+	GPUs      []GPUDevice       `json:"gpus,omitempty"`
+	Runtimes  []string          `json:"runtimes"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Zone      string            `json:"zone,omitempty"`
+	Addresses []string          `json:"addresses,omitempty"`
+	Hostname  string            `json:"hostname,omitempty"`
+	Version   string            `json:"version,omitempty"`
+}
+
+// JoinRequest is sent once by a new agent, with its join token.
+type JoinRequest struct {
+	Token     string    `json:"token"`
+	Cluster   string    `json:"cluster"`
+	MachineID string    `json:"machineId,omitempty"`
+	Inventory Inventory `json:"inventory"`
+}
+
+// JoinResponse carries the machine credential. It is the only response that
+// contains a secret, and it is sent to that machine alone.
+type JoinResponse struct {
+	MachineID         string `json:"machineId"`
+	Credential        string `json:"credential"`
+	HeartbeatInterval string `json:"heartbeatInterval"`
+}
+
+// HeartbeatRequest reports the agent's replicas; the answer carries the
+// machine's assignments, so one round trip keeps both sides current.
+type HeartbeatRequest struct {
+	Replicas  []ReplicaStatus `json:"replicas"`
+	Inventory *Inventory      `json:"inventory,omitempty"`
+}
+
+// ReplicaStatus is an agent's view of one replica.
+type ReplicaStatus struct {
+	ReplicaID string         `json:"replicaId"`
+	SpecHash  string         `json:"specHash"`
+	State     string         `json:"state"`
+	Health    string         `json:"health,omitempty"`
+	Message   string         `json:"message,omitempty"`
+	Restarts  int            `json:"restarts"`
+	HostPorts map[string]int `json:"hostPorts,omitempty"`
+}
+
+// HeartbeatResponse tells the agent what to run and when to call again.
+type HeartbeatResponse struct {
+	Assignments       []Assignment `json:"assignments"`
+	HeartbeatInterval string       `json:"heartbeatInterval"`
+}
+
+// Assignment is a replica the machine must run, with everything needed to
+// run it.
+type Assignment struct {
+	ReplicaID string      `json:"replicaId"`
+	Service   string      `json:"service"`
+	SpecHash  string      `json:"specHash"`
+	Spec      ServiceSpec `json:"spec"`
+	Requests  Resources   `json:"requests"`
+}
+
+// JoinTokenRequest asks the server for a join token (admin only), for a
+// machine Gantry did not launch itself.
+type JoinTokenRequest struct {
+	Cluster string `json:"cluster"`
+	Group   string `json:"group"`
+	TTL     string `json:"ttl,omitempty"`
+}
+
+// JoinTokenResponse returns a join token.
+type JoinTokenResponse struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// ApplyResult tells what an apply changed, per resource.
+type ApplyResult struct {
+	Results []ApplyItem `json:"results"`
+}
+
+// ApplyItem is the outcome for one resource.
+type ApplyItem struct {
+	Kind    string   `json:"kind"`
+	Name    string   `json:"name"`
+	Action  string   `json:"action"`
+	Changes []string `json:"changes,omitempty"`
+}
+
+// Apply actions.
+const (
+	ActionCreated    = "created"
+	ActionConfigured = "configured"
+	ActionUnchanged  = "unchanged"
+)
+
+// ErrorBody is every error the API returns.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail names what was wrong.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}

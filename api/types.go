@@ -1,0 +1,379 @@
+// Package api holds Gantry's public domain types: the resources an operator
+// declares (Cluster, Service) and the objects Gantry observes (Machine,
+// Replica, Event). They are plain data with JSON tags in camelCase; parsing
+// and validation live in package spec.
+package api
+
+import "time"
+
+// APIVersion is the only apiVersion Gantry accepts in specs (and the one it
+// writes). It may be omitted in files.
+const APIVersion = "gantry.dev/v1"
+
+// Resource kinds.
+const (
+	KindCluster = "Cluster"
+	KindService = "Service"
+)
+
+// ObjectMeta names a declared resource.
+type ObjectMeta struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Set by the server; ignored on input.
+	Generation int64      `json:"generation,omitempty"`
+	CreatedAt  *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt  *time.Time `json:"updatedAt,omitempty"`
+}
+
+// Cluster is a pool of machines in capacity groups.
+type Cluster struct {
+	APIVersion string         `json:"apiVersion,omitempty"`
+	Kind       string         `json:"kind"`
+	Metadata   ObjectMeta     `json:"metadata"`
+	Spec       ClusterSpec    `json:"spec"`
+	Status     *ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterSpec is what the operator declares about a cluster.
+type ClusterSpec struct {
+	Provider       ProviderSpec    `json:"provider"`
+	CapacityGroups []CapacityGroup `json:"capacityGroups"`
+	ContainerCIDR  string          `json:"containerCidr,omitempty"`
+	SystemReserved ResourceAmounts `json:"systemReserved,omitempty"`
+}
+
+// ProviderSpec selects the provisioner of a cluster. Credentials never go
+// here: they come from the environment of the server.
+type ProviderSpec struct {
+	Name   string            `json:"name"`
+	Region string            `json:"region,omitempty"`
+	Config map[string]string `json:"config,omitempty"`
+}
+
+// CapacityGroup is a set of machines of one shape.
+type CapacityGroup struct {
+	GroupID      string            `json:"groupId"`
+	InstanceType string            `json:"instanceType,omitempty"`
+	Profile      *MachineProfile   `json:"profile,omitempty"`
+	MinSize      int               `json:"minSize"`
+	MaxSize      int               `json:"maxSize"`
+	CapacityType string            `json:"capacityType,omitempty"`
+	Zones        []string          `json:"zones,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	WarmPool     int               `json:"warmPool,omitempty"`
+}
+
+// MachineProfile is the hardware total of a machine (not what is allocatable).
+type MachineProfile struct {
+	CPU                   string   `json:"cpu"`
+	MemoryBytes           int64    `json:"memoryBytes"`
+	EphemeralStorageBytes int64    `json:"ephemeralStorageBytes,omitempty"`
+	GPU                   *GPUSpec `json:"gpu,omitempty"`
+}
+
+// GPUSpec is the GPU hardware of a machine profile.
+type GPUSpec struct {
+	Type  string `json:"type"`
+	Count int    `json:"count"`
+}
+
+// Capacity types of a group.
+const (
+	CapacityOnDemand = "onDemand"
+	CapacitySpot     = "spot"
+	CapacityAny      = "any"
+)
+
+// ResourceAmounts are quantities as the operator writes them: cpu "500m" or
+// "2", memory "512Mi", ephemeralStorage "10Gi".
+type ResourceAmounts struct {
+	CPU              string `json:"cpu,omitempty"`
+	Memory           string `json:"memory,omitempty"`
+	EphemeralStorage string `json:"ephemeralStorage,omitempty"`
+}
+
+// ClusterStatus is observed state, filled in by the server.
+type ClusterStatus struct {
+	Groups []GroupStatus `json:"groups"`
+}
+
+// GroupStatus reports a capacity group's machine counts.
+type GroupStatus struct {
+	GroupID string `json:"groupId"`
+	Desired int    `json:"desired"`
+	Current int    `json:"current"`
+	Joined  int    `json:"joined"`
+}
+
+// Service is a long-running workload.
+type Service struct {
+	APIVersion string         `json:"apiVersion,omitempty"`
+	Kind       string         `json:"kind"`
+	Metadata   ObjectMeta     `json:"metadata"`
+	Spec       ServiceSpec    `json:"spec"`
+	Status     *ServiceStatus `json:"status,omitempty"`
+}
+
+// ServiceSpec is what the operator declares about a service.
+type ServiceSpec struct {
+	Cluster            string            `json:"cluster"`
+	Image              string            `json:"image,omitempty"`
+	Command            []string          `json:"command,omitempty"`
+	Args               []string          `json:"args,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	WorkingDir         string            `json:"workingDir,omitempty"`
+	Ports              []Port            `json:"ports,omitempty"`
+	Replicas           *int              `json:"replicas,omitempty"`
+	Resources          ServiceResources  `json:"resources,omitempty"`
+	HealthCheck        *HealthCheck      `json:"healthCheck,omitempty"`
+	Isolation          string            `json:"isolation,omitempty"`
+	Placement          Placement         `json:"placement,omitempty"`
+	StopTimeoutSeconds int               `json:"stopTimeoutSeconds,omitempty"`
+}
+
+// DesiredReplicas is the replica count with its default of 1.
+func (s ServiceSpec) DesiredReplicas() int {
+	if s.Replicas == nil {
+		return 1
+	}
+	return *s.Replicas
+}
+
+// Port is a named port the workload listens on.
+type Port struct {
+	Name          string `json:"name"`
+	ContainerPort int    `json:"containerPort,omitempty"`
+	Protocol      string `json:"protocol,omitempty"`
+}
+
+// ServiceResources is what one replica needs.
+type ServiceResources struct {
+	CPU              string          `json:"cpu,omitempty"`
+	Memory           string          `json:"memory,omitempty"`
+	EphemeralStorage string          `json:"ephemeralStorage,omitempty"`
+	GPU              *GPURequirement `json:"gpu,omitempty"`
+}
+
+// GPURequirement asks for GPUs per replica.
+type GPURequirement struct {
+	Count     int     `json:"count"`
+	Type      string  `json:"type,omitempty"`
+	MinVRAMGB float64 `json:"minVramGB,omitempty"`
+	Policy    string  `json:"policy,omitempty"`
+}
+
+// GPU policies.
+const (
+	GPURequired  = "required"
+	GPUPreferred = "preferred"
+)
+
+// Isolation policies.
+const (
+	IsolationAny              = "any"
+	IsolationTEERequired      = "teeRequired"
+	IsolationTEEPreferred     = "teePreferred"
+	IsolationStandardRequired = "standardRequired"
+)
+
+// HealthCheck probes a replica. Exactly one of HTTP, TCP, Exec is set.
+type HealthCheck struct {
+	HTTP             *HTTPCheck `json:"http,omitempty"`
+	TCP              *TCPCheck  `json:"tcp,omitempty"`
+	Exec             *ExecCheck `json:"exec,omitempty"`
+	IntervalSeconds  int        `json:"intervalSeconds,omitempty"`
+	TimeoutSeconds   int        `json:"timeoutSeconds,omitempty"`
+	FailureThreshold int        `json:"failureThreshold,omitempty"`
+}
+
+// HTTPCheck is healthy on a 2xx or 3xx answer.
+type HTTPCheck struct {
+	Path string `json:"path,omitempty"`
+	Port string `json:"port"`
+}
+
+// TCPCheck is healthy when the port accepts a connection.
+type TCPCheck struct {
+	Port string `json:"port"`
+}
+
+// ExecCheck is healthy when the command exits 0.
+type ExecCheck struct {
+	Command []string `json:"command"`
+}
+
+// Placement constrains where replicas go.
+type Placement struct {
+	CapacityGroups []string          `json:"capacityGroups,omitempty"`
+	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
+	Spread         []SpreadRule      `json:"spread,omitempty"`
+	Dedicated      bool              `json:"dedicated,omitempty"`
+	Priority       int               `json:"priority,omitempty"`
+}
+
+// SpreadRule limits how unevenly replicas spread over a topology key.
+type SpreadRule struct {
+	Key     string `json:"key"`
+	MaxSkew int    `json:"maxSkew"`
+}
+
+// Spread keys.
+const (
+	SpreadZone    = "zone"
+	SpreadMachine = "machine"
+)
+
+// ServiceStatus is observed state, filled in by the server.
+type ServiceStatus struct {
+	Desired int `json:"desired"`
+	Running int `json:"running"`
+	Pending int `json:"pending"`
+}
+
+// Machine is a provisioned machine as Gantry observes it.
+type Machine struct {
+	ID             string            `json:"id"`
+	Cluster        string            `json:"cluster"`
+	Group          string            `json:"group"`
+	InstanceType   string            `json:"instanceType"`
+	Zone           string            `json:"zone,omitempty"`
+	CapacityType   string            `json:"capacityType,omitempty"`
+	Provider       string            `json:"provider"`
+	ProviderID     string            `json:"providerId,omitempty"`
+	LaunchKey      string            `json:"launchKey"`
+	Addresses      []string          `json:"addresses,omitempty"`
+	Subnet         string            `json:"subnet,omitempty"`
+	JoinState      string            `json:"joinState"`
+	FleetState     string            `json:"fleetState"`
+	Reason         string            `json:"reason,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Runtimes       []string          `json:"runtimes,omitempty"`
+	GPUs           []GPUDevice       `json:"gpus,omitempty"`
+	Capacity       Resources         `json:"capacity"`
+	Allocatable    Resources         `json:"allocatable"`
+	Allocated      Resources         `json:"allocated"`
+	PricePerHour   float64           `json:"pricePerHour,omitempty"`
+	CreatedAt      time.Time         `json:"createdAt"`
+	JoinedAt       *time.Time        `json:"joinedAt,omitempty"`
+	LastHeartbeat  *time.Time        `json:"lastHeartbeat,omitempty"`
+	StateChangedAt time.Time         `json:"stateChangedAt"`
+}
+
+// Join states: how far a machine got towards running the agent.
+const (
+	JoinProvisioning = "provisioning"
+	JoinBooting      = "booting"
+	JoinJoining      = "joining"
+	JoinJoined       = "joined"
+	JoinFailed       = "failed"
+)
+
+// Fleet states: what Gantry does with a machine.
+const (
+	FleetReady       = "ready"
+	FleetActive      = "active"
+	FleetDraining    = "draining"
+	FleetTerminating = "terminating"
+	FleetTerminated  = "terminated"
+)
+
+// Live reports whether the machine counts against its group's size.
+func (m *Machine) Live() bool {
+	return m.FleetState != FleetTerminated
+}
+
+// Schedulable reports whether new replicas may be placed on the machine.
+func (m *Machine) Schedulable() bool {
+	return m.JoinState == JoinJoined && (m.FleetState == FleetReady || m.FleetState == FleetActive)
+}
+
+// GPUDevice is one GPU an agent reported.
+type GPUDevice struct {
+	Index  int     `json:"index"`
+	Type   string  `json:"type"`
+	VRAMGB float64 `json:"vramGB"`
+	UUID   string  `json:"uuid,omitempty"`
+}
+
+// Resources are normalized amounts: millicores, bytes and GPU count.
+type Resources struct {
+	MilliCPU       int64 `json:"milliCpu"`
+	MemoryBytes    int64 `json:"memoryBytes"`
+	EphemeralBytes int64 `json:"ephemeralStorageBytes"`
+	GPUs           int   `json:"gpus,omitempty"`
+}
+
+// Add returns r + o.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{r.MilliCPU + o.MilliCPU, r.MemoryBytes + o.MemoryBytes, r.EphemeralBytes + o.EphemeralBytes, r.GPUs + o.GPUs}
+}
+
+// Sub returns r − o.
+func (r Resources) Sub(o Resources) Resources {
+	return Resources{r.MilliCPU - o.MilliCPU, r.MemoryBytes - o.MemoryBytes, r.EphemeralBytes - o.EphemeralBytes, r.GPUs - o.GPUs}
+}
+
+// Fits reports whether o fits within r in every dimension.
+func (r Resources) Fits(o Resources) bool {
+	return o.MilliCPU <= r.MilliCPU && o.MemoryBytes <= r.MemoryBytes &&
+		o.EphemeralBytes <= r.EphemeralBytes && o.GPUs <= r.GPUs
+}
+
+// NonNegative reports whether every dimension is ≥ 0.
+func (r Resources) NonNegative() bool {
+	return r.MilliCPU >= 0 && r.MemoryBytes >= 0 && r.EphemeralBytes >= 0 && r.GPUs >= 0
+}
+
+// Replica is one running copy of a service.
+type Replica struct {
+	ID        string            `json:"id"`
+	Service   string            `json:"service"`
+	Cluster   string            `json:"cluster"`
+	Index     int               `json:"index"`
+	Machine   string            `json:"machine,omitempty"`
+	State     string            `json:"state"`
+	Reason    string            `json:"reason,omitempty"`
+	Health    string            `json:"health,omitempty"`
+	Restarts  int               `json:"restarts"`
+	HostPorts map[string]int    `json:"hostPorts,omitempty"`
+	Address   string            `json:"address,omitempty"`
+	SpecHash  string            `json:"specHash"`
+	Requests  Resources         `json:"requests"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	UpdatedAt time.Time         `json:"updatedAt"`
+}
+
+// Replica states.
+const (
+	ReplicaPending  = "pending"
+	ReplicaAssigned = "assigned"
+	ReplicaStarting = "starting"
+	ReplicaRunning  = "running"
+	ReplicaCrashed  = "crashed"
+	ReplicaFailed   = "failed"
+)
+
+// Health values.
+const (
+	HealthUnknown   = "unknown"
+	HealthHealthy   = "healthy"
+	HealthUnhealthy = "unhealthy"
+)
+
+// Event records a decision or an observation.
+type Event struct {
+	ID         int64     `json:"id"`
+	Time       time.Time `json:"time"`
+	Type       string    `json:"type"`
+	Reason     string    `json:"reason"`
+	ObjectKind string    `json:"objectKind"`
+	ObjectName string    `json:"objectName"`
+	Message    string    `json:"message"`
+}
+
+// Event types.
+const (
+	EventNormal  = "Normal"
+	EventWarning = "Warning"
+)

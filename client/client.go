@@ -1,0 +1,227 @@
+// Package client is the Go client of Gantry's HTTP API, used by the CLI and
+// by agents.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// Client talks to one server with one bearer token.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client. token may be empty (join only).
+func New(baseURL, token string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+}
+
+// WithToken returns a copy using another token.
+func (c *Client) WithToken(token string) *Client {
+	cp := *c
+	cp.token = token
+	return &cp
+}
+
+// APIError is an error the server answered with.
+type APIError struct {
+	Status int
+	api.ErrorDetail
+}
+
+func (e *APIError) Error() string {
+	if e.Field != "" && !strings.Contains(e.Message, e.Field) {
+		return fmt.Sprintf("%s: %s", e.Field, e.Message)
+	}
+	return e.Message
+}
+
+// IsStatus reports whether err is an APIError with that HTTP status.
+func IsStatus(err error, status int) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == status
+}
+
+func (c *Client) do(ctx context.Context, method, path string, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return fmt.Errorf("gantry server at %s: %s %s: %w", c.base, method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: read response: %w", method, path, err)
+	}
+	if resp.StatusCode >= 400 {
+		var eb api.ErrorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
+			eb.Error = api.ErrorDetail{Code: http.StatusText(resp.StatusCode), Message: fmt.Sprintf("%s %s: HTTP %d", method, path, resp.StatusCode)}
+		}
+		return &APIError{Status: resp.StatusCode, ErrorDetail: eb.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
+	}
+	return nil
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, "", nil, out)
+}
+
+func (c *Client) sendJSON(ctx context.Context, method, path string, in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	return c.do(ctx, method, path, "application/json", bytes.NewReader(data), out)
+}
+
+// Apply creates or updates the resources of a YAML or JSON file.
+func (c *Client) Apply(ctx context.Context, file []byte) (*api.ApplyResult, error) {
+	var out api.ApplyResult
+	err := c.do(ctx, http.MethodPost, "/v1/apply", "application/yaml", bytes.NewReader(file), &out)
+	return &out, err
+}
+
+// ListClusters lists clusters with their status.
+func (c *Client) ListClusters(ctx context.Context) ([]api.Cluster, error) {
+	var out struct{ Items []api.Cluster }
+	return out.Items, c.getJSON(ctx, "/v1/clusters", &out)
+}
+
+// GetCluster returns one cluster.
+func (c *Client) GetCluster(ctx context.Context, name string) (*api.Cluster, error) {
+	var out api.Cluster
+	return &out, c.getJSON(ctx, "/v1/clusters/"+url.PathEscape(name), &out)
+}
+
+// DeleteCluster deletes a cluster with no services; its machines are
+// terminated.
+func (c *Client) DeleteCluster(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/clusters/"+url.PathEscape(name), "", nil, nil)
+}
+
+// ListServices lists services with their status.
+func (c *Client) ListServices(ctx context.Context) ([]api.Service, error) {
+	var out struct{ Items []api.Service }
+	return out.Items, c.getJSON(ctx, "/v1/services", &out)
+}
+
+// GetService returns one service.
+func (c *Client) GetService(ctx context.Context, name string) (*api.Service, error) {
+	var out api.Service
+	return &out, c.getJSON(ctx, "/v1/services/"+url.PathEscape(name), &out)
+}
+
+// DeleteService deletes a service; its replicas stop.
+func (c *Client) DeleteService(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/services/"+url.PathEscape(name), "", nil, nil)
+}
+
+// ListMachines lists machines, optionally of one cluster.
+func (c *Client) ListMachines(ctx context.Context, cluster string) ([]api.Machine, error) {
+	var out struct{ Items []api.Machine }
+	return out.Items, c.getJSON(ctx, "/v1/machines?cluster="+url.QueryEscape(cluster), &out)
+}
+
+// GetMachine returns one machine.
+func (c *Client) GetMachine(ctx context.Context, id string) (*api.Machine, error) {
+	var out api.Machine
+	return &out, c.getJSON(ctx, "/v1/machines/"+url.PathEscape(id), &out)
+}
+
+// ListReplicas lists replicas, optionally of one service.
+func (c *Client) ListReplicas(ctx context.Context, service string) ([]api.Replica, error) {
+	var out struct{ Items []api.Replica }
+	return out.Items, c.getJSON(ctx, "/v1/replicas?service="+url.QueryEscape(service), &out)
+}
+
+// GetReplica returns one replica.
+func (c *Client) GetReplica(ctx context.Context, id string) (*api.Replica, error) {
+	var out api.Replica
+	return &out, c.getJSON(ctx, "/v1/replicas/"+url.PathEscape(id), &out)
+}
+
+// EventQuery filters events.
+type EventQuery struct {
+	Kind    string
+	Name    string
+	AfterID int64
+	Limit   int
+}
+
+// ListEvents lists events, oldest first.
+func (c *Client) ListEvents(ctx context.Context, q EventQuery) ([]api.Event, error) {
+	v := url.Values{}
+	if q.Kind != "" {
+		v.Set("kind", q.Kind)
+	}
+	if q.Name != "" {
+		v.Set("name", q.Name)
+	}
+	if q.AfterID > 0 {
+		v.Set("after", fmt.Sprint(q.AfterID))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", fmt.Sprint(q.Limit))
+	}
+	var out struct{ Items []api.Event }
+	return out.Items, c.getJSON(ctx, "/v1/events?"+v.Encode(), &out)
+}
+
+// CreateJoinToken mints a join token for a machine Gantry did not launch.
+func (c *Client) CreateJoinToken(ctx context.Context, req api.JoinTokenRequest) (*api.JoinTokenResponse, error) {
+	var out api.JoinTokenResponse
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/join-tokens", req, &out)
+}
+
+// Join exchanges a join token for a machine credential.
+func (c *Client) Join(ctx context.Context, req api.JoinRequest) (*api.JoinResponse, error) {
+	var out api.JoinResponse
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/join", req, &out)
+}
+
+// Heartbeat reports replica status and returns the machine's assignments.
+func (c *Client) Heartbeat(ctx context.Context, machineID string, req api.HeartbeatRequest) (*api.HeartbeatResponse, error) {
+	var out api.HeartbeatResponse
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/machines/"+url.PathEscape(machineID)+"/heartbeat", req, &out)
+}
+
+// Assignments returns a machine's assignments.
+func (c *Client) Assignments(ctx context.Context, machineID string) ([]api.Assignment, error) {
+	var out struct{ Items []api.Assignment }
+	return out.Items, c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/assignments", &out)
+}

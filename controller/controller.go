@@ -1,0 +1,174 @@
+// Package controller runs the server's control loop: one pass keeps
+// replicas in line with services, notices lost machines, places pending
+// replicas (scheduler), sizes capacity groups (planner) and launches or
+// removes machines (fleet). Each pass reads a fresh snapshot of the store.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// Config tunes the loop.
+type Config struct {
+	// Interval between passes (a pass also runs when triggered).
+	Interval time.Duration
+	// HeartbeatInterval is the agents' base heartbeat period.
+	HeartbeatInterval time.Duration
+	// MaxHeartbeatsPerSecond stretches the heartbeat period of large fleets
+	// so the server receives at most this many heartbeats per second.
+	MaxHeartbeatsPerSecond float64
+	// MissedHeartbeats after which a machine is considered lost.
+	MissedHeartbeats int
+	// LaunchBackoff is the first wait after a failed launch in a group; it
+	// doubles per consecutive failure up to MaxLaunchBackoff.
+	LaunchBackoff    time.Duration
+	MaxLaunchBackoff time.Duration
+	Planner          planner.Config
+}
+
+// DefaultConfig returns production defaults.
+func DefaultConfig() Config {
+	return Config{
+		Interval: 2 * time.Second, HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 200, MissedHeartbeats: 3,
+		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute,
+		Planner: planner.Config{EmptyMachineTTL: 5 * time.Minute},
+	}
+}
+
+// Controller is the control loop.
+type Controller struct {
+	cfg       Config
+	store     store.Store
+	fleet     *fleet.Fleet
+	providers fleet.Providers
+	log       *slog.Logger
+	trigger   chan struct{}
+	ready     chan struct{}
+	startedAt time.Time
+
+	mu        sync.Mutex
+	desired   map[string]int
+	idleSince map[string]time.Time
+	failures  map[string]launchFailure
+}
+
+type launchFailure struct {
+	count int
+	until time.Time
+}
+
+// New returns a controller.
+func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers, log *slog.Logger) *Controller {
+	return &Controller{
+		cfg: cfg, store: st, fleet: fl, providers: providers, log: log,
+		trigger: make(chan struct{}, 1), ready: make(chan struct{}), startedAt: time.Now(),
+		desired: map[string]int{}, idleSince: map[string]time.Time{}, failures: map[string]launchFailure{},
+	}
+}
+
+// Trigger asks for a pass soon (after an apply, a join, a status change).
+func (c *Controller) Trigger() {
+	select {
+	case c.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// HeartbeatInterval is the period agents are told to use: the base period,
+// stretched for large fleets.
+func (c *Controller) HeartbeatInterval(liveMachines int) time.Duration {
+	iv := c.cfg.HeartbeatInterval
+	if c.cfg.MaxHeartbeatsPerSecond > 0 {
+		if sized := time.Duration(float64(liveMachines) / c.cfg.MaxHeartbeatsPerSecond * float64(time.Second)); sized > iv {
+			iv = sized
+		}
+	}
+	return iv
+}
+
+// Desired returns the last planned size of a group (for status).
+func (c *Controller) Desired(cluster, group string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.desired[planner.Key(cluster, group)]
+	return n, ok
+}
+
+// Ready is closed once recovery and the first pass are done: from then on
+// the store reflects what really runs.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// Run recovers the fleet, then runs passes until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	if err := c.fleet.Recover(ctx); err != nil {
+		c.log.Error("fleet recovery", "err", err)
+	}
+	ticker := time.NewTicker(c.cfg.Interval)
+	defer ticker.Stop()
+	for first := true; ; first = false {
+		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
+			c.log.Error("reconcile pass", "err", err)
+		}
+		if first {
+			close(c.ready)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-c.trigger:
+		}
+	}
+}
+
+// Pass runs one reconcile pass.
+func (c *Controller) Pass(ctx context.Context) error {
+	snap, err := c.load(ctx)
+	if err != nil {
+		return err
+	}
+	if err := c.syncReplicas(ctx, snap); err != nil {
+		return fmt.Errorf("sync replicas: %w", err)
+	}
+	now := time.Now()
+	c.detectLost(ctx, snap, now)
+	c.fleet.Check(ctx, snap.liveMachines(), now)
+	if snap, err = c.load(ctx); err != nil {
+		return err
+	}
+	placed, unplaced, err := c.schedule(ctx, snap)
+	if err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	return c.plan(ctx, snap, placed, unplaced, now)
+}
+
+// detectLost terminates joined machines whose heartbeats stopped. After a
+// server start, the clock starts at the start: machines get a full period
+// to reach the new server.
+func (c *Controller) detectLost(ctx context.Context, snap *snapshot, now time.Time) {
+	live := len(snap.liveMachines())
+	limit := c.HeartbeatInterval(live) * time.Duration(c.cfg.MissedHeartbeats)
+	for _, m := range snap.machines {
+		if m.JoinState != api.JoinJoined || !m.Schedulable() {
+			continue
+		}
+		last := c.startedAt
+		if m.LastHeartbeat != nil && m.LastHeartbeat.After(last) {
+			last = *m.LastHeartbeat
+		}
+		if now.Sub(last) > limit {
+			c.log.Warn("machine lost", "machine", m.ID, "lastHeartbeat", last)
+			_ = c.fleet.Terminate(ctx, m.ID, fmt.Sprintf("no heartbeat for %s (limit %s)", now.Sub(last).Round(time.Second), limit))
+		}
+	}
+}

@@ -1,0 +1,324 @@
+// Package fleet brings machines into being and out of it through a
+// provisioner: every launch intent is committed to the store before the
+// provider is called, and every instance is tagged so a restarted server
+// finds it again.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// Config tunes the fleet.
+type Config struct {
+	// ServerURL is the address agents dial to join.
+	ServerURL string
+	// JoinTokenTTL is how long a launched machine's join token is valid.
+	JoinTokenTTL time.Duration
+	// JoinTimeout is how long a launched machine may take to join.
+	JoinTimeout time.Duration
+	// ProviderTimeout bounds one provider call.
+	ProviderTimeout time.Duration
+	// InstallationID is tagged on every instance; recovery only ever
+	// touches instances with this server's id.
+	InstallationID string
+}
+
+// DefaultConfig returns production defaults.
+func DefaultConfig(serverURL, installationID string) Config {
+	return Config{ServerURL: serverURL, InstallationID: installationID, JoinTokenTTL: 15 * time.Minute, JoinTimeout: 5 * time.Minute, ProviderTimeout: time.Minute}
+}
+
+// Providers resolves a cluster's provider by name.
+type Providers map[string]provisioner.Provisioner
+
+// Fleet launches and terminates machines.
+type Fleet struct {
+	cfg       Config
+	store     store.Store
+	providers Providers
+	signer    *auth.Signer
+	log       *slog.Logger
+
+	mu          sync.Mutex
+	terminating map[string]bool
+	wg          sync.WaitGroup
+}
+
+// New returns a fleet.
+func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, log *slog.Logger) *Fleet {
+	return &Fleet{cfg: cfg, store: st, providers: providers, signer: signer, log: log, terminating: map[string]bool{}}
+}
+
+// Launch records a launch intent for one machine of the group, then asks
+// the provider for it. A failed provider call leaves the machine failed,
+// with the reason in an event.
+func (f *Fleet) Launch(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, reason string) error {
+	prov, ok := f.providers[c.Spec.Provider.Name]
+	if !ok {
+		return fmt.Errorf("cluster %s: provider %q is not configured", c.Metadata.Name, c.Spec.Provider.Name)
+	}
+	m, err := f.recordIntent(ctx, c, g, it, reason)
+	if err != nil {
+		return err
+	}
+	return f.callLaunch(ctx, prov, m)
+}
+
+func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, reason string) (*api.Machine, error) {
+	now := time.Now().UTC()
+	m := &api.Machine{
+		ID: machineName(c.Metadata.Name, g.GroupID), Cluster: c.Metadata.Name, Group: g.GroupID,
+		InstanceType: it.Name, CapacityType: g.CapacityType, LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name,
+		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: g.Labels,
+		Capacity:  api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()},
+		CreatedAt: now, StateChangedAt: now,
+	}
+	if len(g.Zones) > 0 {
+		m.Zone = g.Zones[0]
+	}
+	if price, ok := it.CheapestPrice(); ok {
+		m.PricePerHour = price
+	}
+	err := f.store.Update(ctx, func(tx store.Tx) error {
+		machines, err := tx.ListMachines(store.MachineFilter{Cluster: c.Metadata.Name, LiveOnly: true})
+		if err != nil {
+			return err
+		}
+		if m.Subnet, err = NextSubnet(c.Spec.ContainerCIDR, machines); err != nil {
+			return err
+		}
+		if err := tx.PutMachine(m); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventNormal, "Launching", "Machine", m.ID,
+			"launching %s in group %s/%s (subnet %s): %s", it.Name, c.Metadata.Name, g.GroupID, m.Subnet, reason)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record launch intent for %s/%s: %w", c.Metadata.Name, g.GroupID, err)
+	}
+	f.log.Info("launching machine", "machine", m.ID, "cluster", m.Cluster, "group", m.Group, "instanceType", it.Name, "reason", reason)
+	return m, nil
+}
+
+// callLaunch calls the provider for a recorded intent; retrying it with the
+// same launch key never makes a second instance.
+func (f *Fleet) callLaunch(ctx context.Context, prov provisioner.Provisioner, m *api.Machine) error {
+	token, err := f.signer.Mint(auth.JoinClaims{Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, ExpiresAt: time.Now().Add(f.cfg.JoinTokenTTL)})
+	if err != nil {
+		return err
+	}
+	spec := provisioner.LaunchSpec{
+		InstanceType: m.InstanceType, CapacityType: m.CapacityType, Zone: m.Zone, IdempotencyKey: m.LaunchKey,
+		Tags:      f.Tags(m),
+		Bootstrap: provisioner.Bootstrap{ServerURL: f.cfg.ServerURL, Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, JoinToken: token},
+	}
+	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
+	defer cancel()
+	inst, launchErr := prov.Launch(callCtx, spec)
+	err = f.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetMachine(m.ID)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		if launchErr != nil {
+			cur.JoinState, cur.FleetState, cur.Reason, cur.StateChangedAt = api.JoinFailed, api.FleetTerminated, launchErr.Error(), now
+			if err := tx.PutMachine(cur); err != nil {
+				return err
+			}
+			return store.Record(tx, api.EventWarning, "LaunchFailed", "Machine", m.ID, "provider %s: %v", prov.Name(), launchErr)
+		}
+		cur.ProviderID, cur.Addresses, cur.StateChangedAt = inst.ID, inst.Addresses, now
+		if inst.Zone != "" {
+			cur.Zone = inst.Zone
+		}
+		if cur.JoinState == api.JoinProvisioning {
+			cur.JoinState = api.JoinBooting
+		}
+		if err := tx.PutMachine(cur); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventNormal, "Launched", "Machine", m.ID, "provider %s instance %s is %s", prov.Name(), inst.ID, inst.State)
+	})
+	if err != nil {
+		return fmt.Errorf("record launch of %s: %w", m.ID, err)
+	}
+	if launchErr != nil {
+		return fmt.Errorf("launch %s: %w", m.ID, launchErr)
+	}
+	return nil
+}
+
+// Tags are put on every instance at launch.
+func (f *Fleet) Tags(m *api.Machine) map[string]string {
+	return map[string]string{
+		provisioner.TagManagedBy:    provisioner.ManagedByValue,
+		provisioner.TagInstallation: f.cfg.InstallationID,
+		provisioner.TagCluster:      m.Cluster,
+		provisioner.TagGroup:        m.Group,
+		provisioner.TagLaunchKey:    m.LaunchKey,
+		provisioner.TagMachine:      m.ID,
+	}
+}
+
+// Terminate marks a machine terminating, returns its replicas to pending,
+// and terminates its instance in the background. It is idempotent.
+func (f *Fleet) Terminate(ctx context.Context, machineID, reason string) error {
+	var m *api.Machine
+	err := f.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if m, err = tx.GetMachine(machineID); err != nil {
+			return err
+		}
+		if m.FleetState == api.FleetTerminated {
+			return nil
+		}
+		if m.FleetState != api.FleetTerminating {
+			m.FleetState, m.Reason, m.StateChangedAt = api.FleetTerminating, reason, time.Now().UTC()
+			if err := tx.PutMachine(m); err != nil {
+				return err
+			}
+			if err := store.Record(tx, api.EventNormal, "Terminating", "Machine", m.ID, "%s", reason); err != nil {
+				return err
+			}
+		}
+		return UnassignReplicas(tx, m.ID, "machine "+m.ID+" is terminating: "+reason)
+	})
+	if err != nil || m.FleetState == api.FleetTerminated {
+		return err
+	}
+	f.terminateInBackground(m)
+	return nil
+}
+
+// UnassignReplicas returns every replica of a machine to pending.
+func UnassignReplicas(tx store.Tx, machineID, why string) error {
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: machineID})
+	if err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		r.Machine, r.State, r.Reason, r.Health, r.HostPorts, r.Address = "", api.ReplicaPending, why, "", nil, ""
+		r.UpdatedAt = time.Now().UTC()
+		if err := tx.PutReplica(r); err != nil {
+			return err
+		}
+		if err := store.Record(tx, api.EventNormal, "Rescheduling", "Replica", r.ID, "%s", why); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Fleet) terminateInBackground(m *api.Machine) {
+	f.mu.Lock()
+	if f.terminating[m.ID] {
+		f.mu.Unlock()
+		return
+	}
+	f.terminating[m.ID] = true
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		defer func() {
+			f.mu.Lock()
+			delete(f.terminating, m.ID)
+			f.mu.Unlock()
+		}()
+		f.finishTermination(m)
+	}()
+}
+
+func (f *Fleet) finishTermination(m *api.Machine) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ProviderTimeout)
+	defer cancel()
+	if prov, ok := f.providerOf(m); ok && m.ProviderID != "" {
+		if err := prov.Terminate(ctx, m.ProviderID); err != nil {
+			f.log.Warn("terminate failed; will retry", "machine", m.ID, "instance", m.ProviderID, "err", err)
+			return // the machine stays terminating; the next pass retries
+		}
+	}
+	err := f.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetMachine(m.ID)
+		if err != nil {
+			return err
+		}
+		cur.FleetState, cur.StateChangedAt = api.FleetTerminated, time.Now().UTC()
+		if err := tx.PutMachine(cur); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventNormal, "Terminated", "Machine", m.ID, "instance %s terminated; subnet %s released", orNone(m.ProviderID), m.Subnet)
+	})
+	if err != nil {
+		f.log.Error("record termination", "machine", m.ID, "err", err)
+	}
+}
+
+func (f *Fleet) providerOf(m *api.Machine) (provisioner.Provisioner, bool) {
+	p, ok := f.providers[m.Provider]
+	return p, ok
+}
+
+// Wait blocks until background terminations finish.
+func (f *Fleet) Wait() { f.wg.Wait() }
+
+// Check follows machines that have not joined: an instance that vanished is
+// marked terminated, one that takes too long to join is replaced, and a
+// machine stuck terminating is retried.
+func (f *Fleet) Check(ctx context.Context, machines []*api.Machine, now time.Time) {
+	for _, m := range machines {
+		switch {
+		case m.FleetState == api.FleetTerminating:
+			f.terminateInBackground(m)
+		case m.FleetState == api.FleetTerminated || m.JoinState == api.JoinJoined:
+		case m.JoinState == api.JoinProvisioning && m.ProviderID == "" && now.Sub(m.CreatedAt) > f.cfg.ProviderTimeout:
+			f.retryLaunch(ctx, m)
+		case now.Sub(m.CreatedAt) > f.cfg.JoinTimeout:
+			_ = f.Terminate(ctx, m.ID, fmt.Sprintf("did not join within %s", f.cfg.JoinTimeout))
+		case m.ProviderID != "":
+			f.checkInstance(ctx, m)
+		}
+	}
+}
+
+// retryLaunch re-sends an intent whose provider call never returned (for
+// example the server died during it); the launch key makes it idempotent.
+func (f *Fleet) retryLaunch(ctx context.Context, m *api.Machine) {
+	prov, ok := f.providerOf(m)
+	if !ok {
+		return
+	}
+	if err := f.callLaunch(ctx, prov, m); err != nil {
+		f.log.Warn("retry launch", "machine", m.ID, "err", err)
+	}
+}
+
+func (f *Fleet) checkInstance(ctx context.Context, m *api.Machine) {
+	prov, ok := f.providerOf(m)
+	if !ok {
+		return
+	}
+	inst, err := prov.Describe(ctx, m.ProviderID)
+	gone := errors.Is(err, provisioner.ErrNotFound) || (err == nil && (inst.State == provisioner.StateTerminated || inst.State == provisioner.StateTerminating))
+	if gone {
+		_ = f.Terminate(ctx, m.ID, "instance "+m.ProviderID+" disappeared before joining")
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gantry-dev/gantry/agent"
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/runtime/process"
+	"github.com/spf13/cobra"
+)
+
+func newAgentCmd(g *globals) *cobra.Command {
+	cfg := agent.DefaultConfig()
+	var cpu, memory, disk, runtimeName, tokenFile, logFormat, logLevel string
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the machine agent: join, heartbeat, run assigned replicas",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := newLogger(os.Stderr, logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			if cfg.ServerURL == "" || cfg.Cluster == "" || cfg.DataDir == "" {
+				return errors.New("--server, --cluster and --data-dir are required")
+			}
+			if err := parseCapacity(&cfg.Capacity, cpu, memory, disk); err != nil {
+				return err
+			}
+			if cfg.Labels, err = parseLabels(labels); err != nil {
+				return err
+			}
+			if cfg.JoinToken, err = joinToken(tokenFile); err != nil {
+				return err
+			}
+			if runtimeName != process.Name {
+				return fmt.Errorf("--runtime %q: this build supports only %q", runtimeName, process.Name)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			driver := process.New(process.Config{Dir: filepath.Join(cfg.DataDir, "replicas"), ExtraPath: filepath.Dir(exe)})
+			cfg.Version = version()
+			err = agent.New(cfg, driver, log).Run(cmd.Context())
+			if errors.Is(err, agent.ErrMachineGone) {
+				log.Info("machine terminated by the server; exiting")
+				return nil
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.ServerURL, "server", "", "URL of the gantry server")
+	f.StringVar(&cfg.Cluster, "cluster", "", "cluster to join")
+	f.StringVar(&cfg.Group, "group", "", "capacity group of this machine")
+	f.StringVar(&cfg.MachineID, "machine-id", "", "machine name (set by the provider that launched it)")
+	f.StringVar(&cfg.ProviderID, "provider-id", "", "the provider's id of this machine")
+	f.StringVar(&cfg.Zone, "zone", "", "zone of this machine")
+	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "agent state: credential, replica logs")
+	f.StringVar(&runtimeName, "runtime", process.Name, "runtime driver for replicas")
+	f.StringVar(&cpu, "cpu", "", "CPU to advertise (default: detected)")
+	f.StringVar(&memory, "memory", "", "memory to advertise (default: detected)")
+	f.StringVar(&disk, "ephemeral-storage", "", "ephemeral storage to advertise (default: detected)")
+	f.StringArrayVar(&labels, "label", nil, "machine label key=value; repeatable")
+	f.StringVar(&tokenFile, "join-token-file", "", "file with the join token (default: $GANTRY_JOIN_TOKEN)")
+	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "first wait before restarting a crashed replica (doubles per crash)")
+	f.DurationVar(&cfg.MaxRestartBackoff, "max-restart-backoff", cfg.MaxRestartBackoff, "longest wait between restarts")
+	f.DurationVar(&cfg.RequestTimeout, "request-timeout-agent", cfg.RequestTimeout, "timeout of each call to the server")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&logLevel, "log-level", "info", "log level")
+	return cmd
+}
+
+// joinToken reads the token from a file or the environment, and removes it
+// from the environment so replicas never inherit it.
+func joinToken(file string) (string, error) {
+	if file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read join token: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	token := os.Getenv("GANTRY_JOIN_TOKEN")
+	os.Unsetenv("GANTRY_JOIN_TOKEN")
+	return token, nil
+}
+
+func parseCapacity(r *api.Resources, cpu, memory, disk string) error {
+	var err error
+	if cpu != "" {
+		if r.MilliCPU, err = api.ParseCPU(cpu); err != nil {
+			return fmt.Errorf("--cpu: %w", err)
+		}
+	}
+	if memory != "" {
+		if r.MemoryBytes, err = api.ParseBytes(memory); err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+	}
+	if disk != "" {
+		if r.EphemeralBytes, err = api.ParseBytes(disk); err != nil {
+			return fmt.Errorf("--ephemeral-storage: %w", err)
+		}
+	}
+	return nil
+}
+
+func parseLabels(pairs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want key=value", p)
+		}
+		out[k] = v
+	}
+	return out, nil
+}

@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/server"
+	"github.com/gantry-dev/gantry/spec"
+	"github.com/spf13/cobra"
+)
+
+// devConfig tunes the server for one host and a person watching: short
+// loops and heartbeats, and machines that end with the process.
+func devConfig(dataDir string) server.Config {
+	cfg := server.DefaultConfig(dataDir)
+	cfg.Controller.Interval = 500 * time.Millisecond
+	cfg.Controller.HeartbeatInterval = time.Second
+	cfg.Controller.LaunchBackoff = 2 * time.Second
+	cfg.Controller.Planner.EmptyMachineTTL = 30 * time.Second
+	cfg.JoinTimeout = time.Minute
+	cfg.LocalStopGrace = 5 * time.Second
+	cfg.LocalExitWithServer = true
+	return cfg
+}
+
+func newDevCmd(g *globals) *cobra.Command {
+	cfg := devConfig("")
+	var file string
+	var progressEvery time.Duration
+	cmd := &cobra.Command{
+		Use:   "dev -f FILE",
+		Short: "Run everything on this host: server, local machines, your spec",
+		Long: "Starts a server with its state in --data-dir, whose machines are agent processes on this host, " +
+			"applies the spec and shows machines and replicas coming up. Ctrl-C terminates every machine it started; " +
+			"the state stays, so the next run starts from it.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return fmt.Errorf("-f FILE is required")
+			}
+			data, err := readSpecFile(file)
+			if err != nil {
+				return err
+			}
+			docs, err := spec.Parse(file, data, builtinCatalogs)
+			if err != nil {
+				return err
+			}
+			cfg.DataDir, cfg.Store = g.dataDir, server.DefaultConfig(g.dataDir).Store
+			return runDev(cmd.Context(), g, cfg, data, docs, progressEvery)
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "spec file (YAML or JSON)")
+	cmd.Flags().DurationVar(&progressEvery, "progress-interval", 500*time.Millisecond, "how often progress is polled")
+	serverFlags(cmd.Flags(), &cfg)
+	return cmd
+}
+
+func runDev(ctx context.Context, g *globals, cfg server.Config, data []byte, docs []spec.Document, every time.Duration) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return err
+	}
+	logPath := filepath.Join(cfg.DataDir, "server.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("server log: %w", err)
+	}
+	defer logFile.Close()
+	log, _ := newLogger(logFile, "text", "info")
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	runCtx, stopServer := context.WithCancel(context.Background())
+	defer stopServer()
+	served := make(chan error, 1)
+	go func() { served <- srv.Run(runCtx) }()
+	fmt.Fprintf(g.out, "gantry dev: server %s, state in %s (log: %s)\n", srv.URL(), cfg.DataDir, logPath)
+
+	select {
+	case <-srv.Ready():
+	case <-ctx.Done():
+	}
+	c := client.New(srv.URL(), srv.AdminToken(), nil)
+	res, err := c.Apply(ctx, data)
+	if err != nil {
+		stopServer()
+		<-served
+		return err
+	}
+	printApplyResult(g.out, res)
+	fmt.Fprintln(g.out, "Waiting for machines and replicas (Ctrl-C stops everything)...")
+	watchProgress(ctx, g.out, c, servicesOf(docs), every)
+
+	fmt.Fprintln(g.out, "\nStopping: terminating machines...")
+	// The control loop stops first, or it would replace what we terminate.
+	stopServer()
+	err = <-served
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.LocalStopGrace+10*time.Second)
+	defer cancel()
+	if termErr := srv.TerminateAll(shutdownCtx, "gantry dev stopped"); termErr != nil {
+		fmt.Fprintln(g.errOut, "warning: terminate machines:", termErr)
+	}
+	fmt.Fprintln(g.out, "Stopped. State kept in", cfg.DataDir, "(delete it to start clean).")
+	return err
+}
+
+func servicesOf(docs []spec.Document) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range docs {
+		if d.Service != nil {
+			out[d.Name()] = true
+		}
+	}
+	return out
+}
+
+// watchProgress prints each change of machine and replica state until ctx
+// ends, and the table of URLs each time all replicas become ready.
+func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services map[string]bool, every time.Duration) {
+	machineState := map[string]string{}
+	replicaState := map[string]string{}
+	wasReady := false
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		machines, errM := c.ListMachines(ctx, "")
+		replicas, errR := c.ListReplicas(ctx, "")
+		if errM == nil && errR == nil {
+			reportMachines(w, machines, machineState)
+			mine := filterReplicas(replicas, services)
+			reportReplicas(w, mine, replicaState)
+			ready := allReady(mine, services)
+			if ready && !wasReady {
+				printReady(w, mine)
+			}
+			wasReady = ready
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func reportMachines(w io.Writer, machines []api.Machine, seen map[string]string) {
+	for _, m := range machines {
+		state := m.JoinState + "/" + m.FleetState
+		if prev, ok := seen[m.ID]; !ok || prev != state {
+			fmt.Fprintf(w, "  machine %-28s %-9s %-22s %s\n", m.ID, m.InstanceType, state, m.Reason)
+			seen[m.ID] = state
+		}
+	}
+}
+
+func filterReplicas(replicas []api.Replica, services map[string]bool) []api.Replica {
+	var out []api.Replica
+	for _, r := range replicas {
+		if services[r.Service] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func reportReplicas(w io.Writer, replicas []api.Replica, seen map[string]string) {
+	for _, r := range replicas {
+		state := r.State + "/" + r.Health + "@" + r.Machine
+		if prev, ok := seen[r.ID]; ok && prev == state {
+			continue
+		}
+		seen[r.ID] = state
+		where := ""
+		if r.Machine != "" {
+			where = "on " + r.Machine
+		}
+		detail := r.Reason
+		if u := ReplicaURL(r); u != "" && r.State == api.ReplicaRunning {
+			detail = u
+		}
+		fmt.Fprintf(w, "  replica %-28s %-9s %-30s %s\n", r.ID, r.State, where, detail)
+	}
+}
+
+// allReady: every replica of the spec's services runs and, where it has a
+// health check, passes it.
+func allReady(replicas []api.Replica, services map[string]bool) bool {
+	if len(replicas) == 0 {
+		return false
+	}
+	for _, r := range replicas {
+		if r.State != api.ReplicaRunning || r.Health == api.HealthUnhealthy {
+			return false
+		}
+	}
+	return true
+}
+
+func printReady(w io.Writer, replicas []api.Replica) {
+	sort.Slice(replicas, func(i, j int) bool { return replicas[i].ID < replicas[j].ID })
+	fmt.Fprintln(w, "\nAll replicas are running:")
+	t := &table{header: []string{"REPLICA", "MACHINE", "HEALTH", "URL"}}
+	for _, r := range replicas {
+		t.add(r.ID, r.Machine, orDash(r.Health), orDash(ReplicaURL(r)))
+	}
+	_ = t.print(w, false)
+	fmt.Fprintln(w, "\nIn another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
+}

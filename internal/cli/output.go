@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Output formats of get.
+const (
+	formatTable = "table"
+	formatWide  = "wide"
+	formatJSON  = "json"
+	formatYAML  = "yaml"
+)
+
+func checkFormat(f string) error {
+	switch f {
+	case formatTable, formatWide, formatJSON, formatYAML:
+		return nil
+	}
+	return fmt.Errorf("--output %q: want table, wide, json or yaml", f)
+}
+
+// printStructured writes v as JSON or YAML with the API's field names.
+func printStructured(w io.Writer, format string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == formatJSON {
+		_, err = fmt.Fprintln(w, string(data))
+		return err
+	}
+	var tree any
+	if err := json.Unmarshal(data, &tree); err != nil {
+		return err
+	}
+	out, err := yaml.Marshal(tree)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// table prints aligned columns; wide columns are appended with -o wide.
+type table struct {
+	header []string
+	wide   []string
+	rows   [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) print(w io.Writer, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	n := len(t.header)
+	header := t.header
+	if wide {
+		header = append(append([]string{}, t.header...), t.wide...)
+		n = len(header)
+	}
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range t.rows {
+		if len(r) > n {
+			r = r[:n]
+		}
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+// age renders a duration the way kubectl does.
+func age(since time.Time) string {
+	if since.IsZero() {
+		return "-"
+	}
+	d := time.Since(since)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func timePtr(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

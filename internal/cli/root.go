@@ -1,0 +1,118 @@
+// Package cli holds the cobra commands of the gantry binary.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantry-dev/gantry/client"
+	"github.com/spf13/cobra"
+)
+
+// globals are the flags every client command shares.
+type globals struct {
+	server    string
+	token     string
+	tokenFile string
+	dataDir   string
+	timeout   time.Duration
+	out       io.Writer
+	errOut    io.Writer
+}
+
+// Execute runs the CLI and returns the process exit code.
+func Execute(args []string, stdout, stderr io.Writer) int {
+	g := &globals{out: stdout, errOut: stderr}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "error: "+oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gantry",
+		Short:         "Gantry runs containers on machines it provisions itself",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.server, "server", os.Getenv("GANTRY_SERVER"), "API URL (default: $GANTRY_SERVER, else ./.gantry/server.url, else http://127.0.0.1:7400)")
+	pf.StringVar(&g.token, "token", "", "admin token (default: $GANTRY_TOKEN, else the --token-file)")
+	pf.StringVar(&g.tokenFile, "token-file", "", "file holding the admin token (default: <data-dir>/admin-token)")
+	pf.StringVar(&g.dataDir, "data-dir", ".gantry", "directory of the server's state (dev and server) and where the CLI looks for server.url and admin-token")
+	pf.DurationVar(&g.timeout, "request-timeout", 30*time.Second, "timeout of each API request")
+	root.AddCommand(
+		newVersionCmd(g), newValidateCmd(g), newApplyCmd(g), newGetCmd(g), newDescribeCmd(g), newDeleteCmd(g),
+		newJoinTokenCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g),
+	)
+	return root
+}
+
+// client builds an API client from flags, environment and the data dir.
+func (g *globals) client() (*client.Client, error) {
+	server := g.server
+	if server == "" {
+		if data, err := os.ReadFile(filepath.Join(g.dataDir, "server.url")); err == nil {
+			server = strings.TrimSpace(string(data))
+		} else {
+			server = "http://127.0.0.1:7400"
+		}
+	}
+	token := g.token
+	if token == "" {
+		token = os.Getenv("GANTRY_TOKEN")
+	}
+	if token == "" {
+		path := g.tokenFile
+		if path == "" {
+			path = filepath.Join(g.dataDir, "admin-token")
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("no admin token: set GANTRY_TOKEN or --token-file (reading %s: %w)", path, errors.Unwrap(err))
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	return client.New(server, token, &http.Client{Timeout: g.timeout}), nil
+}
+
+func version() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(g.out, "gantry", version())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/gantry-dev/gantry/server"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// serverFlags binds every server knob to a flag, defaults from cfg.
+func serverFlags(fs *pflag.FlagSet, cfg *server.Config) {
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the HTTP API")
+	fs.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "URL agents use to reach the server (default: the listen address)")
+	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest accepted request body")
+	fs.DurationVar(&cfg.Controller.Interval, "reconcile-interval", cfg.Controller.Interval, "time between control loop passes")
+	fs.DurationVar(&cfg.Controller.HeartbeatInterval, "heartbeat-interval", cfg.Controller.HeartbeatInterval, "agents' base heartbeat period")
+	fs.Float64Var(&cfg.Controller.MaxHeartbeatsPerSecond, "max-heartbeats-per-second", cfg.Controller.MaxHeartbeatsPerSecond, "stretch the heartbeat period of large fleets to stay under this rate")
+	fs.IntVar(&cfg.Controller.MissedHeartbeats, "missed-heartbeats", cfg.Controller.MissedHeartbeats, "heartbeats a machine may miss before it is replaced")
+	fs.DurationVar(&cfg.Controller.Planner.EmptyMachineTTL, "empty-machine-ttl", cfg.Controller.Planner.EmptyMachineTTL, "how long a machine above minSize stays empty before it is removed")
+	fs.DurationVar(&cfg.Controller.LaunchBackoff, "launch-backoff", cfg.Controller.LaunchBackoff, "first wait after a failed launch (doubles per failure)")
+	fs.DurationVar(&cfg.JoinTokenTTL, "join-token-ttl", cfg.JoinTokenTTL, "validity of a launched machine's join token")
+	fs.DurationVar(&cfg.JoinTimeout, "join-timeout", cfg.JoinTimeout, "how long a launched machine may take to join before it is replaced")
+	fs.DurationVar(&cfg.ProviderTimeout, "provider-timeout", cfg.ProviderTimeout, "timeout of one provider call")
+	fs.DurationVar(&cfg.LocalStopGrace, "local-stop-grace", cfg.LocalStopGrace, "local provider: time an agent has to stop before SIGKILL")
+	fs.BoolVar(&cfg.LocalExitWithServer, "local-exit-with-server", cfg.LocalExitWithServer, "local provider: machines die with the server process")
+}
+
+func newServerCmd(g *globals) *cobra.Command {
+	cfg := server.DefaultConfig("")
+	var logFormat, logLevel string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: HTTP API, store and control loops",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log, err := newLogger(os.Stderr, logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.DataDir = g.dataDir
+			cfg.Store = server.DefaultConfig(g.dataDir).Store
+			cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
+			srv, err := server.New(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			fmt.Fprintf(g.errOut, "gantry server on %s (admin token in %s)\n", srv.URL(), srv.AdminTokenPath())
+			return srv.Run(cmd.Context())
+		},
+	}
+	serverFlags(cmd.Flags(), &cfg)
+	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}

@@ -1,0 +1,183 @@
+// Package openapi builds Gantry's OpenAPI 3 document from the api types,
+// so the document cannot drift from the wire format. server/openapi.json is
+// its output, checked by a test.
+package openapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// Operation documents one route.
+type Operation struct {
+	Method, Path, Summary string
+	Auth                  string // "admin", "machine" or "" (public)
+	Request               any    // nil, a Go value, or "yaml" for a spec file
+	Response              any
+	Status                int
+	Query                 []string
+}
+
+type list[T any] struct {
+	Items []T `json:"items"`
+}
+
+// Operations is the API, route by route.
+func Operations() []Operation {
+	return []Operation{
+		{Method: "GET", Path: "/healthz", Summary: "Liveness of the server", Response: map[string]string{}},
+		{Method: "GET", Path: "/v1/openapi.json", Summary: "This document", Response: map[string]any{}},
+		{Method: "POST", Path: "/v1/apply", Summary: "Create or update the resources of a YAML or JSON spec file, all or none", Auth: "admin", Request: "yaml", Response: api.ApplyResult{}},
+		{Method: "GET", Path: "/v1/clusters", Summary: "List clusters with group status", Auth: "admin", Response: list[api.Cluster]{}},
+		{Method: "GET", Path: "/v1/clusters/{name}", Summary: "Get a cluster", Auth: "admin", Response: api.Cluster{}},
+		{Method: "PUT", Path: "/v1/clusters/{name}", Summary: "Replace a cluster (update rules apply)", Auth: "admin", Request: "yaml", Response: api.ApplyItem{}},
+		{Method: "DELETE", Path: "/v1/clusters/{name}", Summary: "Delete a cluster that runs no service; its machines are terminated", Auth: "admin", Response: map[string]string{}},
+		{Method: "GET", Path: "/v1/services", Summary: "List services with replica counts", Auth: "admin", Response: list[api.Service]{}},
+		{Method: "GET", Path: "/v1/services/{name}", Summary: "Get a service", Auth: "admin", Response: api.Service{}},
+		{Method: "PUT", Path: "/v1/services/{name}", Summary: "Replace a service", Auth: "admin", Request: "yaml", Response: api.ApplyItem{}},
+		{Method: "DELETE", Path: "/v1/services/{name}", Summary: "Delete a service; its replicas stop", Auth: "admin", Response: map[string]string{}},
+		{Method: "GET", Path: "/v1/machines", Summary: "List live machines (all=1 includes terminated)", Auth: "admin", Response: list[api.Machine]{}, Query: []string{"cluster", "all"}},
+		{Method: "GET", Path: "/v1/machines/{id}", Summary: "Get a machine", Auth: "admin", Response: api.Machine{}},
+		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas", Auth: "admin", Response: list[api.Replica]{}, Query: []string{"service", "machine", "cluster"}},
+		{Method: "GET", Path: "/v1/replicas/{id}", Summary: "Get a replica", Auth: "admin", Response: api.Replica{}},
+		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
+		{Method: "POST", Path: "/v1/join-tokens", Summary: "Mint a join token for a machine Gantry did not launch", Auth: "admin", Request: api.JoinTokenRequest{}, Response: api.JoinTokenResponse{}, Status: 201},
+		{Method: "POST", Path: "/v1/join", Summary: "Exchange a join token for a machine credential", Request: api.JoinRequest{}, Response: api.JoinResponse{}},
+		{Method: "POST", Path: "/v1/machines/{id}/heartbeat", Summary: "Report replica status; returns the machine's assignments", Auth: "machine", Request: api.HeartbeatRequest{}, Response: api.HeartbeatResponse{}},
+		{Method: "GET", Path: "/v1/machines/{id}/assignments", Summary: "The replicas assigned to a machine", Auth: "machine", Response: list[api.Assignment]{}},
+	}
+}
+
+// Document returns the OpenAPI document as indented JSON.
+func Document() []byte {
+	schemas := map[string]any{}
+	paths := map[string]map[string]any{}
+	for _, op := range Operations() {
+		if paths[op.Path] == nil {
+			paths[op.Path] = map[string]any{}
+		}
+		paths[op.Path][strings.ToLower(op.Method)] = operation(op, schemas)
+	}
+	doc := map[string]any{
+		"openapi": "3.0.3",
+		"info":    map[string]any{"title": "Gantry API", "version": "v1", "description": "Gantry's control plane API. Errors are {\"error\": {code, message, field}}."},
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas": schemas,
+			"securitySchemes": map[string]any{
+				"admin":   map[string]any{"type": "http", "scheme": "bearer", "description": "Admin token"},
+				"machine": map[string]any{"type": "http", "scheme": "bearer", "description": "Machine credential from /v1/join; only for its own machine's routes"},
+			},
+		},
+	}
+	out, _ := json.MarshalIndent(doc, "", "  ")
+	return append(out, '\n')
+}
+
+func operation(op Operation, schemas map[string]any) map[string]any {
+	status := op.Status
+	if status == 0 {
+		status = 200
+	}
+	errorSchema := schemaOf(reflect.TypeOf(api.ErrorBody{}), schemas)
+	o := map[string]any{
+		"summary": op.Summary,
+		"responses": map[string]any{
+			strconv.Itoa(status): map[string]any{"description": "OK", "content": jsonContent(schemaOf(reflect.TypeOf(op.Response), schemas))},
+			"default":            map[string]any{"description": "Error", "content": jsonContent(errorSchema)},
+		},
+	}
+	if op.Auth != "" {
+		o["security"] = []any{map[string]any{op.Auth: []string{}}}
+	}
+	var params []any
+	for _, seg := range strings.Split(op.Path, "/") {
+		if strings.HasPrefix(seg, "{") {
+			params = append(params, map[string]any{"name": strings.Trim(seg, "{}"), "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+	}
+	for _, q := range op.Query {
+		params = append(params, map[string]any{"name": q, "in": "query", "schema": map[string]any{"type": "string"}})
+	}
+	if params != nil {
+		o["parameters"] = params
+	}
+	switch req := op.Request.(type) {
+	case nil:
+	case string:
+		o["requestBody"] = map[string]any{"required": true, "description": "One or more YAML or JSON documents (Cluster, Service)",
+			"content": map[string]any{"application/yaml": map[string]any{"schema": map[string]any{"type": "string"}}}}
+	default:
+		o["requestBody"] = map[string]any{"required": true, "content": jsonContent(schemaOf(reflect.TypeOf(req), schemas))}
+	}
+	return o
+}
+
+func jsonContent(schema any) map[string]any {
+	return map[string]any{"application/json": map[string]any{"schema": schema}}
+}
+
+// schemaOf returns a JSON schema for t, registering named structs as
+// components.
+func schemaOf(t reflect.Type, schemas map[string]any) map[string]any {
+	if t.Kind() == reflect.Pointer {
+		return schemaOf(t.Elem(), schemas)
+	}
+	if t == reflect.TypeOf(time.Time{}) {
+		return map[string]any{"type": "string", "format": "date-time"}
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return map[string]any{"type": "integer"}
+	case reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": schemaOf(t.Elem(), schemas)}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": schemaOf(t.Elem(), schemas)}
+	case reflect.Interface:
+		return map[string]any{}
+	case reflect.Struct:
+		name := t.Name()
+		if i := strings.Index(name, "["); i >= 0 {
+			return structSchema(t, schemas) // generic list wrapper: inline
+		}
+		ref := map[string]any{"$ref": "#/components/schemas/" + name}
+		if _, done := schemas[name]; !done {
+			schemas[name] = map[string]any{} // placeholder for recursion
+			schemas[name] = structSchema(t, schemas)
+		}
+		return ref
+	}
+	return map[string]any{}
+}
+
+func structSchema(t reflect.Type, schemas map[string]any) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		props[name] = schemaOf(f.Type, schemas)
+		if !strings.Contains(opts, "omitempty") && f.Type.Kind() != reflect.Pointer {
+			required = append(required, name)
+		}
+	}
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if required != nil {
+		s["required"] = required
+	}
+	return s
+}

@@ -1,0 +1,397 @@
+// Package local is the provider whose machines are `gantry agent` processes
+// on this host. Each machine advertises the resources of its instance type
+// from a small built-in catalog. State is kept in a file so a restarted
+// server finds its machines again (List by tags), like a cloud would.
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// Name is the provider's name in cluster specs.
+const Name = "local"
+
+// Config tunes the provider.
+type Config struct {
+	// AgentBinary is the gantry executable to run as each machine's agent.
+	AgentBinary string
+	// StateDir holds the instance table and one directory per machine.
+	StateDir string
+	// StopGrace is how long an agent has to stop after SIGTERM.
+	StopGrace time.Duration
+	// ExitWithServer ties each agent's life to this process (used by
+	// `gantry dev`): if the server dies, its machines die too.
+	ExitWithServer bool
+	// AgentArgs are extra flags for every agent.
+	AgentArgs []string
+	Logger    *slog.Logger
+}
+
+type record struct {
+	provisioner.Instance
+	Key  string   `json:"key"`
+	PID  int      `json:"pid"`
+	Args []string `json:"args"`
+}
+
+// Provider is the local provisioner.
+type Provider struct {
+	cfg     Config
+	catalog []provisioner.InstanceType
+	mu      sync.Mutex
+	records map[string]*record
+	// exited is closed when a child started by this process exits.
+	exited map[string]chan struct{}
+}
+
+var _ provisioner.Provisioner = (*Provider)(nil)
+
+// New loads the provider's state from cfg.StateDir.
+func New(cfg Config) (*Provider, error) {
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("local provider state dir: %w", err)
+	}
+	p := &Provider{cfg: cfg, catalog: Catalog(), records: map[string]*record{}, exited: map[string]chan struct{}{}}
+	if err := p.load(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Name implements provisioner.Provisioner.
+func (p *Provider) Name() string { return Name }
+
+// InstanceTypes implements provisioner.Provisioner.
+func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
+
+// CapacityTypes implements provisioner.Provisioner.
+func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDemand, api.CapacitySpot} }
+
+// PriceHint implements provisioner.Provisioner.
+func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
+	best, found := 0.0, false
+	for _, t := range p.catalog {
+		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
+			continue
+		}
+		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
+			best, found = price, true
+		}
+	}
+	return best, found
+}
+
+// Launch starts an agent process and returns at once with the instance
+// pending. A retried launch with the same key returns the same instance.
+func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
+	if spec.IdempotencyKey == "" {
+		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
+	}
+	it, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType)
+	if !ok {
+		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	}
+	if spec.Zone != "" && spec.Zone != Zone {
+		return nil, provisioner.Errorf(provisioner.KindInsufficientCapacity, "launch", "zone %q: the local provider has only %s", spec.Zone, Zone)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.records {
+		if r.Key == spec.IdempotencyKey {
+			inst := p.refresh(r)
+			return &inst, nil
+		}
+	}
+	id := "local-" + randomHex(4)
+	r := &record{Key: spec.IdempotencyKey, Instance: provisioner.Instance{
+		ID: id, State: provisioner.StatePending, InstanceType: it.Name, CapacityType: orDefault(spec.CapacityType, api.CapacityOnDemand),
+		Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: copyTags(spec.Tags),
+	}}
+	r.Args = p.agentArgs(id, it, spec.Bootstrap)
+	p.records[id] = r
+	if err := p.save(); err != nil {
+		delete(p.records, id)
+		return nil, err
+	}
+	go p.boot(id, spec.Bootstrap.JoinToken)
+	inst := r.Instance
+	return &inst, nil
+}
+
+func (p *Provider) agentArgs(id string, it provisioner.InstanceType, b provisioner.Bootstrap) []string {
+	args := []string{"agent",
+		"--server", b.ServerURL, "--cluster", b.Cluster, "--group", b.Group, "--machine-id", b.MachineID,
+		"--zone", Zone, "--address", "127.0.0.1", "--runtime", "process",
+		"--data-dir", p.machineDir(id),
+		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", fmt.Sprint(it.MemoryBytes), "--ephemeral-storage", fmt.Sprint(it.EphemeralBytes),
+		"--provider-id", id,
+	}
+	return append(args, p.cfg.AgentArgs...)
+}
+
+func (p *Provider) machineDir(id string) string { return filepath.Join(p.cfg.StateDir, "machines", id) }
+
+// boot starts the agent process; the join token goes through the
+// environment, never argv, so `ps` does not show it.
+func (p *Provider) boot(id, joinToken string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.records[id]
+	if !ok || r.State != provisioner.StatePending {
+		return
+	}
+	if err := p.startProcess(r, joinToken); err != nil {
+		p.cfg.Logger.Error("local machine failed to start", "instance", id, "err", err)
+		r.State = provisioner.StateTerminated
+	}
+	_ = p.save()
+}
+
+func (p *Provider) startProcess(r *record, joinToken string) error {
+	dir := p.machineDir(r.ID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("machine dir: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("agent log: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(p.cfg.AgentBinary, r.Args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), "GANTRY_JOIN_TOKEN="+joinToken)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.cfg.ExitWithServer {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	r.PID = cmd.Process.Pid
+	r.State = provisioner.StateRunning
+	r.Addresses = []string{"127.0.0.1"}
+	done := make(chan struct{})
+	p.exited[r.ID] = done
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	return nil
+}
+
+// Terminate stops the machine's agent (SIGTERM, then SIGKILL of its whole
+// process group after StopGrace). Unknown ids are not an error.
+func (p *Provider) Terminate(ctx context.Context, id string) error {
+	return p.halt(ctx, id, provisioner.StateTerminating, provisioner.StateTerminated)
+}
+
+// Stop halts the agent but keeps the machine's directory for Start.
+func (p *Provider) Stop(ctx context.Context, id string) error {
+	p.mu.Lock()
+	r, ok := p.records[id]
+	p.mu.Unlock()
+	if !ok || p.refreshLocked(r).State == provisioner.StateTerminated {
+		return provisioner.Errorf(provisioner.KindNotFound, "stop", "instance %s", id)
+	}
+	return p.halt(ctx, id, provisioner.StateStopping, provisioner.StateStopped)
+}
+
+func (p *Provider) halt(ctx context.Context, id string, during, final provisioner.State) error {
+	p.mu.Lock()
+	r, ok := p.records[id]
+	if !ok || r.State == provisioner.StateTerminated || (r.State == final) {
+		p.mu.Unlock()
+		return nil
+	}
+	pid, done := r.PID, p.exited[id]
+	r.State = during
+	_ = p.save()
+	p.mu.Unlock()
+
+	if pid > 0 && p.alive(r) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		if !waitExit(ctx, pid, done, p.cfg.StopGrace) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			waitExit(ctx, pid, done, p.cfg.StopGrace)
+		}
+		// Replicas share the agent's process group: none may outlive it.
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r.State, r.PID = final, 0
+	if final == provisioner.StateStopped {
+		r.Addresses = nil
+	}
+	return p.save()
+}
+
+// Start resumes a stopped machine with a new agent process.
+func (p *Provider) Start(ctx context.Context, id string) (*provisioner.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.records[id]
+	if !ok || r.State == provisioner.StateTerminated {
+		return nil, provisioner.Errorf(provisioner.KindNotFound, "start", "instance %s", id)
+	}
+	if r.State == provisioner.StateRunning || r.State == provisioner.StatePending {
+		inst := r.Instance
+		return &inst, nil
+	}
+	if r.State != provisioner.StateStopped {
+		return nil, provisioner.Errorf(provisioner.KindInvalid, "start", "instance %s is %s", id, r.State)
+	}
+	// The agent rejoins with the credential it keeps in its data dir.
+	if err := p.startProcess(r, ""); err != nil {
+		return nil, provisioner.Errorf(provisioner.KindTransport, "start", "%v", err)
+	}
+	if err := p.save(); err != nil {
+		return nil, err
+	}
+	inst := r.Instance
+	return &inst, nil
+}
+
+// Describe implements provisioner.Provisioner.
+func (p *Provider) Describe(ctx context.Context, id string) (*provisioner.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.records[id]
+	if !ok {
+		return nil, provisioner.Errorf(provisioner.KindNotFound, "describe", "instance %s", id)
+	}
+	inst := p.refresh(r)
+	return &inst, nil
+}
+
+// List implements provisioner.Provisioner.
+func (p *Provider) List(ctx context.Context, f provisioner.Filter) ([]provisioner.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []provisioner.Instance
+	for _, r := range p.records {
+		if inst := p.refresh(r); f.Matches(inst) {
+			out = append(out, inst)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// refresh marks a running machine whose agent died as terminated (a local
+// machine is its agent process) and returns a copy. Callers hold p.mu.
+func (p *Provider) refresh(r *record) provisioner.Instance {
+	if (r.State == provisioner.StateRunning) && !p.alive(r) {
+		r.State, r.PID = provisioner.StateTerminated, 0
+		// Whatever the dead agent left in its process group goes too.
+		_ = p.save()
+	}
+	inst := r.Instance
+	inst.Tags = copyTags(r.Tags)
+	inst.Addresses = append([]string(nil), r.Addresses...)
+	return inst
+}
+
+func (p *Provider) refreshLocked(r *record) provisioner.Instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refresh(r)
+}
+
+// alive checks the pid still runs this machine's agent (pids get reused).
+func (p *Provider) alive(r *record) bool {
+	if r.PID <= 0 {
+		return false
+	}
+	if done, ok := p.exited[r.ID]; ok {
+		select {
+		case <-done:
+			return false
+		default:
+			return true
+		}
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", r.PID))
+	return err == nil && strings.Contains(string(cmdline), "\x00"+r.ID+"\x00")
+}
+
+// ShutdownAll terminates every machine (used by `gantry dev` on exit).
+func (p *Provider) ShutdownAll(ctx context.Context) {
+	insts, _ := p.List(ctx, provisioner.Filter{})
+	var wg sync.WaitGroup
+	for _, inst := range insts {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			_ = p.Terminate(ctx, id)
+		}(inst.ID)
+	}
+	wg.Wait()
+}
+
+func waitExit(ctx context.Context, pid int, done chan struct{}, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if done != nil {
+			select {
+			case <-done:
+				return true
+			default:
+			}
+		} else if syscall.Kill(pid, 0) != nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+func copyTags(tags map[string]string) map[string]string {
+	out := make(map[string]string, len(tags))
+	for k, v := range tags {
+		out[k] = v
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

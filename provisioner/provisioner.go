@@ -1,0 +1,187 @@
+// Package provisioner is Gantry's provider-neutral machine interface. A
+// provider launches, stops, starts, describes, lists and terminates
+// instances; every call is non-blocking (Launch returns while the instance is
+// still pending) and states are normalized. Third parties implement
+// Provisioner to add a cloud.
+package provisioner
+
+import (
+	"context"
+	"time"
+)
+
+// Provisioner is implemented by every provider.
+type Provisioner interface {
+	// Name is the provider's name as written in a cluster spec.
+	Name() string
+	// Launch starts an instance and returns while it is still pending. A
+	// retried Launch with the same IdempotencyKey returns the same instance.
+	Launch(ctx context.Context, spec LaunchSpec) (*Instance, error)
+	// Terminate is idempotent; terminating an unknown id is not an error.
+	Terminate(ctx context.Context, id string) error
+	// Stop keeps the instance for a later Start (warm pool).
+	Stop(ctx context.Context, id string) error
+	// Start resumes a stopped instance; its addresses may change, and the
+	// returned instance has the new ones.
+	Start(ctx context.Context, id string) (*Instance, error)
+	// Describe returns ErrNotFound (wrapped) for an unknown id.
+	Describe(ctx context.Context, id string) (*Instance, error)
+	// List returns instances whose tags include every filter tag, in the
+	// filter's states (all but terminated when States is empty).
+	List(ctx context.Context, filter Filter) ([]Instance, error)
+	// InstanceTypes is the catalog this provider can launch.
+	InstanceTypes() []InstanceType
+	// CapacityTypes lists the capacity types the provider offers.
+	CapacityTypes() []string
+	// PriceHint is the cheapest hourly price for a shape, if known.
+	PriceHint(shape Shape) (float64, bool)
+}
+
+// State is a normalized instance state.
+type State string
+
+// Normalized states; each provider maps its own onto these.
+const (
+	StatePending     State = "pending"
+	StateRunning     State = "running"
+	StateStopping    State = "stopping"
+	StateStopped     State = "stopped"
+	StateTerminating State = "terminating"
+	StateTerminated  State = "terminated"
+)
+
+// Tags Gantry puts on every instance it launches.
+const (
+	TagManagedBy = "gantry.dev/managed-by"
+	TagCluster   = "gantry.dev/cluster"
+	TagGroup     = "gantry.dev/group"
+	TagLaunchKey = "gantry.dev/launch-key"
+	TagMachine   = "gantry.dev/machine"
+	// TagInstallation tells apart Gantry servers sharing one account.
+	TagInstallation = "gantry.dev/installation"
+	// ManagedByValue is the value of TagManagedBy.
+	ManagedByValue = "gantry"
+)
+
+// Shape is a machine's hardware, used when no instance type is named.
+type Shape struct {
+	MilliCPU       int64  `json:"milliCpu"`
+	MemoryBytes    int64  `json:"memoryBytes"`
+	EphemeralBytes int64  `json:"ephemeralStorageBytes,omitempty"`
+	GPUType        string `json:"gpuType,omitempty"`
+	GPUCount       int    `json:"gpuCount,omitempty"`
+}
+
+// LaunchSpec is everything a provider needs to make one instance.
+type LaunchSpec struct {
+	InstanceType   string
+	Shape          Shape
+	CapacityType   string
+	Zone           string
+	UserData       string
+	Bootstrap      Bootstrap
+	Tags           map[string]string
+	IdempotencyKey string
+}
+
+// Bootstrap is what the agent on the new machine needs to join. Providers
+// that boot real machines render it into UserData; the local provider passes
+// it to the agent process directly. JoinToken is a secret: providers must not
+// log it or put it in tags.
+type Bootstrap struct {
+	ServerURL string
+	Cluster   string
+	Group     string
+	MachineID string
+	JoinToken string
+}
+
+// Instance is a provider's instance in normalized form.
+type Instance struct {
+	ID           string            `json:"id"`
+	State        State             `json:"state"`
+	InstanceType string            `json:"instanceType,omitempty"`
+	CapacityType string            `json:"capacityType,omitempty"`
+	Zone         string            `json:"zone,omitempty"`
+	Addresses    []string          `json:"addresses,omitempty"`
+	LaunchedAt   time.Time         `json:"launchedAt"`
+	Tags         map[string]string `json:"tags,omitempty"`
+}
+
+// Filter selects instances for List.
+type Filter struct {
+	Tags   map[string]string
+	States []State
+}
+
+// Matches reports whether an instance passes the filter.
+func (f Filter) Matches(inst Instance) bool {
+	for k, v := range f.Tags {
+		if inst.Tags[k] != v {
+			return false
+		}
+	}
+	if len(f.States) == 0 {
+		return inst.State != StateTerminated
+	}
+	for _, s := range f.States {
+		if inst.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// InstanceType is one entry of a provider's catalog.
+type InstanceType struct {
+	Name           string     `json:"name"`
+	MilliCPU       int64      `json:"milliCpu"`
+	MemoryBytes    int64      `json:"memoryBytes"`
+	EphemeralBytes int64      `json:"ephemeralStorageBytes,omitempty"`
+	GPUs           []GPU      `json:"gpus,omitempty"`
+	Offerings      []Offering `json:"offerings"`
+}
+
+// GPU describes the accelerators of an instance type.
+type GPU struct {
+	Type   string  `json:"type"`
+	Count  int     `json:"count"`
+	VRAMGB float64 `json:"vramGB"`
+}
+
+// Offering is where and how an instance type can be bought, and its price.
+type Offering struct {
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	PricePerHour float64 `json:"pricePerHour"`
+}
+
+// GPUCount is the number of GPUs of the type.
+func (t InstanceType) GPUCount() int {
+	n := 0
+	for _, g := range t.GPUs {
+		n += g.Count
+	}
+	return n
+}
+
+// CheapestPrice is the lowest price over the type's offerings, if any.
+func (t InstanceType) CheapestPrice() (float64, bool) {
+	best, found := 0.0, false
+	for _, o := range t.Offerings {
+		if !found || o.PricePerHour < best {
+			best, found = o.PricePerHour, true
+		}
+	}
+	return best, found
+}
+
+// FindInstanceType looks a type up by name.
+func FindInstanceType(catalog []InstanceType, name string) (InstanceType, bool) {
+	for _, t := range catalog {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return InstanceType{}, false
+}

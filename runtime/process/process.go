@@ -1,0 +1,187 @@
+// Package process is the runtime driver that runs replicas as plain child
+// processes of the agent (for `gantry dev` and machines without Docker).
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantry-dev/gantry/runtime"
+)
+
+// Name is the runtime's name in inventories.
+const Name = "process"
+
+// Config tunes the driver.
+type Config struct {
+	// Dir holds one directory per replica: working dir and log files.
+	Dir string
+	// ExtraPath is put first on each replica's PATH (the agent's own
+	// directory, so `gantry hello` resolves to this very binary).
+	ExtraPath string
+}
+
+// Driver runs processes.
+type Driver struct{ cfg Config }
+
+// New returns a process driver.
+func New(cfg Config) *Driver { return &Driver{cfg: cfg} }
+
+// Name implements runtime.Driver.
+func (d *Driver) Name() string { return Name }
+
+// ReplicaDir is where a replica's files live.
+func (d *Driver) ReplicaDir(replicaID string) string { return filepath.Join(d.cfg.Dir, replicaID) }
+
+// Start runs the replica's command with a minimal environment: the agent's
+// own environment (which may hold secrets) is not passed on.
+func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error) {
+	if len(s.Command) == 0 {
+		return nil, errors.New("the process runtime needs spec.command")
+	}
+	dir := d.ReplicaDir(s.ReplicaID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replica dir: %w", err)
+	}
+	env := d.environment(s, dir)
+	path, err := lookPath(s.Command[0], envValue(env, "PATH"))
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := openLog(filepath.Join(dir, "stdout.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	stderr, err := openLog(filepath.Join(dir, "stderr.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+	cmd := exec.Command(path, append(append([]string{}, s.Command[1:]...), s.Args...)...)
+	cmd.Args[0] = s.Command[0]
+	cmd.Env = env
+	cmd.Dir = dir
+	if s.WorkingDir != "" {
+		cmd.Dir = s.WorkingDir
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Its own process group, so Stop reaches its children; and it dies with
+	// the agent, so a killed agent leaves no replica behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", s.Command[0], err)
+	}
+	t := &task{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		t.err = cmd.Wait()
+		close(t.done)
+	}()
+	return t, nil
+}
+
+func (d *Driver) environment(s runtime.Spec, dir string) []string {
+	env := map[string]string{
+		"PATH": strings.Trim(d.cfg.ExtraPath+":"+os.Getenv("PATH"), ":"),
+		"HOME": dir,
+	}
+	for _, k := range []string{"LANG", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	env["GANTRY_REPLICA"] = s.ReplicaID
+	env["GANTRY_SERVICE"] = s.Service
+	env["GANTRY_MACHINE"] = s.MachineID
+	names := make([]string, 0, len(s.HostPorts))
+	for name := range s.HostPorts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		port := fmt.Sprint(s.HostPorts[name])
+		env["GANTRY_PORT_"+PortEnvName(name)] = port
+		if i == 0 {
+			env["PORT"] = port
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PortEnvName turns a port name into its variable suffix: "http-admin" →
+// "HTTP_ADMIN".
+func PortEnvName(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath resolves a command against the replica's PATH, not the agent's.
+func lookPath(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		candidate := filepath.Join(dir, name)
+		if info, err := os.Stat(candidate); err == nil && !info.IsDir() && info.Mode()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", fmt.Errorf("command %q not found in PATH %s", name, path)
+}
+
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	return f, nil
+}
+
+type task struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (t *task) Done() <-chan struct{} { return t.done }
+func (t *task) ExitError() error      { return t.err }
+
+// Stop sends SIGTERM to the replica's process group, then SIGKILL.
+func (t *task) Stop(ctx context.Context, timeout time.Duration) error {
+	pgid := t.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-t.done
+	return nil
+}

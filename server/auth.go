@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/store"
+)
+
+type role int
+
+const (
+	rolePublic role = iota
+	roleAdmin
+	// roleMachine may only touch /v1/machines/{id}/... of its own id.
+	roleMachine
+)
+
+type principal struct {
+	admin     bool
+	machineID string
+}
+
+type principalKey struct{}
+
+// authenticate resolves the bearer token: the admin token, or a machine
+// credential checked against its stored hash.
+func (s *Server) authenticate(r *http.Request) (principal, error) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || token == "" {
+		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "", "missing bearer token")
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) == 1 {
+		return principal{admin: true}, nil
+	}
+	machineID, ok := auth.CredentialMachine(token)
+	if !ok {
+		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "", "invalid token")
+	}
+	var hash []byte
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		hash, err = tx.GetCredentialHash(machineID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !auth.SecretMatches(token, hash)) {
+		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "", "invalid token")
+	}
+	if err != nil {
+		return principal{}, err
+	}
+	return principal{machineID: machineID}, nil
+}
+
+// guard wraps a handler with the role it needs.
+func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if need == rolePublic {
+			h(w, r)
+			return
+		}
+		p, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		switch {
+		case p.admin && need == roleAdmin:
+		case need == roleMachine && p.machineID != "" && p.machineID == r.PathValue("id"):
+		case need == roleMachine && p.admin && r.Method == http.MethodGet:
+		case p.machineID != "":
+			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "", "a machine credential may only read its own assignments and report its own status"))
+			return
+		default:
+			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "", "not allowed with this token"))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	}
+}

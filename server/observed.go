@@ -1,0 +1,135 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// withAllocation fills in each machine's allocatable and allocated, derived
+// from its capacity, its cluster's reserve and its replicas.
+func withAllocation(tx store.Tx, machines []*api.Machine) error {
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{})
+	if err != nil {
+		return err
+	}
+	clusters, err := tx.ListClusters()
+	if err != nil {
+		return err
+	}
+	reserved := map[string]api.Resources{}
+	for _, c := range clusters {
+		reserved[c.Metadata.Name] = spec.Reserved(c.Spec.SystemReserved)
+	}
+	allocated := map[string]api.Resources{}
+	for _, r := range replicas {
+		if r.Machine != "" {
+			allocated[r.Machine] = allocated[r.Machine].Add(r.Requests)
+		}
+	}
+	for _, m := range machines {
+		m.Allocatable = planner.Allocatable(m.Capacity, reserved[m.Cluster])
+		m.Allocated = allocated[m.ID]
+	}
+	return nil
+}
+
+func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
+	var out []*api.Machine
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		filter := store.MachineFilter{Cluster: r.URL.Query().Get("cluster"), LiveOnly: r.URL.Query().Get("all") == ""}
+		if out, err = tx.ListMachines(filter); err != nil {
+			return err
+		}
+		return withAllocation(tx, out)
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[*api.Machine]{Items: nonNil(out)})
+}
+
+func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
+	var m *api.Machine
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		if m, err = tx.GetMachine(r.PathValue("id")); err != nil {
+			return err
+		}
+		return withAllocation(tx, []*api.Machine{m})
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
+	var out []*api.Replica
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		q := r.URL.Query()
+		out, err = tx.ListReplicas(store.ReplicaFilter{Service: q.Get("service"), Machine: q.Get("machine"), Cluster: q.Get("cluster")})
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[*api.Replica]{Items: nonNil(out)})
+}
+
+func (s *Server) handleGetReplica(w http.ResponseWriter, r *http.Request) {
+	var rep *api.Replica
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		rep, err = tx.GetReplica(r.PathValue("id"))
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.EventFilter{ObjectKind: q.Get("kind"), ObjectName: q.Get("name")}
+	for param, into := range map[string]*int64{"after": &f.AfterID} {
+		if v := q.Get(param); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", param, "query parameter %s: want a non-negative integer, got %q", param, v))
+				return
+			}
+			*into = n
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", "limit", "query parameter limit: want 1 to 10000, got %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	var out []*api.Event
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		out, err = tx.ListEvents(f)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[*api.Event]{Items: nonNil(out)})
+}

@@ -1,0 +1,312 @@
+// Package server is `gantry server`: the HTTP API under /v1, the store,
+// the providers and the control loop, assembled.
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/controller"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provider/local"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlite"
+)
+
+// OpenAPI is the API's description, served at /v1/openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Config is everything `gantry server` can be told.
+type Config struct {
+	// Listen is the address of the HTTP API ("127.0.0.1:0" picks a port).
+	Listen string
+	// DataDir holds the database, the admin token and provider state.
+	DataDir string
+	// AdminToken; generated into DataDir/admin-token (mode 0600) if empty.
+	AdminToken string
+	// AdvertiseURL is the URL agents dial; defaults to the listen address.
+	AdvertiseURL string
+	// MaxRequestBytes bounds request bodies.
+	MaxRequestBytes int64
+	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
+	ReadHeaderTimeout time.Duration
+	ShutdownTimeout   time.Duration
+	Controller        controller.Config
+	// JoinTokenTTL, JoinTimeout, ProviderTimeout for the fleet.
+	JoinTokenTTL    time.Duration
+	JoinTimeout     time.Duration
+	ProviderTimeout time.Duration
+	// Local provider settings.
+	LocalStopGrace      time.Duration
+	LocalExitWithServer bool
+	LocalAgentArgs      []string
+	Store               sqlite.Config
+}
+
+// DefaultConfig returns defaults for a data directory.
+func DefaultConfig(dataDir string) Config {
+	fc := fleet.DefaultConfig("", "")
+	return Config{
+		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
+		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second,
+		Controller:   controller.DefaultConfig(),
+		JoinTokenTTL: fc.JoinTokenTTL, JoinTimeout: fc.JoinTimeout, ProviderTimeout: fc.ProviderTimeout,
+		LocalStopGrace: 10 * time.Second,
+		Store:          sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")),
+	}
+}
+
+// Server is a running control plane.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	store      store.Store
+	signer     *auth.Signer
+	adminToken string
+	providers  fleet.Providers
+	local      *local.Provider
+	fleet      *fleet.Fleet
+	ctrl       *controller.Controller
+	listener   net.Listener
+	url        string
+	http       *http.Server
+}
+
+// New opens the store, prepares secrets and providers, and listens.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	st, err := sqlite.Open(ctx, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, store: st}
+	if err := s.prepare(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) prepare(ctx context.Context) error {
+	key, err := s.metaOrCreate(ctx, "join-signing-key", auth.NewKey)
+	if err != nil {
+		return err
+	}
+	if s.signer, err = auth.NewSigner([]byte(key)); err != nil {
+		return err
+	}
+	installation, err := s.metaOrCreate(ctx, "installation-id", func() string { return auth.NewKey()[:16] })
+	if err != nil {
+		return err
+	}
+	if s.adminToken, err = loadOrCreateAdminToken(s.cfg); err != nil {
+		return err
+	}
+	if s.listener, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.url = "http://" + s.listener.Addr().String()
+	advertise := s.cfg.AdvertiseURL
+	if advertise == "" {
+		advertise = s.url
+	}
+	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, "server.url"), []byte(s.url+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write server.url: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for local agents: %w", err)
+	}
+	s.local, err = local.New(local.Config{
+		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
+		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: s.cfg.LocalAgentArgs, Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.providers = fleet.Providers{local.Name: s.local}
+	fc := fleet.Config{ServerURL: advertise, InstallationID: installation, JoinTokenTTL: s.cfg.JoinTokenTTL,
+		JoinTimeout: s.cfg.JoinTimeout, ProviderTimeout: s.cfg.ProviderTimeout}
+	s.fleet = fleet.New(fc, s.store, s.providers, s.signer, s.log)
+	s.ctrl = controller.New(s.cfg.Controller, s.store, s.fleet, s.providers, s.log)
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}
+	return nil
+}
+
+func (s *Server) metaOrCreate(ctx context.Context, key string, create func() string) (string, error) {
+	var value string
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		v, err := tx.GetMeta(key)
+		if errors.Is(err, store.ErrNotFound) {
+			value = create()
+			return tx.PutMeta(key, value)
+		}
+		value = v
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("server %s: %w", key, err)
+	}
+	return value, nil
+}
+
+// loadOrCreateAdminToken uses the configured token, or the one in the data
+// dir, or writes a new one there with mode 0600.
+func loadOrCreateAdminToken(cfg Config) (string, error) {
+	if cfg.AdminToken != "" {
+		return cfg.AdminToken, nil
+	}
+	path := filepath.Join(cfg.DataDir, "admin-token")
+	data, err := os.ReadFile(path)
+	if err == nil && strings.TrimSpace(string(data)) != "" {
+		return strings.TrimSpace(string(data)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	token := auth.NewAdminToken()
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write admin token: %w", err)
+	}
+	return token, nil
+}
+
+// URL is where the API listens.
+func (s *Server) URL() string { return s.url }
+
+// AdminTokenPath is where a generated admin token is kept.
+func (s *Server) AdminTokenPath() string { return filepath.Join(s.cfg.DataDir, "admin-token") }
+
+// AdminToken is the API's admin token (the caller must not log it).
+func (s *Server) AdminToken() string { return s.adminToken }
+
+// Catalogs resolves provider catalogs for spec validation.
+func (s *Server) Catalogs(provider string) ([]provisioner.InstanceType, bool) {
+	p, ok := s.providers[provider]
+	if !ok {
+		return nil, false
+	}
+	return p.InstanceTypes(), true
+}
+
+// Run serves the API and runs the control loop until ctx ends, then shuts
+// down the HTTP server and waits for background work.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.ctrl.Run(loopCtx)
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.http.Serve(s.listener) }()
+	s.log.Info("gantry server listening", "url", s.url, "dataDir", s.cfg.DataDir)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	stopLoop()
+	wg.Wait()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	_ = s.http.Shutdown(shutdownCtx)
+	s.fleet.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// TerminateAll terminates every live machine and waits (for `gantry dev`).
+func (s *Server) TerminateAll(ctx context.Context, reason string) error {
+	var ids []string
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		ms, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
+		for _, m := range ms {
+			ids = append(ids, m.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.fleet.Terminate(ctx, id, reason); err != nil {
+			s.log.Warn("terminate on shutdown", "machine", id, "err", err)
+		}
+	}
+	s.fleet.Wait()
+	s.local.ShutdownAll(ctx)
+	return nil
+}
+
+// Ready is closed once the control loop has recovered the fleet and made
+// its first pass.
+func (s *Server) Ready() <-chan struct{} { return s.ctrl.Ready() }
+
+// Close closes the store.
+func (s *Server) Close() error { return s.store.Close() }
+
+// Handler is the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.HandleFunc(rt.pattern, s.guard(rt.role, rt.handler))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errorf(http.StatusNotFound, "not-found", "", "no route for %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type route struct {
+	pattern string
+	role    role
+	handler http.HandlerFunc
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /healthz", rolePublic, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) }},
+		{"GET /v1/openapi.json", rolePublic, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(OpenAPI)
+		}},
+		{"POST /v1/apply", roleAdmin, s.handleApply},
+		{"GET /v1/clusters", roleAdmin, s.handleListClusters},
+		{"GET /v1/clusters/{name}", roleAdmin, s.handleGetCluster},
+		{"PUT /v1/clusters/{name}", roleAdmin, s.handlePutCluster},
+		{"DELETE /v1/clusters/{name}", roleAdmin, s.handleDeleteCluster},
+		{"GET /v1/services", roleAdmin, s.handleListServices},
+		{"GET /v1/services/{name}", roleAdmin, s.handleGetService},
+		{"PUT /v1/services/{name}", roleAdmin, s.handlePutService},
+		{"DELETE /v1/services/{name}", roleAdmin, s.handleDeleteService},
+		{"GET /v1/machines", roleAdmin, s.handleListMachines},
+		{"GET /v1/machines/{id}", roleAdmin, s.handleGetMachine},
+		{"GET /v1/replicas", roleAdmin, s.handleListReplicas},
+		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
+		{"GET /v1/events", roleAdmin, s.handleListEvents},
+		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
+		{"POST /v1/join", rolePublic, s.handleJoin},
+		{"POST /v1/machines/{id}/heartbeat", roleMachine, s.handleHeartbeat},
+		{"GET /v1/machines/{id}/assignments", roleMachine, s.handleAssignments},
+	}
+}

@@ -1,0 +1,79 @@
+package spec
+
+import "github.com/gantry-dev/gantry/api"
+
+// Defaults written into stored specs, so that a later change of a default
+// is visible as a change rather than silently applied.
+const (
+	DefaultContainerCIDR   = "10.244.0.0/16"
+	DefaultProvider        = "local"
+	DefaultHealthInterval  = 5
+	DefaultHealthTimeout   = 2
+	DefaultHealthThreshold = 3
+	DefaultStopTimeout     = 10
+)
+
+// Default fills in every defaulted field of a document in place.
+func Default(d *Document) {
+	if d.Cluster != nil {
+		DefaultCluster(d.Cluster)
+	}
+	if d.Service != nil {
+		DefaultService(d.Service)
+	}
+}
+
+// DefaultCluster fills in a cluster's defaults.
+func DefaultCluster(c *api.Cluster) {
+	c.APIVersion = api.APIVersion
+	if c.Spec.Provider.Name == "" {
+		c.Spec.Provider.Name = DefaultProvider
+	}
+	if c.Spec.ContainerCIDR == "" {
+		c.Spec.ContainerCIDR = DefaultContainerCIDR
+	}
+	for i := range c.Spec.CapacityGroups {
+		g := &c.Spec.CapacityGroups[i]
+		if g.CapacityType == "" {
+			g.CapacityType = api.CapacityOnDemand
+		}
+	}
+}
+
+// DefaultService fills in a service's defaults.
+func DefaultService(s *api.Service) {
+	s.APIVersion = api.APIVersion
+	sp := &s.Spec
+	if sp.Replicas == nil {
+		one := 1
+		sp.Replicas = &one
+	}
+	if sp.Isolation == "" {
+		sp.Isolation = api.IsolationAny
+	}
+	if sp.StopTimeoutSeconds == 0 {
+		sp.StopTimeoutSeconds = DefaultStopTimeout
+	}
+	for i := range sp.Ports {
+		if sp.Ports[i].Protocol == "" {
+			sp.Ports[i].Protocol = "tcp"
+		}
+	}
+	if g := sp.Resources.GPU; g != nil && g.Policy == "" {
+		g.Policy = api.GPURequired
+	}
+	if h := sp.HealthCheck; h != nil {
+		if h.IntervalSeconds == 0 {
+			h.IntervalSeconds = DefaultHealthInterval
+		}
+		if h.TimeoutSeconds == 0 {
+			h.TimeoutSeconds = DefaultHealthTimeout
+		}
+		if h.FailureThreshold == 0 {
+			h.FailureThreshold = DefaultHealthThreshold
+		}
+		if h.HTTP != nil && h.HTTP.Path == "" {
+			h.HTTP.Path = "/"
+		}
+	}
+}

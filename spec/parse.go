@@ -1,0 +1,169 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// MaxDocuments bounds how many resources one file may hold.
+const MaxDocuments = 1000
+
+// Document is one parsed resource; exactly one of Cluster and Service is set.
+type Document struct {
+	Index   int
+	Cluster *api.Cluster
+	Service *api.Service
+}
+
+// Kind is the resource kind.
+func (d Document) Kind() string {
+	if d.Cluster != nil {
+		return api.KindCluster
+	}
+	return api.KindService
+}
+
+// Name is the resource name.
+func (d Document) Name() string {
+	if d.Cluster != nil {
+		return d.Cluster.Metadata.Name
+	}
+	return d.Service.Metadata.Name
+}
+
+// Parse reads every document of a YAML or JSON file, decodes it strictly,
+// applies defaults and validates it, alone and against the other documents.
+// A nil Catalogs skips instance-type checks.
+func Parse(file string, data []byte, catalogs Catalogs) ([]Document, error) {
+	raw, err := splitDocuments(file, data)
+	if err != nil {
+		return nil, err
+	}
+	var docs []Document
+	var errs ErrorList
+	for i, tree := range raw {
+		doc, docErrs := decodeDocument(tree)
+		errs = append(errs, docErrs.locate(file, i+1)...)
+		if docErrs == nil {
+			doc.Index = i + 1
+			docs = append(docs, doc)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if len(docs) == 0 {
+		return nil, ErrorList{{File: file, Message: "no resources found (want documents with kind, metadata and spec)"}}
+	}
+	for i := range docs {
+		Default(&docs[i])
+		errs = append(errs, ValidateDocument(docs[i], catalogs).locate(file, docs[i].Index)...)
+	}
+	errs = append(errs, validateAcrossDocuments(file, docs)...)
+	return docs, errs.Err()
+}
+
+func splitDocuments(file string, data []byte) ([]any, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var trees []any
+	for {
+		var tree any
+		err := dec.Decode(&tree)
+		if errors.Is(err, io.EOF) {
+			return trees, nil
+		}
+		if err != nil {
+			return nil, ErrorList{{File: file, Document: len(trees) + 1, Message: "not valid YAML or JSON: " + cleanYAMLError(err)}}
+		}
+		if tree == nil {
+			continue // an empty document between separators
+		}
+		trees = append(trees, tree)
+		if len(trees) > MaxDocuments {
+			return nil, ErrorList{{File: file, Message: fmt.Sprintf("more than %d documents", MaxDocuments)}}
+		}
+	}
+}
+
+func cleanYAMLError(err error) string {
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+type header struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+func decodeDocument(tree any) (Document, ErrorList) {
+	var errs ErrorList
+	m, ok := asMap(tree)
+	if !ok {
+		errs.add("", "expected an object with kind, metadata and spec, got %s", describe(tree))
+		return Document{}, errs
+	}
+	var h header
+	if m["kind"] != nil {
+		decodeString("kind", m["kind"], reflect.ValueOf(&h.Kind).Elem(), &errs)
+	}
+	if v, ok := m["apiVersion"]; ok {
+		decodeString("apiVersion", v, reflect.ValueOf(&h.APIVersion).Elem(), &errs)
+		if errs == nil && h.APIVersion != api.APIVersion {
+			errs.add("apiVersion", "unsupported apiVersion %q (want %q)", h.APIVersion, api.APIVersion)
+		}
+	}
+	if _, ok := m["status"]; ok {
+		errs.add("status", "read-only: status is set by the server")
+		delete(m, "status")
+	}
+	if errs != nil {
+		return Document{}, errs
+	}
+	var doc Document
+	switch h.Kind {
+	case api.KindCluster:
+		doc.Cluster = &api.Cluster{}
+		decodeValue("", m, reflect.ValueOf(doc.Cluster).Elem(), &errs)
+	case api.KindService:
+		doc.Service = &api.Service{}
+		decodeValue("", m, reflect.ValueOf(doc.Service).Elem(), &errs)
+	case "":
+		errs.add("kind", "required (Cluster or Service)")
+	default:
+		errs.add("kind", "unknown kind %q (want Cluster or Service)", h.Kind)
+	}
+	return doc, errs
+}
+
+func validateAcrossDocuments(file string, docs []Document) ErrorList {
+	var errs ErrorList
+	first := map[string]int{}
+	clusters := map[string]*api.Cluster{}
+	for _, d := range docs {
+		key := d.Kind() + "/" + d.Name()
+		if prev, dup := first[key]; dup {
+			errs = append(errs, &FieldError{File: file, Document: d.Index, Path: "metadata.name",
+				Message: fmt.Sprintf("duplicate %s %q (first in document %d)", d.Kind(), d.Name(), prev)})
+			continue
+		}
+		first[key] = d.Index
+		if d.Cluster != nil {
+			clusters[d.Name()] = d.Cluster
+		}
+	}
+	for _, d := range docs {
+		if d.Service == nil {
+			continue
+		}
+		if c, ok := clusters[d.Service.Spec.Cluster]; ok {
+			errs = append(errs, ValidateServiceInCluster(d.Service, c).locate(file, d.Index)...)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,407 @@
+package spec
+
+import (
+	"net/netip"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// KnownProviders are the provider names a spec may use.
+var knownProviders = []string{"local", "docker", "exec", "aws", "gcp", "azure", "kubernetes"}
+
+// Catalogs returns the instance-type catalog of a provider, if known.
+type Catalogs func(provider string) ([]provisioner.InstanceType, bool)
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
+	groupIDRe  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	labelKeyRe = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+)
+
+// ValidateDocument checks one defaulted document on its own.
+func ValidateDocument(d Document, catalogs Catalogs) ErrorList {
+	if d.Cluster != nil {
+		return ValidateCluster(d.Cluster, catalogs)
+	}
+	return ValidateService(d.Service)
+}
+
+func validateName(name string) ErrorList {
+	var errs ErrorList
+	switch {
+	case name == "":
+		errs.add("metadata.name", "required")
+	case len(name) > 63 || !dnsLabel.MatchString(name):
+		errs.add("metadata.name", "%q is not a valid name (lowercase letters, digits and hyphens, starting with a letter, at most 63 characters)", name)
+	}
+	return errs
+}
+
+func validateLabels(path string, labels map[string]string) ErrorList {
+	var errs ErrorList
+	for _, k := range sortedStringKeys(labels) {
+		if len(k) > 253 || !labelKeyRe.MatchString(k) {
+			errs.add(childPath(path, k), "invalid label key")
+		}
+		if len(labels[k]) > 253 {
+			errs.add(childPath(path, k), "label value longer than 253 characters")
+		}
+	}
+	return errs
+}
+
+// ValidateCluster checks a defaulted cluster.
+func ValidateCluster(c *api.Cluster, catalogs Catalogs) ErrorList {
+	errs := validateName(c.Metadata.Name)
+	errs = append(errs, validateLabels("metadata.labels", c.Metadata.Labels)...)
+	s := c.Spec
+	if !contains(knownProviders, s.Provider.Name) {
+		errs.add("spec.provider.name", "unknown provider %q (known: %s)", s.Provider.Name, strings.Join(knownProviders, ", "))
+	}
+	if len(s.CapacityGroups) == 0 {
+		errs.add("spec.capacityGroups", "at least one capacity group is required")
+	}
+	var catalog []provisioner.InstanceType
+	haveCatalog := false
+	if catalogs != nil {
+		catalog, haveCatalog = catalogs(s.Provider.Name)
+	}
+	seen := map[string]int{}
+	totalMax := 0
+	for i, g := range s.CapacityGroups {
+		path := indexPath("spec.capacityGroups", i)
+		if prev, dup := seen[g.GroupID]; dup && g.GroupID != "" {
+			errs.add(path+".groupId", "duplicate groupId %q (also %s)", g.GroupID, indexPath("spec.capacityGroups", prev))
+		}
+		seen[g.GroupID] = i
+		errs = append(errs, validateGroup(path, g, catalog, haveCatalog)...)
+		totalMax += g.MaxSize
+	}
+	errs = append(errs, validateCIDR(s.ContainerCIDR, totalMax)...)
+	errs = append(errs, validateAmounts("spec.systemReserved", s.SystemReserved)...)
+	return errs
+}
+
+func validateGroup(path string, g api.CapacityGroup, catalog []provisioner.InstanceType, haveCatalog bool) ErrorList {
+	var errs ErrorList
+	switch {
+	case g.GroupID == "":
+		errs.add(path+".groupId", "required")
+	case len(g.GroupID) > 63 || !groupIDRe.MatchString(g.GroupID):
+		errs.add(path+".groupId", "%q is not a valid groupId (lowercase letters, digits and hyphens)", g.GroupID)
+	}
+	if g.MinSize < 0 {
+		errs.add(path+".minSize", "must be 0 or more, got %d", g.MinSize)
+	}
+	if g.MaxSize < 1 {
+		errs.add(path+".maxSize", "must be at least 1, got %d", g.MaxSize)
+	}
+	if g.MinSize > g.MaxSize && g.MaxSize >= 1 {
+		errs.add(path+".minSize", "minSize %d is greater than maxSize %d", g.MinSize, g.MaxSize)
+	}
+	if g.WarmPool < 0 || g.WarmPool > g.MaxSize {
+		errs.add(path+".warmPool", "must be between 0 and maxSize (%d), got %d", g.MaxSize, g.WarmPool)
+	}
+	if !contains([]string{api.CapacityOnDemand, api.CapacitySpot, api.CapacityAny}, g.CapacityType) {
+		errs.add(path+".capacityType", "unknown capacity type %q (want onDemand, spot or any)", g.CapacityType)
+	}
+	for j, z := range g.Zones {
+		if z == "" {
+			errs.add(indexPath(path+".zones", j), "empty zone")
+		}
+	}
+	errs = append(errs, validateLabels(path+".labels", g.Labels)...)
+	if g.Profile != nil {
+		errs = append(errs, validateProfile(path+".profile", *g.Profile)...)
+	}
+	if g.InstanceType != "" && haveCatalog {
+		if _, ok := provisioner.FindInstanceType(catalog, g.InstanceType); !ok {
+			errs.add(path+".instanceType", "unknown instance type %q (known: %s)", g.InstanceType, strings.Join(typeNames(catalog), ", "))
+		}
+	}
+	return errs
+}
+
+func validateProfile(path string, p api.MachineProfile) ErrorList {
+	var errs ErrorList
+	if milli, err := api.ParseCPU(p.CPU); err != nil {
+		errs.add(path+".cpu", "%v", err)
+	} else if milli == 0 {
+		errs.add(path+".cpu", "must be more than 0")
+	}
+	if p.MemoryBytes <= 0 {
+		errs.add(path+".memoryBytes", "must be more than 0")
+	}
+	if p.EphemeralStorageBytes < 0 {
+		errs.add(path+".ephemeralStorageBytes", "must be 0 or more")
+	}
+	if p.GPU != nil {
+		if p.GPU.Count < 1 {
+			errs.add(path+".gpu.count", "must be at least 1")
+		}
+		if p.GPU.Type == "" {
+			errs.add(path+".gpu.type", "required")
+		}
+	}
+	return errs
+}
+
+func validateCIDR(cidr string, machines int) ErrorList {
+	var errs ErrorList
+	prefix, err := netip.ParsePrefix(cidr)
+	switch {
+	case err != nil:
+		errs.add("spec.containerCidr", "%q is not a CIDR (want e.g. 10.244.0.0/16)", cidr)
+	case !prefix.Addr().Is4():
+		errs.add("spec.containerCidr", "%q: only IPv4 ranges are supported", cidr)
+	case prefix.Masked() != prefix:
+		errs.add("spec.containerCidr", "%q has host bits set (did you mean %s?)", cidr, prefix.Masked())
+	case prefix.Bits() > 24:
+		errs.add("spec.containerCidr", "%q is too small: every machine gets a /24, so the range must be /24 or larger", cidr)
+	default:
+		if subnets := 1 << (24 - prefix.Bits()); subnets < machines {
+			errs.add("spec.containerCidr", "%q holds %d /24 subnets, fewer than the %d machines the capacity groups allow (sum of maxSize)", cidr, subnets, machines)
+		}
+	}
+	return errs
+}
+
+func validateAmounts(path string, r api.ResourceAmounts) ErrorList {
+	var errs ErrorList
+	if r.CPU != "" {
+		if _, err := api.ParseCPU(r.CPU); err != nil {
+			errs.add(path+".cpu", "%v", err)
+		}
+	}
+	if r.Memory != "" {
+		if _, err := api.ParseBytes(r.Memory); err != nil {
+			errs.add(path+".memory", "%v", err)
+		}
+	}
+	if r.EphemeralStorage != "" {
+		if _, err := api.ParseBytes(r.EphemeralStorage); err != nil {
+			errs.add(path+".ephemeralStorage", "%v", err)
+		}
+	}
+	return errs
+}
+
+// Reserved parses a validated systemReserved block.
+func Reserved(r api.ResourceAmounts) api.Resources {
+	var out api.Resources
+	out.MilliCPU, _ = parseOptionalCPU(r.CPU)
+	out.MemoryBytes, _ = parseOptionalBytes(r.Memory)
+	out.EphemeralBytes, _ = parseOptionalBytes(r.EphemeralStorage)
+	return out
+}
+
+// Requests parses a validated service's per-replica requests.
+func Requests(s api.ServiceSpec) api.Resources {
+	var out api.Resources
+	out.MilliCPU, _ = parseOptionalCPU(s.Resources.CPU)
+	out.MemoryBytes, _ = parseOptionalBytes(s.Resources.Memory)
+	out.EphemeralBytes, _ = parseOptionalBytes(s.Resources.EphemeralStorage)
+	if g := s.Resources.GPU; g != nil && g.Policy == api.GPURequired {
+		out.GPUs = g.Count
+	}
+	return out
+}
+
+func parseOptionalCPU(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return api.ParseCPU(s)
+}
+
+func parseOptionalBytes(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return api.ParseBytes(s)
+}
+
+// ValidateService checks a defaulted service.
+func ValidateService(svc *api.Service) ErrorList {
+	errs := validateName(svc.Metadata.Name)
+	errs = append(errs, validateLabels("metadata.labels", svc.Metadata.Labels)...)
+	s := svc.Spec
+	if s.Cluster == "" {
+		errs.add("spec.cluster", "required")
+	}
+	if s.Image == "" && len(s.Command) == 0 {
+		errs.add("spec", "one of image or command is required")
+	}
+	for i, c := range s.Command {
+		if c == "" {
+			errs.add(indexPath("spec.command", i), "empty")
+		}
+	}
+	if n := s.DesiredReplicas(); n < 0 || n > 10000 {
+		errs.add("spec.replicas", "must be between 0 and 10000, got %d", n)
+	}
+	if s.StopTimeoutSeconds < 0 {
+		errs.add("spec.stopTimeoutSeconds", "must be 0 or more")
+	}
+	for _, k := range sortedStringKeys(s.Env) {
+		switch {
+		case !envNameRe.MatchString(k):
+			errs.add(childPath("spec.env", k), "invalid environment variable name")
+		case k == "PORT" || strings.HasPrefix(k, "GANTRY_"):
+			errs.add(childPath("spec.env", k), "reserved: Gantry sets PORT and GANTRY_* itself")
+		}
+	}
+	ports := map[string]bool{}
+	for i, p := range s.Ports {
+		path := indexPath("spec.ports", i)
+		switch {
+		case p.Name == "":
+			errs.add(path+".name", "required")
+		case len(p.Name) > 15 || !dnsLabel.MatchString(p.Name):
+			errs.add(path+".name", "%q is not a valid port name (lowercase letters, digits, hyphens; at most 15)", p.Name)
+		case ports[p.Name]:
+			errs.add(path+".name", "duplicate port name %q", p.Name)
+		}
+		ports[p.Name] = true
+		if p.ContainerPort < 0 || p.ContainerPort > 65535 {
+			errs.add(path+".containerPort", "must be between 1 and 65535, got %d", p.ContainerPort)
+		}
+		if p.Protocol != "tcp" && p.Protocol != "udp" {
+			errs.add(path+".protocol", "unknown protocol %q (want tcp or udp)", p.Protocol)
+		}
+	}
+	errs = append(errs, validateResources(s.Resources)...)
+	if s.HealthCheck != nil {
+		errs = append(errs, validateHealthCheck(*s.HealthCheck, ports)...)
+	}
+	if !contains([]string{api.IsolationAny, api.IsolationTEERequired, api.IsolationTEEPreferred, api.IsolationStandardRequired}, s.Isolation) {
+		errs.add("spec.isolation", "unknown isolation %q (want any, teeRequired, teePreferred or standardRequired)", s.Isolation)
+	}
+	errs = append(errs, validatePlacement(s.Placement)...)
+	return errs
+}
+
+func validateResources(r api.ServiceResources) ErrorList {
+	errs := validateAmounts("spec.resources", api.ResourceAmounts{CPU: r.CPU, Memory: r.Memory, EphemeralStorage: r.EphemeralStorage})
+	if g := r.GPU; g != nil {
+		if g.Count < 1 {
+			errs.add("spec.resources.gpu.count", "must be at least 1")
+		}
+		if g.MinVRAMGB < 0 {
+			errs.add("spec.resources.gpu.minVramGB", "must be 0 or more")
+		}
+		if g.Policy != api.GPURequired && g.Policy != api.GPUPreferred {
+			errs.add("spec.resources.gpu.policy", "unknown policy %q (want required or preferred)", g.Policy)
+		}
+	}
+	return errs
+}
+
+func validateHealthCheck(h api.HealthCheck, ports map[string]bool) ErrorList {
+	var errs ErrorList
+	set := 0
+	for _, present := range []bool{h.HTTP != nil, h.TCP != nil, h.Exec != nil} {
+		if present {
+			set++
+		}
+	}
+	if set != 1 {
+		errs.add("spec.healthCheck", "exactly one of http, tcp or exec is required")
+	}
+	checkPort := func(path, name string) {
+		if name == "" {
+			errs.add(path, "required")
+		} else if !ports[name] {
+			errs.add(path, "port %q is not declared in spec.ports", name)
+		}
+	}
+	if h.HTTP != nil {
+		checkPort("spec.healthCheck.http.port", h.HTTP.Port)
+		if !strings.HasPrefix(h.HTTP.Path, "/") {
+			errs.add("spec.healthCheck.http.path", "must start with /")
+		}
+	}
+	if h.TCP != nil {
+		checkPort("spec.healthCheck.tcp.port", h.TCP.Port)
+	}
+	if h.Exec != nil && len(h.Exec.Command) == 0 {
+		errs.add("spec.healthCheck.exec.command", "required")
+	}
+	if h.IntervalSeconds < 1 {
+		errs.add("spec.healthCheck.intervalSeconds", "must be at least 1")
+	}
+	if h.TimeoutSeconds < 1 {
+		errs.add("spec.healthCheck.timeoutSeconds", "must be at least 1")
+	}
+	if h.FailureThreshold < 1 {
+		errs.add("spec.healthCheck.failureThreshold", "must be at least 1")
+	}
+	return errs
+}
+
+func validatePlacement(p api.Placement) ErrorList {
+	var errs ErrorList
+	for i, g := range p.CapacityGroups {
+		if !groupIDRe.MatchString(g) {
+			errs.add(indexPath("spec.placement.capacityGroups", i), "%q is not a valid groupId", g)
+		}
+	}
+	errs = append(errs, validateLabels("spec.placement.nodeSelector", p.NodeSelector)...)
+	for i, r := range p.Spread {
+		path := indexPath("spec.placement.spread", i)
+		if r.Key != api.SpreadZone && r.Key != api.SpreadMachine {
+			errs.add(path+".key", "unknown spread key %q (want zone or machine)", r.Key)
+		}
+		if r.MaxSkew < 1 {
+			errs.add(path+".maxSkew", "must be at least 1")
+		}
+	}
+	return errs
+}
+
+// ValidateServiceInCluster checks what a service asks of its cluster.
+func ValidateServiceInCluster(svc *api.Service, c *api.Cluster) ErrorList {
+	var errs ErrorList
+	groups := map[string]bool{}
+	for _, g := range c.Spec.CapacityGroups {
+		groups[g.GroupID] = true
+	}
+	for i, g := range svc.Spec.Placement.CapacityGroups {
+		if !groups[g] {
+			errs.add(indexPath("spec.placement.capacityGroups", i), "cluster %q has no capacity group %q", c.Metadata.Name, g)
+		}
+	}
+	return errs
+}
+
+func typeNames(catalog []provisioner.InstanceType) []string {
+	names := make([]string, len(catalog))
+	for i, t := range catalog {
+		names[i] = t.Name
+	}
+	sort.Strings(names)
+	return names
+}
+
+func sortedStringKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,224 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+)
+
+type tx struct {
+	ctx       context.Context
+	tx        *sql.Tx
+	maxEvents int
+}
+
+func getJSON[T any](t *tx, kind, name, query string, args ...any) (*T, error) {
+	var data string
+	if err := t.tx.QueryRowContext(t.ctx, query, args...).Scan(&data); err != nil {
+		return nil, notFound(kind, name, err)
+	}
+	var v T
+	if err := json.Unmarshal([]byte(data), &v); err != nil {
+		return nil, fmt.Errorf("decode %s %q: %w", kind, name, err)
+	}
+	return &v, nil
+}
+
+func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
+	rows, err := t.tx.QueryContext(t.ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return nil, fmt.Errorf("list %s: %w", kind, err)
+		}
+		var v T
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kind, err)
+		}
+		out = append(out, &v)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) exec(what, query string, args ...any) error {
+	if _, err := t.tx.ExecContext(t.ctx, query, args...); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+func encode(v any) (string, error) {
+	data, err := json.Marshal(v)
+	return string(data), err
+}
+
+func (t *tx) GetCluster(name string) (*api.Cluster, error) {
+	return getJSON[api.Cluster](t, "cluster", name, `SELECT data FROM clusters WHERE name = ?`, name)
+}
+
+func (t *tx) ListClusters() ([]*api.Cluster, error) {
+	return listJSON[api.Cluster](t, "clusters", `SELECT data FROM clusters ORDER BY name`)
+}
+
+func (t *tx) PutCluster(c *api.Cluster) error {
+	data, err := encode(c)
+	if err != nil {
+		return err
+	}
+	return t.exec("put cluster", `INSERT INTO clusters(name, data) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET data = excluded.data`, c.Metadata.Name, data)
+}
+
+func (t *tx) DeleteCluster(name string) error {
+	return t.exec("delete cluster", `DELETE FROM clusters WHERE name = ?`, name)
+}
+
+func (t *tx) GetService(name string) (*api.Service, error) {
+	return getJSON[api.Service](t, "service", name, `SELECT data FROM services WHERE name = ?`, name)
+}
+
+func (t *tx) ListServices() ([]*api.Service, error) {
+	return listJSON[api.Service](t, "services", `SELECT data FROM services ORDER BY name`)
+}
+
+func (t *tx) PutService(s *api.Service) error {
+	data, err := encode(s)
+	if err != nil {
+		return err
+	}
+	return t.exec("put service", `INSERT INTO services(name, cluster, data) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET cluster = excluded.cluster, data = excluded.data`,
+		s.Metadata.Name, s.Spec.Cluster, data)
+}
+
+func (t *tx) DeleteService(name string) error {
+	return t.exec("delete service", `DELETE FROM services WHERE name = ?`, name)
+}
+
+func (t *tx) GetMachine(id string) (*api.Machine, error) {
+	return getJSON[api.Machine](t, "machine", id, `SELECT data FROM machines WHERE id = ?`, id)
+}
+
+func (t *tx) ListMachines(f store.MachineFilter) ([]*api.Machine, error) {
+	return listJSON[api.Machine](t, "machines",
+		`SELECT data FROM machines WHERE (? = '' OR cluster = ?) AND (? = 0 OR live = 1) ORDER BY id`,
+		f.Cluster, f.Cluster, boolInt(f.LiveOnly))
+}
+
+func (t *tx) PutMachine(m *api.Machine) error {
+	data, err := encode(m)
+	if err != nil {
+		return err
+	}
+	return t.exec("put machine", `INSERT INTO machines(id, cluster, live, data) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, live = excluded.live, data = excluded.data`,
+		m.ID, m.Cluster, boolInt(m.Live()), data)
+}
+
+func (t *tx) GetReplica(id string) (*api.Replica, error) {
+	return getJSON[api.Replica](t, "replica", id, `SELECT data FROM replicas WHERE id = ?`, id)
+}
+
+func (t *tx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
+	return listJSON[api.Replica](t, "replicas",
+		`SELECT data FROM replicas WHERE (? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) ORDER BY service, id`,
+		f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine)
+}
+
+func (t *tx) PutReplica(r *api.Replica) error {
+	data, err := encode(r)
+	if err != nil {
+		return err
+	}
+	return t.exec("put replica", `INSERT INTO replicas(id, cluster, service, machine, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine, data = excluded.data`,
+		r.ID, r.Cluster, r.Service, r.Machine, data)
+}
+
+func (t *tx) DeleteReplica(id string) error {
+	return t.exec("delete replica", `DELETE FROM replicas WHERE id = ?`, id)
+}
+
+func (t *tx) AddEvent(e *api.Event) error {
+	data, err := encode(e)
+	if err != nil {
+		return err
+	}
+	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO events(object_kind, object_name, data) VALUES (?, ?, ?)`, e.ObjectKind, e.ObjectName, data)
+	if err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	if e.ID, err = res.LastInsertId(); err != nil {
+		return fmt.Errorf("add event: %w", err)
+	}
+	if t.maxEvents > 0 && e.ID%100 == 0 {
+		return t.exec("prune events", `DELETE FROM events WHERE id <= ?`, e.ID-int64(t.maxEvents))
+	}
+	return nil
+}
+
+func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	// Newest `limit` matching events, returned oldest first.
+	rows, err := t.tx.QueryContext(t.ctx,
+		`SELECT id, data FROM (SELECT id, data FROM events WHERE (? = '' OR object_kind = ?) AND (? = '' OR object_name = ?) AND id > ? ORDER BY id DESC LIMIT ?) ORDER BY id`,
+		f.ObjectKind, f.ObjectKind, f.ObjectName, f.ObjectName, f.AfterID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var out []*api.Event
+	for rows.Next() {
+		var id int64
+		var data string
+		if err := rows.Scan(&id, &data); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		var e api.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return nil, fmt.Errorf("decode event: %w", err)
+		}
+		e.ID = id
+		out = append(out, &e)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) GetCredentialHash(machineID string) ([]byte, error) {
+	var hash []byte
+	if err := t.tx.QueryRowContext(t.ctx, `SELECT hash FROM credentials WHERE machine_id = ?`, machineID).Scan(&hash); err != nil {
+		return nil, notFound("credential", machineID, err)
+	}
+	return hash, nil
+}
+
+func (t *tx) PutCredentialHash(machineID string, hash []byte) error {
+	return t.exec("put credential", `INSERT INTO credentials(machine_id, hash) VALUES (?, ?) ON CONFLICT(machine_id) DO UPDATE SET hash = excluded.hash`, machineID, hash)
+}
+
+func (t *tx) GetMeta(key string) (string, error) {
+	var v string
+	if err := t.tx.QueryRowContext(t.ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v); err != nil {
+		return "", notFound("meta", key, err)
+	}
+	return v, nil
+}
+
+func (t *tx) PutMeta(key, value string) error {
+	return t.exec("put meta", `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,196 @@
+// Package storetest is the behaviour every Store implementation must have;
+// each implementation runs Run from its own tests.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// Run exercises a fresh, empty store made by open.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Run("ResourcesRoundTrip", func(t *testing.T) { testResources(t, open(t)) })
+	t.Run("RollbackOnError", func(t *testing.T) { testRollback(t, open(t)) })
+	t.Run("MachineAndReplicaFilters", func(t *testing.T) { testFilters(t, open(t)) })
+	t.Run("Events", func(t *testing.T) { testEvents(t, open(t)) })
+	t.Run("CredentialsAndMeta", func(t *testing.T) { testCredentials(t, open(t)) })
+}
+
+func testResources(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	c := &api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: "dev", Generation: 1},
+		Spec: api.ClusterSpec{CapacityGroups: []api.CapacityGroup{{GroupID: "g", MaxSize: 2}}}}
+	svc := &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: "web"}, Spec: api.ServiceSpec{Cluster: "dev", Image: "nginx"}}
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCluster(c); err != nil {
+			return err
+		}
+		return tx.PutService(svc)
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		got, err := tx.GetCluster("dev")
+		if err != nil {
+			return err
+		}
+		if got.Spec.CapacityGroups[0].MaxSize != 2 || got.Metadata.Generation != 1 {
+			t.Errorf("cluster round trip: %+v", got)
+		}
+		list, err := tx.ListServices()
+		if err != nil {
+			return err
+		}
+		if len(list) != 1 || list[0].Spec.Image != "nginx" {
+			t.Errorf("services: %+v", list)
+		}
+		if _, err := tx.GetService("missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("missing service: got %v, want ErrNotFound", err)
+		}
+		return nil
+	}))
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.DeleteService("web") }))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		if _, err := tx.GetService("web"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleted service still readable: %v", err)
+		}
+		return nil
+	}))
+}
+
+func testRollback(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCluster(&api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: "x"}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Update returned %v, want the callback's error", err)
+	}
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		if _, err := tx.GetCluster("x"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("write of a failed transaction is visible: %v", err)
+		}
+		return nil
+	}))
+}
+
+func testFilters(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		for _, m := range []*api.Machine{
+			{ID: "m1", Cluster: "a", FleetState: api.FleetActive, CreatedAt: now},
+			{ID: "m2", Cluster: "a", FleetState: api.FleetTerminated, CreatedAt: now},
+			{ID: "m3", Cluster: "b", FleetState: api.FleetReady, CreatedAt: now},
+		} {
+			if err := tx.PutMachine(m); err != nil {
+				return err
+			}
+		}
+		for _, r := range []*api.Replica{
+			{ID: "web-0", Service: "web", Cluster: "a", Machine: "m1"},
+			{ID: "web-1", Service: "web", Cluster: "a"},
+			{ID: "db-0", Service: "db", Cluster: "b", Machine: "m3"},
+		} {
+			if err := tx.PutReplica(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		live, _ := tx.ListMachines(store.MachineFilter{Cluster: "a", LiveOnly: true})
+		if len(live) != 1 || live[0].ID != "m1" {
+			t.Errorf("live machines of a: %v", ids(live))
+		}
+		all, _ := tx.ListMachines(store.MachineFilter{})
+		if len(all) != 3 {
+			t.Errorf("all machines: %d", len(all))
+		}
+		onM1, _ := tx.ListReplicas(store.ReplicaFilter{Machine: "m1"})
+		if len(onM1) != 1 || onM1[0].ID != "web-0" {
+			t.Errorf("replicas on m1: %+v", onM1)
+		}
+		web, _ := tx.ListReplicas(store.ReplicaFilter{Service: "web"})
+		if len(web) != 2 {
+			t.Errorf("replicas of web: %d", len(web))
+		}
+		return nil
+	}))
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		for i := 0; i < 5; i++ {
+			name := "web"
+			if i%2 == 1 {
+				name = "db"
+			}
+			if err := tx.AddEvent(&api.Event{Type: api.EventNormal, Reason: "R", ObjectKind: "Service", ObjectName: name, Message: string(rune('a' + i))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		web, _ := tx.ListEvents(store.EventFilter{ObjectKind: "Service", ObjectName: "web"})
+		if len(web) != 3 || web[0].Message != "a" || web[2].Message != "e" {
+			t.Errorf("web events (oldest first): %+v", web)
+		}
+		last2, _ := tx.ListEvents(store.EventFilter{Limit: 2})
+		if len(last2) != 2 || last2[1].Message != "e" || last2[0].Message != "d" {
+			t.Errorf("newest two: %+v", last2)
+		}
+		after, _ := tx.ListEvents(store.EventFilter{AfterID: last2[0].ID})
+		if len(after) != 1 || after[0].Message != "e" {
+			t.Errorf("after id: %+v", after)
+		}
+		return nil
+	}))
+}
+
+func testCredentials(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCredentialHash("m1", []byte{1, 2, 3}); err != nil {
+			return err
+		}
+		return tx.PutMeta("k", "v")
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		h, err := tx.GetCredentialHash("m1")
+		if err != nil || len(h) != 3 {
+			t.Errorf("credential: %v %v", h, err)
+		}
+		if v, err := tx.GetMeta("k"); err != nil || v != "v" {
+			t.Errorf("meta: %q %v", v, err)
+		}
+		if _, err := tx.GetMeta("nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("missing meta: %v", err)
+		}
+		return nil
+	}))
+}
+
+func ids(ms []*api.Machine) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
