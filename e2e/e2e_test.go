@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+const webSpec = `kind: Cluster
+metadata: {name: e2e}
+spec:
+  capacityGroups:
+    - groupId: general
+      instanceType: local.medium
+      minSize: 2
+      maxSize: 3
+  systemReserved: {cpu: 100m, memory: 128Mi}
+---
+kind: Service
+metadata: {name: web}
+spec:
+  cluster: e2e
+  command: [gantry, hello]
+  ports: [{name: http}]
+  replicas: 3
+  resources: {cpu: 500m, memory: 256Mi}
+  healthCheck:
+    http: {port: http, path: /healthz}
+    intervalSeconds: 1
+  placement:
+    spread: [{key: machine, maxSkew: 1}]
+`
+
+// A machine process is killed: its replicas come back on other machines
+// and answer HTTP, and the lost machine is replaced.
+func TestMachineLossReschedulesReplicas(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--local-exit-with-server")
+	spec := writeFile(t, dir, "web.yaml", webSpec)
+	if out, errOut, code := s.gantry("apply", "-f", spec); code != 0 || !strings.Contains(out, "service/web created") {
+		t.Fatalf("apply: %d %s %s", code, out, errOut)
+	}
+	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+
+	victim := busiestMachine(s.replicas("web"))
+	var victimInstance localInstance
+	for _, inst := range localInstances(dir) {
+		if inst.Tags["gantry.dev/machine"] == victim {
+			victimInstance = inst
+		}
+	}
+	if victimInstance.PID == 0 {
+		t.Fatalf("no local instance for machine %s", victim)
+	}
+	t.Logf("killing machine %s (pid %d)", victim, victimInstance.PID)
+	if err := syscall.Kill(-victimInstance.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replicas running off the killed machine", func() (bool, string) {
+		rs := s.replicas("web")
+		for _, r := range rs {
+			if r.Machine == victim {
+				return false, r.ID + " still on " + victim
+			}
+		}
+		return allAnswer(rs, 3)
+	})
+	waitFor(t, "the lost machine terminated and replaced", func() (bool, string) {
+		joined := 0
+		for _, m := range s.machines() {
+			if m.ID == victim {
+				return false, "victim still live: " + m.FleetState
+			}
+			if m.JoinState == api.JoinJoined {
+				joined++
+			}
+		}
+		return joined >= 2, "joined machines: " + itoa(joined)
+	})
+	events, _, _ := s.gantry("get", "events")
+	if !strings.Contains(events, "no heartbeat") {
+		t.Errorf("no event says why the machine was replaced:\n%s", events)
+	}
+}
+
+func busiestMachine(rs []api.Replica) string {
+	count := map[string]int{}
+	best := ""
+	for _, r := range rs {
+		count[r.Machine]++
+		if best == "" || count[r.Machine] > count[best] {
+			best = r.Machine
+		}
+	}
+	return best
+}
+
+// The server is killed: agents keep their replicas serving; a new server
+// on the same state adopts the same machines and replicas, launching
+// nothing new and restarting nothing.
+func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	spec := writeFile(t, dir, "web.yaml", webSpec)
+	if _, errOut, code := s.gantry("apply", "-f", spec); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+	before := s.replicas("web")
+	machinesBefore := s.machines()
+
+	s.kill()
+	time.Sleep(2 * time.Second) // several missed heartbeats
+	for _, r := range before {
+		if body, ok := answers(r); !ok {
+			t.Fatalf("%s stopped answering while the server was down: %q", r.ID, body)
+		}
+	}
+
+	s2 := startServer(t, dir, "--listen", strings.TrimPrefix(s.url, "http://")) // agents know this address
+	waitFor(t, "replicas reported again by the same machines", func() (bool, string) {
+		after := s2.replicas("web")
+		if ok, why := allAnswer(after, 3); !ok {
+			return false, why
+		}
+		for i, r := range after {
+			if r.Machine != before[i].Machine || r.HostPorts["http"] != before[i].HostPorts["http"] || r.Restarts != 0 {
+				return false, "replica moved or restarted: " + r.ID + " on " + r.Machine
+			}
+		}
+		return true, ""
+	})
+	time.Sleep(2 * time.Second) // a few more passes: still nothing replaced
+	machinesAfter := s2.machines()
+	if len(machinesAfter) != len(machinesBefore) {
+		t.Fatalf("machines before %d, after restart %d", len(machinesBefore), len(machinesAfter))
+	}
+	for i := range machinesAfter {
+		if machinesAfter[i].ID != machinesBefore[i].ID || machinesAfter[i].FleetState == api.FleetTerminating {
+			t.Fatalf("machine %s not adopted as it was: %+v", machinesBefore[i].ID, machinesAfter[i])
+		}
+	}
+}
+
+// The CLI in kubectl's habits: output formats, describe, validate and
+// delete, with one-line errors and non-zero exits.
+func TestCLI(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--local-exit-with-server")
+	bad := writeFile(t, dir, "bad.yaml", strings.Replace(webSpec, "cpu: 500m", "cpu: lots", 1))
+	_, errOut, code := runGantry(t, "validate", "-f", bad)
+	if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "document 2: spec.resources.cpu") {
+		t.Fatalf("validate of a bad file: exit %d, stderr %q", code, errOut)
+	}
+	good := writeFile(t, dir, "web.yaml", webSpec)
+	if out, _, code := runGantry(t, "validate", "-f", good); code != 0 || !strings.Contains(out, "service/web is valid") {
+		t.Fatalf("validate good: %d %s", code, out)
+	}
+	if _, errOut, code := s.gantry("apply", "-f", bad); code == 0 || !strings.Contains(errOut, "spec.resources.cpu") {
+		t.Fatalf("apply bad: %d %s", code, errOut)
+	}
+	if _, errOut, code := s.gantry("apply", "-f", good); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+
+	out, _, code := s.gantry("get", "replicas", "-o", "wide")
+	if code != 0 || !strings.Contains(out, "SPEC") || strings.Count(out, "running") != 3 {
+		t.Fatalf("get replicas -o wide:\n%s", out)
+	}
+	out, _, _ = s.gantry("get", "services", "web", "-o", "json")
+	var svc api.Service
+	if err := json.Unmarshal([]byte(out), &svc); err != nil || svc.Status.Running != 3 {
+		t.Fatalf("get service -o json: %v\n%s", err, out)
+	}
+	out, _, _ = s.gantry("get", "clusters", "-o", "yaml")
+	if !strings.Contains(out, "groupId: general") {
+		t.Fatalf("get clusters -o yaml:\n%s", out)
+	}
+	out, _, _ = s.gantry("describe", "service", "web")
+	if !strings.Contains(out, "Replicas") || !strings.Contains(out, "Applied") {
+		t.Fatalf("describe service:\n%s", out)
+	}
+	if _, errOut, code := s.gantry("get", "pods"); code != 1 || !strings.Contains(errOut, `unknown resource type "pods"`) {
+		t.Fatalf("get pods: %d %s", code, errOut)
+	}
+	if _, errOut, code := s.gantry("delete", "cluster", "e2e"); code != 1 || !strings.Contains(errOut, "still runs service") {
+		t.Fatalf("delete busy cluster: %d %s", code, errOut)
+	}
+	urls := s.replicas("web")
+	if out, errOut, code := s.gantry("delete", "service", "web"); code != 0 || !strings.Contains(out, "service/web deleted") {
+		t.Fatalf("delete service: %d %s %s", code, out, errOut)
+	}
+	waitFor(t, "deleted service's replicas to stop answering", func() (bool, string) {
+		for _, r := range urls {
+			if _, ok := answers(r); ok {
+				return false, r.ID + " still answers"
+			}
+		}
+		return true, ""
+	})
+}
+
+// The README's main command: `gantry dev -f examples/hello.yaml` brings up
+// replicas that answer, and Ctrl-C leaves no process behind.
+func TestDevRunsTheExampleAndCleansUp(t *testing.T) {
+	for run := 1; run <= 2; run++ { // the second run starts from the first's state
+		dir := filepath.Join(t.TempDir(), "state")
+		if run == 2 {
+			dir = devStateDir(t)
+		}
+		runDevOnce(t, dir, run)
+	}
+}
+
+func devStateDir(t *testing.T) string {
+	t.Helper()
+	if shared == "" {
+		shared = filepath.Join(t.TempDir(), "state")
+	}
+	return shared
+}
+
+// shared carries the dev state directory from one run to the next.
+var shared string
+
+func runDevOnce(t *testing.T, dir string, run int) {
+	t.Helper()
+	if run == 1 {
+		shared = dir
+	}
+	cmd := exec.Command(gantryBin, "dev", "-f", "../examples/hello.yaml", "--data-dir", dir, "--listen", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		killMachines(dir)
+	})
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var urls []string
+	var transcript strings.Builder
+	deadline := time.After(waitLimit)
+	for ready := false; !ready || len(urls) < 3; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("run %d: gantry dev exited early:\n%s", run, transcript.String())
+			}
+			transcript.WriteString(line + "\n")
+			if strings.HasPrefix(line, "All replicas are running") {
+				ready = true
+			}
+			if ready && strings.HasPrefix(line, "hello-") {
+				fields := strings.Fields(line)
+				urls = append(urls, fields[len(fields)-1])
+			}
+		case <-deadline:
+			t.Fatalf("run %d: replicas not running:\n%s", run, transcript.String())
+		}
+	}
+	for _, u := range urls {
+		body, ok := answers(api.Replica{Address: strings.Split(strings.TrimPrefix(u, "http://"), ":")[0], HostPorts: map[string]int{"http": atoi(strings.Split(u, ":")[2])}})
+		if !ok || !strings.Contains(body, "hello from Gantry") {
+			t.Fatalf("run %d: %s answered %q", run, u, body)
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(chanReader(lines))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run %d: gantry dev after Ctrl-C: %v\n%s%s", run, err, transcript.String(), rest)
+	}
+	waitFor(t, "no process left from the dev run", func() (bool, string) {
+		pids := processesMentioning(dir)
+		return len(pids) == 0, "still running: " + itoa(len(pids))
+	})
+}
+
+func chanReader(lines chan string) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		for l := range lines {
+			_, _ = pw.Write([]byte(l + "\n"))
+		}
+		pw.Close()
+	}()
+	return pr
+}
+
+func itoa(n int) string {
+	return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n))
+}
+
+func fmtInt(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func atoi(s string) int {
+	var n int
+	_ = json.Unmarshal([]byte(s), &n)
+	return n
+}

@@ -1,0 +1,270 @@
+// Package e2e runs the real gantry binary: a server, agents as child
+// processes through the local provider, replicas answering HTTP on
+// loopback. Nothing is mocked.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+)
+
+// gantryBin is built once by TestMain, with buildFlags.
+var (
+	gantryBin  string
+	buildFlags = []string{"build"}
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gantry-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	gantryBin = filepath.Join(dir, "gantry")
+	build := exec.Command("go", append(buildFlags, "-o", gantryBin, "../cmd/gantry")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build gantry:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitLimit bounds every wait; reaching it is a failure, not a timing claim.
+const waitLimit = 90 * time.Second
+
+// serverArgs make loops fast enough for tests on a loaded 2-core machine.
+var serverArgs = []string{
+	"--listen", "127.0.0.1:0", "--reconcile-interval", "200ms", "--heartbeat-interval", "300ms",
+	"--missed-heartbeats", "4", "--launch-backoff", "500ms", "--local-stop-grace", "3s",
+}
+
+type server struct {
+	t       *testing.T
+	dataDir string
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+	url     string
+	token   string
+	api     *client.Client
+}
+
+// startServer runs `gantry server` on dataDir and waits for its URL.
+func startServer(t *testing.T, dataDir string, extra ...string) *server {
+	t.Helper()
+	os.Remove(filepath.Join(dataDir, "server.url"))
+	args := append([]string{"server", "--data-dir", dataDir}, serverArgs...)
+	cmd := exec.Command(gantryBin, append(args, extra...)...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{t: t, dataDir: dataDir, cmd: cmd, log: &log}
+	t.Cleanup(func() {
+		s.kill()
+		killMachines(dataDir)
+		if t.Failed() {
+			t.Logf("server log:\n%s", log.String())
+		}
+	})
+	waitFor(t, "server.url", func() (bool, string) {
+		data, err := os.ReadFile(filepath.Join(dataDir, "server.url"))
+		s.url = strings.TrimSpace(string(data))
+		return err == nil && s.url != "", "not written yet"
+	})
+	token, err := os.ReadFile(filepath.Join(dataDir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.token = strings.TrimSpace(string(token))
+	s.api = client.New(s.url, s.token, &http.Client{Timeout: 10 * time.Second})
+	waitFor(t, "server healthy", func() (bool, string) {
+		resp, err := http.Get(s.url + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	return s
+}
+
+func (s *server) kill() {
+	if s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		_ = s.cmd.Wait()
+	}
+}
+
+// gantry runs the CLI against this server.
+func (s *server) gantry(args ...string) (stdout, stderr string, code int) {
+	return runGantry(s.t, append([]string{"--data-dir", s.dataDir}, args...)...)
+}
+
+func runGantry(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(gantryBin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if exit, ok := err.(*exec.ExitError); ok {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func (s *server) replicas(service string) []api.Replica {
+	s.t.Helper()
+	rs, err := s.api.ListReplicas(context.Background(), service)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return rs
+}
+
+func (s *server) machines() []api.Machine {
+	s.t.Helper()
+	ms, err := s.api.ListMachines(context.Background(), "")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return ms
+}
+
+// waitFor polls cond until it holds, failing the test after waitLimit.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("gave up waiting for %s: %s", what, last)
+}
+
+// answers GETs a replica's URL and returns the body.
+func answers(r api.Replica) (string, bool) {
+	port, ok := r.HostPorts["http"]
+	if !ok || r.Address == "" {
+		return "", false
+	}
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://%s:%d/", r.Address, port))
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body), resp.StatusCode == 200
+}
+
+// allAnswer: n replicas run and each answers HTTP as itself.
+func allAnswer(rs []api.Replica, n int) (bool, string) {
+	if len(rs) != n {
+		return false, fmt.Sprintf("%d replicas, want %d", len(rs), n)
+	}
+	for _, r := range rs {
+		if r.State != api.ReplicaRunning {
+			return false, fmt.Sprintf("%s is %s (%s)", r.ID, r.State, r.Reason)
+		}
+		body, ok := answers(r)
+		if !ok || !strings.Contains(body, "replica "+r.ID+" on machine "+r.Machine) {
+			return false, fmt.Sprintf("%s does not answer as itself: %q", r.ID, body)
+		}
+	}
+	return true, ""
+}
+
+type localInstance struct {
+	ID    string            `json:"id"`
+	State string            `json:"state"`
+	PID   int               `json:"pid"`
+	Tags  map[string]string `json:"tags"`
+}
+
+func localInstances(dataDir string) []localInstance {
+	data, err := os.ReadFile(filepath.Join(dataDir, "local", "instances.json"))
+	if err != nil {
+		return nil
+	}
+	var out []localInstance
+	_ = json.Unmarshal(data, &out)
+	return out
+}
+
+// killMachines kills every agent (and its replicas) the local provider of
+// dataDir started, so a failed test leaves nothing behind.
+func killMachines(dataDir string) {
+	for _, inst := range localInstances(dataDir) {
+		if inst.PID > 0 && processAlive(inst.PID, inst.ID) {
+			_ = syscall.Kill(-inst.PID, syscall.SIGKILL)
+			_ = syscall.Kill(inst.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+// processAlive checks pid still runs the agent of instance id.
+func processAlive(pid int, id string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(cmdline), id)
+}
+
+// processesMentioning lists live pids whose command line or working
+// directory contains s.
+func processesMentioning(s string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if strings.Contains(string(stat), ") Z ") {
+			continue // a zombie waiting for its parent to reap it
+		}
+		cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if strings.Contains(string(cmdline), s) || strings.Contains(cwd, s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,169 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// A stand-in agent: a shell loop that keeps its arguments (the instance id
+// among them) in its command line, as the real agent does. The real agent
+// runs under the local provider in the e2e tests.
+const fakeAgent = "#!/bin/sh\nwhile :; do sleep 1; done\n"
+
+func newProvider(t *testing.T, stateDir string) *Provider {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fake-agent")
+	if err := os.WriteFile(bin, []byte(fakeAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{AgentBinary: bin, StateDir: stateDir, StopGrace: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.ShutdownAll(context.Background()) })
+	return p
+}
+
+func launchSpec(key string) provisioner.LaunchSpec {
+	return provisioner.LaunchSpec{InstanceType: "local.small", IdempotencyKey: key,
+		Tags:      map[string]string{"gantry.dev/cluster": "c", "gantry.dev/launch-key": key},
+		Bootstrap: provisioner.Bootstrap{ServerURL: "http://127.0.0.1:1", Cluster: "c", Group: "g", MachineID: "m-" + key, JoinToken: "secret-token"}}
+}
+
+func waitState(t *testing.T, p *Provider, id string, want provisioner.State) *provisioner.Instance {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		inst, err := p.Describe(context.Background(), id)
+		if err == nil && inst.State == want {
+			return inst
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("instance %s never reached %s", id, want)
+	return nil
+}
+
+func TestLaunchIsNonBlockingAndIdempotent(t *testing.T) {
+	p := newProvider(t, t.TempDir())
+	ctx := context.Background()
+	first, err := p.Launch(ctx, launchSpec("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.State != provisioner.StatePending {
+		t.Fatalf("launch returned %s, want pending", first.State)
+	}
+	again, err := p.Launch(ctx, launchSpec("k1"))
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("retried launch made %v (err %v), want the same %s", again, err, first.ID)
+	}
+	inst := waitState(t, p, first.ID, provisioner.StateRunning)
+	if len(inst.Addresses) != 1 || inst.Zone != Zone || inst.InstanceType != "local.small" {
+		t.Fatalf("instance: %+v", inst)
+	}
+	all, _ := p.List(ctx, provisioner.Filter{})
+	if len(all) != 1 {
+		t.Fatalf("%d instances after two launches with one key", len(all))
+	}
+	state, _ := os.ReadFile(filepath.Join(p.cfg.StateDir, "instances.json"))
+	if len(state) == 0 || strings.Contains(string(state), "secret-token") {
+		t.Fatal("state file missing, or it holds the join token")
+	}
+}
+
+func TestTerminateIsIdempotentAndListFiltersByTagsAndState(t *testing.T) {
+	p := newProvider(t, t.TempDir())
+	ctx := context.Background()
+	a, _ := p.Launch(ctx, launchSpec("a"))
+	b, _ := p.Launch(ctx, launchSpec("b"))
+	waitState(t, p, a.ID, provisioner.StateRunning)
+	waitState(t, p, b.ID, provisioner.StateRunning)
+
+	byTag, _ := p.List(ctx, provisioner.Filter{Tags: map[string]string{"gantry.dev/launch-key": "a"}})
+	if len(byTag) != 1 || byTag[0].ID != a.ID {
+		t.Fatalf("list by tag: %+v", byTag)
+	}
+	none, _ := p.List(ctx, provisioner.Filter{Tags: map[string]string{"gantry.dev/launch-key": "zzz"}})
+	if len(none) != 0 {
+		t.Fatalf("non-matching tags found %d", len(none))
+	}
+	for i := 0; i < 2; i++ {
+		if err := p.Terminate(ctx, a.ID); err != nil {
+			t.Fatalf("terminate #%d: %v", i+1, err)
+		}
+	}
+	if err := p.Terminate(ctx, "local-unknown"); err != nil {
+		t.Fatalf("terminate of an unknown id: %v", err)
+	}
+	live, _ := p.List(ctx, provisioner.Filter{})
+	if len(live) != 1 || live[0].ID != b.ID {
+		t.Fatalf("list without states must leave terminated out: %+v", live)
+	}
+	dead, _ := p.List(ctx, provisioner.Filter{States: []provisioner.State{provisioner.StateTerminated}})
+	if len(dead) != 1 || dead[0].ID != a.ID {
+		t.Fatalf("list of terminated: %+v", dead)
+	}
+}
+
+func TestStopStartAndRestartRecovery(t *testing.T) {
+	dir := t.TempDir()
+	p := newProvider(t, dir)
+	ctx := context.Background()
+	inst, _ := p.Launch(ctx, launchSpec("s"))
+	waitState(t, p, inst.ID, provisioner.StateRunning)
+	if err := p.Stop(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitState(t, p, inst.ID, provisioner.StateStopped); len(got.Addresses) != 0 {
+		t.Fatalf("stopped instance keeps addresses %v", got.Addresses)
+	}
+	started, err := p.Start(ctx, inst.ID)
+	if err != nil || started.State != provisioner.StateRunning || len(started.Addresses) == 0 {
+		t.Fatalf("start: %+v %v", started, err)
+	}
+	// A second provider on the same state (a restarted server) sees the
+	// running instance, adopts it, and can terminate it.
+	p2, err := New(Config{AgentBinary: p.cfg.AgentBinary, StateDir: dir, StopGrace: 2 * time.Second, Logger: p.cfg.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found, _ := p2.List(ctx, provisioner.Filter{Tags: map[string]string{"gantry.dev/launch-key": "s"}})
+	if len(found) != 1 || found[0].State != provisioner.StateRunning {
+		t.Fatalf("restarted provider lists %+v", found)
+	}
+	if err := p2.Terminate(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Start(ctx, "local-nope"); !errors.Is(err, provisioner.ErrNotFound) {
+		t.Fatalf("start unknown: %v", err)
+	}
+}
+
+func TestInvalidLaunchSpecs(t *testing.T) {
+	p := newProvider(t, t.TempDir())
+	ctx := context.Background()
+	noKey := launchSpec("")
+	if _, err := p.Launch(ctx, noKey); !errors.Is(err, provisioner.ErrInvalid) {
+		t.Fatalf("no key: %v", err)
+	}
+	badType := launchSpec("x")
+	badType.InstanceType = "local.huge"
+	if _, err := p.Launch(ctx, badType); !errors.Is(err, provisioner.ErrInvalid) {
+		t.Fatalf("bad type: %v", err)
+	}
+	badZone := launchSpec("y")
+	badZone.Zone = "mars-1"
+	if _, err := p.Launch(ctx, badZone); !errors.Is(err, provisioner.ErrInsufficientCapacity) {
+		t.Fatalf("bad zone: %v", err)
+	}
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Gantry's test command (the README's, and CI's): formatting, vet,
+# staticcheck, every test with the race detector (the end-to-end tests run
+# real server and agent processes on loopback), and a short fuzz run of the
+# spec parser.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Go may be installed but not on PATH in a bare CI environment.
+for dir in /usr/local/go/bin "$HOME/go/bin" "$(go env GOPATH 2>/dev/null)/bin"; do
+  [[ -d "$dir" && ":$PATH:" != *":$dir:"* ]] && PATH="$dir:$PATH"
+done
+export PATH
+command -v go >/dev/null || { echo "test.sh: Go is not installed (https://go.dev/dl/)" >&2; exit 1; }
+
+STATICCHECK_VERSION=v0.8.2
+FUZZ_TIME=${GANTRY_FUZZ_TIME:-15s}
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [[ -n "$unformatted" ]]; then
+  echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+step "staticcheck $STATICCHECK_VERSION"
+if ! command -v staticcheck >/dev/null || [[ "$(staticcheck -version)" != *"${STATICCHECK_VERSION#v}"* ]]; then
+  go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+staticcheck ./...
+
+step "fuzz the spec parser for $FUZZ_TIME"
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_TIME" ./spec
+
+step "tests (race detector on)"
+go test -race -count=1 -timeout 15m ./...
