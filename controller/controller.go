@@ -56,6 +56,7 @@ type Controller struct {
 	startedAt time.Time
 
 	mu        sync.Mutex
+	live      int
 	desired   map[string]int
 	idleSince map[string]time.Time
 	failures  map[string]launchFailure
@@ -93,6 +94,15 @@ func (c *Controller) HeartbeatInterval(liveMachines int) time.Duration {
 		}
 	}
 	return iv
+}
+
+// CurrentHeartbeatInterval is HeartbeatInterval for the fleet size seen
+// by the last pass (heartbeats must not cost a scan of all machines).
+func (c *Controller) CurrentHeartbeatInterval() time.Duration {
+	c.mu.Lock()
+	live := c.live
+	c.mu.Unlock()
+	return c.HeartbeatInterval(live)
 }
 
 // Desired returns the last planned size of a group (for status).
@@ -140,6 +150,9 @@ func (c *Controller) Pass(ctx context.Context) error {
 		return fmt.Errorf("sync replicas: %w", err)
 	}
 	now := time.Now()
+	c.mu.Lock()
+	c.live = len(snap.liveMachines())
+	c.mu.Unlock()
 	c.detectLost(ctx, snap, now)
 	c.fleet.Check(ctx, snap.liveMachines(), now)
 	if snap, err = c.load(ctx); err != nil {

@@ -42,7 +42,6 @@ func (c *Controller) plan(ctx context.Context, snap *snapshot, schedReasons map[
 
 	reasons := map[string]string{}
 	for id, why := range schedReasons {
-		reasons[id] = why
 		if more, ok := p.Unplaceable[id]; ok {
 			reasons[id] = why + "; " + more
 		} else {

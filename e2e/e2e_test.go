@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -213,31 +214,14 @@ func TestCLI(t *testing.T) {
 // The README's main command: `gantry dev -f examples/hello.yaml` brings up
 // replicas that answer, and Ctrl-C leaves no process behind.
 func TestDevRunsTheExampleAndCleansUp(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
 	for run := 1; run <= 2; run++ { // the second run starts from the first's state
-		dir := filepath.Join(t.TempDir(), "state")
-		if run == 2 {
-			dir = devStateDir(t)
-		}
 		runDevOnce(t, dir, run)
 	}
 }
 
-func devStateDir(t *testing.T) string {
-	t.Helper()
-	if shared == "" {
-		shared = filepath.Join(t.TempDir(), "state")
-	}
-	return shared
-}
-
-// shared carries the dev state directory from one run to the next.
-var shared string
-
 func runDevOnce(t *testing.T, dir string, run int) {
 	t.Helper()
-	if run == 1 {
-		shared = dir
-	}
 	cmd := exec.Command(gantryBin, "dev", "-f", "../examples/hello.yaml", "--data-dir", dir, "--listen", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -281,7 +265,7 @@ func runDevOnce(t *testing.T, dir string, run int) {
 		}
 	}
 	for _, u := range urls {
-		body, ok := answers(api.Replica{Address: strings.Split(strings.TrimPrefix(u, "http://"), ":")[0], HostPorts: map[string]int{"http": atoi(strings.Split(u, ":")[2])}})
+		body, ok := get(u)
 		if !ok || !strings.Contains(body, "hello from Gantry") {
 			t.Fatalf("run %d: %s answered %q", run, u, body)
 		}
@@ -310,17 +294,4 @@ func chanReader(lines chan string) io.Reader {
 	return pr
 }
 
-func itoa(n int) string {
-	return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n))
-}
-
-func fmtInt(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
-
-func atoi(s string) int {
-	var n int
-	_ = json.Unmarshal([]byte(s), &n)
-	return n
-}
+func itoa(n int) string { return strconv.Itoa(n) }

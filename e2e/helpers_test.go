@@ -173,8 +173,12 @@ func answers(r api.Replica) (string, bool) {
 	if !ok || r.Address == "" {
 		return "", false
 	}
+	return get(fmt.Sprintf("http://%s:%d/", r.Address, port))
+}
+
+func get(url string) (string, bool) {
 	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(fmt.Sprintf("http://%s:%d/", r.Address, port))
+	resp, err := c.Get(url)
 	if err != nil {
 		return "", false
 	}

@@ -34,7 +34,7 @@ fi
 staticcheck ./...
 
 step "fuzz the spec parser for $FUZZ_TIME"
-go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_TIME" ./spec
+go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_TIME" -fuzzminimizetime 2s ./spec
 
 step "tests (race detector on)"
 go test -race -count=1 -timeout 15m ./...

@@ -56,7 +56,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	resp.HeartbeatInterval = s.ctrl.HeartbeatInterval(0).String()
+	resp.HeartbeatInterval = s.ctrl.CurrentHeartbeatInterval().String()
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -122,7 +122,6 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("id")
 	var assignments []api.Assignment
-	var live int
 	err := s.store.Update(r.Context(), func(tx store.Tx) error {
 		m, err := tx.GetMachine(id)
 		if err != nil {
@@ -150,18 +149,14 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if m.FleetState == api.FleetTerminating {
 			return nil // it runs nothing more: anything it still runs has moved
 		}
-		if assignments, err = assignmentsOf(tx, replicas); err != nil {
-			return err
-		}
-		ms, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
-		live = len(ms)
+		assignments, err = assignmentsOf(tx, replicas)
 		return err
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: nonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval(live).String()})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: nonNil(assignments), HeartbeatInterval: s.ctrl.CurrentHeartbeatInterval().String()})
 }
 
 // updateActivity moves a machine between ready (empty) and active.

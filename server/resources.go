@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -382,14 +384,12 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) providerNames() string {
-	names := ""
+	names := make([]string, 0, len(s.providers))
 	for name := range s.providers {
-		if names != "" {
-			names += ", "
-		}
-		names += name
+		names = append(names, name)
 	}
-	return names
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 func nonNil[T any](items []T) []T {

@@ -152,8 +152,8 @@ func (p *Provider) agentArgs(id string, it provisioner.InstanceType, b provision
 
 func (p *Provider) machineDir(id string) string { return filepath.Join(p.cfg.StateDir, "machines", id) }
 
-// boot starts the agent process; the join token goes through the
-// environment, never argv, so `ps` does not show it.
+// boot starts the agent process. The join token goes through a 0600 file,
+// never argv or the environment, so neither `ps` nor /proc shows it.
 func (p *Provider) boot(id, joinToken string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -178,9 +178,16 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 		return fmt.Errorf("agent log: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(p.cfg.AgentBinary, r.Args...)
+	args := r.Args
+	if joinToken != "" {
+		tokenPath := filepath.Join(dir, "join-token")
+		if err := os.WriteFile(tokenPath, []byte(joinToken), 0o600); err != nil {
+			return fmt.Errorf("write join token: %w", err)
+		}
+		args = append(append([]string{}, args...), "--join-token-file", tokenPath)
+	}
+	cmd := exec.Command(p.cfg.AgentBinary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(), "GANTRY_JOIN_TOKEN="+joinToken)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p.cfg.ExitWithServer {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -78,6 +79,15 @@ func TestLaunchIsNonBlockingAndIdempotent(t *testing.T) {
 	state, _ := os.ReadFile(filepath.Join(p.cfg.StateDir, "instances.json"))
 	if len(state) == 0 || strings.Contains(string(state), "secret-token") {
 		t.Fatal("state file missing, or it holds the join token")
+	}
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.records[first.ID].PID))
+	environ, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.records[first.ID].PID))
+	if strings.Contains(string(cmdline)+string(environ), "secret-token") {
+		t.Fatal("the join token is visible in the agent's argv or environment")
+	}
+	tokenFile := filepath.Join(p.machineDir(first.ID), "join-token")
+	if info, err := os.Stat(tokenFile); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("join token file: %v %v", info, err)
 	}
 }
 
