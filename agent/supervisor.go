@@ -147,9 +147,8 @@ func (s *supervisor) runOnce(ctx context.Context) (string, bool) {
 	case <-s.stop:
 	case <-ctx.Done():
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), s.runtimeSpec().StopTimeout+5*time.Second)
-	defer cancel()
-	_ = task.Stop(stopCtx, s.runtimeSpec().StopTimeout)
+	// Stop is bounded by the stop timeout, after which the task is killed.
+	_ = task.Stop(context.Background(), s.runtimeSpec().StopTimeout)
 	return "", true
 }
 

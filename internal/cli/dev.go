@@ -104,9 +104,8 @@ func runDev(ctx context.Context, g *globals, cfg server.Config, data []byte, doc
 	// The control loop stops first, or it would replace what we terminate.
 	stopServer()
 	err = <-served
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.LocalStopGrace+10*time.Second)
-	defer cancel()
-	if termErr := srv.TerminateAll(shutdownCtx, "gantry dev stopped"); termErr != nil {
+	// Bounded by the provider timeout and the local stop grace.
+	if termErr := srv.TerminateAll(context.Background(), "gantry dev stopped"); termErr != nil {
 		fmt.Fprintln(g.errOut, "warning: terminate machines:", termErr)
 	}
 	fmt.Fprintln(g.out, "Stopped. State kept in", cfg.DataDir, "(delete it to start clean).")
