@@ -208,9 +208,20 @@ type Placement struct {
 	CapacityGroups []string          `json:"capacityGroups,omitempty"`
 	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
 	Spread         []SpreadRule      `json:"spread,omitempty"`
-	Dedicated      bool              `json:"dedicated,omitempty"`
-	Priority       int               `json:"priority,omitempty"`
+	// SameZone keeps every replica of the service in one zone.
+	SameZone  bool `json:"sameZone,omitempty"`
+	Dedicated bool `json:"dedicated,omitempty"`
+	Priority  int  `json:"priority,omitempty"`
+	// Scoring is binpack (default: fill machines) or spread (least
+	// allocated machine first).
+	Scoring string `json:"scoring,omitempty"`
 }
+
+// Scoring strategies.
+const (
+	ScoringBinpack = "binpack"
+	ScoringSpread  = "spread"
+)
 
 // SpreadRule limits how unevenly replicas spread over a topology key.
 type SpreadRule struct {
@@ -327,19 +338,27 @@ func (r Resources) NonNegative() bool {
 
 // Replica is one running copy of a service.
 type Replica struct {
-	ID        string            `json:"id"`
-	Service   string            `json:"service"`
-	Cluster   string            `json:"cluster"`
-	Index     int               `json:"index"`
-	Machine   string            `json:"machine,omitempty"`
-	State     string            `json:"state"`
-	Reason    string            `json:"reason,omitempty"`
-	Health    string            `json:"health,omitempty"`
-	Restarts  int               `json:"restarts"`
-	HostPorts map[string]int    `json:"hostPorts,omitempty"`
-	Address   string            `json:"address,omitempty"`
-	SpecHash  string            `json:"specHash"`
-	Requests  Resources         `json:"requests"`
+	ID        string         `json:"id"`
+	Service   string         `json:"service"`
+	Cluster   string         `json:"cluster"`
+	Index     int            `json:"index"`
+	Machine   string         `json:"machine,omitempty"`
+	State     string         `json:"state"`
+	Reason    string         `json:"reason,omitempty"`
+	Health    string         `json:"health,omitempty"`
+	Restarts  int            `json:"restarts"`
+	HostPorts map[string]int `json:"hostPorts,omitempty"`
+	Address   string         `json:"address,omitempty"`
+	SpecHash  string         `json:"specHash"`
+	Requests  Resources      `json:"requests"`
+	// GPUIndexes are the machine's GPU devices given to this replica.
+	GPUIndexes []int `json:"gpuIndexes,omitempty"`
+	// RuntimeClass is "tee" when the replica runs on the machine's TEE
+	// runtime (kata, gVisor), "" for the standard runtime.
+	RuntimeClass string `json:"runtimeClass,omitempty"`
+	// Note records a soft policy that could not be honoured (GPU or TEE
+	// preferred).
+	Note      string            `json:"note,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	UpdatedAt time.Time         `json:"updatedAt"`
 }

@@ -48,7 +48,7 @@ func schedulerMachines(snap *snapshot) []*scheduler.Machine {
 	}
 	for _, r := range snap.replicas {
 		if sm, ok := byID[r.Machine]; ok {
-			scheduler.Assign(sm, scheduler.Replica{Service: r.Service, Requests: r.Requests})
+			scheduler.Assign(sm, scheduler.Replica{Service: r.Service, Requests: r.Requests}, r.GPUIndexes)
 		}
 	}
 	return out

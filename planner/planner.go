@@ -108,7 +108,7 @@ func placeVirtually(r scheduler.Replica, groups []*Group, added map[string][]*sc
 		key := Key(g.Cluster, g.ID)
 		for _, m := range append(g.Pending, added[key]...) {
 			if scheduler.Fits(m, r) == "" {
-				scheduler.Assign(m, r)
+				scheduler.Assign(m, r, nil)
 				waiting[key]++
 				return
 			}
@@ -126,7 +126,7 @@ func placeVirtually(r scheduler.Replica, groups []*Group, added map[string][]*sc
 			continue
 		}
 		fresh.ID = fmt.Sprintf("%s-new-%d", key, len(added[key]))
-		scheduler.Assign(&fresh, r)
+		scheduler.Assign(&fresh, r, nil)
 		added[key] = append(added[key], &fresh)
 		waiting[key]++
 		return

@@ -1,12 +1,16 @@
 // Package scheduler places replicas on machines. It is a pure function of a
 // snapshot: the same input always gives the same output, and no machine is
-// ever allocated beyond its allocatable resources.
+// ever allocated beyond its allocatable resources or GPUs.
+//
+// Replicas of one service form a class with identical needs: static
+// filters run once per class, and within a class a machine that cannot
+// take a replica never can later in the pass (resources only shrink), so
+// pickers skip it for good. That keeps a pass near-linear in machines +
+// replicas.
 package scheduler
 
 import (
-	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -17,45 +21,82 @@ const (
 	RuntimeDocker  = "docker"
 )
 
+// GPU is one device of a machine.
+type GPU struct {
+	Index  int
+	Type   string
+	VRAMGB float64
+	Used   bool
+}
+
 // Machine is a schedulable machine in the snapshot.
 type Machine struct {
-	ID          string
-	Cluster     string
-	Group       string
-	Zone        string
-	Labels      map[string]string
-	Runtimes    []string
-	Allocatable api.Resources
-	Allocated   api.Resources
-	// ServiceCount is how many replicas of each service already run here.
+	ID           string
+	Cluster      string
+	Group        string
+	Zone         string
+	CapacityType string
+	Labels       map[string]string
+	Runtimes     []string
+	// TEE is true when the machine offers a TEE/sandbox runtime.
+	TEE          bool
+	GPUs         []GPU
+	Allocatable  api.Resources
+	Allocated    api.Resources
+	PricePerHour float64
+	// ServiceCount is how many replicas of each service run here.
 	ServiceCount map[string]int
 }
 
 // Free is what is left to allocate.
 func (m *Machine) Free() api.Resources { return m.Allocatable.Sub(m.Allocated) }
 
+// GPUNeed is a replica's GPU requirement.
+type GPUNeed struct {
+	Count     int
+	Type      string
+	MinVRAMGB float64
+	// Preferred: take GPUs where free, else run without them.
+	Preferred bool
+}
+
 // Replica is a replica to place, with what it asks of its machine.
 type Replica struct {
-	ID       string
-	Service  string
-	Cluster  string
-	Index    int
+	ID      string
+	Service string
+	Cluster string
+	Index   int
+	// Requests are CPU, memory and ephemeral storage; GPUs come from GPU.
 	Requests api.Resources
 	Runtime  string
+	GPU      *GPUNeed
+	// Isolation is one of the api.Isolation* values ("" = any).
+	Isolation string
 	// Groups pins the replica to capacity groups (any group when empty).
 	Groups       []string
 	NodeSelector map[string]string
 	Dedicated    bool
+	SameZone     bool
 	Priority     int
+	Scoring      string
 	// Spread limits the skew of this service's replicas over machines or
-	// zones (counted among the machines the replica may use).
+	// zones, counted among the machines the replica may use.
 	Spread []api.SpreadRule
+	// ZoneDomains are zones that count for zone spread even with no
+	// machine yet (the planner passes the zones a group may launch in).
+	ZoneDomains []string
 }
 
 // Placement assigns a replica to a machine.
 type Placement struct {
 	ReplicaID string
 	MachineID string
+	// GPUs are the device indexes given to the replica.
+	GPUs []int
+	// TEE: run on the machine's TEE runtime.
+	TEE bool
+	// Note tells which soft preference could not be met.
+	Note string
 }
 
 // Result is the outcome of a scheduling pass.
@@ -65,189 +106,109 @@ type Result struct {
 	Unplaced map[string]string
 }
 
-// Schedule places pending replicas, highest priority first, each on the
-// feasible machine it packs best (most allocated after placement). Machines
-// are updated in place with what was allocated.
+// Schedule places pending replicas, highest priority first, largest first
+// within a priority. Machines are updated in place with what was placed.
 func Schedule(machines []*Machine, pending []Replica) Result {
-	sortMachines(machines)
-	SortReplicas(pending)
+	st := newState(machines)
 	res := Result{Unplaced: map[string]string{}}
-	for _, r := range pending {
-		best, reason := pick(machines, r)
-		if best == nil {
-			res.Unplaced[r.ID] = reason
-			continue
-		}
-		Assign(best, r)
-		res.Placements = append(res.Placements, Placement{ReplicaID: r.ID, MachineID: best.ID})
+	for _, cl := range classesOf(pending) {
+		st.placeClass(cl, &res)
 	}
 	return res
 }
 
-// Assign books a replica's requests on a machine.
-func Assign(m *Machine, r Replica) {
-	m.Allocated = m.Allocated.Add(r.Requests)
+// Assign books a replica's requests (and GPU devices) on a machine.
+func Assign(m *Machine, r Replica, gpus []int) {
+	req := r.Requests
+	req.GPUs = len(gpus) // GPUs are booked by device, never by count alone
+	m.Allocated = m.Allocated.Add(req)
+	for _, idx := range gpus {
+		for i := range m.GPUs {
+			if m.GPUs[i].Index == idx {
+				m.GPUs[i].Used = true
+			}
+		}
+	}
 	if m.ServiceCount == nil {
 		m.ServiceCount = map[string]int{}
 	}
 	m.ServiceCount[r.Service]++
 }
 
-// SortReplicas orders replicas for placement: priority, then largest
-// first (first-fit decreasing packs better), then by name for determinism.
+type class struct {
+	replicas []Replica
+}
+
+type classKey struct {
+	service, cluster string
+	requests         api.Resources
+}
+
+// classesOf groups replicas by service and orders classes for placement:
+// priority, then largest first (first-fit decreasing packs better), then
+// name.
+func classesOf(pending []Replica) []*class {
+	byKey := map[classKey]*class{}
+	var out []*class
+	for _, r := range pending {
+		k := classKey{r.Service, r.Cluster, r.Requests}
+		c, ok := byKey[k]
+		if !ok {
+			c = &class{}
+			byKey[k] = c
+			out = append(out, c)
+		}
+		c.replicas = append(c.replicas, r)
+	}
+	for _, c := range out {
+		sort.Slice(c.replicas, func(i, j int) bool {
+			if c.replicas[i].Index != c.replicas[j].Index {
+				return c.replicas[i].Index < c.replicas[j].Index
+			}
+			return c.replicas[i].ID < c.replicas[j].ID
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return classBefore(out[i].replicas[0], out[j].replicas[0]) })
+	return out
+}
+
+func classBefore(a, b Replica) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if a.Requests.MilliCPU != b.Requests.MilliCPU {
+		return a.Requests.MilliCPU > b.Requests.MilliCPU
+	}
+	if a.Requests.MemoryBytes != b.Requests.MemoryBytes {
+		return a.Requests.MemoryBytes > b.Requests.MemoryBytes
+	}
+	if a.Service != b.Service {
+		return a.Service < b.Service
+	}
+	return a.Cluster < b.Cluster
+}
+
+// SortReplicas orders replicas the way Schedule places them.
 func SortReplicas(rs []Replica) {
 	sort.SliceStable(rs, func(i, j int) bool {
-		a, b := rs[i], rs[j]
-		if a.Priority != b.Priority {
-			return a.Priority > b.Priority
+		if classBefore(rs[i], rs[j]) {
+			return true
 		}
-		if a.Requests.MilliCPU != b.Requests.MilliCPU {
-			return a.Requests.MilliCPU > b.Requests.MilliCPU
+		if classBefore(rs[j], rs[i]) {
+			return false
 		}
-		if a.Requests.MemoryBytes != b.Requests.MemoryBytes {
-			return a.Requests.MemoryBytes > b.Requests.MemoryBytes
-		}
-		if a.Service != b.Service {
-			return a.Service < b.Service
-		}
-		return a.Index < b.Index
+		return rs[i].Index < rs[j].Index
 	})
 }
 
-func sortMachines(ms []*Machine) {
-	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
-}
-
-func pick(machines []*Machine, r Replica) (*Machine, string) {
-	var misses missTally
-	eligible := make([]*Machine, 0, len(machines))
-	for _, m := range machines {
-		if why := staticFit(m, r); why != "" {
-			misses.add(why)
-			continue
-		}
-		eligible = append(eligible, m)
-	}
-	spread := newSpreadCheck(eligible, r)
-	var best *Machine
-	bestScore := -1.0
-	for _, m := range eligible {
-		why := resourceFit(m, r)
-		if why == "" {
-			why = spread.violation(m)
-		}
-		if why != "" {
-			misses.add(why)
-			continue
-		}
-		if s := packScore(m, r); s > bestScore {
-			best, bestScore = m, s
-		}
-	}
-	if best == nil {
-		return nil, misses.reason(len(machines))
-	}
-	return best, ""
-}
-
-// Fits returns "" when the replica may go on the machine, or the first
-// reason it may not. Spread is not checked: it depends on other machines.
-func Fits(m *Machine, r Replica) string {
-	if why := staticFit(m, r); why != "" {
-		return why
-	}
-	return resourceFit(m, r)
-}
-
-// staticFit checks what does not change as replicas are placed.
-func staticFit(m *Machine, r Replica) string {
-	switch {
-	case m.Cluster != r.Cluster:
-		return "other cluster"
-	case len(r.Groups) > 0 && !containsString(r.Groups, m.Group):
-		return "not in capacity groups " + strings.Join(r.Groups, ",")
-	case !containsString(m.Runtimes, r.Runtime):
-		return "no " + r.Runtime + " runtime"
-	case !labelsMatch(m.Labels, r.NodeSelector):
-		return "labels do not match nodeSelector"
-	}
-	return ""
-}
-
-func resourceFit(m *Machine, r Replica) string {
-	if r.Dedicated && m.ServiceCount[r.Service] > 0 {
-		return "dedicated: already runs a replica of " + r.Service
-	}
-	free := m.Free()
-	switch {
-	case r.Requests.MilliCPU > free.MilliCPU:
-		return "insufficient cpu"
-	case r.Requests.MemoryBytes > free.MemoryBytes:
-		return "insufficient memory"
-	case r.Requests.EphemeralBytes > free.EphemeralBytes:
-		return "insufficient ephemeral storage"
-	case r.Requests.GPUs > free.GPUs:
-		return "insufficient gpus"
-	}
-	return ""
-}
-
-// packScore is the mean share of CPU and memory in use after placement:
-// higher packs tighter.
-func packScore(m *Machine, r Replica) float64 {
-	after := m.Allocated.Add(r.Requests)
-	return (share(after.MilliCPU, m.Allocatable.MilliCPU) + share(after.MemoryBytes, m.Allocatable.MemoryBytes)) / 2
+// packScore is the mean share of CPU and memory in use: higher is fuller.
+func packScore(m *Machine) float64 {
+	return (share(m.Allocated.MilliCPU, m.Allocatable.MilliCPU) + share(m.Allocated.MemoryBytes, m.Allocatable.MemoryBytes)) / 2
 }
 
 func share(used, total int64) float64 {
 	if total <= 0 {
-		return 0
+		return 1
 	}
 	return float64(used) / float64(total)
-}
-
-type missTally struct {
-	counts map[string]int
-	order  []string
-}
-
-func (t *missTally) add(why string) {
-	if t.counts == nil {
-		t.counts = map[string]int{}
-	}
-	if t.counts[why] == 0 {
-		t.order = append(t.order, why)
-	}
-	t.counts[why]++
-}
-
-// reason reads like Kubernetes': "0/3 machines fit: 2 insufficient cpu, 1 no docker runtime".
-func (t *missTally) reason(total int) string {
-	if total == 0 {
-		return "no joined machine in the cluster"
-	}
-	sort.Strings(t.order)
-	parts := make([]string, len(t.order))
-	for i, why := range t.order {
-		parts[i] = fmt.Sprintf("%d %s", t.counts[why], why)
-	}
-	return fmt.Sprintf("0/%d machines fit: %s", total, strings.Join(parts, ", "))
-}
-
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

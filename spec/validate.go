@@ -346,6 +346,14 @@ func validateHealthCheck(h api.HealthCheck, ports map[string]bool) ErrorList {
 
 func validatePlacement(p api.Placement) ErrorList {
 	var errs ErrorList
+	if p.Scoring != "" && p.Scoring != api.ScoringBinpack && p.Scoring != api.ScoringSpread {
+		errs.add("spec.placement.scoring", "unknown scoring %q (want binpack or spread)", p.Scoring)
+	}
+	for _, r := range p.Spread {
+		if r.Key == api.SpreadZone && p.SameZone {
+			errs.add("spec.placement.sameZone", "contradicts a zone spread rule")
+		}
+	}
 	for i, g := range p.CapacityGroups {
 		if !groupIDRe.MatchString(g) {
 			errs.add(indexPath("spec.placement.capacityGroups", i), "%q is not a valid groupId", g)

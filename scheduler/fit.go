@@ -1,0 +1,147 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// staticFit checks what does not change as replicas are placed.
+func staticFit(m *Machine, r *Replica) string {
+	switch {
+	case m.Cluster != r.Cluster:
+		return "other cluster"
+	case len(r.Groups) > 0 && !containsString(r.Groups, m.Group):
+		return "not in capacity groups " + strings.Join(r.Groups, ",")
+	case !containsString(m.Runtimes, r.Runtime):
+		return "no " + r.Runtime + " runtime"
+	case !labelsMatch(m.Labels, r.NodeSelector):
+		return "labels do not match nodeSelector"
+	case r.Isolation == api.IsolationTEERequired && !m.TEE:
+		return "no TEE runtime"
+	case r.GPU != nil && !r.GPU.Preferred && matchingGPUs(m, r.GPU, false) < r.GPU.Count:
+		return gpuShortfall(r.GPU)
+	}
+	return ""
+}
+
+func gpuShortfall(g *GPUNeed) string {
+	what := "gpu"
+	if g.Type != "" {
+		what = g.Type + " gpu"
+	}
+	if g.MinVRAMGB > 0 {
+		what += fmt.Sprintf(" with %gGB VRAM", g.MinVRAMGB)
+	}
+	return fmt.Sprintf("fewer than %d %s", g.Count, what)
+}
+
+// dynamicFit checks free resources, free GPUs (when withGPU) and
+// dedication; it returns the GPU devices to give.
+func dynamicFit(m *Machine, r *Replica, withGPU bool) (string, []int) {
+	if r.Dedicated && m.ServiceCount[r.Service] > 0 {
+		return "dedicated: already runs a replica of " + r.Service, nil
+	}
+	free := m.Allocatable.Sub(m.Allocated)
+	switch {
+	case r.Requests.MilliCPU > free.MilliCPU:
+		return "insufficient cpu", nil
+	case r.Requests.MemoryBytes > free.MemoryBytes:
+		return "insufficient memory", nil
+	case r.Requests.EphemeralBytes > free.EphemeralBytes:
+		return "insufficient ephemeral storage", nil
+	}
+	if !withGPU || r.GPU == nil {
+		return "", nil
+	}
+	gpus := freeGPUs(m, r.GPU)
+	if len(gpus) < r.GPU.Count {
+		return "insufficient free gpus", nil
+	}
+	return "", gpus[:r.GPU.Count]
+}
+
+// Fits returns "" when the replica may go on the machine, or the first
+// reason it may not. Spread is not checked: it depends on other machines.
+func Fits(m *Machine, r Replica) string {
+	if why := staticFit(m, &r); why != "" {
+		return why
+	}
+	why, _ := dynamicFit(m, &r, r.GPU != nil && !r.GPU.Preferred)
+	return why
+}
+
+func gpuMatches(g GPU, need *GPUNeed) bool {
+	return (need.Type == "" || g.Type == need.Type) && g.VRAMGB >= need.MinVRAMGB
+}
+
+// matchingGPUs counts devices that match the need (free ones only, when
+// freeOnly).
+func matchingGPUs(m *Machine, need *GPUNeed, freeOnly bool) int {
+	n := 0
+	for _, g := range m.GPUs {
+		if gpuMatches(g, need) && (!freeOnly || !g.Used) {
+			n++
+		}
+	}
+	return n
+}
+
+func freeGPUs(m *Machine, need *GPUNeed) []int {
+	var out []int
+	for _, g := range m.GPUs {
+		if !g.Used && gpuMatches(g, need) {
+			out = append(out, g.Index)
+		}
+	}
+	return out
+}
+
+type missTally struct {
+	counts map[string]int
+	total  int
+}
+
+func (t *missTally) add(why string) {
+	if t.counts == nil {
+		t.counts = map[string]int{}
+	}
+	t.counts[why]++
+}
+
+// reason reads like Kubernetes': "0/3 machines fit: 2 insufficient cpu, 1 no docker runtime".
+func (t *missTally) reason() string {
+	if t.total == 0 {
+		return "no joined machine in the cluster"
+	}
+	whys := make([]string, 0, len(t.counts))
+	for why := range t.counts {
+		whys = append(whys, why)
+	}
+	sort.Strings(whys)
+	parts := make([]string, len(whys))
+	for i, why := range whys {
+		parts[i] = fmt.Sprintf("%d %s", t.counts[why], why)
+	}
+	return fmt.Sprintf("0/%d machines fit: %s", t.total, strings.Join(parts, ", "))
+}
+
+func labelsMatch(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
