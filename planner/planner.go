@@ -1,182 +1,385 @@
-// Package planner decides how many machines each capacity group needs. It is
-// a pure function of a snapshot: the replicas the scheduler could not place,
-// the machines already on their way, and each group's bounds and shape.
+// Package planner decides what machines each capacity group needs. It is a
+// pure function of a snapshot: groups with their allowed instance types and
+// offerings, the live machines, the replicas on them and the replicas
+// waiting for capacity. It places what it can on machines that exist or are
+// on their way, opens the cheapest suitable offering for the rest (through
+// the scheduler, so every placement rule holds on new machines too),
+// right-sizes what it opened, and finds machines to remove.
 package planner
 
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
 )
-
-// Group is one capacity group in the snapshot.
-type Group struct {
-	Cluster string
-	ID      string
-	MinSize int
-	MaxSize int
-	// Live counts machines that are launched or running and not going away.
-	Live int
-	// Pending are live machines that have not joined yet; they can take
-	// replicas once they do, so the planner counts their capacity first.
-	Pending []*scheduler.Machine
-	// Template is a new machine of this group, as the scheduler would see it.
-	Template     scheduler.Machine
-	PricePerHour float64
-}
-
-// Machine is a joined machine considered for removal.
-type Machine struct {
-	ID       string
-	Cluster  string
-	Group    string
-	Replicas int
-	// IdleSince is when it last had a replica (or joined).
-	IdleSince time.Time
-}
 
 // Config tunes the planner.
 type Config struct {
 	// EmptyMachineTTL is how long a machine must stay empty before it is
 	// removed, so short gaps in demand do not churn machines.
 	EmptyMachineTTL time.Duration
+	// MinLifetime: no machine younger than this is consolidated away.
+	MinLifetime time.Duration
+	// SavingsFloor is the least fraction of a machine's price a
+	// replacement must save.
+	SavingsFloor float64
+	// MaxRemovals bounds the machines removed or replaced in one plan.
+	MaxRemovals int
 }
 
-// Plan is what the fleet should do.
-type Plan struct {
-	// Desired machine count per group key (cluster/group).
-	Desired map[string]int
-	// Remove lists empty machines to drain and terminate.
-	Remove []string
-	// Unplaceable maps replicas no group can take to the reason.
-	Unplaceable map[string]string
-	// Added counts the machines each group needs for unplaced replicas
-	// (the rest of its growth, if any, is for minSize).
-	Added map[string]int
-	// Launches explains each group's growth, for events.
-	Launches map[string]string
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{EmptyMachineTTL: 5 * time.Minute, MinLifetime: 10 * time.Minute, SavingsFloor: 0.10, MaxRemovals: 1}
 }
 
-// Key is a group's key in Plan maps.
+// Group is one capacity group in the snapshot.
+type Group struct {
+	Cluster  string
+	ID       string
+	MinSize  int
+	MaxSize  int
+	WarmPool int
+	// CapacityType is onDemand, spot or any.
+	CapacityType string
+	// Zones it may launch in; empty means every zone of its offerings.
+	Zones    []string
+	Labels   map[string]string
+	Runtimes []string
+	TEE      bool
+	Reserved api.Resources
+	// Types are the instance types the group may launch.
+	Types []provisioner.InstanceType
+	// Live counts machines launched or running and not going away.
+	Live int
+}
+
+// Key is a group's key in plan maps.
 func Key(cluster, group string) string { return cluster + "/" + group }
 
-// Compute plans for the unplaced replicas.
-func Compute(cfg Config, now time.Time, groups []*Group, unplaced []scheduler.Replica, machines []Machine) Plan {
-	sort.Slice(groups, func(i, j int) bool {
-		if groups[i].PricePerHour != groups[j].PricePerHour {
-			return groups[i].PricePerHour < groups[j].PricePerHour
-		}
-		return Key(groups[i].Cluster, groups[i].ID) < Key(groups[j].Cluster, groups[j].ID)
-	})
-	p := Plan{Desired: map[string]int{}, Added: map[string]int{}, Unplaceable: map[string]string{}, Launches: map[string]string{}}
-	added := map[string][]*scheduler.Machine{}
-	waiting := map[string]int{}
-	scheduler.SortReplicas(unplaced)
-	for _, r := range unplaced {
-		placeVirtually(r, groups, added, waiting, &p)
-	}
-	pendingInGroup := map[string]bool{}
-	for _, g := range groups {
-		key := Key(g.Cluster, g.ID)
-		desired := g.Live + len(added[key])
-		if desired < g.MinSize {
-			desired = g.MinSize
-		}
-		if desired > g.MaxSize {
-			desired = g.MaxSize
-		}
-		p.Desired[key] = desired
-		p.Added[key] = len(added[key])
-		if n := len(added[key]); n > 0 {
-			p.Launches[key] = fmt.Sprintf("%d pending replica(s) need %d more machine(s)", waiting[key], n)
-		}
-		pendingInGroup[key] = len(added[key]) > 0 || waiting[key] > 0
-	}
-	p.Remove = removable(cfg, now, groups, machines, pendingInGroup, len(unplaced) > 0)
-	return p
+// Machine is a live machine: joined, or launched and not joined yet.
+type Machine struct {
+	*scheduler.Machine
+	Joined    bool
+	CreatedAt time.Time
+	// IdleSince is when it last had no replica (zero when it has some).
+	IdleSince time.Time
+	// Replicas run here (for consolidation).
+	Replicas []scheduler.Replica
 }
 
-// placeVirtually puts a replica on a machine that is on its way, or on a
-// new machine of the cheapest group that can hold it and is below maxSize.
-func placeVirtually(r scheduler.Replica, groups []*Group, added map[string][]*scheduler.Machine, waiting map[string]int, p *Plan) {
-	var reasons []string
-	for _, g := range groups {
-		key := Key(g.Cluster, g.ID)
-		for _, m := range append(g.Pending, added[key]...) {
-			if scheduler.Fits(m, r) == "" {
-				scheduler.Assign(m, r, nil)
-				waiting[key]++
-				return
-			}
-		}
-		fresh := g.Template
-		fresh.ServiceCount = nil
-		if why := scheduler.Fits(&fresh, r); why != "" {
-			if why != "other cluster" {
-				reasons = append(reasons, fmt.Sprintf("group %s: %s on an empty machine", g.ID, why))
-			}
-			continue
-		}
-		if g.Live+len(added[key]) >= g.MaxSize {
-			reasons = append(reasons, fmt.Sprintf("group %s is at maxSize %d", g.ID, g.MaxSize))
-			continue
-		}
-		fresh.ID = fmt.Sprintf("%s-new-%d", key, len(added[key]))
-		scheduler.Assign(&fresh, r, nil)
-		added[key] = append(added[key], &fresh)
-		waiting[key]++
-		return
-	}
-	if len(reasons) == 0 {
-		reasons = append(reasons, "cluster "+r.Cluster+" has no capacity group")
-	}
-	p.Unplaceable[r.ID] = "no machine can be added: " + strings.Join(reasons, "; ")
+// Input is the snapshot to plan for.
+type Input struct {
+	Groups   []*Group
+	Machines []*Machine
+	// Pending replicas have no machine yet.
+	Pending     []scheduler.Replica
+	Unavailable *Unavailable
+	Now         time.Time
 }
 
-// removable picks empty machines above minSize that have been empty long
-// enough, never while replicas of the cluster wait for capacity.
-func removable(cfg Config, now time.Time, groups []*Group, machines []Machine, pendingInGroup map[string]bool, anyUnplaced bool) []string {
-	if anyUnplaced {
-		return nil
+// NewMachine is a machine the plan adds.
+type NewMachine struct {
+	Key          string   `json:"key"`
+	Cluster      string   `json:"cluster"`
+	Group        string   `json:"group"`
+	InstanceType string   `json:"instanceType"`
+	Zone         string   `json:"zone"`
+	CapacityType string   `json:"capacityType"`
+	PricePerHour float64  `json:"pricePerHour"`
+	Reason       string   `json:"reason"`
+	Replicas     []string `json:"replicas"`
+}
+
+// Removal is a machine the plan drains and removes.
+type Removal struct {
+	MachineID    string  `json:"machine"`
+	Cluster      string  `json:"cluster"`
+	Group        string  `json:"group"`
+	PricePerHour float64 `json:"pricePerHour"`
+	Reason       string  `json:"reason"`
+	// ReplacedBy names the new machine that takes its replicas, if any.
+	ReplacedBy string `json:"replacedBy,omitempty"`
+}
+
+// ReplicaPlacement is where the plan puts a pending replica.
+type ReplicaPlacement struct {
+	Replica string `json:"replica"`
+	// Machine is an existing machine's id or a new machine's key.
+	Machine string `json:"machine"`
+	GPUs    []int  `json:"gpus,omitempty"`
+	TEE     bool   `json:"tee,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+// PendingReplica is a replica the plan cannot place.
+type PendingReplica struct {
+	Replica string `json:"replica"`
+	Reason  string `json:"reason"`
+}
+
+// Plan is what the fleet should do, and what it costs.
+type Plan struct {
+	Add        []NewMachine       `json:"add"`
+	Remove     []Removal          `json:"remove"`
+	Placements []ReplicaPlacement `json:"placements"`
+	Pending    []PendingReplica   `json:"pending"`
+	// Desired machine count per group key (cluster/group).
+	Desired map[string]int `json:"desired"`
+	// CostBefore and CostAfter are $/hour of the live machines before and
+	// after the plan.
+	CostBefore float64 `json:"costBeforePerHour"`
+	CostAfter  float64 `json:"costAfterPerHour"`
+	// NewCapacityCost is the $/hour of added machines that hold replicas;
+	// LowerBound is the LP relaxation's $/hour for the same demand over the
+	// allowed instance types; Gap = NewCapacityCost/LowerBound − 1.
+	NewCapacityCost float64 `json:"newCapacityCostPerHour"`
+	LowerBound      float64 `json:"lowerBoundPerHour"`
+	Gap             float64 `json:"gap"`
+}
+
+// Compute plans for the snapshot.
+func Compute(cfg Config, in Input) Plan {
+	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}}
+	for _, g := range in.Groups {
+		p.groups[Key(g.Cluster, g.ID)] = g
 	}
-	live := map[string]int{}
-	minSize := map[string]int{}
-	for _, g := range groups {
-		key := Key(g.Cluster, g.ID)
-		live[key] = g.Live
-		minSize[key] = g.MinSize
+	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
+	session := scheduler.NewSession(p.cloneMachines()).Balance(totalDemand(in.Pending))
+	res := session.Place(in.Pending, p.open)
+	p.dropEmptyBins()
+	p.rightSize()
+	plan := Plan{Desired: map[string]int{}}
+	p.collect(&plan, res)
+	p.floorBins(&plan)
+	plan.Remove = p.consolidate(&plan)
+	p.totals(&plan)
+	return plan
+}
+
+type planning struct {
+	cfg     Config
+	in      Input
+	groups  map[string]*Group
+	catalog *offeringIndex
+	bins    []*bin
+	added   map[string]int
+}
+
+// bin is a machine the plan opens.
+type bin struct {
+	m        *scheduler.Machine
+	group    *Group
+	itype    provisioner.InstanceType
+	offering provisioner.Offering
+	reason   string
+}
+
+func totalDemand(rs []scheduler.Replica) api.Resources {
+	var d api.Resources
+	for _, r := range rs {
+		d = d.Add(r.Requests)
 	}
-	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
-	var out []string
-	for _, m := range machines {
-		key := Key(m.Cluster, m.Group)
-		if m.Replicas > 0 || pendingInGroup[key] || live[key] <= minSize[key] {
-			continue
-		}
-		if now.Sub(m.IdleSince) < cfg.EmptyMachineTTL {
-			continue
-		}
-		out = append(out, m.ID)
-		live[key]--
+	return d
+}
+
+func (p *planning) cloneMachines() []*scheduler.Machine {
+	out := make([]*scheduler.Machine, 0, len(p.in.Machines))
+	for _, m := range p.in.Machines {
+		out = append(out, cloneMachine(m.Machine))
 	}
 	return out
+}
+
+func cloneMachine(m *scheduler.Machine) *scheduler.Machine {
+	c := *m
+	c.GPUs = append([]scheduler.GPU(nil), m.GPUs...)
+	c.ServiceCount = make(map[string]int, len(m.ServiceCount))
+	for k, v := range m.ServiceCount {
+		c.ServiceCount[k] = v
+	}
+	return &c
+}
+
+// open makes a new machine for a replica that fits nowhere: the offering
+// with the lowest price per unit of the cluster's pending demand.
+func (p *planning) open(r *scheduler.Replica, zoneHint string) (*scheduler.Machine, string) {
+	cand, why := p.catalog.best(r, zoneHint, func(g *Group) bool { return g.Live+p.added[Key(g.Cluster, g.ID)] < g.MaxSize })
+	if cand == nil {
+		return nil, why
+	}
+	key := Key(cand.group.Cluster, cand.group.ID)
+	p.added[key]++
+	b := &bin{group: cand.group, itype: cand.itype, offering: cand.offering,
+		reason: fmt.Sprintf("pending replicas need capacity (first: %s)", r.ID)}
+	b.m = newMachine(fmt.Sprintf("new-%d", len(p.bins)+1), cand.group, cand.itype, cand.offering)
+	p.bins = append(p.bins, b)
+	return b.m, ""
+}
+
+func newMachine(id string, g *Group, it provisioner.InstanceType, o provisioner.Offering) *scheduler.Machine {
+	m := &scheduler.Machine{
+		ID: id, Cluster: g.Cluster, Group: g.ID, Zone: o.Zone, CapacityType: o.CapacityType,
+		Labels: g.Labels, Runtimes: g.Runtimes, TEE: g.TEE, PricePerHour: o.PricePerHour,
+		Allocatable: Allocatable(capacityOf(it), g.Reserved), ServiceCount: map[string]int{},
+	}
+	m.GPUs = devicesOf(it)
+	return m
+}
+
+func devicesOf(it provisioner.InstanceType) []scheduler.GPU {
+	var out []scheduler.GPU
+	for _, g := range it.GPUs {
+		for i := 0; i < g.Count; i++ {
+			out = append(out, scheduler.GPU{Index: len(out), Type: g.Type, VRAMGB: g.VRAMGB})
+		}
+	}
+	return out
+}
+
+func capacityOf(it provisioner.InstanceType) api.Resources {
+	return api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()}
+}
+
+// dropEmptyBins forgets bins a spread rule kept empty.
+func (p *planning) dropEmptyBins() {
+	kept := p.bins[:0]
+	for _, b := range p.bins {
+		if len(b.m.ServiceCount) > 0 {
+			kept = append(kept, b)
+		} else {
+			p.added[Key(b.group.Cluster, b.group.ID)]--
+		}
+	}
+	p.bins = kept
+}
+
+// rightSize moves each bin to the cheapest offering of its group, zone and
+// capacity policy that still holds what the plan put on it.
+func (p *planning) rightSize() {
+	for _, b := range p.bins {
+		if cand := p.catalog.cheapestHolding(b); cand != nil && cand.offering.PricePerHour < b.offering.PricePerHour {
+			b.itype, b.offering = cand.itype, cand.offering
+			b.m.Allocatable = Allocatable(capacityOf(cand.itype), b.group.Reserved)
+			used := usedGPUs(b.m)
+			b.m.GPUs = devicesOf(cand.itype)
+			for i := 0; i < used; i++ {
+				b.m.GPUs[i].Used = true
+			}
+			b.m.CapacityType, b.m.PricePerHour = cand.offering.CapacityType, cand.offering.PricePerHour
+		}
+	}
+}
+
+func usedGPUs(m *scheduler.Machine) int {
+	n := 0
+	for _, g := range m.GPUs {
+		if g.Used {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *planning) collect(plan *Plan, res scheduler.Result) {
+	byBin := map[string]*NewMachine{}
+	for _, b := range p.bins {
+		nm := NewMachine{Key: b.m.ID, Cluster: b.group.Cluster, Group: b.group.ID, InstanceType: b.itype.Name,
+			Zone: b.offering.Zone, CapacityType: b.offering.CapacityType, PricePerHour: b.offering.PricePerHour, Reason: b.reason}
+		plan.Add = append(plan.Add, nm)
+	}
+	for i := range plan.Add {
+		byBin[plan.Add[i].Key] = &plan.Add[i]
+	}
+	for _, pl := range res.Placements {
+		plan.Placements = append(plan.Placements, ReplicaPlacement{Replica: pl.ReplicaID, Machine: pl.MachineID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
+		if nm, ok := byBin[pl.MachineID]; ok {
+			nm.Replicas = append(nm.Replicas, pl.ReplicaID)
+		}
+	}
+	sort.Slice(plan.Placements, func(i, j int) bool { return plan.Placements[i].Replica < plan.Placements[j].Replica })
+	for id, why := range res.Unplaced {
+		plan.Pending = append(plan.Pending, PendingReplica{Replica: id, Reason: why})
+	}
+	sort.Slice(plan.Pending, func(i, j int) bool { return plan.Pending[i].Replica < plan.Pending[j].Replica })
+}
+
+// floorBins adds empty machines for minSize and the warm pool.
+func (p *planning) floorBins(plan *Plan) {
+	idle := map[string]int{}
+	for _, m := range p.in.Machines {
+		if len(m.Replicas) == 0 && m.Allocated.MilliCPU == 0 {
+			idle[Key(m.Cluster, m.Group)]++
+		}
+	}
+	for _, g := range p.in.Groups {
+		key := Key(g.Cluster, g.ID)
+		want := 0
+		if have := g.Live + p.added[key]; have < g.MinSize {
+			want = g.MinSize - have
+		}
+		if short := g.WarmPool - idle[key]; short > want {
+			want = short
+		}
+		for i := 0; i < want && g.Live+p.added[key] < g.MaxSize; i++ {
+			cand := p.catalog.cheapestFor(g)
+			if cand == nil {
+				break
+			}
+			p.added[key]++
+			reason := fmt.Sprintf("group below minSize %d", g.MinSize)
+			if g.Live+p.added[key] > g.MinSize {
+				reason = fmt.Sprintf("warm pool of %d idle machine(s)", g.WarmPool)
+			}
+			plan.Add = append(plan.Add, NewMachine{Key: fmt.Sprintf("new-%d", len(plan.Add)+1), Cluster: g.Cluster, Group: g.ID,
+				InstanceType: cand.itype.Name, Zone: cand.offering.Zone, CapacityType: cand.offering.CapacityType,
+				PricePerHour: cand.offering.PricePerHour, Reason: reason})
+		}
+	}
+}
+
+func (p *planning) totals(plan *Plan) {
+	removed := map[string]bool{}
+	for _, r := range plan.Remove {
+		removed[r.MachineID] = true
+	}
+	for _, m := range p.in.Machines {
+		plan.CostBefore += m.PricePerHour
+		if !removed[m.ID] {
+			plan.CostAfter += m.PricePerHour
+		}
+	}
+	for _, nm := range plan.Add {
+		plan.CostAfter += nm.PricePerHour
+		if len(nm.Replicas) > 0 {
+			plan.NewCapacityCost += nm.PricePerHour
+		}
+	}
+	for _, g := range p.in.Groups {
+		key := Key(g.Cluster, g.ID)
+		d := g.Live + p.added[key]
+		for _, r := range plan.Remove {
+			if Key(r.Cluster, r.Group) == key && r.ReplacedBy == "" {
+				d--
+			}
+		}
+		plan.Desired[key] = min(max(d, g.MinSize), g.MaxSize)
+	}
+	plan.LowerBound = p.lowerBound(plan)
+	if plan.LowerBound > 0 {
+		plan.Gap = plan.NewCapacityCost/plan.LowerBound - 1
+	}
 }
 
 // Allocatable is a machine's hardware minus the cluster's system reserve.
 func Allocatable(hardware, reserved api.Resources) api.Resources {
 	a := hardware.Sub(reserved)
-	if a.MilliCPU < 0 {
-		a.MilliCPU = 0
-	}
-	if a.MemoryBytes < 0 {
-		a.MemoryBytes = 0
-	}
-	if a.EphemeralBytes < 0 {
-		a.EphemeralBytes = 0
-	}
+	a.MilliCPU = max(a.MilliCPU, 0)
+	a.MemoryBytes = max(a.MemoryBytes, 0)
+	a.EphemeralBytes = max(a.EphemeralBytes, 0)
+	a.GPUs = hardware.GPUs
 	return a
 }

@@ -2,90 +2,347 @@ package planner
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
 )
 
-func group(id string, live, min, max int, milliCPU int64, price float64) *Group {
-	return &Group{Cluster: "c", ID: id, MinSize: min, MaxSize: max, Live: live, PricePerHour: price,
-		Template: scheduler.Machine{Cluster: "c", Group: id, Runtimes: []string{scheduler.RuntimeProcess},
-			Allocatable: api.Resources{MilliCPU: milliCPU, MemoryBytes: 8 << 30}}}
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+// itype: n vCPU, 2n GiB; on-demand $0.01·n/h, spot 40% of it, in zones a, b.
+func itype(n int) provisioner.InstanceType {
+	return provisioner.InstanceType{Name: fmt.Sprintf("t%d", n), MilliCPU: int64(n) * 1000, MemoryBytes: int64(n) * 2 << 30,
+		Offerings: []provisioner.Offering{
+			{Zone: "a", CapacityType: "onDemand", PricePerHour: 0.01 * float64(n)},
+			{Zone: "b", CapacityType: "onDemand", PricePerHour: 0.01 * float64(n)},
+			{Zone: "a", CapacityType: "spot", PricePerHour: 0.004 * float64(n)},
+			{Zone: "b", CapacityType: "spot", PricePerHour: 0.004 * float64(n)},
+		}}
 }
 
-func replicas(n int, milliCPU int64) []scheduler.Replica {
+func group(id string, live, min, max int, types ...provisioner.InstanceType) *Group {
+	return &Group{Cluster: "c", ID: id, MinSize: min, MaxSize: max, Live: live, CapacityType: api.CapacityOnDemand,
+		Runtimes: []string{scheduler.RuntimeProcess}, Types: types}
+}
+
+func replicas(svc string, n int, milliCPU int64) []scheduler.Replica {
 	var out []scheduler.Replica
 	for i := 0; i < n; i++ {
-		out = append(out, scheduler.Replica{ID: fmt.Sprintf("web-%d", i), Service: "web", Cluster: "c", Index: i,
+		out = append(out, scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Service: svc, Cluster: "c", Index: i,
 			Runtime: scheduler.RuntimeProcess, Requests: api.Resources{MilliCPU: milliCPU, MemoryBytes: 1 << 20}})
 	}
 	return out
 }
 
+func joined(id, grp string, it provisioner.InstanceType, age time.Duration, rs ...scheduler.Replica) *Machine {
+	m := &Machine{Machine: &scheduler.Machine{ID: id, Cluster: "c", Group: grp, Zone: "a", CapacityType: "onDemand",
+		Runtimes: []string{scheduler.RuntimeProcess}, PricePerHour: it.Offerings[0].PricePerHour,
+		Allocatable: Allocatable(capacityOf(it), api.Resources{}), ServiceCount: map[string]int{}},
+		Joined: true, CreatedAt: now.Add(-age), Replicas: rs}
+	for _, r := range rs {
+		scheduler.Assign(m.Machine, r, nil)
+	}
+	if len(rs) == 0 {
+		m.IdleSince = now.Add(-age)
+	}
+	return m
+}
+
 func TestMinSizeWithoutDemand(t *testing.T) {
-	p := Compute(Config{}, time.Now(), []*Group{group("g", 0, 2, 5, 2000, 1)}, nil, nil)
-	if p.Desired["c/g"] != 2 {
-		t.Fatalf("desired %d, want minSize 2", p.Desired["c/g"])
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{group("g", 0, 2, 5, itype(2))}, Now: now})
+	if p.Desired["c/g"] != 2 || len(p.Add) != 2 || !strings.Contains(p.Add[0].Reason, "minSize") {
+		t.Fatalf("plan %+v", p)
 	}
 }
 
 func TestGrowsForPendingReplicasUpToMax(t *testing.T) {
 	// 5 replicas of 1 CPU on 2-CPU machines need 3 machines.
-	p := Compute(Config{}, time.Now(), []*Group{group("g", 0, 0, 10, 2000, 1)}, replicas(5, 1000), nil)
-	if p.Desired["c/g"] != 3 {
-		t.Fatalf("desired %d, want 3", p.Desired["c/g"])
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{group("g", 0, 0, 10, itype(2))}, Pending: replicas("web", 5, 1000), Now: now})
+	if p.Desired["c/g"] != 3 || len(p.Add) != 3 || len(p.Pending) != 0 {
+		t.Fatalf("plan %+v", p)
 	}
-	p = Compute(Config{}, time.Now(), []*Group{group("g", 0, 0, 2, 2000, 1)}, replicas(5, 1000), nil)
-	if p.Desired["c/g"] != 2 || len(p.Unplaceable) != 1 || !strings.Contains(p.Unplaceable["web-4"], "at maxSize 2") {
-		t.Fatalf("capped plan: %+v", p)
-	}
-}
-
-func TestPendingMachinesAbsorbDemand(t *testing.T) {
-	g := group("g", 1, 0, 10, 2000, 1)
-	launching := g.Template
-	launching.ID = "m-1"
-	g.Pending = []*scheduler.Machine{&launching}
-	p := Compute(Config{}, time.Now(), []*Group{g}, replicas(2, 1000), nil)
-	if p.Desired["c/g"] != 1 {
-		t.Fatalf("a launching machine fits both replicas; desired %d", p.Desired["c/g"])
+	p = Compute(DefaultConfig(), Input{Groups: []*Group{group("g", 0, 0, 2, itype(2))}, Pending: replicas("web", 5, 1000), Now: now})
+	if p.Desired["c/g"] != 2 || len(p.Pending) != 1 || !strings.Contains(p.Pending[0].Reason, "at maxSize 2") {
+		t.Fatalf("capped plan %+v", p)
 	}
 }
 
-func TestCheapestGroupFirstAndTooBig(t *testing.T) {
-	cheap, dear := group("cheap", 0, 0, 5, 2000, 0.1), group("dear", 0, 0, 5, 2000, 0.5)
-	p := Compute(Config{}, time.Now(), []*Group{dear, cheap}, replicas(1, 1000), nil)
-	if p.Desired["c/cheap"] != 1 || p.Desired["c/dear"] != 0 {
-		t.Fatalf("want the cheap group: %+v", p.Desired)
+func TestPicksCheapestTypeAndRightSizes(t *testing.T) {
+	g := group("flex", 0, 0, 10, itype(1), itype(2), itype(8), itype(32))
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("web", 3, 1000), Now: now})
+	if len(p.Add) != 1 || p.Add[0].InstanceType != "t4" && p.Add[0].InstanceType != "t8" {
+		// price ∝ size: one machine holding 3 CPUs, right-sized down from t32.
+		t.Fatalf("plan %+v", p.Add)
 	}
-	p = Compute(Config{}, time.Now(), []*Group{cheap}, replicas(1, 4000), nil)
-	if !strings.Contains(p.Unplaceable["web-0"], "insufficient cpu on an empty machine") {
-		t.Fatalf("reason: %q", p.Unplaceable["web-0"])
+	if p.NewCapacityCost < p.LowerBound-1e-9 {
+		t.Fatalf("cost %.4f below lower bound %.4f", p.NewCapacityCost, p.LowerBound)
 	}
 }
 
-func TestRemovesOnlyLongEmptyMachinesAboveMin(t *testing.T) {
-	now := time.Now()
-	cfg := Config{EmptyMachineTTL: time.Minute}
-	g := group("g", 3, 1, 5, 2000, 1)
-	ms := []Machine{
-		{ID: "a", Cluster: "c", Group: "g", Replicas: 1, IdleSince: now.Add(-time.Hour)},
-		{ID: "b", Cluster: "c", Group: "g", IdleSince: now.Add(-time.Hour)},
-		{ID: "c", Cluster: "c", Group: "g", IdleSince: now.Add(-time.Second)},
+func TestSpotFallsBackToOnDemandWhenUnavailable(t *testing.T) {
+	g := group("g", 0, 0, 5, itype(4))
+	g.CapacityType = api.CapacityAny
+	un := NewUnavailable(3 * time.Minute)
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("web", 1, 1000), Unavailable: un, Now: now})
+	if p.Add[0].CapacityType != "spot" {
+		t.Fatalf("any should pick spot first: %+v", p.Add)
 	}
-	p := Compute(cfg, now, []*Group{g}, nil, ms)
-	if len(p.Remove) != 1 || p.Remove[0] != "b" {
-		t.Fatalf("remove %v, want [b]", p.Remove)
+	un.Mark("t4", "a", "spot", now)
+	un.Mark("t4", "b", "spot", now)
+	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("web", 1, 1000), Unavailable: un, Now: now})
+	if p.Add[0].CapacityType != "onDemand" {
+		t.Fatalf("want on-demand fallback: %+v", p.Add)
 	}
-	g.Live = 1
-	if p := Compute(cfg, now, []*Group{g}, nil, ms); len(p.Remove) != 0 {
-		t.Fatalf("removed below minSize: %v", p.Remove)
+	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("web", 1, 1000), Unavailable: un, Now: now.Add(4 * time.Minute)})
+	if p.Add[0].CapacityType != "spot" {
+		t.Fatalf("the miss must be forgotten after the TTL: %+v", p.Add)
 	}
-	g.Live = 3
-	if p := Compute(cfg, now, []*Group{g}, replicas(1, 100000), ms); len(p.Remove) != 0 {
-		t.Fatalf("removed while replicas wait: %v", p.Remove)
+}
+
+func TestRemovesOnlyOldEmptyMachinesAboveMin(t *testing.T) {
+	cfg := DefaultConfig() // MaxRemovals 1: the empty machine goes first
+	g := group("g", 3, 1, 5, itype(2))
+	ms := []*Machine{
+		joined("busy", "g", itype(2), time.Hour, replicas("web", 1, 1500)...),
+		joined("old-empty", "g", itype(2), time.Hour),
+		joined("young-empty", "g", itype(2), time.Second),
+	}
+	p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(p.Remove) != 1 || p.Remove[0].MachineID != "old-empty" {
+		t.Fatalf("remove %+v", p.Remove)
+	}
+	g.MinSize = 3
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("removed below minSize: %+v", p.Remove)
+	}
+	g.MinSize, g.WarmPool = 1, 2
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("removed the warm pool: %+v", p.Remove)
+	}
+}
+
+func TestConsolidatesWhenReplicasFitElsewhere(t *testing.T) {
+	cfg := DefaultConfig()
+	g := group("g", 2, 0, 5, itype(4))
+	web := replicas("web", 3, 1000)
+	ms := []*Machine{joined("m1", "g", itype(4), time.Hour, web[0], web[1]), joined("m2", "g", itype(4), time.Hour, web[2])}
+	p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(p.Remove) != 1 || p.Remove[0].MachineID != "m2" || p.CostAfter >= p.CostBefore {
+		t.Fatalf("plan %+v", p)
+	}
+	cfg.MinLifetime = 2 * time.Hour
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("consolidated a machine younger than the minimum lifetime: %+v", p.Remove)
+	}
+}
+
+func TestReplacesWithCheaperTypeAboveTheFloor(t *testing.T) {
+	g := group("g", 1, 0, 5, itype(2), itype(16))
+	ms := []*Machine{joined("big", "g", itype(16), time.Hour, replicas("web", 1, 1000)...)}
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(p.Remove) != 1 || p.Remove[0].ReplacedBy == "" || len(p.Add) != 1 || p.Add[0].InstanceType != "t2" {
+		t.Fatalf("plan %+v", p)
+	}
+	cfg := DefaultConfig()
+	cfg.SavingsFloor = 0.95 // t2 saves 87.5%: not enough
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("replaced below the savings floor: %+v", p.Remove)
+	}
+}
+
+// Apply a plan (its machines join, its replicas run there) and plan again
+// with the same demand: nothing to add, nothing to remove.
+func TestNoChurn(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MinLifetime, cfg.MaxRemovals = 0, 10
+	g := group("flex", 0, 1, 50, itype(1), itype(2), itype(4), itype(8), itype(16))
+	rng := rand.New(rand.NewPCG(7, 7))
+	var pending []scheduler.Replica
+	for s := 0; s < 6; s++ {
+		rs := replicas(fmt.Sprintf("s%d", s), 1+rng.IntN(8), int64(100+rng.IntN(1900)))
+		for i := range rs {
+			if s%3 == 0 {
+				rs[i].Spread = []api.SpreadRule{{Key: api.SpreadMachine, MaxSkew: 1}}
+			}
+			rs[i].Dedicated = s%3 == 1
+		}
+		pending = append(pending, rs...)
+	}
+	first := Compute(cfg, Input{Groups: []*Group{g}, Pending: pending, Now: now})
+	if len(first.Pending) != 0 {
+		t.Fatalf("unplaced: %+v", first.Pending)
+	}
+	byID := map[string]scheduler.Replica{}
+	for _, r := range pending {
+		byID[r.ID] = r
+	}
+	var ms []*Machine
+	for _, nm := range first.Add {
+		var rs []scheduler.Replica
+		for _, id := range nm.Replicas {
+			rs = append(rs, byID[id])
+		}
+		it := itypeNamed(g, nm.InstanceType)
+		m := joined(nm.Key, "flex", it, time.Hour, rs...)
+		m.Zone, m.PricePerHour = nm.Zone, nm.PricePerHour
+		ms = append(ms, m)
+	}
+	g.Live = len(ms)
+	second := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(second.Add) != 0 || len(second.Remove) != 0 {
+		t.Fatalf("re-plan proposes changes: add %+v remove %+v", second.Add, second.Remove)
+	}
+}
+
+func itypeNamed(g *Group, name string) provisioner.InstanceType {
+	for _, it := range g.Types {
+		if it.Name == name {
+			return it
+		}
+	}
+	panic(name)
+}
+
+func TestWarmPoolAddsIdleMachines(t *testing.T) {
+	g := group("g", 1, 0, 5, itype(2))
+	g.WarmPool = 2
+	ms := []*Machine{joined("busy", "g", itype(2), time.Hour, replicas("web", 1, 500)...)}
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(p.Add) != 2 || p.Desired["c/g"] != 3 || !strings.Contains(p.Add[0].Reason, "warm pool") {
+		t.Fatalf("plan %+v", p)
+	}
+}
+
+func TestGPUPolicies(t *testing.T) {
+	gpuType := itype(8)
+	gpuType.Name, gpuType.GPUs = "g8", []provisioner.GPU{{Type: "nvidia-l4", Count: 2, VRAMGB: 24}}
+	for i := range gpuType.Offerings {
+		gpuType.Offerings[i].PricePerHour *= 10
+	}
+	g := group("g", 0, 0, 5, itype(8), gpuType)
+	required := replicas("train", 1, 1000)
+	required[0].GPU = &scheduler.GPUNeed{Count: 2, Type: "nvidia-l4"}
+	preferred := replicas("infer", 1, 1000)
+	preferred[0].GPU = &scheduler.GPUNeed{Count: 1, Preferred: true}
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: append(required, preferred...), Now: now})
+	var types []string
+	for _, nm := range p.Add {
+		types = append(types, nm.InstanceType)
+	}
+	if len(p.Pending) != 0 || !strings.Contains(strings.Join(types, ","), "g8") {
+		t.Fatalf("required GPUs need the GPU type: %v pending %+v", types, p.Pending)
+	}
+	tooMuch := replicas("huge", 1, 1000)
+	tooMuch[0].GPU = &scheduler.GPUNeed{Count: 1, MinVRAMGB: 80}
+	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: tooMuch, Now: now})
+	if len(p.Pending) != 1 || !strings.Contains(p.Pending[0].Reason, "matching GPUs") {
+		t.Fatalf("plan %+v", p)
+	}
+}
+
+// Property: random groups, machines and demand: no plan costs less than
+// its lower bound, exceeds maxSize, or overcommits a new machine.
+func TestRandomPlansRespectBoundsAndMaxSize(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for round := 0; round < 100; round++ {
+		var types []provisioner.InstanceType
+		for _, n := range rng.Perm(16)[:1+rng.IntN(5)] {
+			types = append(types, itype(n+1))
+		}
+		g := group("g", 0, rng.IntN(2), 1+rng.IntN(20), types...)
+		var pending []scheduler.Replica
+		for s := 0; s < 1+rng.IntN(5); s++ {
+			pending = append(pending, replicas(fmt.Sprintf("s%d", s), 1+rng.IntN(10), int64(50+rng.IntN(3000)))...)
+		}
+		p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: pending, Now: now})
+		if p.NewCapacityCost < p.LowerBound*(1-1e-9) {
+			t.Fatalf("round %d: cost %.5f below lower bound %.5f", round, p.NewCapacityCost, p.LowerBound)
+		}
+		if p.Desired["c/g"] > g.MaxSize || len(p.Add) > g.MaxSize {
+			t.Fatalf("round %d: desired %d, added %d, maxSize %d", round, p.Desired["c/g"], len(p.Add), g.MaxSize)
+		}
+		checkNewMachinesHold(t, p, pending, g)
+		if len(p.Placements)+len(p.Pending) != len(pending) {
+			t.Fatalf("round %d: replicas lost", round)
+		}
+	}
+}
+
+func checkNewMachinesHold(t *testing.T, p Plan, pending []scheduler.Replica, g *Group) {
+	t.Helper()
+	byID := map[string]scheduler.Replica{}
+	for _, r := range pending {
+		byID[r.ID] = r
+	}
+	for _, nm := range p.Add {
+		var used api.Resources
+		for _, id := range nm.Replicas {
+			used = used.Add(byID[id].Requests)
+		}
+		alloc := Allocatable(capacityOf(itypeNamed(g, nm.InstanceType)), g.Reserved)
+		if !alloc.Fits(used) {
+			t.Fatalf("new machine %s (%s) overcommitted: %+v > %+v", nm.Key, nm.InstanceType, used, alloc)
+		}
+	}
+}
+
+func TestLowerBoundLP(t *testing.T) {
+	// Demand 10 CPU, 4 GiB: a CPU-heavy type (4 CPU, 1 GiB, $1) and a
+	// memory-heavy one (1 CPU, 8 GiB, $1): the LP mixes them.
+	cols := []column{
+		{alloc: api.Resources{MilliCPU: 4000, MemoryBytes: 1 << 30}, price: 1},
+		{alloc: api.Resources{MilliCPU: 1000, MemoryBytes: 8 << 30}, price: 1},
+	}
+	got := lpMinCost(api.Resources{MilliCPU: 10000, MemoryBytes: 4 << 30}, cols)
+	// x1·4 + x2 ≥ 10, x1 + 8·x2 ≥ 4 → x1 = 76/31, x2 = 6/31: cost 82/31.
+	if want := 82.0 / 31.0; got < want-1e-9 || got > want+1e-9 {
+		t.Fatalf("LP cost %.6f, want %.6f", got, want)
+	}
+}
+
+// Property: consolidation never removes more than the remaining machines
+// can hold (a machine that received moved replicas carries them along).
+func TestConsolidationKeepsRoomForEveryReplica(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	cfg := DefaultConfig()
+	cfg.MinLifetime, cfg.MaxRemovals = 0, 100
+	for round := 0; round < 100; round++ {
+		g := group("g", 0, 0, 100, itype(4))
+		var ms []*Machine
+		var total api.Resources
+		for i := 0; i < 2+rng.IntN(12); i++ {
+			rs := replicas(fmt.Sprintf("m%d", i), rng.IntN(4), int64(100+rng.IntN(1500)))
+			ms = append(ms, joined(fmt.Sprintf("m%02d", i), "g", itype(4), time.Hour, rs...))
+			for _, r := range rs {
+				total = total.Add(r.Requests)
+			}
+		}
+		g.Live = len(ms)
+		p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now})
+		removed := map[string]bool{}
+		for _, r := range p.Remove {
+			removed[r.MachineID] = true
+		}
+		var room api.Resources
+		for _, m := range ms {
+			if !removed[m.ID] {
+				room = room.Add(m.Allocatable)
+			}
+		}
+		for _, nm := range p.Add {
+			room = room.Add(Allocatable(capacityOf(itypeNamed(g, nm.InstanceType)), api.Resources{}))
+		}
+		if room.MilliCPU < total.MilliCPU || room.MemoryBytes < total.MemoryBytes {
+			t.Fatalf("round %d: removed %d machines; %d CPU left for %d CPU of replicas", round, len(p.Remove), room.MilliCPU, total.MilliCPU)
+		}
 	}
 }

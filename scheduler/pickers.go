@@ -12,6 +12,8 @@ import (
 type picker interface {
 	pick(r *Replica) (*Machine, []int)
 	placed(m *Machine)
+	// add takes a machine opened during the pass.
+	add(m *Machine)
 }
 
 func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, tally *missTally) picker {
@@ -20,7 +22,7 @@ func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, tally *missT
 	case len(r.Spread) == 0 && binpack:
 		return &firstFit{machines: t.machines, withGPU: t.withGPU, tally: tally}
 	case len(r.Spread) == 1 && binpack && r.Spread[0].Key == api.SpreadMachine:
-		return newMachineSpread(st, r, t, eligible, tally)
+		return newMachineSpread(r, t, eligible, tally)
 	case len(r.Spread) == 1 && binpack && r.Spread[0].Key == api.SpreadZone:
 		return newZoneSpread(r, t, eligible, tally)
 	}
@@ -51,11 +53,14 @@ func (p *firstFit) pick(r *Replica) (*Machine, []int) {
 
 func (p *firstFit) placed(*Machine) {}
 
+func (p *firstFit) add(m *Machine) { p.machines = append(p.machines, m) }
+
 // machineSpread keeps the least-loaded machines (for this service) on top
 // of a heap, fullest first among equals.
 type machineSpread struct {
+	service string
 	h       spreadHeap
-	hist    map[int]int
+	hist    []int // machines per replica count
 	min     int
 	maxSkew int
 	withGPU bool
@@ -86,21 +91,30 @@ func (h *spreadHeap) Pop() any {
 	return it
 }
 
-func newMachineSpread(st *state, r *Replica, t tier, eligible []*Machine, tally *missTally) *machineSpread {
-	p := &machineSpread{hist: map[int]int{}, maxSkew: r.Spread[0].MaxSkew, withGPU: t.withGPU, tally: tally}
-	for _, m := range t.machines {
-		p.h = append(p.h, &spreadItem{m: m, count: m.ServiceCount[r.Service], rank: st.rank[m]})
+func newMachineSpread(r *Replica, t tier, eligible []*Machine, tally *missTally) *machineSpread {
+	p := &machineSpread{service: r.Service, maxSkew: r.Spread[0].MaxSkew, withGPU: t.withGPU, tally: tally, min: -1}
+	items := make([]spreadItem, len(t.machines))
+	p.h = make(spreadHeap, len(t.machines))
+	for i, m := range t.machines {
+		items[i] = spreadItem{m: m, count: m.ServiceCount[r.Service], rank: m.rank}
+		p.h[i] = &items[i]
 	}
 	heap.Init(&p.h)
-	p.min = -1
 	for _, m := range eligible { // every eligible machine is a domain, full or not
-		c := m.ServiceCount[r.Service]
-		p.hist[c]++
-		if p.min < 0 || c < p.min {
-			p.min = c
-		}
+		p.count(m.ServiceCount[r.Service], 1)
 	}
 	return p
+}
+
+// count moves n machines into the bucket of c replicas.
+func (p *machineSpread) count(c, n int) {
+	for len(p.hist) <= c {
+		p.hist = append(p.hist, 0)
+	}
+	p.hist[c] += n
+	if p.min < 0 || (n > 0 && c < p.min) {
+		p.min = c
+	}
 }
 
 func (p *machineSpread) pick(r *Replica) (*Machine, []int) {
@@ -120,11 +134,17 @@ func (p *machineSpread) pick(r *Replica) (*Machine, []int) {
 	return nil, nil
 }
 
+func (p *machineSpread) add(m *Machine) {
+	c := m.ServiceCount[p.service]
+	p.count(c, 1)
+	heap.Push(&p.h, &spreadItem{m: m, count: c, rank: m.rank})
+}
+
 func (p *machineSpread) placed(m *Machine) {
 	top := p.h[0]
-	p.hist[top.count]--
+	p.count(top.count, -1)
 	top.count++
-	p.hist[top.count]++
+	p.count(top.count, 1)
 	for p.hist[p.min] == 0 {
 		p.min++
 	}
@@ -134,6 +154,7 @@ func (p *machineSpread) placed(m *Machine) {
 // zoneSpread tries zones least-loaded first, and within a zone machines
 // fullest first.
 type zoneSpread struct {
+	withGPU bool
 	zones   []string
 	counts  map[string]int
 	lists   map[string]*firstFit
@@ -142,7 +163,7 @@ type zoneSpread struct {
 }
 
 func newZoneSpread(r *Replica, t tier, eligible []*Machine, tally *missTally) *zoneSpread {
-	p := &zoneSpread{counts: map[string]int{}, lists: map[string]*firstFit{}, maxSkew: r.Spread[0].MaxSkew, tally: tally}
+	p := &zoneSpread{withGPU: t.withGPU, counts: map[string]int{}, lists: map[string]*firstFit{}, maxSkew: r.Spread[0].MaxSkew, tally: tally}
 	for _, z := range r.ZoneDomains {
 		p.counts[z] += 0
 	}
@@ -191,6 +212,30 @@ func (p *zoneSpread) pick(r *Replica) (*Machine, []int) {
 
 func (p *zoneSpread) placed(m *Machine) { p.counts[m.Zone]++ }
 
+func (p *zoneSpread) add(m *Machine) {
+	if _, ok := p.counts[m.Zone]; !ok {
+		p.counts[m.Zone] = 0
+		p.zones = append(p.zones, m.Zone)
+	}
+	l, ok := p.lists[m.Zone]
+	if !ok {
+		l = &firstFit{withGPU: p.withGPU, tally: p.tally}
+		p.lists[m.Zone] = l
+	}
+	l.add(m)
+}
+
+// leastLoaded is the zone the next replica should go to.
+func (p *zoneSpread) leastLoaded() string {
+	best := ""
+	for _, z := range p.zones {
+		if best == "" || p.counts[z] < p.counts[best] || (p.counts[z] == p.counts[best] && z < best) {
+			best = z
+		}
+	}
+	return best
+}
+
 // scan is the general picker: every machine of the tier, every rule.
 type scan struct {
 	st            *state
@@ -226,6 +271,11 @@ func (p *scan) pick(r *Replica) (*Machine, []int) {
 }
 
 func (p *scan) placed(*Machine) {}
+
+func (p *scan) add(m *Machine) {
+	p.tier.machines = append(p.tier.machines, m)
+	p.eligible = append(p.eligible, m)
+}
 
 // spreadRules holds per-rule domain counts over the eligible machines.
 type spreadRules struct {

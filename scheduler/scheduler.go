@@ -46,6 +46,8 @@ type Machine struct {
 	PricePerHour float64
 	// ServiceCount is how many replicas of each service run here.
 	ServiceCount map[string]int
+
+	rank int // position in the current pass's placement order
 }
 
 // Free is what is left to allocate.
@@ -109,13 +111,44 @@ type Result struct {
 // Schedule places pending replicas, highest priority first, largest first
 // within a priority. Machines are updated in place with what was placed.
 func Schedule(machines []*Machine, pending []Replica) Result {
-	st := newState(machines)
+	return NewSession(machines).Place(pending, nil)
+}
+
+// Opener adds a machine for a replica that fits nowhere (the planner's new
+// capacity), or returns nil and why not. zoneHint, when set, is the zone a
+// spread or sameZone rule wants.
+type Opener func(r *Replica, zoneHint string) (*Machine, string)
+
+// Session is one placement pass over a set of machines that may grow.
+type Session struct {
+	st     *state
+	demand api.Resources
+}
+
+// Balance makes the session interleave classes by shape (within a
+// priority): CPU-heavy and memory-heavy classes alternate, so each new
+// machine fills both resources in the ratio of the total demand instead of
+// running out of one while the other sits idle. The planner uses it.
+func (s *Session) Balance(demand api.Resources) *Session {
+	s.demand = demand
+	return s
+}
+
+// NewSession starts a pass over machines.
+func NewSession(machines []*Machine) *Session { return &Session{st: newState(machines)} }
+
+// Place places replicas; with an opener, a replica that fits nowhere gets
+// a new machine when the opener can make one.
+func (s *Session) Place(pending []Replica, open Opener) Result {
 	res := Result{Unplaced: map[string]string{}}
-	for _, cl := range classesOf(pending) {
-		st.placeClass(cl, &res)
+	for _, cl := range classesOf(pending, s.demand) {
+		s.st.placeClass(cl, &res, open)
 	}
 	return res
 }
+
+// Machines are the session's machines, opened ones included.
+func (s *Session) Machines() []*Machine { return s.st.order }
 
 // Assign books a replica's requests (and GPU devices) on a machine.
 func Assign(m *Machine, r Replica, gpus []int) {
@@ -135,6 +168,23 @@ func Assign(m *Machine, r Replica, gpus []int) {
 	m.ServiceCount[r.Service]++
 }
 
+// Unassign undoes Assign (for what-if simulations).
+func Unassign(m *Machine, r Replica, gpus []int) {
+	req := r.Requests
+	req.GPUs = len(gpus)
+	m.Allocated = m.Allocated.Sub(req)
+	for _, idx := range gpus {
+		for i := range m.GPUs {
+			if m.GPUs[i].Index == idx {
+				m.GPUs[i].Used = false
+			}
+		}
+	}
+	if m.ServiceCount[r.Service]--; m.ServiceCount[r.Service] <= 0 {
+		delete(m.ServiceCount, r.Service)
+	}
+}
+
 type class struct {
 	replicas []Replica
 }
@@ -147,7 +197,7 @@ type classKey struct {
 // classesOf groups replicas by service and orders classes for placement:
 // priority, then largest first (first-fit decreasing packs better), then
 // name.
-func classesOf(pending []Replica) []*class {
+func classesOf(pending []Replica, demand api.Resources) []*class {
 	byKey := map[classKey]*class{}
 	var out []*class
 	for _, r := range pending {
@@ -169,6 +219,35 @@ func classesOf(pending []Replica) []*class {
 		})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return classBefore(out[i].replicas[0], out[j].replicas[0]) })
+	if demand.MilliCPU > 0 && demand.MemoryBytes > 0 {
+		out = interleave(out, demand)
+	}
+	return out
+}
+
+// interleave reorders each priority level by shape, alternating the most
+// memory-heavy and the most CPU-heavy classes left.
+func interleave(classes []*class, demand api.Resources) []*class {
+	shape := func(c *class) float64 {
+		r := c.replicas[0].Requests
+		return float64(r.MilliCPU)/float64(demand.MilliCPU) - float64(r.MemoryBytes)/float64(demand.MemoryBytes)
+	}
+	out := make([]*class, 0, len(classes))
+	for start := 0; start < len(classes); {
+		end := start
+		for end < len(classes) && classes[end].replicas[0].Priority == classes[start].replicas[0].Priority {
+			end++
+		}
+		level := append([]*class(nil), classes[start:end]...)
+		sort.SliceStable(level, func(i, j int) bool { return shape(level[i]) < shape(level[j]) })
+		for lo, hi := 0, len(level)-1; lo <= hi; lo, hi = lo+1, hi-1 {
+			out = append(out, level[lo])
+			if lo != hi {
+				out = append(out, level[hi])
+			}
+		}
+		start = end
+	}
 	return out
 }
 

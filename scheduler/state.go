@@ -10,30 +10,34 @@ import (
 // id), with each machine's position in that order.
 type state struct {
 	order     []*Machine
-	rank      map[*Machine]int
 	perClust  map[string]int
 	teeInClus map[string]bool
 }
 
+type scored struct {
+	m     *Machine
+	score float64
+}
+
 func newState(machines []*Machine) *state {
-	order := append([]*Machine(nil), machines...)
-	scores := make(map[*Machine]float64, len(order))
-	for _, m := range order {
-		scores[m] = packScore(m)
+	byScore := make([]scored, len(machines))
+	for i, m := range machines {
+		byScore[i] = scored{m, packScore(m)}
 	}
-	sort.Slice(order, func(i, j int) bool {
-		si, sj := scores[order[i]], scores[order[j]]
-		if si != sj {
-			return si > sj
+	sort.Slice(byScore, func(i, j int) bool {
+		if byScore[i].score != byScore[j].score {
+			return byScore[i].score > byScore[j].score
 		}
-		return order[i].ID < order[j].ID
+		return byScore[i].m.ID < byScore[j].m.ID
 	})
-	st := &state{order: order, rank: make(map[*Machine]int, len(order)), perClust: map[string]int{}, teeInClus: map[string]bool{}}
-	for i, m := range order {
-		st.rank[m] = i
-		st.perClust[m.Cluster]++
-		if m.TEE {
-			st.teeInClus[m.Cluster] = true
+	order := make([]*Machine, len(byScore))
+	st := &state{order: order, perClust: map[string]int{}, teeInClus: map[string]bool{}}
+	for i, s := range byScore {
+		order[i] = s.m
+		s.m.rank = i
+		st.perClust[s.m.Cluster]++
+		if s.m.TEE {
+			st.teeInClus[s.m.Cluster] = true
 		}
 	}
 	return st
@@ -42,15 +46,26 @@ func newState(machines []*Machine) *state {
 // tier is a set of machines tried in turn, and how replicas run there.
 type tier struct {
 	machines []*Machine
+	accepts  func(*Machine) bool
 	withGPU  bool
 	tee      bool
 	note     string
 }
 
-func (st *state) placeClass(cl *class, res *Result) {
+// add records a machine opened during the pass.
+func (st *state) add(m *Machine) {
+	m.rank = len(st.order)
+	st.order = append(st.order, m)
+	st.perClust[m.Cluster]++
+	if m.TEE {
+		st.teeInClus[m.Cluster] = true
+	}
+}
+
+func (st *state) placeClass(cl *class, res *Result, open Opener) {
 	r := cl.replicas[0]
 	tally := &missTally{total: st.perClust[r.Cluster]}
-	if r.Isolation == api.IsolationTEERequired && !st.teeInClus[r.Cluster] {
+	if r.Isolation == api.IsolationTEERequired && !st.teeInClus[r.Cluster] && open == nil {
 		for _, rep := range cl.replicas {
 			res.Unplaced[rep.ID] = "no TEE runtime in cluster " + r.Cluster + " (isolation teeRequired: prerequisite missing)"
 		}
@@ -67,41 +82,81 @@ func (st *state) placeClass(cl *class, res *Result) {
 		}
 		eligible = append(eligible, m)
 	}
+	zone := ""
 	if r.SameZone {
-		zone := sameZoneChoice(eligible, r.Service)
+		zone = sameZoneChoice(eligible, r.Service)
 		eligible = inZone(eligible, zone, tally)
 	}
-	tiers := st.tiersFor(&r, eligible)
+	tiers := tiersFor(&r, eligible)
 	pickers := make([]picker, len(tiers))
 	for i, t := range tiers {
 		pickers[i] = st.pickerFor(&r, t, eligible, tally)
 	}
 	for _, rep := range cl.replicas {
-		placed := false
-		for i, t := range tiers {
-			m, gpus := pickers[i].pick(&rep)
-			if m == nil {
+		m, gpus, t, ok := pickIn(tiers, pickers, &rep)
+		if !ok && open != nil {
+			hint := zone
+			if hint == "" {
+				hint = zoneHint(pickers)
+			}
+			fresh, why := open(&rep, hint)
+			if fresh == nil {
+				res.Unplaced[rep.ID] = tally.reason() + "; " + why
 				continue
 			}
-			Assign(m, rep, gpus)
-			pickers[i].placed(m)
-			res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
-			placed = true
-			break
+			st.add(fresh)
+			if r.SameZone && zone == "" {
+				zone = fresh.Zone
+			}
+			for i := range tiers {
+				if staticFit(fresh, &r) == "" && (zone == "" || fresh.Zone == zone) && tiers[i].accepts(fresh) {
+					pickers[i].add(fresh)
+					break
+				}
+			}
+			m, gpus, t, ok = pickIn(tiers, pickers, &rep)
 		}
-		if !placed {
+		if !ok {
 			res.Unplaced[rep.ID] = tally.reason()
+			continue
+		}
+		Assign(m, rep, gpus)
+		res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
+	}
+}
+
+func pickIn(tiers []tier, pickers []picker, r *Replica) (*Machine, []int, tier, bool) {
+	for i, t := range tiers {
+		if m, gpus := pickers[i].pick(r); m != nil {
+			pickers[i].placed(m)
+			return m, gpus, t, true
 		}
 	}
+	return nil, nil, tier{}, false
+}
+
+// zoneHint asks a zone-spread picker which zone needs a replica next.
+func zoneHint(pickers []picker) string {
+	for _, p := range pickers {
+		if zs, ok := p.(*zoneSpread); ok {
+			return zs.leastLoaded()
+		}
+	}
+	return ""
 }
 
 // tiersFor splits eligible machines by preference: TEE machines first for
 // teePreferred, GPU machines first for a preferred GPU.
-func (st *state) tiersFor(r *Replica, eligible []*Machine) []tier {
-	teeTiers := []tier{{machines: eligible, tee: r.Isolation == api.IsolationTEERequired}}
+func tiersFor(r *Replica, eligible []*Machine) []tier {
+	all := func(*Machine) bool { return true }
+	teeTiers := []tier{{machines: eligible, accepts: all, tee: r.Isolation == api.IsolationTEERequired}}
 	if r.Isolation == api.IsolationTEEPreferred {
-		with, without := split(eligible, func(m *Machine) bool { return m.TEE })
-		teeTiers = []tier{{machines: with, tee: true}, {machines: without, note: "no TEE capacity: running on the standard runtime (isolation teePreferred)"}}
+		isTEE := func(m *Machine) bool { return m.TEE }
+		notTEE := func(m *Machine) bool { return !m.TEE }
+		teeTiers = []tier{
+			{machines: filter(eligible, isTEE), accepts: isTEE, tee: true},
+			{machines: filter(eligible, notTEE), accepts: notTEE, note: "no TEE capacity: running on the standard runtime (isolation teePreferred)"},
+		}
 	}
 	if r.GPU == nil {
 		return teeTiers
@@ -112,31 +167,33 @@ func (st *state) tiersFor(r *Replica, eligible []*Machine) []tier {
 		}
 		return teeTiers
 	}
+	hasGPUs := func(m *Machine) bool { return matchingGPUs(m, r.GPU, false) >= r.GPU.Count }
 	var out []tier
 	for _, t := range teeTiers {
-		with, _ := split(t.machines, func(m *Machine) bool { return matchingGPUs(m, r.GPU, false) >= r.GPU.Count })
-		out = append(out, tier{machines: with, withGPU: true, tee: t.tee, note: t.note})
+		inTier := t.accepts
+		out = append(out, tier{machines: filter(t.machines, hasGPUs), accepts: func(m *Machine) bool { return inTier(m) && hasGPUs(m) },
+			withGPU: true, tee: t.tee, note: t.note})
 		note := "no free matching GPU: running without GPUs (gpu policy preferred)"
 		if t.note != "" {
 			note = t.note + "; " + note
 		}
-		// Without GPUs, any eligible machine will do; machines without GPUs
-		// first, to keep GPUs for replicas that use them.
-		plain, gpuMachines := split(t.machines, func(m *Machine) bool { return len(m.GPUs) == 0 })
-		out = append(out, tier{machines: append(plain, gpuMachines...), tee: t.tee, note: note})
+		// Without GPUs, any machine of the tier will do; machines without
+		// GPUs first, to keep GPUs for replicas that use them.
+		noGPUs := filter(t.machines, func(m *Machine) bool { return len(m.GPUs) == 0 })
+		withAny := filter(t.machines, func(m *Machine) bool { return len(m.GPUs) > 0 })
+		out = append(out, tier{machines: append(noGPUs, withAny...), accepts: inTier, tee: t.tee, note: note})
 	}
 	return out
 }
 
-func split(ms []*Machine, pred func(*Machine) bool) (yes, no []*Machine) {
+func filter(ms []*Machine, pred func(*Machine) bool) []*Machine {
+	var out []*Machine
 	for _, m := range ms {
 		if pred(m) {
-			yes = append(yes, m)
-		} else {
-			no = append(no, m)
+			out = append(out, m)
 		}
 	}
-	return yes, no
+	return out
 }
 
 // sameZoneChoice is the zone the service already runs in (the one with

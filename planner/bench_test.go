@@ -1,0 +1,128 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// benchCatalog: type i has i vCPU and 2·i GiB, five offerings (on-demand
+// in z1–z3, spot in z1–z2), price proportional to resources.
+func benchCatalog(n int) []provisioner.InstanceType {
+	out := make([]provisioner.InstanceType, n)
+	for i := 1; i <= n; i++ {
+		base := 0.02*float64(i) + 0.005*float64(2*i)
+		out[i-1] = provisioner.InstanceType{Name: fmt.Sprintf("c%d", i), MilliCPU: int64(i) * 1000, MemoryBytes: int64(i) * 2 << 30,
+			Offerings: []provisioner.Offering{
+				{Zone: "z1", CapacityType: "onDemand", PricePerHour: base},
+				{Zone: "z2", CapacityType: "onDemand", PricePerHour: base},
+				{Zone: "z3", CapacityType: "onDemand", PricePerHour: base},
+				{Zone: "z1", CapacityType: "spot", PricePerHour: base * 0.4},
+				{Zone: "z2", CapacityType: "spot", PricePerHour: base * 0.4},
+			}}
+	}
+	return out
+}
+
+// Karpenter's scheduling benchmark mix: CPU from {100m, 250m, 500m, 1000m,
+// 1500m}, memory 100Mi–4Gi; a fifth each of plain, zone spread, machine
+// spread, same-zone affinity and dedicated, in services of 100 replicas.
+const (
+	mixPlain = iota
+	mixZoneSpread
+	mixMachineSpread
+	mixSameZone
+	mixDedicated
+)
+
+func benchReplicas(n int, kinds ...int) []scheduler.Replica {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cpus := []int64{100, 250, 500, 1000, 1500}
+	out := make([]scheduler.Replica, 0, n)
+	for s := 0; len(out) < n; s++ {
+		kind := kinds[s%len(kinds)]
+		for i := 0; i < 100 && len(out) < n; i++ {
+			r := scheduler.Replica{ID: fmt.Sprintf("s%d-%d", s, i), Service: fmt.Sprintf("s%d", s), Cluster: "c", Index: i,
+				Runtime: scheduler.RuntimeDocker, Requests: api.Resources{MilliCPU: cpus[rng.IntN(len(cpus))], MemoryBytes: int64(100+rng.IntN(3996)) << 20}}
+			switch kind {
+			case mixZoneSpread:
+				r.Spread = []api.SpreadRule{{Key: api.SpreadZone, MaxSkew: 1}}
+				r.ZoneDomains = []string{"z1", "z2", "z3"}
+			case mixMachineSpread:
+				r.Spread = []api.SpreadRule{{Key: api.SpreadMachine, MaxSkew: 1}}
+			case mixSameZone:
+				r.SameZone = true
+			case mixDedicated:
+				r.Dedicated = true
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func benchGroup() *Group {
+	return &Group{Cluster: "c", ID: "flex", MaxSize: 100000, CapacityType: api.CapacityAny,
+		Runtimes: []string{scheduler.RuntimeDocker}, Types: benchCatalog(400)}
+}
+
+func benchPlan(b *testing.B, pending []scheduler.Replica) Plan {
+	var p Plan
+	for b.Loop() {
+		p = Compute(DefaultConfig(), Input{Groups: []*Group{benchGroup()}, Pending: pending, Now: now})
+	}
+	if len(p.Pending) != 0 {
+		b.Fatalf("%d replicas left pending, e.g. %+v", len(p.Pending), p.Pending[0])
+	}
+	b.ReportMetric(float64(len(pending))*float64(b.N)/b.Elapsed().Seconds(), "replicas/s")
+	b.ReportMetric(100*p.Gap, "gap-%")
+	b.ReportMetric(float64(len(p.Add)), "machines")
+	return p
+}
+
+// BenchmarkPlan20kMixed: 20,000 pending replicas of the full mix.
+func BenchmarkPlan20kMixed(b *testing.B) {
+	b.ReportAllocs()
+	benchPlan(b, benchReplicas(20000, mixPlain, mixZoneSpread, mixMachineSpread, mixSameZone, mixDedicated))
+}
+
+// BenchmarkPlan4kPlain: the plain fifth alone; its cost must be within 5%
+// of the lower bound.
+func BenchmarkPlan4kPlain(b *testing.B) {
+	b.ReportAllocs()
+	p := benchPlan(b, benchReplicas(4000, mixPlain))
+	if p.Gap > 0.05 {
+		b.Fatalf("plain plan costs %.2f%% above the lower bound (want ≤ 5%%)", 100*p.Gap)
+	}
+}
+
+// BenchmarkConsolidate1000: a full consolidation pass over 1,000 machines
+// running 20,000 replicas (every machine is evaluated).
+func BenchmarkConsolidate1000(b *testing.B) {
+	it := benchCatalog(32)[31]
+	g := &Group{Cluster: "c", ID: "g", MaxSize: 2000, CapacityType: api.CapacityOnDemand, Runtimes: []string{scheduler.RuntimeDocker},
+		Types: []provisioner.InstanceType{it}, Live: 1000}
+	rs := benchReplicas(20000, mixPlain, mixMachineSpread, mixPlain, mixDedicated, mixPlain)
+	machines := make([]*Machine, 1000)
+	for i := range machines {
+		machines[i] = &Machine{Machine: newMachine(fmt.Sprintf("m%04d", i), g, it, it.Offerings[0]), Joined: true, CreatedAt: now.Add(-time.Hour)}
+	}
+	for i, r := range rs { // 20 per machine, round-robin
+		m := machines[i%len(machines)]
+		scheduler.Assign(m.Machine, r, nil)
+		m.Replicas = append(m.Replicas, r)
+	}
+	cfg := DefaultConfig()
+	cfg.MinLifetime, cfg.MaxRemovals = 0, len(machines)
+	b.ReportAllocs()
+	var p Plan
+	for b.Loop() {
+		p = Compute(cfg, Input{Groups: []*Group{g}, Machines: machines, Now: now})
+	}
+	b.ReportMetric(float64(len(p.Remove)), "removed")
+}

@@ -1,0 +1,197 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// consolidate finds machines to remove: empty ones idle past
+// EmptyMachineTTL, and ones whose replicas all fit on the other machines —
+// or on one cheaper machine saving at least SavingsFloor — never younger
+// than MinLifetime, never below minSize or into the warm pool, at most
+// MaxRemovals, and never in a cluster the plan is growing.
+func (p *planning) consolidate(plan *Plan) []Removal {
+	growing := map[string]bool{}
+	for _, nm := range plan.Add {
+		growing[nm.Cluster] = true
+	}
+	for _, pr := range plan.Pending {
+		for _, r := range p.in.Pending {
+			if r.ID == pr.Replica {
+				growing[r.Cluster] = true
+			}
+		}
+	}
+	live, idle := map[string]int{}, map[string]int{}
+	for _, m := range p.in.Machines {
+		key := Key(m.Cluster, m.Group)
+		live[key]++
+		if len(m.Replicas) == 0 {
+			idle[key]++
+		}
+	}
+	var removals []Removal
+	sim := newSimulation(p.in.Machines)
+	for _, m := range p.candidates() {
+		if len(removals) >= p.cfg.MaxRemovals {
+			break
+		}
+		key := Key(m.Cluster, m.Group)
+		g := p.groups[key]
+		if g == nil || growing[m.Cluster] || live[key] <= g.MinSize {
+			continue
+		}
+		if len(sim.replicas[m.ID]) == 0 {
+			if idle[key] > g.WarmPool && !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL {
+				removals = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
+					Reason: fmt.Sprintf("empty for more than %s", p.cfg.EmptyMachineTTL)})
+				live[key]--
+				idle[key]--
+				sim.remove(m.ID)
+			}
+			continue
+		}
+		if n := len(sim.replicas[m.ID]); sim.moveAway(m.ID, g.WarmPool) {
+			removals = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
+				Reason: fmt.Sprintf("its %d replica(s) fit on other machines", n)})
+			live[key]--
+			continue
+		}
+		if r, ok := p.replacement(sim.byID[m.ID], sim.replicas[m.ID], g, plan); ok {
+			sim.remove(m.ID)
+			removals = append(removals, r)
+		}
+	}
+	return removals
+}
+
+// candidates: joined machines old enough, fewest replicas first, then the
+// most expensive, then by id.
+func (p *planning) candidates() []*Machine {
+	var out []*Machine
+	for _, m := range p.in.Machines {
+		if m.Joined && p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if len(a.Replicas) != len(b.Replicas) {
+			return len(a.Replicas) < len(b.Replicas)
+		}
+		if a.PricePerHour != b.PricePerHour {
+			return a.PricePerHour > b.PricePerHour
+		}
+		return a.ID < b.ID
+	})
+	return out
+}
+
+// replacement swaps a machine for the cheapest offering of its group and
+// zone that holds its replicas, when that saves at least SavingsFloor.
+func (p *planning) replacement(m *scheduler.Machine, replicas []scheduler.Replica, g *Group, plan *Plan) (Removal, bool) {
+	b := &bin{m: m, group: g, offering: offeringOf(m)}
+	cand := p.catalog.cheapestHolding(b)
+	if cand == nil || cand.offering.PricePerHour > (1-p.cfg.SavingsFloor)*m.PricePerHour {
+		return Removal{}, false
+	}
+	key := fmt.Sprintf("new-%d", len(plan.Add)+1)
+	var ids []string
+	for _, r := range replicas {
+		ids = append(ids, r.ID)
+	}
+	plan.Add = append(plan.Add, NewMachine{Key: key, Cluster: g.Cluster, Group: g.ID, InstanceType: cand.itype.Name,
+		Zone: cand.offering.Zone, CapacityType: cand.offering.CapacityType, PricePerHour: cand.offering.PricePerHour,
+		Reason: fmt.Sprintf("replaces %s for $%.4f/h instead of $%.4f/h", m.ID, cand.offering.PricePerHour, m.PricePerHour), Replicas: ids})
+	return Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour, ReplacedBy: key,
+		Reason: fmt.Sprintf("a cheaper machine (%s) holds its replicas", cand.itype.Name)}, true
+}
+
+func offeringOf(m *scheduler.Machine) provisioner.Offering {
+	return provisioner.Offering{Zone: m.Zone, CapacityType: m.CapacityType, PricePerHour: m.PricePerHour}
+}
+
+// simulation is the joined machines as consolidation rearranges them.
+type simulation struct {
+	machines []*scheduler.Machine
+	byID     map[string]*scheduler.Machine
+	// replicas is what each machine holds now, moves included.
+	replicas map[string][]scheduler.Replica
+	removed  map[string]bool
+	// free is each cluster's unallocated capacity, for a quick "cannot
+	// possibly fit" check before a full simulation.
+	free map[string]api.Resources
+}
+
+func newSimulation(ms []*Machine) *simulation {
+	s := &simulation{byID: map[string]*scheduler.Machine{}, replicas: map[string][]scheduler.Replica{}, removed: map[string]bool{}, free: map[string]api.Resources{}}
+	for _, m := range ms {
+		if !m.Joined {
+			continue
+		}
+		s.replicas[m.ID] = append([]scheduler.Replica(nil), m.Replicas...)
+		c := cloneMachine(m.Machine)
+		s.machines = append(s.machines, c)
+		s.byID[c.ID] = c
+		s.free[c.Cluster] = s.free[c.Cluster].Add(c.Free())
+	}
+	return s
+}
+
+// remove takes a machine out; what it held must have moved first.
+func (s *simulation) remove(id string) {
+	m := s.byID[id]
+	s.removed[id] = true
+	s.free[m.Cluster] = s.free[m.Cluster].Sub(m.Free())
+}
+
+// moveAway places a machine's replicas on the others, keeping at least
+// warmPool idle machines in its group; on success the move is kept (later
+// candidates see it), on failure it is undone.
+func (s *simulation) moveAway(id string, warmPool int) bool {
+	mine := s.byID[id]
+	room := s.free[mine.Cluster].Sub(mine.Free())
+	if !room.Fits(api.Resources{MilliCPU: mine.Allocated.MilliCPU, MemoryBytes: mine.Allocated.MemoryBytes, EphemeralBytes: mine.Allocated.EphemeralBytes}) {
+		return false
+	}
+	others := make([]*scheduler.Machine, 0, len(s.machines))
+	for _, o := range s.machines {
+		if o.ID != id && !s.removed[o.ID] && o.Cluster == mine.Cluster {
+			others = append(others, o)
+		}
+	}
+	res := scheduler.Schedule(others, s.replicas[id])
+	byID := map[string]scheduler.Replica{}
+	for _, r := range s.replicas[id] {
+		byID[r.ID] = r
+	}
+	if len(res.Unplaced) == 0 && s.idle(mine.Cluster, mine.Group, id) >= warmPool {
+		for _, pl := range res.Placements {
+			s.replicas[pl.MachineID] = append(s.replicas[pl.MachineID], byID[pl.ReplicaID])
+		}
+		moved := mine.Allocated
+		s.remove(id)
+		s.free[mine.Cluster] = s.free[mine.Cluster].Sub(moved)
+		delete(s.replicas, id)
+		return true
+	}
+	for _, pl := range res.Placements {
+		scheduler.Unassign(s.byID[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
+	}
+	return false
+}
+
+// idle counts the group's empty machines, but one.
+func (s *simulation) idle(cluster, group, except string) int {
+	n := 0
+	for _, o := range s.machines {
+		if o.Cluster == cluster && o.Group == group && o.ID != except && !s.removed[o.ID] && len(o.ServiceCount) == 0 {
+			n++
+		}
+	}
+	return n
+}
