@@ -320,7 +320,7 @@ func TestConsolidationKeepsRoomForEveryReplica(t *testing.T) {
 		var ms []*Machine
 		var total api.Resources
 		for i := 0; i < 2+rng.IntN(12); i++ {
-			rs := replicas(fmt.Sprintf("m%d", i), rng.IntN(4), int64(100+rng.IntN(1500)))
+			rs := replicas(fmt.Sprintf("m%d", i), rng.IntN(4), int64(100+rng.IntN(1200))) // ≤ 3.9 CPU of 4
 			ms = append(ms, joined(fmt.Sprintf("m%02d", i), "g", itype(4), time.Hour, rs...))
 			for _, r := range rs {
 				total = total.Add(r.Requests)
