@@ -32,15 +32,18 @@ type Config struct {
 	// doubles per consecutive failure up to MaxLaunchBackoff.
 	LaunchBackoff    time.Duration
 	MaxLaunchBackoff time.Duration
-	Planner          planner.Config
+	// UnavailableTTL is how long an offering that ran out of capacity is
+	// avoided.
+	UnavailableTTL time.Duration
+	Planner        planner.Config
 }
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
 	return Config{
 		Interval: 2 * time.Second, HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 200, MissedHeartbeats: 3,
-		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute,
-		Planner: planner.Config{EmptyMachineTTL: 5 * time.Minute},
+		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute,
+		Planner: planner.DefaultConfig(),
 	}
 }
 
@@ -58,8 +61,9 @@ type Controller struct {
 	mu        sync.Mutex
 	live      int
 	desired   map[string]int
-	idleSince map[string]time.Time
-	failures  map[string]launchFailure
+	idleSince   map[string]time.Time
+	failures    map[string]launchFailure
+	unavailable *planner.Unavailable
 }
 
 type launchFailure struct {
@@ -73,6 +77,7 @@ func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers,
 		cfg: cfg, store: st, fleet: fl, providers: providers, log: log,
 		trigger: make(chan struct{}, 1), ready: make(chan struct{}), startedAt: time.Now(),
 		desired: map[string]int{}, idleSince: map[string]time.Time{}, failures: map[string]launchFailure{},
+		unavailable: planner.NewUnavailable(cfg.UnavailableTTL),
 	}
 }
 
@@ -158,11 +163,12 @@ func (c *Controller) Pass(ctx context.Context) error {
 	if snap, err = c.load(ctx); err != nil {
 		return err
 	}
-	placed, unplaced, err := c.schedule(ctx, snap)
+	v := c.buildView(snap, now)
+	reasons, unplaced, err := c.schedule(ctx, snap, v)
 	if err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
-	return c.plan(ctx, snap, placed, unplaced, now)
+	return c.plan(ctx, snap, v, reasons, unplaced, now)
 }
 
 // detectLost terminates joined machines whose heartbeats stopped. After a

@@ -23,159 +23,170 @@ func RuntimesOf(provider string) []string {
 	return []string{scheduler.RuntimeDocker}
 }
 
-type plannedGroup struct {
-	cluster *api.Cluster
-	group   api.CapacityGroup
-	itype   provisioner.InstanceType
-	pg      *planner.Group
-}
-
-// plan sizes every group, launches what is missing, removes what is idle,
-// and terminates machines of groups that no longer exist.
-func (c *Controller) plan(ctx context.Context, snap *snapshot, schedReasons map[string]string, unplaced []scheduler.Replica, now time.Time) error {
-	groups, typeErrs := c.plannedGroups(snap)
-	pgs := make([]*planner.Group, 0, len(groups))
-	for _, g := range groups {
-		pgs = append(pgs, g.pg)
+// plan sizes every group through the planner, launches what it adds,
+// removes what it consolidates, and terminates machines of groups that no
+// longer exist.
+func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedReasons map[string]string, unplaced []scheduler.Replica, now time.Time) error {
+	groups, catalogs := c.plannerGroups(snap)
+	machines := make([]*planner.Machine, 0, len(v.machines))
+	for _, m := range v.machines {
+		machines = append(machines, m)
 	}
-	p := planner.Compute(c.cfg.Planner, now, pgs, unplaced, c.idleMachines(snap, now))
-
-	reasons := map[string]string{}
-	for id, why := range schedReasons {
-		if more, ok := p.Unplaceable[id]; ok {
-			reasons[id] = why + "; " + more
-		} else {
-			reasons[id] = "waiting for a new machine (" + why + ")"
-		}
-	}
-	if err := c.store.Update(ctx, func(tx store.Tx) error { return setPendingReasons(tx, reasons) }); err != nil {
+	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
+	p := planner.Compute(c.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced, Unavailable: c.unavailable, Now: now})
+	if err := c.store.Update(ctx, func(tx store.Tx) error { return setPendingReasons(tx, pendingReasons(p, v, schedReasons)) }); err != nil {
 		return err
-	}
-	for key, err := range typeErrs {
-		c.log.Warn("capacity group has no usable instance type", "group", key, "err", err)
 	}
 	c.mu.Lock()
 	c.desired = p.Desired
 	c.mu.Unlock()
-	for _, g := range groups {
-		c.grow(ctx, g, p, now)
+	for _, nm := range p.Add {
+		c.launch(ctx, snap.clusters[nm.Cluster], nm, catalogs[nm.Cluster], now)
 	}
-	for _, id := range p.Remove {
-		_ = c.fleet.Terminate(ctx, id, fmt.Sprintf("empty for more than %s and above minSize", c.cfg.Planner.EmptyMachineTTL))
+	for _, r := range p.Remove {
+		if r.ReplacedBy == "" { // a replaced machine goes once its successor took its replicas
+			_ = c.fleet.Terminate(ctx, r.MachineID, r.Reason)
+		}
 	}
-	c.removeOrphanedGroups(ctx, snap, groups)
+	c.removeOrphanedGroups(ctx, snap)
 	return nil
 }
 
-func (c *Controller) plannedGroups(snap *snapshot) ([]*plannedGroup, map[string]error) {
-	var out []*plannedGroup
-	errs := map[string]error{}
+// pendingReasons explains every replica the scheduler could not place.
+func pendingReasons(p planner.Plan, v *view, schedReasons map[string]string) map[string]string {
+	reasons := map[string]string{}
+	added := map[string]planner.NewMachine{}
+	for _, nm := range p.Add {
+		added[nm.Key] = nm
+	}
+	for _, pl := range p.Placements {
+		if nm, ok := added[pl.Machine]; ok {
+			reasons[pl.Replica] = fmt.Sprintf("waiting for a new %s machine in %s/%s", nm.InstanceType, nm.Group, nm.Zone)
+		} else if m, ok := v.machines[pl.Machine]; ok && !m.Joined {
+			reasons[pl.Replica] = "waiting for machine " + pl.Machine + " to join"
+		}
+	}
+	for _, pr := range p.Pending {
+		reasons[pr.Replica] = pr.Reason
+	}
+	for id, why := range schedReasons {
+		if _, ok := reasons[id]; !ok {
+			reasons[id] = why
+		}
+	}
+	return reasons
+}
+
+// plannerGroups describes every capacity group to the planner, with the
+// instance types it may launch: its instanceType; else the cheapest type
+// satisfying its profile; else (a flexible group) the whole catalog.
+func (c *Controller) plannerGroups(snap *snapshot) ([]*planner.Group, map[string][]provisioner.InstanceType) {
+	var out []*planner.Group
+	catalogs := map[string][]provisioner.InstanceType{}
 	names := make([]string, 0, len(snap.clusters))
 	for name := range snap.clusters {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	live := map[string]int{}
+	for _, m := range snap.machines {
+		if m.Live() && m.FleetState != api.FleetTerminating {
+			live[planner.Key(m.Cluster, m.Group)]++
+		}
+	}
 	for _, name := range names {
 		cl := snap.clusters[name]
 		prov, ok := c.providers[cl.Spec.Provider.Name]
 		if !ok {
 			continue
 		}
-		reserved := spec.Reserved(cl.Spec.SystemReserved)
+		catalogs[name] = prov.InstanceTypes()
 		for _, g := range cl.Spec.CapacityGroups {
-			it, err := planner.ResolveType(prov.InstanceTypes(), g)
+			types, err := AllowedTypes(catalogs[name], g)
 			if err != nil {
-				errs[planner.Key(name, g.GroupID)] = err
+				c.log.Warn("capacity group has no usable instance type", "group", planner.Key(name, g.GroupID), "err", err)
 				continue
 			}
-			price, _ := it.CheapestPrice()
-			pg := &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, PricePerHour: price,
-				Template: scheduler.Machine{Cluster: name, Group: g.GroupID, Labels: g.Labels, Runtimes: RuntimesOf(cl.Spec.Provider.Name),
-					Allocatable: planner.Allocatable(capacityOf(it), reserved)}}
-			for _, m := range snap.machines {
-				if m.Cluster != name || m.Group != g.GroupID || !m.Live() || m.FleetState == api.FleetTerminating {
-					continue
-				}
-				pg.Live++
-				if m.JoinState != api.JoinJoined {
-					tm := pg.Template
-					tm.ID = m.ID
-					pg.Pending = append(pg.Pending, &tm)
-				}
-			}
-			out = append(out, &plannedGroup{cluster: cl, group: g, itype: it, pg: pg})
+			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
+				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: RuntimesOf(cl.Spec.Provider.Name),
+				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: live[planner.Key(name, g.GroupID)]})
 		}
 	}
-	return out, errs
+	return out, catalogs
 }
 
-func capacityOf(it provisioner.InstanceType) api.Resources {
-	return api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()}
+// AllowedTypes are the instance types a capacity group may launch.
+func AllowedTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
+	if g.InstanceType == "" && g.Profile == nil {
+		if len(catalog) == 0 {
+			return nil, fmt.Errorf("the provider's catalog is empty")
+		}
+		return catalog, nil
+	}
+	it, err := planner.ResolveType(catalog, g)
+	if err != nil {
+		return nil, err
+	}
+	return []provisioner.InstanceType{it}, nil
 }
 
-// idleMachines lists joined machines for the planner's removal check,
-// remembering since when each has been empty.
-func (c *Controller) idleMachines(snap *snapshot, now time.Time) []planner.Machine {
-	count := map[string]int{}
-	for _, r := range snap.replicas {
-		if r.Machine != "" {
-			count[r.Machine]++
+// launch starts one planned machine; a capacity miss is remembered so the
+// next plan picks another offering, and other failures back the group off.
+func (c *Controller) launch(ctx context.Context, cl *api.Cluster, nm planner.NewMachine, catalog []provisioner.InstanceType, now time.Time) {
+	key := planner.Key(nm.Cluster, nm.Group)
+	c.mu.Lock()
+	failure := c.failures[key]
+	c.mu.Unlock()
+	if cl == nil || now.Before(failure.until) {
+		return
+	}
+	it, _ := provisioner.FindInstanceType(catalog, nm.InstanceType)
+	var group api.CapacityGroup
+	for _, g := range cl.Spec.CapacityGroups {
+		if g.GroupID == nm.Group {
+			group = g
 		}
 	}
+	offering := provisioner.Offering{Zone: nm.Zone, CapacityType: nm.CapacityType, PricePerHour: nm.PricePerHour}
+	err := c.fleet.Launch(ctx, cl, group, it, offering, nm.Reason)
+	switch {
+	case err == nil:
+		c.mu.Lock()
+		delete(c.failures, key)
+		c.mu.Unlock()
+	case provisioner.KindOf(err) == provisioner.KindInsufficientCapacity:
+		c.unavailable.Mark(nm.InstanceType, nm.Zone, nm.CapacityType, now)
+		c.log.Warn("offering out of capacity; trying another", "group", key, "instanceType", nm.InstanceType, "zone", nm.Zone, "capacityType", nm.CapacityType)
+	default:
+		c.recordLaunchFailure(key, now)
+		c.log.Warn("launch failed", "group", key, "err", err)
+	}
+}
+
+// trackIdle remembers since when each joined machine has been empty.
+func (c *Controller) trackIdle(v *view, now time.Time) map[string]time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []planner.Machine
-	seen := map[string]bool{}
-	for _, m := range snap.machines {
-		if !m.Schedulable() {
+	out := map[string]time.Time{}
+	for id, m := range v.machines {
+		if !m.Joined {
 			continue
 		}
-		seen[m.ID] = true
-		if count[m.ID] > 0 {
-			delete(c.idleSince, m.ID)
-		} else if _, ok := c.idleSince[m.ID]; !ok {
-			c.idleSince[m.ID] = now
+		if len(m.Replicas) > 0 {
+			delete(c.idleSince, id)
+			continue
 		}
-		idle, ok := c.idleSince[m.ID]
-		if !ok {
-			idle = now
+		if _, ok := c.idleSince[id]; !ok {
+			c.idleSince[id] = now
 		}
-		out = append(out, planner.Machine{ID: m.ID, Cluster: m.Cluster, Group: m.Group, Replicas: count[m.ID], IdleSince: idle})
+		out[id] = c.idleSince[id]
 	}
 	for id := range c.idleSince {
-		if !seen[id] {
+		if _, ok := v.machines[id]; !ok {
 			delete(c.idleSince, id)
 		}
 	}
 	return out
-}
-
-// grow launches the machines a group is missing, backing off after
-// failures so a broken provider is not hammered.
-func (c *Controller) grow(ctx context.Context, g *plannedGroup, p planner.Plan, now time.Time) {
-	key := planner.Key(g.pg.Cluster, g.pg.ID)
-	missing := p.Desired[key] - g.pg.Live
-	c.mu.Lock()
-	failure := c.failures[key]
-	c.mu.Unlock()
-	if missing <= 0 || now.Before(failure.until) {
-		return
-	}
-	forDemand := p.Added[key]
-	for i := 0; i < missing; i++ {
-		reason := fmt.Sprintf("group has %d machine(s), minSize is %d", g.pg.Live+i, g.group.MinSize)
-		if i < forDemand {
-			reason = p.Launches[key]
-		}
-		if err := c.fleet.Launch(ctx, g.cluster, g.group, g.itype, reason); err != nil {
-			c.recordLaunchFailure(key, now)
-			c.log.Warn("launch failed", "group", key, "err", err)
-			return
-		}
-	}
-	c.mu.Lock()
-	delete(c.failures, key)
-	c.mu.Unlock()
 }
 
 func (c *Controller) recordLaunchFailure(key string, now time.Time) {
@@ -190,7 +201,7 @@ func (c *Controller) recordLaunchFailure(key string, now time.Time) {
 }
 
 // removeOrphanedGroups terminates machines whose cluster or group is gone.
-func (c *Controller) removeOrphanedGroups(ctx context.Context, snap *snapshot, groups []*plannedGroup) {
+func (c *Controller) removeOrphanedGroups(ctx context.Context, snap *snapshot) {
 	exists := map[string]bool{}
 	for _, cl := range snap.clusters {
 		for _, g := range cl.Spec.CapacityGroups {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -20,70 +21,122 @@ func RuntimeFor(s api.ServiceSpec) string {
 	return scheduler.RuntimeProcess
 }
 
-func toSchedReplica(r *api.Replica, svc *api.Service) scheduler.Replica {
-	p := svc.Spec.Placement
-	return scheduler.Replica{
-		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: r.Requests,
-		Runtime: RuntimeFor(svc.Spec), Groups: p.CapacityGroups, NodeSelector: p.NodeSelector,
-		Dedicated: p.Dedicated, Priority: p.Priority, Spread: p.Spread,
-	}
+// isTEERuntime tells the sandbox runtimes an agent may report.
+func isTEERuntime(name string) bool {
+	return strings.HasPrefix(name, "kata") || name == "runsc" || name == "gvisor"
 }
 
-// schedulerMachines turns joined machines into the scheduler's view, with
-// what their replicas already hold.
-func schedulerMachines(snap *snapshot) []*scheduler.Machine {
-	byID := map[string]*scheduler.Machine{}
-	var out []*scheduler.Machine
+func toSchedReplica(r *api.Replica, svc *api.Service, zones []string) scheduler.Replica {
+	p := svc.Spec.Placement
+	req := r.Requests
+	req.GPUs = 0 // GPUs are matched by device, from GPU below
+	sr := scheduler.Replica{
+		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
+		Runtime: RuntimeFor(svc.Spec), Isolation: svc.Spec.Isolation, Groups: p.CapacityGroups, NodeSelector: p.NodeSelector,
+		Dedicated: p.Dedicated, SameZone: p.SameZone, Priority: p.Priority, Scoring: p.Scoring, Spread: p.Spread, ZoneDomains: zones,
+	}
+	if g := svc.Spec.Resources.GPU; g != nil {
+		sr.GPU = &scheduler.GPUNeed{Count: g.Count, Type: g.Type, MinVRAMGB: g.MinVRAMGB, Preferred: g.Policy == api.GPUPreferred}
+	}
+	return sr
+}
+
+// schedulerMachine is a live machine as the scheduler sees it, before its
+// replicas are booked.
+func schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Machine {
+	sm := &scheduler.Machine{
+		ID: m.ID, Cluster: m.Cluster, Group: m.Group, Zone: m.Zone, CapacityType: m.CapacityType, Labels: m.Labels,
+		Runtimes: m.Runtimes, PricePerHour: m.PricePerHour, ServiceCount: map[string]int{},
+		Allocatable: planner.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
+	}
+	for _, rt := range m.Runtimes {
+		sm.TEE = sm.TEE || isTEERuntime(rt)
+	}
+	for _, g := range m.GPUs {
+		sm.GPUs = append(sm.GPUs, scheduler.GPU{Index: g.Index, Type: g.Type, VRAMGB: g.VRAMGB})
+	}
+	return sm
+}
+
+// view is the pass's model of the fleet: every live machine that is not
+// going away, with its replicas booked.
+type view struct {
+	machines  map[string]*planner.Machine
+	joined    []*scheduler.Machine
+	services  map[string]*api.Service
+	zones     map[string][]string
+	idleSince map[string]time.Time
+}
+
+func (c *Controller) buildView(snap *snapshot, now time.Time) *view {
+	v := &view{machines: map[string]*planner.Machine{}, services: map[string]*api.Service{}, zones: map[string][]string{}}
+	for _, s := range snap.services {
+		v.services[s.Metadata.Name] = s
+	}
+	for name, cl := range snap.clusters {
+		for _, g := range cl.Spec.CapacityGroups {
+			v.zones[name] = append(v.zones[name], g.Zones...)
+		}
+	}
 	for _, m := range snap.machines {
 		cl, ok := snap.clusters[m.Cluster]
-		if !m.Schedulable() || !ok {
+		if !ok || !m.Live() || m.FleetState == api.FleetTerminating || m.FleetState == api.FleetDraining {
 			continue
 		}
-		sm := &scheduler.Machine{
-			ID: m.ID, Cluster: m.Cluster, Group: m.Group, Zone: m.Zone, Labels: m.Labels, Runtimes: m.Runtimes,
-			Allocatable: planner.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
+		pm := &planner.Machine{Machine: schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}
+		if !pm.Joined {
+			pm.Runtimes = RuntimesOf(m.Provider)
 		}
-		byID[m.ID] = sm
-		out = append(out, sm)
+		v.machines[m.ID] = pm
+		if pm.Joined && m.Schedulable() {
+			v.joined = append(v.joined, pm.Machine)
+		}
 	}
 	for _, r := range snap.replicas {
-		if sm, ok := byID[r.Machine]; ok {
-			scheduler.Assign(sm, scheduler.Replica{Service: r.Service, Requests: r.Requests}, r.GPUIndexes)
+		pm, ok := v.machines[r.Machine]
+		svc, known := v.services[r.Service]
+		if !ok || !known {
+			continue
 		}
+		sr := toSchedReplica(r, svc, v.zones[r.Cluster])
+		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
+		pm.Replicas = append(pm.Replicas, sr)
 	}
-	return out
+	v.idleSince = c.trackIdle(v, now)
+	for id, pm := range v.machines {
+		pm.IdleSince = v.idleSince[id]
+	}
+	return v
 }
 
-// schedule places pending replicas and records the result. It returns the
-// placements and the replicas still unplaced (for the planner).
-func (c *Controller) schedule(ctx context.Context, snap *snapshot) (map[string]string, []scheduler.Replica, error) {
-	services := map[string]*api.Service{}
-	for _, s := range snap.services {
-		services[s.Metadata.Name] = s
-	}
+// schedule places pending replicas on joined machines and records the
+// result; it returns the reasons and the replicas still unplaced.
+func (c *Controller) schedule(ctx context.Context, snap *snapshot, v *view) (map[string]string, []scheduler.Replica, error) {
 	var pending []scheduler.Replica
 	for _, r := range snap.replicas {
-		if svc, ok := services[r.Service]; ok && r.Machine == "" {
-			pending = append(pending, toSchedReplica(r, svc))
+		if svc, ok := v.services[r.Service]; ok && r.Machine == "" {
+			pending = append(pending, toSchedReplica(r, svc, v.zones[r.Cluster]))
 		}
 	}
 	if len(pending) == 0 {
 		return nil, nil, nil
 	}
-	res := scheduler.Schedule(schedulerMachines(snap), pending)
-	placed := map[string]string{}
-	for _, p := range res.Placements {
-		placed[p.ReplicaID] = p.MachineID
-	}
+	res := scheduler.Schedule(v.joined, pending)
+	byID := map[string]scheduler.Replica{}
 	var unplaced []scheduler.Replica
 	for _, r := range pending {
+		byID[r.ID] = r
 		if _, ok := res.Unplaced[r.ID]; ok {
 			unplaced = append(unplaced, r)
 		}
 	}
+	for _, p := range res.Placements { // the planner must see them too
+		pm := v.machines[p.MachineID]
+		pm.Replicas = append(pm.Replicas, byID[p.ReplicaID])
+	}
 	err := c.store.Update(ctx, func(tx store.Tx) error {
-		for replicaID, machineID := range placed {
-			if err := assign(tx, replicaID, machineID); err != nil {
+		for _, p := range res.Placements {
+			if err := assign(tx, p); err != nil {
 				return err
 			}
 		}
@@ -92,23 +145,32 @@ func (c *Controller) schedule(ctx context.Context, snap *snapshot) (map[string]s
 	return res.Unplaced, unplaced, err
 }
 
-func assign(tx store.Tx, replicaID, machineID string) error {
-	r, err := tx.GetReplica(replicaID)
+func assign(tx store.Tx, p scheduler.Placement) error {
+	r, err := tx.GetReplica(p.ReplicaID)
 	if err != nil || r.Machine != "" {
 		return nil // deleted or placed meanwhile
 	}
-	m, err := tx.GetMachine(machineID)
+	m, err := tx.GetMachine(p.MachineID)
 	if err != nil || !m.Schedulable() {
 		return nil
 	}
-	r.Machine, r.State, r.Reason, r.UpdatedAt = machineID, api.ReplicaAssigned, "", time.Now().UTC()
+	r.Machine, r.State, r.Reason, r.UpdatedAt = p.MachineID, api.ReplicaAssigned, "", time.Now().UTC()
+	r.GPUIndexes, r.Note, r.RuntimeClass = p.GPUs, p.Note, ""
+	if p.TEE {
+		r.RuntimeClass = "tee"
+	}
 	if len(m.Addresses) > 0 {
 		r.Address = m.Addresses[0]
 	}
 	if err := tx.PutReplica(r); err != nil {
 		return err
 	}
-	return store.Record(tx, api.EventNormal, "Scheduled", "Replica", r.ID, "placed on machine %s", machineID)
+	msg := "placed on machine " + p.MachineID
+	typ := api.EventNormal
+	if p.Note != "" {
+		msg, typ = msg+": "+p.Note, api.EventWarning
+	}
+	return store.Record(tx, typ, "Scheduled", "Replica", r.ID, "%s", msg)
 }
 
 // setPendingReasons records why each unplaced replica waits, with an event

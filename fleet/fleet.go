@@ -62,32 +62,27 @@ func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, l
 // Launch records a launch intent for one machine of the group, then asks
 // the provider for it. A failed provider call leaves the machine failed,
 // with the reason in an event.
-func (f *Fleet) Launch(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, reason string) error {
+func (f *Fleet) Launch(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, o provisioner.Offering, reason string) error {
 	prov, ok := f.providers[c.Spec.Provider.Name]
 	if !ok {
 		return fmt.Errorf("cluster %s: provider %q is not configured", c.Metadata.Name, c.Spec.Provider.Name)
 	}
-	m, err := f.recordIntent(ctx, c, g, it, reason)
+	m, err := f.recordIntent(ctx, c, g, it, o, reason)
 	if err != nil {
 		return err
 	}
 	return f.callLaunch(ctx, prov, m)
 }
 
-func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, reason string) (*api.Machine, error) {
+func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, o provisioner.Offering, reason string) (*api.Machine, error) {
 	now := time.Now().UTC()
 	m := &api.Machine{
 		ID: machineName(c.Metadata.Name, g.GroupID), Cluster: c.Metadata.Name, Group: g.GroupID,
-		InstanceType: it.Name, CapacityType: g.CapacityType, LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name,
+		InstanceType: it.Name, CapacityType: o.CapacityType, Zone: o.Zone, PricePerHour: o.PricePerHour,
+		LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name,
 		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: g.Labels,
 		Capacity:  api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()},
 		CreatedAt: now, StateChangedAt: now,
-	}
-	if len(g.Zones) > 0 {
-		m.Zone = g.Zones[0]
-	}
-	if price, ok := it.CheapestPrice(); ok {
-		m.PricePerHour = price
 	}
 	err := f.store.Update(ctx, func(tx store.Tx) error {
 		machines, err := tx.ListMachines(store.MachineFilter{Cluster: c.Metadata.Name, LiveOnly: true})
@@ -101,7 +96,7 @@ func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.Capacity
 			return err
 		}
 		return store.Record(tx, api.EventNormal, "Launching", "Machine", m.ID,
-			"launching %s in group %s/%s (subnet %s): %s", it.Name, c.Metadata.Name, g.GroupID, m.Subnet, reason)
+			"launching %s (%s, %s, $%.4f/h) in group %s/%s (subnet %s): %s", it.Name, orNone(o.Zone), o.CapacityType, o.PricePerHour, c.Metadata.Name, g.GroupID, m.Subnet, reason)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record launch intent for %s/%s: %w", c.Metadata.Name, g.GroupID, err)
