@@ -58,9 +58,9 @@ type Controller struct {
 	ready     chan struct{}
 	startedAt time.Time
 
-	mu        sync.Mutex
-	live      int
-	desired   map[string]int
+	mu          sync.Mutex
+	live        int
+	desired     map[string]int
 	idleSince   map[string]time.Time
 	failures    map[string]launchFailure
 	unavailable *planner.Unavailable

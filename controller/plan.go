@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -27,7 +28,7 @@ func RuntimesOf(provider string) []string {
 // removes what it consolidates, and terminates machines of groups that no
 // longer exist.
 func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedReasons map[string]string, unplaced []scheduler.Replica, now time.Time) error {
-	groups, catalogs := c.plannerGroups(snap)
+	groups, catalogs := plannerGroups(snap, c.catalogOf, c.log)
 	machines := make([]*planner.Machine, 0, len(v.machines))
 	for _, m := range v.machines {
 		machines = append(machines, m)
@@ -80,7 +81,18 @@ func pendingReasons(p planner.Plan, v *view, schedReasons map[string]string) map
 // plannerGroups describes every capacity group to the planner, with the
 // instance types it may launch: its instanceType; else the cheapest type
 // satisfying its profile; else (a flexible group) the whole catalog.
-func (c *Controller) plannerGroups(snap *snapshot) ([]*planner.Group, map[string][]provisioner.InstanceType) {
+func (c *Controller) catalogOf(provider string) ([]provisioner.InstanceType, bool) {
+	p, ok := c.providers[provider]
+	if !ok {
+		return nil, false
+	}
+	return p.InstanceTypes(), true
+}
+
+// Catalogs looks up a provider's instance-type catalog.
+type Catalogs func(provider string) ([]provisioner.InstanceType, bool)
+
+func plannerGroups(snap *snapshot, catalogOf Catalogs, log *slog.Logger) ([]*planner.Group, map[string][]provisioner.InstanceType) {
 	var out []*planner.Group
 	catalogs := map[string][]provisioner.InstanceType{}
 	names := make([]string, 0, len(snap.clusters))
@@ -96,15 +108,15 @@ func (c *Controller) plannerGroups(snap *snapshot) ([]*planner.Group, map[string
 	}
 	for _, name := range names {
 		cl := snap.clusters[name]
-		prov, ok := c.providers[cl.Spec.Provider.Name]
+		catalog, ok := catalogOf(cl.Spec.Provider.Name)
 		if !ok {
 			continue
 		}
-		catalogs[name] = prov.InstanceTypes()
+		catalogs[name] = catalog
 		for _, g := range cl.Spec.CapacityGroups {
 			types, err := AllowedTypes(catalogs[name], g)
 			if err != nil {
-				c.log.Warn("capacity group has no usable instance type", "group", planner.Key(name, g.GroupID), "err", err)
+				log.Warn("capacity group has no usable instance type", "group", planner.Key(name, g.GroupID), "err", err)
 				continue
 			}
 			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,

@@ -69,6 +69,12 @@ type view struct {
 }
 
 func (c *Controller) buildView(snap *snapshot, now time.Time) *view {
+	return buildView(snap, func(v *view) map[string]time.Time { return c.trackIdle(v, now) })
+}
+
+// buildView models the fleet; idle says since when each joined machine
+// has been empty.
+func buildView(snap *snapshot, idle func(*view) map[string]time.Time) *view {
 	v := &view{machines: map[string]*planner.Machine{}, services: map[string]*api.Service{}, zones: map[string][]string{}}
 	for _, s := range snap.services {
 		v.services[s.Metadata.Name] = s
@@ -102,7 +108,7 @@ func (c *Controller) buildView(snap *snapshot, now time.Time) *view {
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
 	}
-	v.idleSince = c.trackIdle(v, now)
+	v.idleSince = idle(v)
 	for id, pm := range v.machines {
 		pm.IdleSince = v.idleSince[id]
 	}

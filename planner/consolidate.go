@@ -164,12 +164,12 @@ func (s *simulation) moveAway(id string, warmPool int) bool {
 			others = append(others, o)
 		}
 	}
-	res := scheduler.Schedule(others, s.replicas[id])
+	res, ok := scheduler.NewSession(others).PlaceAll(s.replicas[id])
 	byID := map[string]scheduler.Replica{}
 	for _, r := range s.replicas[id] {
 		byID[r.ID] = r
 	}
-	if len(res.Unplaced) == 0 && s.idle(mine.Cluster, mine.Group, id) >= warmPool {
+	if ok && s.idle(mine.Cluster, mine.Group, id) >= warmPool {
 		for _, pl := range res.Placements {
 			s.replicas[pl.MachineID] = append(s.replicas[pl.MachineID], byID[pl.ReplicaID])
 		}

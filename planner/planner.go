@@ -148,8 +148,10 @@ func Compute(cfg Config, in Input) Plan {
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
 	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
-	session := scheduler.NewSession(p.cloneMachines()).Balance(totalDemand(in.Pending))
+	machines := append(p.cloneMachines(), p.openMinSize()...)
+	session := scheduler.NewSession(machines).Balance(totalDemand(in.Pending))
 	res := session.Place(in.Pending, p.open)
+	p.compact(session.Machines(), &res, in.Pending)
 	p.dropEmptyBins()
 	p.rightSize()
 	plan := Plan{Desired: map[string]int{}}
@@ -157,7 +159,17 @@ func Compute(cfg Config, in Input) Plan {
 	p.floorBins(&plan)
 	plan.Remove = p.consolidate(&plan)
 	p.totals(&plan)
+	// Empty lists, not nulls: the JSON form is a documented interface.
+	plan.Add, plan.Remove = nonNil(plan.Add), nonNil(plan.Remove)
+	plan.Placements, plan.Pending = nonNil(plan.Placements), nonNil(plan.Pending)
 	return plan
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 type planning struct {
@@ -176,6 +188,30 @@ type bin struct {
 	itype    provisioner.InstanceType
 	offering provisioner.Offering
 	reason   string
+	// floor: opened for minSize, kept even if nothing lands on it.
+	floor bool
+}
+
+// openMinSize opens the machines groups below minSize need before any
+// placement, so that replicas (and spread rules) can use them.
+func (p *planning) openMinSize() []*scheduler.Machine {
+	var out []*scheduler.Machine
+	for _, g := range p.in.Groups {
+		key := Key(g.Cluster, g.ID)
+		for g.Live+p.added[key] < g.MinSize {
+			cand := p.catalog.cheapestFor(g)
+			if cand == nil {
+				break
+			}
+			p.added[key]++
+			b := &bin{group: g, itype: cand.itype, offering: cand.offering, floor: true,
+				reason: fmt.Sprintf("group below minSize %d", g.MinSize)}
+			b.m = newMachine(fmt.Sprintf("new-%d", len(p.bins)+1), g, cand.itype, cand.offering)
+			p.bins = append(p.bins, b)
+			out = append(out, b.m)
+		}
+	}
+	return out
 }
 
 func totalDemand(rs []scheduler.Replica) api.Resources {
@@ -248,7 +284,7 @@ func capacityOf(it provisioner.InstanceType) api.Resources {
 func (p *planning) dropEmptyBins() {
 	kept := p.bins[:0]
 	for _, b := range p.bins {
-		if len(b.m.ServiceCount) > 0 {
+		if len(b.m.ServiceCount) > 0 || b.floor {
 			kept = append(kept, b)
 		} else {
 			p.added[Key(b.group.Cluster, b.group.ID)]--
@@ -261,6 +297,9 @@ func (p *planning) dropEmptyBins() {
 // capacity policy that still holds what the plan put on it.
 func (p *planning) rightSize() {
 	for _, b := range p.bins {
+		if len(b.m.ServiceCount) > 0 && b.floor {
+			b.reason += " (and holds pending replicas)"
+		}
 		if cand := p.catalog.cheapestHolding(b); cand != nil && cand.offering.PricePerHour < b.offering.PricePerHour {
 			b.itype, b.offering = cand.itype, cand.offering
 			b.m.Allocatable = Allocatable(capacityOf(cand.itype), b.group.Reserved)

@@ -147,6 +147,20 @@ func (s *Session) Place(pending []Replica, open Opener) Result {
 	return res
 }
 
+// PlaceAll places every replica or stops at the first that fits nowhere
+// (what-if moves need all or nothing; the caller undoes the placements of
+// a failed attempt).
+func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
+	res := Result{Unplaced: map[string]string{}}
+	for _, cl := range classesOf(pending, s.demand) {
+		s.st.placeClass(cl, &res, nil)
+		if len(res.Unplaced) > 0 {
+			return res, false
+		}
+	}
+	return res, true
+}
+
 // Machines are the session's machines, opened ones included.
 func (s *Session) Machines() []*Machine { return s.st.order }
 
