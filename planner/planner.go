@@ -10,6 +10,7 @@ package planner
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -148,6 +149,7 @@ func Compute(cfg Config, in Input) Plan {
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
 	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
+	in.Pending = withZoneDomains(in.Pending, in.Groups)
 	machines := append(p.cloneMachines(), p.openMinSize()...)
 	session := scheduler.NewSession(machines).Balance(totalDemand(in.Pending))
 	res := session.Place(in.Pending, p.open)
@@ -212,6 +214,67 @@ func (p *planning) openMinSize() []*scheduler.Machine {
 		}
 	}
 	return out
+}
+
+// withZoneDomains: for zone spread, every zone a replica's groups can
+// launch in is a domain, machine or not (as Karpenter counts a node pool's
+// zones), so a plan spreads from the first machine on.
+func withZoneDomains(pending []scheduler.Replica, groups []*Group) []scheduler.Replica {
+	groupZones := map[*Group][]string{}
+	for _, g := range groups {
+		set := map[string]bool{}
+		for _, it := range g.Types {
+			for _, o := range it.Offerings {
+				if (len(g.Zones) == 0 || contains(g.Zones, o.Zone)) && capacityTypeAllowed(g.CapacityType, o.CapacityType) {
+					set[o.Zone] = true
+				}
+			}
+		}
+		for z := range set {
+			groupZones[g] = append(groupZones[g], z)
+		}
+	}
+	out := make([]scheduler.Replica, len(pending))
+	copy(out, pending)
+	memo := map[string][]string{} // by cluster and group pinning
+	for i := range out {
+		r := &out[i]
+		if !hasZoneSpread(r) {
+			continue
+		}
+		key := r.Cluster + "|" + strings.Join(r.Groups, ",") + "|" + strings.Join(r.ZoneDomains, ",")
+		if zones, ok := memo[key]; ok {
+			r.ZoneDomains = zones
+			continue
+		}
+		set := map[string]bool{}
+		for _, z := range r.ZoneDomains {
+			set[z] = true
+		}
+		for _, g := range groups {
+			if g.Cluster == r.Cluster && (len(r.Groups) == 0 || contains(r.Groups, g.ID)) {
+				for _, z := range groupZones[g] {
+					set[z] = true
+				}
+			}
+		}
+		zones := make([]string, 0, len(set))
+		for z := range set {
+			zones = append(zones, z)
+		}
+		sort.Strings(zones)
+		memo[key], r.ZoneDomains = zones, zones
+	}
+	return out
+}
+
+func hasZoneSpread(r *scheduler.Replica) bool {
+	for _, s := range r.Spread {
+		if s.Key == api.SpreadZone {
+			return true
+		}
+	}
+	return false
 }
 
 func totalDemand(rs []scheduler.Replica) api.Resources {
@@ -325,8 +388,12 @@ func usedGPUs(m *scheduler.Machine) int {
 
 func (p *planning) collect(plan *Plan, res scheduler.Result) {
 	byBin := map[string]*NewMachine{}
+	rename := map[string]string{} // bins dropped on the way leave gaps: number them again
+	for i, b := range p.bins {
+		rename[b.m.ID] = fmt.Sprintf("new-%d", i+1)
+	}
 	for _, b := range p.bins {
-		nm := NewMachine{Key: b.m.ID, Cluster: b.group.Cluster, Group: b.group.ID, InstanceType: b.itype.Name,
+		nm := NewMachine{Key: rename[b.m.ID], Cluster: b.group.Cluster, Group: b.group.ID, InstanceType: b.itype.Name,
 			Zone: b.offering.Zone, CapacityType: b.offering.CapacityType, PricePerHour: b.offering.PricePerHour, Reason: b.reason}
 		plan.Add = append(plan.Add, nm)
 	}
@@ -334,8 +401,12 @@ func (p *planning) collect(plan *Plan, res scheduler.Result) {
 		byBin[plan.Add[i].Key] = &plan.Add[i]
 	}
 	for _, pl := range res.Placements {
-		plan.Placements = append(plan.Placements, ReplicaPlacement{Replica: pl.ReplicaID, Machine: pl.MachineID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
-		if nm, ok := byBin[pl.MachineID]; ok {
+		machine := pl.MachineID
+		if key, ok := rename[machine]; ok {
+			machine = key
+		}
+		plan.Placements = append(plan.Placements, ReplicaPlacement{Replica: pl.ReplicaID, Machine: machine, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
+		if nm, ok := byBin[machine]; ok {
 			nm.Replicas = append(nm.Replicas, pl.ReplicaID)
 		}
 	}
