@@ -212,6 +212,9 @@ type Placement struct {
 	SameZone  bool `json:"sameZone,omitempty"`
 	Dedicated bool `json:"dedicated,omitempty"`
 	Priority  int  `json:"priority,omitempty"`
+	// PreemptLowerPriority lets a replica that fits nowhere evict replicas
+	// of lower priority (they go back to pending).
+	PreemptLowerPriority bool `json:"preemptLowerPriority,omitempty"`
 	// Scoring is binpack (default: fill machines) or spread (least
 	// allocated machine first).
 	Scoring string `json:"scoring,omitempty"`

@@ -49,6 +49,14 @@ func DryRun(cfg planner.Config, st State, catalogs Catalogs, now time.Time) plan
 			unplaced = append(unplaced, r)
 		}
 	}
+	for _, e := range res.Evictions { // preempted replicas need a place too
+		for _, r := range v.machines[e.MachineID].Replicas {
+			if r.ID == e.ReplicaID {
+				unplaced = append(unplaced, r)
+			}
+		}
+		v.machines[e.MachineID].Replicas = withoutReplica(v.machines[e.MachineID].Replicas, e.ReplicaID)
+	}
 	groups, _ := plannerGroups(snap, catalogs, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	machines := make([]*planner.Machine, 0, len(v.machines))
 	for _, m := range v.machines {

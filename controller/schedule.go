@@ -34,6 +34,7 @@ func toSchedReplica(r *api.Replica, svc *api.Service, zones []string) scheduler.
 		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
 		Runtime: RuntimeFor(svc.Spec), Isolation: svc.Spec.Isolation, Groups: p.CapacityGroups, NodeSelector: p.NodeSelector,
 		Dedicated: p.Dedicated, SameZone: p.SameZone, Priority: p.Priority, Scoring: p.Scoring, Spread: p.Spread, ZoneDomains: zones,
+		Preempt: p.PreemptLowerPriority,
 	}
 	if g := svc.Spec.Resources.GPU; g != nil {
 		sr.GPU = &scheduler.GPUNeed{Count: g.Count, Type: g.Type, MinVRAMGB: g.MinVRAMGB, Preferred: g.Policy == api.GPUPreferred}
@@ -107,6 +108,7 @@ func buildView(snap *snapshot, idle func(*view) map[string]time.Time) *view {
 		sr := toSchedReplica(r, svc, v.zones[r.Cluster])
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
+		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: r.GPUIndexes})
 	}
 	v.idleSince = idle(v)
 	for id, pm := range v.machines {
@@ -136,11 +138,20 @@ func (c *Controller) schedule(ctx context.Context, snap *snapshot, v *view) (map
 			unplaced = append(unplaced, r)
 		}
 	}
+	for _, e := range res.Evictions {
+		pm := v.machines[e.MachineID]
+		pm.Replicas = withoutReplica(pm.Replicas, e.ReplicaID)
+	}
 	for _, p := range res.Placements { // the planner must see them too
 		pm := v.machines[p.MachineID]
 		pm.Replicas = append(pm.Replicas, byID[p.ReplicaID])
 	}
 	err := c.store.Update(ctx, func(tx store.Tx) error {
+		for _, e := range res.Evictions {
+			if err := evict(tx, e); err != nil {
+				return err
+			}
+		}
 		for _, p := range res.Placements {
 			if err := assign(tx, p); err != nil {
 				return err
@@ -149,6 +160,31 @@ func (c *Controller) schedule(ctx context.Context, snap *snapshot, v *view) (map
 		return nil
 	})
 	return res.Unplaced, unplaced, err
+}
+
+func withoutReplica(rs []scheduler.Replica, id string) []scheduler.Replica {
+	out := rs[:0]
+	for _, r := range rs {
+		if r.ID != id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// evict sends a preempted replica back to pending; its agent stops it.
+func evict(tx store.Tx, e scheduler.Eviction) error {
+	r, err := tx.GetReplica(e.ReplicaID)
+	if err != nil || r.Machine != e.MachineID {
+		return nil
+	}
+	why := "preempted by higher-priority replica " + e.PreemptedBy
+	r.Machine, r.State, r.Reason, r.Health, r.HostPorts, r.Address, r.GPUIndexes = "", api.ReplicaPending, why, "", nil, "", nil
+	r.UpdatedAt = time.Now().UTC()
+	if err := tx.PutReplica(r); err != nil {
+		return err
+	}
+	return store.Record(tx, api.EventWarning, "Preempted", "Replica", r.ID, "%s on machine %s", why, e.MachineID)
 }
 
 func assign(tx store.Tx, p scheduler.Placement) error {

@@ -46,12 +46,21 @@ type Machine struct {
 	PricePerHour float64
 	// ServiceCount is how many replicas of each service run here.
 	ServiceCount map[string]int
+	// Residents are the replicas running here, for preemption.
+	Residents []Resident
 
 	rank int // position in the current pass's placement order
 }
 
 // Free is what is left to allocate.
 func (m *Machine) Free() api.Resources { return m.Allocatable.Sub(m.Allocated) }
+
+// Resident is a replica already on a machine.
+type Resident struct {
+	Replica  Replica
+	Priority int
+	GPUs     []int
+}
 
 // GPUNeed is a replica's GPU requirement.
 type GPUNeed struct {
@@ -87,6 +96,8 @@ type Replica struct {
 	// ZoneDomains are zones that count for zone spread even with no
 	// machine yet (the planner passes the zones a group may launch in).
 	ZoneDomains []string
+	// Preempt lets the replica evict lower-priority residents.
+	Preempt bool
 }
 
 // Placement assigns a replica to a machine.
@@ -106,6 +117,15 @@ type Result struct {
 	Placements []Placement
 	// Unplaced maps a replica to why no machine took it.
 	Unplaced map[string]string
+	// Evictions are residents preempted by higher-priority replicas.
+	Evictions []Eviction
+}
+
+// Eviction is a resident replica that must leave its machine.
+type Eviction struct {
+	ReplicaID   string
+	MachineID   string
+	PreemptedBy string
 }
 
 // Schedule places pending replicas, highest priority first, largest first

@@ -416,3 +416,45 @@ func checkInvariants(t *testing.T, ms []*Machine, rs []Replica, res Result) {
 		t.Fatalf("replicas lost: %d placed + %d unplaced != %d", len(res.Placements), len(res.Unplaced), len(rs))
 	}
 }
+
+func resident(m *Machine, r Replica, priority int) {
+	Assign(m, r, nil)
+	m.Residents = append(m.Residents, Resident{Replica: r, Priority: priority})
+}
+
+func TestPreemptionEvictsFewestLowestPriority(t *testing.T) {
+	a, b := machine("a", "g", 2000, 8), machine("b", "g", 2000, 8)
+	resident(a, replica("batch", 0, 1000, 100), 0)
+	resident(a, replica("batch", 1, 1000, 100), 0)
+	resident(b, replica("etl", 0, 1500, 100), 1)
+	resident(b, replica("web", 0, 500, 100), 5)
+	urgent := replica("api", 0, 1500, 100)
+	urgent.Priority, urgent.Preempt = 10, true
+	res := Schedule([]*Machine{a, b}, []Replica{urgent})
+	// b needs one eviction (etl-0), a needs two: b wins.
+	if len(res.Placements) != 1 || res.Placements[0].MachineID != "b" {
+		t.Fatalf("placements %+v unplaced %v", res.Placements, res.Unplaced)
+	}
+	if len(res.Evictions) != 1 || res.Evictions[0].ReplicaID != "etl-0" || res.Evictions[0].PreemptedBy != "api-0" {
+		t.Fatalf("evictions %+v", res.Evictions)
+	}
+	if b.Allocated.MilliCPU != 2000 {
+		t.Fatalf("machine b books %d millicores, want 2000", b.Allocated.MilliCPU)
+	}
+}
+
+func TestNoPreemptionWithoutOptionOrOfHigherPriority(t *testing.T) {
+	a := machine("a", "g", 1000, 8)
+	resident(a, replica("batch", 0, 1000, 100), 0)
+	r := replica("api", 0, 1000, 100)
+	r.Priority = 10
+	if res := Schedule([]*Machine{a}, []Replica{r}); len(res.Evictions) != 0 || len(res.Placements) != 0 {
+		t.Fatalf("preempted without the option: %+v", res)
+	}
+	b := machine("b", "g", 1000, 8)
+	resident(b, replica("core", 0, 1000, 100), 20)
+	r.Preempt = true
+	if res := Schedule([]*Machine{b}, []Replica{r}); len(res.Evictions) != 0 || len(res.Placements) != 0 {
+		t.Fatalf("preempted a higher-priority replica: %+v", res)
+	}
+}

@@ -116,6 +116,9 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			}
 			m, gpus, t, ok = pickIn(tiers, pickers, &rep)
 		}
+		if !ok && rep.Preempt && open == nil {
+			m, gpus, t, ok = st.preempt(eligible, tiers, &rep, res)
+		}
 		if !ok {
 			res.Unplaced[rep.ID] = tally.reason()
 			continue
