@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/provisioner/provisionertest"
 )
 
 // A stand-in agent: a shell loop that keeps its arguments (the instance id
@@ -32,6 +33,11 @@ func newProvider(t *testing.T, stateDir string) *Provider {
 	}
 	t.Cleanup(func() { p.ShutdownAll(context.Background()) })
 	return p
+}
+
+func TestContract(t *testing.T) {
+	provisionertest.RunWith(t, func(t *testing.T) provisioner.Provisioner { return newProvider(t, t.TempDir()) },
+		provisionertest.Options{Timeout: 30 * time.Second, Poll: 20 * time.Millisecond})
 }
 
 func launchSpec(key string) provisioner.LaunchSpec {
