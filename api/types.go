@@ -247,31 +247,34 @@ type ServiceStatus struct {
 
 // Machine is a provisioned machine as Gantry observes it.
 type Machine struct {
-	ID             string            `json:"id"`
-	Cluster        string            `json:"cluster"`
-	Group          string            `json:"group"`
-	InstanceType   string            `json:"instanceType"`
-	Zone           string            `json:"zone,omitempty"`
-	CapacityType   string            `json:"capacityType,omitempty"`
-	Provider       string            `json:"provider"`
-	ProviderID     string            `json:"providerId,omitempty"`
-	LaunchKey      string            `json:"launchKey"`
-	Addresses      []string          `json:"addresses,omitempty"`
-	Subnet         string            `json:"subnet,omitempty"`
-	JoinState      string            `json:"joinState"`
-	FleetState     string            `json:"fleetState"`
-	Reason         string            `json:"reason,omitempty"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	Runtimes       []string          `json:"runtimes,omitempty"`
-	GPUs           []GPUDevice       `json:"gpus,omitempty"`
-	Capacity       Resources         `json:"capacity"`
-	Allocatable    Resources         `json:"allocatable"`
-	Allocated      Resources         `json:"allocated"`
-	PricePerHour   float64           `json:"pricePerHour,omitempty"`
-	CreatedAt      time.Time         `json:"createdAt"`
-	JoinedAt       *time.Time        `json:"joinedAt,omitempty"`
-	LastHeartbeat  *time.Time        `json:"lastHeartbeat,omitempty"`
-	StateChangedAt time.Time         `json:"stateChangedAt"`
+	ID            string            `json:"id"`
+	Cluster       string            `json:"cluster"`
+	Group         string            `json:"group"`
+	InstanceType  string            `json:"instanceType"`
+	Zone          string            `json:"zone,omitempty"`
+	CapacityType  string            `json:"capacityType,omitempty"`
+	Provider      string            `json:"provider"`
+	ProviderID    string            `json:"providerId,omitempty"`
+	LaunchKey     string            `json:"launchKey"`
+	Addresses     []string          `json:"addresses,omitempty"`
+	Subnet        string            `json:"subnet,omitempty"`
+	JoinState     string            `json:"joinState"`
+	FleetState    string            `json:"fleetState"`
+	Reason        string            `json:"reason,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Runtimes      []string          `json:"runtimes,omitempty"`
+	GPUs          []GPUDevice       `json:"gpus,omitempty"`
+	Capacity      Resources         `json:"capacity"`
+	Allocatable   Resources         `json:"allocatable"`
+	Allocated     Resources         `json:"allocated"`
+	PricePerHour  float64           `json:"pricePerHour,omitempty"`
+	CreatedAt     time.Time         `json:"createdAt"`
+	JoinedAt      *time.Time        `json:"joinedAt,omitempty"`
+	LastHeartbeat *time.Time        `json:"lastHeartbeat,omitempty"`
+	// UnreachableSince is set while the machine misses its heartbeats; its
+	// replicas move once the reschedule grace has passed.
+	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
+	StateChangedAt   time.Time  `json:"stateChangedAt"`
 }
 
 // Join states: how far a machine got towards running the agent.
@@ -299,7 +302,7 @@ func (m *Machine) Live() bool {
 
 // Schedulable reports whether new replicas may be placed on the machine.
 func (m *Machine) Schedulable() bool {
-	return m.JoinState == JoinJoined && (m.FleetState == FleetReady || m.FleetState == FleetActive)
+	return m.JoinState == JoinJoined && (m.FleetState == FleetReady || m.FleetState == FleetActive) && m.UnreachableSince == nil
 }
 
 // GPUDevice is one GPU an agent reported.

@@ -26,8 +26,13 @@ type Config struct {
 	// MaxHeartbeatsPerSecond stretches the heartbeat period of large fleets
 	// so the server receives at most this many heartbeats per second.
 	MaxHeartbeatsPerSecond float64
-	// MissedHeartbeats after which a machine is considered lost.
+	// MissedHeartbeats after which a machine is considered unreachable and
+	// replaced.
 	MissedHeartbeats int
+	// RescheduleGrace is how long the replicas of an unreachable machine
+	// wait for it to come back before they are rescheduled (and it is
+	// terminated).
+	RescheduleGrace time.Duration
 	// LaunchBackoff is the first wait after a failed launch in a group; it
 	// doubles per consecutive failure up to MaxLaunchBackoff.
 	LaunchBackoff    time.Duration
@@ -41,7 +46,7 @@ type Config struct {
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
 	return Config{
-		Interval: 2 * time.Second, HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 200, MissedHeartbeats: 3,
+		Interval: 2 * time.Second, HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 200, MissedHeartbeats: 3, RescheduleGrace: 30 * time.Second,
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute,
 		Planner: planner.DefaultConfig(),
 	}
@@ -171,23 +176,48 @@ func (c *Controller) Pass(ctx context.Context) error {
 	return c.plan(ctx, snap, v, reasons, unplaced, now)
 }
 
-// detectLost terminates joined machines whose heartbeats stopped. After a
-// server start, the clock starts at the start: machines get a full period
-// to reach the new server.
+// detectLost marks joined machines whose heartbeats stopped unreachable
+// (the planner replaces them at once) and, after the reschedule grace,
+// terminates them, which reschedules their replicas. After a server start,
+// the clock starts at the start: machines get a full period to reach the
+// new server.
 func (c *Controller) detectLost(ctx context.Context, snap *snapshot, now time.Time) {
 	live := len(snap.liveMachines())
 	limit := c.HeartbeatInterval(live) * time.Duration(c.cfg.MissedHeartbeats)
 	for _, m := range snap.machines {
-		if m.JoinState != api.JoinJoined || !m.Schedulable() {
+		if m.JoinState != api.JoinJoined || (m.FleetState != api.FleetReady && m.FleetState != api.FleetActive && m.FleetState != api.FleetDraining) {
 			continue
 		}
 		last := c.startedAt
 		if m.LastHeartbeat != nil && m.LastHeartbeat.After(last) {
 			last = *m.LastHeartbeat
 		}
-		if now.Sub(last) > limit {
-			c.log.Warn("machine lost", "machine", m.ID, "lastHeartbeat", last)
-			_ = c.fleet.Terminate(ctx, m.ID, fmt.Sprintf("no heartbeat for %s (limit %s)", now.Sub(last).Round(time.Second), limit))
+		switch {
+		case now.Sub(last) <= limit:
+		case m.UnreachableSince == nil:
+			c.log.Warn("machine unreachable", "machine", m.ID, "lastHeartbeat", last)
+			c.markUnreachable(ctx, m.ID, now, fmt.Sprintf("no heartbeat for %s (limit %s); replicas move after %s unless it returns",
+				now.Sub(last).Round(time.Second), limit, c.cfg.RescheduleGrace))
+		case now.Sub(*m.UnreachableSince) >= c.cfg.RescheduleGrace:
+			_ = c.fleet.Terminate(ctx, m.ID, fmt.Sprintf("unreachable for %s (no heartbeat since %s)", now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)))
 		}
+	}
+}
+
+func (c *Controller) markUnreachable(ctx context.Context, id string, now time.Time, why string) {
+	err := c.store.Update(ctx, func(tx store.Tx) error {
+		m, err := tx.GetMachine(id)
+		if err != nil || m.UnreachableSince != nil {
+			return err
+		}
+		t := now.UTC()
+		m.UnreachableSince, m.Reason = &t, why
+		if err := tx.PutMachine(m); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventWarning, "Unreachable", "Machine", id, "%s", why)
+	})
+	if err != nil {
+		c.log.Error("mark machine unreachable", "machine", id, "err", err)
 	}
 }

@@ -102,7 +102,7 @@ func plannerGroups(snap *snapshot, catalogOf Catalogs, log *slog.Logger) ([]*pla
 	sort.Strings(names)
 	live := map[string]int{}
 	for _, m := range snap.machines {
-		if m.Live() && m.FleetState != api.FleetTerminating {
+		if m.Live() && m.FleetState != api.FleetTerminating && m.UnreachableSince == nil {
 			live[planner.Key(m.Cluster, m.Group)]++
 		}
 	}

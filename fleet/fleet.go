@@ -24,10 +24,21 @@ type Config struct {
 	ServerURL string
 	// JoinTokenTTL is how long a launched machine's join token is valid.
 	JoinTokenTTL time.Duration
+	// LaunchTimeout is how long an instance may take to be running.
+	LaunchTimeout time.Duration
 	// JoinTimeout is how long a launched machine may take to join.
 	JoinTimeout time.Duration
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
+	// TerminateBackoff is the first wait after a failed terminate; it
+	// doubles up to MaxTerminateBackoff. A machine still terminating after
+	// StuckAfter is reported.
+	TerminateBackoff    time.Duration
+	MaxTerminateBackoff time.Duration
+	StuckAfter          time.Duration
+	// OrphanGrace: a tagged instance the store does not know is terminated
+	// on recovery only once it is older than this.
+	OrphanGrace time.Duration
 	// InstallationID is tagged on every instance; recovery only ever
 	// touches instances with this server's id.
 	InstallationID string
@@ -35,7 +46,16 @@ type Config struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig(serverURL, installationID string) Config {
-	return Config{ServerURL: serverURL, InstallationID: installationID, JoinTokenTTL: 15 * time.Minute, JoinTimeout: 5 * time.Minute, ProviderTimeout: time.Minute}
+	return Config{ServerURL: serverURL, InstallationID: installationID, JoinTokenTTL: 15 * time.Minute,
+		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, ProviderTimeout: time.Minute,
+		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute}
+}
+
+// retry is the backoff state of a machine whose termination failed.
+type retry struct {
+	attempts int
+	next     time.Time
+	reported bool
 }
 
 // Providers resolves a cluster's provider by name.
@@ -51,12 +71,13 @@ type Fleet struct {
 
 	mu          sync.Mutex
 	terminating map[string]bool
+	retries     map[string]*retry
 	wg          sync.WaitGroup
 }
 
 // New returns a fleet.
 func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, log *slog.Logger) *Fleet {
-	return &Fleet{cfg: cfg, store: st, providers: providers, signer: signer, log: log, terminating: map[string]bool{}}
+	return &Fleet{cfg: cfg, store: st, providers: providers, signer: signer, log: log, terminating: map[string]bool{}, retries: map[string]*retry{}}
 }
 
 // Launch records a launch intent for one machine of the group, then asks
@@ -127,18 +148,26 @@ func (f *Fleet) callLaunch(ctx context.Context, prov provisioner.Provisioner, m 
 		}
 		now := time.Now().UTC()
 		if launchErr != nil {
-			cur.JoinState, cur.FleetState, cur.Reason, cur.StateChangedAt = api.JoinFailed, api.FleetTerminated, launchErr.Error(), now
+			if err := SetJoinState(cur, api.JoinFailed, now); err != nil {
+				return err
+			}
+			if err := SetFleetState(cur, api.FleetTerminated, now); err != nil {
+				return err
+			}
+			cur.Reason = launchErr.Error()
 			if err := tx.PutMachine(cur); err != nil {
 				return err
 			}
 			return store.Record(tx, api.EventWarning, "LaunchFailed", "Machine", m.ID, "provider %s: %v", prov.Name(), launchErr)
 		}
-		cur.ProviderID, cur.Addresses, cur.StateChangedAt = inst.ID, inst.Addresses, now
+		cur.ProviderID, cur.Addresses = inst.ID, inst.Addresses
 		if inst.Zone != "" {
 			cur.Zone = inst.Zone
 		}
 		if cur.JoinState == api.JoinProvisioning {
-			cur.JoinState = api.JoinBooting
+			if err := SetJoinState(cur, api.JoinBooting, now); err != nil {
+				return err
+			}
 		}
 		if err := tx.PutMachine(cur); err != nil {
 			return err
@@ -179,7 +208,10 @@ func (f *Fleet) Terminate(ctx context.Context, machineID, reason string) error {
 			return nil
 		}
 		if m.FleetState != api.FleetTerminating {
-			m.FleetState, m.Reason, m.StateChangedAt = api.FleetTerminating, reason, time.Now().UTC()
+			if err := SetFleetState(m, api.FleetTerminating, time.Now().UTC()); err != nil {
+				return err
+			}
+			m.Reason = reason
 			if err := tx.PutMachine(m); err != nil {
 				return err
 			}
@@ -217,7 +249,7 @@ func UnassignReplicas(tx store.Tx, machineID, why string) error {
 
 func (f *Fleet) terminateInBackground(m *api.Machine) {
 	f.mu.Lock()
-	if f.terminating[m.ID] {
+	if r := f.retries[m.ID]; f.terminating[m.ID] || (r != nil && time.Now().Before(r.next)) {
 		f.mu.Unlock()
 		return
 	}
@@ -240,16 +272,21 @@ func (f *Fleet) finishTermination(m *api.Machine) {
 	defer cancel()
 	if prov, ok := f.providerOf(m); ok && m.ProviderID != "" {
 		if err := prov.Terminate(ctx, m.ProviderID); err != nil {
-			f.log.Warn("terminate failed; will retry", "machine", m.ID, "instance", m.ProviderID, "err", err)
-			return // the machine stays terminating; the next pass retries
+			f.terminateFailed(ctx, m, err)
+			return // the machine stays terminating; a later pass retries
 		}
 	}
+	f.mu.Lock()
+	delete(f.retries, m.ID)
+	f.mu.Unlock()
 	err := f.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetMachine(m.ID)
 		if err != nil {
 			return err
 		}
-		cur.FleetState, cur.StateChangedAt = api.FleetTerminated, time.Now().UTC()
+		if err := SetFleetState(cur, api.FleetTerminated, time.Now().UTC()); err != nil {
+			return err
+		}
 		if err := tx.PutMachine(cur); err != nil {
 			return err
 		}
@@ -257,6 +294,34 @@ func (f *Fleet) finishTermination(m *api.Machine) {
 	})
 	if err != nil {
 		f.log.Error("record termination", "machine", m.ID, "err", err)
+	}
+}
+
+// terminateFailed backs off the next attempt and reports a machine that
+// has been terminating for longer than StuckAfter, once.
+func (f *Fleet) terminateFailed(ctx context.Context, m *api.Machine, err error) {
+	f.mu.Lock()
+	r := f.retries[m.ID]
+	if r == nil {
+		r = &retry{}
+		f.retries[m.ID] = r
+	}
+	wait := f.cfg.TerminateBackoff << r.attempts
+	if wait > f.cfg.MaxTerminateBackoff || wait <= 0 {
+		wait = f.cfg.MaxTerminateBackoff
+	}
+	r.attempts++
+	r.next = time.Now().Add(wait)
+	stuck := !r.reported && time.Since(m.StateChangedAt) > f.cfg.StuckAfter
+	r.reported = r.reported || stuck
+	attempts := r.attempts
+	f.mu.Unlock()
+	f.log.Warn("terminate failed; will retry", "machine", m.ID, "instance", m.ProviderID, "attempt", attempts, "retryIn", wait, "err", err)
+	if stuck {
+		_ = f.store.Update(ctx, func(tx store.Tx) error {
+			return store.Record(tx, api.EventWarning, "TerminateStuck", "Machine", m.ID,
+				"still terminating after %s and %d attempts: %v", f.cfg.StuckAfter, attempts, err)
+		})
 	}
 }
 
@@ -306,8 +371,11 @@ func (f *Fleet) checkInstance(ctx context.Context, m *api.Machine) {
 	}
 	inst, err := prov.Describe(ctx, m.ProviderID)
 	gone := errors.Is(err, provisioner.ErrNotFound) || (err == nil && (inst.State == provisioner.StateTerminated || inst.State == provisioner.StateTerminating))
-	if gone {
+	switch {
+	case gone:
 		_ = f.Terminate(ctx, m.ID, "instance "+m.ProviderID+" disappeared before joining")
+	case err == nil && inst.State != provisioner.StateRunning && time.Since(m.CreatedAt) > f.cfg.LaunchTimeout:
+		_ = f.Terminate(ctx, m.ID, fmt.Sprintf("instance %s not running within %s (it is %s)", m.ProviderID, f.cfg.LaunchTimeout, inst.State))
 	}
 }
 

@@ -52,7 +52,12 @@ func (f *Fleet) recoverProvider(ctx context.Context, name string, prov provision
 			switch {
 			case !m.Live():
 			case found && m.ProviderID == "":
-				m.ProviderID, m.Addresses, m.JoinState = inst.ID, inst.Addresses, api.JoinBooting
+				m.ProviderID, m.Addresses = inst.ID, inst.Addresses
+				if m.JoinState == api.JoinProvisioning {
+					if err := SetJoinState(m, api.JoinBooting, time.Now().UTC()); err != nil {
+						return err
+					}
+				}
 				if err := tx.PutMachine(m); err != nil {
 					return err
 				}
@@ -64,7 +69,7 @@ func (f *Fleet) recoverProvider(ctx context.Context, name string, prov provision
 			}
 		}
 		for _, inst := range instances {
-			if m, ok := known[inst.Tags[provisioner.TagMachine]]; !ok || !m.Live() {
+			if m, ok := known[inst.Tags[provisioner.TagMachine]]; (!ok || !m.Live()) && time.Since(inst.LaunchedAt) > f.cfg.OrphanGrace {
 				orphans = append(orphans, inst)
 			}
 		}

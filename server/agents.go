@@ -9,6 +9,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -40,7 +41,10 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		}
 		now := time.Now().UTC()
 		applyInventory(m, req.Inventory)
-		m.JoinState, m.JoinedAt, m.LastHeartbeat, m.StateChangedAt, m.Reason = api.JoinJoined, &now, &now, now, ""
+		if err := fleet.SetJoinState(m, api.JoinJoined, now); err != nil {
+			return errorf(http.StatusConflict, "conflict", "", "%v", err)
+		}
+		m.JoinedAt, m.LastHeartbeat, m.Reason = &now, &now, ""
 		if err := tx.PutMachine(m); err != nil {
 			return err
 		}
@@ -85,7 +89,7 @@ func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.Joi
 		return nil, errorf(http.StatusConflict, "conflict", "machineId", "machine %s already exists", id)
 	}
 	now := time.Now().UTC()
-	return &api.Machine{ID: id, Cluster: claims.Cluster, Group: claims.Group, Provider: "external", LaunchKey: "manual",
+	return &api.Machine{ID: id, Cluster: claims.Cluster, Group: claims.Group, Provider: "external", LaunchKey: "manual", JoinState: api.JoinJoining,
 		FleetState: api.FleetReady, CreatedAt: now}, nil
 }
 
@@ -132,6 +136,12 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		}
 		now := time.Now().UTC()
 		m.LastHeartbeat = &now
+		if m.UnreachableSince != nil {
+			m.UnreachableSince, m.Reason = nil, ""
+			if err := store.Record(tx, api.EventNormal, "Reachable", "Machine", id, "heartbeats again; its replicas stay"); err != nil {
+				return err
+			}
+		}
 		if req.Inventory != nil {
 			applyInventory(m, *req.Inventory)
 		}
@@ -168,9 +178,7 @@ func updateActivity(m *api.Machine, replicas int, now time.Time) {
 	case m.FleetState == api.FleetActive && replicas == 0:
 		want = api.FleetReady
 	}
-	if want != m.FleetState {
-		m.FleetState, m.StateChangedAt = want, now
-	}
+	_ = fleet.SetFleetState(m, want, now) // ready ⇄ active is always allowed
 }
 
 // recordStatuses applies what the agent says of replicas assigned to it;
@@ -276,7 +284,7 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ttl := s.cfg.JoinTokenTTL
+	ttl := s.cfg.Fleet.JoinTokenTTL
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 || d > 7*24*time.Hour {

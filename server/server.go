@@ -46,10 +46,8 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	ShutdownTimeout   time.Duration
 	Controller        controller.Config
-	// JoinTokenTTL, JoinTimeout, ProviderTimeout for the fleet.
-	JoinTokenTTL    time.Duration
-	JoinTimeout     time.Duration
-	ProviderTimeout time.Duration
+	// Fleet: its ServerURL and InstallationID are filled in by the server.
+	Fleet fleet.Config
 	// Local provider settings.
 	LocalStopGrace      time.Duration
 	LocalExitWithServer bool
@@ -59,12 +57,11 @@ type Config struct {
 
 // DefaultConfig returns defaults for a data directory.
 func DefaultConfig(dataDir string) Config {
-	fc := fleet.DefaultConfig("", "")
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
 		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second,
-		Controller:   controller.DefaultConfig(),
-		JoinTokenTTL: fc.JoinTokenTTL, JoinTimeout: fc.JoinTimeout, ProviderTimeout: fc.ProviderTimeout,
+		Controller:     controller.DefaultConfig(),
+		Fleet:          fleet.DefaultConfig("", ""),
 		LocalStopGrace: 10 * time.Second,
 		Store:          sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")),
 	}
@@ -141,8 +138,8 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	s.providers = fleet.Providers{local.Name: s.local}
-	fc := fleet.Config{ServerURL: advertise, InstallationID: installation, JoinTokenTTL: s.cfg.JoinTokenTTL,
-		JoinTimeout: s.cfg.JoinTimeout, ProviderTimeout: s.cfg.ProviderTimeout}
+	fc := s.cfg.Fleet
+	fc.ServerURL, fc.InstallationID = advertise, installation
 	s.fleet = fleet.New(fc, s.store, s.providers, s.signer, s.log)
 	s.ctrl = controller.New(s.cfg.Controller, s.store, s.fleet, s.providers, s.log)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}

@@ -24,7 +24,8 @@ func devConfig(dataDir string) server.Config {
 	cfg.Controller.HeartbeatInterval = time.Second
 	cfg.Controller.LaunchBackoff = 2 * time.Second
 	cfg.Controller.Planner.EmptyMachineTTL = 30 * time.Second
-	cfg.JoinTimeout = time.Minute
+	cfg.Fleet.JoinTimeout = time.Minute
+	cfg.Controller.RescheduleGrace = 3 * time.Second
 	cfg.LocalStopGrace = 5 * time.Second
 	cfg.LocalExitWithServer = true
 	return cfg

@@ -1,0 +1,47 @@
+package fleet
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+func TestFleetTransitions(t *testing.T) {
+	allowed := [][2]string{
+		{api.FleetReady, api.FleetActive}, {api.FleetActive, api.FleetReady}, {api.FleetActive, api.FleetDraining},
+		{api.FleetDraining, api.FleetTerminating}, {api.FleetTerminating, api.FleetTerminated},
+		{api.FleetActive, api.FleetTerminating}, {api.FleetReady, api.FleetTerminated},
+	}
+	refused := [][2]string{
+		{api.FleetTerminated, api.FleetReady}, {api.FleetTerminating, api.FleetActive}, {api.FleetDraining, api.FleetActive},
+		{api.FleetActive, api.FleetTerminated}, {api.FleetTerminated, api.FleetTerminating}, {"bogus", api.FleetReady},
+	}
+	now := time.Now()
+	for _, c := range allowed {
+		m := &api.Machine{ID: "m", FleetState: c[0]}
+		if err := SetFleetState(m, c[1], now); err != nil || m.FleetState != c[1] || !m.StateChangedAt.Equal(now) {
+			t.Errorf("%s → %s refused: %v", c[0], c[1], err)
+		}
+	}
+	for _, c := range refused {
+		m := &api.Machine{ID: "m", FleetState: c[0]}
+		if err := SetFleetState(m, c[1], now); err == nil || m.FleetState != c[0] {
+			t.Errorf("%s → %s allowed", c[0], c[1])
+		}
+	}
+}
+
+func TestJoinTransitions(t *testing.T) {
+	now := time.Now()
+	for _, c := range [][2]string{{api.JoinProvisioning, api.JoinBooting}, {api.JoinBooting, api.JoinJoined}, {api.JoinProvisioning, api.JoinJoined}, {api.JoinJoined, api.JoinJoined}, {api.JoinBooting, api.JoinFailed}} {
+		if err := SetJoinState(&api.Machine{JoinState: c[0]}, c[1], now); err != nil {
+			t.Errorf("%s → %s refused: %v", c[0], c[1], err)
+		}
+	}
+	for _, c := range [][2]string{{api.JoinJoined, api.JoinBooting}, {api.JoinFailed, api.JoinJoined}, {api.JoinJoined, api.JoinFailed}, {api.JoinJoining, api.JoinProvisioning}} {
+		if err := SetJoinState(&api.Machine{JoinState: c[0]}, c[1], now); err == nil {
+			t.Errorf("%s → %s allowed", c[0], c[1])
+		}
+	}
+}
