@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -59,6 +60,7 @@ type Controller struct {
 	fleet     *fleet.Fleet
 	providers fleet.Providers
 	log       *slog.Logger
+	metrics   *metrics.Metrics
 	trigger   chan struct{}
 	ready     chan struct{}
 	startedAt time.Time
@@ -76,10 +78,10 @@ type launchFailure struct {
 	until time.Time
 }
 
-// New returns a controller.
-func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers, log *slog.Logger) *Controller {
+// New returns a controller; m may be nil.
+func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers, log *slog.Logger, m *metrics.Metrics) *Controller {
 	return &Controller{
-		cfg: cfg, store: st, fleet: fl, providers: providers, log: log,
+		cfg: cfg, store: st, fleet: fl, providers: providers, log: log, metrics: m,
 		trigger: make(chan struct{}, 1), ready: make(chan struct{}), startedAt: time.Now(),
 		desired: map[string]int{}, idleSince: map[string]time.Time{}, failures: map[string]launchFailure{},
 		unavailable: planner.NewUnavailable(cfg.UnavailableTTL),
@@ -152,6 +154,8 @@ func (c *Controller) Run(ctx context.Context) {
 
 // Pass runs one reconcile pass.
 func (c *Controller) Pass(ctx context.Context) error {
+	start := time.Now()
+	defer func() { c.metrics.Reconciled(time.Since(start).Seconds()) }()
 	snap, err := c.load(ctx)
 	if err != nil {
 		return err
@@ -168,6 +172,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 	if snap, err = c.load(ctx); err != nil {
 		return err
 	}
+	c.metrics.SetFleet(fleetCounts(snap))
 	v := c.buildView(snap, now)
 	reasons, unplaced, err := c.schedule(ctx, snap, v)
 	if err != nil {
@@ -199,7 +204,7 @@ func (c *Controller) detectLost(ctx context.Context, snap *snapshot, now time.Ti
 			c.markUnreachable(ctx, m.ID, now, fmt.Sprintf("no heartbeat for %s (limit %s); replicas move after %s unless it returns",
 				now.Sub(last).Round(time.Second), limit, c.cfg.RescheduleGrace))
 		case now.Sub(*m.UnreachableSince) >= c.cfg.RescheduleGrace:
-			_ = c.fleet.Terminate(ctx, m.ID, fmt.Sprintf("unreachable for %s (no heartbeat since %s)", now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)))
+			_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseUnreachable, fmt.Sprintf("unreachable for %s (no heartbeat since %s)", now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)))
 		}
 	}
 }

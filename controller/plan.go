@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
@@ -46,7 +47,7 @@ func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedRea
 	}
 	for _, r := range p.Remove {
 		if r.ReplacedBy == "" { // a replaced machine goes once its successor took its replicas
-			_ = c.fleet.Terminate(ctx, r.MachineID, r.Reason)
+			_ = c.fleet.Terminate(ctx, r.MachineID, fleet.CauseConsolidated, r.Reason)
 		}
 	}
 	c.removeOrphanedGroups(ctx, snap)
@@ -222,7 +223,7 @@ func (c *Controller) removeOrphanedGroups(ctx context.Context, snap *snapshot) {
 	}
 	for _, m := range snap.machines {
 		if m.Live() && m.FleetState != api.FleetTerminating && !exists[planner.Key(m.Cluster, m.Group)] {
-			_ = c.fleet.Terminate(ctx, m.ID, "its cluster or capacity group was removed from the spec")
+			_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseRemoved, "its cluster or capacity group was removed from the spec")
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -34,6 +35,28 @@ func (c *Controller) load(ctx context.Context) (*snapshot, error) {
 		return err
 	})
 	return s, err
+}
+
+// fleetCounts are the gauges' values: machines by state, pending replicas.
+func fleetCounts(s *snapshot) ([]metrics.MachineCount, map[string]int) {
+	byKey := map[[3]string]int{}
+	for _, m := range s.machines {
+		byKey[[3]string{m.Cluster, m.JoinState, m.FleetState}]++
+	}
+	counts := make([]metrics.MachineCount, 0, len(byKey))
+	for k, n := range byKey {
+		counts = append(counts, metrics.MachineCount{Cluster: k[0], JoinState: k[1], FleetState: k[2], N: n})
+	}
+	pending := map[string]int{}
+	for name := range s.clusters {
+		pending[name] = 0
+	}
+	for _, r := range s.replicas {
+		if r.Machine == "" {
+			pending[r.Cluster]++
+		}
+	}
+	return counts, pending
 }
 
 func (s *snapshot) liveMachines() []*api.Machine {

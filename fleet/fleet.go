@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -69,15 +70,30 @@ type Fleet struct {
 	signer    *auth.Signer
 	log       *slog.Logger
 
+	metrics *metrics.Metrics
+
 	mu          sync.Mutex
 	terminating map[string]bool
 	retries     map[string]*retry
 	wg          sync.WaitGroup
 }
 
-// New returns a fleet.
-func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, log *slog.Logger) *Fleet {
-	return &Fleet{cfg: cfg, store: st, providers: providers, signer: signer, log: log, terminating: map[string]bool{}, retries: map[string]*retry{}}
+// Causes of termination (the label of the terminations metric).
+const (
+	CauseUnreachable   = "unreachable"
+	CauseJoinTimeout   = "join-timeout"
+	CauseLaunchTimeout = "launch-timeout"
+	CauseVanished      = "vanished"
+	CauseConsolidated  = "consolidated"
+	CauseRemoved       = "removed-from-spec"
+	CauseShutdown      = "shutdown"
+	CauseDrained       = "drained"
+	CauseRollout       = "rollout"
+)
+
+// New returns a fleet; m may be nil.
+func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, log *slog.Logger, m *metrics.Metrics) *Fleet {
+	return &Fleet{cfg: cfg, store: st, providers: providers, signer: signer, log: log, metrics: m, terminating: map[string]bool{}, retries: map[string]*retry{}}
 }
 
 // Launch records a launch intent for one machine of the group, then asks
@@ -141,6 +157,14 @@ func (f *Fleet) callLaunch(ctx context.Context, prov provisioner.Provisioner, m 
 	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
 	defer cancel()
 	inst, launchErr := prov.Launch(callCtx, spec)
+	result := "launched"
+	if launchErr != nil {
+		result = string(provisioner.KindOf(launchErr))
+		if result == "" {
+			result = "error"
+		}
+	}
+	f.metrics.Provisioned(prov.Name(), result)
 	err = f.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetMachine(m.ID)
 		if err != nil {
@@ -197,7 +221,8 @@ func (f *Fleet) Tags(m *api.Machine) map[string]string {
 
 // Terminate marks a machine terminating, returns its replicas to pending,
 // and terminates its instance in the background. It is idempotent.
-func (f *Fleet) Terminate(ctx context.Context, machineID, reason string) error {
+func (f *Fleet) Terminate(ctx context.Context, machineID, cause, reason string) error {
+	counted := false
 	var m *api.Machine
 	err := f.store.Update(ctx, func(tx store.Tx) error {
 		var err error
@@ -211,7 +236,7 @@ func (f *Fleet) Terminate(ctx context.Context, machineID, reason string) error {
 			if err := SetFleetState(m, api.FleetTerminating, time.Now().UTC()); err != nil {
 				return err
 			}
-			m.Reason = reason
+			m.Reason, counted = reason, true
 			if err := tx.PutMachine(m); err != nil {
 				return err
 			}
@@ -223,6 +248,9 @@ func (f *Fleet) Terminate(ctx context.Context, machineID, reason string) error {
 	})
 	if err != nil || m.FleetState == api.FleetTerminated {
 		return err
+	}
+	if counted {
+		f.metrics.Terminated(cause)
 	}
 	f.terminateInBackground(m)
 	return nil
@@ -345,7 +373,7 @@ func (f *Fleet) Check(ctx context.Context, machines []*api.Machine, now time.Tim
 		case m.JoinState == api.JoinProvisioning && m.ProviderID == "" && now.Sub(m.CreatedAt) > f.cfg.ProviderTimeout:
 			f.retryLaunch(ctx, m)
 		case now.Sub(m.CreatedAt) > f.cfg.JoinTimeout:
-			_ = f.Terminate(ctx, m.ID, fmt.Sprintf("did not join within %s", f.cfg.JoinTimeout))
+			_ = f.Terminate(ctx, m.ID, CauseJoinTimeout, fmt.Sprintf("did not join within %s", f.cfg.JoinTimeout))
 		case m.ProviderID != "":
 			f.checkInstance(ctx, m)
 		}
@@ -373,9 +401,9 @@ func (f *Fleet) checkInstance(ctx context.Context, m *api.Machine) {
 	gone := errors.Is(err, provisioner.ErrNotFound) || (err == nil && (inst.State == provisioner.StateTerminated || inst.State == provisioner.StateTerminating))
 	switch {
 	case gone:
-		_ = f.Terminate(ctx, m.ID, "instance "+m.ProviderID+" disappeared before joining")
+		_ = f.Terminate(ctx, m.ID, CauseVanished, "instance "+m.ProviderID+" disappeared before joining")
 	case err == nil && inst.State != provisioner.StateRunning && time.Since(m.CreatedAt) > f.cfg.LaunchTimeout:
-		_ = f.Terminate(ctx, m.ID, fmt.Sprintf("instance %s not running within %s (it is %s)", m.ProviderID, f.cfg.LaunchTimeout, inst.State))
+		_ = f.Terminate(ctx, m.ID, CauseLaunchTimeout, fmt.Sprintf("instance %s not running within %s (it is %s)", m.ProviderID, f.cfg.LaunchTimeout, inst.State))
 	}
 }
 

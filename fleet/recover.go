@@ -79,7 +79,7 @@ func (f *Fleet) recoverProvider(ctx context.Context, name string, prov provision
 		return err
 	}
 	for _, m := range gone {
-		_ = f.Terminate(ctx, m.ID, "instance "+m.ProviderID+" no longer exists")
+		_ = f.Terminate(ctx, m.ID, CauseVanished, "instance "+m.ProviderID+" no longer exists")
 	}
 	for _, inst := range orphans {
 		f.log.Warn("terminating tagged instance the store does not know", "instance", inst.ID, "machine", inst.Tags[provisioner.TagMachine])

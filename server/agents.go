@@ -40,6 +40,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		now := time.Now().UTC()
+		firstJoin := m.JoinedAt == nil && m.Provider != "external"
 		applyInventory(m, req.Inventory)
 		if err := fleet.SetJoinState(m, api.JoinJoined, now); err != nil {
 			return errorf(http.StatusConflict, "conflict", "", "%v", err)
@@ -53,6 +54,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		resp = api.JoinResponse{MachineID: m.ID, Credential: credential}
+		if firstJoin {
+			s.metrics.Joined(now.Sub(m.CreatedAt).Seconds())
+		}
 		return store.Record(tx, api.EventNormal, "Joined", "Machine", m.ID, "agent joined: %s CPU, %s memory, runtimes %v",
 			api.FormatCPU(m.Capacity.MilliCPU), api.FormatBytes(m.Capacity.MemoryBytes), m.Runtimes)
 	})

@@ -19,10 +19,14 @@ import (
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/controller"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // OpenAPI is the API's description, served at /v1/openapi.json.
@@ -81,6 +85,8 @@ type Server struct {
 	listener   net.Listener
 	url        string
 	http       *http.Server
+	registry   *prometheus.Registry
+	metrics    *metrics.Metrics
 }
 
 // New opens the store, prepares secrets and providers, and listens.
@@ -140,8 +146,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.providers = fleet.Providers{local.Name: s.local}
 	fc := s.cfg.Fleet
 	fc.ServerURL, fc.InstallationID = advertise, installation
-	s.fleet = fleet.New(fc, s.store, s.providers, s.signer, s.log)
-	s.ctrl = controller.New(s.cfg.Controller, s.store, s.fleet, s.providers, s.log)
+	s.registry = prometheus.NewRegistry()
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = metrics.New(s.registry)
+	s.fleet = fleet.New(fc, s.store, s.providers, s.signer, s.log, s.metrics)
+	s.ctrl = controller.New(s.cfg.Controller, s.store, s.fleet, s.providers, s.log, s.metrics)
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}
 	return nil
 }
@@ -246,7 +255,7 @@ func (s *Server) TerminateAll(ctx context.Context, reason string) error {
 		return err
 	}
 	for _, id := range ids {
-		if err := s.fleet.Terminate(ctx, id, reason); err != nil {
+		if err := s.fleet.Terminate(ctx, id, fleet.CauseShutdown, reason); err != nil {
 			s.log.Warn("terminate on shutdown", "machine", id, "err", err)
 		}
 	}
@@ -283,6 +292,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET /healthz", rolePublic, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) }},
+		{"GET /metrics", rolePublic, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP},
 		{"GET /v1/openapi.json", rolePublic, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(OpenAPI)

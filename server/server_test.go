@@ -315,3 +315,39 @@ func errorAs(err error, target **client.APIError) bool {
 	}
 	return ok
 }
+
+func TestMetricsAreExposed(t *testing.T) {
+	ts := startServer(t, nil)
+	if _, err := ts.admin.Apply(context.Background(), []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	ts.joinManual(t, "dev", "machine-a")
+	var body string
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(ts.URL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(data)
+		if strings.Contains(body, `gantry_machines{cluster="dev",fleet_state="ready",join_state="joined"} 1`) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{
+		`gantry_machines{cluster="dev",fleet_state="ready",join_state="joined"} 1`,
+		`gantry_pending_replicas{cluster="dev"} 0`,
+		"gantry_reconcile_duration_seconds_count",
+		"go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, ts.AdminToken()) {
+		t.Fatal("/metrics shows the admin token")
+	}
+}

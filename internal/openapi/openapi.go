@@ -32,6 +32,7 @@ func Operations() []Operation {
 	return []Operation{
 		{Method: "GET", Path: "/healthz", Summary: "Liveness of the server", Response: map[string]string{}},
 		{Method: "GET", Path: "/v1/openapi.json", Summary: "This document", Response: map[string]any{}},
+		{Method: "GET", Path: "/metrics", Summary: "Prometheus metrics (text exposition format)", Response: ""},
 		{Method: "POST", Path: "/v1/apply", Summary: "Create or update the resources of a YAML or JSON spec file, all or none", Auth: "admin", Request: "yaml", Response: api.ApplyResult{}},
 		{Method: "GET", Path: "/v1/clusters", Summary: "List clusters with group status", Auth: "admin", Response: list[api.Cluster]{}},
 		{Method: "GET", Path: "/v1/clusters/{name}", Summary: "Get a cluster", Auth: "admin", Response: api.Cluster{}},

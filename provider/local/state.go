@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/gantry-dev/gantry/provisioner"
 )
 
 func (p *Provider) statePath() string { return filepath.Join(p.cfg.StateDir, "instances.json") }
@@ -23,6 +25,11 @@ func (p *Provider) load() error {
 		return fmt.Errorf("decode local provider state %s: %w", p.statePath(), err)
 	}
 	for _, r := range records {
+		// Recorded but never started (the server died in between): the
+		// join token is gone with that server, so the boot failed.
+		if r.State == provisioner.StatePending && r.PID == 0 {
+			r.State = provisioner.StateTerminated
+		}
 		p.records[r.ID] = r
 	}
 	return nil

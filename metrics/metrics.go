@@ -1,0 +1,94 @@
+// Package metrics holds Gantry's Prometheus metrics. Each server registers
+// its own set in its own registry; nothing is global.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the server's instruments. A nil *Metrics records nothing.
+type Metrics struct {
+	Provisions        *prometheus.CounterVec
+	Terminations      *prometheus.CounterVec
+	LaunchToJoin      prometheus.Histogram
+	Machines          *prometheus.GaugeVec
+	PendingReplicas   *prometheus.GaugeVec
+	ReconcileDuration prometheus.Histogram
+}
+
+// New creates the instruments and registers them.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Provisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_provisions_total", Help: "Launch calls to providers, by provider and result (launched, or the error kind).",
+		}, []string{"provider", "result"}),
+		Terminations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_terminations_total", Help: "Machines sent to termination, by cause.",
+		}, []string{"cause"}),
+		LaunchToJoin: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gantry_launch_to_join_seconds", Help: "Time from a machine's launch intent to its agent joining.",
+			Buckets: prometheus.ExponentialBuckets(0.25, 2, 14),
+		}),
+		Machines: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gantry_machines", Help: "Live machines by cluster, join state and fleet state.",
+		}, []string{"cluster", "join_state", "fleet_state"}),
+		PendingReplicas: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gantry_pending_replicas", Help: "Replicas without a machine, by cluster.",
+		}, []string{"cluster"}),
+		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gantry_reconcile_duration_seconds", Help: "Duration of one control-loop pass.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	reg.MustRegister(m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration)
+	return m
+}
+
+// Provisioned counts one launch call.
+func (m *Metrics) Provisioned(provider, result string) {
+	if m != nil {
+		m.Provisions.WithLabelValues(provider, result).Inc()
+	}
+}
+
+// Terminated counts a machine sent to termination.
+func (m *Metrics) Terminated(cause string) {
+	if m != nil {
+		m.Terminations.WithLabelValues(cause).Inc()
+	}
+}
+
+// Joined observes a machine's launch-to-join time.
+func (m *Metrics) Joined(seconds float64) {
+	if m != nil {
+		m.LaunchToJoin.Observe(seconds)
+	}
+}
+
+// Reconciled observes one pass.
+func (m *Metrics) Reconciled(seconds float64) {
+	if m != nil {
+		m.ReconcileDuration.Observe(seconds)
+	}
+}
+
+// MachineCount is one label set of the machines gauge.
+type MachineCount struct {
+	Cluster, JoinState, FleetState string
+	N                              int
+}
+
+// SetFleet replaces the machine and pending-replica gauges.
+func (m *Metrics) SetFleet(machines []MachineCount, pending map[string]int) {
+	if m == nil {
+		return
+	}
+	m.Machines.Reset()
+	for _, c := range machines {
+		m.Machines.WithLabelValues(c.Cluster, c.JoinState, c.FleetState).Add(float64(c.N))
+	}
+	m.PendingReplicas.Reset()
+	for cluster, n := range pending {
+		m.PendingReplicas.WithLabelValues(cluster).Set(float64(n))
+	}
+}
