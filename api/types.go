@@ -95,8 +95,25 @@ type ResourceAmounts struct {
 
 // ClusterStatus is observed state, filled in by the server.
 type ClusterStatus struct {
-	Groups []GroupStatus `json:"groups"`
+	Groups     []GroupStatus `json:"groups"`
+	Conditions []Condition   `json:"conditions,omitempty"`
 }
+
+// Condition is a cluster-wide problem (or its absence), like Kubernetes'.
+type Condition struct {
+	Type               string    `json:"type"`
+	Status             string    `json:"status"`
+	Reason             string    `json:"reason,omitempty"`
+	Message            string    `json:"message,omitempty"`
+	LastTransitionTime time.Time `json:"lastTransitionTime"`
+}
+
+// Condition types.
+const (
+	// ConditionProviderReady is False while the provider refuses Gantry's
+	// credentials (auth errors): launches wait, with backoff.
+	ConditionProviderReady = "ProviderReady"
+)
 
 // GroupStatus reports a capacity group's machine counts.
 type GroupStatus struct {

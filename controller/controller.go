@@ -71,6 +71,7 @@ type Controller struct {
 	idleSince   map[string]time.Time
 	failures    map[string]launchFailure
 	unavailable *planner.Unavailable
+	conditions  map[string]api.Condition // cluster → ProviderReady
 }
 
 type launchFailure struct {
@@ -85,6 +86,7 @@ func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers,
 		trigger: make(chan struct{}, 1), ready: make(chan struct{}), startedAt: time.Now(),
 		desired: map[string]int{}, idleSince: map[string]time.Time{}, failures: map[string]launchFailure{},
 		unavailable: planner.NewUnavailable(cfg.UnavailableTTL),
+		conditions:  map[string]api.Condition{},
 	}
 }
 
@@ -115,6 +117,42 @@ func (c *Controller) CurrentHeartbeatInterval() time.Duration {
 	live := c.live
 	c.mu.Unlock()
 	return c.HeartbeatInterval(live)
+}
+
+// Conditions are a cluster's current conditions (for status).
+func (c *Controller) Conditions(cluster string) []api.Condition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cond, ok := c.conditions[cluster]; ok {
+		return []api.Condition{cond}
+	}
+	return nil
+}
+
+// setProviderReady records whether the cluster's provider accepts Gantry's
+// credentials, with an event when that changes.
+func (c *Controller) setProviderReady(ctx context.Context, cluster string, ready bool, message string, now time.Time) {
+	status, reason := "True", ""
+	if !ready {
+		status, reason = "False", "AuthFailed"
+	}
+	c.mu.Lock()
+	prev, had := c.conditions[cluster]
+	changed := !had || prev.Status != status
+	if changed {
+		c.conditions[cluster] = api.Condition{Type: api.ConditionProviderReady, Status: status, Reason: reason, Message: message, LastTransitionTime: now.UTC()}
+	}
+	c.mu.Unlock()
+	if !changed || (!had && ready) {
+		return
+	}
+	typ, why := api.EventNormal, "provider accepts the credentials again"
+	if !ready {
+		typ, why = api.EventWarning, "provider refuses the credentials: "+message
+	}
+	_ = c.store.Update(ctx, func(tx store.Tx) error {
+		return store.Record(tx, typ, api.ConditionProviderReady, api.KindCluster, cluster, "%s", why)
+	})
 }
 
 // Desired returns the last planned size of a group (for status).

@@ -167,6 +167,11 @@ func (c *Controller) launch(ctx context.Context, cl *api.Cluster, nm planner.New
 		c.mu.Lock()
 		delete(c.failures, key)
 		c.mu.Unlock()
+		c.setProviderReady(ctx, nm.Cluster, true, "", now)
+	case provisioner.KindOf(err) == provisioner.KindAuth:
+		c.recordLaunchFailure(key, now)
+		c.setProviderReady(ctx, nm.Cluster, false, err.Error(), now)
+		c.log.Warn("provider refused the credentials; backing off", "group", key, "err", err)
 	case provisioner.KindOf(err) == provisioner.KindInsufficientCapacity:
 		c.unavailable.Mark(nm.InstanceType, nm.Zone, nm.CapacityType, now)
 		c.log.Warn("offering out of capacity; trying another", "group", key, "instanceType", nm.InstanceType, "zone", nm.Zone, "capacityType", nm.CapacityType)

@@ -68,18 +68,18 @@ func TestServerKilledAtRandomPointsLosesNothing(t *testing.T) {
 		if ok, why := allAnswer(s.replicas("web"), final); !ok {
 			return false, why
 		}
-		return fleetConsistent(s, dir)
+		return fleetConsistent(s.machines(), dir)
 	})
-	if ok, why := fleetConsistent(s, dir); !ok {
+	if ok, why := fleetConsistent(s.machines(), dir); !ok {
 		t.Fatal(why)
 	}
 }
 
 // fleetConsistent checks the invariants between the store and what runs.
-func fleetConsistent(s *server, dir string) (bool, string) {
+func fleetConsistent(machines []api.Machine, dir string) (bool, string) {
 	live := map[string]api.Machine{}
 	subnets := map[string]string{}
-	for _, m := range s.machines() {
+	for _, m := range machines {
 		if m.FleetState == api.FleetTerminating {
 			return false, "machine " + m.ID + " still terminating"
 		}

@@ -266,6 +266,7 @@ func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine) *api.Clu
 		}
 		st.Groups = append(st.Groups, gs)
 	}
+	st.Conditions = s.ctrl.Conditions(c.Metadata.Name)
 	return st
 }
 

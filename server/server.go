@@ -52,6 +52,10 @@ type Config struct {
 	Controller        controller.Config
 	// Fleet: its ServerURL and InstallationID are filled in by the server.
 	Fleet fleet.Config
+	// WrapProvider, when set, wraps every provider (tests inject faults).
+	WrapProvider func(provisioner.Provisioner) provisioner.Provisioner
+	// LocalAgentBinary is what local machines run (default: this binary).
+	LocalAgentBinary string
 	// Local provider settings.
 	LocalStopGrace      time.Duration
 	LocalExitWithServer bool
@@ -132,9 +136,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, "server.url"), []byte(s.url+"\n"), 0o644); err != nil {
 		return fmt.Errorf("write server.url: %w", err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable for local agents: %w", err)
+	exe := s.cfg.LocalAgentBinary
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("find own executable for local agents: %w", err)
+		}
 	}
 	s.local, err = local.New(local.Config{
 		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
@@ -144,6 +150,11 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	s.providers = fleet.Providers{local.Name: s.local}
+	if s.cfg.WrapProvider != nil {
+		for name, p := range s.providers {
+			s.providers[name] = s.cfg.WrapProvider(p)
+		}
+	}
 	fc := s.cfg.Fleet
 	fc.ServerURL, fc.InstallationID = advertise, installation
 	s.registry = prometheus.NewRegistry()

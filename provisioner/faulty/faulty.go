@@ -29,6 +29,9 @@ type Config struct {
 	// PartialLaunch is the probability that a launch creates the instance
 	// but reports a transport error.
 	PartialLaunch float64
+	// LaunchFilter, when set, limits launch faults to the specs it accepts
+	// (for example spot launches only).
+	LaunchFilter func(provisioner.LaunchSpec) bool
 	// Seed makes the faults reproducible.
 	Seed uint64
 }
@@ -119,8 +122,13 @@ func (p *Provider) partial() bool {
 
 // Launch implements provisioner.Provisioner.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if err := p.before(ctx, "Launch"); err != nil {
-		return nil, err
+	p.mu.Lock()
+	filter := p.cfg.LaunchFilter
+	p.mu.Unlock()
+	if filter == nil || filter(spec) {
+		if err := p.before(ctx, "Launch"); err != nil {
+			return nil, err
+		}
 	}
 	inst, err := p.Provisioner.Launch(ctx, spec)
 	if err == nil && p.partial() {
