@@ -64,6 +64,13 @@ type Assignment struct {
 	Requests  Resources   `json:"requests"`
 }
 
+// DrainRequest asks for a machine to be drained and removed.
+type DrainRequest struct {
+	// Deadline is a duration ("10m"): then the machine is terminated even
+	// if some replicas could not move.
+	Deadline string `json:"deadline,omitempty"`
+}
+
 // JoinTokenRequest asks the server for a join token (admin only), for a
 // machine Gantry did not launch itself.
 type JoinTokenRequest struct {

@@ -288,6 +288,9 @@ type Machine struct {
 	CreatedAt     time.Time         `json:"createdAt"`
 	JoinedAt      *time.Time        `json:"joinedAt,omitempty"`
 	LastHeartbeat *time.Time        `json:"lastHeartbeat,omitempty"`
+	// DrainDeadline is when a draining machine is terminated even if some
+	// replicas could not move.
+	DrainDeadline *time.Time `json:"drainDeadline,omitempty"`
 	// UnreachableSince is set while the machine misses its heartbeats; its
 	// replicas move once the reschedule grace has passed.
 	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
@@ -361,19 +364,22 @@ func (r Resources) NonNegative() bool {
 
 // Replica is one running copy of a service.
 type Replica struct {
-	ID        string         `json:"id"`
-	Service   string         `json:"service"`
-	Cluster   string         `json:"cluster"`
-	Index     int            `json:"index"`
-	Machine   string         `json:"machine,omitempty"`
-	State     string         `json:"state"`
-	Reason    string         `json:"reason,omitempty"`
-	Health    string         `json:"health,omitempty"`
-	Restarts  int            `json:"restarts"`
-	HostPorts map[string]int `json:"hostPorts,omitempty"`
-	Address   string         `json:"address,omitempty"`
-	SpecHash  string         `json:"specHash"`
-	Requests  Resources      `json:"requests"`
+	ID      string `json:"id"`
+	Service string `json:"service"`
+	Cluster string `json:"cluster"`
+	Index   int    `json:"index"`
+	Machine string `json:"machine,omitempty"`
+	// PreviousMachine keeps running the replica while it moves off a
+	// draining machine, until the copy on Machine runs.
+	PreviousMachine string         `json:"previousMachine,omitempty"`
+	State           string         `json:"state"`
+	Reason          string         `json:"reason,omitempty"`
+	Health          string         `json:"health,omitempty"`
+	Restarts        int            `json:"restarts"`
+	HostPorts       map[string]int `json:"hostPorts,omitempty"`
+	Address         string         `json:"address,omitempty"`
+	SpecHash        string         `json:"specHash"`
+	Requests        Resources      `json:"requests"`
 	// GPUIndexes are the machine's GPU devices given to this replica.
 	GPUIndexes []int `json:"gpuIndexes,omitempty"`
 	// RuntimeClass is "tee" when the replica runs on the machine's TEE

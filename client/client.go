@@ -163,6 +163,12 @@ func (c *Client) GetMachine(ctx context.Context, id string) (*api.Machine, error
 	return &out, c.getJSON(ctx, "/v1/machines/"+url.PathEscape(id), &out)
 }
 
+// Drain drains a machine and then terminates it.
+func (c *Client) Drain(ctx context.Context, id string, req api.DrainRequest) (*api.Machine, error) {
+	var out api.Machine
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/machines/"+url.PathEscape(id)+"/drain", req, &out)
+}
+
 // ListReplicas lists replicas, optionally of one service.
 func (c *Client) ListReplicas(ctx context.Context, service string) ([]api.Replica, error) {
 	var out struct{ Items []api.Replica }

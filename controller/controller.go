@@ -41,14 +41,17 @@ type Config struct {
 	// UnavailableTTL is how long an offering that ran out of capacity is
 	// avoided.
 	UnavailableTTL time.Duration
-	Planner        planner.Config
+	// DrainDeadline bounds how long a machine the planner removes may take
+	// to move its replicas off.
+	DrainDeadline time.Duration
+	Planner       planner.Config
 }
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
 	return Config{
 		Interval: 2 * time.Second, HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 200, MissedHeartbeats: 3, RescheduleGrace: 30 * time.Second,
-		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute,
+		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
 		Planner: planner.DefaultConfig(),
 	}
 }
@@ -206,6 +209,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 	c.live = len(snap.liveMachines())
 	c.mu.Unlock()
 	c.detectLost(ctx, snap, now)
+	c.finishDrains(ctx, snap, now)
 	c.fleet.Check(ctx, snap.liveMachines(), now)
 	if snap, err = c.load(ctx); err != nil {
 		return err
@@ -243,6 +247,29 @@ func (c *Controller) detectLost(ctx context.Context, snap *snapshot, now time.Ti
 				now.Sub(last).Round(time.Second), limit, c.cfg.RescheduleGrace))
 		case now.Sub(*m.UnreachableSince) >= c.cfg.RescheduleGrace:
 			_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseUnreachable, fmt.Sprintf("unreachable for %s (no heartbeat since %s)", now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)))
+		}
+	}
+}
+
+// finishDrains terminates draining machines that hold no replica any more,
+// or whose deadline has passed.
+func (c *Controller) finishDrains(ctx context.Context, snap *snapshot, now time.Time) {
+	holds := map[string]int{}
+	for _, r := range snap.replicas {
+		holds[r.Machine]++
+		if r.PreviousMachine != "" {
+			holds[r.PreviousMachine]++
+		}
+	}
+	for _, m := range snap.machines {
+		if m.FleetState != api.FleetDraining {
+			continue
+		}
+		switch {
+		case holds[m.ID] == 0:
+			_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseDrained, "drained: "+m.Reason)
+		case m.DrainDeadline != nil && now.After(*m.DrainDeadline):
+			_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", holds[m.ID]))
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
@@ -47,7 +46,7 @@ func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedRea
 	}
 	for _, r := range p.Remove {
 		if r.ReplacedBy == "" { // a replaced machine goes once its successor took its replicas
-			_ = c.fleet.Terminate(ctx, r.MachineID, fleet.CauseConsolidated, r.Reason)
+			c.drain(ctx, r.MachineID, r.Reason, now)
 		}
 	}
 	c.removeOrphanedGroups(ctx, snap)
@@ -181,6 +180,14 @@ func (c *Controller) launch(ctx context.Context, cl *api.Cluster, nm planner.New
 	}
 }
 
+// drain starts draining a machine the planner removes: scale-in always
+// drains first.
+func (c *Controller) drain(ctx context.Context, id, reason string, now time.Time) {
+	if err := c.fleet.Drain(ctx, id, reason, now.Add(c.cfg.DrainDeadline)); err != nil {
+		c.log.Warn("drain", "machine", id, "err", err)
+	}
+}
+
 // trackIdle remembers since when each joined machine has been empty.
 func (c *Controller) trackIdle(v *view, now time.Time) map[string]time.Time {
 	c.mu.Lock()
@@ -228,7 +235,9 @@ func (c *Controller) removeOrphanedGroups(ctx context.Context, snap *snapshot) {
 	}
 	for _, m := range snap.machines {
 		if m.Live() && m.FleetState != api.FleetTerminating && !exists[planner.Key(m.Cluster, m.Group)] {
-			_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseRemoved, "its cluster or capacity group was removed from the spec")
+			if m.FleetState != api.FleetDraining {
+				c.drain(ctx, m.ID, "its cluster or capacity group was removed from the spec", time.Now())
+			}
 		}
 	}
 }

@@ -120,9 +120,15 @@ func buildView(snap *snapshot, idle func(*view) map[string]time.Time) *view {
 // schedule places pending replicas on joined machines and records the
 // result; it returns the reasons and the replicas still unplaced.
 func (c *Controller) schedule(ctx context.Context, snap *snapshot, v *view) (map[string]string, []scheduler.Replica, error) {
+	draining := map[string]bool{}
+	for _, m := range snap.machines {
+		draining[m.ID] = m.FleetState == api.FleetDraining
+	}
 	var pending []scheduler.Replica
 	for _, r := range snap.replicas {
-		if svc, ok := v.services[r.Service]; ok && r.Machine == "" {
+		svc, ok := v.services[r.Service]
+		moving := draining[r.Machine] && r.PreviousMachine == "" // its new copy must run first
+		if ok && (r.Machine == "" || moving) {
 			pending = append(pending, toSchedReplica(r, svc, v.zones[r.Cluster]))
 		}
 	}
@@ -189,12 +195,19 @@ func evict(tx store.Tx, e scheduler.Eviction) error {
 
 func assign(tx store.Tx, p scheduler.Placement) error {
 	r, err := tx.GetReplica(p.ReplicaID)
-	if err != nil || r.Machine != "" {
-		return nil // deleted or placed meanwhile
+	if err != nil {
+		return nil // deleted meanwhile
 	}
 	m, err := tx.GetMachine(p.MachineID)
 	if err != nil || !m.Schedulable() {
 		return nil
+	}
+	if r.Machine != "" { // moving off a draining machine, which keeps it until the new copy runs
+		old, err := tx.GetMachine(r.Machine)
+		if err != nil || old.FleetState != api.FleetDraining || r.PreviousMachine != "" {
+			return nil
+		}
+		r.PreviousMachine = r.Machine
 	}
 	r.Machine, r.State, r.Reason, r.UpdatedAt = p.MachineID, api.ReplicaAssigned, "", time.Now().UTC()
 	r.GPUIndexes, r.Note, r.RuntimeClass = p.GPUs, p.Note, ""

@@ -256,8 +256,19 @@ func (f *Fleet) Terminate(ctx context.Context, machineID, cause, reason string) 
 	return nil
 }
 
-// UnassignReplicas returns every replica of a machine to pending.
+// UnassignReplicas returns every replica of a machine to pending; replicas
+// that were moving off it keep their new machine.
 func UnassignReplicas(tx store.Tx, machineID, why string) error {
+	moving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: machineID})
+	if err != nil {
+		return err
+	}
+	for _, r := range moving {
+		r.PreviousMachine = ""
+		if err := tx.PutReplica(r); err != nil {
+			return err
+		}
+	}
 	replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: machineID})
 	if err != nil {
 		return err
@@ -412,4 +423,28 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// Drain marks a machine draining: nothing new lands on it, its replicas
+// move (each new copy running before the old one stops), and it is
+// terminated once empty, or at the deadline.
+func (f *Fleet) Drain(ctx context.Context, machineID, reason string, deadline time.Time) error {
+	return f.store.Update(ctx, func(tx store.Tx) error {
+		m, err := tx.GetMachine(machineID)
+		if err != nil {
+			return err
+		}
+		if m.FleetState == api.FleetDraining {
+			return nil
+		}
+		if err := SetFleetState(m, api.FleetDraining, time.Now().UTC()); err != nil {
+			return err
+		}
+		d := deadline.UTC()
+		m.DrainDeadline, m.Reason = &d, reason
+		if err := tx.PutMachine(m); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventNormal, "Draining", "Machine", m.ID, "%s (deadline %s)", reason, d.Format(time.RFC3339))
+	})
 }

@@ -156,14 +156,18 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if err := recordStatuses(tx, m, replicas, req.Replicas, now); err != nil {
 			return err
 		}
-		updateActivity(m, len(replicas), now)
+		leaving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id})
+		if err != nil {
+			return err
+		}
+		updateActivity(m, len(replicas)+len(leaving), now)
 		if err := tx.PutMachine(m); err != nil {
 			return err
 		}
 		if m.FleetState == api.FleetTerminating {
 			return nil // it runs nothing more: anything it still runs has moved
 		}
-		assignments, err = assignmentsOf(tx, replicas)
+		assignments, err = assignmentsOf(tx, append(replicas, leaving...))
 		return err
 	})
 	if err != nil {
@@ -198,13 +202,21 @@ func recordStatuses(tx store.Tx, m *api.Machine, assigned []*api.Replica, status
 			continue
 		}
 		prevState := r.State
-		changed := r.State != st.State || r.Health != st.Health || r.Restarts != st.Restarts || r.Reason != st.Message || !sameInts(r.HostPorts, st.HostPorts)
+		changed := r.State != st.State || r.Health != st.Health || r.Restarts != st.Restarts || r.Reason != st.Message || !sameInts(r.HostPorts, st.HostPorts) ||
+			(r.PreviousMachine != "" && st.State == api.ReplicaRunning)
 		if !changed {
 			continue
 		}
 		r.State, r.Health, r.Restarts, r.Reason, r.HostPorts, r.UpdatedAt = st.State, st.Health, st.Restarts, st.Message, st.HostPorts, now
 		if len(m.Addresses) > 0 {
 			r.Address = m.Addresses[0]
+		}
+		handedOver := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
+		if handedOver {
+			if err := store.Record(tx, api.EventNormal, "Moved", "Replica", r.ID, "running on %s; the copy on %s stops", m.ID, r.PreviousMachine); err != nil {
+				return err
+			}
+			r.PreviousMachine = ""
 		}
 		if err := tx.PutReplica(r); err != nil {
 			return err

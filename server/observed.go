@@ -1,8 +1,10 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
@@ -63,6 +65,45 @@ func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		return withAllocation(tx, []*api.Machine{m})
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// handleDrain drains a machine: its replicas move (new copy first), then
+// it is terminated.
+func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
+	var req api.DrainRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	deadline := s.cfg.Controller.DrainDeadline
+	if req.Deadline != "" {
+		d, err := time.ParseDuration(req.Deadline)
+		if err != nil || d <= 0 {
+			s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", "deadline", "deadline: want a positive duration such as 10m, got %q", req.Deadline))
+			return
+		}
+		deadline = d
+	}
+	id := r.PathValue("id")
+	if err := s.fleet.Drain(r.Context(), id, "drain requested", time.Now().Add(deadline)); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			err = errorf(http.StatusConflict, "conflict", "", "%v", err)
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	s.ctrl.Trigger()
+	var m *api.Machine
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		m, err = tx.GetMachine(id)
+		return err
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -319,6 +319,7 @@ func (s *Server) routes() []route {
 		{"DELETE /v1/services/{name}", roleAdmin, s.handleDeleteService},
 		{"GET /v1/machines", roleAdmin, s.handleListMachines},
 		{"GET /v1/machines/{id}", roleAdmin, s.handleGetMachine},
+		{"POST /v1/machines/{id}/drain", roleAdmin, s.handleDrain},
 		{"GET /v1/replicas", roleAdmin, s.handleListReplicas},
 		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
 		{"GET /v1/events", roleAdmin, s.handleListEvents},

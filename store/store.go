@@ -68,6 +68,8 @@ type ReplicaFilter struct {
 	Cluster string
 	Service string
 	Machine string
+	// PreviousMachine selects replicas moving off that machine.
+	PreviousMachine string
 }
 
 // EventFilter selects events, newest last.

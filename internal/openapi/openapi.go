@@ -44,6 +44,7 @@ func Operations() []Operation {
 		{Method: "DELETE", Path: "/v1/services/{name}", Summary: "Delete a service; its replicas stop", Auth: "admin", Response: map[string]string{}},
 		{Method: "GET", Path: "/v1/machines", Summary: "List live machines (all=1 includes terminated)", Auth: "admin", Response: list[api.Machine]{}, Query: []string{"cluster", "all"}},
 		{Method: "GET", Path: "/v1/machines/{id}", Summary: "Get a machine", Auth: "admin", Response: api.Machine{}},
+		{Method: "POST", Path: "/v1/machines/{id}/drain", Summary: "Drain a machine: its replicas move (new copy running first), then it is terminated", Auth: "admin", Request: api.DrainRequest{}, Response: api.Machine{}},
 		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas", Auth: "admin", Response: list[api.Replica]{}, Query: []string{"service", "machine", "cluster"}},
 		{Method: "GET", Path: "/v1/replicas/{id}", Summary: "Get a replica", Auth: "admin", Response: api.Replica{}},
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},

@@ -105,6 +105,8 @@ var migrations = []string{
 	 CREATE INDEX events_object ON events(object_kind, object_name);
 	 CREATE TABLE credentials (machine_id TEXT PRIMARY KEY, hash BLOB NOT NULL);
 	 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
+	`ALTER TABLE replicas ADD COLUMN previous_machine TEXT NOT NULL DEFAULT '';
+	 CREATE INDEX replicas_previous_machine ON replicas(previous_machine);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -127,8 +127,8 @@ func (t *tx) GetReplica(id string) (*api.Replica, error) {
 
 func (t *tx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
 	return listJSON[api.Replica](t, "replicas",
-		`SELECT data FROM replicas WHERE (? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) ORDER BY service, id`,
-		f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine)
+		`SELECT data FROM replicas WHERE (? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) AND (? = '' OR previous_machine = ?) ORDER BY service, id`,
+		f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine, f.PreviousMachine, f.PreviousMachine)
 }
 
 func (t *tx) PutReplica(r *api.Replica) error {
@@ -136,8 +136,8 @@ func (t *tx) PutReplica(r *api.Replica) error {
 	if err != nil {
 		return err
 	}
-	return t.exec("put replica", `INSERT INTO replicas(id, cluster, service, machine, data) VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine, data = excluded.data`,
-		r.ID, r.Cluster, r.Service, r.Machine, data)
+	return t.exec("put replica", `INSERT INTO replicas(id, cluster, service, machine, previous_machine, data) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine, previous_machine = excluded.previous_machine, data = excluded.data`,
+		r.ID, r.Cluster, r.Service, r.Machine, r.PreviousMachine, data)
 }
 
 func (t *tx) DeleteReplica(id string) error {

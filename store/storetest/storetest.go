@@ -97,7 +97,7 @@ func testFilters(t *testing.T, s store.Store) {
 		for _, r := range []*api.Replica{
 			{ID: "web-0", Service: "web", Cluster: "a", Machine: "m1"},
 			{ID: "web-1", Service: "web", Cluster: "a"},
-			{ID: "db-0", Service: "db", Cluster: "b", Machine: "m3"},
+			{ID: "db-0", Service: "db", Cluster: "b", Machine: "m3", PreviousMachine: "m1"},
 		} {
 			if err := tx.PutReplica(r); err != nil {
 				return err
@@ -121,6 +121,10 @@ func testFilters(t *testing.T, s store.Store) {
 		web, _ := tx.ListReplicas(store.ReplicaFilter{Service: "web"})
 		if len(web) != 2 {
 			t.Errorf("replicas of web: %d", len(web))
+		}
+		moving, _ := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: "m1"})
+		if len(moving) != 1 || moving[0].ID != "db-0" {
+			t.Errorf("replicas moving off m1: %+v", moving)
 		}
 		return nil
 	}))

@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// Drain the busiest machine: each replica's new copy runs before the old
+// stops (the old copy answers for as long as the replica is moving), then
+// the machine is terminated.
+func TestDrainMovesReplicasNewCopyFirst(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, "--local-exit-with-server")
+	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, dir, "web.yaml", webSpec)); code != 0 {
+		t.Fatalf("apply: %s", errOut)
+	}
+	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+	before := s.replicas("web")
+	victim := busiestMachine(before)
+
+	// Watch while draining: a replica whose previous machine is the victim
+	// must still answer at its old address.
+	var mu sync.Mutex
+	var gaps []string
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		old := map[string]api.Replica{}
+		for _, r := range before {
+			old[r.ID] = r
+		}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, r := range s.replicas("web") {
+				if r.PreviousMachine == victim {
+					if _, ok := answers(old[r.ID]); !ok {
+						mu.Lock()
+						gaps = append(gaps, r.ID+" stopped on "+victim+" before its new copy ran")
+						mu.Unlock()
+					}
+				}
+			}
+		}
+	}()
+	cmd := exec.Command(gantryBin, "--data-dir", dir, "drain", victim, "--wait", "--deadline", "60s", "--poll-interval", "200ms")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("drain --wait: %v\n%s", err, out.String())
+	}
+	close(stop)
+	<-watched
+	if !strings.Contains(out.String(), "terminated, 0 replica(s) on it") {
+		t.Fatalf("drain output:\n%s", out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(gaps) > 0 {
+		t.Fatalf("replicas had no running copy while moving: %v", gaps)
+	}
+	rs := s.replicas("web")
+	if ok, why := allAnswer(rs, 3); !ok {
+		t.Fatal(why)
+	}
+	for _, r := range rs {
+		if r.Machine == victim || r.PreviousMachine != "" {
+			t.Fatalf("replica %s still tied to %s", r.ID, victim)
+		}
+	}
+	events, _, _ := s.gantry("get", "events")
+	if !strings.Contains(events, "Moved") || !strings.Contains(events, "drained") {
+		t.Fatalf("events lack the moves or the drain:\n%s", events)
+	}
+}
