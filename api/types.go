@@ -41,6 +41,47 @@ type ClusterSpec struct {
 	CapacityGroups []CapacityGroup `json:"capacityGroups"`
 	ContainerCIDR  string          `json:"containerCidr,omitempty"`
 	SystemReserved ResourceAmounts `json:"systemReserved,omitempty"`
+	// Agent and Monitoring are the machine template: a change rolls every
+	// group's machines, one replacement at a time.
+	Agent      *AgentTemplate `json:"agent,omitempty"`
+	Monitoring *Monitoring    `json:"monitoring,omitempty"`
+	Rollout    RolloutPolicy  `json:"rollout,omitempty"`
+}
+
+// AgentTemplate is what machines boot with.
+type AgentTemplate struct {
+	Version      string `json:"version,omitempty"`
+	BinarySHA256 string `json:"binarySha256,omitempty"`
+	APIURL       string `json:"apiUrl,omitempty"`
+}
+
+// Monitoring is where machines send logs and metrics.
+type Monitoring struct {
+	OTLPLogsEndpoint    string         `json:"otlpLogsEndpoint,omitempty"`
+	OTLPMetricsEndpoint string         `json:"otlpMetricsEndpoint,omitempty"`
+	Headers             []SecretHeader `json:"headers,omitempty"`
+}
+
+// SecretHeader is a header whose value is a secret the server reads from
+// its own environment or a file; only the value's SHA-256 is stored, so a
+// rotated secret is still a template change.
+type SecretHeader struct {
+	Name      string    `json:"name"`
+	SecretRef SecretRef `json:"secretRef"`
+	// ValueSHA256 is set by the server on apply.
+	ValueSHA256 string `json:"valueSha256,omitempty"`
+}
+
+// SecretRef names where a secret lives on the server.
+type SecretRef struct {
+	Env  string `json:"env,omitempty"`
+	File string `json:"file,omitempty"`
+}
+
+// RolloutPolicy bounds template rollouts.
+type RolloutPolicy struct {
+	// MaxSurge is how many replacement machines may be in flight (default 1).
+	MaxSurge int `json:"maxSurge,omitempty"`
 }
 
 // ProviderSpec selects the provisioner of a cluster. Credentials never go
@@ -121,6 +162,10 @@ type GroupStatus struct {
 	Desired int    `json:"desired"`
 	Current int    `json:"current"`
 	Joined  int    `json:"joined"`
+	// Updated machines run the current template; fewer than Current means
+	// a rollout is in progress.
+	Updated      int    `json:"updated"`
+	TemplateHash string `json:"templateHash"`
 }
 
 // Service is a long-running workload.
@@ -264,14 +309,16 @@ type ServiceStatus struct {
 
 // Machine is a provisioned machine as Gantry observes it.
 type Machine struct {
-	ID            string            `json:"id"`
-	Cluster       string            `json:"cluster"`
-	Group         string            `json:"group"`
-	InstanceType  string            `json:"instanceType"`
-	Zone          string            `json:"zone,omitempty"`
-	CapacityType  string            `json:"capacityType,omitempty"`
-	Provider      string            `json:"provider"`
-	ProviderID    string            `json:"providerId,omitempty"`
+	ID           string `json:"id"`
+	Cluster      string `json:"cluster"`
+	Group        string `json:"group"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone,omitempty"`
+	CapacityType string `json:"capacityType,omitempty"`
+	Provider     string `json:"provider"`
+	ProviderID   string `json:"providerId,omitempty"`
+	// TemplateHash is the group template the machine was launched with.
+	TemplateHash  string            `json:"templateHash,omitempty"`
 	LaunchKey     string            `json:"launchKey"`
 	Addresses     []string          `json:"addresses,omitempty"`
 	Subnet        string            `json:"subnet,omitempty"`

@@ -75,6 +75,7 @@ type Controller struct {
 	failures    map[string]launchFailure
 	unavailable *planner.Unavailable
 	conditions  map[string]api.Condition // cluster → ProviderReady
+	rolling     map[string]bool          // groups with a rollout under way
 }
 
 type launchFailure struct {
@@ -90,6 +91,7 @@ func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers,
 		desired: map[string]int{}, idleSince: map[string]time.Time{}, failures: map[string]launchFailure{},
 		unavailable: planner.NewUnavailable(cfg.UnavailableTTL),
 		conditions:  map[string]api.Condition{},
+		rolling:     map[string]bool{},
 	}
 }
 
@@ -210,6 +212,7 @@ func (c *Controller) Pass(ctx context.Context) error {
 	c.mu.Unlock()
 	c.detectLost(ctx, snap, now)
 	c.finishDrains(ctx, snap, now)
+	c.rollout(ctx, snap, now)
 	c.fleet.Check(ctx, snap.liveMachines(), now)
 	if snap, err = c.load(ctx); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -34,7 +35,8 @@ func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedRea
 		machines = append(machines, m)
 	}
 	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
-	p := planner.Compute(c.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced, Unavailable: c.unavailable, Now: now})
+	p := planner.Compute(c.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced, Unavailable: c.unavailable, Now: now,
+		Subnets: subnetBudgets(snap)})
 	if err := c.store.Update(ctx, func(tx store.Tx) error { return setPendingReasons(tx, pendingReasons(p, v, schedReasons)) }); err != nil {
 		return err
 	}
@@ -51,6 +53,26 @@ func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedRea
 	}
 	c.removeOrphanedGroups(ctx, snap)
 	return nil
+}
+
+// subnetBudgets: per cluster, the /24s of its containerCidr no live machine
+// holds (a terminating machine still holds its own).
+func subnetBudgets(snap *snapshot) map[string]planner.Subnets {
+	out := map[string]planner.Subnets{}
+	for name, cl := range snap.clusters {
+		prefix, err := netip.ParsePrefix(cl.Spec.ContainerCIDR)
+		if err != nil || prefix.Bits() > 24 {
+			continue
+		}
+		held := 0
+		for _, m := range snap.machines {
+			if m.Cluster == name && m.Live() && m.Subnet != "" {
+				held++
+			}
+		}
+		out[name] = planner.Subnets{CIDR: cl.Spec.ContainerCIDR, Free: (1 << (24 - prefix.Bits())) - held}
+	}
+	return out
 }
 
 // pendingReasons explains every replica the scheduler could not place.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,6 +17,7 @@ import (
 const crashSpec = `kind: Cluster
 metadata: {name: crash}
 spec:
+  agent: {version: "VERSION"}
   containerCidr: 10.9.0.0/20
   capacityGroups:
     - {groupId: g, instanceType: local.small, minSize: 1, maxSize: 6}
@@ -31,7 +33,7 @@ spec:
 `
 
 // Kill -9 the server at seeded random points while the fleet scales up and
-// down, restart it each time, and check after convergence: no instance
+// down and rolls out template changes, restart it each time, and check after convergence: no instance
 // leaked, none launched twice for one intent, every replica running, no /24
 // held twice. GANTRY_CRASH_SEED replays a run.
 func TestServerKilledAtRandomPointsLosesNothing(t *testing.T) {
@@ -46,27 +48,39 @@ func TestServerKilledAtRandomPointsLosesNothing(t *testing.T) {
 	s := startServer(t, dir, args...)
 	addr := strings.TrimPrefix(s.url, "http://")
 	args = append(args, "--listen", addr)
+	version := "v0"
 	apply := func(replicas int) {
-		spec := writeFile(t, dir, "crash.yaml", strings.Replace(crashSpec, "REPLICAS", strconv.Itoa(replicas), 1))
+		spec := writeFile(t, dir, "crash.yaml", strings.NewReplacer("REPLICAS", strconv.Itoa(replicas), "VERSION", version).Replace(crashSpec))
 		if _, errOut, code := s.gantry("apply", "-f", spec); code != 0 {
 			t.Fatalf("apply %d replicas: %s", replicas, errOut)
 		}
 	}
 	for point := 1; point <= 30; point++ {
 		replicas := []int{1, 5, 2, 6, 0, 4}[rng.IntN(6)]
+		if rng.IntN(3) == 0 {
+			version = fmt.Sprintf("v%d", point) // a rollout under way at the kill
+		}
 		apply(replicas)
 		wait := time.Duration(rng.IntN(800)) * time.Millisecond
 		time.Sleep(wait)
-		t.Logf("point %d: %d replicas, kill -9 after %s", point, replicas, wait)
+		t.Logf("point %d: %d replicas, template %s, kill -9 after %s", point, replicas, version, wait)
 		_ = s.cmd.Process.Signal(syscall.SIGKILL)
 		_ = s.cmd.Wait()
 		s = startServer(t, dir, args...)
 	}
 	const final = 5 // 600m each on 1-CPU machines: 5 machines
+	version = "final"
 	apply(final)
 	waitFor(t, "convergence", func() (bool, string) {
 		if ok, why := allAnswer(s.replicas("web"), final); !ok {
 			return false, why
+		}
+		c, err := s.api.GetCluster(context.Background(), "crash")
+		if err != nil {
+			return false, err.Error()
+		}
+		if g := c.Status.Groups[0]; g.Updated != g.Current {
+			return false, fmt.Sprintf("rollout: %d/%d machines updated", g.Updated, g.Current)
 		}
 		return fleetConsistent(s.machines(), dir)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -116,7 +117,7 @@ func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.Capacity
 	m := &api.Machine{
 		ID: machineName(c.Metadata.Name, g.GroupID), Cluster: c.Metadata.Name, Group: g.GroupID,
 		InstanceType: it.Name, CapacityType: o.CapacityType, Zone: o.Zone, PricePerHour: o.PricePerHour,
-		LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name,
+		LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name, TemplateHash: spec.TemplateHash(c, g.GroupID),
 		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: g.Labels,
 		Capacity:  api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()},
 		CreatedAt: now, StateChangedAt: now,

@@ -80,6 +80,15 @@ type Input struct {
 	Pending     []scheduler.Replica
 	Unavailable *Unavailable
 	Now         time.Time
+	// Subnets is how many machines each cluster can still add before its
+	// containerCidr runs out of /24s (no entry: unlimited).
+	Subnets map[string]Subnets
+}
+
+// Subnets is a cluster's /24 budget.
+type Subnets struct {
+	CIDR string
+	Free int
 }
 
 // NewMachine is a machine the plan adds.
@@ -183,6 +192,25 @@ type planning struct {
 	added   map[string]int
 }
 
+// subnetsLeft reports whether the cluster can hold one more machine, and
+// why not.
+func (p *planning) subnetsLeft(cluster string) (bool, string) {
+	budget, limited := p.in.Subnets[cluster]
+	if !limited {
+		return true, ""
+	}
+	used := 0
+	for key, n := range p.added {
+		if g := p.groups[key]; g != nil && g.Cluster == cluster {
+			used += n
+		}
+	}
+	if used < budget.Free {
+		return true, ""
+	}
+	return false, fmt.Sprintf("no free /24 left in containerCidr %s of cluster %s", budget.CIDR, cluster)
+}
+
 // bin is a machine the plan opens.
 type bin struct {
 	m        *scheduler.Machine
@@ -201,6 +229,9 @@ func (p *planning) openMinSize() []*scheduler.Machine {
 	for _, g := range p.in.Groups {
 		key := Key(g.Cluster, g.ID)
 		for g.Live+p.added[key] < g.MinSize {
+			if ok, _ := p.subnetsLeft(g.Cluster); !ok {
+				break
+			}
 			cand := p.catalog.cheapestFor(g)
 			if cand == nil {
 				break
@@ -306,6 +337,9 @@ func cloneMachine(m *scheduler.Machine) *scheduler.Machine {
 // open makes a new machine for a replica that fits nowhere: the offering
 // with the lowest price per unit of the cluster's pending demand.
 func (p *planning) open(r *scheduler.Replica, zoneHint string) (*scheduler.Machine, string) {
+	if ok, why := p.subnetsLeft(r.Cluster); !ok {
+		return nil, "no machine can be added: " + why
+	}
 	cand, why := p.catalog.best(r, zoneHint, func(g *Group) bool { return g.Live+p.added[Key(g.Cluster, g.ID)] < g.MaxSize })
 	if cand == nil {
 		return nil, why
@@ -435,6 +469,9 @@ func (p *planning) floorBins(plan *Plan) {
 			want = short
 		}
 		for i := 0; i < want && g.Live+p.added[key] < g.MaxSize; i++ {
+			if ok, _ := p.subnetsLeft(g.Cluster); !ok {
+				break
+			}
 			cand := p.catalog.cheapestFor(g)
 			if cand == nil {
 				break

@@ -346,3 +346,13 @@ func TestConsolidationKeepsRoomForEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+func TestSubnetExhaustionIsAPendingReason(t *testing.T) {
+	g := group("g", 1, 0, 10, itype(1))
+	in := Input{Groups: []*Group{g}, Pending: replicas("web", 3, 1000), Now: now,
+		Subnets: map[string]Subnets{"c": {CIDR: "10.1.0.0/23", Free: 1}}}
+	p := Compute(DefaultConfig(), in)
+	if len(p.Add) != 1 || len(p.Pending) != 2 || !strings.Contains(p.Pending[0].Reason, "no free /24 left in containerCidr 10.1.0.0/23") {
+		t.Fatalf("plan %+v", p)
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -49,6 +50,9 @@ func (s *Server) applyDocuments(tx store.Tx, docs []spec.Document) ([]api.ApplyI
 		if _, ok := s.providers[d.Cluster.Spec.Provider.Name]; !ok {
 			return nil, errorf(http.StatusUnprocessableEntity, "invalid", "spec.provider.name",
 				"document %d: spec.provider.name: provider %q is not configured on this server (available: %s)", d.Index, d.Cluster.Spec.Provider.Name, s.providerNames())
+		}
+		if errs := spec.ResolveSecrets(d.Cluster, os.LookupEnv); errs != nil {
+			return nil, locate(errs, d.Index)
 		}
 		item, err := s.applyCluster(tx, d.Cluster)
 		if err != nil {
@@ -250,7 +254,7 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine) *api.ClusterStatus {
 	st := &api.ClusterStatus{}
 	for _, g := range c.Spec.CapacityGroups {
-		gs := api.GroupStatus{GroupID: g.GroupID}
+		gs := api.GroupStatus{GroupID: g.GroupID, TemplateHash: spec.TemplateHash(c, g.GroupID)}
 		if d, ok := s.ctrl.Desired(c.Metadata.Name, g.GroupID); ok {
 			gs.Desired = d
 		} else {
@@ -261,6 +265,9 @@ func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine) *api.Clu
 				gs.Current++
 				if m.JoinState == api.JoinJoined {
 					gs.Joined++
+				}
+				if m.TemplateHash == gs.TemplateHash {
+					gs.Updated++
 				}
 			}
 		}

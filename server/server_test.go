@@ -351,3 +351,29 @@ func TestMetricsAreExposed(t *testing.T) {
 		t.Fatal("/metrics shows the admin token")
 	}
 }
+
+func TestSecretValuesNeverLeaveTheServer(t *testing.T) {
+	t.Setenv("GANTRY_TEST_OTLP_TOKEN", "s3cr3t-value")
+	ts := startServer(t, nil)
+	spec := strings.Replace(testCluster, "spec:\n", "spec:\n  monitoring:\n    headers: [{name: Authorization, secretRef: {env: GANTRY_TEST_OTLP_TOKEN}}]\n", 1)
+	res, err := ts.admin.Apply(context.Background(), []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ts.admin.GetCluster(context.Background(), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal([]any{res, c})
+	if strings.Contains(string(data), "s3cr3t-value") {
+		t.Fatal("the secret value is in an API response")
+	}
+	if h := c.Spec.Monitoring.Headers[0]; len(h.ValueSHA256) != 64 {
+		t.Fatalf("stored header %+v", h)
+	}
+	missing := strings.Replace(spec, "GANTRY_TEST_OTLP_TOKEN", "GANTRY_TEST_NOT_SET", 1)
+	status, eb := ts.do(t, "POST", "/v1/apply", ts.AdminToken(), "application/yaml", []byte(missing))
+	if status != 422 || !strings.Contains(eb.Error.Message, "GANTRY_TEST_NOT_SET is not set on the server") {
+		t.Fatalf("missing secret: HTTP %d %+v", status, eb.Error)
+	}
+}

@@ -38,6 +38,9 @@ func DefaultCluster(c *api.Cluster) {
 			g.CapacityType = api.CapacityOnDemand
 		}
 	}
+	if c.Spec.Rollout.MaxSurge == 0 {
+		c.Spec.Rollout.MaxSurge = 1
+	}
 }
 
 // DefaultService fills in a service's defaults.

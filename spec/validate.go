@@ -2,6 +2,7 @@ package spec
 
 import (
 	"net/netip"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -20,6 +21,7 @@ var (
 	dnsLabel   = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
 	groupIDRe  = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sha256Re   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	labelKeyRe = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 )
 
@@ -83,7 +85,47 @@ func ValidateCluster(c *api.Cluster, catalogs Catalogs) ErrorList {
 		totalMax += g.MaxSize
 	}
 	errs = append(errs, validateCIDR(s.ContainerCIDR, totalMax)...)
+	errs = append(errs, validateTemplate(s)...)
 	errs = append(errs, validateAmounts("spec.systemReserved", s.SystemReserved)...)
+	return errs
+}
+
+func validateTemplate(s api.ClusterSpec) ErrorList {
+	var errs ErrorList
+	if s.Rollout.MaxSurge < 1 {
+		errs.add("spec.rollout.maxSurge", "must be at least 1")
+	}
+	if a := s.Agent; a != nil {
+		if a.BinarySHA256 != "" && !sha256Re.MatchString(a.BinarySHA256) {
+			errs.add("spec.agent.binarySha256", "want 64 hex digits")
+		}
+		errs = append(errs, validateURL("spec.agent.apiUrl", a.APIURL)...)
+	}
+	if m := s.Monitoring; m != nil {
+		errs = append(errs, validateURL("spec.monitoring.otlpLogsEndpoint", m.OTLPLogsEndpoint)...)
+		errs = append(errs, validateURL("spec.monitoring.otlpMetricsEndpoint", m.OTLPMetricsEndpoint)...)
+		for i, h := range m.Headers {
+			path := indexPath("spec.monitoring.headers", i)
+			if h.Name == "" {
+				errs.add(path+".name", "required")
+			}
+			if (h.SecretRef.Env == "") == (h.SecretRef.File == "") {
+				errs.add(path+".secretRef", "exactly one of env or file is required (secret values are never written in specs)")
+			}
+		}
+	}
+	return errs
+}
+
+func validateURL(path, raw string) ErrorList {
+	var errs ErrorList
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs.add(path, "%q is not an http(s) URL", raw)
+	}
 	return errs
 }
 

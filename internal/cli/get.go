@@ -121,19 +121,28 @@ func anySlice[T any](in []T) []any {
 }
 
 func clusterTable(list []api.Cluster) *table {
-	t := &table{header: []string{"NAME", "PROVIDER", "GROUPS", "MACHINES", "AGE"}, wide: []string{"CIDR", "GENERATION"}}
+	t := &table{header: []string{"NAME", "PROVIDER", "GROUPS", "MACHINES", "UPDATED", "AGE"}, wide: []string{"CIDR", "GENERATION", "CONDITIONS"}}
 	for _, c := range list {
-		var groups []string
-		joined, desired := 0, 0
+		var groups, conditions []string
+		joined, desired, updated, current := 0, 0, 0, 0
 		if c.Status != nil {
 			for _, gs := range c.Status.Groups {
 				groups = append(groups, fmt.Sprintf("%s %d/%d", gs.GroupID, gs.Joined, gs.Desired))
 				joined += gs.Joined
 				desired += gs.Desired
+				updated += gs.Updated
+				current += gs.Current
+			}
+			for _, cond := range c.Status.Conditions {
+				conditions = append(conditions, cond.Type+"="+cond.Status)
 			}
 		}
-		t.add(c.Metadata.Name, c.Spec.Provider.Name, strings.Join(groups, ","), fmt.Sprintf("%d/%d", joined, desired),
-			age(timePtr(c.Metadata.CreatedAt)), c.Spec.ContainerCIDR, fmt.Sprint(c.Metadata.Generation))
+		rollout := fmt.Sprintf("%d/%d", updated, current)
+		if updated < current {
+			rollout += " (rolling)"
+		}
+		t.add(c.Metadata.Name, c.Spec.Provider.Name, strings.Join(groups, ","), fmt.Sprintf("%d/%d", joined, desired), rollout,
+			age(timePtr(c.Metadata.CreatedAt)), c.Spec.ContainerCIDR, fmt.Sprint(c.Metadata.Generation), orDash(strings.Join(conditions, ",")))
 	}
 	return t
 }
