@@ -103,7 +103,16 @@ type CapacityGroup struct {
 	Zones        []string          `json:"zones,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	WarmPool     int               `json:"warmPool,omitempty"`
+	// WarmPoolState is running (idle machines kept running) or stopped
+	// (kept stopped, started again on scale-up before any launch).
+	WarmPoolState string `json:"warmPoolState,omitempty"`
 }
+
+// Warm pool states.
+const (
+	WarmRunning = "running"
+	WarmStopped = "stopped"
+)
 
 // MachineProfile is the hardware total of a machine (not what is allocatable).
 type MachineProfile struct {
@@ -355,9 +364,11 @@ const (
 
 // Fleet states: what Gantry does with a machine.
 const (
-	FleetReady       = "ready"
-	FleetActive      = "active"
-	FleetDraining    = "draining"
+	FleetReady    = "ready"
+	FleetActive   = "active"
+	FleetDraining = "draining"
+	// FleetStopped is a warm-pool machine whose instance is stopped.
+	FleetStopped     = "stopped"
 	FleetTerminating = "terminating"
 	FleetTerminated  = "terminated"
 )

@@ -43,16 +43,44 @@ func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedRea
 	c.mu.Lock()
 	c.desired = p.Desired
 	c.mu.Unlock()
+	stopped := stoppedMachines(snap)
 	for _, nm := range p.Add {
+		key := planner.Key(nm.Cluster, nm.Group)
+		if len(nm.Replicas) > 0 && len(stopped[key]) > 0 { // the warm pool first
+			id := stopped[key][0]
+			stopped[key] = stopped[key][1:]
+			if err := c.fleet.Start(ctx, id, "scale-up: "+nm.Reason); err == nil {
+				continue
+			} else {
+				c.log.Warn("start warm machine; launching instead", "machine", id, "err", err)
+			}
+		}
 		c.launch(ctx, snap.clusters[nm.Cluster], nm, catalogs[nm.Cluster], now)
 	}
 	for _, r := range p.Remove {
-		if r.ReplacedBy == "" { // a replaced machine goes once its successor took its replicas
+		switch {
+		case r.Stop:
+			if err := c.fleet.Stop(ctx, r.MachineID, r.Reason); err != nil {
+				c.log.Warn("stop idle machine", "machine", r.MachineID, "err", err)
+			}
+		case r.ReplacedBy == "": // a replaced machine goes once its successor took its replicas
 			c.drain(ctx, r.MachineID, r.Reason, now)
 		}
 	}
 	c.removeOrphanedGroups(ctx, snap)
 	return nil
+}
+
+// stoppedMachines lists each group's stopped warm-pool machines.
+func stoppedMachines(snap *snapshot) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range snap.machines {
+		if m.FleetState == api.FleetStopped {
+			key := planner.Key(m.Cluster, m.Group)
+			out[key] = append(out[key], m.ID)
+		}
+	}
+	return out
 }
 
 // subnetBudgets: per cluster, the /24s of its containerCidr no live machine
@@ -122,10 +150,13 @@ func plannerGroups(snap *snapshot, catalogOf Catalogs, log *slog.Logger) ([]*pla
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	live := map[string]int{}
+	live, stopped := map[string]int{}, map[string]int{}
 	for _, m := range snap.machines {
 		if m.Live() && m.FleetState != api.FleetTerminating && m.UnreachableSince == nil {
 			live[planner.Key(m.Cluster, m.Group)]++
+		}
+		if m.FleetState == api.FleetStopped {
+			stopped[planner.Key(m.Cluster, m.Group)]++
 		}
 	}
 	for _, name := range names {
@@ -143,7 +174,8 @@ func plannerGroups(snap *snapshot, catalogOf Catalogs, log *slog.Logger) ([]*pla
 			}
 			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
 				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: RuntimesOf(cl.Spec.Provider.Name),
-				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: live[planner.Key(name, g.GroupID)]})
+				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: live[planner.Key(name, g.GroupID)],
+				WarmStopped: g.WarmPoolState == api.WarmStopped, Stopped: stopped[planner.Key(name, g.GroupID)]})
 		}
 	}
 	return out, catalogs

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
@@ -18,6 +19,8 @@ type groupRollout struct {
 	draining, launched int // outdated machines draining; new ones not joined yet
 	spare              int // new machines joined and still empty
 	live               int
+	// stoppedOutdated warm-pool machines are simply replaced.
+	stoppedOutdated []*api.Machine
 }
 
 // rollout replaces machines launched with an old template, a few at a
@@ -38,6 +41,9 @@ func (c *Controller) rollout(ctx context.Context, snap *snapshot, now time.Time)
 			key := planner.Key(name, g.GroupID)
 			current := spec.TemplateHash(cl, g.GroupID)
 			gr := tally(snap, name, g.GroupID, current, busy)
+			for _, m := range gr.stoppedOutdated {
+				_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseRollout, "rollout: stopped warm-pool machine with template "+m.TemplateHash)
+			}
 			if len(gr.outdated) == 0 {
 				c.rolloutDone(ctx, key, name, now)
 				continue
@@ -72,6 +78,10 @@ func tally(snap *snapshot, cluster, group, current string, busy map[string]bool)
 		}
 		gr.live++
 		switch {
+		case m.FleetState == api.FleetStopped:
+			if m.TemplateHash != current {
+				gr.stoppedOutdated = append(gr.stoppedOutdated, m)
+			}
 		case m.TemplateHash != current && m.FleetState == api.FleetDraining:
 			gr.draining++
 		case m.TemplateHash != current:

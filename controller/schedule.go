@@ -87,7 +87,7 @@ func buildView(snap *snapshot, idle func(*view) map[string]time.Time) *view {
 	}
 	for _, m := range snap.machines {
 		cl, ok := snap.clusters[m.Cluster]
-		if !ok || !m.Live() || m.FleetState == api.FleetTerminating || m.FleetState == api.FleetDraining || m.UnreachableSince != nil {
+		if !ok || !m.Live() || m.FleetState == api.FleetTerminating || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped || m.UnreachableSince != nil {
 			continue
 		}
 		pm := &planner.Machine{Machine: schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}

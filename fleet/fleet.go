@@ -449,3 +449,77 @@ func (f *Fleet) Drain(ctx context.Context, machineID, reason string, deadline ti
 		return store.Record(tx, api.EventNormal, "Draining", "Machine", m.ID, "%s (deadline %s)", reason, d.Format(time.RFC3339))
 	})
 }
+
+// Stop stops an idle machine's instance for the warm pool.
+func (f *Fleet) Stop(ctx context.Context, machineID, reason string) error {
+	var m *api.Machine
+	if err := f.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		m, err = tx.GetMachine(machineID)
+		return err
+	}); err != nil {
+		return err
+	}
+	prov, ok := f.providerOf(m)
+	if !ok || m.FleetState != api.FleetReady {
+		return fmt.Errorf("machine %s (%s) cannot be stopped", m.ID, m.FleetState)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
+	err := prov.Stop(callCtx, m.ProviderID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("stop %s: %w", m.ID, err)
+	}
+	return f.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetMachine(machineID)
+		if err != nil {
+			return err
+		}
+		if err := SetFleetState(cur, api.FleetStopped, time.Now().UTC()); err != nil {
+			return err
+		}
+		cur.Reason, cur.Addresses = reason, nil
+		if err := tx.PutMachine(cur); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventNormal, "Stopped", "Machine", cur.ID, "%s", reason)
+	})
+}
+
+// Start starts a stopped warm-pool machine; the addresses Start returns
+// replace the old ones, and the machine gets a fresh heartbeat window.
+func (f *Fleet) Start(ctx context.Context, machineID, reason string) error {
+	var m *api.Machine
+	if err := f.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		m, err = tx.GetMachine(machineID)
+		return err
+	}); err != nil {
+		return err
+	}
+	prov, ok := f.providerOf(m)
+	if !ok || m.FleetState != api.FleetStopped {
+		return fmt.Errorf("machine %s (%s) cannot be started", m.ID, m.FleetState)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
+	inst, err := prov.Start(callCtx, m.ProviderID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", m.ID, err)
+	}
+	return f.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.GetMachine(machineID)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		if err := SetFleetState(cur, api.FleetReady, now); err != nil {
+			return err
+		}
+		cur.Reason, cur.Addresses, cur.LastHeartbeat = "", inst.Addresses, &now
+		if err := tx.PutMachine(cur); err != nil {
+			return err
+		}
+		return store.Record(tx, api.EventNormal, "Started", "Machine", cur.ID, "%s (addresses %v)", reason, inst.Addresses)
+	})
+}

@@ -21,9 +21,11 @@ var joinMoves = map[string][]string{
 // fleetMoves are the allowed fleet-state transitions: ready ⇄ active →
 // draining → terminating → terminated; a lost or failed machine goes to
 // terminating without draining, a launch that failed straight to
-// terminated.
+// terminated; an idle warm-pool machine is stopped and started (ready ⇄
+// stopped).
 var fleetMoves = map[string][]string{
-	api.FleetReady:       {api.FleetActive, api.FleetDraining, api.FleetTerminating, api.FleetTerminated},
+	api.FleetReady:       {api.FleetActive, api.FleetDraining, api.FleetTerminating, api.FleetTerminated, api.FleetStopped},
+	api.FleetStopped:     {api.FleetReady, api.FleetTerminating},
 	api.FleetActive:      {api.FleetReady, api.FleetDraining, api.FleetTerminating},
 	api.FleetDraining:    {api.FleetTerminating},
 	api.FleetTerminating: {api.FleetTerminated},

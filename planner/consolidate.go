@@ -34,6 +34,10 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			idle[key]++
 		}
 	}
+	stopped := map[string]int{}
+	for _, g := range p.in.Groups {
+		stopped[Key(g.Cluster, g.ID)] = g.Stopped
+	}
 	var removals []Removal
 	sim := newSimulation(p.in.Machines)
 	for _, m := range p.candidates() {
@@ -46,10 +50,18 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			continue
 		}
 		if len(sim.replicas[m.ID]) == 0 {
-			if idle[key] > g.WarmPool && !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL {
-				removals = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
-					Reason: fmt.Sprintf("empty for more than %s", p.cfg.EmptyMachineTTL)})
-				live[key]--
+			idleLongEnough := !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
+			toStop := g.WarmStopped && stopped[key] < g.WarmPool
+			if idleLongEnough && (toStop || idle[key]+stopped[key] > g.WarmPool) {
+				r := Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
+					Reason: fmt.Sprintf("empty for more than %s", p.cfg.EmptyMachineTTL)}
+				if toStop {
+					r.Stop, r.Reason = true, r.Reason+": stopped into the warm pool"
+					stopped[key]++
+				} else {
+					live[key]--
+				}
+				removals = append(removals, r)
 				idle[key]--
 				sim.remove(m.ID)
 			}
@@ -69,12 +81,13 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	return removals
 }
 
-// candidates: joined machines old enough, fewest replicas first, then the
-// most expensive, then by id.
+// candidates: joined machines — empty ones (bound by EmptyMachineTTL) or
+// old enough to consolidate (MinLifetime) — fewest replicas first, then
+// the most expensive, then by id.
 func (p *planning) candidates() []*Machine {
 	var out []*Machine
 	for _, m := range p.in.Machines {
-		if m.Joined && p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime {
+		if m.Joined && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
 			out = append(out, m)
 		}
 	}

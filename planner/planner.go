@@ -54,8 +54,13 @@ type Group struct {
 	Reserved api.Resources
 	// Types are the instance types the group may launch.
 	Types []provisioner.InstanceType
-	// Live counts machines launched or running and not going away.
+	// Live counts machines launched or running and not going away
+	// (stopped warm-pool machines included).
 	Live int
+	// WarmStopped: the warm pool is kept as stopped machines; Stopped is
+	// how many there are now.
+	WarmStopped bool
+	Stopped     int
 }
 
 // Key is a group's key in plan maps.
@@ -113,6 +118,8 @@ type Removal struct {
 	Reason       string  `json:"reason"`
 	// ReplacedBy names the new machine that takes its replicas, if any.
 	ReplacedBy string `json:"replacedBy,omitempty"`
+	// Stop: the machine is stopped into the warm pool, not terminated.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // ReplicaPlacement is where the plan puts a pending replica.
@@ -460,6 +467,9 @@ func (p *planning) floorBins(plan *Plan) {
 		}
 	}
 	for _, g := range p.in.Groups {
+		idle[Key(g.Cluster, g.ID)] += g.Stopped
+	}
+	for _, g := range p.in.Groups {
 		key := Key(g.Cluster, g.ID)
 		want := 0
 		if have := g.Live + p.added[key]; have < g.MinSize {
@@ -509,7 +519,7 @@ func (p *planning) totals(plan *Plan) {
 		key := Key(g.Cluster, g.ID)
 		d := g.Live + p.added[key]
 		for _, r := range plan.Remove {
-			if Key(r.Cluster, r.Group) == key && r.ReplacedBy == "" {
+			if Key(r.Cluster, r.Group) == key && r.ReplacedBy == "" && !r.Stop {
 				d--
 			}
 		}

@@ -356,3 +356,23 @@ func TestSubnetExhaustionIsAPendingReason(t *testing.T) {
 		t.Fatalf("plan %+v", p)
 	}
 }
+
+func TestStoppedWarmPool(t *testing.T) {
+	g := group("g", 2, 0, 5, itype(2))
+	g.WarmPool, g.WarmStopped = 1, true
+	ms := []*Machine{joined("busy", "g", itype(2), time.Hour, replicas("web", 1, 500)...), joined("idle", "g", itype(2), time.Hour)}
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(p.Remove) != 1 || !p.Remove[0].Stop || p.Desired["c/g"] != 2 || len(p.Add) != 0 {
+		t.Fatalf("the idle machine must be stopped into the warm pool: %+v", p)
+	}
+	g.Stopped, g.Live = 1, 3 // the pool is full: an extra idle machine is terminated
+	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now})
+	if len(p.Remove) != 1 || p.Remove[0].Stop || len(p.Add) != 0 {
+		t.Fatalf("with a full stopped pool the idle machine goes: %+v", p)
+	}
+	g.Live = 2
+	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms[:1], Now: now})
+	if len(p.Add) != 0 {
+		t.Fatalf("a stopped machine counts toward the warm pool: %+v", p.Add)
+	}
+}

@@ -37,6 +37,9 @@ func DefaultCluster(c *api.Cluster) {
 		if g.CapacityType == "" {
 			g.CapacityType = api.CapacityOnDemand
 		}
+		if g.WarmPoolState == "" {
+			g.WarmPoolState = api.WarmRunning
+		}
 	}
 	if c.Spec.Rollout.MaxSurge == 0 {
 		c.Spec.Rollout.MaxSurge = 1

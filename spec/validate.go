@@ -149,6 +149,9 @@ func validateGroup(path string, g api.CapacityGroup, catalog []provisioner.Insta
 	if g.WarmPool < 0 || g.WarmPool > g.MaxSize {
 		errs.add(path+".warmPool", "must be between 0 and maxSize (%d), got %d", g.MaxSize, g.WarmPool)
 	}
+	if g.WarmPoolState != api.WarmRunning && g.WarmPoolState != api.WarmStopped {
+		errs.add(path+".warmPoolState", "unknown warm pool state %q (want running or stopped)", g.WarmPoolState)
+	}
 	if !contains([]string{api.CapacityOnDemand, api.CapacitySpot, api.CapacityAny}, g.CapacityType) {
 		errs.add(path+".capacityType", "unknown capacity type %q (want onDemand, spot or any)", g.CapacityType)
 	}
