@@ -45,10 +45,10 @@ func (c *Controller) rollout(ctx context.Context, snap *snapshot, now time.Time)
 				_ = c.fleet.Terminate(ctx, m.ID, fleet.CauseRollout, "rollout: stopped warm-pool machine with template "+m.TemplateHash)
 			}
 			if len(gr.outdated) == 0 {
-				c.rolloutDone(ctx, key, name, now)
+				c.rolloutDone(ctx, key, name)
 				continue
 			}
-			c.rolloutStarted(ctx, key, name, len(gr.outdated), now)
+			c.rolloutStarted(ctx, key, name, len(gr.outdated))
 			surge := cl.Spec.Rollout.MaxSurge
 			for gr.spare > 0 && gr.draining < surge && len(gr.outdated) > 0 {
 				m := gr.outdated[0]
@@ -95,7 +95,7 @@ func tally(snap *snapshot, cluster, group, current string, busy map[string]bool)
 	return gr
 }
 
-func (c *Controller) rolloutStarted(ctx context.Context, key, cluster string, outdated int, now time.Time) {
+func (c *Controller) rolloutStarted(ctx context.Context, key, cluster string, outdated int) {
 	c.mu.Lock()
 	started := !c.rolling[key]
 	c.rolling[key] = true
@@ -105,7 +105,7 @@ func (c *Controller) rolloutStarted(ctx context.Context, key, cluster string, ou
 	}
 }
 
-func (c *Controller) rolloutDone(ctx context.Context, key, cluster string, now time.Time) {
+func (c *Controller) rolloutDone(ctx context.Context, key, cluster string) {
 	c.mu.Lock()
 	was := c.rolling[key]
 	delete(c.rolling, key)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -452,43 +453,22 @@ func (f *Fleet) Drain(ctx context.Context, machineID, reason string, deadline ti
 
 // Stop stops an idle machine's instance for the warm pool.
 func (f *Fleet) Stop(ctx context.Context, machineID, reason string) error {
-	var m *api.Machine
-	if err := f.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		m, err = tx.GetMachine(machineID)
-		return err
-	}); err != nil {
-		return err
-	}
-	prov, ok := f.providerOf(m)
-	if !ok || m.FleetState != api.FleetReady {
-		return fmt.Errorf("machine %s (%s) cannot be stopped", m.ID, m.FleetState)
-	}
-	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
-	err := prov.Stop(callCtx, m.ProviderID)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("stop %s: %w", m.ID, err)
-	}
-	return f.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.GetMachine(machineID)
-		if err != nil {
-			return err
-		}
-		if err := SetFleetState(cur, api.FleetStopped, time.Now().UTC()); err != nil {
-			return err
-		}
-		cur.Reason, cur.Addresses = reason, nil
-		if err := tx.PutMachine(cur); err != nil {
-			return err
-		}
-		return store.Record(tx, api.EventNormal, "Stopped", "Machine", cur.ID, "%s", reason)
-	})
+	return f.warmPoolMove(ctx, machineID, api.FleetReady, api.FleetStopped, func(ctx context.Context, p provisioner.Provisioner, m *api.Machine) (*provisioner.Instance, error) {
+		return nil, p.Stop(ctx, m.ProviderID)
+	}, "Stopped", reason)
 }
 
 // Start starts a stopped warm-pool machine; the addresses Start returns
 // replace the old ones, and the machine gets a fresh heartbeat window.
 func (f *Fleet) Start(ctx context.Context, machineID, reason string) error {
+	return f.warmPoolMove(ctx, machineID, api.FleetStopped, api.FleetReady, func(ctx context.Context, p provisioner.Provisioner, m *api.Machine) (*provisioner.Instance, error) {
+		return p.Start(ctx, m.ProviderID)
+	}, "Started", reason)
+}
+
+// warmPoolMove calls the provider for a machine in state from, then records
+// state to (with the instance's new addresses, if it returned one).
+func (f *Fleet) warmPoolMove(ctx context.Context, machineID, from, to string, call func(context.Context, provisioner.Provisioner, *api.Machine) (*provisioner.Instance, error), eventReason, reason string) error {
 	var m *api.Machine
 	if err := f.store.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -498,14 +478,14 @@ func (f *Fleet) Start(ctx context.Context, machineID, reason string) error {
 		return err
 	}
 	prov, ok := f.providerOf(m)
-	if !ok || m.FleetState != api.FleetStopped {
-		return fmt.Errorf("machine %s (%s) cannot be started", m.ID, m.FleetState)
+	if !ok || m.FleetState != from {
+		return fmt.Errorf("machine %s is %s, not %s", m.ID, m.FleetState, from)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
-	inst, err := prov.Start(callCtx, m.ProviderID)
+	inst, err := call(callCtx, prov, m)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("start %s: %w", m.ID, err)
+		return fmt.Errorf("%s %s: %w", strings.ToLower(eventReason), m.ID, err)
 	}
 	return f.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.GetMachine(machineID)
@@ -513,13 +493,16 @@ func (f *Fleet) Start(ctx context.Context, machineID, reason string) error {
 			return err
 		}
 		now := time.Now().UTC()
-		if err := SetFleetState(cur, api.FleetReady, now); err != nil {
+		if err := SetFleetState(cur, to, now); err != nil {
 			return err
 		}
-		cur.Reason, cur.Addresses, cur.LastHeartbeat = "", inst.Addresses, &now
+		cur.Reason, cur.Addresses = "", nil
+		if inst != nil {
+			cur.Addresses, cur.LastHeartbeat = inst.Addresses, &now
+		}
 		if err := tx.PutMachine(cur); err != nil {
 			return err
 		}
-		return store.Record(tx, api.EventNormal, "Started", "Machine", cur.ID, "%s (addresses %v)", reason, inst.Addresses)
+		return store.Record(tx, api.EventNormal, eventReason, "Machine", cur.ID, "%s (addresses %v)", reason, cur.Addresses)
 	})
 }

@@ -68,14 +68,6 @@ func (p *planning) typeColumns(cluster string) []column {
 // origin is feasible (prices are ≥ 0): a small dense simplex with Bland's
 // rule. Each dimension is scaled by its demand for numerical sanity.
 func lpMinCost(demand api.Resources, cols []column) float64 {
-	cost, _ := lpSolve(demand, cols)
-	return cost
-}
-
-// lpSolve also returns the shadow price of each resource ($ per unit of
-// CPU millicore, memory byte, ephemeral byte and GPU) at the optimum.
-func lpSolve(demand api.Resources, cols []column) (float64, [4]float64) {
-	var prices [4]float64
 	dims := []func(api.Resources) float64{
 		func(r api.Resources) float64 { return float64(r.MilliCPU) },
 		func(r api.Resources) float64 { return float64(r.MemoryBytes) },
@@ -83,16 +75,14 @@ func lpSolve(demand api.Resources, cols []column) (float64, [4]float64) {
 		func(r api.Resources) float64 { return float64(r.GPUs) },
 	}
 	var active []func(api.Resources) float64
-	var dimOf []int
-	for i, d := range dims {
+	for _, d := range dims {
 		if d(demand) > 0 {
 			active = append(active, d)
-			dimOf = append(dimOf, i)
 		}
 	}
 	n, m := len(active), len(cols)
 	if n == 0 || m == 0 {
-		return 0, prices
+		return 0
 	}
 	// Tableau rows: one per column (constraint), plus the objective row.
 	width := n + m + 1
@@ -120,12 +110,7 @@ func lpSolve(demand api.Resources, cols []column) (float64, [4]float64) {
 			}
 		}
 		if enter < 0 {
-			for j := 0; j < n; j++ {
-				if row := basicRow(t, j, m); row >= 0 {
-					prices[dimOf[j]] = t[row][width-1] / active[j](demand)
-				}
-			}
-			return t[m][width-1], prices
+			return t[m][width-1]
 		}
 		leave, best := -1, math.Inf(1)
 		for i := 0; i < m; i++ {
@@ -136,25 +121,11 @@ func lpSolve(demand api.Resources, cols []column) (float64, [4]float64) {
 			}
 		}
 		if leave < 0 {
-			return math.Inf(1), prices // dual unbounded: no mix of types covers the demand
+			return math.Inf(1) // dual unbounded: no mix of types covers the demand
 		}
 		pivot(t, leave, enter)
 	}
-	return t[m][width-1], prices
-}
-
-// basicRow is the row where column j is basic (a unit column), or -1.
-func basicRow(t [][]float64, j, m int) int {
-	row := -1
-	for i := 0; i <= m; i++ {
-		switch v := t[i][j]; {
-		case math.Abs(v-1) < 1e-9 && row < 0 && i < m:
-			row = i
-		case math.Abs(v) > 1e-9:
-			return -1
-		}
-	}
-	return row
+	return t[m][width-1]
 }
 
 func pivot(t [][]float64, row, col int) {
