@@ -97,7 +97,7 @@ func TestFleetConvergesThroughProviderFaults(t *testing.T) {
 	kinds := []provisioner.ErrorKind{provisioner.KindTransport, provisioner.KindInsufficientCapacity, provisioner.KindAuth, provisioner.KindNotFound, provisioner.KindUnsupported}
 	for i, kind := range kinds {
 		t.Run(string(kind), func(t *testing.T) {
-			ip := startFaulty(t, faulty.Config{Rate: 0.3, Kinds: []provisioner.ErrorKind{kind}, PartialLaunch: 0.2,
+			ip := startFaulty(t, faulty.Config{Rate: 0.3, Kinds: []provisioner.ErrorKind{kind}, FailFirst: 2, PartialLaunch: 0.2,
 				SpikeRate: 0.1, Spike: 300 * time.Millisecond, Seed: uint64(100 + i)})
 			ip.apply(t, strings.Replace(faultSpec, "CAPACITY", "onDemand", 1))
 			waitFor(t, "3 replicas answering through faults", func() (bool, string) {

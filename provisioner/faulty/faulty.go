@@ -19,6 +19,9 @@ type Config struct {
 	// Rate is the probability that a call fails, with a kind drawn from Kinds.
 	Rate  float64
 	Kinds []provisioner.ErrorKind
+	// FailFirst makes the first N calls (of Ops) fail for certain, cycling
+	// through Kinds, so a test sees every kind whatever the dice say.
+	FailFirst int
 	// Ops limits faults to these operations (Launch, Terminate, Stop,
 	// Start, Describe, List); empty means all.
 	Ops []string
@@ -44,6 +47,7 @@ type Provider struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	injected map[string]int
+	calls    int
 }
 
 // Wrap injects faults into p.
@@ -80,9 +84,17 @@ func (p *Provider) before(ctx context.Context, op string) error {
 		wait += cfg.Spike
 	}
 	var fault provisioner.ErrorKind
-	if cfg.Rate > 0 && len(cfg.Kinds) > 0 && applies(cfg.Ops, op) && p.rng.Float64() < cfg.Rate {
-		fault = cfg.Kinds[p.rng.IntN(len(cfg.Kinds))]
-		p.injected[op+"/"+string(fault)]++
+	if len(cfg.Kinds) > 0 && applies(cfg.Ops, op) {
+		p.calls++
+		switch {
+		case p.calls <= cfg.FailFirst:
+			fault = cfg.Kinds[(p.calls-1)%len(cfg.Kinds)]
+		case cfg.Rate > 0 && p.rng.Float64() < cfg.Rate:
+			fault = cfg.Kinds[p.rng.IntN(len(cfg.Kinds))]
+		}
+		if fault != "" {
+			p.injected[op+"/"+string(fault)]++
+		}
 	}
 	p.mu.Unlock()
 	if wait > 0 {

@@ -111,6 +111,19 @@ func TestRateIsRoughlyHonouredAndSeeded(t *testing.T) {
 	}
 }
 
+func TestFailFirstIsCertain(t *testing.T) {
+	kinds := []provisioner.ErrorKind{provisioner.KindAuth, provisioner.KindTransport}
+	p := Wrap(newMemory(), Config{FailFirst: 3, Kinds: kinds, Ops: []string{"List"}})
+	var got []provisioner.ErrorKind
+	for i := 0; i < 4; i++ {
+		_, err := p.List(context.Background(), provisioner.Filter{})
+		got = append(got, provisioner.KindOf(err))
+	}
+	if got[0] != provisioner.KindAuth || got[1] != provisioner.KindTransport || got[2] != provisioner.KindAuth || got[3] != "" {
+		t.Fatalf("first calls failed with %v", got)
+	}
+}
+
 func TestPartialLaunchLeavesTheInstance(t *testing.T) {
 	p := Wrap(newMemory(), Config{PartialLaunch: 1, Seed: 1})
 	spec := provisioner.LaunchSpec{InstanceType: "m1", IdempotencyKey: "k"}
