@@ -15,12 +15,8 @@ import (
 // stops (the old copy answers for as long as the replica is moving), then
 // the machine is terminated.
 func TestDrainMovesReplicasNewCopyFirst(t *testing.T) {
-	dir := t.TempDir()
-	s := startServer(t, dir, "--local-exit-with-server")
-	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, dir, "web.yaml", webSpec)); code != 0 {
-		t.Fatalf("apply: %s", errOut)
-	}
-	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+	s := startWeb(t)
+	dir := s.dataDir
 	before := s.replicas("web")
 	victim := busiestMachine(before)
 

@@ -272,3 +272,33 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	}
 	return path
 }
+
+// apply writes a spec into the server's directory and applies it.
+func (s *server) apply(t *testing.T, name, content string) {
+	t.Helper()
+	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, s.dataDir, name, content)); code != 0 {
+		t.Fatalf("apply %s: %s", name, errOut)
+	}
+}
+
+// startWeb starts a server whose machines die with it, applies webSpec and
+// waits until its 3 replicas answer.
+func startWeb(t *testing.T) *server {
+	t.Helper()
+	s := startServer(t, t.TempDir(), "--local-exit-with-server")
+	s.apply(t, "web.yaml", webSpec)
+	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+	return s
+}
+
+// instanceOf is the local instance of a machine.
+func instanceOf(t *testing.T, dir, machine string) localInstance {
+	t.Helper()
+	for _, inst := range localInstances(dir) {
+		if inst.Tags["gantry.dev/machine"] == machine {
+			return inst
+		}
+	}
+	t.Fatalf("no local instance for machine %s", machine)
+	return localInstance{}
+}

@@ -11,20 +11,11 @@ import (
 // elsewhere, and the copies on the partitioned machine are gone, so no
 // replica answers from two places.
 func TestPartitionedMachineLeavesNoDuplicates(t *testing.T) {
-	dir := t.TempDir()
-	s := startServer(t, dir, "--local-exit-with-server")
-	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, dir, "web.yaml", webSpec)); code != 0 {
-		t.Fatalf("apply: %s", errOut)
-	}
-	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
+	s := startWeb(t)
+	dir := s.dataDir
 	before := s.replicas("web")
 	victim := busiestMachine(before)
-	var pid int
-	for _, inst := range localInstances(dir) {
-		if inst.Tags["gantry.dev/machine"] == victim {
-			pid = inst.PID
-		}
-	}
+	pid := instanceOf(t, dir, victim).PID
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

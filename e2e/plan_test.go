@@ -73,13 +73,9 @@ func TestPlanRejectsABadCatalog(t *testing.T) {
 }
 
 func TestPlanAgainstTheLiveServer(t *testing.T) {
-	dir := t.TempDir()
-	s := startServer(t, dir, "--local-exit-with-server")
+	s := startWeb(t)
+	dir := s.dataDir
 	spec := writeFile(t, dir, "web.yaml", webSpec)
-	if _, errOut, code := s.gantry("apply", "-f", spec); code != 0 {
-		t.Fatalf("apply: %s", errOut)
-	}
-	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
 	out, errOut, code := s.gantry("plan", "-f", spec, "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan: %s", errOut)

@@ -40,14 +40,10 @@ spec:
 func TestPreemptionMakesRoomForHigherPriority(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server")
-	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, dir, "batch.yaml", preemptSpec)); code != 0 {
-		t.Fatalf("apply: %s", errOut)
-	}
+	s.apply(t, "batch.yaml", preemptSpec)
 	waitFor(t, "batch running", func() (bool, string) { return allAnswer(s.replicas("batch"), 1) })
 	batch := s.replicas("batch")[0]
-	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, dir, "urgent.yaml", urgentSpec)); code != 0 {
-		t.Fatalf("apply: %s", errOut)
-	}
+	s.apply(t, "urgent.yaml", urgentSpec)
 	waitFor(t, "urgent running in batch's place", func() (bool, string) {
 		if ok, why := allAnswer(s.replicas("urgent"), 1); !ok {
 			return false, why

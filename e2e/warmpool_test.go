@@ -28,11 +28,7 @@ spec:
 func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server", "--empty-machine-ttl", "500ms")
-	apply := func(n string) {
-		if _, errOut, code := s.gantry("apply", "-f", writeFile(t, dir, "w.yaml", strings.Replace(warmSpec, "REPLICAS", n, 1))); code != 0 {
-			t.Fatalf("apply: %s", errOut)
-		}
-	}
+	apply := func(n string) { s.apply(t, "w.yaml", strings.Replace(warmSpec, "REPLICAS", n, 1)) }
 	apply("1")
 	var warm string
 	waitFor(t, "one machine serving and one stopped in the warm pool", func() (bool, string) {

@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -126,7 +127,7 @@ func TestParseRejects(t *testing.T) {
 			if !strings.HasPrefix(msg, "f.yaml: ") {
 				t.Errorf("error does not name the file: %s", msg)
 			}
-			if tc.wantDoc > 0 && !strings.Contains(msg, "document "+itoa(tc.wantDoc)+": ") {
+			if tc.wantDoc > 0 && !strings.Contains(msg, "document "+strconv.Itoa(tc.wantDoc)+": ") {
 				t.Errorf("error does not name document %d: %s", tc.wantDoc, msg)
 			}
 			if !strings.Contains(msg, tc.want) {
@@ -134,10 +135,6 @@ func TestParseRejects(t *testing.T) {
 			}
 		})
 	}
-}
-
-func itoa(i int) string {
-	return string(rune('0' + i))
 }
 
 func TestErrorListIsFieldErrors(t *testing.T) {
