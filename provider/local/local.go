@@ -231,12 +231,12 @@ func (p *Provider) halt(ctx context.Context, id string, during, final provisione
 		p.mu.Unlock()
 		return nil
 	}
-	pid, done := r.PID, p.exited[id]
-	r.State = during
+	pid, done, running := r.PID, p.exited[id], p.alive(r)
+	r.State = during // a boot that has not run yet now never will
 	_ = p.save()
 	p.mu.Unlock()
 
-	if pid > 0 && p.alive(r) {
+	if pid > 0 && running {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		if !waitExit(ctx, pid, done, p.cfg.StopGrace) {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -327,6 +327,7 @@ func (p *Provider) refreshLocked(r *record) provisioner.Instance {
 }
 
 // alive checks the pid still runs this machine's agent (pids get reused).
+// Callers hold p.mu.
 func (p *Provider) alive(r *record) bool {
 	if r.PID <= 0 {
 		return false

@@ -183,3 +183,26 @@ func TestInvalidLaunchSpecs(t *testing.T) {
 		t.Fatalf("bad zone: %v", err)
 	}
 }
+
+// Terminating one machine while another boots: under -race this caught an
+// unlocked read of the table the boot writes; either way each terminated
+// instance ends with no process.
+func TestTerminateWhileAnotherBoots(t *testing.T) {
+	p := newProvider(t, t.TempDir())
+	ctx := context.Background()
+	var prev *provisioner.Instance
+	for i := 0; i < 20; i++ {
+		inst, err := p.Launch(ctx, launchSpec(fmt.Sprintf("race-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev != nil {
+			if err := p.Terminate(ctx, prev.ID); err != nil { // inst boots meanwhile
+				t.Fatal(err)
+			}
+			waitState(t, p, prev.ID, provisioner.StateTerminated)
+		}
+		waitState(t, p, inst.ID, provisioner.StateRunning)
+		prev = inst
+	}
+}
