@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -19,13 +20,24 @@ type Spec struct {
 	Args       []string
 	Env        map[string]string
 	WorkingDir string
-	// HostPorts maps each port name to the host port the agent chose.
-	HostPorts     map[string]int
-	ContainerPort map[string]int
-	StopTimeout   time.Duration
-	MilliCPU      int64
-	MemoryBytes   int64
+	// HostPorts maps each port name to a free host port the agent chose.
+	// Drivers that let their engine pick ports report theirs through
+	// Task.HostPorts instead.
+	HostPorts      map[string]int
+	ContainerPort  map[string]int
+	StopTimeout    time.Duration
+	MilliCPU       int64
+	MemoryBytes    int64
+	EphemeralBytes int64
+	// GPUDeviceIDs are the machine's GPUs given to this replica (UUIDs, or
+	// indexes when the UUID is unknown).
+	GPUDeviceIDs []string
+	// RuntimeClass is RuntimeClassTEE when the replica must run sandboxed.
+	RuntimeClass string
 }
+
+// RuntimeClassTEE asks for the engine's TEE (sandbox) runtime.
+const RuntimeClassTEE = "tee"
 
 // Driver runs tasks of one kind (processes, containers).
 type Driver interface {
@@ -39,6 +51,51 @@ type Task interface {
 	Done() <-chan struct{}
 	// ExitError is why it exited (nil for exit status 0), valid after Done.
 	ExitError() error
-	// Stop asks the task to exit, and kills it after timeout.
+	// Stop asks the task to exit, kills it after timeout, and releases what
+	// it held (a container is removed).
 	Stop(ctx context.Context, timeout time.Duration) error
+	// HostPorts are the host ports the task publishes, by port name.
+	HostPorts() map[string]int
+	// Endpoint is the host:port the agent dials to probe a named port.
+	Endpoint(port string) (string, bool)
+	// Exec runs a command where the task runs (inside its container) and
+	// returns an error unless it exits 0.
+	Exec(ctx context.Context, command []string) error
+}
+
+// Adopted is a task found still running from an earlier agent.
+type Adopted struct {
+	ReplicaID string
+	SpecHash  string
+	Task      Task
+}
+
+// Adopter is a driver whose tasks outlive the agent (containers); a
+// restarted agent finds them again instead of starting duplicates.
+type Adopter interface {
+	Adopt(ctx context.Context, machineID string) ([]Adopted, error)
+}
+
+// LogOptions select what Logs returns.
+type LogOptions struct {
+	Follow bool
+	// Tail is how many lines from the end; < 0 means all.
+	Tail int
+}
+
+// LogReader is a driver that can stream a replica's output.
+type LogReader interface {
+	Logs(ctx context.Context, machineID, replicaID string, opts LogOptions) (io.ReadCloser, error)
+}
+
+// RuntimeLister is a driver that reports the runtimes it offers, TEE
+// sandboxes included ("docker", "kata-runtime", "runsc").
+type RuntimeLister interface {
+	Runtimes(ctx context.Context) ([]string, error)
+}
+
+// IsTEE tells whether a runtime name is a TEE sandbox (Kata Containers,
+// gVisor).
+func IsTEE(name string) bool {
+	return len(name) >= 4 && name[:4] == "kata" || name == "runsc" || name == "gvisor"
 }

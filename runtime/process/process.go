@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +29,13 @@ type Config struct {
 	// ExtraPath is put first on each replica's PATH (the agent's own
 	// directory, so `gantry hello` resolves to this very binary).
 	ExtraPath string
+	// LogPollInterval is how often a followed log is checked for more.
+	LogPollInterval time.Duration
+}
+
+// DefaultConfig returns the defaults for a replica directory.
+func DefaultConfig(dir string) Config {
+	return Config{Dir: dir, LogPollInterval: 250 * time.Millisecond}
 }
 
 // Driver runs processes.
@@ -56,16 +65,11 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := openLog(filepath.Join(dir, "stdout.log"))
+	output, err := openLog(d.logPath(s.ReplicaID))
 	if err != nil {
 		return nil, err
 	}
-	defer stdout.Close()
-	stderr, err := openLog(filepath.Join(dir, "stderr.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer stderr.Close()
+	defer output.Close()
 	cmd := exec.Command(path, append(append([]string{}, s.Command[1:]...), s.Args...)...)
 	cmd.Args[0] = s.Command[0]
 	cmd.Env = env
@@ -73,14 +77,14 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	if s.WorkingDir != "" {
 		cmd.Dir = s.WorkingDir
 	}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = output, output
 	// Its own process group, so Stop reaches its children; and it dies with
 	// the agent, so a killed agent leaves no replica behind.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Command[0], err)
 	}
-	t := &task{cmd: cmd, done: make(chan struct{})}
+	t := &task{cmd: cmd, done: make(chan struct{}), hostPorts: s.HostPorts, env: env, dir: cmd.Dir}
 	go func() {
 		t.err = cmd.Wait()
 		close(t.done)
@@ -162,13 +166,43 @@ func openLog(path string) (*os.File, error) {
 }
 
 type task struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	cmd       *exec.Cmd
+	done      chan struct{}
+	err       error
+	hostPorts map[string]int
+	env       []string
+	dir       string
 }
 
-func (t *task) Done() <-chan struct{} { return t.done }
-func (t *task) ExitError() error      { return t.err }
+func (t *task) Done() <-chan struct{}     { return t.done }
+func (t *task) ExitError() error          { return t.err }
+func (t *task) HostPorts() map[string]int { return t.hostPorts }
+
+// Endpoint is the host port on loopback: processes listen on the host.
+func (t *task) Endpoint(port string) (string, bool) {
+	p, ok := t.hostPorts[port]
+	if !ok {
+		return "", false
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), true
+}
+
+// Exec runs the command on the host with the replica's environment.
+func (t *task) Exec(ctx context.Context, command []string) error {
+	if len(command) == 0 {
+		return errors.New("empty command")
+	}
+	path, err := lookPath(command[0], envValue(t.env, "PATH"))
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, path, command[1:]...)
+	cmd.Env, cmd.Dir = t.env, t.dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", command[0], err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
 
 // Stop sends SIGTERM to the replica's process group, then SIGKILL.
 func (t *task) Stop(ctx context.Context, timeout time.Duration) error {

@@ -29,15 +29,15 @@ func TestEnvironmentPortsAndLogs(t *testing.T) {
 	if task.ExitError() != nil {
 		t.Fatal(task.ExitError())
 	}
-	out, _ := os.ReadFile(filepath.Join(dir, "web-0", "stdout.log"))
-	want := "9090 8081 9090 bar web-0 none " + filepath.Join(dir, "web-0") + "\n"
-	// PORT is the first port by name ("admin-api" < "http").
+	out, _ := os.ReadFile(filepath.Join(dir, "web-0", "output.log"))
+	want := "9090 8081 9090 bar web-0 none " + filepath.Join(dir, "web-0") + "\noops\n"
+	// PORT is the first port by name ("admin-api" < "http"); stderr goes
+	// to the same log.
 	if string(out) != want {
-		t.Fatalf("stdout %q, want %q", out, want)
+		t.Fatalf("output %q, want %q", out, want)
 	}
-	errOut, _ := os.ReadFile(filepath.Join(dir, "web-0", "stderr.log"))
-	if string(errOut) != "oops\n" {
-		t.Fatalf("stderr %q", errOut)
+	if ep, ok := task.Endpoint("http"); !ok || ep != "127.0.0.1:8081" {
+		t.Fatalf("endpoint %q %v", ep, ok)
 	}
 }
 
@@ -90,7 +90,7 @@ func TestExtraPathResolvesFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-task.Done()
-	out, _ := os.ReadFile(filepath.Join(dir, "r", "stdout.log"))
+	out, _ := os.ReadFile(filepath.Join(dir, "r", "output.log"))
 	if string(out) != "from-extra-path\n" {
 		t.Fatalf("stdout %q", out)
 	}

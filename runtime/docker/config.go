@@ -1,0 +1,161 @@
+package docker
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gantry-dev/gantry/runtime"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+)
+
+// Labels on every replica container, so an agent (or the provider removing
+// a machine) finds them again.
+const (
+	LabelManagedBy = "gantry.dev/managed-by"
+	LabelMachine   = "gantry.dev/machine"
+	LabelReplica   = "gantry.dev/replica"
+	LabelService   = "gantry.dev/service"
+	LabelSpecHash  = "gantry.dev/spec-hash"
+	// LabelPortPrefix + name records a named port's container port.
+	LabelPortPrefix = "gantry.dev/port."
+	managedByValue  = "gantry"
+)
+
+// engineFeatures is what the engine offers, from `docker info`.
+type engineFeatures struct {
+	// TEERuntime is the sandbox runtime for replicas with runtime class
+	// tee ("" if the engine has none).
+	TEERuntime string
+	// StorageQuota is whether the storage driver enforces a per-container
+	// size (overlay2 on xfs with pquota, btrfs, zfs).
+	StorageQuota bool
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+
+// ContainerName is the name of a replica's container on a machine: unique
+// per machine and replica, so the engine refuses a duplicate.
+func ContainerName(machineID, replicaID string) string {
+	return "gantry-" + unsafeName.ReplaceAllString(machineID, "_") + "-" + unsafeName.ReplaceAllString(replicaID, "_")
+}
+
+// containerConfig turns a runtime spec into the engine's create request.
+// It is pure, so every field mapping is tested without an engine.
+func containerConfig(s runtime.Spec, networkName string, publishIP string, f engineFeatures) (*container.Config, *container.HostConfig, error) {
+	if s.Image == "" {
+		return nil, nil, fmt.Errorf("the docker runtime needs spec.image")
+	}
+	cfg := &container.Config{
+		Image:        s.Image,
+		Entrypoint:   s.Command,
+		Cmd:          s.Args,
+		Env:          environment(s),
+		WorkingDir:   s.WorkingDir,
+		Labels:       labels(s),
+		ExposedPorts: network.PortSet{},
+	}
+	host := &container.HostConfig{
+		NetworkMode:  container.NetworkMode(networkName),
+		PortBindings: network.PortMap{},
+		Resources: container.Resources{
+			NanoCPUs: s.MilliCPU * 1_000_000,
+			Memory:   s.MemoryBytes,
+		},
+	}
+	if s.StopTimeout > 0 {
+		secs := int(s.StopTimeout.Seconds())
+		cfg.StopTimeout = &secs
+	}
+	for _, name := range sortedKeys(s.ContainerPort) {
+		cp := s.ContainerPort[name]
+		if cp < 1 || cp > 65535 {
+			return nil, nil, fmt.Errorf("port %s: container port %d is not between 1 and 65535", name, cp)
+		}
+		port, err := network.ParsePort(strconv.Itoa(cp) + "/tcp")
+		if err != nil {
+			return nil, nil, fmt.Errorf("port %s: %w", name, err)
+		}
+		cfg.ExposedPorts[port] = struct{}{}
+		binding := network.PortBinding{} // HostPort "": the engine picks a free one
+		if publishIP != "" {
+			if err := binding.HostIP.UnmarshalText([]byte(publishIP)); err != nil {
+				return nil, nil, fmt.Errorf("publish address %q: %w", publishIP, err)
+			}
+		}
+		host.PortBindings[port] = append(host.PortBindings[port], binding)
+	}
+	if len(s.GPUDeviceIDs) > 0 {
+		host.DeviceRequests = []container.DeviceRequest{{
+			Driver: "nvidia", DeviceIDs: append([]string(nil), s.GPUDeviceIDs...), Capabilities: [][]string{{"gpu"}},
+		}}
+	}
+	if s.EphemeralBytes > 0 && f.StorageQuota {
+		host.StorageOpt = map[string]string{"size": strconv.FormatInt(s.EphemeralBytes, 10)}
+	}
+	if s.RuntimeClass == runtime.RuntimeClassTEE {
+		if f.TEERuntime == "" {
+			return nil, nil, fmt.Errorf("replica needs a TEE runtime, and this engine offers none (install kata-runtime or runsc)")
+		}
+		host.Runtime = f.TEERuntime
+	}
+	return cfg, host, nil
+}
+
+// environment is the service's env plus what Gantry tells every replica;
+// PORT is the first named port's container port.
+func environment(s runtime.Spec) []string {
+	env := map[string]string{}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	env["GANTRY_REPLICA"], env["GANTRY_SERVICE"], env["GANTRY_MACHINE"] = s.ReplicaID, s.Service, s.MachineID
+	for i, name := range sortedKeys(s.ContainerPort) {
+		port := strconv.Itoa(s.ContainerPort[name])
+		env["GANTRY_PORT_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))] = port
+		if i == 0 {
+			env["PORT"] = port
+		}
+	}
+	out := make([]string, 0, len(env))
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func labels(s runtime.Spec) map[string]string {
+	l := map[string]string{
+		LabelManagedBy: managedByValue, LabelMachine: s.MachineID, LabelReplica: s.ReplicaID,
+		LabelService: s.Service, LabelSpecHash: s.SpecHash,
+	}
+	for name, cp := range s.ContainerPort {
+		l[LabelPortPrefix+name] = strconv.Itoa(cp)
+	}
+	return l
+}
+
+// containerPorts reads the named ports back from a container's labels.
+func containerPorts(l map[string]string) map[string]int {
+	out := map[string]int{}
+	for k, v := range l {
+		if name, ok := strings.CutPrefix(k, LabelPortPrefix); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				out[name] = n
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

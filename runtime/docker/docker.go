@@ -1,0 +1,317 @@
+// Package docker is the runtime driver that runs replicas as containers on
+// Docker Engine, through the Engine API (never the docker CLI). It works
+// with the engine Debian ships (API 1.41).
+//
+// Each replica is one container named after its machine and replica and
+// labeled with both, so a restarted agent adopts its containers instead of
+// starting duplicates. Ports are published on host ports the engine picks.
+// Restarts are the agent's (restart policy "no"): a crashed container is
+// removed and created again with backoff.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/gantry-dev/gantry/runtime"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+// Name is the runtime's name in inventories.
+const Name = "docker"
+
+// Config tunes the driver.
+type Config struct {
+	// Host is the engine's address (default: $DOCKER_HOST, else the local
+	// socket).
+	Host string
+	// Network is what replica containers join ("bridge" by default; the
+	// docker provider uses its own network).
+	Network string
+	// PublishIP is the host address ports are published on ("" = all).
+	PublishIP string
+	// PullTimeout bounds pulling an image that is not present.
+	PullTimeout time.Duration
+	// RequestTimeout bounds each short engine call (create, inspect...).
+	RequestTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Network: "bridge", PullTimeout: 5 * time.Minute, RequestTimeout: 30 * time.Second}
+}
+
+// Driver runs containers.
+type Driver struct {
+	cfg Config
+	cli *client.Client
+
+	mu       sync.Mutex
+	features *engineFeatures
+}
+
+var (
+	_ runtime.Driver        = (*Driver)(nil)
+	_ runtime.Adopter       = (*Driver)(nil)
+	_ runtime.LogReader     = (*Driver)(nil)
+	_ runtime.RuntimeLister = (*Driver)(nil)
+)
+
+// New connects lazily: no engine call is made until the first use.
+func New(cfg Config) (*Driver, error) {
+	cli, err := NewClient(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{cfg: cfg, cli: cli}, nil
+}
+
+// NewClient returns an Engine API client for host ("" = from environment),
+// negotiating the API version down to the engine's.
+func NewClient(host string) (*client.Client, error) {
+	opts := []client.Opt{client.FromEnv, client.WithUserAgent("gantry")}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	return cli, nil
+}
+
+// Name implements runtime.Driver.
+func (d *Driver) Name() string { return Name }
+
+// Close releases the client.
+func (d *Driver) Close() error { return d.cli.Close() }
+
+// Runtimes reports "docker" and the engine's TEE sandbox runtimes.
+func (d *Driver) Runtimes(ctx context.Context) ([]string, error) {
+	info, err := d.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return []string{Name}, fmt.Errorf("docker info: %w", err)
+	}
+	out := []string{Name}
+	for _, name := range sortedKeys(info.Info.Runtimes) {
+		if runtime.IsTEE(name) {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// engineFeatures asks the engine once what it offers.
+func (d *Driver) engineFeatures(ctx context.Context) (engineFeatures, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.features != nil {
+		return *d.features, nil
+	}
+	info, err := d.cli.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return engineFeatures{}, fmt.Errorf("docker info: %w", err)
+	}
+	f := engineFeatures{}
+	for _, name := range sortedKeys(info.Info.Runtimes) {
+		if runtime.IsTEE(name) && f.TEERuntime == "" {
+			f.TEERuntime = name
+		}
+	}
+	switch info.Info.Driver {
+	case "btrfs", "zfs":
+		f.StorageQuota = true
+	case "overlay2":
+		for _, kv := range info.Info.DriverStatus {
+			if kv[0] == "Backing Filesystem" && kv[1] == "xfs" {
+				f.StorageQuota = true
+			}
+		}
+	}
+	d.features = &f
+	return f, nil
+}
+
+// Start makes sure the image is present (pulling it if not), replaces any
+// leftover container of the same name, and creates and starts the
+// replica's container.
+func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error) {
+	features, err := d.engineFeatures(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, host, err := containerConfig(s, d.cfg.Network, d.cfg.PublishIP, features)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ensureImage(ctx, s.Image); err != nil {
+		return nil, err
+	}
+	name := ContainerName(s.MachineID, s.ReplicaID)
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := d.cli.ContainerRemove(rctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("remove leftover container %s: %w", name, err)
+	}
+	created, err := d.cli.ContainerCreate(rctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
+	if err != nil {
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	if _, err := d.cli.ContainerStart(rctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		d.remove(created.ID)
+		return nil, fmt.Errorf("start container: %w", err)
+	}
+	return d.attach(ctx, created.ID)
+}
+
+// ensureImage pulls the image unless the engine has it. A pull that fails
+// says why (no registry, no such image), for the replica's status.
+func (d *Driver) ensureImage(ctx context.Context, image string) error {
+	if _, err := d.cli.ImageInspect(ctx, image); err == nil {
+		return nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.PullTimeout)
+	defer cancel()
+	resp, err := d.cli.ImagePull(ctx, image, client.ImagePullOptions{})
+	if err != nil {
+		return fmt.Errorf("image %s is not present and pulling it failed: %w", image, err)
+	}
+	defer resp.Close()
+	if err := resp.Wait(ctx); err != nil {
+		return fmt.Errorf("image %s is not present and pulling it failed: %w", image, err)
+	}
+	return nil
+}
+
+// attach wraps an existing container in a task that notices its exit.
+func (d *Driver) attach(ctx context.Context, id string) (*task, error) {
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	// Wait before inspecting: an exit between the two is not missed.
+	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
+	wait := d.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	inspected, err := d.cli.ContainerInspect(rctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		stopWait()
+		return nil, fmt.Errorf("inspect container: %w", err)
+	}
+	c := inspected.Container
+	t := &task{driver: d, id: id, name: strings.TrimPrefix(c.Name, "/"), done: make(chan struct{}), stopWait: stopWait,
+		hostPorts: publishedPorts(c), endpoints: endpoints(c, d.cfg.Network)}
+	go t.watch(wait)
+	return t, nil
+}
+
+// Adopt finds the replica containers this machine left behind.
+func (d *Driver) Adopt(ctx context.Context, machineID string) ([]runtime.Adopted, error) {
+	list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelManagedBy+"="+managedByValue, LabelMachine+"="+machineID)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	var out []runtime.Adopted
+	for _, c := range list.Items {
+		t, err := d.attach(ctx, c.ID)
+		if cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, runtime.Adopted{ReplicaID: c.Labels[LabelReplica], SpecHash: c.Labels[LabelSpecHash], Task: t})
+	}
+	return out, nil
+}
+
+// Logs streams a replica's container output (stdout and stderr).
+func (d *Driver) Logs(ctx context.Context, machineID, replicaID string, opts runtime.LogOptions) (io.ReadCloser, error) {
+	tail := "all"
+	if opts.Tail >= 0 {
+		tail = fmt.Sprint(opts.Tail)
+	}
+	rc, err := d.cli.ContainerLogs(ctx, ContainerName(machineID, replicaID), client.ContainerLogsOptions{
+		ShowStdout: true, ShowStderr: true, Follow: opts.Follow, Tail: tail})
+	if cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("replica %s has no container on this machine", replicaID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("container logs: %w", err)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, pw, rc)
+		rc.Close()
+		pw.CloseWithError(err)
+	}()
+	return &pipeCloser{PipeReader: pr, src: rc}, nil
+}
+
+type pipeCloser struct {
+	*io.PipeReader
+	src io.Closer
+}
+
+func (p *pipeCloser) Close() error {
+	p.src.Close()
+	return p.PipeReader.Close()
+}
+
+// publishedPorts maps each named port to the host port the engine chose.
+func publishedPorts(c container.InspectResponse) map[string]int {
+	out := map[string]int{}
+	if c.Config == nil || c.NetworkSettings == nil {
+		return out
+	}
+	for name, cp := range containerPorts(c.Config.Labels) {
+		for port, bindings := range c.NetworkSettings.Ports {
+			if int(port.Num()) != cp || len(bindings) == 0 {
+				continue
+			}
+			var hp int
+			if _, err := fmt.Sscan(bindings[0].HostPort, &hp); err == nil {
+				out[name] = hp
+			}
+		}
+	}
+	return out
+}
+
+// endpoints are container IP:container port on the replica's network, which
+// the agent reaches from the host or from a machine container on the same
+// network.
+func endpoints(c container.InspectResponse, networkName string) map[string]string {
+	out := map[string]string{}
+	if c.Config == nil || c.NetworkSettings == nil {
+		return out
+	}
+	ep, ok := c.NetworkSettings.Networks[networkName]
+	if !ok || !ep.IPAddress.IsValid() {
+		return out
+	}
+	for name, cp := range containerPorts(c.Config.Labels) {
+		out[name] = net.JoinHostPort(ep.IPAddress.String(), fmt.Sprint(cp))
+	}
+	return out
+}
+
+func (d *Driver) remove(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
+	defer cancel()
+	_, _ = d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+}
+
+// IsEngineMissing reports whether err means no engine answered.
+func IsEngineMissing(err error) bool {
+	return client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded)
+}

@@ -1,0 +1,269 @@
+package docker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/gantry-dev/gantry/internal/testdocker"
+	"github.com/gantry-dev/gantry/runtime"
+	"github.com/gantry-dev/gantry/runtime/docker"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+)
+
+func TestMain(m *testing.M) {
+	testdocker.MaybeRunWorkload()
+	os.Exit(m.Run())
+}
+
+type env struct {
+	cli     *client.Client
+	driver  *docker.Driver
+	image   string
+	machine string
+}
+
+func setup(t *testing.T) *env {
+	cli := testdocker.Require(t)
+	image := testdocker.WorkloadImage(t, cli, "runtime-docker")
+	cfg := docker.DefaultConfig()
+	cfg.RequestTimeout = 20 * time.Second
+	d, err := docker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cli: cli, driver: d, image: image, machine: fmt.Sprintf("test-%d", time.Now().UnixNano())}
+	t.Cleanup(func() { e.removeAll(t) })
+	return e
+}
+
+func (e *env) removeAll(t *testing.T) {
+	list, err := e.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", docker.LabelMachine+"="+e.machine)})
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	for _, c := range list.Items {
+		_, _ = e.cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+}
+
+func (e *env) spec(replica, workload string) runtime.Spec {
+	return runtime.Spec{
+		ReplicaID: replica, Service: "web", MachineID: e.machine, SpecHash: "h1", Image: e.image,
+		Env:           map[string]string{testdocker.WorkloadEnv: workload, "GREETING": "hi"},
+		ContainerPort: map[string]int{"http": 8080}, StopTimeout: 2 * time.Second,
+		MilliCPU: 250, MemoryBytes: 64 << 20,
+	}
+}
+
+func (e *env) inspect(t *testing.T, replica string) (client.ContainerInspectResult, error) {
+	return e.cli.ContainerInspect(context.Background(), docker.ContainerName(e.machine, replica), client.ContainerInspectOptions{})
+}
+
+func get(url string, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return string(body), nil
+		}
+		if time.Now().After(deadline) {
+			return "", err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestReplicaContainerHasLimitsEnvPortAndAnswersHTTP(t *testing.T) {
+	e := setup(t)
+	task, err := e.driver.Start(context.Background(), e.spec("web-0", "http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspected, err := e.inspect(t, "web-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := inspected.Container
+	if c.HostConfig.NanoCPUs != 250_000_000 || c.HostConfig.Memory != 64<<20 {
+		t.Errorf("limits: nanoCPUs %d memory %d", c.HostConfig.NanoCPUs, c.HostConfig.Memory)
+	}
+	for _, want := range []string{"GREETING=hi", "PORT=8080", "GANTRY_REPLICA=web-0"} {
+		if !slices.Contains(c.Config.Env, want) {
+			t.Errorf("env lacks %s", want)
+		}
+	}
+	if c.Config.Labels[docker.LabelReplica] != "web-0" || c.Config.Labels[docker.LabelMachine] != e.machine {
+		t.Errorf("labels %v", c.Config.Labels)
+	}
+	hostPort := task.HostPorts()["http"]
+	if hostPort == 0 {
+		t.Fatalf("no published port: %v", task.HostPorts())
+	}
+	if b := c.NetworkSettings.Ports[mustPort("8080/tcp")]; len(b) == 0 || b[0].HostPort != fmt.Sprint(hostPort) {
+		t.Errorf("inspect says port 8080 is published as %v, task says %d", b, hostPort)
+	}
+	body, err := get(fmt.Sprintf("http://127.0.0.1:%d/", hostPort), 10*time.Second)
+	if err != nil || body != "hello web-0 hi\n" {
+		t.Fatalf("GET published port: %q %v", body, err)
+	}
+	ep, ok := task.Endpoint("http")
+	if !ok {
+		t.Fatal("no endpoint for http")
+	}
+	if body, err := get("http://"+ep+"/", 5*time.Second); err != nil || !strings.HasPrefix(body, "hello") {
+		t.Errorf("GET endpoint %s: %q %v", ep, body, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := task.Exec(ctx, []string{docker.BinaryPath, "probe-ok"}); err != nil {
+		t.Errorf("exec probe-ok: %v", err)
+	}
+	if err := task.Exec(ctx, []string{docker.BinaryPath, "probe-fail"}); err == nil || !strings.Contains(err.Error(), "exited 3") || !strings.Contains(err.Error(), "on purpose") {
+		t.Errorf("exec probe-fail: %v", err)
+	}
+	if err := task.Stop(context.Background(), 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.inspect(t, "web-0"); !cerrdefs.IsNotFound(err) {
+		t.Errorf("container still there after Stop: %v", err)
+	}
+}
+
+func TestExitCodeIsReported(t *testing.T) {
+	e := setup(t)
+	task, err := e.driver.Start(context.Background(), e.spec("job-0", "exit:3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-task.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("container did not exit")
+	}
+	if err := task.ExitError(); err == nil || !strings.Contains(err.Error(), "exit code 3") {
+		t.Fatalf("exit error %v", err)
+	}
+	r, err := e.driver.Logs(context.Background(), e.machine, "job-0", runtime.LogOptions{Tail: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	r.Close()
+	if !strings.Contains(string(out), "exiting with 3") {
+		t.Errorf("logs %q", out)
+	}
+	_ = task.Stop(context.Background(), time.Second)
+}
+
+func TestBadInputIsAClearError(t *testing.T) {
+	e := setup(t)
+	s := e.spec("bad-0", "http")
+	s.Image = "gantry-test/no-such-image:1"
+	if _, err := e.driver.Start(context.Background(), s); err == nil || !strings.Contains(err.Error(), "gantry-test/no-such-image:1 is not present and pulling it failed") {
+		t.Errorf("missing image: %v", err)
+	}
+	s = e.spec("bad-1", "http")
+	s.MemoryBytes = 1 << 20
+	if _, err := e.driver.Start(context.Background(), s); err == nil || !strings.Contains(strings.ToLower(err.Error()), "minimum memory") {
+		t.Errorf("memory below the engine's minimum: %v", err)
+	}
+	s = e.spec("bad-2", "http")
+	s.ContainerPort = map[string]int{"http": 0}
+	if _, err := e.driver.Start(context.Background(), s); err == nil || !strings.Contains(err.Error(), "port http") {
+		t.Errorf("invalid port: %v", err)
+	}
+	for _, r := range []string{"bad-0", "bad-1", "bad-2"} {
+		if _, err := e.inspect(t, r); !cerrdefs.IsNotFound(err) {
+			t.Errorf("a failed start left container %s behind: %v", r, err)
+		}
+	}
+}
+
+func TestAdoptFindsRunningContainersByLabel(t *testing.T) {
+	e := setup(t)
+	first, err := e.driver.Start(context.Background(), e.spec("web-0", "http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := first.HostPorts()["http"]
+	// A new driver (a restarted agent) adopts the container.
+	d2, err := docker.New(docker.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted, err := d2.Adopt(context.Background(), e.machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adopted) != 1 || adopted[0].ReplicaID != "web-0" || adopted[0].SpecHash != "h1" {
+		t.Fatalf("adopted %+v", adopted)
+	}
+	if got := adopted[0].Task.HostPorts()["http"]; got != port {
+		t.Errorf("adopted host port %d, want %d", got, port)
+	}
+	select {
+	case <-adopted[0].Task.Done():
+		t.Fatal("adopted task reports exited while the container runs")
+	default:
+	}
+	// Another machine's containers are not adopted.
+	if other, _ := d2.Adopt(context.Background(), e.machine+"-other"); len(other) != 0 {
+		t.Errorf("adopted another machine's containers: %v", other)
+	}
+	if err := adopted[0].Task.Stop(context.Background(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-first.Done()
+}
+
+func TestLogsTailAndFollow(t *testing.T) {
+	e := setup(t)
+	task, err := e.driver.Start(context.Background(), e.spec("web-0", "http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Stop(context.Background(), time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, err := e.driver.Logs(ctx, e.machine, "web-0", runtime.LogOptions{Follow: true, Tail: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	n, err := r.Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "workload listening on 8080") {
+		t.Fatalf("followed logs: %q %v", buf[:n], err)
+	}
+	cancel()
+	r.Close()
+	if _, err := e.driver.Logs(context.Background(), e.machine, "nope-0", runtime.LogOptions{Tail: -1}); err == nil || !strings.Contains(err.Error(), "no container") {
+		t.Errorf("logs of an unknown replica: %v", err)
+	}
+}
+
+func TestRuntimesReportsDocker(t *testing.T) {
+	e := setup(t)
+	names, err := e.driver.Runtimes(context.Background())
+	if err != nil || names[0] != docker.Name {
+		t.Fatalf("runtimes %v %v", names, err)
+	}
+	for _, n := range names[1:] {
+		if !runtime.IsTEE(n) {
+			t.Errorf("non-TEE runtime %q reported", n)
+		}
+	}
+}
+
+func mustPort(s string) network.Port { return network.MustParsePort(s) }
