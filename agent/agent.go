@@ -75,7 +75,10 @@ type Agent struct {
 
 	mu          sync.Mutex
 	supervisors map[string]*supervisor
-	changed     chan struct{}
+	// adoptable are tasks an earlier agent left running, by replica, until
+	// the first assignments say which to keep.
+	adoptable map[string]runtime.Adopted
+	changed   chan struct{}
 }
 
 // New returns an agent using driver to run replicas.
@@ -105,6 +108,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent data dir: %w", err)
 	}
 	if err := a.ensureCredential(ctx); err != nil {
+		return err
+	}
+	if err := a.findLeftovers(ctx); err != nil {
 		return err
 	}
 	interval := a.cfg.RetryInterval
@@ -154,6 +160,29 @@ func (a *Agent) nudge() {
 	case a.changed <- struct{}{}:
 	default:
 	}
+}
+
+// findLeftovers collects the tasks a previous run of this agent left
+// running (containers outlive the agent; processes do not).
+func (a *Agent) findLeftovers(ctx context.Context) error {
+	adopter, ok := a.driver.(runtime.Adopter)
+	if !ok {
+		return nil
+	}
+	found, err := adopter.Adopt(ctx, a.machineID)
+	if err != nil {
+		return fmt.Errorf("find replicas left running: %w", err)
+	}
+	a.adoptable = map[string]runtime.Adopted{}
+	for _, t := range found {
+		if prev, dup := a.adoptable[t.ReplicaID]; dup {
+			// Never two of one replica: keep one, stop the other.
+			go func() { _ = prev.Task.Stop(context.WithoutCancel(ctx), 0) }()
+		}
+		a.adoptable[t.ReplicaID] = t
+		a.log.Info("found replica left running", "replica", t.ReplicaID, "spec", t.SpecHash)
+	}
+	return nil
 }
 
 func (a *Agent) ensureCredential(ctx context.Context) error {
@@ -214,7 +243,13 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 		a.log.Warn("GPU detection failed", "err", err)
 	}
 	capacity.GPUs = len(gpus)
-	inv := api.Inventory{Capacity: capacity, GPUs: gpus, Runtimes: []string{a.driver.Name()}, Labels: a.cfg.Labels,
+	runtimes := []string{a.driver.Name()}
+	if lister, ok := a.driver.(runtime.RuntimeLister); ok {
+		if runtimes, err = lister.Runtimes(ctx); err != nil {
+			a.log.Warn("runtime detection failed", "err", err)
+		}
+	}
+	inv := api.Inventory{Capacity: capacity, GPUs: gpus, Runtimes: runtimes, Labels: a.cfg.Labels,
 		Zone: a.cfg.Zone, Version: a.cfg.Version}
 	if a.cfg.Address != "" {
 		inv.Addresses = []string{a.cfg.Address}
@@ -273,6 +308,8 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 			delete(a.supervisors, id)
 		}
 	}
+	adoptable := a.adoptable
+	a.adoptable = nil
 	a.mu.Unlock()
 	haltAll(stopping)
 	for _, as := range assignments {
@@ -282,7 +319,13 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 		if running {
 			continue
 		}
-		s, err := newSupervisor(a, as)
+		var adopted runtime.Task
+		if t, ok := adoptable[as.ReplicaID]; ok && t.SpecHash == as.SpecHash {
+			adopted = t.Task
+			delete(adoptable, as.ReplicaID)
+			a.log.Info("adopted replica", "replica", as.ReplicaID)
+		}
+		s, err := newSupervisor(a, as, adopted)
 		if err != nil {
 			a.log.Error("cannot start replica", "replica", as.ReplicaID, "err", err)
 			continue
@@ -293,6 +336,24 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 		a.log.Info("starting replica", "replica", as.ReplicaID, "spec", as.SpecHash, "ports", s.hostPorts)
 		go s.run(context.WithoutCancel(ctx))
 	}
+	stopLeftovers(ctx, adoptable, a.log)
+}
+
+// stopLeftovers removes tasks of replicas no longer assigned here (or
+// assigned with another spec).
+func stopLeftovers(ctx context.Context, left map[string]runtime.Adopted, log *slog.Logger) {
+	var wg sync.WaitGroup
+	for id, t := range left {
+		log.Info("removing replica left running that is no longer assigned here", "replica", id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.Task.Stop(context.WithoutCancel(ctx), 0); err != nil {
+				log.Warn("remove leftover replica", "replica", id, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func haltAll(ss []*supervisor) {

@@ -5,22 +5,26 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
-	"strconv"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/runtime"
 )
 
-// probe runs one health check against a replica on this machine.
-func probe(ctx context.Context, hc *api.HealthCheck, hostPorts map[string]int) error {
+// probe runs one health check against a replica's task: HTTP and TCP dial
+// the task's endpoint for the port, exec runs where the task runs (inside
+// its container).
+func probe(ctx context.Context, hc *api.HealthCheck, task runtime.Task) error {
 	timeout := time.Duration(hc.TimeoutSeconds) * time.Second
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch {
 	case hc.HTTP != nil:
-		url := fmt.Sprintf("http://127.0.0.1:%d%s", hostPorts[hc.HTTP.Port], hc.HTTP.Path)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		addr, ok := task.Endpoint(hc.HTTP.Port)
+		if !ok {
+			return fmt.Errorf("no endpoint for port %q", hc.HTTP.Port)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+hc.HTTP.Path, nil)
 		if err != nil {
 			return err
 		}
@@ -34,14 +38,18 @@ func probe(ctx context.Context, hc *api.HealthCheck, hostPorts map[string]int) e
 		}
 		return nil
 	case hc.TCP != nil:
+		addr, ok := task.Endpoint(hc.TCP.Port)
+		if !ok {
+			return fmt.Errorf("no endpoint for port %q", hc.TCP.Port)
+		}
 		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(hostPorts[hc.TCP.Port])))
+		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return err
 		}
 		return conn.Close()
 	case hc.Exec != nil:
-		return exec.CommandContext(ctx, hc.Exec.Command[0], hc.Exec.Command[1:]...).Run()
+		return task.Exec(ctx, hc.Exec.Command)
 	}
 	return nil
 }

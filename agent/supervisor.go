@@ -16,21 +16,28 @@ import (
 type supervisor struct {
 	agent      *Agent
 	assignment api.Assignment
-	hostPorts  map[string]int
+	// adopted is a task left running by an earlier agent, used instead of
+	// starting a new one.
+	adopted runtime.Task
 
-	mu     sync.Mutex
+	mu        sync.Mutex
+	hostPorts map[string]int
+
 	status api.ReplicaStatus
 
 	stop chan struct{}
 	done chan struct{}
 }
 
-func newSupervisor(a *Agent, as api.Assignment) (*supervisor, error) {
+func newSupervisor(a *Agent, as api.Assignment, adopted runtime.Task) (*supervisor, error) {
 	ports, err := freePorts(as.Spec.Ports)
 	if err != nil {
 		return nil, err
 	}
-	s := &supervisor{agent: a, assignment: as, hostPorts: ports, stop: make(chan struct{}), done: make(chan struct{})}
+	if adopted != nil {
+		ports = adopted.HostPorts()
+	}
+	s := &supervisor{agent: a, assignment: as, adopted: adopted, hostPorts: ports, stop: make(chan struct{}), done: make(chan struct{})}
 	s.status = api.ReplicaStatus{ReplicaID: as.ReplicaID, SpecHash: as.SpecHash, State: api.ReplicaStarting, Health: api.HealthUnknown, HostPorts: ports}
 	return s, nil
 }
@@ -58,6 +65,12 @@ func (s *supervisor) snapshot() api.ReplicaStatus {
 	return st
 }
 
+func (s *supervisor) ports() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hostPorts
+}
+
 func (s *supervisor) update(fn func(st *api.ReplicaStatus)) {
 	s.mu.Lock()
 	before := s.status
@@ -70,16 +83,26 @@ func (s *supervisor) update(fn func(st *api.ReplicaStatus)) {
 }
 
 func (s *supervisor) runtimeSpec() runtime.Spec {
-	sp := s.assignment.Spec
+	as := s.assignment
+	sp := as.Spec
 	containerPorts := map[string]int{}
 	for _, p := range sp.Ports {
 		containerPorts[p.Name] = p.ContainerPort
 	}
+	var gpuIDs []string
+	for _, g := range as.GPUs {
+		if g.UUID != "" {
+			gpuIDs = append(gpuIDs, g.UUID)
+		} else {
+			gpuIDs = append(gpuIDs, fmt.Sprint(g.Index))
+		}
+	}
 	return runtime.Spec{
-		ReplicaID: s.assignment.ReplicaID, Service: s.assignment.Service, MachineID: s.agent.machineID, SpecHash: s.assignment.SpecHash,
+		ReplicaID: as.ReplicaID, Service: as.Service, MachineID: s.agent.machineID, SpecHash: as.SpecHash,
 		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: sp.Env, WorkingDir: sp.WorkingDir,
-		HostPorts: s.hostPorts, ContainerPort: containerPorts, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
-		MilliCPU: s.assignment.Requests.MilliCPU, MemoryBytes: s.assignment.Requests.MemoryBytes,
+		HostPorts: s.ports(), ContainerPort: containerPorts, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
+		MilliCPU: as.Requests.MilliCPU, MemoryBytes: as.Requests.MemoryBytes, EphemeralBytes: as.Requests.EphemeralBytes,
+		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass,
 	}
 }
 
@@ -90,19 +113,24 @@ func (s *supervisor) run(ctx context.Context) {
 	backoff := cfg.RestartBackoff
 	for {
 		started := time.Now()
-		exitMsg, stopped := s.runOnce(ctx)
-		if stopped {
+		outcome := s.runOnce(ctx)
+		if outcome.stopped {
 			return
 		}
 		if time.Since(started) > cfg.StableAfter {
 			backoff = cfg.RestartBackoff
 		}
 		s.update(func(st *api.ReplicaStatus) {
+			st.Health = api.HealthUnhealthy
+			if outcome.startFailed {
+				// Not a crash loop: the reason it cannot start stays visible.
+				st.State, st.Message = api.ReplicaFailed, fmt.Sprintf("%s; retrying in %s", outcome.why, backoff)
+				return
+			}
 			st.Restarts++
-			st.State, st.Health = api.ReplicaCrashed, api.HealthUnhealthy
-			st.Message = fmt.Sprintf("%s; restarting in %s", exitMsg, backoff)
+			st.State, st.Message = api.ReplicaCrashed, fmt.Sprintf("%s; restarting in %s", outcome.why, backoff)
 		})
-		s.agent.log.Warn("replica exited", "replica", s.assignment.ReplicaID, "why", exitMsg, "restartIn", backoff)
+		s.agent.log.Warn("replica not running", "replica", s.assignment.ReplicaID, "why", outcome.why, "retryIn", backoff)
 		select {
 		case <-s.stop:
 			return
@@ -117,14 +145,28 @@ func (s *supervisor) run(ctx context.Context) {
 	}
 }
 
-// runOnce starts the task and waits for it to exit (false) or for the
-// supervisor to be stopped (true).
-func (s *supervisor) runOnce(ctx context.Context) (string, bool) {
-	task, err := s.agent.driver.Start(ctx, s.runtimeSpec())
-	if err != nil {
-		return "failed to start: " + err.Error(), false
+// outcome is how one run of a replica ended.
+type outcome struct {
+	stopped     bool // the supervisor was told to stop
+	startFailed bool
+	why         string
+}
+
+// runOnce starts the task (or takes the adopted one) and waits for it to
+// exit or for the supervisor to be stopped.
+func (s *supervisor) runOnce(ctx context.Context) outcome {
+	task := s.adopted
+	s.adopted = nil
+	if task == nil {
+		var err error
+		if task, err = s.agent.driver.Start(ctx, s.runtimeSpec()); err != nil {
+			return outcome{startFailed: true, why: "failed to start: " + err.Error()}
+		}
 	}
 	hc := s.assignment.Spec.HealthCheck
+	s.mu.Lock()
+	s.hostPorts = task.HostPorts()
+	s.mu.Unlock()
 	s.update(func(st *api.ReplicaStatus) {
 		st.Message = ""
 		if hc == nil {
@@ -136,25 +178,30 @@ func (s *supervisor) runOnce(ctx context.Context) (string, bool) {
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	defer stopProbes()
 	if hc != nil {
-		go s.probeLoop(probeCtx, hc)
+		go s.probeLoop(probeCtx, hc, task)
 	}
 	select {
 	case <-task.Done():
+		// Release what the exited task holds (its container) before the
+		// next start.
+		_ = task.Stop(context.Background(), 0)
 		if err := task.ExitError(); err != nil {
-			return "exited: " + err.Error(), false
+			return outcome{why: "exited: " + err.Error()}
 		}
-		return "exited with status 0", false
+		return outcome{why: "exited with status 0"}
 	case <-s.stop:
 	case <-ctx.Done():
 	}
 	// Stop is bounded by the stop timeout, after which the task is killed.
-	_ = task.Stop(context.Background(), s.runtimeSpec().StopTimeout)
-	return "", true
+	if err := task.Stop(context.Background(), s.runtimeSpec().StopTimeout); err != nil {
+		s.agent.log.Warn("stopping replica", "replica", s.assignment.ReplicaID, "err", err)
+	}
+	return outcome{stopped: true}
 }
 
 // probeLoop marks the replica running and healthy after a passing probe,
 // and unhealthy after FailureThreshold failures in a row.
-func (s *supervisor) probeLoop(ctx context.Context, hc *api.HealthCheck) {
+func (s *supervisor) probeLoop(ctx context.Context, hc *api.HealthCheck, task runtime.Task) {
 	interval := time.Duration(hc.IntervalSeconds) * time.Second
 	failures := 0
 	ticker := time.NewTicker(s.agent.cfg.FirstProbeDelay)
@@ -170,7 +217,7 @@ func (s *supervisor) probeLoop(ctx context.Context, hc *api.HealthCheck) {
 			ticker.Reset(interval)
 			first = false
 		}
-		if err := probe(ctx, hc, s.hostPorts); err != nil {
+		if err := probe(ctx, hc, task); err != nil {
 			failures++
 			if failures >= hc.FailureThreshold {
 				s.update(func(st *api.ReplicaStatus) {

@@ -62,6 +62,11 @@ type Assignment struct {
 	SpecHash  string      `json:"specHash"`
 	Spec      ServiceSpec `json:"spec"`
 	Requests  Resources   `json:"requests"`
+	// GPUs are the machine's devices given to this replica, exactly.
+	GPUs []GPUDevice `json:"gpus,omitempty"`
+	// RuntimeClass is "tee" when the replica must run on the machine's TEE
+	// runtime.
+	RuntimeClass string `json:"runtimeClass,omitempty"`
 }
 
 // DrainRequest asks for a machine to be drained and removed.

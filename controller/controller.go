@@ -15,6 +15,7 @@ import (
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/scheduler"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -44,7 +45,11 @@ type Config struct {
 	// DrainDeadline bounds how long a machine the planner removes may take
 	// to move its replicas off.
 	DrainDeadline time.Duration
-	Planner       planner.Config
+	// ProviderRuntimes is what the machines of each provider will offer,
+	// used to plan machines before their agents report; providers not
+	// listed run the docker runtime.
+	ProviderRuntimes map[string][]string
+	Planner          planner.Config
 }
 
 // DefaultConfig returns production defaults.
@@ -52,8 +57,18 @@ func DefaultConfig() Config {
 	return Config{
 		Interval: 2 * time.Second, HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 200, MissedHeartbeats: 3, RescheduleGrace: 30 * time.Second,
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
-		Planner: planner.DefaultConfig(),
+		ProviderRuntimes: map[string][]string{"local": {scheduler.RuntimeProcess}},
+		Planner:          planner.DefaultConfig(),
 	}
+}
+
+// RuntimesOf is what the machines of a provider offer before they report
+// their own.
+func (c Config) RuntimesOf(provider string) []string {
+	if r, ok := c.ProviderRuntimes[provider]; ok {
+		return r
+	}
+	return []string{scheduler.RuntimeDocker}
 }
 
 // Controller is the control loop.

@@ -35,7 +35,8 @@ func DryRun(cfg planner.Config, st State, catalogs Catalogs, now time.Time) plan
 		}
 	}
 	snap.replicas = desiredReplicas(st, now)
-	v := buildView(snap, idleFromState(snap))
+	runtimesOf := DefaultConfig().RuntimesOf
+	v := buildView(snap, runtimesOf, idleFromState(snap))
 	var pending []scheduler.Replica
 	for _, r := range snap.replicas {
 		if svc, ok := v.services[r.Service]; ok && (r.Machine == "" || v.machines[r.Machine] == nil) {
@@ -57,7 +58,7 @@ func DryRun(cfg planner.Config, st State, catalogs Catalogs, now time.Time) plan
 		}
 		v.machines[e.MachineID].Replicas = withoutReplica(v.machines[e.MachineID].Replicas, e.ReplicaID)
 	}
-	groups, _ := plannerGroups(snap, catalogs, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	groups, _ := plannerGroups(snap, catalogs, runtimesOf, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	machines := make([]*planner.Machine, 0, len(v.machines))
 	for _, m := range v.machines {
 		machines = append(machines, m)

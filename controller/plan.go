@@ -16,20 +16,11 @@ import (
 	"github.com/gantry-dev/gantry/store"
 )
 
-// RuntimesOf is what the machines of a provider offer before they report
-// their own inventory.
-func RuntimesOf(provider string) []string {
-	if provider == "local" {
-		return []string{scheduler.RuntimeProcess}
-	}
-	return []string{scheduler.RuntimeDocker}
-}
-
 // plan sizes every group through the planner, launches what it adds,
 // removes what it consolidates, and terminates machines of groups that no
 // longer exist.
 func (c *Controller) plan(ctx context.Context, snap *snapshot, v *view, schedReasons map[string]string, unplaced []scheduler.Replica, now time.Time) error {
-	groups, catalogs := plannerGroups(snap, c.catalogOf, c.log)
+	groups, catalogs := plannerGroups(snap, c.catalogOf, c.cfg.RuntimesOf, c.log)
 	machines := make([]*planner.Machine, 0, len(v.machines))
 	for _, m := range v.machines {
 		machines = append(machines, m)
@@ -142,7 +133,7 @@ func (c *Controller) catalogOf(provider string) ([]provisioner.InstanceType, boo
 // Catalogs looks up a provider's instance-type catalog.
 type Catalogs func(provider string) ([]provisioner.InstanceType, bool)
 
-func plannerGroups(snap *snapshot, catalogOf Catalogs, log *slog.Logger) ([]*planner.Group, map[string][]provisioner.InstanceType) {
+func plannerGroups(snap *snapshot, catalogOf Catalogs, runtimesOf func(string) []string, log *slog.Logger) ([]*planner.Group, map[string][]provisioner.InstanceType) {
 	var out []*planner.Group
 	catalogs := map[string][]provisioner.InstanceType{}
 	names := make([]string, 0, len(snap.clusters))
@@ -173,7 +164,7 @@ func plannerGroups(snap *snapshot, catalogOf Catalogs, log *slog.Logger) ([]*pla
 				continue
 			}
 			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
-				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: RuntimesOf(cl.Spec.Provider.Name),
+				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: runtimesOf(cl.Spec.Provider.Name),
 				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: live[planner.Key(name, g.GroupID)],
 				WarmStopped: g.WarmPoolState == api.WarmStopped, Stopped: stopped[planner.Key(name, g.GroupID)]})
 		}

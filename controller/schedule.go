@@ -70,12 +70,12 @@ type view struct {
 }
 
 func (c *Controller) buildView(snap *snapshot, now time.Time) *view {
-	return buildView(snap, func(v *view) map[string]time.Time { return c.trackIdle(v, now) })
+	return buildView(snap, c.cfg.RuntimesOf, func(v *view) map[string]time.Time { return c.trackIdle(v, now) })
 }
 
 // buildView models the fleet; idle says since when each joined machine
 // has been empty.
-func buildView(snap *snapshot, idle func(*view) map[string]time.Time) *view {
+func buildView(snap *snapshot, runtimesOf func(string) []string, idle func(*view) map[string]time.Time) *view {
 	v := &view{machines: map[string]*planner.Machine{}, services: map[string]*api.Service{}, zones: map[string][]string{}}
 	for _, s := range snap.services {
 		v.services[s.Metadata.Name] = s
@@ -92,7 +92,7 @@ func buildView(snap *snapshot, idle func(*view) map[string]time.Time) *view {
 		}
 		pm := &planner.Machine{Machine: schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}
 		if !pm.Joined {
-			pm.Runtimes = RuntimesOf(m.Provider)
+			pm.Runtimes = runtimesOf(m.Provider)
 		}
 		v.machines[m.ID] = pm
 		if pm.Joined && m.Schedulable() {

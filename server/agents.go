@@ -167,7 +167,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if m.FleetState == api.FleetTerminating {
 			return nil // it runs nothing more: anything it still runs has moved
 		}
-		assignments, err = assignmentsOf(tx, append(replicas, leaving...))
+		assignments, err = assignmentsOf(tx, m, append(replicas, leaving...))
 		return err
 	})
 	if err != nil {
@@ -250,7 +250,9 @@ func sameInts(a, b map[string]int) bool {
 	return true
 }
 
-func assignmentsOf(tx store.Tx, replicas []*api.Replica) ([]api.Assignment, error) {
+// assignmentsOf is what machine m must run: each replica with its spec, and
+// the GPUs and runtime class its placement gave it there.
+func assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
 	var out []api.Assignment
 	services := map[string]*api.Service{}
 	for _, r := range replicas {
@@ -266,23 +268,40 @@ func assignmentsOf(tx store.Tx, replicas []*api.Replica) ([]api.Assignment, erro
 			}
 			services[r.Service] = svc
 		}
-		out = append(out, api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: spec.RuntimeHash(svc.Spec), Spec: svc.Spec, Requests: r.Requests})
+		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: spec.RuntimeHash(svc.Spec), Spec: svc.Spec, Requests: r.Requests}
+		if r.Machine == m.ID {
+			as.GPUs, as.RuntimeClass = devicesOf(m, r.GPUIndexes), r.RuntimeClass
+		}
+		out = append(out, as)
 	}
 	return out, nil
+}
+
+func devicesOf(m *api.Machine, indexes []int) []api.GPUDevice {
+	var out []api.GPUDevice
+	for _, i := range indexes {
+		for _, g := range m.GPUs {
+			if g.Index == i {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
 }
 
 // handleAssignments lists a machine's assignments (read-only).
 func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 	var out []api.Assignment
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
-		if _, err := tx.GetMachine(r.PathValue("id")); err != nil {
-			return err
-		}
-		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: r.PathValue("id")})
+		m, err := tx.GetMachine(r.PathValue("id"))
 		if err != nil {
 			return err
 		}
-		out, err = assignmentsOf(tx, replicas)
+		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: m.ID})
+		if err != nil {
+			return err
+		}
+		out, err = assignmentsOf(tx, m, replicas)
 		return err
 	})
 	if err != nil {

@@ -9,12 +9,15 @@ import (
 
 	"github.com/gantry-dev/gantry/agent"
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/runtime"
+	"github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/runtime/process"
 	"github.com/spf13/cobra"
 )
 
 func newAgentCmd(g *globals) *cobra.Command {
 	cfg := agent.DefaultConfig()
+	dockerCfg := docker.DefaultConfig()
 	var cpu, memory, disk, runtimeName, tokenFile, logFormat, logLevel string
 	var labels []string
 	cmd := &cobra.Command{
@@ -38,14 +41,10 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if cfg.JoinToken, err = joinToken(tokenFile); err != nil {
 				return err
 			}
-			if runtimeName != process.Name {
-				return fmt.Errorf("--runtime %q: this build supports only %q", runtimeName, process.Name)
-			}
-			exe, err := os.Executable()
+			driver, err := newDriver(runtimeName, cfg.DataDir, dockerCfg)
 			if err != nil {
 				return err
 			}
-			driver := process.New(process.Config{Dir: filepath.Join(cfg.DataDir, "replicas"), ExtraPath: filepath.Dir(exe)})
 			cfg.Version = version()
 			err = agent.New(cfg, driver, log).Run(cmd.Context())
 			if errors.Is(err, agent.ErrMachineGone) {
@@ -64,7 +63,10 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this machine")
 	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "agent state: credential, replica logs")
-	f.StringVar(&runtimeName, "runtime", process.Name, "runtime driver for replicas")
+	f.StringVar(&runtimeName, "runtime", process.Name, "runtime driver for replicas: process or docker")
+	f.StringVar(&dockerCfg.Host, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST or the local socket)")
+	f.StringVar(&dockerCfg.Network, "docker-network", dockerCfg.Network, "network replica containers join")
+	f.StringVar(&dockerCfg.PublishIP, "docker-publish-ip", "", "host address replica ports are published on (default: all)")
 	f.StringVar(&cpu, "cpu", "", "CPU to advertise (default: detected)")
 	f.StringVar(&memory, "memory", "", "memory to advertise (default: detected)")
 	f.StringVar(&disk, "ephemeral-storage", "", "ephemeral storage to advertise (default: detected)")
@@ -76,6 +78,22 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level")
 	return cmd
+}
+
+func newDriver(name, dataDir string, dockerCfg docker.Config) (runtime.Driver, error) {
+	switch name {
+	case process.Name:
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg := process.DefaultConfig(filepath.Join(dataDir, "replicas"))
+		cfg.ExtraPath = filepath.Dir(exe)
+		return process.New(cfg), nil
+	case docker.Name:
+		return docker.New(dockerCfg)
+	}
+	return nil, fmt.Errorf("--runtime %q: want %q or %q", name, process.Name, docker.Name)
 }
 
 // joinToken reads the token from a file or the environment, and removes it

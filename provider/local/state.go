@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gantry-dev/gantry/internal/atomicfile"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -35,35 +36,11 @@ func (p *Provider) load() error {
 	return nil
 }
 
-// save writes the instance table atomically (temp file, fsync, rename) so
-// a crash leaves either the old or the new table. Callers hold p.mu.
+// save writes the instance table atomically. Callers hold p.mu.
 func (p *Provider) save() error {
 	records := make([]*record, 0, len(p.records))
 	for _, r := range p.records {
 		records = append(records, r)
 	}
-	data, err := json.MarshalIndent(records, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode local provider state: %w", err)
-	}
-	tmp := p.statePath() + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write local provider state: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write local provider state: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync local provider state: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close local provider state: %w", err)
-	}
-	if err := os.Rename(tmp, p.statePath()); err != nil {
-		return fmt.Errorf("replace local provider state: %w", err)
-	}
-	return nil
+	return atomicfile.WriteJSON(p.statePath(), records)
 }
