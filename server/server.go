@@ -20,6 +20,7 @@ import (
 	"github.com/gantry-dev/gantry/controller"
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/metrics"
+	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/store"
@@ -60,7 +61,12 @@ type Config struct {
 	LocalStopGrace      time.Duration
 	LocalExitWithServer bool
 	LocalAgentArgs      []string
-	Store               sqlite.Config
+	// LocalRuntime is the runtime local machines' agents use: process, or
+	// docker for containers on this host's engine.
+	LocalRuntime string
+	// Docker provider settings; its StateDir defaults to DataDir/docker.
+	Docker dockerprovider.Config
+	Store  sqlite.Config
 }
 
 // DefaultConfig returns defaults for a data directory.
@@ -70,8 +76,9 @@ func DefaultConfig(dataDir string) Config {
 		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		Fleet:          fleet.DefaultConfig("", ""),
-		LocalStopGrace: 10 * time.Second,
-		Store:          sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")),
+		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
+		Docker: dockerprovider.DefaultConfig(""),
+		Store:  sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")),
 	}
 }
 
@@ -84,6 +91,7 @@ type Server struct {
 	adminToken string
 	providers  fleet.Providers
 	local      *local.Provider
+	docker     *dockerprovider.Provider
 	fleet      *fleet.Fleet
 	ctrl       *controller.Controller
 	listener   net.Listener
@@ -142,14 +150,9 @@ func (s *Server) prepare(ctx context.Context) error {
 			return fmt.Errorf("find own executable for local agents: %w", err)
 		}
 	}
-	s.local, err = local.New(local.Config{
-		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
-		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: s.cfg.LocalAgentArgs, Logger: s.log,
-	})
-	if err != nil {
+	if err := s.prepareProviders(exe); err != nil {
 		return err
 	}
-	s.providers = fleet.Providers{local.Name: s.local}
 	if s.cfg.WrapProvider != nil {
 		for name, p := range s.providers {
 			s.providers[name] = s.cfg.WrapProvider(p)
@@ -165,6 +168,46 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}
 	return nil
 }
+
+// prepareProviders makes every built-in provider; none contacts anything
+// until the first cluster uses it.
+func (s *Server) prepareProviders(exe string) error {
+	if s.cfg.LocalRuntime == "" {
+		s.cfg.LocalRuntime = "process"
+	}
+	var err error
+	s.local, err = local.New(local.Config{
+		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
+		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: append([]string{"--runtime", s.cfg.LocalRuntime}, s.cfg.LocalAgentArgs...), Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	runtimes := map[string][]string{}
+	for k, v := range s.cfg.Controller.ProviderRuntimes {
+		runtimes[k] = v
+	}
+	runtimes[local.Name] = []string{s.cfg.LocalRuntime}
+	s.cfg.Controller.ProviderRuntimes = runtimes
+	dc := s.cfg.Docker
+	if dc.StateDir == "" {
+		dc.StateDir = filepath.Join(s.cfg.DataDir, "docker")
+	}
+	if dc.AgentBinary == "" {
+		dc.AgentBinary = exe
+	}
+	dc.Logger = s.log
+	s.docker, err = dockerprovider.New(dc)
+	if err != nil {
+		return err
+	}
+	s.providers = fleet.Providers{local.Name: s.local, dockerprovider.Name: s.docker}
+	return nil
+}
+
+// DockerProvider is the docker provider (`gantry dev` prepares its network
+// before the server listens).
+func (s *Server) DockerProvider() *dockerprovider.Provider { return s.docker }
 
 func (s *Server) metaOrCreate(ctx context.Context, key string, create func() string) (string, error) {
 	var value string

@@ -106,6 +106,7 @@ func TestParseRejects(t *testing.T) {
 		{"bad env name", baseService + "  env: {\"1X\": a}\n", 1, "spec.env.1X: invalid environment variable name"},
 		{"duplicate port", strings.Replace(baseService, "ports: [{name: http}]", "ports: [{name: http}, {name: http}]", 1), 1, `spec.ports[1].name: duplicate port name "http"`},
 		{"bad port number", strings.Replace(baseService, "{name: http}", "{name: http, containerPort: 70000}", 1), 1, "spec.ports[0].containerPort: must be between 1 and 65535"},
+		{"image without container port", strings.Replace(baseService, "command: [server]", "image: web:1", 1), 1, "spec.ports[0].containerPort: required for a service with an image"},
 		{"health check undeclared port", baseService + "  healthCheck: {http: {port: admin}}\n", 1, `spec.healthCheck.http.port: port "admin" is not declared`},
 		{"health check two kinds", baseService + "  healthCheck: {http: {port: http}, tcp: {port: http}}\n", 1, "spec.healthCheck: exactly one of http, tcp or exec"},
 		{"bad isolation", baseService + "  isolation: secret\n", 1, `spec.isolation: unknown isolation "secret"`},

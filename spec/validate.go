@@ -313,8 +313,11 @@ func ValidateService(svc *api.Service) ErrorList {
 			errs.add(path+".name", "duplicate port name %q", p.Name)
 		}
 		ports[p.Name] = true
-		if p.ContainerPort < 0 || p.ContainerPort > 65535 {
+		switch {
+		case p.ContainerPort < 0 || p.ContainerPort > 65535:
 			errs.add(path+".containerPort", "must be between 1 and 65535, got %d", p.ContainerPort)
+		case p.ContainerPort == 0 && s.Image != "":
+			errs.add(path+".containerPort", "required for a service with an image: the port its container listens on")
 		}
 		if p.Protocol != "tcp" && p.Protocol != "udp" {
 			errs.add(path+".protocol", "unknown protocol %q (want tcp or udp)", p.Protocol)

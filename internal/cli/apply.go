@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/gantry-dev/gantry/api"
+	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
@@ -14,8 +15,11 @@ import (
 
 // builtinCatalogs are the catalogs validate can check offline.
 func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
-	if provider == local.Name {
+	switch provider {
+	case local.Name:
 		return local.Catalog(), true
+	case dockerprovider.Name:
+		return dockerprovider.Catalog(), true
 	}
 	return nil, false
 }

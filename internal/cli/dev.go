@@ -28,12 +28,13 @@ func devConfig(dataDir string) server.Config {
 	cfg.Controller.RescheduleGrace = 3 * time.Second
 	cfg.LocalStopGrace = 5 * time.Second
 	cfg.LocalExitWithServer = true
+	cfg.Docker.StopGrace = 5 * time.Second
 	return cfg
 }
 
 func newDevCmd(g *globals) *cobra.Command {
 	cfg := devConfig("")
-	var file string
+	var file, provider string
 	var progressEvery time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev -f FILE",
@@ -54,11 +55,28 @@ func newDevCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if provider != "" {
+				if data, err = withProvider(docs, provider); err != nil {
+					return err
+				}
+				if docs, err = spec.Parse(file+" (with --provider "+provider+")", data, builtinCatalogs); err != nil {
+					return err
+				}
+			}
+			if err := checkProviders(docs); err != nil {
+				return err
+			}
+			if usesProvider(docs, "docker") {
+				if err := prepareDocker(cmd.Context(), g, &cfg); err != nil {
+					return err
+				}
+			}
 			cfg.DataDir, cfg.Store = g.dataDir, server.DefaultConfig(g.dataDir).Store
 			return runDev(cmd.Context(), g, cfg, data, docs, progressEvery)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "spec file (YAML or JSON)")
+	cmd.Flags().StringVar(&provider, "provider", "", "run every cluster of the spec on this provider: local (agent processes) or docker (agent containers)")
 	cmd.Flags().DurationVar(&progressEvery, "progress-interval", 500*time.Millisecond, "how often progress is polled")
 	serverFlags(cmd.Flags(), &cfg)
 	return cmd

@@ -51,6 +51,11 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.DurationVar(&cfg.Fleet.OrphanGrace, "orphan-grace", cfg.Fleet.OrphanGrace, "age before an unknown tagged instance is terminated on recovery")
 	fs.DurationVar(&cfg.LocalStopGrace, "local-stop-grace", cfg.LocalStopGrace, "local provider: time an agent has to stop before SIGKILL")
 	fs.BoolVar(&cfg.LocalExitWithServer, "local-exit-with-server", cfg.LocalExitWithServer, "local provider: machines die with the server process")
+	fs.StringVar(&cfg.LocalRuntime, "local-runtime", cfg.LocalRuntime, "local provider: runtime of its agents, process or docker")
+	fs.StringVar(&cfg.Docker.Network, "docker-network", cfg.Docker.Network, "docker provider: bridge network of machines and replicas")
+	fs.StringVar(&cfg.Docker.Image, "docker-image", cfg.Docker.Image, "docker provider: machine image, built from this binary when missing or stale")
+	fs.StringVar(&cfg.Docker.ServerURL, "docker-server-url", "", "docker provider: URL machines dial (default: the advertised URL, loopback replaced by the network gateway)")
+	fs.DurationVar(&cfg.Docker.StopGrace, "docker-stop-grace", cfg.Docker.StopGrace, "docker provider: time a machine's agent has to stop its replicas")
 }
 
 func newServerCmd(g *globals) *cobra.Command {

@@ -84,7 +84,7 @@ type Config struct {
 // DefaultConfig returns the defaults for a state directory.
 func DefaultConfig(stateDir string) Config {
 	return Config{
-		SocketPath: "/var/run/docker.sock", Network: "gantry", Image: "gantry-machine:latest", StateDir: stateDir,
+		SocketPath: "/var/run/docker.sock", Network: "gantry", Image: "gantry:dev", StateDir: stateDir,
 		StopGrace: 10 * time.Second, RequestTimeout: 30 * time.Second, TerminatedRetention: time.Hour,
 	}
 }

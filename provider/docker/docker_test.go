@@ -114,13 +114,22 @@ func TestTerminateRemovesTheMachinesReplicaContainers(t *testing.T) {
 	machine := fmt.Sprintf("m-%d", time.Now().UnixNano())
 	inst := launch(t, p, machine)
 	waitRunning(t, p, inst.ID)
+	// The machine container carries the machine label too; its agent must
+	// never take it for one of its replicas (and remove itself).
+	driver, err := dockerrt.New(dockerrt.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adopted, err := driver.Adopt(context.Background(), machine); err != nil || len(adopted) != 0 {
+		t.Fatalf("the agent would adopt %d containers of an empty machine (%v)", len(adopted), err)
+	}
 	// A replica its agent started (and never stopped: say the agent was
 	// killed).
 	image := testdocker.WorkloadImage(t, cli, "provider-docker")
 	replica, err := cli.ContainerCreate(context.Background(), client.ContainerCreateOptions{
 		Name: dockerrt.ContainerName(machine, "web-0"),
 		Config: &container.Config{Image: image, Env: []string{testdocker.WorkloadEnv + "=http", "PORT=8080"},
-			Labels: map[string]string{dockerrt.LabelMachine: machine, dockerrt.LabelReplica: "web-0"}},
+			Labels: map[string]string{dockerrt.LabelManagedBy: "gantry", dockerrt.LabelKind: dockerrt.KindReplica, dockerrt.LabelMachine: machine, dockerrt.LabelReplica: "web-0"}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -56,8 +56,7 @@ func (p *Provider) stopMachine(ctx context.Context, c container.InspectResponse)
 	if machine == "" {
 		return nil
 	}
-	list, err := p.cli.ContainerList(sctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", dockerrt.LabelMachine+"="+machine)})
+	list, err := p.cli.ContainerList(sctx, client.ContainerListOptions{All: true, Filters: dockerrt.ReplicasOf(machine)})
 	if err != nil {
 		return classify("stop", err)
 	}

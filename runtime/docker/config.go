@@ -16,6 +16,10 @@ import (
 // a machine) finds them again.
 const (
 	LabelManagedBy = "gantry.dev/managed-by"
+	// LabelKind tells replica containers from machine containers (the
+	// docker provider's), which carry the same machine label.
+	LabelKind   = "gantry.dev/kind"
+	KindReplica = "replica"
 	LabelMachine   = "gantry.dev/machine"
 	LabelReplica   = "gantry.dev/replica"
 	LabelService   = "gantry.dev/service"
@@ -129,7 +133,7 @@ func environment(s runtime.Spec) []string {
 
 func labels(s runtime.Spec) map[string]string {
 	l := map[string]string{
-		LabelManagedBy: managedByValue, LabelMachine: s.MachineID, LabelReplica: s.ReplicaID,
+		LabelManagedBy: managedByValue, LabelKind: KindReplica, LabelMachine: s.MachineID, LabelReplica: s.ReplicaID,
 		LabelService: s.Service, LabelSpecHash: s.SpecHash,
 	}
 	for name, cp := range s.ContainerPort {

@@ -216,7 +216,7 @@ func (d *Driver) attach(ctx context.Context, id string) (*task, error) {
 // Adopt finds the replica containers this machine left behind.
 func (d *Driver) Adopt(ctx context.Context, machineID string) ([]runtime.Adopted, error) {
 	list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", LabelManagedBy+"="+managedByValue, LabelMachine+"="+machineID)})
+		Filters: ReplicasOf(machineID)})
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -232,6 +232,11 @@ func (d *Driver) Adopt(ctx context.Context, machineID string) ([]runtime.Adopted
 		out = append(out, runtime.Adopted{ReplicaID: c.Labels[LabelReplica], SpecHash: c.Labels[LabelSpecHash], Task: t})
 	}
 	return out, nil
+}
+
+// ReplicasOf selects the replica containers of a machine.
+func ReplicasOf(machineID string) client.Filters {
+	return make(client.Filters).Add("label", LabelManagedBy+"="+managedByValue, LabelKind+"="+KindReplica, LabelMachine+"="+machineID)
 }
 
 // Logs streams a replica's container output (stdout and stderr).
