@@ -53,7 +53,17 @@ type Config struct {
 	// MinReportGap rate-limits heartbeats sent early on a status change.
 	MinReportGap    time.Duration
 	GPUProbeTimeout time.Duration
-	Version         string
+	// LogPollTimeout bounds one poll for log requests (the server holds it
+	// open until a request comes or its own wait ends); LogFlushInterval
+	// is how often output is sent; LogKeepAlive how often an idle
+	// followed stream checks its reader is still there.
+	LogPollTimeout   time.Duration
+	LogFlushInterval time.Duration
+	LogKeepAlive     time.Duration
+	// LeftoverStopTimeout is the grace of a replica found running that is
+	// no longer assigned here.
+	LeftoverStopTimeout time.Duration
+	Version             string
 }
 
 // DefaultConfig returns the defaults.
@@ -62,6 +72,8 @@ func DefaultConfig() Config {
 		RestartBackoff: time.Second, MaxRestartBackoff: time.Minute, StableAfter: 30 * time.Second,
 		FirstProbeDelay: 200 * time.Millisecond, RequestTimeout: 10 * time.Second, RetryInterval: time.Second,
 		MinReportGap: 200 * time.Millisecond, GPUProbeTimeout: 10 * time.Second,
+		LogPollTimeout: time.Minute, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
+		LeftoverStopTimeout: 10 * time.Second,
 	}
 }
 
@@ -113,6 +125,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.findLeftovers(ctx); err != nil {
 		return err
 	}
+	logCtx, stopLogs := context.WithCancel(ctx)
+	defer stopLogs()
+	go a.serveLogRequests(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}
 	for {
@@ -177,7 +192,7 @@ func (a *Agent) findLeftovers(ctx context.Context) error {
 	for _, t := range found {
 		if prev, dup := a.adoptable[t.ReplicaID]; dup {
 			// Never two of one replica: keep one, stop the other.
-			go func() { _ = prev.Task.Stop(context.WithoutCancel(ctx), 0) }()
+			go func() { _ = prev.Task.Stop(context.WithoutCancel(ctx), a.cfg.LeftoverStopTimeout) }()
 		}
 		a.adoptable[t.ReplicaID] = t
 		a.log.Info("found replica left running", "replica", t.ReplicaID, "spec", t.SpecHash)
@@ -336,19 +351,20 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 		a.log.Info("starting replica", "replica", as.ReplicaID, "spec", as.SpecHash, "ports", s.hostPorts)
 		go s.run(context.WithoutCancel(ctx))
 	}
-	stopLeftovers(ctx, adoptable, a.log)
+	a.stopLeftovers(ctx, adoptable)
 }
 
 // stopLeftovers removes tasks of replicas no longer assigned here (or
 // assigned with another spec).
-func stopLeftovers(ctx context.Context, left map[string]runtime.Adopted, log *slog.Logger) {
+func (a *Agent) stopLeftovers(ctx context.Context, left map[string]runtime.Adopted) {
+	log := a.log
 	var wg sync.WaitGroup
 	for id, t := range left {
 		log.Info("removing replica left running that is no longer assigned here", "replica", id)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := t.Task.Stop(context.WithoutCancel(ctx), 0); err != nil {
+			if err := t.Task.Stop(context.WithoutCancel(ctx), a.cfg.LeftoverStopTimeout); err != nil {
 				log.Warn("remove leftover replica", "replica", id, "err", err)
 			}
 		}()

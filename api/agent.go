@@ -121,3 +121,14 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 }
+
+// LogRequest asks an agent to send a replica's output to the server, which
+// relays it to whoever runs `gantry logs`. The agent polls for these, so
+// the server never dials machines.
+type LogRequest struct {
+	ID        string `json:"id"`
+	ReplicaID string `json:"replicaId"`
+	Follow    bool   `json:"follow,omitempty"`
+	// Tail is the number of lines from the end; -1 for all.
+	Tail int `json:"tail"`
+}

@@ -231,3 +231,65 @@ func (c *Client) Assignments(ctx context.Context, machineID string) ([]api.Assig
 	var out struct{ Items []api.Assignment }
 	return out.Items, c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/assignments", &out)
 }
+
+// Logs streams a replica's output (relayed by the server from its agent);
+// the caller closes the reader. With follow it ends when ctx does.
+func (c *Client) Logs(ctx context.Context, replicaID string, follow bool, tail int) (io.ReadCloser, error) {
+	path := fmt.Sprintf("/v1/replicas/%s/logs?follow=%t&tail=%d", url.PathEscape(replicaID), follow, tail)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	// No client timeout: a followed log lasts as long as ctx.
+	httpClient := *c.http
+	httpClient.Timeout = 0
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("gantry server at %s: logs of %s: %w", c.base, replicaID, err)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var eb api.ErrorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
+			eb.Error = api.ErrorDetail{Message: fmt.Sprintf("logs of %s: HTTP %d", replicaID, resp.StatusCode)}
+		}
+		return nil, &APIError{Status: resp.StatusCode, ErrorDetail: eb.Error}
+	}
+	return resp.Body, nil
+}
+
+// LogRequests long-polls for the machine's pending log requests (agent).
+func (c *Client) LogRequests(ctx context.Context, machineID string) ([]api.LogRequest, error) {
+	var out struct {
+		Items []api.LogRequest `json:"items"`
+	}
+	err := c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/log-requests", &out)
+	return out.Items, err
+}
+
+// SendLogChunk posts one chunk of a log stream (agent). eof ends the
+// stream; errMsg reports why there is no stream. A 410 means the reader
+// has left.
+func (c *Client) SendLogChunk(ctx context.Context, machineID, streamID string, data []byte, eof bool, errMsg string) error {
+	q := url.Values{}
+	if eof {
+		q.Set("eof", "1")
+	}
+	if errMsg != "" {
+		q.Set("error", errMsg)
+	}
+	path := "/v1/machines/" + url.PathEscape(machineID) + "/log-streams/" + url.PathEscape(streamID)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return c.do(ctx, http.MethodPost, path, "application/octet-stream", bytes.NewReader(data), nil)
+}
+
+// WithHTTPClient returns a copy using another HTTP client.
+func (c *Client) WithHTTPClient(h *http.Client) *Client {
+	cp := *c
+	cp.http = h
+	return &cp
+}

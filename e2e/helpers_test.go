@@ -209,6 +209,7 @@ type localInstance struct {
 	State string            `json:"state"`
 	PID   int               `json:"pid"`
 	Tags  map[string]string `json:"tags"`
+	Args  []string          `json:"args"`
 }
 
 func localInstances(dataDir string) []localInstance {

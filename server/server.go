@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/metrics"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
+	dockerrt "github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/store"
@@ -47,6 +48,10 @@ type Config struct {
 	AdvertiseURL string
 	// MaxRequestBytes bounds request bodies.
 	MaxRequestBytes int64
+	// LogPollWait is the longest an agent's poll for log requests is held;
+	// LogAttachTimeout the longest `gantry logs` waits for the agent.
+	LogPollWait      time.Duration
+	LogAttachTimeout time.Duration
 	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
 	ReadHeaderTimeout time.Duration
 	ShutdownTimeout   time.Duration
@@ -73,7 +78,7 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
-		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		Fleet:          fleet.DefaultConfig("", ""),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
@@ -97,6 +102,7 @@ type Server struct {
 	listener   net.Listener
 	url        string
 	http       *http.Server
+	logs       *logHub
 	registry   *prometheus.Registry
 	metrics    *metrics.Metrics
 }
@@ -110,7 +116,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st}
+	s := &Server{cfg: cfg, log: log, store: st, logs: newLogHub()}
 	if err := s.prepare(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -176,10 +182,19 @@ func (s *Server) prepareProviders(exe string) error {
 		s.cfg.LocalRuntime = "process"
 	}
 	var err error
-	s.local, err = local.New(local.Config{
+	localCfg := local.Config{
 		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
 		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: append([]string{"--runtime", s.cfg.LocalRuntime}, s.cfg.LocalAgentArgs...), Logger: s.log,
-	})
+	}
+	if s.cfg.LocalRuntime == dockerrt.Name {
+		// A killed agent's containers outlive it; they go with its machine.
+		cli, err := dockerrt.NewClient(s.cfg.Docker.Host)
+		if err != nil {
+			return err
+		}
+		localCfg.ReleaseMachine = func(ctx context.Context, machineID string) error { return dockerrt.RemoveReplicas(ctx, cli, machineID) }
+	}
+	s.local, err = local.New(localCfg)
 	if err != nil {
 		return err
 	}
@@ -365,10 +380,13 @@ func (s *Server) routes() []route {
 		{"POST /v1/machines/{id}/drain", roleAdmin, s.handleDrain},
 		{"GET /v1/replicas", roleAdmin, s.handleListReplicas},
 		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
+		{"GET /v1/replicas/{id}/logs", roleAdmin, s.handleLogs},
 		{"GET /v1/events", roleAdmin, s.handleListEvents},
 		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
 		{"POST /v1/join", rolePublic, s.handleJoin},
 		{"POST /v1/machines/{id}/heartbeat", roleMachine, s.handleHeartbeat},
 		{"GET /v1/machines/{id}/assignments", roleMachine, s.handleAssignments},
+		{"GET /v1/machines/{id}/log-requests", roleMachine, s.handleLogRequests},
+		{"POST /v1/machines/{id}/log-streams/{stream}", roleMachine, s.handleLogChunk},
 	}
 }

@@ -52,6 +52,9 @@ func Operations() []Operation {
 		{Method: "POST", Path: "/v1/join", Summary: "Exchange a join token for a machine credential", Request: api.JoinRequest{}, Response: api.JoinResponse{}},
 		{Method: "POST", Path: "/v1/machines/{id}/heartbeat", Summary: "Report replica status; returns the machine's assignments", Auth: "machine", Request: api.HeartbeatRequest{}, Response: api.HeartbeatResponse{}},
 		{Method: "GET", Path: "/v1/machines/{id}/assignments", Summary: "The replicas assigned to a machine", Auth: "machine", Response: list[api.Assignment]{}},
+		{Method: "GET", Path: "/v1/replicas/{id}/logs", Summary: "Stream a replica's output (text), relayed from its machine's agent", Auth: "admin", Response: "", Query: []string{"follow", "tail"}},
+		{Method: "GET", Path: "/v1/machines/{id}/log-requests", Summary: "Long poll: the log requests waiting for this machine's agent", Auth: "machine", Response: list[api.LogRequest]{}},
+		{Method: "POST", Path: "/v1/machines/{id}/log-streams/{stream}", Summary: "One chunk of a log stream from the agent (410: the reader left)", Auth: "machine", Request: "bytes", Response: "", Status: 204, Query: []string{"eof", "error"}},
 	}
 }
 
@@ -112,6 +115,10 @@ func operation(op Operation, schemas map[string]any) map[string]any {
 	switch req := op.Request.(type) {
 	case nil:
 	case string:
+		if req == "bytes" {
+			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
+			break
+		}
 		o["requestBody"] = map[string]any{"required": true, "description": "One or more YAML or JSON documents (Cluster, Service)",
 			"content": map[string]any{"application/yaml": map[string]any{"schema": map[string]any{"type": "string"}}}}
 	default:

@@ -56,14 +56,8 @@ func (p *Provider) stopMachine(ctx context.Context, c container.InspectResponse)
 	if machine == "" {
 		return nil
 	}
-	list, err := p.cli.ContainerList(sctx, client.ContainerListOptions{All: true, Filters: dockerrt.ReplicasOf(machine)})
-	if err != nil {
+	if err := dockerrt.RemoveReplicas(sctx, p.cli, machine); err != nil {
 		return classify("stop", err)
-	}
-	for _, r := range list.Items {
-		if _, err := p.cli.ContainerRemove(sctx, r.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-			return classify("stop", fmt.Errorf("remove replica container %s: %w", r.ID, err))
-		}
 	}
 	return nil
 }

@@ -39,7 +39,11 @@ type Config struct {
 	ExitWithServer bool
 	// AgentArgs are extra flags for every agent.
 	AgentArgs []string
-	Logger    *slog.Logger
+	// ReleaseMachine, when set, removes what a halted machine's replicas
+	// left outside its process group (containers of agents using the
+	// docker runtime), by machine name.
+	ReleaseMachine func(ctx context.Context, machineID string) error
+	Logger         *slog.Logger
 }
 
 type record struct {
@@ -142,7 +146,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 func (p *Provider) agentArgs(id string, it provisioner.InstanceType, b provisioner.Bootstrap) []string {
 	args := []string{"agent",
 		"--server", b.ServerURL, "--cluster", b.Cluster, "--group", b.Group, "--machine-id", b.MachineID,
-		"--zone", Zone, "--address", "127.0.0.1", "--runtime", "process",
+		"--zone", Zone, "--address", "127.0.0.1",
 		"--data-dir", p.machineDir(id),
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", fmt.Sprint(it.MemoryBytes), "--ephemeral-storage", fmt.Sprint(it.EphemeralBytes),
 		"--provider-id", id,
@@ -244,6 +248,11 @@ func (p *Provider) halt(ctx context.Context, id string, during, final provisione
 		}
 		// Replicas share the agent's process group: none may outlive it.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	if release := p.cfg.ReleaseMachine; release != nil {
+		if err := release(ctx, r.Tags[provisioner.TagMachine]); err != nil {
+			return provisioner.Errorf(provisioner.KindTransport, "halt", "release machine %s: %v", id, err)
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -239,6 +239,21 @@ func ReplicasOf(machineID string) client.Filters {
 	return make(client.Filters).Add("label", LabelManagedBy+"="+managedByValue, LabelKind+"="+KindReplica, LabelMachine+"="+machineID)
 }
 
+// RemoveReplicas force-removes every replica container of a machine (the
+// machine is gone, and so is anyone to stop them gracefully).
+func RemoveReplicas(ctx context.Context, cli *client.Client, machineID string) error {
+	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: ReplicasOf(machineID)})
+	if err != nil {
+		return fmt.Errorf("list replica containers of %s: %w", machineID, err)
+	}
+	for _, c := range list.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("remove replica container %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
+
 // Logs streams a replica's container output (stdout and stderr).
 func (d *Driver) Logs(ctx context.Context, machineID, replicaID string, opts runtime.LogOptions) (io.ReadCloser, error) {
 	tail := "all"

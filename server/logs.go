@@ -1,0 +1,239 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// logHub pairs `gantry logs` viewers with the agents that hold the output:
+// a viewer's request waits for the machine's agent to pick it up (long
+// poll) and post chunks, which are relayed as they come.
+type logHub struct {
+	mu       sync.Mutex
+	pending  map[string][]api.LogRequest // by machine
+	wake     map[string]chan struct{}    // by machine, closed when a request arrives
+	sessions map[string]*logSession
+}
+
+type logSession struct {
+	machine string
+	chunks  chan logChunk
+	gone    chan struct{} // closed when the viewer leaves
+}
+
+type logChunk struct {
+	data []byte
+	eof  bool
+	err  string
+}
+
+func newLogHub() *logHub {
+	return &logHub{pending: map[string][]api.LogRequest{}, wake: map[string]chan struct{}{}, sessions: map[string]*logSession{}}
+}
+
+func (h *logHub) open(machine string, req api.LogRequest) *logSession {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &logSession{machine: machine, chunks: make(chan logChunk, 8), gone: make(chan struct{})}
+	h.sessions[req.ID] = s
+	h.pending[machine] = append(h.pending[machine], req)
+	if ch, ok := h.wake[machine]; ok {
+		close(ch)
+		delete(h.wake, machine)
+	}
+	return s
+}
+
+func (h *logHub) close(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s, ok := h.sessions[id]; ok {
+		close(s.gone)
+		delete(h.sessions, id)
+		reqs := h.pending[s.machine][:0]
+		for _, r := range h.pending[s.machine] {
+			if r.ID != id {
+				reqs = append(reqs, r)
+			}
+		}
+		h.pending[s.machine] = reqs
+	}
+}
+
+// take returns the machine's pending requests, waiting up to wait for one.
+func (h *logHub) take(ctx context.Context, machine string, wait time.Duration) []api.LogRequest {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		h.mu.Lock()
+		if reqs := h.pending[machine]; len(reqs) > 0 {
+			delete(h.pending, machine)
+			h.mu.Unlock()
+			return reqs
+		}
+		ch, ok := h.wake[machine]
+		if !ok {
+			ch = make(chan struct{})
+			h.wake[machine] = ch
+		}
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (h *logHub) session(id, machine string) (*logSession, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.sessions[id]
+	return s, ok && s.machine == machine
+}
+
+// handleLogs streams a replica's output: GET /v1/replicas/{id}/logs
+// ?follow=true&tail=N.
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	req, err := logRequestFrom(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	machine, err := s.machineRunning(r, req.ReplicaID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	session := s.logs.open(machine, req)
+	defer s.logs.close(req.ID)
+	attach := time.NewTimer(s.cfg.LogAttachTimeout)
+	defer attach.Stop()
+	var first logChunk
+	select {
+	case first = <-session.chunks:
+	case <-attach.C:
+		s.writeError(w, r, errorf(http.StatusGatewayTimeout, "timeout", "", "the agent of machine %s did not send the logs of %s within %s", machine, req.ReplicaID, s.cfg.LogAttachTimeout))
+		return
+	case <-r.Context().Done():
+		return
+	}
+	if first.err != "" {
+		s.writeError(w, r, errorf(http.StatusBadGateway, "agent-error", "", "machine %s: %s", machine, first.err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	for chunk := first; ; {
+		if len(chunk.data) > 0 {
+			if _, err := w.Write(chunk.data); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if chunk.eof || chunk.err != "" {
+			return
+		}
+		select {
+		case chunk = <-session.chunks:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func logRequestFrom(r *http.Request) (api.LogRequest, error) {
+	q := r.URL.Query()
+	req := api.LogRequest{ID: randomID(), ReplicaID: r.PathValue("id"), Tail: -1}
+	if v := q.Get("follow"); v != "" {
+		follow, err := strconv.ParseBool(v)
+		if err != nil {
+			return req, errorf(http.StatusBadRequest, "invalid", "follow", "query parameter follow: want true or false, got %q", v)
+		}
+		req.Follow = follow
+	}
+	if v := q.Get("tail"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			return req, errorf(http.StatusBadRequest, "invalid", "tail", "query parameter tail: want a number of lines (-1 for all), got %q", v)
+		}
+		req.Tail = n
+	}
+	return req, nil
+}
+
+// machineRunning is the machine whose agent runs the replica now.
+func (s *Server) machineRunning(r *http.Request, replicaID string) (string, error) {
+	var machine string
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		rep, err := tx.GetReplica(replicaID)
+		if err != nil {
+			return err
+		}
+		if rep.Machine == "" {
+			return errorf(http.StatusConflict, "conflict", "", "replica %s is %s on no machine: it has no logs yet", replicaID, rep.State)
+		}
+		m, err := tx.GetMachine(rep.Machine)
+		if err != nil {
+			return err
+		}
+		if m.JoinState != api.JoinJoined || m.UnreachableSince != nil || !m.Live() {
+			return errorf(http.StatusConflict, "conflict", "", "machine %s of replica %s is not reachable (%s/%s)", m.ID, replicaID, m.JoinState, m.FleetState)
+		}
+		machine = m.ID
+		return nil
+	})
+	return machine, err
+}
+
+// handleLogRequests is the agent's long poll for log requests:
+// GET /v1/machines/{id}/log-requests.
+func (s *Server) handleLogRequests(w http.ResponseWriter, r *http.Request) {
+	reqs := s.logs.take(r.Context(), r.PathValue("id"), s.cfg.LogPollWait)
+	writeJSON(w, http.StatusOK, list[api.LogRequest]{Items: nonNil(reqs)})
+}
+
+// handleLogChunk takes one chunk of output from the agent:
+// POST /v1/machines/{id}/log-streams/{stream}?eof=1|error=msg. 410 tells
+// the agent the viewer has left.
+func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
+	session, ok := s.logs.session(r.PathValue("stream"), r.PathValue("id"))
+	if !ok {
+		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "no one is reading log stream %s", r.PathValue("stream")))
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		s.writeError(w, r, errorf(http.StatusRequestEntityTooLarge, "too-large", "", "log chunk over %d bytes", s.cfg.MaxRequestBytes))
+		return
+	}
+	chunk := logChunk{data: data, eof: r.URL.Query().Get("eof") != "", err: r.URL.Query().Get("error")}
+	select {
+	case session.chunks <- chunk:
+		w.WriteHeader(http.StatusNoContent)
+	case <-session.gone:
+		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "the reader of log stream %s has left", r.PathValue("stream")))
+	case <-r.Context().Done():
+	}
+}
+
+func randomID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
