@@ -2,11 +2,11 @@ package controller
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/scheduler"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
@@ -19,11 +19,6 @@ func RuntimeFor(s api.ServiceSpec) string {
 		return scheduler.RuntimeDocker
 	}
 	return scheduler.RuntimeProcess
-}
-
-// isTEERuntime tells the sandbox runtimes an agent may report.
-func isTEERuntime(name string) bool {
-	return strings.HasPrefix(name, "kata") || name == "runsc" || name == "gvisor"
 }
 
 func toSchedReplica(r *api.Replica, svc *api.Service, zones []string) scheduler.Replica {
@@ -51,7 +46,7 @@ func schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Machine {
 		Allocatable: planner.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
 	}
 	for _, rt := range m.Runtimes {
-		sm.TEE = sm.TEE || isTEERuntime(rt)
+		sm.TEE = sm.TEE || runtime.IsTEE(rt)
 	}
 	for _, g := range m.GPUs {
 		sm.GPUs = append(sm.GPUs, scheduler.GPU{Index: g.Index, Type: g.Type, VRAMGB: g.VRAMGB})

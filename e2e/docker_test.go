@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/testdocker"
+	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -185,6 +187,43 @@ func TestDockerRuntimeRunsReplicasAsContainers(t *testing.T) {
 		})
 	})
 
+	t.Run("TEE isolation picks the sandbox runtime", func(t *testing.T) {
+		tee := teeRuntime(t, cli)
+		s.apply(t, "isolation.yaml", `kind: Service
+metadata: {name: sealed}
+spec:
+  cluster: ctr
+  image: gantry-e2e:latest
+  command: [/gantry, hello]
+  ports: [{name: http, containerPort: 8080}]
+  resources: {cpu: 100m, memory: 32Mi}
+  isolation: teeRequired
+---
+kind: Service
+metadata: {name: plain}
+spec:
+  cluster: ctr
+  image: gantry-e2e:latest
+  command: [/gantry, hello]
+  ports: [{name: http, containerPort: 8080}]
+  resources: {cpu: 100m, memory: 32Mi}
+  isolation: standardRequired
+`)
+		for svc, want := range map[string]string{"sealed": tee, "plain": ""} {
+			waitFor(t, svc+" running", func() (bool, string) { return allAnswer(s.replicas(svc), 1) })
+			rep := s.replicas(svc)[0]
+			c, err := cli.ContainerInspect(context.Background(), docker.ContainerName(rep.Machine, rep.ID), client.ContainerInspectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Container.HostConfig.Runtime; got != want && !(want == "" && got == "runc") {
+				t.Errorf("%s runs on runtime %q, want %q", svc, got, want)
+			}
+		}
+		s.gantry("delete", "service", "sealed")
+		s.gantry("delete", "service", "plain")
+	})
+
 	t.Run("bad input is a clear status and event", func(t *testing.T) {
 		s.apply(t, "bad.yaml", `kind: Service
 metadata: {name: noimage}
@@ -224,6 +263,25 @@ spec:
 			t.Errorf("a rejected apply changed the service: %+v", rs)
 		}
 	})
+}
+
+// teeRuntime is the engine's TEE runtime; scripts/docker-up.sh registers
+// one (runc under a Kata name) when it starts dockerd.
+func teeRuntime(t *testing.T, cli *client.Client) string {
+	info, err := cli.Info(context.Background(), client.InfoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range info.Info.Runtimes {
+		if runtime.IsTEE(name) {
+			return name
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("the engine has no TEE runtime; scripts/docker-up.sh starts dockerd with one")
+	}
+	t.Skip("SKIPPING: the engine has no TEE runtime (start dockerd through scripts/docker-up.sh)")
+	return ""
 }
 
 // followLogs runs `gantry logs -f` until it prints a line, then stops it.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Gantry's test command (the README's, and CI's): formatting, vet,
 # staticcheck, every test with the race detector (the end-to-end tests run
-# real server and agent processes on loopback), and a short fuzz run of the
-# spec parser.
+# real server and agent processes on loopback, and real containers on a
+# Docker Engine this script installs and starts when it can), and a short
+# fuzz run of the spec parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,9 @@ staticcheck ./...
 
 step "fuzz the spec parser for $FUZZ_TIME"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_TIME" -fuzzminimizetime 2s ./spec
+
+step "Docker Engine for the container tests"
+./scripts/docker-up.sh
 
 step "tests (race detector on)"
 go test -race -count=1 -timeout 15m ./...
