@@ -176,6 +176,13 @@ func TestCLI(t *testing.T) {
 	if !strings.Contains(out, "Replicas") || !strings.Contains(out, "Applied") {
 		t.Fatalf("describe service:\n%s", out)
 	}
+	// Logs of a process replica, relayed from its agent.
+	if out, errOut, code := s.gantry("logs", "web-0", "--tail", "1"); code != 0 || !strings.HasPrefix(out, "hello listening on") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("gantry logs web-0 --tail 1: exit %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code := s.gantry("logs", "web-0", "--tail", "x"); code == 0 || !strings.Contains(errOut, "--tail") {
+		t.Fatalf("gantry logs --tail x: exit %d %s", code, errOut)
+	}
 	if _, errOut, code := s.gantry("get", "pods"); code != 1 || !strings.Contains(errOut, `unknown resource type "pods"`) {
 		t.Fatalf("get pods: %d %s", code, errOut)
 	}
