@@ -123,7 +123,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	if err := a.findLeftovers(ctx); err != nil {
-		return err
+		// Not fatal: starting a replica replaces any container left under
+		// its name, so nothing is duplicated; the runtime's own errors
+		// show in the replicas' status.
+		a.log.Warn("could not look for replicas left running", "err", err)
 	}
 	logCtx, stopLogs := context.WithCancel(ctx)
 	defer stopLogs()

@@ -111,4 +111,3 @@ func (a *Agent) sendLogChunk(ctx context.Context, stream string, data []byte, eo
 	}
 	return err == nil
 }
-

@@ -120,4 +120,3 @@ func checkProviders(docs []spec.Document) error {
 	}
 	return nil
 }
-

@@ -321,7 +321,6 @@ func networkAddress(settings *container.NetworkSettings, name string) []string {
 	return nil
 }
 
-
 func copyTags(tags map[string]string) map[string]string {
 	out := make(map[string]string, len(tags))
 	for k, v := range tags {

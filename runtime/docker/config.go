@@ -18,12 +18,12 @@ const (
 	LabelManagedBy = "gantry.dev/managed-by"
 	// LabelKind tells replica containers from machine containers (the
 	// docker provider's), which carry the same machine label.
-	LabelKind   = "gantry.dev/kind"
-	KindReplica = "replica"
-	LabelMachine   = "gantry.dev/machine"
-	LabelReplica   = "gantry.dev/replica"
-	LabelService   = "gantry.dev/service"
-	LabelSpecHash  = "gantry.dev/spec-hash"
+	LabelKind     = "gantry.dev/kind"
+	KindReplica   = "replica"
+	LabelMachine  = "gantry.dev/machine"
+	LabelReplica  = "gantry.dev/replica"
+	LabelService  = "gantry.dev/service"
+	LabelSpecHash = "gantry.dev/spec-hash"
 	// LabelPortPrefix + name records a named port's container port.
 	LabelPortPrefix = "gantry.dev/port."
 	managedByValue  = "gantry"
