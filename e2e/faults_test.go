@@ -35,6 +35,9 @@ func startFaulty(t *testing.T, faults faulty.Config) *inProcess {
 	cfg.Fleet.ProviderTimeout, cfg.Fleet.TerminateBackoff, cfg.Fleet.JoinTimeout = 10*time.Second, 200*time.Millisecond, 30*time.Second
 	ip := &inProcess{dir: dir}
 	cfg.WrapProvider = func(p provisioner.Provisioner) provisioner.Provisioner {
+		if p.Name() != "local" {
+			return p // the tests' clusters are local; one wrapper to steer
+		}
 		ip.faults = faulty.Wrap(p, faults)
 		return ip.faults
 	}
