@@ -1,0 +1,314 @@
+// Package exec is the provider for any cloud CLI or bare metal: machines
+// are made and removed by the operator's shell command templates (see
+// Commands). Values reach the commands as shell-quoted literals and as
+// GANTRY_* environment variables, never by re-parsing, so no label or tag
+// can inject shell syntax.
+//
+// Protocol. launch prints the new machine's provider id as the last line
+// of its output. describe prints a JSON object {"state": "...",
+// "addresses": [...]}, with state one of pending, running, stopping,
+// stopped, terminating, terminated or not-found. list prints a JSON array
+// of such objects, each with its "id" and "tags". start may print what
+// describe prints. Exit status 3 means insufficient capacity, 4 an
+// authorization failure, 5 not found; any other failure is a transport
+// error carrying the command's stderr.
+package exec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/atomicfile"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// Name is the provider's name in cluster specs.
+const Name = "exec"
+
+// Exit statuses of commands with a meaning.
+const (
+	ExitInsufficientCapacity = 3
+	ExitAuth                 = 4
+	ExitNotFound             = 5
+)
+
+type record struct {
+	provisioner.Instance
+	Key string `json:"key"`
+	Dir string `json:"dir"`
+}
+
+// Provider runs the commands.
+type Provider struct {
+	cfg     Config
+	catalog []provisioner.InstanceType
+
+	mu      sync.Mutex
+	records map[string]*record
+}
+
+var _ provisioner.Provisioner = (*Provider)(nil)
+
+// New validates the configuration and loads the records.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = "/bin/sh"
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("exec provider state dir: %w", err)
+	}
+	p := &Provider{cfg: cfg, catalog: cfg.catalog(), records: map[string]*record{}}
+	if err := p.load(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Name implements provisioner.Provisioner.
+func (p *Provider) Name() string { return Name }
+
+// InstanceTypes implements provisioner.Provisioner.
+func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
+
+// CapacityTypes implements provisioner.Provisioner.
+func (p *Provider) CapacityTypes() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, it := range p.catalog {
+		for _, o := range it.Offerings {
+			if !seen[o.CapacityType] {
+				seen[o.CapacityType] = true
+				out = append(out, o.CapacityType)
+			}
+		}
+	}
+	return out
+}
+
+// PriceHint implements provisioner.Provisioner.
+func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
+	best, found := 0.0, false
+	for _, t := range p.catalog {
+		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
+			continue
+		}
+		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
+			best, found = price, true
+		}
+	}
+	return best, found
+}
+
+var providerIDRe = regexp.MustCompile(`^[A-Za-z0-9._:/@+-]{1,256}$`)
+
+// Launch runs the launch command and records the machine it made.
+func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
+	if spec.IdempotencyKey == "" {
+		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
+	}
+	it, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType)
+	if !ok {
+		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	}
+	if existing := p.byKey(spec.IdempotencyKey); existing != nil {
+		return p.Describe(ctx, existing.ID)
+	}
+	dir := filepath.Join(p.cfg.StateDir, "machines", safeName(spec.IdempotencyKey))
+	values, err := p.launchValues(spec, it, dir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.run(ctx, "launch", p.cfg.Commands.Launch, values)
+	if err != nil {
+		return nil, err
+	}
+	id := lastLine(out)
+	if !providerIDRe.MatchString(id) {
+		return nil, provisioner.Errorf(provisioner.KindTransport, "launch", "the launch command must print the provider id as its last line; got %q", id)
+	}
+	zone := spec.Zone
+	if zone == "" && len(it.Offerings) > 0 {
+		zone = it.Offerings[0].Zone
+	}
+	r := &record{Key: spec.IdempotencyKey, Dir: dir, Instance: provisioner.Instance{ID: id, State: provisioner.StatePending, InstanceType: it.Name,
+		CapacityType: orDefault(spec.CapacityType, api.CapacityOnDemand), Zone: zone, LaunchedAt: time.Now().UTC(), Tags: copyTags(spec.Tags)}}
+	p.mu.Lock()
+	p.records[id] = r
+	err = p.saveLocked()
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	inst := r.Instance
+	return &inst, nil
+}
+
+// launchValues are the placeholders of a launch; secrets go to 0600 files.
+func (p *Provider) launchValues(spec provisioner.LaunchSpec, it provisioner.InstanceType, dir string) (map[string]string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("machine dir: %w", err)
+	}
+	userData := spec.UserData
+	if userData == "" && p.cfg.UserData != nil {
+		var err error
+		if userData, err = p.cfg.UserData(spec); err != nil {
+			return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "user data: %v", err)
+		}
+	}
+	tokenFile, userDataFile := filepath.Join(dir, "join-token"), filepath.Join(dir, "user-data")
+	for path, content := range map[string]string{tokenFile: spec.Bootstrap.JoinToken, userDataFile: userData} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", filepath.Base(path), err)
+		}
+	}
+	tagsJSON, _ := json.Marshal(spec.Tags)
+	b := spec.Bootstrap
+	labels := map[string]string{}
+	for k, v := range spec.Tags {
+		if !strings.HasPrefix(k, "gantry.dev/") {
+			labels[k] = v
+		}
+	}
+	return map[string]string{
+		"instance_type": it.Name, "cpu": api.FormatCPU(it.MilliCPU), "memory_mib": strconv.FormatInt(it.MemoryBytes>>20, 10),
+		"memory_bytes": strconv.FormatInt(it.MemoryBytes, 10), "zone": spec.Zone, "capacity_type": orDefault(spec.CapacityType, api.CapacityOnDemand),
+		"labels": pairs(labels), "tags": pairs(spec.Tags), "tags_json": string(tagsJSON), "user_data": userData, "user_data_file": userDataFile,
+		"idempotency_key": spec.IdempotencyKey, "server_url": b.ServerURL, "cluster": b.Cluster, "group": b.Group, "machine": b.MachineID,
+		"join_token_file": tokenFile,
+	}, nil
+}
+
+// run executes one command template, killing its process group on
+// timeout, and returns its stdout; a failure is typed by exit status and
+// carries stderr.
+func (p *Provider) run(ctx context.Context, op, tmpl string, values map[string]string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	cmd := osexec.Command(p.cfg.Shell, "-c", expand(tmpl, values))
+	cmd.Env = os.Environ()
+	for k, v := range values {
+		cmd.Env = append(cmd.Env, "GANTRY_"+strings.ToUpper(k)+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, provisioner.Errorf(provisioner.KindTransport, op, "start %s: %v", p.cfg.Shell, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return nil, provisioner.Errorf(provisioner.KindTransport, op, "%s command timed out after %s: %s", op, p.cfg.Timeout, tail(stderr.String()))
+	}
+	if err == nil {
+		return stdout.Bytes(), nil
+	}
+	kind := provisioner.KindTransport
+	var exitErr *osexec.ExitError
+	if errors.As(err, &exitErr) {
+		switch exitErr.ExitCode() {
+		case ExitInsufficientCapacity:
+			kind = provisioner.KindInsufficientCapacity
+		case ExitAuth:
+			kind = provisioner.KindAuth
+		case ExitNotFound:
+			kind = provisioner.KindNotFound
+		}
+	}
+	return nil, provisioner.Errorf(kind, op, "%s command: %v: %s", op, err, tail(stderr.String()))
+}
+
+func tail(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	return s
+}
+
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func (p *Provider) byKey(key string) *record {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.records {
+		if r.Key == key {
+			return r
+		}
+	}
+	return nil
+}
+
+func (p *Provider) statePath() string { return filepath.Join(p.cfg.StateDir, "instances.json") }
+
+func (p *Provider) load() error {
+	data, err := os.ReadFile(p.statePath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read exec provider state: %w", err)
+	}
+	var records []*record
+	if err := json.Unmarshal(data, &records); err != nil {
+		return fmt.Errorf("decode exec provider state %s: %w", p.statePath(), err)
+	}
+	for _, r := range records {
+		p.records[r.ID] = r
+	}
+	return nil
+}
+
+func (p *Provider) saveLocked() error {
+	records := make([]*record, 0, len(p.records))
+	for _, r := range p.records {
+		records = append(records, r)
+	}
+	return atomicfile.WriteJSON(p.statePath(), records)
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+
+func copyTags(tags map[string]string) map[string]string {
+	out := make(map[string]string, len(tags))
+	for k, v := range tags {
+		out[k] = v
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,168 @@
+package exec_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	execprov "github.com/gantry-dev/gantry/provider/exec"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/provisioner/provisionertest"
+)
+
+// TestMain lets the test binary stand in for `gantry agent` in the
+// example script's machines: it idles until stopped.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		<-stop
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// scriptConfig runs examples/exec/process-machines.sh for every operation.
+func scriptConfig(t *testing.T) execprov.Config {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := filepath.Abs("../../examples/exec/process-machines.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines := t.TempDir()
+	prefix := fmt.Sprintf("MACHINES_DIR=%s GANTRY_BIN=%s %s ", shellQuote(machines), shellQuote(exe), shellQuote(script))
+	t.Cleanup(func() { killAll(machines) })
+	return execprov.Config{
+		Commands: execprov.Commands{Launch: prefix + "launch", Terminate: prefix + "terminate", Describe: prefix + "describe",
+			List: prefix + "list", Stop: prefix + "stop", Start: prefix + "start"},
+		InstanceTypes: []provisioner.InstanceType{{Name: "pm.small", MilliCPU: 1000, MemoryBytes: 1 << 30}},
+		Zones:         []string{"here"}, FlatPrice: 0.01, Timeout: 30 * time.Second, StateDir: t.TempDir(),
+	}
+}
+
+// killAll stops every machine process the script started.
+func killAll(dir string) {
+	pids, _ := filepath.Glob(filepath.Join(dir, "pm-*", "pid"))
+	for _, f := range pids {
+		data, _ := os.ReadFile(f)
+		var pid int
+		if _, err := fmt.Sscan(string(data), &pid); err == nil && pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func newProvider(t *testing.T, cfg execprov.Config) *execprov.Provider {
+	t.Helper()
+	p, err := execprov.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestContractWithTheExampleScript(t *testing.T) {
+	provisionertest.RunWith(t, func(t *testing.T) provisioner.Provisioner { return newProvider(t, scriptConfig(t)) },
+		provisionertest.Options{Timeout: 30 * time.Second})
+}
+
+// Without describe and list commands the provider answers from its
+// records, and still passes the contract.
+func TestContractWithLaunchAndTerminateOnly(t *testing.T) {
+	provisionertest.RunWith(t, func(t *testing.T) provisioner.Provisioner {
+		cfg := scriptConfig(t)
+		cfg.Commands.Describe, cfg.Commands.List = "", ""
+		return newProvider(t, cfg)
+	}, provisionertest.Options{Timeout: 30 * time.Second})
+}
+
+// Hostile tags and labels reach the script as data: nothing they contain
+// is executed, and they come back intact.
+func TestNoShellInjectionThroughTagsOrLabels(t *testing.T) {
+	cfg := scriptConfig(t)
+	canary := filepath.Join(t.TempDir(), "pwned")
+	// The template itself uses placeholders too, in the places a careless
+	// template would interpolate them.
+	cfg.Commands.Launch = "echo {{tags}} {{labels}} {{tags_json}} >/dev/null; " + cfg.Commands.Launch
+	p := newProvider(t, cfg)
+	hostile := map[string]string{
+		provisioner.TagManagedBy: provisioner.ManagedByValue,
+		"a":                      "$(touch " + canary + ")",
+		"b":                      "`touch " + canary + "`",
+		"c":                      "'; touch " + canary + "; '",
+		"d":                      "\"; touch " + canary + "; \"",
+		"e":                      "x\ntouch " + canary,
+	}
+	inst, err := p.Launch(context.Background(), provisioner.LaunchSpec{InstanceType: "pm.small", IdempotencyKey: "inject-1", Tags: hostile,
+		Bootstrap: provisioner.Bootstrap{ServerURL: "http://127.0.0.1:9", Cluster: "c", Group: "g", MachineID: "m-inject", JoinToken: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(context.Background(), inst.ID)
+	if _, err := os.Stat(canary); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a tag value was executed by the shell")
+	}
+	list, err := p.List(context.Background(), provisioner.Filter{Tags: map[string]string{"a": hostile["a"]}})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list by a hostile tag: %v %v", list, err)
+	}
+	for k, v := range hostile {
+		if list[0].Tags[k] != v {
+			t.Errorf("tag %s came back as %q, want %q", k, list[0].Tags[k], v)
+		}
+	}
+}
+
+func TestExitStatusesAndStderrAreTypedErrors(t *testing.T) {
+	base := execprov.Config{InstanceTypes: []provisioner.InstanceType{{Name: "t", MilliCPU: 1000, MemoryBytes: 1 << 30}}, FlatPrice: 1, StateDir: t.TempDir(),
+		Commands: execprov.Commands{Terminate: "true"}}
+	spec := provisioner.LaunchSpec{InstanceType: "t", IdempotencyKey: "k"}
+	for _, tc := range []struct {
+		launch string
+		kind   provisioner.ErrorKind
+		want   string
+	}{
+		{"echo no capacity in zone >&2; exit 3", provisioner.KindInsufficientCapacity, "no capacity in zone"},
+		{"echo token expired >&2; exit 4", provisioner.KindAuth, "token expired"},
+		{"echo boom >&2; exit 1", provisioner.KindTransport, "boom"},
+		{"echo 'not an id!'", provisioner.KindTransport, "provider id"},
+		{"sleep 10", provisioner.KindTransport, "timed out"},
+	} {
+		cfg := base
+		cfg.Commands.Launch, cfg.Timeout = tc.launch, 500*time.Millisecond
+		p := newProvider(t, cfg)
+		_, err := p.Launch(context.Background(), spec)
+		if provisioner.KindOf(err) != tc.kind || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("launch %q: %v, want kind %s with %q", tc.launch, err, tc.kind, tc.want)
+		}
+	}
+}
+
+func TestConfigValidationNamesTheField(t *testing.T) {
+	types := []provisioner.InstanceType{{Name: "t", MilliCPU: 1000, MemoryBytes: 1 << 30}}
+	for want, cfg := range map[string]execprov.Config{
+		"commands.launch: required":          {Commands: execprov.Commands{Terminate: "x"}, InstanceTypes: types, FlatPrice: 1},
+		"commands.terminate: required":       {Commands: execprov.Commands{Launch: "x"}, InstanceTypes: types, FlatPrice: 1},
+		"commands.stop and commands.start":   {Commands: execprov.Commands{Launch: "x", Terminate: "y", Stop: "z"}, InstanceTypes: types, FlatPrice: 1},
+		"unknown placeholder {{password}}":   {Commands: execprov.Commands{Launch: "x {{password}}", Terminate: "y"}, InstanceTypes: types, FlatPrice: 1},
+		"instanceTypes: at least one":        {Commands: execprov.Commands{Launch: "x", Terminate: "y"}},
+		"instanceTypes[0] (t): no offerings": {Commands: execprov.Commands{Launch: "x", Terminate: "y"}, InstanceTypes: types},
+	} {
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q, got %v", want, err)
+		}
+	}
+}
