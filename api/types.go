@@ -325,7 +325,10 @@ type Machine struct {
 	Zone         string `json:"zone,omitempty"`
 	CapacityType string `json:"capacityType,omitempty"`
 	Provider     string `json:"provider"`
-	ProviderID   string `json:"providerId,omitempty"`
+	// ProviderKey names the provider instance (provider, region, account)
+	// the machine was launched through.
+	ProviderKey string `json:"providerKey,omitempty"`
+	ProviderID  string `json:"providerId,omitempty"`
 	// TemplateHash is the group template the machine was launched with.
 	TemplateHash  string            `json:"templateHash,omitempty"`
 	LaunchKey     string            `json:"launchKey"`

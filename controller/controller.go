@@ -76,7 +76,7 @@ type Controller struct {
 	cfg       Config
 	store     store.Store
 	fleet     *fleet.Fleet
-	providers fleet.Providers
+	providers *fleet.Providers
 	log       *slog.Logger
 	metrics   *metrics.Metrics
 	trigger   chan struct{}
@@ -99,7 +99,7 @@ type launchFailure struct {
 }
 
 // New returns a controller; m may be nil.
-func New(cfg Config, st store.Store, fl *fleet.Fleet, providers fleet.Providers, log *slog.Logger, m *metrics.Metrics) *Controller {
+func New(cfg Config, st store.Store, fl *fleet.Fleet, providers *fleet.Providers, log *slog.Logger, m *metrics.Metrics) *Controller {
 	return &Controller{
 		cfg: cfg, store: st, fleet: fl, providers: providers, log: log, metrics: m,
 		trigger: make(chan struct{}, 1), ready: make(chan struct{}), startedAt: time.Now(),

@@ -30,7 +30,7 @@ func parse(t *testing.T, src string) ([]*api.Cluster, []*api.Service) {
 	return cs, ss
 }
 
-func localCatalog(string) ([]provisioner.InstanceType, bool) { return local.Catalog(), true }
+func localCatalog(api.ProviderSpec) ([]provisioner.InstanceType, bool) { return local.Catalog(), true }
 
 func TestDryRunPreempts(t *testing.T) {
 	cs, ss := parse(t, `kind: Cluster

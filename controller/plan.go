@@ -122,16 +122,22 @@ func pendingReasons(p planner.Plan, v *view, schedReasons map[string]string) map
 // plannerGroups describes every capacity group to the planner, with the
 // instance types it may launch: its instanceType; else the cheapest type
 // satisfying its profile; else (a flexible group) the whole catalog.
-func (c *Controller) catalogOf(provider string) ([]provisioner.InstanceType, bool) {
-	p, ok := c.providers[provider]
-	if !ok {
+func (c *Controller) catalogOf(ps api.ProviderSpec) ([]provisioner.InstanceType, bool) {
+	_, p, err := c.providers.For(ps)
+	if err != nil {
 		return nil, false
 	}
 	return p.InstanceTypes(), true
 }
 
-// Catalogs looks up a provider's instance-type catalog.
-type Catalogs func(provider string) ([]provisioner.InstanceType, bool)
+// Catalogs looks up the instance-type catalog of a cluster's provider
+// settings (offerings depend on the region).
+type Catalogs func(p api.ProviderSpec) ([]provisioner.InstanceType, bool)
+
+// ByName adapts a catalog lookup by provider name.
+func ByName(lookup func(name string) ([]provisioner.InstanceType, bool)) Catalogs {
+	return func(p api.ProviderSpec) ([]provisioner.InstanceType, bool) { return lookup(p.Name) }
+}
 
 func plannerGroups(snap *snapshot, catalogOf Catalogs, runtimesOf func(string) []string, log *slog.Logger) ([]*planner.Group, map[string][]provisioner.InstanceType) {
 	var out []*planner.Group
@@ -152,7 +158,7 @@ func plannerGroups(snap *snapshot, catalogOf Catalogs, runtimesOf func(string) [
 	}
 	for _, name := range names {
 		cl := snap.clusters[name]
-		catalog, ok := catalogOf(cl.Spec.Provider.Name)
+		catalog, ok := catalogOf(cl.Spec.Provider)
 		if !ok {
 			continue
 		}

@@ -33,8 +33,8 @@ func (c *Controller) rollout(ctx context.Context, snap *snapshot, now time.Time)
 		busy[r.Machine] = true
 	}
 	for name, cl := range snap.clusters {
-		prov, ok := c.providers[cl.Spec.Provider.Name]
-		if !ok {
+		_, prov, err := c.providers.For(cl.Spec.Provider)
+		if err != nil {
 			continue
 		}
 		for _, g := range cl.Spec.CapacityGroups {

@@ -33,6 +33,8 @@ type Config struct {
 	JoinTimeout time.Duration
 	// ProviderTimeout bounds one provider call.
 	ProviderTimeout time.Duration
+	// ConsoleTailLines of a machine that never joined go into the event.
+	ConsoleTailLines int
 	// TerminateBackoff is the first wait after a failed terminate; it
 	// doubles up to MaxTerminateBackoff. A machine still terminating after
 	// StuckAfter is reported.
@@ -51,7 +53,8 @@ type Config struct {
 func DefaultConfig(serverURL, installationID string) Config {
 	return Config{ServerURL: serverURL, InstallationID: installationID, JoinTokenTTL: 15 * time.Minute,
 		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, ProviderTimeout: time.Minute,
-		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute}
+		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute,
+		ConsoleTailLines: 20}
 }
 
 // retry is the backoff state of a machine whose termination failed.
@@ -61,14 +64,11 @@ type retry struct {
 	reported bool
 }
 
-// Providers resolves a cluster's provider by name.
-type Providers map[string]provisioner.Provisioner
-
 // Fleet launches and terminates machines.
 type Fleet struct {
 	cfg       Config
 	store     store.Store
-	providers Providers
+	providers *Providers
 	signer    *auth.Signer
 	log       *slog.Logger
 
@@ -94,7 +94,7 @@ const (
 )
 
 // New returns a fleet; m may be nil.
-func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, log *slog.Logger, m *metrics.Metrics) *Fleet {
+func New(cfg Config, st store.Store, providers *Providers, signer *auth.Signer, log *slog.Logger, m *metrics.Metrics) *Fleet {
 	return &Fleet{cfg: cfg, store: st, providers: providers, signer: signer, log: log, metrics: m, terminating: map[string]bool{}, retries: map[string]*retry{}}
 }
 
@@ -102,23 +102,23 @@ func New(cfg Config, st store.Store, providers Providers, signer *auth.Signer, l
 // the provider for it. A failed provider call leaves the machine failed,
 // with the reason in an event.
 func (f *Fleet) Launch(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, o provisioner.Offering, reason string) error {
-	prov, ok := f.providers[c.Spec.Provider.Name]
-	if !ok {
-		return fmt.Errorf("cluster %s: provider %q is not configured", c.Metadata.Name, c.Spec.Provider.Name)
+	key, prov, err := f.providers.For(c.Spec.Provider)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", c.Metadata.Name, err)
 	}
-	m, err := f.recordIntent(ctx, c, g, it, o, reason)
+	m, err := f.recordIntent(ctx, c, g, it, o, key, reason)
 	if err != nil {
 		return err
 	}
 	return f.callLaunch(ctx, prov, m)
 }
 
-func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, o provisioner.Offering, reason string) (*api.Machine, error) {
+func (f *Fleet) recordIntent(ctx context.Context, c *api.Cluster, g api.CapacityGroup, it provisioner.InstanceType, o provisioner.Offering, providerKey, reason string) (*api.Machine, error) {
 	now := time.Now().UTC()
 	m := &api.Machine{
 		ID: machineName(c.Metadata.Name, g.GroupID), Cluster: c.Metadata.Name, Group: g.GroupID,
 		InstanceType: it.Name, CapacityType: o.CapacityType, Zone: o.Zone, PricePerHour: o.PricePerHour,
-		LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name, TemplateHash: spec.TemplateHash(c, g.GroupID),
+		LaunchKey: "lk-" + hexID(12), Provider: c.Spec.Provider.Name, ProviderKey: providerKey, TemplateHash: spec.TemplateHash(c, g.GroupID),
 		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: g.Labels,
 		Capacity:  api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()},
 		CreatedAt: now, StateChangedAt: now,
@@ -155,6 +155,15 @@ func (f *Fleet) callLaunch(ctx context.Context, prov provisioner.Provisioner, m 
 		InstanceType: m.InstanceType, CapacityType: m.CapacityType, Zone: m.Zone, IdempotencyKey: m.LaunchKey,
 		Tags:      f.Tags(m),
 		Bootstrap: provisioner.Bootstrap{ServerURL: f.cfg.ServerURL, Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, JoinToken: token},
+	}
+	if err := f.store.View(ctx, func(tx store.Tx) error {
+		c, err := tx.GetCluster(m.Cluster)
+		if err == nil {
+			spec.Region, spec.Config = c.Spec.Provider.Region, c.Spec.Provider.Config
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("launch %s: cluster settings: %w", m.ID, err)
 	}
 	callCtx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
 	defer cancel()
@@ -367,8 +376,12 @@ func (f *Fleet) terminateFailed(ctx context.Context, m *api.Machine, err error) 
 }
 
 func (f *Fleet) providerOf(m *api.Machine) (provisioner.Provisioner, bool) {
-	p, ok := f.providers[m.Provider]
-	return p, ok
+	p, err := f.providers.Get(KeyOf(m))
+	if err != nil {
+		f.log.Error("no provider for machine", "machine", m.ID, "provider", KeyOf(m), "err", err)
+		return nil, false
+	}
+	return p, true
 }
 
 // Wait blocks until background terminations finish.
@@ -386,7 +399,7 @@ func (f *Fleet) Check(ctx context.Context, machines []*api.Machine, now time.Tim
 		case m.JoinState == api.JoinProvisioning && m.ProviderID == "" && now.Sub(m.CreatedAt) > f.cfg.ProviderTimeout:
 			f.retryLaunch(ctx, m)
 		case now.Sub(m.CreatedAt) > f.cfg.JoinTimeout:
-			_ = f.Terminate(ctx, m.ID, CauseJoinTimeout, fmt.Sprintf("did not join within %s", f.cfg.JoinTimeout))
+			_ = f.Terminate(ctx, m.ID, CauseJoinTimeout, f.joinTimeoutReason(ctx, m))
 		case m.ProviderID != "":
 			f.checkInstance(ctx, m)
 		}

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -16,12 +17,53 @@ import (
 // is gone are terminated (their replicas go back to pending), and tagged
 // instances the store does not know are terminated.
 func (f *Fleet) Recover(ctx context.Context) error {
-	for name, prov := range f.providers {
-		if err := f.recoverProvider(ctx, name, prov); err != nil {
-			return fmt.Errorf("recover machines of provider %s: %w", name, err)
+	keys, err := f.providerKeysInUse(ctx)
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		prov, err := f.providers.Get(key)
+		if err != nil {
+			return fmt.Errorf("recover machines of provider %s: %w", key, err)
+		}
+		if err := f.recoverProvider(ctx, key, prov); err != nil {
+			return fmt.Errorf("recover machines of provider %s: %w", key, err)
 		}
 	}
 	return nil
+}
+
+// providerKeysInUse are the provider instances of every cluster and of
+// every machine recorded (a deleted cluster's machines too).
+func (f *Fleet) providerKeysInUse(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	for _, k := range f.providers.Keys() {
+		seen[k] = true
+	}
+	err := f.store.View(ctx, func(tx store.Tx) error {
+		clusters, err := tx.ListClusters()
+		if err != nil {
+			return err
+		}
+		for _, c := range clusters {
+			if key, _, err := f.providers.For(c.Spec.Provider); err == nil {
+				seen[key] = true
+			} else {
+				f.log.Warn("cluster provider unavailable", "cluster", c.Metadata.Name, "err", err)
+			}
+		}
+		machines, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
+		for _, m := range machines {
+			seen[KeyOf(m)] = true
+		}
+		return err
+	})
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, err
 }
 
 func (f *Fleet) recoverProvider(ctx context.Context, name string, prov provisioner.Provisioner) error {
@@ -44,7 +86,7 @@ func (f *Fleet) recoverProvider(ctx context.Context, name string, prov provision
 		}
 		known := map[string]*api.Machine{}
 		for _, m := range machines {
-			if m.Provider != name {
+			if KeyOf(m) != name {
 				continue
 			}
 			known[m.ID] = m

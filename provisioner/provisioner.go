@@ -82,6 +82,10 @@ type LaunchSpec struct {
 	Bootstrap      Bootstrap
 	Tags           map[string]string
 	IdempotencyKey string
+	// Region and Config are the cluster's provider settings (spec.provider):
+	// an image, subnets, security groups...
+	Region string
+	Config map[string]string
 }
 
 // Bootstrap is what the agent on the new machine needs to join. Providers
@@ -184,4 +188,10 @@ func FindInstanceType(catalog []InstanceType, name string) (InstanceType, bool) 
 		}
 	}
 	return InstanceType{}, false
+}
+
+// ConsoleReader is a provider that can fetch an instance's console output
+// (boot log), used to say why a machine never joined.
+type ConsoleReader interface {
+	ConsoleOutput(ctx context.Context, id string) (string, error)
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -47,9 +45,9 @@ func (s *Server) applyDocuments(tx store.Tx, docs []spec.Document) ([]api.ApplyI
 		if d.Cluster == nil {
 			continue
 		}
-		if _, ok := s.providers[d.Cluster.Spec.Provider.Name]; !ok {
-			return nil, errorf(http.StatusUnprocessableEntity, "invalid", "spec.provider.name",
-				"document %d: spec.provider.name: provider %q is not configured on this server (available: %s)", d.Index, d.Cluster.Spec.Provider.Name, s.providerNames())
+		if _, _, err := s.providers.For(d.Cluster.Spec.Provider); err != nil {
+			return nil, errorf(http.StatusUnprocessableEntity, "invalid", "spec.provider",
+				"document %d: spec.provider: %v", d.Index, err)
 		}
 		if errs := spec.ResolveSecrets(d.Cluster, os.LookupEnv); errs != nil {
 			return nil, locate(errs, d.Index)
@@ -391,14 +389,6 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": "service/" + name})
 }
 
-func (s *Server) providerNames() string {
-	names := make([]string, 0, len(s.providers))
-	for name := range s.providers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
 
 func nonNil[T any](items []T) []T {
 	if items == nil {

@@ -21,9 +21,9 @@ import (
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/metrics"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
+	execprov "github.com/gantry-dev/gantry/provider/exec"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
-	dockerrt "github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +71,10 @@ type Config struct {
 	LocalRuntime string
 	// Docker provider settings; its StateDir defaults to DataDir/docker.
 	Docker dockerprovider.Config
-	Store  sqlite.Config
+	// ExecConfig is the exec provider's settings file (none: no exec
+	// provider).
+	ExecConfig string
+	Store      sqlite.Config
 }
 
 // DefaultConfig returns defaults for a data directory.
@@ -94,9 +97,10 @@ type Server struct {
 	store      store.Store
 	signer     *auth.Signer
 	adminToken string
-	providers  fleet.Providers
+	providers  *fleet.Providers
 	local      *local.Provider
 	docker     *dockerprovider.Provider
+	exec       *execprov.Provider
 	fleet      *fleet.Fleet
 	ctrl       *controller.Controller
 	listener   net.Listener
@@ -159,11 +163,6 @@ func (s *Server) prepare(ctx context.Context) error {
 	if err := s.prepareProviders(exe); err != nil {
 		return err
 	}
-	if s.cfg.WrapProvider != nil {
-		for name, p := range s.providers {
-			s.providers[name] = s.cfg.WrapProvider(p)
-		}
-	}
 	fc := s.cfg.Fleet
 	fc.ServerURL, fc.InstallationID = advertise, installation
 	s.registry = prometheus.NewRegistry()
@@ -174,55 +173,6 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}
 	return nil
 }
-
-// prepareProviders makes every built-in provider; none contacts anything
-// until the first cluster uses it.
-func (s *Server) prepareProviders(exe string) error {
-	if s.cfg.LocalRuntime == "" {
-		s.cfg.LocalRuntime = "process"
-	}
-	var err error
-	localCfg := local.Config{
-		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
-		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: append([]string{"--runtime", s.cfg.LocalRuntime}, s.cfg.LocalAgentArgs...), Logger: s.log,
-	}
-	if s.cfg.LocalRuntime == dockerrt.Name {
-		// A killed agent's containers outlive it; they go with its machine.
-		cli, err := dockerrt.NewClient(s.cfg.Docker.Host)
-		if err != nil {
-			return err
-		}
-		localCfg.ReleaseMachine = func(ctx context.Context, machineID string) error { return dockerrt.RemoveReplicas(ctx, cli, machineID) }
-	}
-	s.local, err = local.New(localCfg)
-	if err != nil {
-		return err
-	}
-	runtimes := map[string][]string{}
-	for k, v := range s.cfg.Controller.ProviderRuntimes {
-		runtimes[k] = v
-	}
-	runtimes[local.Name] = []string{s.cfg.LocalRuntime}
-	s.cfg.Controller.ProviderRuntimes = runtimes
-	dc := s.cfg.Docker
-	if dc.StateDir == "" {
-		dc.StateDir = filepath.Join(s.cfg.DataDir, "docker")
-	}
-	if dc.AgentBinary == "" {
-		dc.AgentBinary = exe
-	}
-	dc.Logger = s.log
-	s.docker, err = dockerprovider.New(dc)
-	if err != nil {
-		return err
-	}
-	s.providers = fleet.Providers{local.Name: s.local, dockerprovider.Name: s.docker}
-	return nil
-}
-
-// DockerProvider is the docker provider (`gantry dev` prepares its network
-// before the server listens).
-func (s *Server) DockerProvider() *dockerprovider.Provider { return s.docker }
 
 func (s *Server) metaOrCreate(ctx context.Context, key string, create func() string) (string, error) {
 	var value string
@@ -270,15 +220,6 @@ func (s *Server) AdminTokenPath() string { return filepath.Join(s.cfg.DataDir, "
 
 // AdminToken is the API's admin token (the caller must not log it).
 func (s *Server) AdminToken() string { return s.adminToken }
-
-// Catalogs resolves provider catalogs for spec validation.
-func (s *Server) Catalogs(provider string) ([]provisioner.InstanceType, bool) {
-	p, ok := s.providers[provider]
-	if !ok {
-		return nil, false
-	}
-	return p.InstanceTypes(), true
-}
 
 // Run serves the API and runs the control loop until ctx ends, then shuts
 // down the HTTP server and waits for background work.

@@ -4,7 +4,7 @@
 # tests. Each machine is a directory under $MACHINES_DIR and an agent
 # process in its own session.
 #
-#   process-machines.sh launch|terminate|describe|list|stop|start
+#   process-machines.sh launch|terminate|describe|list|stop|start|console
 #
 # The exec provider passes every value as a GANTRY_* variable (and as
 # shell-quoted {{placeholders}} in the command template). Set GANTRY_BIN to
@@ -104,6 +104,11 @@ start)
 describe)
   dir=$(machine_dir)
   if [[ -d $dir ]]; then describe "$dir"; else echo '{"state": "not-found"}'; fi
+  ;;
+console)
+  dir=$(machine_dir)
+  [[ -f $dir/agent.log ]] || exit 5
+  tail -n 200 "$dir/agent.log"
   ;;
 list)
   sep=""

@@ -24,6 +24,12 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 	return nil, false
 }
 
+// builtinPlanCatalogs are the catalogs `gantry plan` prices with when no
+// --catalog is given.
+func builtinPlanCatalogs(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
+	return builtinCatalogs(p.Name)
+}
+
 func readSpecFile(path string) ([]byte, error) {
 	if path == "-" {
 		return io.ReadAll(os.Stdin)

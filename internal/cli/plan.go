@@ -44,7 +44,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			docs, err := spec.Parse(file, data, spec.Catalogs(catalogs))
+			docs, err := spec.Parse(file, data, func(name string) ([]provisioner.InstanceType, bool) { return catalogs(api.ProviderSpec{Name: name}) })
 			if err != nil {
 				return err
 			}
@@ -77,7 +77,7 @@ func newPlanCmd(g *globals) *cobra.Command {
 
 func planCatalogs(path string) (controller.Catalogs, error) {
 	if path == "" {
-		return builtinCatalogs, nil
+		return builtinPlanCatalogs, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -87,7 +87,7 @@ func planCatalogs(path string) (controller.Catalogs, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(string) ([]provisioner.InstanceType, bool) { return types, true }, nil
+	return func(api.ProviderSpec) ([]provisioner.InstanceType, bool) { return types, true }, nil
 }
 
 func checkCatalogs(docs []spec.Document, catalogs controller.Catalogs) error {
@@ -95,7 +95,7 @@ func checkCatalogs(docs []spec.Document, catalogs controller.Catalogs) error {
 		if d.Cluster == nil {
 			continue
 		}
-		if _, ok := catalogs(d.Cluster.Spec.Provider.Name); !ok {
+		if _, ok := catalogs(d.Cluster.Spec.Provider); !ok {
 			return fmt.Errorf("cluster %s: provider %q has no built-in catalog: pass --catalog FILE", d.Name(), d.Cluster.Spec.Provider.Name)
 		}
 	}

@@ -25,6 +25,9 @@ type Commands struct {
 	List      string `json:"list,omitempty"`
 	Stop      string `json:"stop,omitempty"`
 	Start     string `json:"start,omitempty"`
+	// Console prints a machine's console output (boot log), shown when it
+	// fails to join.
+	Console string `json:"console,omitempty"`
 }
 
 // Placeholders are the values a template may use.
@@ -92,7 +95,7 @@ func (c Config) Validate() error {
 }
 
 func (c Commands) byName() map[string]string {
-	return map[string]string{"launch": c.Launch, "terminate": c.Terminate, "describe": c.Describe, "list": c.List, "stop": c.Stop, "start": c.Start}
+	return map[string]string{"launch": c.Launch, "terminate": c.Terminate, "describe": c.Describe, "list": c.List, "stop": c.Stop, "start": c.Start, "console": c.Console}
 }
 
 // catalog fills offerings of types that have none from the flat price.

@@ -249,3 +249,16 @@ func (p *Provider) listCommand(ctx context.Context) ([]provisioner.Instance, err
 	p.mu.Unlock()
 	return all, nil
 }
+
+// ConsoleOutput runs the console command (provisioner.ConsoleReader).
+func (p *Provider) ConsoleOutput(ctx context.Context, id string) (string, error) {
+	if p.cfg.Commands.Console == "" {
+		return "", provisioner.Errorf(provisioner.KindUnsupported, "console", "no console command configured")
+	}
+	r, ok := p.record(id)
+	if !ok {
+		return "", provisioner.Errorf(provisioner.KindNotFound, "console", "machine %s", id)
+	}
+	out, err := p.run(ctx, "console", p.cfg.Commands.Console, idValues(r))
+	return string(out), err
+}
