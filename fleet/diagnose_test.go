@@ -66,7 +66,7 @@ func TestJoinTimeoutEventCarriesBootDiagnostics(t *testing.T) {
 	cfg := DefaultConfig("http://server", "inst")
 	f := New(cfg, st, NewProviders(Static{"fake": prov}, nil), signer, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	c := &api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: "c"}, Spec: api.ClusterSpec{
-		Provider:       api.ProviderSpec{Name: "fake", Region: "r-1", Config: map[string]string{"image": "img-1"}},
+		Provider:      api.ProviderSpec{Name: "fake", Region: "r-1", Config: map[string]string{"image": "img-1"}},
 		ContainerCIDR: "10.244.0.0/16", CapacityGroups: []api.CapacityGroup{{GroupID: "g", InstanceType: "t", MaxSize: 1}}}}
 	if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutCluster(c) }); err != nil {
 		t.Fatal(err)

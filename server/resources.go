@@ -389,7 +389,6 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": "service/" + name})
 }
 
-
 func nonNil[T any](items []T) []T {
 	if items == nil {
 		return []T{}
