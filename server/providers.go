@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
+	awsprov "github.com/gantry-dev/gantry/provider/aws"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	execprov "github.com/gantry-dev/gantry/provider/exec"
 	"github.com/gantry-dev/gantry/provider/local"
@@ -73,7 +74,7 @@ func (s *Server) prepareProviders(exe string) error {
 
 // available names the providers a cluster may use on this server.
 func (s *Server) available() []string {
-	names := []string{local.Name, dockerprovider.Name}
+	names := []string{local.Name, dockerprovider.Name, awsprov.Name}
 	if s.exec != nil {
 		names = append(names, execprov.Name)
 	}
@@ -92,6 +93,14 @@ func (s *Server) Key(p api.ProviderSpec) (string, error) {
 			return "", fmt.Errorf("provider exec is not configured on this server (start it with --exec-config FILE)")
 		}
 		return p.Name, nil
+	case awsprov.Name:
+		if p.Region == "" {
+			return "", fmt.Errorf("spec.provider.region: required for aws")
+		}
+		if _, err := awsprov.ParseSettings(p.Config); err != nil {
+			return "", err
+		}
+		return awsprov.Name + ":" + p.Region, nil
 	}
 	return "", fmt.Errorf("provider %q is not available on this server (available: %s)", p.Name, strings.Join(s.available(), ", "))
 }
@@ -108,11 +117,19 @@ func (s *Server) New(key string) (provisioner.Provisioner, error) {
 			return s.exec, nil
 		}
 	}
+	if region, ok := strings.CutPrefix(key, awsprov.Name+":"); ok {
+		cfg := awsprov.DefaultConfig(region)
+		cfg.Endpoint = s.cfg.AWSEndpoint
+		return awsprov.New(context.Background(), cfg)
+	}
 	return nil, fmt.Errorf("provider %q is not available on this server", key)
 }
 
 // Catalogs resolves a provider's catalog by name, for spec validation.
 func (s *Server) Catalogs(name string) ([]provisioner.InstanceType, bool) {
+	if name == awsprov.Name {
+		return awsprov.CatalogFor("")
+	}
 	key, err := s.Key(api.ProviderSpec{Name: name})
 	if err != nil {
 		return nil, false

@@ -74,7 +74,10 @@ type Config struct {
 	// ExecConfig is the exec provider's settings file (none: no exec
 	// provider).
 	ExecConfig string
-	Store      sqlite.Config
+	// AWSEndpoint overrides the EC2 endpoint (an EC2-compatible API, or a
+	// fake in tests).
+	AWSEndpoint string
+	Store       sqlite.Config
 }
 
 // DefaultConfig returns defaults for a data directory.

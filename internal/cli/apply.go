@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/gantry-dev/gantry/api"
+	awsprov "github.com/gantry-dev/gantry/provider/aws"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
@@ -20,6 +21,8 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 		return local.Catalog(), true
 	case dockerprovider.Name:
 		return dockerprovider.Catalog(), true
+	case awsprov.Name:
+		return awsprov.CatalogFor("")
 	}
 	return nil, false
 }
@@ -27,6 +30,9 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 // builtinPlanCatalogs are the catalogs `gantry plan` prices with when no
 // --catalog is given.
 func builtinPlanCatalogs(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
+	if p.Name == awsprov.Name {
+		return awsprov.CatalogFor(p.Region)
+	}
 	return builtinCatalogs(p.Name)
 }
 

@@ -121,3 +121,16 @@ func BuildCatalog(types DescribedTypes, prices Prices) (CatalogFile, []string) {
 	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Name < out.Types[j].Name })
 	return out, skipped
 }
+
+// CatalogFor is the built-in catalog with offerings in region's zones
+// (us-east-1 when region is empty), for planning and validation.
+func CatalogFor(region string) ([]provisioner.InstanceType, bool) {
+	f, err := BuiltinCatalog()
+	if err != nil {
+		return nil, false
+	}
+	if region == "" {
+		region = f.PriceRegion
+	}
+	return f.Catalog(region, nil), true
+}

@@ -31,6 +31,8 @@ type Server struct {
 	// Transitions is how many DescribeInstances calls an instance stays in
 	// a passing state (pending, stopping, shutting-down).
 	Transitions int
+	// Console is every new instance's console output.
+	Console string
 
 	mu        sync.Mutex
 	instances map[string]*instance
@@ -209,6 +211,7 @@ func (s *Server) runInstances(form url.Values) (any, *apiError) {
 		State: "pending", Image: form.Get("ImageId"), Subnet: form.Get("SubnetId"), Profile: form.Get("IamInstanceProfile.Name"),
 		SecurityGroups: indexed(form, "SecurityGroupId"), Tags: map[string]string{}, Launched: time.Now().UTC().Truncate(time.Second),
 		IP: fmt.Sprintf("10.0.%d.%d", s.seq/250, s.seq%250+4), Token: form.Get("ClientToken"), hidden: s.HiddenDescribes, passing: s.Transitions,
+		Console: s.Console,
 	}
 	if in.Zone == "" {
 		in.Zone = "us-east-1a"
