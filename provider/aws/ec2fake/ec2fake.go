@@ -46,11 +46,11 @@ type Server struct {
 
 type instance struct {
 	ID, Type, Zone, State, Image, Subnet, UserData, Profile, Lifecycle, IP, Token string
-	SecurityGroups                                                         []string
-	Tags                                                                   map[string]string
-	Launched                                                               time.Time
-	hidden, passing                                                        int
-	Console                                                                string
+	SecurityGroups                                                                []string
+	Tags                                                                          map[string]string
+	Launched                                                                      time.Time
+	hidden, passing                                                               int
+	Console                                                                       string
 }
 
 // New returns an empty fake.
@@ -105,8 +105,8 @@ func (s *Server) Instance(id string) (Instance, bool) {
 // Instance is what a test may check of an instance.
 type Instance struct {
 	ID, Type, Zone, State, Image, Subnet, UserData, Profile, Lifecycle string
-	SecurityGroups                                                      []string
-	Tags                                                                map[string]string
+	SecurityGroups                                                     []string
+	Tags                                                               map[string]string
 }
 
 // ServeHTTP answers one Query API call.
