@@ -16,6 +16,7 @@ import (
 	awsprov "github.com/gantry-dev/gantry/provider/aws"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	execprov "github.com/gantry-dev/gantry/provider/exec"
+	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/cloudinit"
@@ -74,7 +75,7 @@ func (s *Server) prepareProviders(exe string) error {
 
 // available names the providers a cluster may use on this server.
 func (s *Server) available() []string {
-	names := []string{local.Name, dockerprovider.Name, awsprov.Name}
+	names := []string{local.Name, dockerprovider.Name, awsprov.Name, gcpprov.Name}
 	if s.exec != nil {
 		names = append(names, execprov.Name)
 	}
@@ -101,6 +102,15 @@ func (s *Server) Key(p api.ProviderSpec) (string, error) {
 			return "", err
 		}
 		return awsprov.Name + ":" + p.Region, nil
+	case gcpprov.Name:
+		if p.Region == "" {
+			return "", fmt.Errorf("spec.provider.region: required for gcp")
+		}
+		settings, err := gcpprov.ParseSettings(p.Config)
+		if err != nil {
+			return "", err
+		}
+		return gcpprov.Name + ":" + p.Region + ":" + settings.Project, nil
 	}
 	return "", fmt.Errorf("provider %q is not available on this server (available: %s)", p.Name, strings.Join(s.available(), ", "))
 }
@@ -122,13 +132,20 @@ func (s *Server) New(key string) (provisioner.Provisioner, error) {
 		cfg.Endpoint = s.cfg.AWSEndpoint
 		return awsprov.New(context.Background(), cfg)
 	}
+	if rest, ok := strings.CutPrefix(key, gcpprov.Name+":"); ok {
+		region, project, _ := strings.Cut(rest, ":")
+		return gcpprov.New(context.Background(), gcpprov.Config{Project: project, Region: region, Endpoint: s.cfg.GCPEndpoint, NoAuth: s.cfg.GCPNoAuth})
+	}
 	return nil, fmt.Errorf("provider %q is not available on this server", key)
 }
 
 // Catalogs resolves a provider's catalog by name, for spec validation.
 func (s *Server) Catalogs(name string) ([]provisioner.InstanceType, bool) {
-	if name == awsprov.Name {
+	switch name {
+	case awsprov.Name:
 		return awsprov.CatalogFor("")
+	case gcpprov.Name:
+		return gcpprov.CatalogFor(""), true
 	}
 	key, err := s.Key(api.ProviderSpec{Name: name})
 	if err != nil {

@@ -77,6 +77,10 @@ type Config struct {
 	// AWSEndpoint overrides the EC2 endpoint (an EC2-compatible API, or a
 	// fake in tests).
 	AWSEndpoint string
+	// GCPEndpoint overrides the Compute Engine endpoint; GCPNoAuth sends
+	// no credentials (a fake in tests).
+	GCPEndpoint string
+	GCPNoAuth   bool
 	Store       sqlite.Config
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	awsprov "github.com/gantry-dev/gantry/provider/aws"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
+	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
@@ -23,6 +24,8 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 		return dockerprovider.Catalog(), true
 	case awsprov.Name:
 		return awsprov.CatalogFor("")
+	case gcpprov.Name:
+		return gcpprov.CatalogFor(""), true
 	}
 	return nil, false
 }
@@ -30,8 +33,11 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 // builtinPlanCatalogs are the catalogs `gantry plan` prices with when no
 // --catalog is given.
 func builtinPlanCatalogs(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
-	if p.Name == awsprov.Name {
+	switch p.Name {
+	case awsprov.Name:
 		return awsprov.CatalogFor(p.Region)
+	case gcpprov.Name:
+		return gcpprov.CatalogFor(p.Region), true
 	}
 	return builtinCatalogs(p.Name)
 }

@@ -56,6 +56,8 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.Docker.Image, "docker-image", cfg.Docker.Image, "docker provider: machine image, built from this binary when missing or stale")
 	fs.StringVar(&cfg.Docker.ServerURL, "docker-server-url", "", "docker provider: URL machines dial (default: the advertised URL, loopback replaced by the network gateway)")
 	fs.StringVar(&cfg.AWSEndpoint, "aws-endpoint", "", "aws provider: EC2 endpoint override (default: the region's)")
+	fs.StringVar(&cfg.GCPEndpoint, "gcp-endpoint", "", "gcp provider: Compute Engine endpoint override")
+	fs.BoolVar(&cfg.GCPNoAuth, "gcp-no-auth", false, "gcp provider: send no credentials (for an emulator)")
 	fs.StringVar(&cfg.ExecConfig, "exec-config", "", "exec provider: settings file (commands, instance types, prices; see docs/providers.md)")
 	fs.DurationVar(&cfg.Docker.StopGrace, "docker-stop-grace", cfg.Docker.StopGrace, "docker provider: time a machine's agent has to stop its replicas")
 }

@@ -21,8 +21,8 @@ type Settings struct {
 }
 
 // settingKeys are the known keys of spec.provider.config.
-var settingKeys = []string{"imageId", "launchTemplate", "launchTemplateVersion", "subnets", "securityGroupIds", "instanceProfile",
-	"agentUrl.amd64", "agentSha256.amd64", "agentUrl.arm64", "agentSha256.arm64", "agentRuntime"}
+var settingKeys = append([]string{"imageId", "launchTemplate", "launchTemplateVersion", "subnets", "securityGroupIds", "instanceProfile"},
+	cloudinit.AgentConfigKeys...)
 
 // ParseSettings reads spec.provider.config, naming the bad key.
 func ParseSettings(cfg map[string]string) (Settings, error) {
@@ -52,17 +52,9 @@ func ParseSettings(cfg map[string]string) (Settings, error) {
 		}
 		s.Subnets[zone] = subnet
 	}
-	s.Agent = cloudinit.Agent{Binaries: map[string]cloudinit.Binary{}, Runtime: cfg["agentRuntime"]}
-	for _, arch := range []string{"amd64", "arm64"} {
-		url, sum := cfg["agentUrl."+arch], cfg["agentSha256."+arch]
-		if url != "" || sum != "" {
-			s.Agent.Binaries[arch] = cloudinit.Binary{URL: url, SHA256: sum}
-		}
-	}
-	if err := s.Agent.Validate(); err != nil {
-		return s, fmt.Errorf("spec.provider.config: %w (agentUrl.amd64/agentSha256.amd64: where machines download the gantry binary)", err)
-	}
-	return s, nil
+	agent, err := cloudinit.AgentFromConfig(cfg)
+	s.Agent = agent
+	return s, err
 }
 
 func list(s string) []string {

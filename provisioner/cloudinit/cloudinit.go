@@ -242,3 +242,22 @@ func Tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// AgentConfigKeys are the spec.provider.config keys AgentFromConfig reads.
+var AgentConfigKeys = []string{"agentUrl.amd64", "agentSha256.amd64", "agentUrl.arm64", "agentSha256.arm64", "agentRuntime"}
+
+// AgentFromConfig reads how machines get the agent from a cluster's
+// spec.provider.config (cloud providers share these keys).
+func AgentFromConfig(cfg map[string]string) (Agent, error) {
+	a := Agent{Binaries: map[string]Binary{}, Runtime: cfg["agentRuntime"]}
+	for _, arch := range []string{"amd64", "arm64"} {
+		url, sum := cfg["agentUrl."+arch], cfg["agentSha256."+arch]
+		if url != "" || sum != "" {
+			a.Binaries[arch] = Binary{URL: url, SHA256: sum}
+		}
+	}
+	if err := a.Validate(); err != nil {
+		return a, fmt.Errorf("spec.provider.config: %w (agentUrl.<arch>, agentSha256.<arch>: where machines download the gantry binary)", err)
+	}
+	return a, nil
+}
