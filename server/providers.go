@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
 	awsprov "github.com/gantry-dev/gantry/provider/aws"
+	azureprov "github.com/gantry-dev/gantry/provider/azure"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	execprov "github.com/gantry-dev/gantry/provider/exec"
 	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
@@ -75,7 +77,7 @@ func (s *Server) prepareProviders(exe string) error {
 
 // available names the providers a cluster may use on this server.
 func (s *Server) available() []string {
-	names := []string{local.Name, dockerprovider.Name, awsprov.Name, gcpprov.Name}
+	names := []string{local.Name, dockerprovider.Name, awsprov.Name, gcpprov.Name, azureprov.Name}
 	if s.exec != nil {
 		names = append(names, execprov.Name)
 	}
@@ -111,6 +113,15 @@ func (s *Server) Key(p api.ProviderSpec) (string, error) {
 			return "", err
 		}
 		return gcpprov.Name + ":" + p.Region + ":" + settings.Project, nil
+	case azureprov.Name:
+		if p.Region == "" {
+			return "", fmt.Errorf("spec.provider.region: required for azure (the location, such as eastus)")
+		}
+		settings, err := azureprov.ParseSettings(p.Config)
+		if err != nil {
+			return "", err
+		}
+		return azureprov.Name + ":" + p.Region + ":" + settings.SubscriptionID + "/" + settings.ResourceGroup, nil
 	}
 	return "", fmt.Errorf("provider %q is not available on this server (available: %s)", p.Name, strings.Join(s.available(), ", "))
 }
@@ -136,6 +147,15 @@ func (s *Server) New(key string) (provisioner.Provisioner, error) {
 		region, project, _ := strings.Cut(rest, ":")
 		return gcpprov.New(context.Background(), gcpprov.Config{Project: project, Region: region, Endpoint: s.cfg.GCPEndpoint, NoAuth: s.cfg.GCPNoAuth})
 	}
+	if rest, ok := strings.CutPrefix(key, azureprov.Name+":"); ok {
+		location, scope, _ := strings.Cut(rest, ":")
+		subscription, group, _ := strings.Cut(scope, "/")
+		cred, err := azidentity.NewDefaultAzureCredential(nil)
+		if err != nil {
+			return nil, fmt.Errorf("azure credentials: %w", err)
+		}
+		return azureprov.New(azureprov.Config{Location: location, SubscriptionID: subscription, ResourceGroup: group, Credential: cred})
+	}
 	return nil, fmt.Errorf("provider %q is not available on this server", key)
 }
 
@@ -146,6 +166,8 @@ func (s *Server) Catalogs(name string) ([]provisioner.InstanceType, bool) {
 		return awsprov.CatalogFor("")
 	case gcpprov.Name:
 		return gcpprov.CatalogFor(""), true
+	case azureprov.Name:
+		return azureprov.Catalog("eastus"), true
 	}
 	key, err := s.Key(api.ProviderSpec{Name: name})
 	if err != nil {

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/gantry-dev/gantry/api"
 	awsprov "github.com/gantry-dev/gantry/provider/aws"
+	azureprov "github.com/gantry-dev/gantry/provider/azure"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/local"
@@ -26,6 +28,8 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 		return awsprov.CatalogFor("")
 	case gcpprov.Name:
 		return gcpprov.CatalogFor(""), true
+	case azureprov.Name:
+		return azureprov.Catalog("eastus"), true
 	}
 	return nil, false
 }
@@ -38,6 +42,8 @@ func builtinPlanCatalogs(p api.ProviderSpec) ([]provisioner.InstanceType, bool) 
 		return awsprov.CatalogFor(p.Region)
 	case gcpprov.Name:
 		return gcpprov.CatalogFor(p.Region), true
+	case azureprov.Name:
+		return azureprov.Catalog(cmp.Or(p.Region, "eastus")), true
 	}
 	return builtinCatalogs(p.Name)
 }
