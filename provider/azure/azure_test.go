@@ -22,7 +22,7 @@ import (
 var settings = map[string]string{
 	"subscriptionId": "00000000-0000-0000-0000-000000000000", "resourceGroup": "gantry-test",
 	"image": "Canonical:ubuntu-24_04-lts:server:latest", "subnetId": "/subscriptions/0/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/s",
-	"sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGantryTestKey gantry",
+	"sshPublicKey":   "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGantryTestKey gantry",
 	"agentUrl.amd64": "https://downloads.example.com/gantry-amd64", "agentSha256.amd64": strings.Repeat("c", 64),
 }
 
