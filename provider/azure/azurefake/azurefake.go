@@ -31,12 +31,11 @@ type Cloud struct {
 }
 
 type vm struct {
-	model      armcompute.VirtualMachine
-	power      string // running, starting, stopping, deallocating, deallocated
-	reads      int
-	deleting   bool
-	provision  string
-	customData string
+	model     armcompute.VirtualMachine
+	power     string // running, starting, stopping, deallocating, deallocated
+	reads     int
+	deleting  bool
+	provision string
 }
 
 type failure struct {
