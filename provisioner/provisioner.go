@@ -195,3 +195,18 @@ func FindInstanceType(catalog []InstanceType, name string) (InstanceType, bool) 
 type ConsoleReader interface {
 	ConsoleOutput(ctx context.Context, id string) (string, error)
 }
+
+// CheapestFit is the lowest price of any catalog type that holds shape —
+// the PriceHint of providers whose catalog is all they know.
+func CheapestFit(catalog []InstanceType, shape Shape) (float64, bool) {
+	best, found := 0.0, false
+	for _, t := range catalog {
+		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
+			continue
+		}
+		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
+			best, found = price, true
+		}
+	}
+	return best, found
+}

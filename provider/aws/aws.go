@@ -15,6 +15,7 @@
 package aws
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -106,16 +107,7 @@ func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDema
 
 // PriceHint implements provisioner.Provisioner.
 func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	best, found := 0.0, false
-	for _, t := range p.catalog {
-		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
-			continue
-		}
-		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
-			best, found = price, true
-		}
-	}
-	return best, found
+	return provisioner.CheapestFit(p.catalog, shape)
 }
 
 // Launch runs one instance, tagged at launch, with the launch key as the
@@ -173,7 +165,7 @@ func (p *Provider) runInput(spec provisioner.LaunchSpec, s Settings) (*ec2.RunIn
 		input.ImageId = awssdk.String(s.ImageID)
 	}
 	if s.LaunchTemplate != "" {
-		lt := &types.LaunchTemplateSpecification{Version: awssdk.String(orDefault(s.LaunchTemplateVersion, "$Default"))}
+		lt := &types.LaunchTemplateSpecification{Version: awssdk.String(cmp.Or(s.LaunchTemplateVersion, "$Default"))}
 		if len(s.LaunchTemplate) > 3 && s.LaunchTemplate[:3] == "lt-" {
 			lt.LaunchTemplateId = awssdk.String(s.LaunchTemplate)
 		} else {

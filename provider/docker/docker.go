@@ -17,11 +17,13 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"net/url"
 	"os"
@@ -129,16 +131,7 @@ func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDema
 
 // PriceHint implements provisioner.Provisioner.
 func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	best, found := 0.0, false
-	for _, t := range p.catalog {
-		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || shape.GPUCount > 0 {
-			continue
-		}
-		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
-			best, found = price, true
-		}
-	}
-	return best, found
+	return provisioner.CheapestFit(p.catalog, shape)
 }
 
 // Prepare creates the network (if missing) and builds the machine image
@@ -233,7 +226,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 		return nil, classify("launch", err)
 	}
 	inst := provisioner.Instance{ID: id, State: provisioner.StatePending, InstanceType: it.Name,
-		CapacityType: orDefault(spec.CapacityType, api.CapacityOnDemand), Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: copyTags(spec.Tags)}
+		CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand), Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags)}
 	return &inst, nil
 }
 
@@ -254,9 +247,9 @@ func (p *Provider) agentServerURL(advertised, gateway string) (string, error) {
 }
 
 func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec provisioner.LaunchSpec, serverURL, gateway string) (*container.Config, *container.HostConfig) {
-	labels := copyTags(spec.Tags)
+	labels := maps.Clone(spec.Tags)
 	labels[labelKind], labels[labelInstanceType] = kindMachine, it.Name
-	labels[labelCapacityType], labels[labelLaunchKey] = orDefault(spec.CapacityType, api.CapacityOnDemand), spec.IdempotencyKey
+	labels[labelCapacityType], labels[labelLaunchKey] = cmp.Or(spec.CapacityType, api.CapacityOnDemand), spec.IdempotencyKey
 	b := spec.Bootstrap
 	args := []string{"agent", "--server", serverURL, "--cluster", b.Cluster, "--group", b.Group, "--machine-id", b.MachineID,
 		"--provider-id", id, "--zone", Zone, "--data-dir", "/var/lib/gantry", "--runtime", dockerrt.Name,
@@ -319,21 +312,6 @@ func networkAddress(settings *container.NetworkSettings, name string) []string {
 		return []string{ep.IPAddress.String()}
 	}
 	return nil
-}
-
-func copyTags(tags map[string]string) map[string]string {
-	out := make(map[string]string, len(tags))
-	for k, v := range tags {
-		out[k] = v
-	}
-	return out
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func randomHex(n int) string {

@@ -16,10 +16,12 @@ package exec
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -106,16 +108,7 @@ func (p *Provider) CapacityTypes() []string {
 
 // PriceHint implements provisioner.Provisioner.
 func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	best, found := 0.0, false
-	for _, t := range p.catalog {
-		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
-			continue
-		}
-		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
-			best, found = price, true
-		}
-	}
-	return best, found
+	return provisioner.CheapestFit(p.catalog, shape)
 }
 
 var providerIDRe = regexp.MustCompile(`^[A-Za-z0-9._:/@+-]{1,256}$`)
@@ -150,7 +143,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 		zone = it.Offerings[0].Zone
 	}
 	r := &record{Key: spec.IdempotencyKey, Dir: dir, Instance: provisioner.Instance{ID: id, State: provisioner.StatePending, InstanceType: it.Name,
-		CapacityType: orDefault(spec.CapacityType, api.CapacityOnDemand), Zone: zone, LaunchedAt: time.Now().UTC(), Tags: copyTags(spec.Tags)}}
+		CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand), Zone: zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags)}}
 	p.mu.Lock()
 	p.records[id] = r
 	err = p.saveLocked()
@@ -190,7 +183,7 @@ func (p *Provider) launchValues(spec provisioner.LaunchSpec, it provisioner.Inst
 	}
 	return map[string]string{
 		"instance_type": it.Name, "cpu": api.FormatCPU(it.MilliCPU), "memory_mib": strconv.FormatInt(it.MemoryBytes>>20, 10),
-		"memory_bytes": strconv.FormatInt(it.MemoryBytes, 10), "zone": spec.Zone, "capacity_type": orDefault(spec.CapacityType, api.CapacityOnDemand),
+		"memory_bytes": strconv.FormatInt(it.MemoryBytes, 10), "zone": spec.Zone, "capacity_type": cmp.Or(spec.CapacityType, api.CapacityOnDemand),
 		"labels": pairs(labels), "tags": pairs(spec.Tags), "tags_json": string(tagsJSON), "user_data": userData, "user_data_file": userDataFile,
 		"idempotency_key": spec.IdempotencyKey, "server_url": b.ServerURL, "cluster": b.Cluster, "group": b.Group, "machine": b.MachineID,
 		"join_token_file": tokenFile,
@@ -297,18 +290,3 @@ func (p *Provider) saveLocked() error {
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 
 func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
-
-func copyTags(tags map[string]string) map[string]string {
-	out := make(map[string]string, len(tags))
-	for k, v := range tags {
-		out[k] = v
-	}
-	return out
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
@@ -39,7 +40,7 @@ func (p *Provider) record(id string) (*record, bool) {
 		return nil, false
 	}
 	cp := *r
-	cp.Tags = copyTags(r.Tags)
+	cp.Tags = maps.Clone(r.Tags)
 	cp.Addresses = append([]string(nil), r.Addresses...)
 	return &cp, true
 }

@@ -121,16 +121,7 @@ func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDema
 
 // PriceHint implements provisioner.Provisioner.
 func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	best, found := 0.0, false
-	for _, t := range p.catalog {
-		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
-			continue
-		}
-		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
-			best, found = price, true
-		}
-	}
-	return best, found
+	return provisioner.CheapestFit(p.catalog, shape)
 }
 
 // instanceName is the deterministic name of a launch: a retried launch

@@ -5,11 +5,13 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,16 +96,7 @@ func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDema
 
 // PriceHint implements provisioner.Provisioner.
 func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	best, found := 0.0, false
-	for _, t := range p.catalog {
-		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
-			continue
-		}
-		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
-			best, found = price, true
-		}
-	}
-	return best, found
+	return provisioner.CheapestFit(p.catalog, shape)
 }
 
 // Launch starts an agent process and returns at once with the instance
@@ -129,8 +122,8 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	}
 	id := "local-" + randomHex(4)
 	r := &record{Key: spec.IdempotencyKey, Instance: provisioner.Instance{
-		ID: id, State: provisioner.StatePending, InstanceType: it.Name, CapacityType: orDefault(spec.CapacityType, api.CapacityOnDemand),
-		Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: copyTags(spec.Tags),
+		ID: id, State: provisioner.StatePending, InstanceType: it.Name, CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand),
+		Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags),
 	}}
 	r.Args = p.agentArgs(id, it, spec.Bootstrap)
 	p.records[id] = r
@@ -324,7 +317,7 @@ func (p *Provider) refresh(r *record) provisioner.Instance {
 		_ = p.save()
 	}
 	inst := r.Instance
-	inst.Tags = copyTags(r.Tags)
+	inst.Tags = maps.Clone(r.Tags)
 	inst.Addresses = append([]string(nil), r.Addresses...)
 	return inst
 }
@@ -390,21 +383,6 @@ func waitExit(ctx context.Context, pid int, done chan struct{}, limit time.Durat
 		case <-tick.C:
 		}
 	}
-}
-
-func copyTags(tags map[string]string) map[string]string {
-	out := make(map[string]string, len(tags))
-	for k, v := range tags {
-		out[k] = v
-	}
-	return out
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func randomHex(n int) string {
