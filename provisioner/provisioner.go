@@ -196,11 +196,34 @@ type ConsoleReader interface {
 	ConsoleOutput(ctx context.Context, id string) (string, error)
 }
 
-// CheapestFit is the lowest price of any catalog type that holds shape —
-// the PriceHint of providers whose catalog is all they know.
-func CheapestFit(catalog []InstanceType, shape Shape) (float64, bool) {
+// Catalog is the catalog half of a Provisioner for providers whose catalog
+// is fixed data: embed it.
+type Catalog struct {
+	Types []InstanceType
+}
+
+// InstanceTypes implements Provisioner.
+func (c Catalog) InstanceTypes() []InstanceType { return c.Types }
+
+// CapacityTypes are those the catalog offers, in order of appearance.
+func (c Catalog) CapacityTypes() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, it := range c.Types {
+		for _, o := range it.Offerings {
+			if !seen[o.CapacityType] {
+				seen[o.CapacityType] = true
+				out = append(out, o.CapacityType)
+			}
+		}
+	}
+	return out
+}
+
+// PriceHint is the lowest price of any catalog type that holds shape.
+func (c Catalog) PriceHint(shape Shape) (float64, bool) {
 	best, found := 0.0, false
-	for _, t := range catalog {
+	for _, t := range c.Types {
 		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
 			continue
 		}

@@ -59,9 +59,9 @@ func DefaultConfig(region string) Config {
 
 // Provider is one region of EC2.
 type Provider struct {
-	cfg     Config
-	client  *ec2.Client
-	catalog []provisioner.InstanceType
+	cfg    Config
+	client *ec2.Client
+	provisioner.Catalog
 
 	mu     sync.Mutex
 	recent map[string]provisioner.Instance // launched within the grace
@@ -93,22 +93,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{cfg: cfg, client: client, catalog: file.Catalog(cfg.Region, cfg.Zones), recent: map[string]provisioner.Instance{}}, nil
+	return &Provider{cfg: cfg, client: client, Catalog: provisioner.Catalog{Types: file.Catalog(cfg.Region, cfg.Zones)}, recent: map[string]provisioner.Instance{}}, nil
 }
 
 // Name implements provisioner.Provisioner.
 func (p *Provider) Name() string { return Name }
-
-// InstanceTypes implements provisioner.Provisioner.
-func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
-
-// CapacityTypes implements provisioner.Provisioner.
-func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDemand, api.CapacitySpot} }
-
-// PriceHint implements provisioner.Provisioner.
-func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	return provisioner.CheapestFit(p.catalog, shape)
-}
 
 // Launch runs one instance, tagged at launch, with the launch key as the
 // client token: a retried launch returns the same instance.
@@ -116,7 +105,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	if spec.IdempotencyKey == "" {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
 	}
-	if _, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType); !ok {
+	if _, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType); !ok {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
 	}
 	settings, err := ParseSettings(spec.Config)

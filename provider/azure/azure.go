@@ -53,9 +53,9 @@ type Config struct {
 
 // Provider manages VMs in one resource group.
 type Provider struct {
-	cfg     Config
-	vms     *armcompute.VirtualMachinesClient
-	catalog []provisioner.InstanceType
+	cfg Config
+	vms *armcompute.VirtualMachinesClient
+	provisioner.Catalog
 
 	mu   sync.Mutex
 	gone map[string]provisioner.Instance // deleted VMs, still described as terminated
@@ -72,22 +72,11 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure: virtual machines client: %w", err)
 	}
-	return &Provider{cfg: cfg, vms: vms, catalog: Catalog(cfg.Location), gone: map[string]provisioner.Instance{}}, nil
+	return &Provider{cfg: cfg, vms: vms, Catalog: provisioner.Catalog{Types: Catalog(cfg.Location)}, gone: map[string]provisioner.Instance{}}, nil
 }
 
 // Name implements provisioner.Provisioner.
 func (p *Provider) Name() string { return Name }
-
-// InstanceTypes implements provisioner.Provisioner.
-func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
-
-// CapacityTypes implements provisioner.Provisioner.
-func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDemand, api.CapacitySpot} }
-
-// PriceHint implements provisioner.Provisioner.
-func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	return provisioner.CheapestFit(p.catalog, shape)
-}
 
 // vmName is deterministic per launch key: a retried create (a PUT) is the
 // same VM.
@@ -102,7 +91,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	if spec.IdempotencyKey == "" {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
 	}
-	if _, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType); !ok {
+	if _, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType); !ok {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
 	}
 	s, err := ParseSettings(spec.Config)

@@ -93,9 +93,9 @@ func DefaultConfig(stateDir string) Config {
 
 // Provider is the docker provisioner.
 type Provider struct {
-	cfg     Config
-	catalog []provisioner.InstanceType
-	cli     *client.Client
+	cfg Config
+	provisioner.Catalog
+	cli *client.Client
 
 	mu      sync.Mutex
 	gateway string // set once the network and image are ready
@@ -113,7 +113,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, catalog: Catalog(), cli: cli, gone: map[string]tombstone{}}
+	p := &Provider{cfg: cfg, Catalog: provisioner.Catalog{Types: Catalog()}, cli: cli, gone: map[string]tombstone{}}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -122,17 +122,6 @@ func New(cfg Config) (*Provider, error) {
 
 // Name implements provisioner.Provisioner.
 func (p *Provider) Name() string { return Name }
-
-// InstanceTypes implements provisioner.Provisioner.
-func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
-
-// CapacityTypes implements provisioner.Provisioner.
-func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDemand, api.CapacitySpot} }
-
-// PriceHint implements provisioner.Provisioner.
-func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	return provisioner.CheapestFit(p.catalog, shape)
-}
 
 // Prepare creates the network (if missing) and builds the machine image
 // (if missing or stale), and returns the network's gateway address: the
@@ -189,7 +178,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	if spec.IdempotencyKey == "" {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
 	}
-	it, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType)
+	it, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType)
 	if !ok {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
 	}

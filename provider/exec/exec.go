@@ -55,8 +55,8 @@ type record struct {
 
 // Provider runs the commands.
 type Provider struct {
-	cfg     Config
-	catalog []provisioner.InstanceType
+	cfg Config
+	provisioner.Catalog
 
 	mu      sync.Mutex
 	records map[string]*record
@@ -78,7 +78,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("exec provider state dir: %w", err)
 	}
-	p := &Provider{cfg: cfg, catalog: cfg.catalog(), records: map[string]*record{}}
+	p := &Provider{cfg: cfg, Catalog: provisioner.Catalog{Types: cfg.catalog()}, records: map[string]*record{}}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -88,29 +88,6 @@ func New(cfg Config) (*Provider, error) {
 // Name implements provisioner.Provisioner.
 func (p *Provider) Name() string { return Name }
 
-// InstanceTypes implements provisioner.Provisioner.
-func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
-
-// CapacityTypes implements provisioner.Provisioner.
-func (p *Provider) CapacityTypes() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, it := range p.catalog {
-		for _, o := range it.Offerings {
-			if !seen[o.CapacityType] {
-				seen[o.CapacityType] = true
-				out = append(out, o.CapacityType)
-			}
-		}
-	}
-	return out
-}
-
-// PriceHint implements provisioner.Provisioner.
-func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	return provisioner.CheapestFit(p.catalog, shape)
-}
-
 var providerIDRe = regexp.MustCompile(`^[A-Za-z0-9._:/@+-]{1,256}$`)
 
 // Launch runs the launch command and records the machine it made.
@@ -118,7 +95,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	if spec.IdempotencyKey == "" {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
 	}
-	it, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType)
+	it, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType)
 	if !ok {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
 	}

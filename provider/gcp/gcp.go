@@ -67,7 +67,7 @@ type Provider struct {
 	cfg        Config
 	instances  *compute.InstancesClient
 	operations *compute.ZoneOperationsClient
-	catalog    []provisioner.InstanceType
+	provisioner.Catalog
 
 	mu   sync.Mutex
 	gone map[string]provisioner.Instance
@@ -107,22 +107,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcp: operations client: %w", err)
 	}
-	return &Provider{cfg: cfg, instances: instances, operations: operations, catalog: Catalog(cfg.Zones), gone: map[string]provisioner.Instance{}}, nil
+	return &Provider{cfg: cfg, instances: instances, operations: operations, Catalog: provisioner.Catalog{Types: Catalog(cfg.Zones)}, gone: map[string]provisioner.Instance{}}, nil
 }
 
 // Name implements provisioner.Provisioner.
 func (p *Provider) Name() string { return Name }
-
-// InstanceTypes implements provisioner.Provisioner.
-func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
-
-// CapacityTypes implements provisioner.Provisioner.
-func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDemand, api.CapacitySpot} }
-
-// PriceHint implements provisioner.Provisioner.
-func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	return provisioner.CheapestFit(p.catalog, shape)
-}
 
 // instanceName is the deterministic name of a launch: a retried launch
 // finds the same instance (409 already exists).
@@ -145,7 +134,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	if spec.IdempotencyKey == "" {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
 	}
-	if _, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType); !ok {
+	if _, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType); !ok {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
 	}
 	s, err := ParseSettings(spec.Config)

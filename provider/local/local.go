@@ -57,8 +57,8 @@ type record struct {
 
 // Provider is the local provisioner.
 type Provider struct {
-	cfg     Config
-	catalog []provisioner.InstanceType
+	cfg Config
+	provisioner.Catalog
 	mu      sync.Mutex
 	records map[string]*record
 	// exited is closed when a child started by this process exits.
@@ -78,7 +78,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider state dir: %w", err)
 	}
-	p := &Provider{cfg: cfg, catalog: Catalog(), records: map[string]*record{}, exited: map[string]chan struct{}{}}
+	p := &Provider{cfg: cfg, Catalog: provisioner.Catalog{Types: Catalog()}, records: map[string]*record{}, exited: map[string]chan struct{}{}}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -88,24 +88,13 @@ func New(cfg Config) (*Provider, error) {
 // Name implements provisioner.Provisioner.
 func (p *Provider) Name() string { return Name }
 
-// InstanceTypes implements provisioner.Provisioner.
-func (p *Provider) InstanceTypes() []provisioner.InstanceType { return p.catalog }
-
-// CapacityTypes implements provisioner.Provisioner.
-func (p *Provider) CapacityTypes() []string { return []string{api.CapacityOnDemand, api.CapacitySpot} }
-
-// PriceHint implements provisioner.Provisioner.
-func (p *Provider) PriceHint(shape provisioner.Shape) (float64, bool) {
-	return provisioner.CheapestFit(p.catalog, shape)
-}
-
 // Launch starts an agent process and returns at once with the instance
 // pending. A retried launch with the same key returns the same instance.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
 	if spec.IdempotencyKey == "" {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
 	}
-	it, ok := provisioner.FindInstanceType(p.catalog, spec.InstanceType)
+	it, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType)
 	if !ok {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
 	}
