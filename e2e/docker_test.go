@@ -53,7 +53,7 @@ spec:
   env: {GREETING: from a container}
   ports: [{name: http, containerPort: 8080}]
   replicas: %d
-  resources: {cpu: 250m, memory: 64Mi}
+  resources: {cpu: 250m, memory: 128Mi}
   healthCheck:
     http: {port: http, path: /healthz}
     intervalSeconds: 1
@@ -98,8 +98,8 @@ func TestDockerRuntimeRunsReplicasAsContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := inspected.Container
-	if c.HostConfig.NanoCPUs != 250_000_000 || c.HostConfig.Memory != 64<<20 {
-		t.Errorf("container limits: nanoCPUs %d memory %d, want 250m and 64Mi", c.HostConfig.NanoCPUs, c.HostConfig.Memory)
+	if c.HostConfig.NanoCPUs != 250_000_000 || c.HostConfig.Memory != 128<<20 {
+		t.Errorf("container limits: nanoCPUs %d memory %d, want 250m and 128Mi", c.HostConfig.NanoCPUs, c.HostConfig.Memory)
 	}
 	if !contains(c.Config.Env, "GREETING=from a container") || !contains(c.Config.Env, "PORT=8080") {
 		t.Errorf("container env %v", c.Config.Env)
@@ -196,7 +196,7 @@ spec:
   image: gantry-e2e:latest
   command: [/gantry, hello]
   ports: [{name: http, containerPort: 8080}]
-  resources: {cpu: 100m, memory: 32Mi}
+  resources: {cpu: 100m, memory: 128Mi}
   isolation: teeRequired
 ---
 kind: Service
@@ -206,7 +206,7 @@ spec:
   image: gantry-e2e:latest
   command: [/gantry, hello]
   ports: [{name: http, containerPort: 8080}]
-  resources: {cpu: 100m, memory: 32Mi}
+  resources: {cpu: 100m, memory: 128Mi}
   isolation: standardRequired
 `)
 		for svc, want := range map[string]string{"sealed": tee, "plain": ""} {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ spec:
   command: [/gantry, hello]
   ports: [{name: http, containerPort: 8080}]
   replicas: 3
-  resources: {cpu: 250m, memory: 64Mi}
+  resources: {cpu: 250m, memory: 128Mi}
   healthCheck:
     http: {port: http, path: /healthz}
     intervalSeconds: 1
@@ -125,4 +126,19 @@ func removeNetwork(cli *client.Client, network string) {
 		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 	_, _ = cli.NetworkRemove(ctx, network, client.NetworkRemoveOptions{})
+}
+
+// The README's docker command: `gantry dev --provider docker -f
+// examples/hello-docker.yaml` runs 3 machine containers whose replicas are
+// containers, and Ctrl-C removes them all.
+func TestDevWithTheDockerProvider(t *testing.T) {
+	cli := dockerSetup(t)
+	network := fmt.Sprintf("gantry-e2e-dev-%d", time.Now().UnixNano()%1_000_000)
+	t.Cleanup(func() { removeNetwork(cli, network) })
+	runDevOnce(t, filepath.Join(t.TempDir(), "state"), 1, "hello from a Gantry container",
+		"--provider", "docker", "-f", "../examples/hello-docker.yaml", "--docker-network", network, "--docker-image", e2eImage)
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("network", network)})
+	if err != nil || len(list.Items) != 0 {
+		t.Fatalf("containers left after Ctrl-C: %d (%v)", len(list.Items), err)
+	}
 }

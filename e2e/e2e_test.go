@@ -208,13 +208,15 @@ func TestCLI(t *testing.T) {
 func TestDevRunsTheExampleAndCleansUp(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	for run := 1; run <= 2; run++ { // the second run starts from the first's state
-		runDevOnce(t, dir, run)
+		runDevOnce(t, dir, run, "hello from Gantry", "-f", "../examples/hello.yaml")
 	}
 }
 
-func runDevOnce(t *testing.T, dir string, run int) {
+// runDevOnce runs `gantry dev` with args until its replicas answer with
+// greeting, then Ctrl-C; nothing of it may be left running.
+func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(gantryBin, "dev", "-f", "../examples/hello.yaml", "--data-dir", dir, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(gantryBin, append([]string{"dev", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +260,7 @@ func runDevOnce(t *testing.T, dir string, run int) {
 	}
 	for _, u := range urls {
 		body, ok := get(u)
-		if !ok || !strings.Contains(body, "hello from Gantry") {
+		if !ok || !strings.Contains(body, greeting) {
 			t.Fatalf("run %d: %s answered %q", run, u, body)
 		}
 	}

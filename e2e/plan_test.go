@@ -66,9 +66,14 @@ func TestPlanRejectsABadCatalog(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "instanceTypes[0].cpu") {
 		t.Fatalf("bad catalog: exit %d, %s", code, errOut)
 	}
-	_, errOut, code = runGantry(t, "plan", "-f", "../examples/plan.yaml", "--offline")
+	noCatalog := writeFile(t, dir, "k8s.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: kubernetes}\n  capacityGroups: [{groupId: g, minSize: 1, maxSize: 2}]\n")
+	_, errOut, code = runGantry(t, "plan", "-f", noCatalog, "--offline")
 	if code != 1 || !strings.Contains(errOut, "pass --catalog") {
-		t.Fatalf("aws without a catalog: exit %d, %s", code, errOut)
+		t.Fatalf("a provider without a built-in catalog: exit %d, %s", code, errOut)
+	}
+	// examples/plan.yaml is aws: the built-in EC2 catalog prices it.
+	if _, errOut, code = runGantry(t, "plan", "-f", "../examples/plan.yaml", "--offline"); code != 0 {
+		t.Fatalf("aws with its built-in catalog: exit %d, %s", code, errOut)
 	}
 }
 

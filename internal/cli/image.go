@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
@@ -46,6 +47,9 @@ func newImageCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(build)
 	return cmd
 }
+
+// devImage is the image the examples' replicas run (/gantry hello).
+const devImage = "gantry:dev"
 
 // withProvider rewrites every cluster of the spec to run on provider and
 // returns the spec to apply.
@@ -93,9 +97,12 @@ func prepareDocker(ctx context.Context, g *globals, cfg *server.Config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.out, "gantry dev: building image %s from %s...\n", cfg.Docker.Image, exe)
-	if err := docker.EnsureImage(ctx, cli, cfg.Docker.Image, exe); err != nil {
-		return err
+	// The machine image, and gantry:dev that the examples' replicas run.
+	for _, tag := range slices.Compact([]string{cfg.Docker.Image, devImage}) {
+		fmt.Fprintf(g.out, "gantry dev: image %s holds %s\n", tag, exe)
+		if err := docker.EnsureImage(ctx, cli, tag, exe); err != nil {
+			return err
+		}
 	}
 	host, port, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
