@@ -22,7 +22,11 @@ import (
 	"github.com/gantry-dev/gantry/client"
 )
 
-// gantryBin is built once by TestMain, with buildFlags.
+// gantryBin is built once by TestMain, with buildFlags. It is not
+// race-instrumented even under -race: that would compile the cloud SDKs a
+// second time (minutes on 2 cores); the server's and agent's concurrency is
+// raced in process (server, agent and fleet tests, and the in-process server
+// of the fault tests here).
 var (
 	gantryBin  string
 	buildFlags = []string{"build"}

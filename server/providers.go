@@ -11,14 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
-	awsprov "github.com/gantry-dev/gantry/provider/aws"
-	azureprov "github.com/gantry-dev/gantry/provider/azure"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	execprov "github.com/gantry-dev/gantry/provider/exec"
-	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/cloudinit"
@@ -77,7 +73,10 @@ func (s *Server) prepareProviders(exe string) error {
 
 // available names the providers a cluster may use on this server.
 func (s *Server) available() []string {
-	names := []string{local.Name, dockerprovider.Name, awsprov.Name, gcpprov.Name, azureprov.Name}
+	names := []string{local.Name, dockerprovider.Name}
+	if s.cfg.Clouds != nil {
+		names = append(names, s.cfg.Clouds.Names()...)
+	}
 	if s.exec != nil {
 		names = append(names, execprov.Name)
 	}
@@ -96,32 +95,11 @@ func (s *Server) Key(p api.ProviderSpec) (string, error) {
 			return "", fmt.Errorf("provider exec is not configured on this server (start it with --exec-config FILE)")
 		}
 		return p.Name, nil
-	case awsprov.Name:
-		if p.Region == "" {
-			return "", fmt.Errorf("spec.provider.region: required for aws")
+	}
+	if s.cfg.Clouds != nil {
+		if key, ok, err := s.cfg.Clouds.Key(p); ok {
+			return key, err
 		}
-		if _, err := awsprov.ParseSettings(p.Config); err != nil {
-			return "", err
-		}
-		return awsprov.Name + ":" + p.Region, nil
-	case gcpprov.Name:
-		if p.Region == "" {
-			return "", fmt.Errorf("spec.provider.region: required for gcp")
-		}
-		settings, err := gcpprov.ParseSettings(p.Config)
-		if err != nil {
-			return "", err
-		}
-		return gcpprov.Name + ":" + p.Region + ":" + settings.Project, nil
-	case azureprov.Name:
-		if p.Region == "" {
-			return "", fmt.Errorf("spec.provider.region: required for azure (the location, such as eastus)")
-		}
-		settings, err := azureprov.ParseSettings(p.Config)
-		if err != nil {
-			return "", err
-		}
-		return azureprov.Name + ":" + p.Region + ":" + settings.SubscriptionID + "/" + settings.ResourceGroup, nil
 	}
 	return "", fmt.Errorf("provider %q is not available on this server (available: %s)", p.Name, strings.Join(s.available(), ", "))
 }
@@ -138,36 +116,20 @@ func (s *Server) New(key string) (provisioner.Provisioner, error) {
 			return s.exec, nil
 		}
 	}
-	if region, ok := strings.CutPrefix(key, awsprov.Name+":"); ok {
-		cfg := awsprov.DefaultConfig(region)
-		cfg.Endpoint = s.cfg.AWSEndpoint
-		return awsprov.New(context.Background(), cfg)
-	}
-	if rest, ok := strings.CutPrefix(key, gcpprov.Name+":"); ok {
-		region, project, _ := strings.Cut(rest, ":")
-		return gcpprov.New(context.Background(), gcpprov.Config{Project: project, Region: region, Endpoint: s.cfg.GCPEndpoint, NoAuth: s.cfg.GCPNoAuth})
-	}
-	if rest, ok := strings.CutPrefix(key, azureprov.Name+":"); ok {
-		location, scope, _ := strings.Cut(rest, ":")
-		subscription, group, _ := strings.Cut(scope, "/")
-		cred, err := azidentity.NewDefaultAzureCredential(nil)
-		if err != nil {
-			return nil, fmt.Errorf("azure credentials: %w", err)
+	if s.cfg.Clouds != nil {
+		if prov, ok, err := s.cfg.Clouds.Make(key); ok {
+			return prov, err
 		}
-		return azureprov.New(azureprov.Config{Location: location, SubscriptionID: subscription, ResourceGroup: group, Credential: cred})
 	}
 	return nil, fmt.Errorf("provider %q is not available on this server", key)
 }
 
 // Catalogs resolves a provider's catalog by name, for spec validation.
 func (s *Server) Catalogs(name string) ([]provisioner.InstanceType, bool) {
-	switch name {
-	case awsprov.Name:
-		return awsprov.CatalogFor("")
-	case gcpprov.Name:
-		return gcpprov.CatalogFor(""), true
-	case azureprov.Name:
-		return azureprov.Catalog("eastus"), true
+	if s.cfg.Clouds != nil {
+		if types, ok := s.cfg.Clouds.Catalog(api.ProviderSpec{Name: name}); ok {
+			return types, true
+		}
 	}
 	key, err := s.Key(api.ProviderSpec{Name: name})
 	if err != nil {

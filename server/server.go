@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/controller"
 	"github.com/gantry-dev/gantry/fleet"
@@ -74,14 +75,18 @@ type Config struct {
 	// ExecConfig is the exec provider's settings file (none: no exec
 	// provider).
 	ExecConfig string
-	// AWSEndpoint overrides the EC2 endpoint (an EC2-compatible API, or a
-	// fake in tests).
-	AWSEndpoint string
-	// GCPEndpoint overrides the Compute Engine endpoint; GCPNoAuth sends
-	// no credentials (a fake in tests).
-	GCPEndpoint string
-	GCPNoAuth   bool
-	Store       sqlite.Config
+	// Clouds makes the cloud providers (aws, gcp, azure); nil: none.
+	Clouds CloudProviders
+	Store  sqlite.Config
+}
+
+// CloudProviders makes the providers whose settings come from the cluster
+// spec (provider/clouds); ok is false for what is not theirs.
+type CloudProviders interface {
+	Names() []string
+	Key(p api.ProviderSpec) (key string, ok bool, err error)
+	Make(key string) (prov provisioner.Provisioner, ok bool, err error)
+	Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool)
 }
 
 // DefaultConfig returns defaults for a data directory.

@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"os"
 
 	"github.com/gantry-dev/gantry/api"
-	awsprov "github.com/gantry-dev/gantry/provider/aws"
-	azureprov "github.com/gantry-dev/gantry/provider/azure"
+	"github.com/gantry-dev/gantry/provider/clouds"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
-	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
@@ -24,26 +21,15 @@ func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
 		return local.Catalog(), true
 	case dockerprovider.Name:
 		return dockerprovider.Catalog(), true
-	case awsprov.Name:
-		return awsprov.CatalogFor("")
-	case gcpprov.Name:
-		return gcpprov.CatalogFor(""), true
-	case azureprov.Name:
-		return azureprov.Catalog("eastus"), true
 	}
-	return nil, false
+	return clouds.Catalog(api.ProviderSpec{Name: provider})
 }
 
 // builtinPlanCatalogs are the catalogs `gantry plan` prices with when no
 // --catalog is given.
 func builtinPlanCatalogs(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
-	switch p.Name {
-	case awsprov.Name:
-		return awsprov.CatalogFor(p.Region)
-	case gcpprov.Name:
-		return gcpprov.CatalogFor(p.Region), true
-	case azureprov.Name:
-		return azureprov.Catalog(cmp.Or(p.Region, "eastus")), true
+	if types, ok := clouds.Catalog(p); ok {
+		return types, true
 	}
 	return builtinCatalogs(p.Name)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/provider/clouds"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/spf13/cobra"
@@ -34,6 +35,7 @@ func devConfig(dataDir string) server.Config {
 
 func newDevCmd(g *globals) *cobra.Command {
 	cfg := devConfig("")
+	var cloudCfg clouds.Config
 	var file, provider string
 	var progressEvery time.Duration
 	cmd := &cobra.Command{
@@ -72,13 +74,14 @@ func newDevCmd(g *globals) *cobra.Command {
 				}
 			}
 			cfg.DataDir, cfg.Store = g.dataDir, server.DefaultConfig(g.dataDir).Store
+			cfg.Clouds = clouds.New(cloudCfg)
 			return runDev(cmd.Context(), g, cfg, data, docs, progressEvery)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "spec file (YAML or JSON)")
 	cmd.Flags().StringVar(&provider, "provider", "", "run every cluster of the spec on this provider: local (agent processes) or docker (agent containers)")
 	cmd.Flags().DurationVar(&progressEvery, "progress-interval", 500*time.Millisecond, "how often progress is polled")
-	serverFlags(cmd.Flags(), &cfg)
+	serverFlags(cmd.Flags(), &cfg, &cloudCfg)
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/gantry-dev/gantry/provider/clouds"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -26,8 +27,12 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// serverFlags binds every server knob to a flag, defaults from cfg.
-func serverFlags(fs *pflag.FlagSet, cfg *server.Config) {
+// serverFlags binds every server knob to a flag, defaults from cfg; the
+// cloud endpoints go to cloudCfg (see withClouds).
+func serverFlags(fs *pflag.FlagSet, cfg *server.Config, cloudCfg *clouds.Config) {
+	fs.StringVar(&cloudCfg.AWSEndpoint, "aws-endpoint", "", "aws provider: EC2 endpoint override (default: the region's)")
+	fs.StringVar(&cloudCfg.GCPEndpoint, "gcp-endpoint", "", "gcp provider: Compute Engine endpoint override")
+	fs.BoolVar(&cloudCfg.GCPNoAuth, "gcp-no-auth", false, "gcp provider: send no credentials (for an emulator)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the HTTP API")
 	fs.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "URL agents use to reach the server (default: the listen address)")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest accepted request body")
@@ -55,15 +60,13 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config) {
 	fs.StringVar(&cfg.Docker.Network, "docker-network", cfg.Docker.Network, "docker provider: bridge network of machines and replicas")
 	fs.StringVar(&cfg.Docker.Image, "docker-image", cfg.Docker.Image, "docker provider: machine image, built from this binary when missing or stale")
 	fs.StringVar(&cfg.Docker.ServerURL, "docker-server-url", "", "docker provider: URL machines dial (default: the advertised URL, loopback replaced by the network gateway)")
-	fs.StringVar(&cfg.AWSEndpoint, "aws-endpoint", "", "aws provider: EC2 endpoint override (default: the region's)")
-	fs.StringVar(&cfg.GCPEndpoint, "gcp-endpoint", "", "gcp provider: Compute Engine endpoint override")
-	fs.BoolVar(&cfg.GCPNoAuth, "gcp-no-auth", false, "gcp provider: send no credentials (for an emulator)")
 	fs.StringVar(&cfg.ExecConfig, "exec-config", "", "exec provider: settings file (commands, instance types, prices; see docs/providers.md)")
 	fs.DurationVar(&cfg.Docker.StopGrace, "docker-stop-grace", cfg.Docker.StopGrace, "docker provider: time a machine's agent has to stop its replicas")
 }
 
 func newServerCmd(g *globals) *cobra.Command {
 	cfg := server.DefaultConfig("")
+	var cloudCfg clouds.Config
 	var logFormat, logLevel string
 	cmd := &cobra.Command{
 		Use:   "server",
@@ -77,6 +80,7 @@ func newServerCmd(g *globals) *cobra.Command {
 			cfg.DataDir = g.dataDir
 			cfg.Store = server.DefaultConfig(g.dataDir).Store
 			cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
+			cfg.Clouds = clouds.New(cloudCfg)
 			srv, err := server.New(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
@@ -86,7 +90,7 @@ func newServerCmd(g *globals) *cobra.Command {
 			return srv.Run(cmd.Context())
 		},
 	}
-	serverFlags(cmd.Flags(), &cfg)
+	serverFlags(cmd.Flags(), &cfg, &cloudCfg)
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd
