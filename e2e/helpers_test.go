@@ -202,7 +202,7 @@ func allAnswer(rs []api.Replica, n int) (bool, string) {
 		}
 		body, ok := answers(r)
 		if !ok || !strings.Contains(body, "replica "+r.ID+" on machine "+r.Machine) {
-			return false, fmt.Sprintf("%s does not answer as itself: %q", r.ID, body)
+			return false, fmt.Sprintf("%s (%s on %s) does not answer as itself at %s %v: %q", r.ID, r.Health, r.Machine, r.Address, r.HostPorts, body)
 		}
 	}
 	return true, ""

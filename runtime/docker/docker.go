@@ -43,11 +43,15 @@ type Config struct {
 	PullTimeout time.Duration
 	// RequestTimeout bounds each short engine call (create, inspect...).
 	RequestTimeout time.Duration
+	// PortWait bounds how long a started container's published ports are
+	// waited for, checking every PortPoll.
+	PortWait time.Duration
+	PortPoll time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Network: "bridge", PullTimeout: 5 * time.Minute, RequestTimeout: 30 * time.Second}
+	return Config{Network: "bridge", PullTimeout: 5 * time.Minute, RequestTimeout: 30 * time.Second, PortWait: 10 * time.Second, PortPoll: 100 * time.Millisecond}
 }
 
 // Driver runs containers.
@@ -201,16 +205,38 @@ func (d *Driver) attach(ctx context.Context, id string) (*task, error) {
 	// Wait before inspecting: an exit between the two is not missed.
 	waitCtx, stopWait := context.WithCancel(context.WithoutCancel(ctx))
 	wait := d.cli.ContainerWait(waitCtx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-	inspected, err := d.cli.ContainerInspect(rctx, id, client.ContainerInspectOptions{})
+	c, err := d.inspectPublished(rctx, id)
 	if err != nil {
 		stopWait()
-		return nil, fmt.Errorf("inspect container: %w", err)
+		return nil, err
 	}
-	c := inspected.Container
 	t := &task{driver: d, id: id, name: strings.TrimPrefix(c.Name, "/"), done: make(chan struct{}), stopWait: stopWait,
 		hostPorts: publishedPorts(c), endpoints: endpoints(c, d.cfg.Network)}
 	go t.watch(wait)
 	return t, nil
+}
+
+// inspectPublished inspects a container until each of its named ports has
+// its host port (the engine may fill them in just after start), or it is
+// no longer running, or PortWait has passed.
+func (d *Driver) inspectPublished(ctx context.Context, id string) (container.InspectResponse, error) {
+	deadline := time.Now().Add(d.cfg.PortWait)
+	for {
+		inspected, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			return container.InspectResponse{}, fmt.Errorf("inspect container: %w", err)
+		}
+		c := inspected.Container
+		running := c.State != nil && c.State.Running
+		if !running || c.Config == nil || len(publishedPorts(c)) == len(containerPorts(c.Config.Labels)) || time.Now().After(deadline) {
+			return c, nil
+		}
+		select {
+		case <-ctx.Done():
+			return c, nil
+		case <-time.After(d.cfg.PortPoll):
+		}
+	}
 }
 
 // Adopt finds the replica containers this machine left behind.
