@@ -4,6 +4,7 @@ package atomicfile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 )
@@ -34,4 +35,20 @@ func WriteJSON(path string, v any) error {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	return nil
+}
+
+// ReadJSON decodes path into v; a missing file is not an error (found is
+// false).
+func ReadJSON(path string, v any) (found bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return true, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return true, nil
 }

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -241,16 +240,9 @@ func (p *Provider) load() error {
 	if err := os.MkdirAll(p.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("docker provider state dir: %w", err)
 	}
-	data, err := os.ReadFile(p.statePath())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read docker provider state: %w", err)
-	}
 	var gone []tombstone
-	if err := json.Unmarshal(data, &gone); err != nil {
-		return fmt.Errorf("decode docker provider state %s: %w", p.statePath(), err)
+	if _, err := atomicfile.ReadJSON(p.statePath(), &gone); err != nil {
+		return fmt.Errorf("docker provider state: %w", err)
 	}
 	for _, t := range gone {
 		p.gone[t.ID] = t

@@ -239,16 +239,9 @@ func (p *Provider) byKey(key string) *record {
 func (p *Provider) statePath() string { return filepath.Join(p.cfg.StateDir, "instances.json") }
 
 func (p *Provider) load() error {
-	data, err := os.ReadFile(p.statePath())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read exec provider state: %w", err)
-	}
 	var records []*record
-	if err := json.Unmarshal(data, &records); err != nil {
-		return fmt.Errorf("decode exec provider state %s: %w", p.statePath(), err)
+	if _, err := atomicfile.ReadJSON(p.statePath(), &records); err != nil {
+		return fmt.Errorf("exec provider state: %w", err)
 	}
 	for _, r := range records {
 		p.records[r.ID] = r

@@ -1,10 +1,7 @@
 package local
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/gantry-dev/gantry/internal/atomicfile"
@@ -14,16 +11,9 @@ import (
 func (p *Provider) statePath() string { return filepath.Join(p.cfg.StateDir, "instances.json") }
 
 func (p *Provider) load() error {
-	data, err := os.ReadFile(p.statePath())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read local provider state: %w", err)
-	}
 	var records []*record
-	if err := json.Unmarshal(data, &records); err != nil {
-		return fmt.Errorf("decode local provider state %s: %w", p.statePath(), err)
+	if _, err := atomicfile.ReadJSON(p.statePath(), &records); err != nil {
+		return fmt.Errorf("local provider state: %w", err)
 	}
 	for _, r := range records {
 		// Recorded but never started (the server died in between): the
