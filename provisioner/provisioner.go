@@ -233,3 +233,16 @@ func (c Catalog) PriceHint(shape Shape) (float64, bool) {
 	}
 	return best, found
 }
+
+// CheckLaunch is what every launch checks first: an idempotency key, and
+// an instance type of the catalog, which it returns.
+func (c Catalog) CheckLaunch(spec LaunchSpec) (InstanceType, error) {
+	if spec.IdempotencyKey == "" {
+		return InstanceType{}, Errorf(KindInvalid, "launch", "idempotency key is required")
+	}
+	it, ok := FindInstanceType(c.Types, spec.InstanceType)
+	if !ok {
+		return InstanceType{}, Errorf(KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	}
+	return it, nil
+}

@@ -102,11 +102,9 @@ func (p *Provider) Name() string { return Name }
 // Launch runs one instance, tagged at launch, with the launch key as the
 // client token: a retried launch returns the same instance.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if spec.IdempotencyKey == "" {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
-	}
-	if _, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType); !ok {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	_, err := p.CheckLaunch(spec)
+	if err != nil {
+		return nil, err
 	}
 	settings, err := ParseSettings(spec.Config)
 	if err != nil {

@@ -88,11 +88,9 @@ func vmName(key string) string {
 // Launch starts creating the VM and returns it pending; Azure's
 // allocation failures show later as a failed provisioning state.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if spec.IdempotencyKey == "" {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
-	}
-	if _, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType); !ok {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	_, err := p.CheckLaunch(spec)
+	if err != nil {
+		return nil, err
 	}
 	s, err := ParseSettings(spec.Config)
 	if err != nil {

@@ -175,12 +175,9 @@ func EnsureNetwork(ctx context.Context, cli *client.Client, name string) (string
 // (its agent has yet to join). A retried launch with the same key returns
 // the same machine.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if spec.IdempotencyKey == "" {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
-	}
-	it, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType)
-	if !ok {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	it, err := p.CheckLaunch(spec)
+	if err != nil {
+		return nil, err
 	}
 	if spec.Zone != "" && spec.Zone != Zone {
 		return nil, provisioner.Errorf(provisioner.KindInsufficientCapacity, "launch", "zone %q: the docker provider has only %s", spec.Zone, Zone)

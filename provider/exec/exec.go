@@ -92,12 +92,9 @@ var providerIDRe = regexp.MustCompile(`^[A-Za-z0-9._:/@+-]{1,256}$`)
 
 // Launch runs the launch command and records the machine it made.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if spec.IdempotencyKey == "" {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
-	}
-	it, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType)
-	if !ok {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	it, err := p.CheckLaunch(spec)
+	if err != nil {
+		return nil, err
 	}
 	if existing := p.byKey(spec.IdempotencyKey); existing != nil {
 		return p.Describe(ctx, existing.ID)

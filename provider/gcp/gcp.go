@@ -131,11 +131,9 @@ func requestID(key string) string {
 // out of resources fails there), then returns it while it is still
 // provisioning.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if spec.IdempotencyKey == "" {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
-	}
-	if _, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType); !ok {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	_, err := p.CheckLaunch(spec)
+	if err != nil {
+		return nil, err
 	}
 	s, err := ParseSettings(spec.Config)
 	if err != nil {

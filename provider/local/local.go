@@ -91,12 +91,9 @@ func (p *Provider) Name() string { return Name }
 // Launch starts an agent process and returns at once with the instance
 // pending. A retried launch with the same key returns the same instance.
 func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if spec.IdempotencyKey == "" {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "idempotency key is required")
-	}
-	it, ok := provisioner.FindInstanceType(p.Types, spec.InstanceType)
-	if !ok {
-		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "unknown instance type %q", spec.InstanceType)
+	it, err := p.CheckLaunch(spec)
+	if err != nil {
+		return nil, err
 	}
 	if spec.Zone != "" && spec.Zone != Zone {
 		return nil, provisioner.Errorf(provisioner.KindInsufficientCapacity, "launch", "zone %q: the local provider has only %s", spec.Zone, Zone)
