@@ -21,6 +21,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/api v0.304.0
 	google.golang.org/protobuf v1.36.12
+	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
 	modernc.org/sqlite v1.60.1
 )
 

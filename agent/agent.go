@@ -64,6 +64,9 @@ type Config struct {
 	// no longer assigned here.
 	LeftoverStopTimeout time.Duration
 	Version             string
+	// TemplateVersion is the cluster's agent.version this machine was
+	// launched with; the agent reports it.
+	TemplateVersion string
 }
 
 // DefaultConfig returns the defaults.
@@ -108,9 +111,26 @@ var ErrMachineGone = errors.New("the server no longer knows this machine as live
 type credentialFile struct {
 	MachineID  string `json:"machineId"`
 	Credential string `json:"credential"`
+	// Monitoring is where the agent exports its logs and metrics (with
+	// secret header values: the file is 0600, like the credential).
+	Monitoring *api.AgentMonitoring `json:"monitoring,omitempty"`
 }
 
 func (a *Agent) credentialPath() string { return filepath.Join(a.cfg.DataDir, "credential.json") }
+
+// Monitoring is the export configuration the server gave at join, if any
+// (the exporter itself comes with OTLP export).
+func (a *Agent) Monitoring() (*api.AgentMonitoring, error) {
+	data, err := os.ReadFile(a.credentialPath())
+	if err != nil {
+		return nil, err
+	}
+	var cf credentialFile
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return nil, fmt.Errorf("read %s: %w", a.credentialPath(), err)
+	}
+	return cf.Monitoring, nil
+}
 
 // Run joins (unless a credential is kept from before) and runs the
 // heartbeat loop until ctx ends; then it stops its replicas.
@@ -229,7 +249,7 @@ func (a *Agent) join(ctx context.Context) error {
 		}
 		if err == nil {
 			a.machineID, a.client = resp.MachineID, a.client.WithToken(resp.Credential)
-			data, _ := json.Marshal(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential})
+			data, _ := json.Marshal(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential, Monitoring: resp.Monitoring})
 			if err := os.WriteFile(a.credentialPath(), data, 0o600); err != nil {
 				return fmt.Errorf("keep machine credential: %w", err)
 			}
@@ -268,7 +288,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 		}
 	}
 	inv := api.Inventory{Capacity: capacity, GPUs: gpus, Runtimes: runtimes, Labels: a.cfg.Labels,
-		Zone: a.cfg.Zone, Version: a.cfg.Version}
+		Zone: a.cfg.Zone, Version: a.cfg.Version, TemplateVersion: a.cfg.TemplateVersion}
 	if a.cfg.Address != "" {
 		inv.Addresses = []string{a.cfg.Address}
 	}

@@ -25,12 +25,19 @@ type fakeServer struct {
 	assignments []api.Assignment
 	last        []api.ReplicaStatus
 	down        bool
+	joined      api.JoinRequest
 }
 
 func (f *fakeServer) handler(t *testing.T) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/join", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(api.JoinResponse{MachineID: "m1", Credential: "gmc1.m1.secret", HeartbeatInterval: "50ms"})
+		var req api.JoinRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.joined = req
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(api.JoinResponse{MachineID: "m1", Credential: "gmc1.m1.secret", HeartbeatInterval: "50ms",
+			Monitoring: &api.AgentMonitoring{LogsEndpoint: "https://otlp.example.com/v1/logs", Headers: map[string]string{"Authorization": "s3cr3t"}}})
 	})
 	mux.HandleFunc("POST /v1/machines/m1/heartbeat", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -69,6 +76,12 @@ func (f *fakeServer) status(id string) (api.ReplicaStatus, bool) {
 
 func startAgent(t *testing.T) (*fakeServer, string) {
 	t.Helper()
+	fs, dir, _ := startAgentAs(t, "")
+	return fs, dir
+}
+
+func startAgentAs(t *testing.T, templateVersion string) (*fakeServer, string, *Agent) {
+	t.Helper()
 	fs := &fakeServer{}
 	srv := httptest.NewServer(fs.handler(t))
 	t.Cleanup(srv.Close)
@@ -76,6 +89,7 @@ func startAgent(t *testing.T) (*fakeServer, string) {
 	cfg := DefaultConfig()
 	cfg.ServerURL, cfg.Cluster, cfg.DataDir, cfg.JoinToken = srv.URL, "c", dir, "gjt1.token"
 	cfg.RestartBackoff, cfg.MaxRestartBackoff, cfg.MinReportGap = 100*time.Millisecond, 400*time.Millisecond, 10*time.Millisecond
+	cfg.TemplateVersion = templateVersion
 	a := New(cfg, process.New(process.Config{Dir: filepath.Join(dir, "replicas")}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -84,7 +98,7 @@ func startAgent(t *testing.T) (*fakeServer, string) {
 		cancel()
 		<-done
 	})
-	return fs, dir
+	return fs, dir, a
 }
 
 func assignment(id, hash string, command ...string) api.Assignment {
@@ -182,6 +196,23 @@ func TestCredentialKeptWithMode0600(t *testing.T) {
 	info, _ := os.Stat(filepath.Join(dir, "credential.json"))
 	if info.Mode().Perm() != 0o600 {
 		t.Fatalf("credential mode %v", info.Mode().Perm())
+	}
+}
+
+// The agent reports the template version it was launched with, and keeps
+// the monitoring configuration the server gave at join beside its
+// credential (0600: header values are secrets).
+func TestJoinKeepsMonitoringAndReportsTemplateVersion(t *testing.T) {
+	fs, dir, a := startAgentAs(t, "v7")
+	eventually(t, "credential file", func() bool { return fileExists(filepath.Join(dir, "credential.json")) })
+	m, err := a.Monitoring()
+	if err != nil || m == nil || m.LogsEndpoint != "https://otlp.example.com/v1/logs" || m.Headers["Authorization"] != "s3cr3t" {
+		t.Fatalf("monitoring %+v %v", m, err)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.joined.Inventory.TemplateVersion != "v7" {
+		t.Fatalf("join inventory %+v", fs.joined.Inventory)
 	}
 }
 

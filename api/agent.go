@@ -12,6 +12,9 @@ type Inventory struct {
 	Addresses []string          `json:"addresses,omitempty"`
 	Hostname  string            `json:"hostname,omitempty"`
 	Version   string            `json:"version,omitempty"`
+	// TemplateVersion is the cluster's agent.version the machine was
+	// launched with (its agent is told it at boot).
+	TemplateVersion string `json:"templateVersion,omitempty"`
 }
 
 // JoinRequest is sent once by a new agent, with its join token.
@@ -28,6 +31,17 @@ type JoinResponse struct {
 	MachineID         string `json:"machineId"`
 	Credential        string `json:"credential"`
 	HeartbeatInterval string `json:"heartbeatInterval"`
+	// Monitoring is where the agent exports its logs and metrics, with the
+	// header values resolved from their secrets (sent to this machine
+	// alone, like the credential).
+	Monitoring *AgentMonitoring `json:"monitoring,omitempty"`
+}
+
+// AgentMonitoring is a machine's OTLP export configuration.
+type AgentMonitoring struct {
+	LogsEndpoint    string            `json:"logsEndpoint,omitempty"`
+	MetricsEndpoint string            `json:"metricsEndpoint,omitempty"`
+	Headers         map[string]string `json:"headers,omitempty"`
 }
 
 // HeartbeatRequest reports the agent's replicas; the answer carries the
@@ -41,8 +55,8 @@ type HeartbeatRequest struct {
 type ReplicaStatus struct {
 	ReplicaID string         `json:"replicaId"`
 	SpecHash  string         `json:"specHash"`
-	State     string         `json:"state"`
-	Health    string         `json:"health,omitempty"`
+	State     ReplicaState   `json:"state"`
+	Health    Health         `json:"health,omitempty"`
 	Message   string         `json:"message,omitempty"`
 	Restarts  int            `json:"restarts"`
 	HostPorts map[string]int `json:"hostPorts,omitempty"`

@@ -48,11 +48,23 @@ type ClusterSpec struct {
 	Rollout    RolloutPolicy  `json:"rollout,omitempty"`
 }
 
-// AgentTemplate is what machines boot with.
+// AgentTemplate is what machines boot with. Every field reaches the
+// machine: the version is told to its agent (and reported back), the
+// binaries are what a booting cloud machine downloads (cloud-init), and
+// the API URL is what its agent dials.
 type AgentTemplate struct {
-	Version      string `json:"version,omitempty"`
-	BinarySHA256 string `json:"binarySha256,omitempty"`
-	APIURL       string `json:"apiUrl,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Binaries by architecture (amd64, arm64), for providers whose
+	// machines download the agent.
+	Binaries map[string]AgentBinary `json:"binaries,omitempty"`
+	APIURL   string                 `json:"apiUrl,omitempty"`
+}
+
+// AgentBinary is where one architecture's gantry binary is downloaded
+// from, and its SHA-256.
+type AgentBinary struct {
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
 }
 
 // Monitoring is where machines send logs and metrics.
@@ -163,6 +175,10 @@ const (
 	// ConditionProviderReady is False while the provider refuses Gantry's
 	// credentials (auth errors): launches wait, with backoff.
 	ConditionProviderReady = "ProviderReady"
+	// ConditionStoreWritable is False while the server cannot write its
+	// store (disk full, read-only file system): nothing it decides or
+	// hears lands.
+	ConditionStoreWritable = "StoreWritable"
 )
 
 // GroupStatus reports a capacity group's machine counts.
@@ -330,23 +346,26 @@ type Machine struct {
 	ProviderKey string `json:"providerKey,omitempty"`
 	ProviderID  string `json:"providerId,omitempty"`
 	// TemplateHash is the group template the machine was launched with.
-	TemplateHash  string            `json:"templateHash,omitempty"`
-	LaunchKey     string            `json:"launchKey"`
-	Addresses     []string          `json:"addresses,omitempty"`
-	Subnet        string            `json:"subnet,omitempty"`
-	JoinState     string            `json:"joinState"`
-	FleetState    string            `json:"fleetState"`
-	Reason        string            `json:"reason,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	Runtimes      []string          `json:"runtimes,omitempty"`
-	GPUs          []GPUDevice       `json:"gpus,omitempty"`
-	Capacity      Resources         `json:"capacity"`
-	Allocatable   Resources         `json:"allocatable"`
-	Allocated     Resources         `json:"allocated"`
-	PricePerHour  float64           `json:"pricePerHour,omitempty"`
-	CreatedAt     time.Time         `json:"createdAt"`
-	JoinedAt      *time.Time        `json:"joinedAt,omitempty"`
-	LastHeartbeat *time.Time        `json:"lastHeartbeat,omitempty"`
+	TemplateHash string            `json:"templateHash,omitempty"`
+	LaunchKey    string            `json:"launchKey"`
+	Addresses    []string          `json:"addresses,omitempty"`
+	Subnet       string            `json:"subnet,omitempty"`
+	JoinState    JoinState         `json:"joinState"`
+	FleetState   FleetState        `json:"fleetState"`
+	Reason       string            `json:"reason,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Runtimes     []string          `json:"runtimes,omitempty"`
+	GPUs         []GPUDevice       `json:"gpus,omitempty"`
+	Capacity     Resources         `json:"capacity"`
+	Allocatable  Resources         `json:"allocatable"`
+	Allocated    Resources         `json:"allocated"`
+	PricePerHour float64           `json:"pricePerHour,omitempty"`
+	// TemplateVersion is the agent.version its agent reports it was
+	// launched with.
+	TemplateVersion string     `json:"templateVersion,omitempty"`
+	CreatedAt       time.Time  `json:"createdAt"`
+	JoinedAt        *time.Time `json:"joinedAt,omitempty"`
+	LastHeartbeat   *time.Time `json:"lastHeartbeat,omitempty"`
 	// DrainDeadline is when a draining machine is terminated even if some
 	// replicas could not move.
 	DrainDeadline *time.Time `json:"drainDeadline,omitempty"`
@@ -356,24 +375,32 @@ type Machine struct {
 	StateChangedAt   time.Time  `json:"stateChangedAt"`
 }
 
-// Join states: how far a machine got towards running the agent.
+// JoinState is how far a machine got towards running the agent. Package
+// fleet owns its transitions.
+type JoinState string
+
+// Join states.
 const (
-	JoinProvisioning = "provisioning"
-	JoinBooting      = "booting"
-	JoinJoining      = "joining"
-	JoinJoined       = "joined"
-	JoinFailed       = "failed"
+	JoinProvisioning JoinState = "provisioning"
+	JoinBooting      JoinState = "booting"
+	JoinJoining      JoinState = "joining"
+	JoinJoined       JoinState = "joined"
+	JoinFailed       JoinState = "failed"
 )
 
-// Fleet states: what Gantry does with a machine.
+// FleetState is what Gantry does with a machine. Package fleet owns its
+// transitions.
+type FleetState string
+
+// Fleet states.
 const (
-	FleetReady    = "ready"
-	FleetActive   = "active"
-	FleetDraining = "draining"
+	FleetReady    FleetState = "ready"
+	FleetActive   FleetState = "active"
+	FleetDraining FleetState = "draining"
 	// FleetStopped is a warm-pool machine whose instance is stopped.
-	FleetStopped     = "stopped"
-	FleetTerminating = "terminating"
-	FleetTerminated  = "terminated"
+	FleetStopped     FleetState = "stopped"
+	FleetTerminating FleetState = "terminating"
+	FleetTerminated  FleetState = "terminated"
 )
 
 // Live reports whether the machine counts against its group's size.
@@ -385,6 +412,22 @@ func (m *Machine) Live() bool {
 func (m *Machine) Schedulable() bool {
 	return m.JoinState == JoinJoined && (m.FleetState == FleetReady || m.FleetState == FleetActive) && m.UnreachableSince == nil
 }
+
+// CountsTowardGroup reports whether the machine counts toward its group's
+// size: live, not on its way out, and not lost (an unreachable machine is
+// replaced at once).
+func (m *Machine) CountsTowardGroup() bool {
+	return m.Live() && m.FleetState != FleetTerminating && m.UnreachableSince == nil
+}
+
+// Launching reports whether the machine was launched and has not joined
+// yet.
+func (m *Machine) Launching() bool {
+	return m.Live() && m.FleetState != FleetTerminating && m.JoinState != JoinJoined && m.JoinState != JoinFailed
+}
+
+// Running reports whether a replica state means its process runs.
+func (s ReplicaState) Running() bool { return s == ReplicaRunning }
 
 // GPUDevice is one GPU an agent reported.
 type GPUDevice struct {
@@ -433,9 +476,9 @@ type Replica struct {
 	// PreviousMachine keeps running the replica while it moves off a
 	// draining machine, until the copy on Machine runs.
 	PreviousMachine string         `json:"previousMachine,omitempty"`
-	State           string         `json:"state"`
+	State           ReplicaState   `json:"state"`
 	Reason          string         `json:"reason,omitempty"`
-	Health          string         `json:"health,omitempty"`
+	Health          Health         `json:"health,omitempty"`
 	Restarts        int            `json:"restarts"`
 	HostPorts       map[string]int `json:"hostPorts,omitempty"`
 	Address         string         `json:"address,omitempty"`
@@ -453,21 +496,28 @@ type Replica struct {
 	UpdatedAt time.Time         `json:"updatedAt"`
 }
 
+// ReplicaState is where a replica is in its life. Package replica owns its
+// transitions.
+type ReplicaState string
+
 // Replica states.
 const (
-	ReplicaPending  = "pending"
-	ReplicaAssigned = "assigned"
-	ReplicaStarting = "starting"
-	ReplicaRunning  = "running"
-	ReplicaCrashed  = "crashed"
-	ReplicaFailed   = "failed"
+	ReplicaPending  ReplicaState = "pending"
+	ReplicaAssigned ReplicaState = "assigned"
+	ReplicaStarting ReplicaState = "starting"
+	ReplicaRunning  ReplicaState = "running"
+	ReplicaCrashed  ReplicaState = "crashed"
+	ReplicaFailed   ReplicaState = "failed"
 )
+
+// Health is a replica's health-check verdict.
+type Health string
 
 // Health values.
 const (
-	HealthUnknown   = "unknown"
-	HealthHealthy   = "healthy"
-	HealthUnhealthy = "unhealthy"
+	HealthUnknown   Health = "unknown"
+	HealthHealthy   Health = "healthy"
+	HealthUnhealthy Health = "unhealthy"
 )
 
 // Event records a decision or an observation.

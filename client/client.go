@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
 )
 
 // Client talks to one server with one bearer token.
@@ -113,6 +114,15 @@ func (c *Client) sendJSON(ctx context.Context, method, path string, in, out any)
 func (c *Client) Apply(ctx context.Context, file []byte) (*api.ApplyResult, error) {
 	var out api.ApplyResult
 	err := c.do(ctx, http.MethodPost, "/v1/apply", "application/yaml", bytes.NewReader(file), &out)
+	return &out, err
+}
+
+// ListClusters lists clusters with their status.
+// Plan asks the server for the dry run of a spec file: what its control
+// loop would do with the file's resources in place of the live ones.
+func (c *Client) Plan(ctx context.Context, file []byte) (*planner.Plan, error) {
+	var out planner.Plan
+	err := c.do(ctx, http.MethodPost, "/v1/plan", "application/yaml", bytes.NewReader(file), &out)
 	return &out, err
 }
 

@@ -1,18 +1,251 @@
 package controller
 
 import (
+	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/provisioner/fake"
+	"github.com/gantry-dev/gantry/store"
 )
 
-// The heartbeat period stretches with the fleet so the server receives at
-// most MaxHeartbeatsPerSecond.
-func TestHeartbeatIntervalIsSizedToTheFleet(t *testing.T) {
-	c := &Controller{cfg: DefaultConfig()}
-	if got := c.HeartbeatInterval(10); got != c.cfg.HeartbeatInterval {
-		t.Fatalf("small fleet: %s, want the base %s", got, c.cfg.HeartbeatInterval)
+const twoMachines = `kind: Cluster
+metadata: {name: c}
+spec:
+  provider: {name: fake}
+  agent: {version: v1, apiUrl: "https://gantry.example.com"}
+  capacityGroups: [{groupId: g, instanceType: fake.small, minSize: 2, maxSize: 4, zones: [zone-a]}]
+`
+
+// A pass records launch intents first, then its workers launch them:
+// with the intent's launch key and tags, the cluster's agent template in
+// the bootstrap, and the instance recorded on the machine.
+func TestLaunchIntentsThenProviderCalls(t *testing.T) {
+	e := newEnv(t)
+	e.apply(twoMachines)
+	plan := e.pass()
+	if len(plan.Launches) != 2 {
+		t.Fatalf("launches %+v", plan.Launches)
 	}
-	if got := c.HeartbeatInterval(10000); got != 50*time.Second {
-		t.Fatalf("10,000 machines at 200/s: %s, want 50s", got)
+	calls := e.fakes["fake"].Calls(fake.OpLaunch)
+	if len(calls) != 2 {
+		t.Fatalf("%d launch calls", len(calls))
+	}
+	byKey := map[string]*api.Machine{}
+	for _, m := range e.machines() {
+		byKey[m.LaunchKey] = m
+	}
+	for _, c := range calls {
+		m := byKey[c.Spec.IdempotencyKey]
+		if m == nil || m.ProviderID != c.ID || m.JoinState != api.JoinBooting || m.Subnet == "" {
+			t.Fatalf("machine for launch %s: %+v", c.Spec.IdempotencyKey, m)
+		}
+		b := c.Spec.Bootstrap
+		if b.ServerURL != "https://gantry.example.com" || b.TemplateVersion != "v1" || b.MachineID != m.ID || b.JoinToken == "" {
+			t.Fatalf("bootstrap %+v", b)
+		}
+		if c.Spec.Tags[provisioner.TagInstallation] != "inst-1" || c.Spec.Tags[provisioner.TagMachine] != m.ID {
+			t.Fatalf("tags %v", c.Spec.Tags)
+		}
+	}
+	if mem := e.memory(); len(mem.Outcomes) != 2 {
+		t.Fatalf("the workers' outcomes: %+v", mem.Outcomes)
+	}
+	e.pass()
+	if mem := e.memory(); len(mem.Outcomes) != 0 || mem.Desired["c/g"] != 2 {
+		t.Fatalf("outcomes not folded or desired not kept: %+v", mem)
+	}
+}
+
+// A hung provider stalls neither the pass nor other clusters: the pass
+// returns while a launch hangs, and a cluster of another provider is
+// served; the hung call ends when released.
+func TestHungProviderStallsNothingElse(t *testing.T) {
+	e := newEnv(t, "slow", "quick")
+	e.fakes["slow"].Hang(fake.OpLaunch, true)
+	e.fakes["slow"].Hang(fake.OpList, true)
+	e.apply(strings.Replace(twoMachines, "{name: fake}", "{name: slow}", 1))
+	e.apply(strings.NewReplacer("{name: fake}", "{name: quick}", "name: c}", "name: d}").Replace(twoMachines))
+	if _, err := e.ctrl.pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "both slow launches hang and both quick ones are done", func() bool {
+		return e.fakes["slow"].InFlight(fake.OpLaunch) == 2 && len(e.fakes["quick"].Calls(fake.OpLaunch)) == 2
+	})
+	if _, err := e.ctrl.pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.fakes["slow"].InFlight(fake.OpLaunch); n != 2 {
+		t.Fatalf("%d slow launches hang after another pass, want the same 2", n)
+	}
+	e.fakes["slow"].Hang(fake.OpLaunch, false)
+	e.fakes["slow"].Hang(fake.OpList, false)
+	e.ctrl.Wait()
+	if got := len(e.fakes["slow"].Calls(fake.OpLaunch)); got != 2 {
+		t.Fatalf("%d slow launch calls, want 2", got)
+	}
+}
+
+// A server killed between recording an intent and calling the provider
+// sends the intent at its first pass, with the same launch key, instead
+// of leaving the machine provisioning for the provider timeout (defect).
+func TestIntentIsSentAgainAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.apply(twoMachines)
+	var intent *api.Machine
+	e.update(func(tx store.Tx) error { // what the killed server left: the intent, no call
+		cl, err := tx.GetCluster("c")
+		if err != nil {
+			return err
+		}
+		intent, err = fleet.RecordIntent(tx, fleet.Intent{Cluster: cl, Group: "g", InstanceType: "fake.small", Zone: "zone-a",
+			CapacityType: api.CapacityOnDemand, ProviderKey: "fake"}, start, fleet.NewMachineID)
+		return err
+	})
+	e.clock.Step(time.Second)
+	plan := e.pass()
+	if !slices.Contains(plan.LaunchCalls, intent.ID) {
+		t.Fatalf("launch calls %v, want %s", plan.LaunchCalls, intent.ID)
+	}
+	keys := launchKeys(e.fakes["fake"].Calls(fake.OpLaunch))
+	if !slices.Contains(keys, intent.LaunchKey) {
+		t.Fatalf("launches %v, want the intent's key %s", keys, intent.LaunchKey)
+	}
+	for _, m := range e.machines() {
+		if m.ID == intent.ID && (m.ProviderID == "" || m.JoinState != api.JoinBooting) {
+			t.Fatalf("the intent was not launched: %+v", m)
+		}
+	}
+}
+
+// Launch backoff and a rollout under way survive a restart: the next
+// server continues them instead of starting over.
+func TestBackoffAndRolloutResumeAfterRestart(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.Decide.LaunchBackoff = 30 * time.Second
+	e.restart()
+	e.apply(twoMachines)
+	e.fakes["fake"].SetNextError(fake.OpLaunch, provisioner.Errorf(provisioner.KindTransport, "launch", "boom"), provisioner.Errorf(provisioner.KindTransport, "launch", "boom"))
+	e.pass() // both launches fail
+	e.pass() // folds the outcomes: backoff
+	b := e.memory().Backoff["c/g"]
+	if b.Failures != 2 {
+		t.Fatalf("backoff %+v", b)
+	}
+	e.restart()
+	e.clock.Step(10 * time.Second)
+	if plan := e.pass(); len(plan.Launches) != 0 {
+		t.Fatalf("the restarted server launched during the backoff: %+v", plan.Launches)
+	}
+	e.clock.SetTime(b.Until)
+	if plan := e.pass(); len(plan.Launches) != 2 {
+		t.Fatalf("no launch after the backoff: %+v", plan.Launches)
+	}
+	e.pass()
+	e.join()
+	e.pass()
+
+	e.apply(strings.Replace(twoMachines, "version: v1", "version: v2", 1))
+	plan := e.pass()
+	if len(plan.Launches) != 1 || len(e.events(api.KindCluster, "c")) == 0 {
+		t.Fatalf("rollout start: %+v", plan.Launches)
+	}
+	e.restart()
+	e.clock.Step(time.Second)
+	plan = e.pass()
+	if len(plan.Launches) != 0 {
+		t.Fatalf("the restarted server launched a second replacement: %+v", plan.Launches)
+	}
+	started := 0
+	for _, ev := range e.events(api.KindCluster, "c") {
+		if ev.Reason == "RolloutStarted" {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Fatalf("%d RolloutStarted events: the rollout started over", started)
+	}
+}
+
+// A hand-joined machine (provider external) does not stop recovery of the
+// providers after it: an orphan of one of them is terminated (defect).
+func TestHandJoinedMachineDoesNotStopRecovery(t *testing.T) {
+	e := newEnv(t, "zeta")
+	e.cfg.Decide.OrphanGrace = time.Minute
+	e.restart()
+	e.apply(strings.Replace(twoMachines, "{name: fake}", "{name: zeta}", 1))
+	e.update(func(tx store.Tx) error {
+		return tx.CreateMachine(&api.Machine{ID: "by-hand", Cluster: "c", Group: "g", Provider: "external", ProviderKey: "external",
+			JoinState: api.JoinJoined, FleetState: api.FleetReady, CreatedAt: start, LastHeartbeat: &start})
+	})
+	e.fakes["zeta"].Add(instance("i-orphan", "c-g-lost", start.Add(-time.Hour)))
+	e.pass() // lists
+	plan := e.pass()
+	if len(plan.Orphans) != 1 || plan.Orphans[0].Instance.ID != "i-orphan" {
+		t.Fatalf("orphans %+v", plan.Orphans)
+	}
+	if i := slices.IndexFunc(e.fakes["zeta"].Instances(), func(i provisioner.Instance) bool { return i.ID == "i-orphan" }); e.fakes["zeta"].Instances()[i].State != provisioner.StateTerminated {
+		t.Fatal("the orphan still runs")
+	}
+}
+
+// A machine that never joins is replaced with an event that says how far
+// its boot got, from its console, with tokens redacted.
+func TestJoinTimeoutEventCarriesTheConsole(t *testing.T) {
+	e := newEnv(t)
+	e.apply(twoMachines)
+	e.pass()
+	m := e.machines()[0]
+	e.fakes["fake"].SetConsole(m.ProviderID, "[gantry-boot] start\n[gantry-boot] download\ntoken gjt1.abc.def\ncurl: (6) Could not resolve host\n")
+	e.clock.Step(e.cfg.Decide.JoinTimeout + time.Second)
+	e.pass()
+	var msg string
+	for _, ev := range e.events("Machine", m.ID) {
+		if ev.Reason == "Terminating" {
+			msg = ev.Message
+		}
+	}
+	for _, want := range []string{"did not join within", "last boot step: download", "Could not resolve host", "<redacted>"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("terminating event lacks %q: %q", want, msg)
+		}
+	}
+	if strings.Contains(msg, "gjt1.abc") {
+		t.Fatal("a token reached an event")
+	}
+}
+
+// What the registry says of the clusters' providers: a catalog by the
+// settings, or why the settings cannot be used; and which providers
+// provision and stop.
+func TestProviderFactsNameUnusableSettings(t *testing.T) {
+	e := newEnv(t)
+	catalogs, infos := ProviderFacts(e.registry, map[string]*api.Cluster{
+		"ok":  {Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "fake"}}},
+		"bad": {Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "nope"}}},
+	})
+	if catalogs["ok"].Key != "fake" || len(catalogs["ok"].Catalog) == 0 || !strings.Contains(catalogs["bad"].Err, "unknown provider") {
+		t.Fatalf("catalogs %+v", catalogs)
+	}
+	if !infos["fake"].Provisions || infos["external"].Provisions || !infos["fake"].CanStop {
+		t.Fatalf("infos %+v", infos)
+	}
+}
+
+// waitUntil waits for the workers to reach a state (bounded, to fail
+// rather than hang).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -1,109 +1,66 @@
 package controller
 
 import (
-	"io"
-	"log/slog"
-	"sort"
-	"time"
+	"context"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/planner"
-	"github.com/gantry-dev/gantry/scheduler"
-	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// State is a store-free snapshot for a dry run: declared resources, and
-// the machines and replicas that exist (none, for an empty cluster).
-type State struct {
-	Clusters []*api.Cluster
-	Services []*api.Service
-	Machines []*api.Machine
-	Replicas []*api.Replica
+// DryRun decides one pass on the live snapshot with clusters and services
+// replacing the stored ones of the same name, and acts on nothing: the
+// plan is the record of what a pass would do (`gantry plan`).
+func (c *Controller) DryRun(ctx context.Context, clusters []*api.Cluster, services []*api.Service) (decide.Plan, error) {
+	snap, mem, err := c.loadFor(ctx, false)
+	if err != nil {
+		return decide.Plan{}, err
+	}
+	Merge(snap, clusters, services)
+	snap.Catalogs, snap.Providers = ProviderFacts(c.Registry, snap.Clusters)
+	return decide.Decide(c.cfg.Decide, snap, mem, c.Clock.Now()), nil
 }
 
-// DryRun computes what one pass would do with st — where each pending
-// replica goes, what machines to add and remove, and the cost — without
-// touching anything. `gantry plan` shows it.
-func DryRun(cfg planner.Config, st State, catalogs Catalogs, now time.Time) planner.Plan {
-	snap := &snapshot{clusters: map[string]*api.Cluster{}, services: st.Services}
-	for _, c := range st.Clusters {
-		snap.clusters[c.Metadata.Name] = c
+// Merge puts clusters and services into a snapshot, each replacing the
+// one of the same name.
+func Merge(snap *decide.Snapshot, clusters []*api.Cluster, services []*api.Service) {
+	for _, cl := range clusters {
+		snap.Clusters[cl.Metadata.Name] = cl
 	}
-	for _, m := range st.Machines {
-		if m.Live() {
-			snap.machines = append(snap.machines, m)
-		}
-	}
-	snap.replicas = desiredReplicas(st, now)
-	runtimesOf := DefaultConfig().RuntimesOf
-	v := buildView(snap, runtimesOf, idleFromState(snap))
-	var pending []scheduler.Replica
-	for _, r := range snap.replicas {
-		if svc, ok := v.services[r.Service]; ok && (r.Machine == "" || v.machines[r.Machine] == nil) {
-			pending = append(pending, toSchedReplica(r, svc, v.zones[r.Cluster]))
-		}
-	}
-	res := scheduler.Schedule(v.joined, pending)
-	var unplaced []scheduler.Replica
-	for _, r := range pending {
-		if _, ok := res.Unplaced[r.ID]; ok {
-			unplaced = append(unplaced, r)
-		}
-	}
-	for _, e := range res.Evictions { // preempted replicas need a place too
-		for _, r := range v.machines[e.MachineID].Replicas {
-			if r.ID == e.ReplicaID {
-				unplaced = append(unplaced, r)
+	for _, svc := range services {
+		replaced := false
+		for i, old := range snap.Services {
+			if old.Metadata.Name == svc.Metadata.Name {
+				snap.Services[i], replaced = svc, true
 			}
 		}
-		v.machines[e.MachineID].Replicas = withoutReplica(v.machines[e.MachineID].Replicas, e.ReplicaID)
+		if !replaced {
+			snap.Services = append(snap.Services, svc)
+		}
 	}
-	groups, _ := plannerGroups(snap, catalogs, runtimesOf, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	machines := make([]*planner.Machine, 0, len(v.machines))
-	for _, m := range v.machines {
-		machines = append(machines, m)
-	}
-	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
-	plan := planner.Compute(cfg, planner.Input{Groups: groups, Machines: machines, Pending: unplaced, Now: now})
-	for _, p := range res.Placements {
-		plan.Placements = append(plan.Placements, planner.ReplicaPlacement{Replica: p.ReplicaID, Machine: p.MachineID, GPUs: p.GPUs, TEE: p.TEE, Note: p.Note})
-	}
-	sort.Slice(plan.Placements, func(i, j int) bool { return plan.Placements[i].Replica < plan.Placements[j].Replica })
-	return plan
 }
 
-// desiredReplicas: every replica each service wants, keeping the machine
-// of those that exist.
-func desiredReplicas(st State, now time.Time) []*api.Replica {
-	existing := map[string]*api.Replica{}
-	for _, r := range st.Replicas {
-		existing[r.ID] = r
-	}
-	var out []*api.Replica
-	for _, svc := range st.Services {
-		for i := 0; i < svc.Spec.DesiredReplicas(); i++ {
-			id := ReplicaID(svc.Metadata.Name, i)
-			r := &api.Replica{ID: id, Service: svc.Metadata.Name, Cluster: svc.Spec.Cluster, Index: i, State: api.ReplicaPending, UpdatedAt: now}
-			if e, ok := existing[id]; ok && e.Cluster == svc.Spec.Cluster {
-				r.Machine, r.GPUIndexes = e.Machine, e.GPUIndexes
-			}
-			r.Requests = spec.Requests(svc.Spec)
-			out = append(out, r)
+// OfflineSnapshot is a snapshot of empty clusters for an offline plan:
+// the resources alone, priced with catalog when given (else each
+// provider's built-in catalog).
+func OfflineSnapshot(reg *registry.Registry, catalog []provisioner.InstanceType, clusters []*api.Cluster, services []*api.Service) *decide.Snapshot {
+	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Catalogs: map[string]decide.ClusterProvider{}, Providers: map[string]decide.ProviderInfo{}}
+	Merge(snap, clusters, services)
+	for name, cl := range snap.Clusters {
+		types, ok := catalog, catalog != nil
+		if !ok {
+			types, ok = reg.Catalog(cl.Spec.Provider)
 		}
-	}
-	return out
-}
-
-// idleFromState: a ready (empty) machine has been idle since it last
-// changed state.
-func idleFromState(snap *snapshot) func(*view) map[string]time.Time {
-	return func(v *view) map[string]time.Time {
-		out := map[string]time.Time{}
-		for _, m := range snap.machines {
-			if pm, ok := v.machines[m.ID]; ok && pm.Joined && len(pm.Replicas) == 0 {
-				out[m.ID] = m.StateChangedAt
-			}
+		if !ok {
+			snap.Catalogs[name] = decide.ClusterProvider{Err: "no catalog for provider " + cl.Spec.Provider.Name}
+			continue
 		}
-		return out
+		snap.Catalogs[name] = decide.ClusterProvider{Key: cl.Spec.Provider.Name, Catalog: types}
 	}
+	for _, name := range reg.Names() {
+		e, _ := reg.Lookup(name)
+		snap.Providers[name] = decide.ProviderInfo{Provisions: e.Provisions, CanStop: e.CanStop, Runtimes: reg.Runtimes(name)}
+	}
+	return snap
 }

@@ -53,8 +53,9 @@ spec:
     region: us-east-1
     config:
       imageId: ami-0123456789abcdef0
-      agentUrl.amd64: https://downloads.example.com/gantry
-      agentSha256.amd64: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
+  agent:
+    binaries:
+      amd64: {url: https://downloads.example.com/gantry, sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855}
   capacityGroups:
     - {groupId: general, instanceType: m6i.large, minSize: 1, maxSize: 2}
 `)

@@ -248,7 +248,7 @@ spec:
 				if len(rs) != 1 {
 					return false, fmt.Sprintf("%d replicas", len(rs))
 				}
-				return rs[0].State == api.ReplicaFailed && strings.Contains(rs[0].Reason, want), rs[0].State + ": " + rs[0].Reason
+				return rs[0].State == api.ReplicaFailed && strings.Contains(rs[0].Reason, want), string(rs[0].State) + ": " + rs[0].Reason
 			})
 			events, _, _ := s.gantry("get", "events")
 			if !strings.Contains(events, want) {

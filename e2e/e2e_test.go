@@ -64,7 +64,7 @@ func TestMachineLossReschedulesReplicas(t *testing.T) {
 		joined := 0
 		for _, m := range s.machines() {
 			if m.ID == victim {
-				return false, "victim still live: " + m.FleetState
+				return false, "victim still live: " + string(m.FleetState)
 			}
 			if m.JoinState == api.JoinJoined {
 				joined++

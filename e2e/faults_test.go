@@ -29,10 +29,11 @@ func startFaulty(t *testing.T, faults faulty.Config) *inProcess {
 	dir := t.TempDir()
 	cfg := gantryserver.DefaultConfig(dir)
 	cfg.Listen, cfg.LocalAgentBinary, cfg.LocalExitWithServer, cfg.LocalStopGrace = "127.0.0.1:0", gantryBin, true, 3*time.Second
-	cfg.Controller.Interval, cfg.Controller.HeartbeatInterval = 200*time.Millisecond, 300*time.Millisecond
-	cfg.Controller.LaunchBackoff, cfg.Controller.MaxLaunchBackoff, cfg.Controller.RescheduleGrace = 500*time.Millisecond, 4*time.Second, time.Second
-	cfg.Controller.UnavailableTTL = 2 * time.Second // the group has one offering: a miss must not block it for long
-	cfg.Fleet.ProviderTimeout, cfg.Fleet.TerminateBackoff, cfg.Fleet.JoinTimeout = 10*time.Second, 200*time.Millisecond, 30*time.Second
+	d := &cfg.Controller.Decide
+	cfg.Controller.Interval, d.HeartbeatInterval = 200*time.Millisecond, 300*time.Millisecond
+	d.LaunchBackoff, d.MaxLaunchBackoff, d.RescheduleGrace = 500*time.Millisecond, 4*time.Second, time.Second
+	d.UnavailableTTL = 2 * time.Second // the group has one offering: a miss must not block it for long
+	cfg.Controller.Calls.ProviderTimeout, d.TerminateBackoff, d.JoinTimeout = 10*time.Second, 200*time.Millisecond, 30*time.Second
 	ip := &inProcess{dir: dir}
 	cfg.WrapProvider = func(p provisioner.Provisioner) provisioner.Provisioner {
 		if p.Name() != "local" {
@@ -53,7 +54,7 @@ func startFaulty(t *testing.T, faults faulty.Config) *inProcess {
 		cancel()
 		<-done
 		ip.faults.SetConfig(faulty.Config{})
-		_ = srv.TerminateAll(context.Background(), "test over")
+		_ = srv.TerminateAll(context.Background(), "test over", nil)
 		srv.Close()
 		killMachines(dir)
 	})

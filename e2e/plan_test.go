@@ -66,10 +66,17 @@ func TestPlanRejectsABadCatalog(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "instanceTypes[0].cpu") {
 		t.Fatalf("bad catalog: exit %d, %s", code, errOut)
 	}
-	noCatalog := writeFile(t, dir, "k8s.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: kubernetes}\n  capacityGroups: [{groupId: g, minSize: 1, maxSize: 2}]\n")
+	noCatalog := writeFile(t, dir, "exec.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: exec}\n  capacityGroups: [{groupId: g, minSize: 1, maxSize: 2}]\n")
 	_, errOut, code = runGantry(t, "plan", "-f", noCatalog, "--offline")
 	if code != 1 || !strings.Contains(errOut, "pass --catalog") {
 		t.Fatalf("a provider without a built-in catalog: exit %d, %s", code, errOut)
+	}
+	// Kubernetes is not a target yet: refused as unknown, as apply refuses it.
+	k8s := writeFile(t, dir, "k8s.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: kubernetes}\n  capacityGroups: [{groupId: g, minSize: 1, maxSize: 2}]\n")
+	for _, args := range [][]string{{"plan", "-f", k8s, "--offline"}, {"validate", "-f", k8s}} {
+		if _, errOut, code := runGantry(t, args...); code != 1 || !strings.Contains(errOut, `unknown provider "kubernetes"`) {
+			t.Fatalf("%v: exit %d, %s", args, code, errOut)
+		}
 	}
 	// examples/plan.yaml is aws: the built-in EC2 catalog prices it.
 	if _, errOut, code = runGantry(t, "plan", "-f", "../examples/plan.yaml", "--offline"); code != 0 {

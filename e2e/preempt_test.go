@@ -49,7 +49,7 @@ func TestPreemptionMakesRoomForHigherPriority(t *testing.T) {
 			return false, why
 		}
 		b := s.replicas("batch")[0]
-		return b.State == api.ReplicaPending && b.Machine == "", b.State + " on " + b.Machine
+		return b.State == api.ReplicaPending && b.Machine == "", string(b.State) + " on " + b.Machine
 	})
 	waitFor(t, "the preempted process stopped", func() (bool, string) {
 		_, ok := answers(batch)

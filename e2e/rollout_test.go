@@ -55,7 +55,7 @@ func TestTemplateChangeRollsMachines(t *testing.T) {
 		g := c.Status.Groups[0]
 		for _, m := range s.machines() {
 			if old[m.ID] {
-				return false, "old machine " + m.ID + " still live (" + m.FleetState + ")"
+				return false, "old machine " + m.ID + " still live (" + string(m.FleetState) + ")"
 			}
 		}
 		if g.Updated != g.Current || g.Current < 2 {

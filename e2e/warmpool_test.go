@@ -35,7 +35,7 @@ func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
 		if ok, why := allAnswer(s.replicas("web"), 1); !ok {
 			return false, why
 		}
-		states := map[string]int{}
+		states := map[api.FleetState]int{}
 		for _, m := range s.machines() {
 			states[m.FleetState]++
 			if m.FleetState == api.FleetStopped {
@@ -69,10 +69,10 @@ func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
 	}
 }
 
-func stateString(m map[string]int) string {
+func stateString(m map[api.FleetState]int) string {
 	var parts []string
 	for k, v := range m {
-		parts = append(parts, k+"="+itoa(v))
+		parts = append(parts, string(k)+"="+itoa(v))
 	}
 	return strings.Join(parts, ",")
 }

@@ -1,12 +1,9 @@
 package fleet
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 
-	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/cloudinit"
 )
 
@@ -14,29 +11,17 @@ import (
 // output before it goes into an event.
 var tokenLike = regexp.MustCompile(`g(jt|mc|at)1\.[A-Za-z0-9._~+/=-]+`)
 
-// joinTimeoutReason says why a machine is replaced for not joining: with
-// the last boot step it printed and the tail of its console, where the
-// provider can fetch them.
-func (f *Fleet) joinTimeoutReason(ctx context.Context, m *api.Machine) string {
-	reason := fmt.Sprintf("did not join within %s", f.cfg.JoinTimeout)
-	prov, ok := f.providerOf(m)
-	if !ok || m.ProviderID == "" {
-		return reason
-	}
-	reader, ok := prov.(provisioner.ConsoleReader)
-	if !ok {
-		return reason
-	}
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.ProviderTimeout)
-	defer cancel()
-	console, err := reader.ConsoleOutput(ctx, m.ProviderID)
-	if err != nil {
-		return reason + fmt.Sprintf("; console output unavailable: %v", err)
+// WithConsole adds to why a machine never joined the last boot step its
+// console printed and the console's last tailLines lines, tokens
+// redacted; consoleErr says why there is no console to show.
+func WithConsole(why, console string, consoleErr error, tailLines int) string {
+	if consoleErr != nil {
+		return why + fmt.Sprintf("; console output unavailable: %v", consoleErr)
 	}
 	console = tokenLike.ReplaceAllString(console, "<redacted>")
 	step := cloudinit.LastMarker(console)
 	if step == "" {
 		step = "none (the boot script never ran)"
 	}
-	return fmt.Sprintf("%s; last boot step: %s; console tail:\n%s", reason, step, cloudinit.Tail(console, f.cfg.ConsoleTailLines))
+	return fmt.Sprintf("%s; last boot step: %s; console tail:\n%s", why, step, cloudinit.Tail(console, tailLines))
 }

@@ -8,12 +8,12 @@ import (
 )
 
 func TestFleetTransitions(t *testing.T) {
-	allowed := [][2]string{
+	allowed := [][2]api.FleetState{
 		{api.FleetReady, api.FleetActive}, {api.FleetActive, api.FleetReady}, {api.FleetActive, api.FleetDraining},
 		{api.FleetDraining, api.FleetTerminating}, {api.FleetTerminating, api.FleetTerminated},
 		{api.FleetActive, api.FleetTerminating}, {api.FleetReady, api.FleetTerminated},
 	}
-	refused := [][2]string{
+	refused := [][2]api.FleetState{
 		{api.FleetTerminated, api.FleetReady}, {api.FleetTerminating, api.FleetActive}, {api.FleetDraining, api.FleetActive},
 		{api.FleetActive, api.FleetTerminated}, {api.FleetTerminated, api.FleetTerminating}, {"bogus", api.FleetReady},
 	}
@@ -34,12 +34,12 @@ func TestFleetTransitions(t *testing.T) {
 
 func TestJoinTransitions(t *testing.T) {
 	now := time.Now()
-	for _, c := range [][2]string{{api.JoinProvisioning, api.JoinBooting}, {api.JoinBooting, api.JoinJoined}, {api.JoinProvisioning, api.JoinJoined}, {api.JoinJoined, api.JoinJoined}, {api.JoinBooting, api.JoinFailed}} {
+	for _, c := range [][2]api.JoinState{{api.JoinProvisioning, api.JoinBooting}, {api.JoinBooting, api.JoinJoined}, {api.JoinProvisioning, api.JoinJoined}, {api.JoinJoined, api.JoinJoined}, {api.JoinBooting, api.JoinFailed}} {
 		if err := SetJoinState(&api.Machine{JoinState: c[0]}, c[1], now); err != nil {
 			t.Errorf("%s → %s refused: %v", c[0], c[1], err)
 		}
 	}
-	for _, c := range [][2]string{{api.JoinJoined, api.JoinBooting}, {api.JoinFailed, api.JoinJoined}, {api.JoinJoined, api.JoinFailed}, {api.JoinJoining, api.JoinProvisioning}} {
+	for _, c := range [][2]api.JoinState{{api.JoinJoined, api.JoinBooting}, {api.JoinFailed, api.JoinJoined}, {api.JoinJoined, api.JoinFailed}, {api.JoinJoining, api.JoinProvisioning}} {
 		if err := SetJoinState(&api.Machine{JoinState: c[0]}, c[1], now); err == nil {
 			t.Errorf("%s → %s allowed", c[0], c[1])
 		}

@@ -92,3 +92,25 @@ func (m *Metrics) SetFleet(machines []MachineCount, pending map[string]int) {
 		m.PendingReplicas.WithLabelValues(cluster).Set(float64(n))
 	}
 }
+
+// StoreHealth is what the store health metrics read.
+type StoreHealth struct {
+	Healthy  bool
+	Failures int64
+}
+
+// WatchStore exports whether the store accepts writes, and how many writes
+// failed, read from health at each scrape.
+func (m *Metrics) WatchStore(reg prometheus.Registerer, health func() StoreHealth) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gantry_store_healthy", Help: "1 while the store accepts writes, 0 while they fail."},
+			func() float64 {
+				if health().Healthy {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "gantry_store_write_failures_total", Help: "Store writes that failed for the store's own reasons (disk full, read-only)."},
+			func() float64 { return float64(health().Failures) }),
+	)
+}

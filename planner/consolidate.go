@@ -147,7 +147,7 @@ func newSimulation(ms []*Machine) *simulation {
 			continue
 		}
 		s.replicas[m.ID] = append([]scheduler.Replica(nil), m.Replicas...)
-		c := cloneMachine(m.Machine)
+		c := m.Clone()
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c
 		s.free[c.Cluster] = s.free[c.Cluster].Add(c.Free())

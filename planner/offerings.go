@@ -3,9 +3,9 @@ package planner
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -13,48 +13,20 @@ import (
 	"github.com/gantry-dev/gantry/scheduler"
 )
 
-// Unavailable remembers offerings (instance type × zone × capacity type)
-// that recently failed for lack of capacity, so the planner falls back to
-// the next cheapest for a while.
-type Unavailable struct {
-	ttl   time.Duration
-	mu    sync.Mutex
-	until map[string]time.Time
-}
+// Unavailable are offerings (instance type × zone × capacity type) that
+// recently failed for lack of capacity, each with the time until which the
+// planner falls back to the next cheapest (keys from OfferingKey).
+type Unavailable map[string]time.Time
 
-// NewUnavailable remembers each miss for ttl.
-func NewUnavailable(ttl time.Duration) *Unavailable {
-	return &Unavailable{ttl: ttl, until: map[string]time.Time{}}
-}
-
-func offeringKey(instanceType, zone, capacityType string) string {
+// OfferingKey names an offering in Unavailable.
+func OfferingKey(instanceType, zone, capacityType string) string {
 	return instanceType + "|" + zone + "|" + capacityType
 }
 
-// Mark records a capacity miss.
-func (u *Unavailable) Mark(instanceType, zone, capacityType string, now time.Time) {
-	if u == nil {
-		return
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.until[offeringKey(instanceType, zone, capacityType)] = now.Add(u.ttl)
-}
-
-// Is reports whether the offering is still remembered as unavailable.
-func (u *Unavailable) Is(instanceType, zone, capacityType string, now time.Time) bool {
-	if u == nil {
-		return false
-	}
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	key := offeringKey(instanceType, zone, capacityType)
-	t, ok := u.until[key]
-	if ok && !now.Before(t) {
-		delete(u.until, key)
-		return false
-	}
-	return ok
+// Is reports whether the offering is still avoided at now.
+func (u Unavailable) Is(instanceType, zone, capacityType string, now time.Time) bool {
+	until, ok := u[OfferingKey(instanceType, zone, capacityType)]
+	return ok && now.Before(until)
 }
 
 // candidate is one offering a group may launch, with its allocatable.
@@ -64,6 +36,9 @@ type candidate struct {
 	offering provisioner.Offering
 	alloc    api.Resources
 	unitCost float64
+	// prototype is an empty machine of the offering: the scheduler's own
+	// checks say whether a replica could go on it.
+	prototype *scheduler.Machine
 }
 
 // offeringIndex ranks each cluster's offerings by price per unit of the
@@ -74,7 +49,7 @@ type offeringIndex struct {
 	missing    map[string]string
 }
 
-func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable *Unavailable, now time.Time) *offeringIndex {
+func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable Unavailable, now time.Time) *offeringIndex {
 	plainDemand, gpuDemand := map[string]api.Resources{}, map[string]api.Resources{}
 	for _, r := range pending {
 		if needsGPUs(&r) {
@@ -93,14 +68,14 @@ func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable 
 				continue
 			}
 			for _, o := range it.Offerings {
-				if !capacityTypeAllowed(g.CapacityType, o.CapacityType) || (len(g.Zones) > 0 && !contains(g.Zones, o.Zone)) {
+				if !capacityTypeAllowed(g.CapacityType, o.CapacityType) || (len(g.Zones) > 0 && !slices.Contains(g.Zones, o.Zone)) {
 					continue
 				}
 				if unavailable.Is(it.Name, o.Zone, o.CapacityType, now) {
 					idx.missing[g.Cluster] = "some offerings are unavailable (insufficient capacity, remembered for a while)"
 					continue
 				}
-				c := candidate{group: g, itype: it, offering: o, alloc: alloc}
+				c := candidate{group: g, itype: it, offering: o, alloc: alloc, prototype: newMachine("prototype", g, it, o)}
 				pc, gc := c, c
 				pc.unitCost = unitCost(o.PricePerHour, alloc, plainDemand[g.Cluster])
 				gc.unitCost = unitCost(o.PricePerHour, alloc, gpuDemand[g.Cluster])
@@ -183,13 +158,11 @@ func (idx *offeringIndex) best(r *scheduler.Replica, zoneHint string, hasRoom fu
 		case !hasRoom(c.group):
 			whyNot[fmt.Sprintf("group %s is at maxSize %d", c.group.ID, c.group.MaxSize)] = true
 		default:
-			if why := groupRefuses(c.group, r); why != "" {
-				whyNot[why] = true
-			} else if why := typeRefuses(c, r); why != "" {
-				whyNot[why] = true
-			} else {
+			why := scheduler.Fits(c.prototype, *r)
+			if why == "" {
 				return c, ""
 			}
+			whyNot[fmt.Sprintf("group %s: %s", c.group.ID, why)] = true
 		}
 	}
 	if len(list) == 0 {
@@ -204,41 +177,6 @@ func (idx *offeringIndex) best(r *scheduler.Replica, zoneHint string, hasRoom fu
 	}
 	sort.Strings(reasons)
 	return nil, "no machine can be added: " + strings.Join(reasons, "; ")
-}
-
-func groupRefuses(g *Group, r *scheduler.Replica) string {
-	switch {
-	case len(r.Groups) > 0 && !contains(r.Groups, g.ID):
-		return "pinned to groups " + strings.Join(r.Groups, ",")
-	case !contains(g.Runtimes, r.Runtime):
-		return fmt.Sprintf("group %s machines have no %s runtime", g.ID, r.Runtime)
-	case r.Isolation == api.IsolationTEERequired && !g.TEE:
-		return fmt.Sprintf("no TEE runtime in cluster %s (isolation teeRequired: prerequisite missing)", g.Cluster)
-	}
-	for k, v := range r.NodeSelector {
-		if g.Labels[k] != v {
-			return fmt.Sprintf("group %s labels do not match nodeSelector", g.ID)
-		}
-	}
-	return ""
-}
-
-func typeRefuses(c *candidate, r *scheduler.Replica) string {
-	if !c.alloc.Fits(api.Resources{MilliCPU: r.Requests.MilliCPU, MemoryBytes: r.Requests.MemoryBytes, EphemeralBytes: r.Requests.EphemeralBytes}) {
-		return fmt.Sprintf("no instance type of group %s is large enough", c.group.ID)
-	}
-	if needsGPUs(r) {
-		n := 0
-		for _, g := range c.itype.GPUs {
-			if (r.GPU.Type == "" || g.Type == r.GPU.Type) && g.VRAMGB >= r.GPU.MinVRAMGB {
-				n += g.Count
-			}
-		}
-		if n < r.GPU.Count {
-			return fmt.Sprintf("no instance type of group %s has %d matching GPUs", c.group.ID, r.GPU.Count)
-		}
-	}
-	return ""
 }
 
 // cheapestHolding is the cheapest offering of the bin's group, zone and
@@ -288,13 +226,4 @@ func (idx *offeringIndex) cheapestFor(g *Group) *candidate {
 		}
 	}
 	return best
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

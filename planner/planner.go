@@ -9,6 +9,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,7 +84,7 @@ type Input struct {
 	Machines []*Machine
 	// Pending replicas have no machine yet.
 	Pending     []scheduler.Replica
-	Unavailable *Unavailable
+	Unavailable Unavailable
 	Now         time.Time
 	// Subnets is how many machines each cluster can still add before its
 	// containerCidr runs out of /24s (no entry: unlimited).
@@ -263,7 +264,7 @@ func withZoneDomains(pending []scheduler.Replica, groups []*Group) []scheduler.R
 		set := map[string]bool{}
 		for _, it := range g.Types {
 			for _, o := range it.Offerings {
-				if (len(g.Zones) == 0 || contains(g.Zones, o.Zone)) && capacityTypeAllowed(g.CapacityType, o.CapacityType) {
+				if (len(g.Zones) == 0 || slices.Contains(g.Zones, o.Zone)) && capacityTypeAllowed(g.CapacityType, o.CapacityType) {
 					set[o.Zone] = true
 				}
 			}
@@ -290,7 +291,7 @@ func withZoneDomains(pending []scheduler.Replica, groups []*Group) []scheduler.R
 			set[z] = true
 		}
 		for _, g := range groups {
-			if g.Cluster == r.Cluster && (len(r.Groups) == 0 || contains(r.Groups, g.ID)) {
+			if g.Cluster == r.Cluster && (len(r.Groups) == 0 || slices.Contains(r.Groups, g.ID)) {
 				for _, z := range groupZones[g] {
 					set[z] = true
 				}
@@ -326,19 +327,9 @@ func totalDemand(rs []scheduler.Replica) api.Resources {
 func (p *planning) cloneMachines() []*scheduler.Machine {
 	out := make([]*scheduler.Machine, 0, len(p.in.Machines))
 	for _, m := range p.in.Machines {
-		out = append(out, cloneMachine(m.Machine))
+		out = append(out, m.Clone())
 	}
 	return out
-}
-
-func cloneMachine(m *scheduler.Machine) *scheduler.Machine {
-	c := *m
-	c.GPUs = append([]scheduler.GPU(nil), m.GPUs...)
-	c.ServiceCount = make(map[string]int, len(m.ServiceCount))
-	for k, v := range m.ServiceCount {
-		c.ServiceCount[k] = v
-	}
-	return &c
 }
 
 // open makes a new machine for a replica that fits nowhere: the offering

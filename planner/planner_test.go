@@ -87,13 +87,13 @@ func TestPicksCheapestTypeAndRightSizes(t *testing.T) {
 func TestSpotFallsBackToOnDemandWhenUnavailable(t *testing.T) {
 	g := group("g", 0, 0, 5, itype(4))
 	g.CapacityType = api.CapacityAny
-	un := NewUnavailable(3 * time.Minute)
+	un := Unavailable{}
 	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("web", 1, 1000), Unavailable: un, Now: now})
 	if p.Add[0].CapacityType != "spot" {
 		t.Fatalf("any should pick spot first: %+v", p.Add)
 	}
-	un.Mark("t4", "a", "spot", now)
-	un.Mark("t4", "b", "spot", now)
+	un[OfferingKey("t4", "a", "spot")] = now.Add(3 * time.Minute)
+	un[OfferingKey("t4", "b", "spot")] = now.Add(3 * time.Minute)
 	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("web", 1, 1000), Unavailable: un, Now: now})
 	if p.Add[0].CapacityType != "onDemand" {
 		t.Fatalf("want on-demand fallback: %+v", p.Add)
@@ -240,7 +240,7 @@ func TestGPUPolicies(t *testing.T) {
 	tooMuch := replicas("huge", 1, 1000)
 	tooMuch[0].GPU = &scheduler.GPUNeed{Count: 1, MinVRAMGB: 80}
 	p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: tooMuch, Now: now})
-	if len(p.Pending) != 1 || !strings.Contains(p.Pending[0].Reason, "matching GPUs") {
+	if len(p.Pending) != 1 || !strings.Contains(p.Pending[0].Reason, "fewer than 1 gpu with 80GB VRAM") {
 		t.Fatalf("plan %+v", p)
 	}
 }

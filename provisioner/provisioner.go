@@ -8,9 +8,13 @@ package provisioner
 import (
 	"context"
 	"time"
+
+	"github.com/gantry-dev/gantry/api"
 )
 
-// Provisioner is implemented by every provider.
+// Provisioner is implemented by every provider: what the control plane
+// calls. What not every provider can do is an optional interface
+// (Stopper, ConsoleReader).
 type Provisioner interface {
 	// Name is the provider's name as written in a cluster spec.
 	Name() string
@@ -19,11 +23,6 @@ type Provisioner interface {
 	Launch(ctx context.Context, spec LaunchSpec) (*Instance, error)
 	// Terminate is idempotent; terminating an unknown id is not an error.
 	Terminate(ctx context.Context, id string) error
-	// Stop keeps the instance for a later Start (warm pool).
-	Stop(ctx context.Context, id string) error
-	// Start resumes a stopped instance; its addresses may change, and the
-	// returned instance has the new ones.
-	Start(ctx context.Context, id string) (*Instance, error)
 	// Describe returns ErrNotFound (wrapped) for an unknown id.
 	Describe(ctx context.Context, id string) (*Instance, error)
 	// List returns instances whose tags include every filter tag, in the
@@ -31,10 +30,16 @@ type Provisioner interface {
 	List(ctx context.Context, filter Filter) ([]Instance, error)
 	// InstanceTypes is the catalog this provider can launch.
 	InstanceTypes() []InstanceType
-	// CapacityTypes lists the capacity types the provider offers.
-	CapacityTypes() []string
-	// PriceHint is the cheapest hourly price for a shape, if known.
-	PriceHint(shape Shape) (float64, bool)
+}
+
+// Stopper is a provider whose instances can be stopped and started again
+// (a warm pool of stopped machines).
+type Stopper interface {
+	// Stop keeps the instance for a later Start.
+	Stop(ctx context.Context, id string) error
+	// Start resumes a stopped instance; its addresses may change, and the
+	// returned instance has the new ones.
+	Start(ctx context.Context, id string) (*Instance, error)
 }
 
 // State is a normalized instance state.
@@ -63,22 +68,11 @@ const (
 	ManagedByValue = "gantry"
 )
 
-// Shape is a machine's hardware, used when no instance type is named.
-type Shape struct {
-	MilliCPU       int64  `json:"milliCpu"`
-	MemoryBytes    int64  `json:"memoryBytes"`
-	EphemeralBytes int64  `json:"ephemeralStorageBytes,omitempty"`
-	GPUType        string `json:"gpuType,omitempty"`
-	GPUCount       int    `json:"gpuCount,omitempty"`
-}
-
 // LaunchSpec is everything a provider needs to make one instance.
 type LaunchSpec struct {
 	InstanceType   string
-	Shape          Shape
 	CapacityType   string
 	Zone           string
-	UserData       string
 	Bootstrap      Bootstrap
 	Tags           map[string]string
 	IdempotencyKey string
@@ -88,16 +82,24 @@ type LaunchSpec struct {
 	Config map[string]string
 }
 
-// Bootstrap is what the agent on the new machine needs to join. Providers
-// that boot real machines render it into UserData; the local provider passes
-// it to the agent process directly. JoinToken is a secret: providers must not
-// log it or put it in tags.
+// Bootstrap is what the agent on the new machine needs to join, from the
+// cluster's machine template. Providers that boot real machines render it
+// into user data (package cloudinit); the local and docker providers pass
+// it to the agent process directly. JoinToken is a secret: providers must
+// not log it or put it in tags.
 type Bootstrap struct {
+	// ServerURL is what the agent dials: the cluster's agent.apiUrl, or
+	// the server's advertised URL.
 	ServerURL string
 	Cluster   string
 	Group     string
 	MachineID string
 	JoinToken string
+	// TemplateVersion is the cluster's agent.version; the agent reports it.
+	TemplateVersion string
+	// AgentBinaries are where a booting machine downloads the gantry
+	// binary, by architecture (the cluster's agent.binaries).
+	AgentBinaries map[string]api.AgentBinary
 }
 
 // Instance is a provider's instance in normalized form.
@@ -204,35 +206,6 @@ type Catalog struct {
 
 // InstanceTypes implements Provisioner.
 func (c Catalog) InstanceTypes() []InstanceType { return c.Types }
-
-// CapacityTypes are those the catalog offers, in order of appearance.
-func (c Catalog) CapacityTypes() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, it := range c.Types {
-		for _, o := range it.Offerings {
-			if !seen[o.CapacityType] {
-				seen[o.CapacityType] = true
-				out = append(out, o.CapacityType)
-			}
-		}
-	}
-	return out
-}
-
-// PriceHint is the lowest price of any catalog type that holds shape.
-func (c Catalog) PriceHint(shape Shape) (float64, bool) {
-	best, found := 0.0, false
-	for _, t := range c.Types {
-		if t.MilliCPU < shape.MilliCPU || t.MemoryBytes < shape.MemoryBytes || t.GPUCount() < shape.GPUCount {
-			continue
-		}
-		if price, ok := t.CheapestPrice(); ok && (!found || price < best) {
-			best, found = price, true
-		}
-	}
-	return best, found
-}
 
 // CheckLaunch is what every launch checks first: an idempotency key, and
 // an instance type of the catalog, which it returns.

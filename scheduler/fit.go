@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,14 +14,14 @@ func staticFit(m *Machine, r *Replica) string {
 	switch {
 	case m.Cluster != r.Cluster:
 		return "other cluster"
-	case len(r.Groups) > 0 && !containsString(r.Groups, m.Group):
+	case len(r.Groups) > 0 && !slices.Contains(r.Groups, m.Group):
 		return "not in capacity groups " + strings.Join(r.Groups, ",")
-	case !containsString(m.Runtimes, r.Runtime):
+	case !slices.Contains(m.Runtimes, r.Runtime):
 		return "no " + r.Runtime + " runtime"
 	case !labelsMatch(m.Labels, r.NodeSelector):
 		return "labels do not match nodeSelector"
 	case r.Isolation == api.IsolationTEERequired && !m.TEE:
-		return "no TEE runtime"
+		return "no TEE runtime (isolation teeRequired: prerequisite missing)"
 	case r.GPU != nil && !r.GPU.Preferred && matchingGPUs(m, r.GPU, false) < r.GPU.Count:
 		return gpuShortfall(r.GPU)
 	}
@@ -62,6 +63,11 @@ func dynamicFit(m *Machine, r *Replica, withGPU bool) (string, []int) {
 	}
 	return "", gpus[:r.GPU.Count]
 }
+
+// Eligible returns "" when the replica could ever go on the machine (its
+// cluster, groups, runtime, labels, TEE and GPU kind), whatever runs there
+// now, or the first reason it could not.
+func Eligible(m *Machine, r Replica) string { return staticFit(m, &r) }
 
 // Fits returns "" when the replica may go on the machine, or the first
 // reason it may not. Spread is not checked: it depends on other machines.
@@ -135,13 +141,4 @@ func labelsMatch(labels, selector map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -10,6 +10,8 @@
 package scheduler
 
 import (
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
@@ -54,6 +56,18 @@ type Machine struct {
 
 // Free is what is left to allocate.
 func (m *Machine) Free() api.Resources { return m.Allocatable.Sub(m.Allocated) }
+
+// Clone copies a machine, so that placing on the copy leaves it as it was.
+func (m *Machine) Clone() *Machine {
+	c := *m
+	c.GPUs = slices.Clone(m.GPUs)
+	c.ServiceCount = maps.Clone(m.ServiceCount)
+	if c.ServiceCount == nil {
+		c.ServiceCount = map[string]int{}
+	}
+	c.Residents = slices.Clone(m.Residents)
+	return &c
+}
 
 // Resident is a replica already on a machine.
 type Resident struct {
@@ -299,19 +313,6 @@ func classBefore(a, b Replica) bool {
 		return a.Service < b.Service
 	}
 	return a.Cluster < b.Cluster
-}
-
-// SortReplicas orders replicas the way Schedule places them.
-func SortReplicas(rs []Replica) {
-	sort.SliceStable(rs, func(i, j int) bool {
-		if classBefore(rs[i], rs[j]) {
-			return true
-		}
-		if classBefore(rs[j], rs[i]) {
-			return false
-		}
-		return rs[i].Index < rs[j].Index
-	})
 }
 
 // packScore is the mean share of CPU and memory in use: higher is fuller.

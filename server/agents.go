@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"os"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provider/external"
+	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -21,7 +23,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	claims, err := s.signer.Verify(req.Token, req.Cluster, time.Now())
+	claims, err := s.signer.Verify(req.Token, req.Cluster, s.clock.Now())
 	switch {
 	case errors.Is(err, auth.ErrWrongCluster):
 		s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "cluster", "%v", err))
@@ -34,19 +36,26 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var resp api.JoinResponse
+	var firstJoin *api.Machine
+	var monitoring *api.Monitoring
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
-		m, err := s.machineForJoin(tx, claims, req)
+		resp, firstJoin, monitoring = api.JoinResponse{}, nil, nil
+		m, created, err := s.machineForJoin(tx, claims, req)
 		if err != nil {
 			return err
 		}
-		now := time.Now().UTC()
-		firstJoin := m.JoinedAt == nil && m.Provider != "external"
-		applyInventory(m, req.Inventory)
-		if err := fleet.SetJoinState(m, api.JoinJoined, now); err != nil {
+		now := s.clock.Now()
+		if m.JoinedAt == nil && m.Provider != external.Name {
+			firstJoin = m
+		}
+		if err := fleet.Joined(m, req.Inventory, now); err != nil {
 			return errorf(http.StatusConflict, "conflict", "", "%v", err)
 		}
-		m.JoinedAt, m.LastHeartbeat, m.Reason = &now, &now, ""
-		if err := tx.PutMachine(m); err != nil {
+		put := tx.PutMachine
+		if created {
+			put = tx.CreateMachine
+		}
+		if err := put(m); err != nil {
 			return err
 		}
 		credential, hash := auth.NewCredential(m.ID)
@@ -54,70 +63,81 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		resp = api.JoinResponse{MachineID: m.ID, Credential: credential}
-		if firstJoin {
-			s.metrics.Joined(now.Sub(m.CreatedAt).Seconds())
+		if cl, err := tx.GetCluster(m.Cluster); err == nil {
+			monitoring = cl.Spec.Monitoring
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
-		return store.Record(tx, api.EventNormal, "Joined", "Machine", m.ID, "agent joined: %s CPU, %s memory, runtimes %v",
+		return store.Record(tx, now, api.EventNormal, "Joined", "Machine", m.ID, "agent joined: %s CPU, %s memory, runtimes %v",
 			api.FormatCPU(m.Capacity.MilliCPU), api.FormatBytes(m.Capacity.MemoryBytes), m.Runtimes)
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	resp.HeartbeatInterval = s.ctrl.CurrentHeartbeatInterval().String()
+	if firstJoin != nil {
+		s.metrics.Joined(s.clock.Since(firstJoin.CreatedAt).Seconds())
+	}
+	if resp.Monitoring, err = agentMonitoring(monitoring, os.LookupEnv); err != nil {
+		// The credential is issued; the agent runs without export until
+		// the secret is back, and the operator sees why.
+		s.log.Warn("monitoring for a joining machine", "machine", resp.MachineID, "err", err)
+	}
+	resp.HeartbeatInterval = s.ctrl.HeartbeatInterval().String()
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, resp)
 }
 
+// agentMonitoring is a cluster's monitoring as its agents need it, with
+// the header values read from their secrets on this server. An error
+// names the header, never its value.
+func agentMonitoring(m *api.Monitoring, lookupEnv func(string) (string, bool)) (*api.AgentMonitoring, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := &api.AgentMonitoring{LogsEndpoint: m.OTLPLogsEndpoint, MetricsEndpoint: m.OTLPMetricsEndpoint}
+	for i, h := range m.Headers {
+		value, err := spec.ReadSecret(h.SecretRef, lookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("spec.monitoring.headers[%d] (%s): %w", i, h.Name, err)
+		}
+		if out.Headers == nil {
+			out.Headers = map[string]string{}
+		}
+		out.Headers[h.Name] = value
+	}
+	return out, nil
+}
+
 // machineForJoin finds the machine a token was minted for, or registers a
-// new one for a token minted by hand (`gantry join-token`).
-func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.JoinRequest) (*api.Machine, error) {
+// new one for a token minted by hand (`gantry join-token`): a machine of
+// the external provider, which provisions nothing.
+func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.JoinRequest) (*api.Machine, bool, error) {
 	if claims.MachineID != "" {
 		m, err := tx.GetMachine(claims.MachineID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, errorf(http.StatusGone, "gone", "", "machine %s no longer exists", claims.MachineID)
+			return nil, false, errorf(http.StatusGone, "gone", "", "machine %s no longer exists", claims.MachineID)
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if !m.Live() || m.FleetState == api.FleetTerminating {
-			return nil, errorf(http.StatusGone, "gone", "", "machine %s is %s", m.ID, m.FleetState)
+			return nil, false, errorf(http.StatusGone, "gone", "", "machine %s is %s", m.ID, m.FleetState)
 		}
-		return m, nil
+		return m, false, nil
 	}
 	id := req.MachineID
 	if id == "" {
 		id = fmt.Sprintf("%s-%s-%s", claims.Cluster, claims.Group, claims.Nonce[:6])
 	}
 	if _, err := tx.GetMachine(id); err == nil {
-		return nil, errorf(http.StatusConflict, "conflict", "machineId", "machine %s already exists", id)
+		return nil, false, errorf(http.StatusConflict, "conflict", "machineId", "machine %s already exists", id)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, false, err
 	}
-	now := time.Now().UTC()
-	return &api.Machine{ID: id, Cluster: claims.Cluster, Group: claims.Group, Provider: "external", LaunchKey: "manual", JoinState: api.JoinJoining,
-		FleetState: api.FleetReady, CreatedAt: now}, nil
-}
-
-func applyInventory(m *api.Machine, inv api.Inventory) {
-	m.Capacity = inv.Capacity
-	m.Runtimes = append([]string(nil), inv.Runtimes...)
-	sort.Strings(m.Runtimes)
-	m.GPUs = inv.GPUs
-	if inv.Zone != "" {
-		m.Zone = inv.Zone
-	}
-	if len(inv.Addresses) > 0 {
-		m.Addresses = inv.Addresses
-	}
-	if len(inv.Labels) > 0 {
-		labels := map[string]string{}
-		for k, v := range m.Labels {
-			labels[k] = v
-		}
-		for k, v := range inv.Labels {
-			labels[k] = v
-		}
-		m.Labels = labels
-	}
+	now := s.clock.Now().UTC()
+	return &api.Machine{ID: id, Cluster: claims.Cluster, Group: claims.Group, Provider: external.Name, ProviderKey: external.Name, LaunchKey: "manual",
+		JoinState: api.JoinJoining, FleetState: api.FleetReady, CreatedAt: now, StateChangedAt: now}, true, nil
 }
 
 // handleHeartbeat records a machine's liveness and replica status, and
@@ -131,6 +151,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var assignments []api.Assignment
 	err := s.store.Update(r.Context(), func(tx store.Tx) error {
+		assignments = nil
 		m, err := tx.GetMachine(id)
 		if err != nil {
 			return err
@@ -138,29 +159,31 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if !m.Live() {
 			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", id)
 		}
-		now := time.Now().UTC()
-		m.LastHeartbeat = &now
-		if m.UnreachableSince != nil {
-			m.UnreachableSince, m.Reason = nil, ""
-			if err := store.Record(tx, api.EventNormal, "Reachable", "Machine", id, "heartbeats again; its replicas stay"); err != nil {
+		now := s.clock.Now()
+		if fleet.Heartbeat(m, now) {
+			if err := store.Record(tx, now, api.EventNormal, "Reachable", "Machine", id, "heartbeats again; its replicas stay"); err != nil {
 				return err
 			}
 		}
 		if req.Inventory != nil {
-			applyInventory(m, *req.Inventory)
+			fleet.ApplyInventory(m, *req.Inventory)
 		}
 		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
 		if err != nil {
 			return err
 		}
-		if err := recordStatuses(tx, m, replicas, req.Replicas, now); err != nil {
+		report := replica.Report{Holder: m.ID, Statuses: req.Replicas}
+		if len(m.Addresses) > 0 {
+			report.Address = m.Addresses[0]
+		}
+		if err := s.statuses.Record(tx, replicas, report, now); err != nil {
 			return err
 		}
 		leaving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id})
 		if err != nil {
 			return err
 		}
-		updateActivity(m, len(replicas)+len(leaving), now)
+		fleet.UpdateActivity(m, len(replicas)+len(leaving), now)
 		if err := tx.PutMachine(m); err != nil {
 			return err
 		}
@@ -174,80 +197,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: nonNil(assignments), HeartbeatInterval: s.ctrl.CurrentHeartbeatInterval().String()})
-}
-
-// updateActivity moves a machine between ready (empty) and active.
-func updateActivity(m *api.Machine, replicas int, now time.Time) {
-	want := m.FleetState
-	switch {
-	case m.FleetState == api.FleetReady && replicas > 0:
-		want = api.FleetActive
-	case m.FleetState == api.FleetActive && replicas == 0:
-		want = api.FleetReady
-	}
-	_ = fleet.SetFleetState(m, want, now) // ready ⇄ active is always allowed
-}
-
-// recordStatuses applies what the agent says of replicas assigned to it;
-// reports about replicas assigned elsewhere (or gone) are ignored.
-func recordStatuses(tx store.Tx, m *api.Machine, assigned []*api.Replica, statuses []api.ReplicaStatus, now time.Time) error {
-	byID := map[string]*api.Replica{}
-	for _, r := range assigned {
-		byID[r.ID] = r
-	}
-	for _, st := range statuses {
-		r, ok := byID[st.ReplicaID]
-		if !ok {
-			continue
-		}
-		prevState := r.State
-		changed := r.State != st.State || r.Health != st.Health || r.Restarts != st.Restarts || r.Reason != st.Message || !sameInts(r.HostPorts, st.HostPorts) ||
-			(r.PreviousMachine != "" && st.State == api.ReplicaRunning)
-		if !changed {
-			continue
-		}
-		r.State, r.Health, r.Restarts, r.Reason, r.HostPorts, r.UpdatedAt = st.State, st.Health, st.Restarts, st.Message, st.HostPorts, now
-		if len(m.Addresses) > 0 {
-			r.Address = m.Addresses[0]
-		}
-		handedOver := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
-		if handedOver {
-			if err := store.Record(tx, api.EventNormal, "Moved", "Replica", r.ID, "running on %s; the copy on %s stops", m.ID, r.PreviousMachine); err != nil {
-				return err
-			}
-			r.PreviousMachine = ""
-		}
-		if err := tx.PutReplica(r); err != nil {
-			return err
-		}
-		if prevState != st.State {
-			typ := api.EventNormal
-			if st.State == api.ReplicaCrashed || st.State == api.ReplicaFailed {
-				typ = api.EventWarning
-			}
-			msg := fmt.Sprintf("%s on %s", st.State, m.ID)
-			if st.Message != "" {
-				msg += ": " + st.Message
-			}
-			if err := store.Record(tx, typ, "ReplicaState", "Replica", r.ID, "%s", msg); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func sameInts(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: nonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String()})
 }
 
 // assignmentsOf is what machine m must run: each replica with its spec, and
@@ -319,7 +269,7 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ttl := s.cfg.Fleet.JoinTokenTTL
+	ttl := s.cfg.Controller.Calls.JoinTokenTTL
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 || d > 7*24*time.Hour {
@@ -347,7 +297,7 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	expires := time.Now().Add(ttl)
+	expires := s.clock.Now().Add(ttl)
 	token, err := s.signer.Mint(auth.JoinClaims{Cluster: req.Cluster, Group: req.Group, ExpiresAt: expires})
 	if err != nil {
 		s.writeError(w, r, err)

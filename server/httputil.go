@@ -50,6 +50,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		he = errorf(http.StatusBadRequest, "invalid", fieldErrs[0].Path, "%s", fieldErrs.Error())
 	case errors.Is(err, store.ErrNotFound):
 		he = errorf(http.StatusNotFound, "not-found", "", "%s", err.Error())
+	case errors.Is(err, store.ErrUnavailable):
+		// The store's own failure (disk full, read-only): say so, so that
+		// clients see more than "internal error"; store errors carry no
+		// secret values.
+		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+		he = errorf(http.StatusServiceUnavailable, "store-unavailable", "", "the server cannot use its store: %v", err)
+	case errors.Is(err, store.ErrExists):
+		he = errorf(http.StatusConflict, "conflict", "", "%s", err.Error())
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		he = errorf(http.StatusInternalServerError, "internal", "", "internal error (see server log)")

@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/randid"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
@@ -158,7 +158,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 
 func logRequestFrom(r *http.Request) (api.LogRequest, error) {
 	q := r.URL.Query()
-	req := api.LogRequest{ID: randomID(), ReplicaID: r.PathValue("id"), Tail: -1}
+	req := api.LogRequest{ID: randid.Hex(12), ReplicaID: r.PathValue("id"), Tail: -1}
 	if v := q.Get("follow"); v != "" {
 		follow, err := strconv.ParseBool(v)
 		if err != nil {
@@ -229,10 +229,4 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "the reader of log stream %s has left", r.PathValue("stream")))
 	case <-r.Context().Done():
 	}
-}
-
-func randomID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

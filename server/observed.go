@@ -1,12 +1,12 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
@@ -81,7 +81,7 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	deadline := s.cfg.Controller.DrainDeadline
+	deadline := s.cfg.Controller.Decide.DrainDeadline
 	if req.Deadline != "" {
 		d, err := time.ParseDuration(req.Deadline)
 		if err != nil || d <= 0 {
@@ -91,24 +91,30 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 		deadline = d
 	}
 	id := r.PathValue("id")
-	if err := s.fleet.Drain(r.Context(), id, "drain requested", time.Now().Add(deadline)); err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			err = errorf(http.StatusConflict, "conflict", "", "%v", err)
-		}
-		s.writeError(w, r, err)
-		return
-	}
-	s.ctrl.Trigger()
 	var m *api.Machine
-	err := s.store.View(r.Context(), func(tx store.Tx) error {
+	err := s.store.Update(r.Context(), func(tx store.Tx) error {
 		var err error
-		m, err = tx.GetMachine(id)
-		return err
+		if m, err = tx.GetMachine(id); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		changed, err := fleet.Drain(m, "drain requested", now.Add(deadline), now)
+		if err != nil {
+			return errorf(http.StatusConflict, "conflict", "", "%v", err)
+		}
+		if !changed {
+			return nil
+		}
+		if err := tx.PutMachine(m); err != nil {
+			return err
+		}
+		return store.Record(tx, now, api.EventNormal, "Draining", "Machine", m.ID, "drain requested (deadline %s)", m.DrainDeadline.Format(time.RFC3339))
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, m)
 }
 

@@ -2,29 +2,30 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/fleet"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	execprov "github.com/gantry-dev/gantry/provider/exec"
+	"github.com/gantry-dev/gantry/provider/external"
 	"github.com/gantry-dev/gantry/provider/local"
+	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/cloudinit"
 	dockerrt "github.com/gantry-dev/gantry/runtime/docker"
 	"go.yaml.in/yaml/v3"
 )
 
-// prepareProviders makes the built-in providers with server-wide settings;
-// none contacts anything until the first cluster uses it. Providers with
-// per-cluster settings (a cloud region) are made on first use by New.
+// prepareProviders makes the built-in providers with server-wide settings
+// and registers them with the others; none contacts anything until the
+// first cluster uses it. Providers with per-cluster settings (a cloud
+// region) are made on first use.
 func (s *Server) prepareProviders(exe string) error {
 	if s.cfg.LocalRuntime == "" {
 		s.cfg.LocalRuntime = "process"
@@ -45,12 +46,6 @@ func (s *Server) prepareProviders(exe string) error {
 	if s.local, err = local.New(localCfg); err != nil {
 		return err
 	}
-	runtimes := map[string][]string{}
-	for k, v := range s.cfg.Controller.ProviderRuntimes {
-		runtimes[k] = v
-	}
-	runtimes[local.Name] = []string{s.cfg.LocalRuntime}
-	s.cfg.Controller.ProviderRuntimes = runtimes
 	dc := s.cfg.Docker
 	if dc.StateDir == "" {
 		dc.StateDir = filepath.Join(s.cfg.DataDir, "docker")
@@ -59,87 +54,60 @@ func (s *Server) prepareProviders(exe string) error {
 		dc.AgentBinary = exe
 	}
 	dc.Logger = s.log
-	if s.docker, err = dockerprovider.New(dc); err != nil {
+	docker, err := dockerprovider.New(dc)
+	if err != nil {
 		return err
 	}
+	in := Instances{Local: s.local, LocalRuntime: s.cfg.LocalRuntime, Docker: docker}
 	if s.cfg.ExecConfig != "" {
-		if s.exec, err = loadExec(s.cfg.ExecConfig, filepath.Join(s.cfg.DataDir, "exec")); err != nil {
+		exec, runtime, err := loadExec(s.cfg.ExecConfig, filepath.Join(s.cfg.DataDir, "exec"))
+		if err != nil {
 			return err
 		}
+		in.Exec, in.ExecRuntime = exec, runtime
 	}
-	s.providers = fleet.NewProviders(s, s.cfg.WrapProvider)
+	entries := BuiltinProviders(in)
+	s.registry = registry.New(s.cfg.WrapProvider, append(entries, s.cfg.Providers...)...)
 	return nil
 }
 
-// available names the providers a cluster may use on this server.
-func (s *Server) available() []string {
-	names := []string{local.Name, dockerprovider.Name}
-	if s.cfg.Clouds != nil {
-		names = append(names, s.cfg.Clouds.Names()...)
-	}
-	if s.exec != nil {
-		names = append(names, execprov.Name)
-	}
-	sort.Strings(names)
-	return names
+// Instances are the built-in providers' instances on this server (nil
+// where there is none: offline, or exec without its settings).
+type Instances struct {
+	Local        provisioner.Provisioner
+	LocalRuntime string
+	Docker       provisioner.Provisioner
+	Exec         provisioner.Provisioner
+	// ExecRuntime is the runtime of exec machines' agents (default
+	// docker).
+	ExecRuntime string
 }
 
-// Key implements fleet.ProviderFactory: which provider instance a
-// cluster's provider settings need.
-func (s *Server) Key(p api.ProviderSpec) (string, error) {
-	switch p.Name {
-	case local.Name, dockerprovider.Name:
-		return p.Name, nil
-	case execprov.Name:
-		if s.exec == nil {
-			return "", fmt.Errorf("provider exec is not configured on this server (start it with --exec-config FILE)")
+// BuiltinProviders are the providers every server has: local, docker,
+// exec and external. Without instances they only describe (offline
+// validation and `gantry plan`).
+func BuiltinProviders(in Instances) []registry.Entry {
+	fixed := func(p provisioner.Provisioner) func(string) (provisioner.Provisioner, error) {
+		if p == nil {
+			return nil
 		}
-		return p.Name, nil
+		return func(string) (provisioner.Provisioner, error) { return p, nil }
 	}
-	if s.cfg.Clouds != nil {
-		if key, ok, err := s.cfg.Clouds.Key(p); ok {
-			return key, err
-		}
+	catalog := func(types []provisioner.InstanceType) func(api.ProviderSpec) ([]provisioner.InstanceType, bool) {
+		return func(api.ProviderSpec) ([]provisioner.InstanceType, bool) { return types, true }
 	}
-	return "", fmt.Errorf("provider %q is not available on this server (available: %s)", p.Name, strings.Join(s.available(), ", "))
-}
-
-// New implements fleet.ProviderFactory.
-func (s *Server) New(key string) (provisioner.Provisioner, error) {
-	switch key {
-	case local.Name:
-		return s.local, nil
-	case dockerprovider.Name:
-		return s.docker, nil
-	case execprov.Name:
-		if s.exec != nil {
-			return s.exec, nil
-		}
+	execEntry := registry.Entry{Name: execprov.Name, Runtimes: []string{cmp.Or(in.ExecRuntime, dockerrt.Name)}, Provisions: true, CanStop: true,
+		AgentBinaries: registry.BinariesOptional, New: fixed(in.Exec),
+		Unavailable: "not configured on this server (start it with --exec-config FILE)"}
+	if in.Exec != nil {
+		execEntry.Catalog = catalog(in.Exec.InstanceTypes())
 	}
-	if s.cfg.Clouds != nil {
-		if prov, ok, err := s.cfg.Clouds.Make(key); ok {
-			return prov, err
-		}
+	return []registry.Entry{
+		{Name: local.Name, Runtimes: []string{cmp.Or(in.LocalRuntime, "process")}, Catalog: catalog(local.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Local)},
+		{Name: dockerprovider.Name, Runtimes: []string{dockerrt.Name}, Catalog: catalog(dockerprovider.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Docker)},
+		execEntry,
+		external.Entry(),
 	}
-	return nil, fmt.Errorf("provider %q is not available on this server", key)
-}
-
-// Catalogs resolves a provider's catalog by name, for spec validation.
-func (s *Server) Catalogs(name string) ([]provisioner.InstanceType, bool) {
-	if s.cfg.Clouds != nil {
-		if types, ok := s.cfg.Clouds.Catalog(api.ProviderSpec{Name: name}); ok {
-			return types, true
-		}
-	}
-	key, err := s.Key(api.ProviderSpec{Name: name})
-	if err != nil {
-		return nil, false
-	}
-	p, err := s.providers.Get(key)
-	if err != nil {
-		return nil, false
-	}
-	return p.InstanceTypes(), true
 }
 
 // execFile is the exec provider's settings file (YAML or JSON).
@@ -150,11 +118,11 @@ type execFile struct {
 	InstanceTypes []provisioner.InstanceType `json:"instanceTypes"`
 	Zones         []string                   `json:"zones"`
 	FlatPrice     float64                    `json:"flatPrice"`
-	// Agent, when set, renders each machine's cloud-init user data.
+	// Agent, when set, renders each machine's cloud-init user data, which
+	// downloads the cluster's spec.agent.binaries.
 	Agent *struct {
-		Binaries  map[string]cloudinit.Binary `json:"binaries"`
-		Runtime   string                      `json:"runtime"`
-		ExtraArgs []string                    `json:"extraArgs"`
+		Runtime   string   `json:"runtime"`
+		ExtraArgs []string `json:"extraArgs"`
 	} `json:"agent"`
 }
 
@@ -174,34 +142,37 @@ func decodeStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// loadExec reads the exec provider's settings, rejecting unknown fields.
-func loadExec(path, stateDir string) (*execprov.Provider, error) {
+// loadExec reads the exec provider's settings, rejecting unknown fields;
+// it returns the provider and its machines' agent runtime.
+func loadExec(path, stateDir string) (*execprov.Provider, string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--exec-config: %w", err)
+		return nil, "", fmt.Errorf("--exec-config: %w", err)
 	}
 	var f execFile
 	if err := decodeStrict(data, &f); err != nil {
-		return nil, fmt.Errorf("--exec-config %s: %w", path, err)
+		return nil, "", fmt.Errorf("--exec-config %s: %w", path, err)
 	}
 	cfg := execprov.Config{Commands: f.Commands, Shell: f.Shell, InstanceTypes: f.InstanceTypes, Zones: f.Zones, FlatPrice: f.FlatPrice, StateDir: stateDir}
 	if f.Timeout != "" {
 		if cfg.Timeout, err = time.ParseDuration(f.Timeout); err != nil {
-			return nil, fmt.Errorf("--exec-config %s: timeout: %w", path, err)
+			return nil, "", fmt.Errorf("--exec-config %s: timeout: %w", path, err)
 		}
 	}
+	runtime := ""
 	if f.Agent != nil {
-		agent := cloudinit.Agent{Binaries: f.Agent.Binaries, Runtime: f.Agent.Runtime, ExtraArgs: f.Agent.ExtraArgs}
+		agent := cloudinit.Agent{Runtime: f.Agent.Runtime, ExtraArgs: f.Agent.ExtraArgs}
 		if err := agent.Validate(); err != nil {
-			return nil, fmt.Errorf("--exec-config %s: %w", path, err)
+			return nil, "", fmt.Errorf("--exec-config %s: %w", path, err)
 		}
+		runtime = agent.Runtime
 		cfg.UserData = func(spec provisioner.LaunchSpec) (string, error) {
 			return cloudinit.Render(spec.Bootstrap, agent, cloudinit.Machine{Zone: spec.Zone})
 		}
 	}
 	p, err := execprov.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--exec-config %s: %w", path, err)
+		return nil, "", fmt.Errorf("--exec-config %s: %w", path, err)
 	}
-	return p, nil
+	return p, runtime, nil
 }

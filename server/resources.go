@@ -4,9 +4,11 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -14,20 +16,18 @@ import (
 // handleApply creates or updates every resource of a YAML/JSON body in one
 // transaction: all of them, or none.
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	docs, err := spec.Parse("request body", body, s.Catalogs)
+	docs, err := s.parseBody(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	var result api.ApplyResult
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
-		var err error
-		result.Results, err = s.applyDocuments(tx, docs)
+		admitted, err := s.admit(tx, docs)
+		if err != nil {
+			return err
+		}
+		result.Results, err = s.write(tx, admitted)
 		return err
 	})
 	if err != nil {
@@ -38,38 +38,59 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, result)
 }
 
-func (s *Server) applyDocuments(tx store.Tx, docs []spec.Document) ([]api.ApplyItem, error) {
+func (s *Server) parseBody(w http.ResponseWriter, r *http.Request) ([]spec.Document, error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, err
+	}
+	return spec.Parse("request body", body, s.registry)
+}
+
+// admitted is a resource that passed every check, with what applying it
+// changes and the stored version's metadata (nil if new).
+type admitted struct {
+	item    api.ApplyItem
+	cluster *api.Cluster
+	service *api.Service
+	old     *api.ObjectMeta
+}
+
+// admit checks resources against the stored ones — a provider this server
+// has, secrets it can read, no immutable field changed, services that
+// fit their cluster — and says what applying them would change. Apply
+// and the dry run (`gantry plan`) both ask it, so they refuse alike.
+func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 	inRequest := map[string]*api.Cluster{}
-	var items []api.ApplyItem
+	var out []admitted
 	for _, d := range docs {
 		if d.Cluster == nil {
 			continue
 		}
-		if _, _, err := s.providers.For(d.Cluster.Spec.Provider); err != nil {
+		if _, err := s.registry.Key(d.Cluster.Spec.Provider); err != nil {
 			return nil, errorf(http.StatusUnprocessableEntity, "invalid", "spec.provider",
 				"document %d: spec.provider: %v", d.Index, err)
 		}
 		if errs := spec.ResolveSecrets(d.Cluster, os.LookupEnv); errs != nil {
 			return nil, locate(errs, d.Index)
 		}
-		item, err := s.applyCluster(tx, d.Cluster)
+		a, err := admitCluster(tx, d.Cluster)
 		if err != nil {
 			return nil, locate(err, d.Index)
 		}
 		inRequest[d.Name()] = d.Cluster
-		items = append(items, item)
+		out = append(out, a)
 	}
 	for _, d := range docs {
 		if d.Service == nil {
 			continue
 		}
-		item, err := s.applyService(tx, d.Service, inRequest)
+		a, err := admitService(tx, d.Service, inRequest)
 		if err != nil {
 			return nil, locate(err, d.Index)
 		}
-		items = append(items, item)
+		out = append(out, a)
 	}
-	return items, nil
+	return out, nil
 }
 
 func locate(err error, doc int) error {
@@ -83,76 +104,107 @@ func locate(err error, doc int) error {
 	return err
 }
 
-func (s *Server) applyCluster(tx store.Tx, c *api.Cluster) (api.ApplyItem, error) {
-	item := api.ApplyItem{Kind: api.KindCluster, Name: c.Metadata.Name}
+func admitCluster(tx store.Tx, c *api.Cluster) (admitted, error) {
+	a := admitted{item: api.ApplyItem{Kind: api.KindCluster, Name: c.Metadata.Name}, cluster: c}
 	old, err := tx.GetCluster(c.Metadata.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return item, err
+		return a, err
 	}
-	now := time.Now().UTC()
 	if old != nil {
 		if errs := spec.CheckClusterUpdate(old, c); errs != nil {
-			return item, errs
+			return a, errs
 		}
-		item.Changes = spec.Changes(resourceFields(old.Metadata, old.Spec), resourceFields(c.Metadata, c.Spec))
-		if len(item.Changes) == 0 {
-			item.Action = api.ActionUnchanged
-			return item, nil
-		}
-		item.Action = api.ActionConfigured
-		c.Metadata.Generation, c.Metadata.CreatedAt = old.Metadata.Generation+1, old.Metadata.CreatedAt
-	} else {
-		item.Action = api.ActionCreated
-		c.Metadata.Generation, c.Metadata.CreatedAt = 1, &now
+		a.old = &old.Metadata
 	}
-	c.Metadata.UpdatedAt, c.Status = &now, nil
-	if err := tx.PutCluster(c); err != nil {
-		return item, err
-	}
-	return item, store.Record(tx, api.EventNormal, "Applied", api.KindCluster, c.Metadata.Name, "cluster %s (generation %d)", item.Action, c.Metadata.Generation)
+	a.item.Action, a.item.Changes = change(old, c, func(c *api.Cluster) (api.ObjectMeta, any) { return c.Metadata, c.Spec })
+	return a, nil
 }
 
-func (s *Server) applyService(tx store.Tx, svc *api.Service, inRequest map[string]*api.Cluster) (api.ApplyItem, error) {
-	item := api.ApplyItem{Kind: api.KindService, Name: svc.Metadata.Name}
+func admitService(tx store.Tx, svc *api.Service, inRequest map[string]*api.Cluster) (admitted, error) {
+	a := admitted{item: api.ApplyItem{Kind: api.KindService, Name: svc.Metadata.Name}, service: svc}
 	cl, ok := inRequest[svc.Spec.Cluster]
 	if !ok {
 		var err error
 		cl, err = tx.GetCluster(svc.Spec.Cluster)
 		if errors.Is(err, store.ErrNotFound) {
-			return item, spec.ErrorList{{Path: "spec.cluster", Message: "cluster " + quote(svc.Spec.Cluster) + " not found"}}
+			return a, spec.ErrorList{{Path: "spec.cluster", Message: "cluster " + quote(svc.Spec.Cluster) + " not found"}}
 		}
 		if err != nil {
-			return item, err
+			return a, err
 		}
 	}
 	if errs := spec.ValidateServiceInCluster(svc, cl); errs != nil {
-		return item, errs
+		return a, errs
 	}
 	old, err := tx.GetService(svc.Metadata.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return item, err
+		return a, err
 	}
-	now := time.Now().UTC()
 	if old != nil {
 		if errs := spec.CheckServiceUpdate(old, svc); errs != nil {
-			return item, errs
+			return a, errs
 		}
-		item.Changes = spec.Changes(resourceFields(old.Metadata, old.Spec), resourceFields(svc.Metadata, svc.Spec))
-		if len(item.Changes) == 0 {
-			item.Action = api.ActionUnchanged
-			return item, nil
+		a.old = &old.Metadata
+	}
+	a.item.Action, a.item.Changes = change(old, svc, func(s *api.Service) (api.ObjectMeta, any) { return s.Metadata, s.Spec })
+	return a, nil
+}
+
+// change says what applying updated over old (nil: new) does.
+func change[T any](old, updated *T, fields func(*T) (api.ObjectMeta, any)) (string, []string) {
+	if old == nil {
+		return api.ActionCreated, nil
+	}
+	oldMeta, oldSpec := fields(old)
+	newMeta, newSpec := fields(updated)
+	changes := spec.Changes(resourceFields(oldMeta, oldSpec), resourceFields(newMeta, newSpec))
+	if len(changes) == 0 {
+		return api.ActionUnchanged, nil
+	}
+	return api.ActionConfigured, changes
+}
+
+// write stores admitted resources: a new generation for each change, with
+// an event.
+func (s *Server) write(tx store.Tx, resources []admitted) ([]api.ApplyItem, error) {
+	now := s.clock.Now().UTC()
+	var items []api.ApplyItem
+	for _, a := range resources {
+		items = append(items, a.item)
+		if a.item.Action == api.ActionUnchanged {
+			continue
 		}
-		item.Action = api.ActionConfigured
-		svc.Metadata.Generation, svc.Metadata.CreatedAt = old.Metadata.Generation+1, old.Metadata.CreatedAt
-	} else {
-		item.Action = api.ActionCreated
-		svc.Metadata.Generation, svc.Metadata.CreatedAt = 1, &now
+		var meta *api.ObjectMeta
+		var err error
+		if a.cluster != nil {
+			meta = &a.cluster.Metadata
+			stamp(meta, a.old, now)
+			a.cluster.Status = nil
+			err = tx.PutCluster(a.cluster)
+		} else {
+			meta = &a.service.Metadata
+			stamp(meta, a.old, now)
+			a.service.Status = nil
+			err = tx.PutService(a.service)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := store.Record(tx, now, api.EventNormal, "Applied", a.item.Kind, a.item.Name, "%s %s (generation %d)",
+			strings.ToLower(a.item.Kind), a.item.Action, meta.Generation); err != nil {
+			return nil, err
+		}
 	}
-	svc.Metadata.UpdatedAt, svc.Status = &now, nil
-	if err := tx.PutService(svc); err != nil {
-		return item, err
+	return items, nil
+}
+
+// stamp sets the server's part of a resource's metadata for a new
+// generation.
+func stamp(meta, old *api.ObjectMeta, now time.Time) {
+	meta.Generation, meta.CreatedAt, meta.UpdatedAt = 1, &now, &now
+	if old != nil {
+		meta.Generation, meta.CreatedAt = old.Generation+1, old.CreatedAt
 	}
-	return item, store.Record(tx, api.EventNormal, "Applied", api.KindService, svc.Metadata.Name, "service %s (generation %d)", item.Action, svc.Metadata.Generation)
 }
 
 // resourceFields is what counts as a change: labels and spec, not the
@@ -174,12 +226,7 @@ func (s *Server) handlePutService(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putOne(w http.ResponseWriter, r *http.Request, kind string) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	docs, err := spec.Parse("request body", body, s.Catalogs)
+	docs, err := s.parseBody(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -195,8 +242,11 @@ func (s *Server) putOne(w http.ResponseWriter, r *http.Request, kind string) {
 	}
 	var items []api.ApplyItem
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
-		var err error
-		items, err = s.applyDocuments(tx, docs)
+		admitted, err := s.admit(tx, docs)
+		if err != nil {
+			return err
+		}
+		items, err = s.write(tx, admitted)
 		return err
 	})
 	if err != nil {
@@ -218,8 +268,12 @@ func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		mem, err := memoryOf(tx)
+		if err != nil {
+			return err
+		}
 		for _, c := range clusters {
-			c.Status = s.clusterStatus(c, machines)
+			c.Status = s.clusterStatus(c, machines, mem)
 			out = append(out, *c)
 		}
 		return nil
@@ -239,7 +293,11 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		machines, err := tx.ListMachines(store.MachineFilter{Cluster: c.Metadata.Name, LiveOnly: true})
-		c.Status = s.clusterStatus(c, machines)
+		if err != nil {
+			return err
+		}
+		mem, err := memoryOf(tx)
+		c.Status = s.clusterStatus(c, machines, mem)
 		return err
 	})
 	if err != nil {
@@ -249,11 +307,24 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine) *api.ClusterStatus {
+// memoryOf reads the control loop's memory, where cluster status comes
+// from (whichever server leads).
+func memoryOf(tx store.Tx) (decide.Memory, error) {
+	entries, err := tx.ListMemory()
+	if err != nil {
+		return decide.Memory{}, err
+	}
+	return decide.DecodeMemory(entries)
+}
+
+// clusterStatus is a cluster's groups (desired from the control loop's
+// memory, machines from the store) and conditions: the loop's, and the
+// server's own store health.
+func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine, mem decide.Memory) *api.ClusterStatus {
 	st := &api.ClusterStatus{}
 	for _, g := range c.Spec.CapacityGroups {
 		gs := api.GroupStatus{GroupID: g.GroupID, TemplateHash: spec.TemplateHash(c, g.GroupID)}
-		if d, ok := s.ctrl.Desired(c.Metadata.Name, g.GroupID); ok {
+		if d, ok := mem.Desired[decide.GroupKey(c.Metadata.Name, g.GroupID)]; ok {
 			gs.Desired = d
 		} else {
 			gs.Desired = g.MinSize
@@ -271,8 +342,20 @@ func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine) *api.Clu
 		}
 		st.Groups = append(st.Groups, gs)
 	}
-	st.Conditions = s.ctrl.Conditions(c.Metadata.Name)
+	if cond, ok := mem.Conditions[decide.ConditionKey(c.Metadata.Name, api.ConditionProviderReady)]; ok {
+		st.Conditions = append(st.Conditions, cond)
+	}
+	st.Conditions = append(st.Conditions, s.storeCondition())
 	return st
+}
+
+// storeCondition says whether the server's store accepts writes.
+func (s *Server) storeCondition() api.Condition {
+	h := s.store.Health()
+	if h.Healthy {
+		return api.Condition{Type: api.ConditionStoreWritable, Status: "True", LastTransitionTime: h.Since.UTC()}
+	}
+	return api.Condition{Type: api.ConditionStoreWritable, Status: "False", Reason: "StoreFailing", Message: h.Error, LastTransitionTime: h.Since.UTC()}
 }
 
 func (s *Server) handleDeleteCluster(w http.ResponseWriter, r *http.Request) {
@@ -293,7 +376,7 @@ func (s *Server) handleDeleteCluster(w http.ResponseWriter, r *http.Request) {
 		if err := tx.DeleteCluster(name); err != nil {
 			return err
 		}
-		return store.Record(tx, api.EventNormal, "Deleted", api.KindCluster, name, "cluster deleted; its machines will be terminated")
+		return store.Record(tx, s.clock.Now(), api.EventNormal, "Deleted", api.KindCluster, name, "cluster deleted; its machines will be terminated")
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -379,7 +462,7 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 				return err
 			}
 		}
-		return store.Record(tx, api.EventNormal, "Deleted", api.KindService, name, "service deleted; %d replica(s) stopping", len(replicas))
+		return store.Record(tx, s.clock.Now(), api.EventNormal, "Deleted", api.KindService, name, "service deleted; %d replica(s) stopping", len(replicas))
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -19,18 +19,29 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/controller"
-	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/metrics"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
-	execprov "github.com/gantry-dev/gantry/provider/exec"
 	"github.com/gantry-dev/gantry/provider/local"
+	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica/ingest"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/utils/clock"
 )
+
+// handleHealth is 200 while the store accepts writes, 503 with the
+// store's error while it does not.
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if h := s.store.Health(); !h.Healthy {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store-unavailable", "error": h.Error, "since": h.Since.UTC().Format(time.RFC3339)})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
 
 // OpenAPI is the API's description, served at /v1/openapi.json.
 //
@@ -56,11 +67,14 @@ type Config struct {
 	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
 	ReadHeaderTimeout time.Duration
 	ShutdownTimeout   time.Duration
-	Controller        controller.Config
-	// Fleet: its ServerURL and InstallationID are filled in by the server.
-	Fleet fleet.Config
+	// Controller: its Calls.ServerURL and InstallationID are filled in by
+	// the server.
+	Controller controller.Config
 	// WrapProvider, when set, wraps every provider (tests inject faults).
 	WrapProvider func(provisioner.Provisioner) provisioner.Provisioner
+	// Providers are registered beside the built-in ones (the clouds, from
+	// provider/clouds; fakes in tests).
+	Providers []registry.Entry
 	// LocalAgentBinary is what local machines run (default: this binary).
 	LocalAgentBinary string
 	// Local provider settings.
@@ -75,18 +89,11 @@ type Config struct {
 	// ExecConfig is the exec provider's settings file (none: no exec
 	// provider).
 	ExecConfig string
-	// Clouds makes the cloud providers (aws, gcp, azure); nil: none.
-	Clouds CloudProviders
-	Store  sqlite.Config
-}
-
-// CloudProviders makes the providers whose settings come from the cluster
-// spec (provider/clouds); ok is false for what is not theirs.
-type CloudProviders interface {
-	Names() []string
-	Key(p api.ProviderSpec) (key string, ok bool, err error)
-	Make(key string) (prov provisioner.Provisioner, ok bool, err error)
-	Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool)
+	Store      sqlite.Config
+	// WrapStore, when set, wraps the store (tests inject failures).
+	WrapStore func(store.Store) store.Store
+	// Clock is the server's time (tests step a fake one).
+	Clock clock.WithTicker
 }
 
 // DefaultConfig returns defaults for a data directory.
@@ -95,10 +102,10 @@ func DefaultConfig(dataDir string) Config {
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
 		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
-		Fleet:          fleet.DefaultConfig("", ""),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker: dockerprovider.DefaultConfig(""),
 		Store:  sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")),
+		Clock:  clock.RealClock{},
 	}
 }
 
@@ -106,21 +113,24 @@ func DefaultConfig(dataDir string) Config {
 type Server struct {
 	cfg        Config
 	log        *slog.Logger
-	store      store.Store
+	clock      clock.WithTicker
+	store      *store.Monitor
+	startedAt  time.Time
 	signer     *auth.Signer
 	adminToken string
-	providers  *fleet.Providers
+	registry   *registry.Registry
 	local      *local.Provider
-	docker     *dockerprovider.Provider
-	exec       *execprov.Provider
-	fleet      *fleet.Fleet
 	ctrl       *controller.Controller
 	listener   net.Listener
 	url        string
 	http       *http.Server
 	logs       *logHub
-	registry   *prometheus.Registry
+	statuses   ingest.Sink
+	promReg    *prometheus.Registry
 	metrics    *metrics.Metrics
+	// stopping ends the agents' long polls when the server shuts down.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // New opens the store, prepares secrets and providers, and listens.
@@ -128,11 +138,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
-	st, err := sqlite.Open(ctx, cfg.Store)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	db, err := sqlite.Open(ctx, cfg.Store)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st, logs: newLogHub()}
+	var st store.Store = db
+	if cfg.WrapStore != nil {
+		st = cfg.WrapStore(db)
+	}
+	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{}}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -175,15 +193,33 @@ func (s *Server) prepare(ctx context.Context) error {
 	if err := s.prepareProviders(exe); err != nil {
 		return err
 	}
-	fc := s.cfg.Fleet
-	fc.ServerURL, fc.InstallationID = advertise, installation
-	s.registry = prometheus.NewRegistry()
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.metrics = metrics.New(s.registry)
-	s.fleet = fleet.New(fc, s.store, s.providers, s.signer, s.log, s.metrics)
-	s.ctrl = controller.New(s.cfg.Controller, s.store, s.fleet, s.providers, s.log, s.metrics)
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout}
+	s.promReg = prometheus.NewRegistry()
+	s.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = metrics.New(s.promReg)
+	s.metrics.WatchStore(s.promReg, s.storeHealth)
+	cc := s.cfg.Controller
+	cc.Calls.ServerURL, cc.Calls.InstallationID = advertise, installation
+	s.ctrl = controller.New(cc, controller.Deps{Store: s.store, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
+		Metrics: s.metrics, LivenessSince: s.livenessSince})
+	// Requests (agents' long polls, followed logs) end when the server
+	// stops, instead of holding its shutdown for their full wait.
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		BaseContext: func(net.Listener) context.Context { return s.stopping }}
 	return nil
+}
+
+// livenessSince is when this server began to record heartbeats
+// reliably: its start, or the end of its store's last outage.
+func (s *Server) livenessSince() time.Time {
+	if h := s.store.Health(); h.Healthy && h.Since.After(s.startedAt) {
+		return h.Since
+	}
+	return s.startedAt
+}
+
+func (s *Server) storeHealth() metrics.StoreHealth {
+	h := s.store.Health()
+	return metrics.StoreHealth{Healthy: h.Healthy, Failures: h.Failures}
 }
 
 func (s *Server) metaOrCreate(ctx context.Context, key string, create func() string) (string, error) {
@@ -233,8 +269,8 @@ func (s *Server) AdminTokenPath() string { return filepath.Join(s.cfg.DataDir, "
 // AdminToken is the API's admin token (the caller must not log it).
 func (s *Server) AdminToken() string { return s.adminToken }
 
-// Run serves the API and runs the control loop until ctx ends, then shuts
-// down the HTTP server and waits for background work.
+// Run serves the API and runs the control loop until ctx ends; then the
+// loop stops, the agents' long polls end, and the HTTP server shuts down.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	loopCtx, stopLoop := context.WithCancel(context.Background())
@@ -252,42 +288,26 @@ func (s *Server) Run(ctx context.Context) error {
 	case err = <-serveErr:
 	}
 	stopLoop()
+	s.stop()
 	wg.Wait()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	_ = s.http.Shutdown(shutdownCtx)
-	s.fleet.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
 }
 
-// TerminateAll terminates every live machine and waits (for `gantry dev`).
-func (s *Server) TerminateAll(ctx context.Context, reason string) error {
-	var ids []string
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		ms, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
-		for _, m := range ms {
-			ids = append(ids, m.ID)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := s.fleet.Terminate(ctx, id, fleet.CauseShutdown, reason); err != nil {
-			s.log.Warn("terminate on shutdown", "machine", id, "err", err)
-		}
-	}
-	s.fleet.Wait()
+// TerminateAll terminates every live machine, all at once, and waits
+// (`gantry dev` on exit); report is told each machine it stops.
+func (s *Server) TerminateAll(ctx context.Context, reason string, report func(*api.Machine)) error {
+	err := s.ctrl.TerminateAll(ctx, reason, report)
 	s.local.ShutdownAll(ctx)
-	return nil
+	return err
 }
 
-// Ready is closed once the control loop has recovered the fleet and made
-// its first pass.
+// Ready is closed once the control loop has made its first pass.
 func (s *Server) Ready() <-chan struct{} { return s.ctrl.Ready() }
 
 // Close closes the store.
@@ -313,13 +333,14 @@ type route struct {
 
 func (s *Server) routes() []route {
 	return []route{
-		{"GET /healthz", rolePublic, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) }},
-		{"GET /metrics", rolePublic, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP},
+		{"GET /healthz", rolePublic, s.handleHealth},
+		{"GET /metrics", rolePublic, promhttp.HandlerFor(s.promReg, promhttp.HandlerOpts{}).ServeHTTP},
 		{"GET /v1/openapi.json", rolePublic, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(OpenAPI)
 		}},
 		{"POST /v1/apply", roleAdmin, s.handleApply},
+		{"POST /v1/plan", roleAdmin, s.handlePlan},
 		{"GET /v1/clusters", roleAdmin, s.handleListClusters},
 		{"GET /v1/clusters/{name}", roleAdmin, s.handleGetCluster},
 		{"PUT /v1/clusters/{name}", roleAdmin, s.handlePutCluster},

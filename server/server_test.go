@@ -38,6 +38,11 @@ type testServer struct {
 
 func startServer(t *testing.T, edit func(*Config)) *testServer {
 	t.Helper()
+	return startServerWith(t, edit, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testServer {
+	t.Helper()
 	cfg := DefaultConfig(t.TempDir())
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Controller.Interval = 100 * time.Millisecond
@@ -45,7 +50,6 @@ func startServer(t *testing.T, edit func(*Config)) *testServer {
 	if edit != nil {
 		edit(&cfg)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv, err := New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +60,7 @@ func startServer(t *testing.T, edit func(*Config)) *testServer {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		_ = srv.TerminateAll(context.Background(), "test over")
+		_ = srv.TerminateAll(context.Background(), "test over", nil)
 		srv.Close()
 	})
 	<-srv.Ready()

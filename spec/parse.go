@@ -40,8 +40,9 @@ func (d Document) Name() string {
 
 // Parse reads every document of a YAML or JSON file, decodes it strictly,
 // applies defaults and validates it, alone and against the other documents.
-// A nil Catalogs skips instance-type checks.
-func Parse(file string, data []byte, catalogs Catalogs) ([]Document, error) {
+// Nil providers skips the checks that depend on them (provider names,
+// instance types, agent binaries).
+func Parse(file string, data []byte, providers Providers) ([]Document, error) {
 	raw, err := splitDocuments(file, data)
 	if err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func Parse(file string, data []byte, catalogs Catalogs) ([]Document, error) {
 	}
 	for i := range docs {
 		Default(&docs[i])
-		errs = append(errs, ValidateDocument(docs[i], catalogs).locate(file, docs[i].Index)...)
+		errs = append(errs, ValidateDocument(docs[i], providers).locate(file, docs[i].Index)...)
 	}
 	errs = append(errs, validateAcrossDocuments(file, docs)...)
 	return docs, errs.Err()

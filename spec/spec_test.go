@@ -27,12 +27,21 @@ spec:
   resources: {cpu: 500m, memory: 256Mi}
 `
 
-func testCatalogs(provider string) ([]provisioner.InstanceType, bool) {
-	if provider != "local" {
+// providers knows local (a catalog, its own binary), aws (downloads the
+// agent) and exec (may).
+type providers struct{}
+
+var testCatalogs providers
+
+func (providers) Names() []string { return []string{"aws", "exec", "local"} }
+func (providers) Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
+	if p.Name != "local" {
 		return nil, false
 	}
 	return []provisioner.InstanceType{{Name: "t.small", MilliCPU: 2000, MemoryBytes: 4 << 30}}, true
 }
+func (providers) RequiresAgentBinaries(name string) bool { return name == "aws" }
+func (providers) AcceptsAgentBinaries(name string) bool  { return name == "aws" || name == "exec" }
 
 func TestParseValidFile(t *testing.T) {
 	data, err := os.ReadFile("../examples/hello.yaml")

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -21,28 +22,39 @@ func ResolveSecrets(c *api.Cluster, lookupEnv func(string) (string, bool)) Error
 	}
 	for i := range c.Spec.Monitoring.Headers {
 		h := &c.Spec.Monitoring.Headers[i]
-		path := indexPath("spec.monitoring.headers", i) + ".secretRef"
-		var value string
-		switch {
-		case h.SecretRef.Env != "":
-			v, ok := lookupEnv(h.SecretRef.Env)
-			if !ok {
-				errs.add(path+".env", "environment variable %s is not set on the server", h.SecretRef.Env)
-				continue
+		value, err := ReadSecret(h.SecretRef, lookupEnv)
+		if err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				errs.add(indexPath("spec.monitoring.headers", i)+".secretRef"+fe.Path, "%s", fe.Message)
 			}
-			value = v
-		case h.SecretRef.File != "":
-			data, err := os.ReadFile(h.SecretRef.File)
-			if err != nil {
-				errs.add(path+".file", "cannot read %s on the server", h.SecretRef.File)
-				continue
-			}
-			value = strings.TrimRight(string(data), "\n")
+			continue
 		}
 		sum := sha256.Sum256([]byte(value))
 		h.ValueSHA256 = hex.EncodeToString(sum[:])
 	}
 	return errs
+}
+
+// ReadSecret reads a secret on the server: an environment variable, or a
+// file (without its trailing newlines). The error names the reference,
+// never a value; its Path is ".env" or ".file".
+func ReadSecret(ref api.SecretRef, lookupEnv func(string) (string, bool)) (string, error) {
+	switch {
+	case ref.Env != "":
+		v, ok := lookupEnv(ref.Env)
+		if !ok {
+			return "", &FieldError{Path: ".env", Message: fmt.Sprintf("environment variable %s is not set on the server", ref.Env)}
+		}
+		return v, nil
+	case ref.File != "":
+		data, err := os.ReadFile(ref.File)
+		if err != nil {
+			return "", &FieldError{Path: ".file", Message: fmt.Sprintf("cannot read %s on the server", ref.File)}
+		}
+		return strings.TrimRight(string(data), "\n"), nil
+	}
+	return "", &FieldError{Message: "no secret reference (env or file)"}
 }
 
 // TemplateHash identifies what a group's machines boot with: the agent,

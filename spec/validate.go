@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -11,11 +12,19 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// KnownProviders are the provider names a spec may use.
-var knownProviders = []string{"local", "docker", "exec", "aws", "gcp", "azure", "kubernetes"}
-
-// Catalogs returns the instance-type catalog of a provider, if known.
-type Catalogs func(provider string) ([]provisioner.InstanceType, bool)
+// Providers is what validation knows of the providers (the provider
+// registry): their names, their built-in catalogs for a cluster's
+// settings, and whether their machines download the agent binary.
+type Providers interface {
+	Names() []string
+	Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool)
+	// RequiresAgentBinaries: the provider's machines boot by downloading
+	// the gantry binary, so spec.agent.binaries must say from where.
+	RequiresAgentBinaries(provider string) bool
+	// AcceptsAgentBinaries: the provider's machines may download it; the
+	// others run the server's own binary, so binaries would reach nothing.
+	AcceptsAgentBinaries(provider string) bool
+}
 
 var (
 	dnsLabel   = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
@@ -25,10 +34,11 @@ var (
 	labelKeyRe = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]*[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 )
 
-// ValidateDocument checks one defaulted document on its own.
-func ValidateDocument(d Document, catalogs Catalogs) ErrorList {
+// ValidateDocument checks one defaulted document on its own; nil
+// providers skips what depends on them.
+func ValidateDocument(d Document, providers Providers) ErrorList {
 	if d.Cluster != nil {
-		return ValidateCluster(d.Cluster, catalogs)
+		return ValidateCluster(d.Cluster, providers)
 	}
 	return ValidateService(d.Service)
 }
@@ -58,20 +68,21 @@ func validateLabels(path string, labels map[string]string) ErrorList {
 }
 
 // ValidateCluster checks a defaulted cluster.
-func ValidateCluster(c *api.Cluster, catalogs Catalogs) ErrorList {
+func ValidateCluster(c *api.Cluster, providers Providers) ErrorList {
 	errs := validateName(c.Metadata.Name)
 	errs = append(errs, validateLabels("metadata.labels", c.Metadata.Labels)...)
 	s := c.Spec
-	if !contains(knownProviders, s.Provider.Name) {
-		errs.add("spec.provider.name", "unknown provider %q (known: %s)", s.Provider.Name, strings.Join(knownProviders, ", "))
-	}
 	if len(s.CapacityGroups) == 0 {
 		errs.add("spec.capacityGroups", "at least one capacity group is required")
 	}
 	var catalog []provisioner.InstanceType
 	haveCatalog := false
-	if catalogs != nil {
-		catalog, haveCatalog = catalogs(s.Provider.Name)
+	if providers != nil {
+		if known := providers.Names(); !slices.Contains(known, s.Provider.Name) {
+			errs.add("spec.provider.name", "unknown provider %q (known: %s)", s.Provider.Name, strings.Join(known, ", "))
+		}
+		catalog, haveCatalog = providers.Catalog(s.Provider)
+		errs = append(errs, validateAgentBinaries(s, providers)...)
 	}
 	seen := map[string]int{}
 	totalMax := 0
@@ -96,8 +107,18 @@ func validateTemplate(s api.ClusterSpec) ErrorList {
 		errs.add("spec.rollout.maxSurge", "must be at least 1")
 	}
 	if a := s.Agent; a != nil {
-		if a.BinarySHA256 != "" && !sha256Re.MatchString(a.BinarySHA256) {
-			errs.add("spec.agent.binarySha256", "want 64 hex digits")
+		for _, arch := range sortedKeysOf(a.Binaries) {
+			path, b := "spec.agent.binaries."+arch, a.Binaries[arch]
+			if arch != "amd64" && arch != "arm64" {
+				errs.add(path, "unknown architecture (want amd64 or arm64)")
+			}
+			if b.URL == "" {
+				errs.add(path+".url", "required")
+			}
+			errs = append(errs, validateURL(path+".url", b.URL)...)
+			if !sha256Re.MatchString(b.SHA256) {
+				errs.add(path+".sha256", "want 64 lowercase hex digits")
+			}
 		}
 		errs = append(errs, validateURL("spec.agent.apiUrl", a.APIURL)...)
 	}
@@ -115,6 +136,30 @@ func validateTemplate(s api.ClusterSpec) ErrorList {
 		}
 	}
 	return errs
+}
+
+// validateAgentBinaries: binaries where the provider's machines download
+// the agent, none where they run the server's own binary (a change would
+// roll machines for nothing).
+func validateAgentBinaries(s api.ClusterSpec, providers Providers) ErrorList {
+	var errs ErrorList
+	has := s.Agent != nil && len(s.Agent.Binaries) > 0
+	switch name := s.Provider.Name; {
+	case !has && providers.RequiresAgentBinaries(name):
+		errs.add("spec.agent.binaries", "required for provider %s: where its machines download the gantry binary (amd64, arm64: url and sha256)", name)
+	case has && !providers.AcceptsAgentBinaries(name):
+		errs.add("spec.agent.binaries", "provider %s runs the server's own gantry binary: binaries would reach no machine", name)
+	}
+	return errs
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func validateURL(path, raw string) ErrorList {

@@ -6,19 +6,39 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/gantry-dev/gantry/api"
 )
 
-// ErrNotFound is returned (wrapped) for a missing object.
-var ErrNotFound = errors.New("not found")
+// Errors callers act on by kind.
+var (
+	// ErrNotFound is returned (wrapped) for a missing object.
+	ErrNotFound = errors.New("not found")
+	// ErrExists is returned (wrapped) when creating an object whose key is
+	// taken.
+	ErrExists = errors.New("already exists")
+	// ErrUnavailable marks a failure of the store itself (disk full,
+	// read-only file system, database gone), as opposed to a missing
+	// object, a conflict or the caller's own error.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Unavailable wraps a failure of the store itself.
+func Unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
 
 // Store runs transactions. Implementations: sqlite (embedded, default).
 type Store interface {
 	// Update runs fn in a read-write transaction, committed when fn returns
-	// nil and rolled back otherwise.
+	// nil and rolled back otherwise. fn may run more than once (the store
+	// retries a transaction that lost a race): it must touch nothing
+	// outside its transaction, and set every variable it shares with the
+	// caller afresh on each run.
 	Update(ctx context.Context, fn func(Tx) error) error
-	// View runs fn in a read-only transaction.
+	// View runs fn in a read-only transaction. Reads never wait behind a
+	// writer.
 	View(ctx context.Context, fn func(Tx) error) error
 	Close() error
 }
@@ -37,6 +57,9 @@ type Tx interface {
 
 	GetMachine(id string) (*api.Machine, error)
 	ListMachines(f MachineFilter) ([]*api.Machine, error)
+	// CreateMachine inserts a new machine; ErrExists if its id is taken.
+	CreateMachine(m *api.Machine) error
+	// PutMachine updates (or inserts) a machine.
 	PutMachine(m *api.Machine) error
 
 	GetReplica(id string) (*api.Replica, error)
@@ -54,6 +77,13 @@ type Tx interface {
 	// Meta holds server-wide values such as the join-token signing key.
 	GetMeta(key string) (string, error)
 	PutMeta(key, value string) error
+
+	// Memory is what the control loop remembers between passes (desired
+	// sizes, backoffs, conditions, progress), one entry per key, so that
+	// another server resumes where the last one stopped.
+	ListMemory() (map[string]string, error)
+	PutMemory(key, value string) error
+	DeleteMemory(key string) error
 }
 
 // MachineFilter selects machines; zero fields match all.

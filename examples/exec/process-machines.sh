@@ -76,7 +76,8 @@ launch)
   # One argument per word: values were checked by the provider or are ours.
   echo "agent --server $GANTRY_SERVER_URL --cluster $GANTRY_CLUSTER --group $GANTRY_GROUP --machine-id $GANTRY_MACHINE \
 --provider-id $id --zone ${GANTRY_ZONE:-default} --address 127.0.0.1 --runtime process --data-dir $dir/agent \
---cpu $GANTRY_CPU --memory $GANTRY_MEMORY_BYTES --join-token-file $dir/join-token" >"$dir/args"
+--cpu $GANTRY_CPU --memory $GANTRY_MEMORY_BYTES --join-token-file $dir/join-token\
+${GANTRY_TEMPLATE_VERSION:+ --template-version $GANTRY_TEMPLATE_VERSION}" >"$dir/args"
   echo running >"$dir/state"
   start_agent "$dir"
   echo "$id" >"$key_file"

@@ -61,6 +61,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&cfg.MachineID, "machine-id", "", "machine name (set by the provider that launched it)")
 	f.StringVar(&cfg.ProviderID, "provider-id", "", "the provider's id of this machine")
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this machine")
+	f.StringVar(&cfg.TemplateVersion, "template-version", "", "the cluster's agent.version this machine was launched with (reported to the server)")
 	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "agent state: credential, replica logs")
 	f.StringVar(&runtimeName, "runtime", process.Name, "runtime driver for replicas: process or docker")

@@ -7,31 +7,16 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provider/clouds"
-	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
-	"github.com/gantry-dev/gantry/provider/local"
-	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/spf13/cobra"
 )
 
-// builtinCatalogs are the catalogs validate can check offline.
-func builtinCatalogs(provider string) ([]provisioner.InstanceType, bool) {
-	switch provider {
-	case local.Name:
-		return local.Catalog(), true
-	case dockerprovider.Name:
-		return dockerprovider.Catalog(), true
-	}
-	return clouds.Catalog(api.ProviderSpec{Name: provider})
-}
-
-// builtinPlanCatalogs are the catalogs `gantry plan` prices with when no
-// --catalog is given.
-func builtinPlanCatalogs(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
-	if types, ok := clouds.Catalog(p); ok {
-		return types, true
-	}
-	return builtinCatalogs(p.Name)
+// describedProviders is every provider this gantry knows, described
+// without instances: what validate and an offline plan check against.
+func describedProviders() *registry.Registry {
+	return registry.New(nil, append(server.BuiltinProviders(server.Instances{}), clouds.New(clouds.Config{}).Entries()...)...)
 }
 
 func readSpecFile(path string) ([]byte, error) {
@@ -60,7 +45,7 @@ func newValidateCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				docs, err := spec.Parse(f, data, builtinCatalogs)
+				docs, err := spec.Parse(f, data, describedProviders())
 				if err != nil {
 					return err
 				}
@@ -95,7 +80,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 					return err
 				}
 				// Offline check first, so errors name the file.
-				if _, err := spec.Parse(f, data, builtinCatalogs); err != nil {
+				if _, err := spec.Parse(f, data, describedProviders()); err != nil {
 					return err
 				}
 				res, err := c.Apply(cmd.Context(), data)

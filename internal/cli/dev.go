@@ -22,11 +22,11 @@ import (
 func devConfig(dataDir string) server.Config {
 	cfg := server.DefaultConfig(dataDir)
 	cfg.Controller.Interval = 500 * time.Millisecond
-	cfg.Controller.HeartbeatInterval = time.Second
-	cfg.Controller.LaunchBackoff = 2 * time.Second
-	cfg.Controller.Planner.EmptyMachineTTL = 30 * time.Second
-	cfg.Fleet.JoinTimeout = time.Minute
-	cfg.Controller.RescheduleGrace = 3 * time.Second
+	cfg.Controller.Decide.HeartbeatInterval = time.Second
+	cfg.Controller.Decide.LaunchBackoff = 2 * time.Second
+	cfg.Controller.Decide.Planner.EmptyMachineTTL = 30 * time.Second
+	cfg.Controller.Decide.JoinTimeout = time.Minute
+	cfg.Controller.Decide.RescheduleGrace = 3 * time.Second
 	cfg.LocalStopGrace = 5 * time.Second
 	cfg.LocalExitWithServer = true
 	cfg.Docker.StopGrace = 5 * time.Second
@@ -53,7 +53,8 @@ func newDevCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			docs, err := spec.Parse(file, data, builtinCatalogs)
+			providers := describedProviders()
+			docs, err := spec.Parse(file, data, providers)
 			if err != nil {
 				return err
 			}
@@ -61,7 +62,7 @@ func newDevCmd(g *globals) *cobra.Command {
 				if data, err = withProvider(docs, provider); err != nil {
 					return err
 				}
-				if docs, err = spec.Parse(file+" (with --provider "+provider+")", data, builtinCatalogs); err != nil {
+				if docs, err = spec.Parse(file+" (with --provider "+provider+")", data, providers); err != nil {
 					return err
 				}
 			}
@@ -74,7 +75,7 @@ func newDevCmd(g *globals) *cobra.Command {
 				}
 			}
 			cfg.DataDir, cfg.Store = g.dataDir, server.DefaultConfig(g.dataDir).Store
-			cfg.Clouds = clouds.New(cloudCfg)
+			cfg.Providers = clouds.New(cloudCfg).Entries()
 			return runDev(cmd.Context(), g, cfg, data, docs, progressEvery)
 		},
 	}
@@ -122,15 +123,21 @@ func runDev(ctx context.Context, g *globals, cfg server.Config, data []byte, doc
 	fmt.Fprintln(g.out, "Waiting for machines and replicas (Ctrl-C stops everything)...")
 	watchProgress(ctx, g.out, c, servicesOf(docs), every)
 
-	fmt.Fprintln(g.out, "\nStopping: terminating machines...")
+	fmt.Fprintln(g.out, "\nStopping: terminating every machine at once...")
 	// The control loop stops first, or it would replace what we terminate.
+	start := time.Now()
 	stopServer()
 	err = <-served
-	// Bounded by the provider timeout and the local stop grace.
-	if termErr := srv.TerminateAll(context.Background(), "gantry dev stopped"); termErr != nil {
+	// All at once, each bounded by the local stop grace.
+	stopped := 0
+	if termErr := srv.TerminateAll(context.Background(), "gantry dev stopped", func(m *api.Machine) {
+		stopped++
+		fmt.Fprintf(g.out, "  stopping machine %s (%s)\n", m.ID, m.InstanceType)
+	}); termErr != nil {
 		fmt.Fprintln(g.errOut, "warning: terminate machines:", termErr)
 	}
-	fmt.Fprintln(g.out, "Stopped. State kept in", cfg.DataDir, "(delete it to start clean).")
+	fmt.Fprintf(g.out, "Stopped %d machine(s) and their replicas in %s. State kept in %s (delete it to start clean).\n",
+		stopped, time.Since(start).Round(100*time.Millisecond), cfg.DataDir)
 	return err
 }
 
@@ -175,7 +182,7 @@ func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services 
 
 func reportMachines(w io.Writer, machines []api.Machine, seen map[string]string) {
 	for _, m := range machines {
-		state := m.JoinState + "/" + m.FleetState
+		state := string(m.JoinState) + "/" + string(m.FleetState)
 		if prev, ok := seen[m.ID]; !ok || prev != state {
 			fmt.Fprintf(w, "  machine %-28s %-9s %-22s %s\n", m.ID, m.InstanceType, state, m.Reason)
 			seen[m.ID] = state
@@ -195,7 +202,7 @@ func filterReplicas(replicas []api.Replica, services map[string]bool) []api.Repl
 
 func reportReplicas(w io.Writer, replicas []api.Replica, seen map[string]string) {
 	for _, r := range replicas {
-		state := r.State + "/" + r.Health + "@" + r.Machine
+		state := string(r.State) + "/" + string(r.Health) + "@" + r.Machine
 		if prev, ok := seen[r.ID]; ok && prev == state {
 			continue
 		}
@@ -231,7 +238,7 @@ func printReady(w io.Writer, replicas []api.Replica) {
 	fmt.Fprintln(w, "\nAll replicas are running:")
 	t := &table{header: []string{"REPLICA", "MACHINE", "HEALTH", "URL"}}
 	for _, r := range replicas {
-		t.add(r.ID, r.Machine, orDash(r.Health), orDash(ReplicaURL(r)))
+		t.add(r.ID, r.Machine, orDash(string(r.Health)), orDash(ReplicaURL(r)))
 	}
 	_ = t.print(w, false)
 	fmt.Fprintln(w, "\nIn another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")

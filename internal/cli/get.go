@@ -168,7 +168,7 @@ func machineTable(list []api.Machine) *table {
 	t := &table{header: []string{"NAME", "CLUSTER", "GROUP", "TYPE", "JOIN", "FLEET", "CPU", "MEMORY", "AGE"},
 		wide: []string{"PROVIDER-ID", "ZONE", "SUBNET", "ADDRESS", "HEARTBEAT", "REASON"}}
 	for _, m := range list {
-		t.add(m.ID, m.Cluster, m.Group, m.InstanceType, m.JoinState, m.FleetState,
+		t.add(m.ID, m.Cluster, m.Group, m.InstanceType, string(m.JoinState), string(m.FleetState),
 			fmt.Sprintf("%s/%s", api.FormatCPU(m.Allocated.MilliCPU), api.FormatCPU(m.Allocatable.MilliCPU)),
 			fmt.Sprintf("%s/%s", api.FormatBytes(m.Allocated.MemoryBytes), api.FormatBytes(m.Allocatable.MemoryBytes)),
 			age(m.CreatedAt), orDash(m.ProviderID), orDash(m.Zone), orDash(m.Subnet), orDash(strings.Join(m.Addresses, ",")),
@@ -197,7 +197,7 @@ func ReplicaURL(r api.Replica) string {
 func replicaTable(list []api.Replica) *table {
 	t := &table{header: []string{"NAME", "SERVICE", "MACHINE", "STATE", "HEALTH", "RESTARTS", "URL"}, wide: []string{"SPEC", "REASON"}}
 	for _, r := range list {
-		t.add(r.ID, r.Service, orDash(r.Machine), r.State, orDash(r.Health), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)), r.SpecHash, orDash(r.Reason))
+		t.add(r.ID, r.Service, orDash(r.Machine), string(r.State), orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)), r.SpecHash, orDash(r.Reason))
 	}
 	return t
 }

@@ -12,22 +12,26 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/controller"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/spf13/cobra"
 )
 
 func newPlanCmd(g *globals) *cobra.Command {
-	cfg := planner.DefaultConfig()
+	cfg := decide.DefaultConfig()
 	var file, catalogFile, output string
 	var offline bool
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE [--catalog CATALOG] [-o table|json]",
 		Short: "Dry run: machines to add and remove, where replicas go, $/hour and its lower bound",
-		Long: "Computes what the control loop would do for the spec: against the live server's state when one is configured " +
-			"(--server, $GANTRY_SERVER, or <data-dir>/server.url), otherwise against empty clusters. Nothing is changed.",
+		Long: "Runs one pass of the control loop's decide without acting: on the live server, which checks the file as apply " +
+			"would and plans with its state, when one is configured (--server, $GANTRY_SERVER, or <data-dir>/server.url); " +
+			"otherwise on empty clusters. Nothing is changed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
@@ -36,150 +40,100 @@ func newPlanCmd(g *globals) *cobra.Command {
 			if output != formatTable && output != formatJSON {
 				return fmt.Errorf("--output %q: want table or json", output)
 			}
-			catalogs, err := planCatalogs(catalogFile)
-			if err != nil {
-				return err
-			}
 			data, err := readSpecFile(file)
 			if err != nil {
 				return err
 			}
-			docs, err := spec.Parse(file, data, func(name string) ([]provisioner.InstanceType, bool) { return catalogs(api.ProviderSpec{Name: name}) })
+			providers := describedProviders()
+			docs, err := spec.Parse(file, data, providers)
 			if err != nil {
 				return err
 			}
-			if err := checkCatalogs(docs, catalogs); err != nil {
-				return err
-			}
-			st, source, err := planState(cmd.Context(), g, offline)
+			plan, source, err := livePlan(cmd.Context(), g, offline || catalogFile != "", data)
 			if err != nil {
 				return err
 			}
-			mergeDocs(&st, docs)
-			plan := controller.DryRun(cfg, st, catalogs, time.Now())
+			if plan == nil {
+				if plan, err = offlinePlan(cfg, providers, catalogFile, docs); err != nil {
+					return err
+				}
+			}
 			if output == formatJSON {
 				return printStructured(g.out, formatJSON, plan)
 			}
-			printPlan(g.out, plan, source)
+			printPlan(g.out, *plan, source)
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "filename", "f", "", "spec file (YAML or JSON)")
-	f.StringVar(&catalogFile, "catalog", "", "instance-type catalog (JSON or YAML) to price with, instead of the providers' built-in ones")
+	f.StringVar(&catalogFile, "catalog", "", "instance-type catalog (JSON or YAML) to price an offline plan with, instead of the providers' built-in ones (implies --offline)")
 	f.StringVarP(&output, "output", "o", formatTable, "output format: table or json")
 	f.BoolVar(&offline, "offline", false, "plan against empty clusters even when a server is configured")
-	f.Float64Var(&cfg.SavingsFloor, "savings-floor", cfg.SavingsFloor, "least saving for replacing a machine with a cheaper one")
-	f.DurationVar(&cfg.MinLifetime, "min-lifetime", cfg.MinLifetime, "machines younger than this are never consolidated")
-	f.IntVar(&cfg.MaxRemovals, "max-removals", cfg.MaxRemovals, "most machines removed at once")
+	f.Float64Var(&cfg.Planner.SavingsFloor, "savings-floor", cfg.Planner.SavingsFloor, "offline: least saving for replacing a machine with a cheaper one")
+	f.DurationVar(&cfg.Planner.MinLifetime, "min-lifetime", cfg.Planner.MinLifetime, "offline: machines younger than this are never consolidated")
+	f.IntVar(&cfg.Planner.MaxRemovals, "max-removals", cfg.Planner.MaxRemovals, "offline: most machines removed at once")
 	return cmd
 }
 
-func planCatalogs(path string) (controller.Catalogs, error) {
-	if path == "" {
-		return builtinPlanCatalogs, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read catalog: %w", err)
-	}
-	types, err := spec.ParseCatalog(path, data)
-	if err != nil {
-		return nil, err
-	}
-	return func(api.ProviderSpec) ([]provisioner.InstanceType, bool) { return types, true }, nil
-}
-
-func checkCatalogs(docs []spec.Document, catalogs controller.Catalogs) error {
-	for _, d := range docs {
-		if d.Cluster == nil {
-			continue
-		}
-		if _, ok := catalogs(d.Cluster.Spec.Provider); !ok {
-			return fmt.Errorf("cluster %s: provider %q has no built-in catalog: pass --catalog FILE", d.Name(), d.Cluster.Spec.Provider.Name)
-		}
-	}
-	return nil
-}
-
-// planState reads the live server's state when one is configured.
-func planState(ctx context.Context, g *globals, offline bool) (controller.State, string, error) {
+// livePlan asks the configured server for the plan; nil when there is no
+// server to ask (or offline), with where the plan comes from.
+func livePlan(ctx context.Context, g *globals, offline bool, data []byte) (*planner.Plan, string, error) {
 	if offline {
-		return controller.State{}, "empty clusters", nil
+		return nil, "empty clusters", nil
 	}
 	explicit := g.server != ""
 	if !explicit {
 		if _, err := os.Stat(filepath.Join(g.dataDir, "server.url")); err != nil {
-			return controller.State{}, "empty clusters", nil
+			return nil, "empty clusters", nil
 		}
 	}
-	st, err := fetchState(ctx, g)
-	if err != nil {
-		if explicit {
-			return st, "", err
-		}
-		fmt.Fprintf(g.errOut, "note: the server in %s did not answer (%v); planning against empty clusters\n", g.dataDir, err)
-		return controller.State{}, "empty clusters", nil
-	}
-	return st, "the live server", nil
-}
-
-func fetchState(ctx context.Context, g *globals) (controller.State, error) {
-	var st controller.State
 	c, err := g.client()
-	if err != nil {
-		return st, err
+	if err == nil {
+		var plan *planner.Plan
+		if plan, err = c.Plan(ctx, data); err == nil {
+			return plan, "the live server", nil
+		}
+		var apiErr *client.APIError
+		if errors.As(err, &apiErr) {
+			return nil, "", err // the server refused the file: as apply would
+		}
 	}
-	clusters, err := c.ListClusters(ctx)
-	if err != nil {
-		return st, err
+	if explicit {
+		return nil, "", err
 	}
-	services, err := c.ListServices(ctx)
-	if err != nil {
-		return st, err
-	}
-	machines, err := c.ListMachines(ctx, "")
-	if err != nil {
-		return st, err
-	}
-	replicas, err := c.ListReplicas(ctx, "")
-	if err != nil {
-		return st, err
-	}
-	for i := range clusters {
-		st.Clusters = append(st.Clusters, &clusters[i])
-	}
-	for i := range services {
-		st.Services = append(st.Services, &services[i])
-	}
-	for i := range machines {
-		st.Machines = append(st.Machines, &machines[i])
-	}
-	for i := range replicas {
-		st.Replicas = append(st.Replicas, &replicas[i])
-	}
-	return st, nil
+	fmt.Fprintf(g.errOut, "note: the server in %s did not answer (%v); planning against empty clusters\n", g.dataDir, err)
+	return nil, "empty clusters", nil
 }
 
-// mergeDocs lets the file's resources replace the live ones of the same name.
-func mergeDocs(st *controller.State, docs []spec.Document) {
+// offlinePlan decides on empty clusters, priced with the catalog file or
+// the providers' built-in catalogs.
+func offlinePlan(cfg decide.Config, providers *registry.Registry, catalogFile string, docs []spec.Document) (*planner.Plan, error) {
+	var catalog []provisioner.InstanceType
+	if catalogFile != "" {
+		data, err := os.ReadFile(catalogFile)
+		if err != nil {
+			return nil, fmt.Errorf("read catalog: %w", err)
+		}
+		if catalog, err = spec.ParseCatalog(catalogFile, data); err != nil {
+			return nil, err
+		}
+	}
+	var clusters []*api.Cluster
+	var services []*api.Service
 	for _, d := range docs {
 		if d.Cluster != nil {
-			st.Clusters = replaceByName(st.Clusters, d.Cluster, func(c *api.Cluster) string { return c.Metadata.Name })
+			if _, ok := providers.Catalog(d.Cluster.Spec.Provider); !ok && catalog == nil {
+				return nil, fmt.Errorf("cluster %s: provider %q has no built-in catalog: pass --catalog FILE", d.Name(), d.Cluster.Spec.Provider.Name)
+			}
+			clusters = append(clusters, d.Cluster)
 		} else {
-			st.Services = replaceByName(st.Services, d.Service, func(s *api.Service) string { return s.Metadata.Name })
+			services = append(services, d.Service)
 		}
 	}
-}
-
-func replaceByName[T any](list []*T, item *T, name func(*T) string) []*T {
-	for i, x := range list {
-		if name(x) == name(item) {
-			list[i] = item
-			return list
-		}
-	}
-	return append(list, item)
+	snap := controller.OfflineSnapshot(providers, catalog, clusters, services)
+	plan := decide.Decide(cfg, snap, decide.NewMemory(), time.Now()).Capacity
+	return &plan, nil
 }
 
 func printPlan(w io.Writer, p planner.Plan, source string) {

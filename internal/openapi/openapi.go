@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
 )
 
 // Operation documents one route.
@@ -30,10 +31,11 @@ type list[T any] struct {
 // Operations is the API, route by route.
 func Operations() []Operation {
 	return []Operation{
-		{Method: "GET", Path: "/healthz", Summary: "Liveness of the server", Response: map[string]string{}},
+		{Method: "GET", Path: "/healthz", Summary: "Health of the server: 200, or 503 with the error while its store does not accept writes", Response: map[string]string{}},
 		{Method: "GET", Path: "/v1/openapi.json", Summary: "This document", Response: map[string]any{}},
 		{Method: "GET", Path: "/metrics", Summary: "Prometheus metrics (text exposition format)", Response: ""},
 		{Method: "POST", Path: "/v1/apply", Summary: "Create or update the resources of a YAML or JSON spec file, all or none", Auth: "admin", Request: "yaml", Response: api.ApplyResult{}},
+		{Method: "POST", Path: "/v1/plan", Summary: "Dry run: the control loop's decision with a spec file's resources in place of the live ones (checked as apply checks them); nothing changes", Auth: "admin", Request: "yaml", Response: planner.Plan{}},
 		{Method: "GET", Path: "/v1/clusters", Summary: "List clusters with group status", Auth: "admin", Response: list[api.Cluster]{}},
 		{Method: "GET", Path: "/v1/clusters/{name}", Summary: "Get a cluster", Auth: "admin", Response: api.Cluster{}},
 		{Method: "PUT", Path: "/v1/clusters/{name}", Summary: "Replace a cluster (update rules apply)", Auth: "admin", Request: "yaml", Response: api.ApplyItem{}},

@@ -18,7 +18,7 @@ import (
 //
 //	GANTRY_AWS_REGION       region (required)
 //	GANTRY_AWS_CONFIG       spec.provider.config as k=v;k=v (imageId,
-//	                        subnets, agentUrl.amd64, agentSha256.amd64 ...)
+//	                        subnets, agentRuntime ...)
 //	GANTRY_AWS_INSTANCE_TYPE the type to launch (default t3.micro)
 func TestRealEC2(t *testing.T) {
 	if os.Getenv("GANTRY_AWS_E2E") != "1" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provider/aws"
 	"github.com/gantry-dev/gantry/provider/aws/ec2fake"
 	"github.com/gantry-dev/gantry/provisioner"
@@ -49,7 +50,6 @@ func newProvider(t *testing.T, endpoint string) *aws.Provider {
 var settings = map[string]string{
 	"imageId": "ami-0123456789abcdef0", "subnets": "us-east-1a=subnet-aaa,us-east-1b=subnet-bbb,us-east-1c=subnet-ccc",
 	"securityGroupIds": "sg-1,sg-2", "instanceProfile": "gantry-node",
-	"agentUrl.amd64": "https://downloads.example.com/gantry-amd64", "agentSha256.amd64": strings.Repeat("a", 64),
 }
 
 func withSettings(s *provisioner.LaunchSpec) { s.Config, s.Region = settings, "us-east-1" }
@@ -66,8 +66,9 @@ func TestContract(t *testing.T) {
 
 func launchSpec(key string) provisioner.LaunchSpec {
 	s := provisioner.LaunchSpec{InstanceType: "m6i.large", Zone: "us-east-1b", CapacityType: "spot", IdempotencyKey: key,
-		Tags:      map[string]string{provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagMachine: "prod-general-1"},
-		Bootstrap: provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "general", MachineID: "prod-general-1", JoinToken: "gjt1.secret"}}
+		Tags: map[string]string{provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagMachine: "prod-general-1"},
+		Bootstrap: provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "general", MachineID: "prod-general-1", JoinToken: "gjt1.secret",
+			AgentBinaries: map[string]api.AgentBinary{"amd64": {URL: "https://downloads.example.com/gantry-amd64", SHA256: strings.Repeat("a", 64)}}}}
 	withSettings(&s)
 	return s
 }
@@ -186,10 +187,10 @@ func TestEventualConsistencyAndStates(t *testing.T) {
 
 func TestSettingsNameTheBadKey(t *testing.T) {
 	for want, cfg := range map[string]map[string]string{
-		"spec.provider.config.imageId: required": {"agentUrl.amd64": "https://x", "agentSha256.amd64": strings.Repeat("a", 64)},
+		"spec.provider.config.imageId: required": {"securityGroupIds": "sg-1"},
 		"spec.provider.config.colour: unknown":   {"imageId": "ami-1", "colour": "blue"},
 		"spec.provider.config.subnets":           {"imageId": "ami-1", "subnets": "us-east-1a"},
-		"agent.binaries: at least one":           {"imageId": "ami-1"},
+		"spec.provider.config.agentRuntime":      {"imageId": "ami-1", "agentRuntime": "lxc"},
 	} {
 		if _, err := aws.ParseSettings(cfg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q, got %v", want, err)

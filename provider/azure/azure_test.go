@@ -13,6 +13,7 @@ import (
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7/fake"
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provider/azure"
 	"github.com/gantry-dev/gantry/provider/azure/azurefake"
 	"github.com/gantry-dev/gantry/provisioner"
@@ -22,8 +23,7 @@ import (
 var settings = map[string]string{
 	"subscriptionId": "00000000-0000-0000-0000-000000000000", "resourceGroup": "gantry-test",
 	"image": "Canonical:ubuntu-24_04-lts:server:latest", "subnetId": "/subscriptions/0/resourceGroups/net/providers/Microsoft.Network/virtualNetworks/v/subnets/s",
-	"sshPublicKey":   "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGantryTestKey gantry",
-	"agentUrl.amd64": "https://downloads.example.com/gantry-amd64", "agentSha256.amd64": strings.Repeat("c", 64),
+	"sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGantryTestKey gantry",
 }
 
 // newProvider runs the real armcompute client through the SDK's fake
@@ -51,8 +51,9 @@ func TestContract(t *testing.T) {
 
 func launchSpec(key string) provisioner.LaunchSpec {
 	s := provisioner.LaunchSpec{InstanceType: "Standard_NC4as_T4_v3", Zone: "eastus-2", CapacityType: "spot", IdempotencyKey: key,
-		Tags:      map[string]string{provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagMachine: "prod-gpu-1"},
-		Bootstrap: provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "gpu", MachineID: "prod-gpu-1", JoinToken: "gjt1.secret"}}
+		Tags: map[string]string{provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagMachine: "prod-gpu-1"},
+		Bootstrap: provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "gpu", MachineID: "prod-gpu-1", JoinToken: "gjt1.secret",
+			AgentBinaries: map[string]api.AgentBinary{"amd64": {URL: "https://downloads.example.com/gantry-amd64", SHA256: strings.Repeat("a", 64)}}}}
 	withSettings(&s)
 	return s
 }
@@ -142,7 +143,7 @@ func TestStates(t *testing.T) {
 // with GANTRY_AZURE_E2E=1; it creates (and deletes) billed VMs with
 // azidentity's default credential. GANTRY_AZURE_LOCATION and
 // GANTRY_AZURE_CONFIG (k=v;k=v: subscriptionId, resourceGroup, image,
-// subnetId, sshPublicKey, agentUrl.amd64, ...) configure it.
+// subnetId, sshPublicKey, ...) configure it.
 func TestRealAzure(t *testing.T) {
 	if os.Getenv("GANTRY_AZURE_E2E") != "1" {
 		t.Skip("set GANTRY_AZURE_E2E=1 (and GANTRY_AZURE_LOCATION, GANTRY_AZURE_CONFIG) to run against a real subscription")

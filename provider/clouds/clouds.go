@@ -16,6 +16,7 @@ import (
 	awsprov "github.com/gantry-dev/gantry/provider/aws"
 	azureprov "github.com/gantry-dev/gantry/provider/azure"
 	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
+	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -98,9 +99,26 @@ func (f *Factory) Make(key string) (prov provisioner.Provisioner, ok bool, err e
 	return nil, false, nil
 }
 
-// Catalog is a cloud's built-in catalog with offerings in region (its
-// default region when empty).
-func (f *Factory) Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) { return Catalog(p) }
+// Entries registers the clouds: each one's settings check, instance
+// key, built-in catalog for the cluster's region, and factory. Their
+// machines boot from cloud-init that downloads the cluster's
+// agent.binaries, and run the docker runtime.
+func (f *Factory) Entries() []registry.Entry {
+	var out []registry.Entry
+	for _, name := range f.Names() {
+		out = append(out, registry.Entry{
+			Name: name, Runtimes: []string{"docker"}, Provisions: true, CanStop: true, AgentBinaries: registry.BinariesRequired,
+			Catalog: Catalog,
+			Check:   func(p api.ProviderSpec) error { _, _, err := f.Key(p); return err },
+			Key:     func(p api.ProviderSpec) string { key, _, _ := f.Key(p); return key },
+			New: func(key string) (provisioner.Provisioner, error) {
+				prov, _, err := f.Make(key)
+				return prov, err
+			},
+		})
+	}
+	return out
+}
 
 // Catalog is a cloud's built-in catalog with offerings in region (its
 // default region when empty).

@@ -19,8 +19,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -31,6 +29,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/randid"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/gantry-dev/gantry/api"
@@ -193,7 +193,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	} else if len(existing) > 0 {
 		return &existing[0], nil
 	}
-	id := "gantry-machine-" + randomHex(5)
+	id := "gantry-machine-" + randid.Hex(5)
 	serverURL, err := p.agentServerURL(spec.Bootstrap.ServerURL, gateway)
 	if err != nil {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "%v", err)
@@ -242,6 +242,9 @@ func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec pr
 		"--docker-network", p.cfg.Network, "--address", gateway, "--join-token-file", joinTokenPath,
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", strconv.FormatInt(it.MemoryBytes, 10),
 		"--ephemeral-storage", strconv.FormatInt(it.EphemeralBytes, 10)}
+	if b.TemplateVersion != "" {
+		args = append(args, "--template-version", b.TemplateVersion)
+	}
 	args = append(args, p.cfg.AgentArgs...)
 	cfg := &container.Config{Image: p.cfg.Image, Cmd: args, Labels: labels, Hostname: id}
 	host := &container.HostConfig{
@@ -298,12 +301,6 @@ func networkAddress(settings *container.NetworkSettings, name string) []string {
 		return []string{ep.IPAddress.String()}
 	}
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func (p *Provider) statePath() string { return filepath.Join(p.cfg.StateDir, "terminated.json") }

@@ -34,7 +34,7 @@ type Commands struct {
 var Placeholders = []string{
 	"provider_id", "instance_type", "cpu", "memory_mib", "memory_bytes", "zone", "capacity_type",
 	"labels", "tags", "tags_json", "user_data", "user_data_file", "idempotency_key",
-	"server_url", "cluster", "group", "machine", "join_token_file",
+	"server_url", "cluster", "group", "machine", "join_token_file", "template_version",
 }
 
 // Config is the exec provider's settings.

@@ -134,8 +134,8 @@ func (p *Provider) launchValues(spec provisioner.LaunchSpec, it provisioner.Inst
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("machine dir: %w", err)
 	}
-	userData := spec.UserData
-	if userData == "" && p.cfg.UserData != nil {
+	var userData string
+	if p.cfg.UserData != nil {
 		var err error
 		if userData, err = p.cfg.UserData(spec); err != nil {
 			return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "user data: %v", err)
@@ -160,7 +160,7 @@ func (p *Provider) launchValues(spec provisioner.LaunchSpec, it provisioner.Inst
 		"memory_bytes": strconv.FormatInt(it.MemoryBytes, 10), "zone": spec.Zone, "capacity_type": cmp.Or(spec.CapacityType, api.CapacityOnDemand),
 		"labels": pairs(labels), "tags": pairs(spec.Tags), "tags_json": string(tagsJSON), "user_data": userData, "user_data_file": userDataFile,
 		"idempotency_key": spec.IdempotencyKey, "server_url": b.ServerURL, "cluster": b.Cluster, "group": b.Group, "machine": b.MachineID,
-		"join_token_file": tokenFile,
+		"join_token_file": tokenFile, "template_version": b.TemplateVersion,
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/gcp/gcefake"
 	"github.com/gantry-dev/gantry/provisioner"
@@ -16,7 +17,6 @@ import (
 
 var settings = map[string]string{
 	"project": "gantry-test", "image": "projects/debian-cloud/global/images/family/debian-12",
-	"agentUrl.amd64": "https://downloads.example.com/gantry-amd64", "agentSha256.amd64": strings.Repeat("b", 64),
 }
 
 func newFake(t *testing.T) (*gcefake.Server, string) {
@@ -49,8 +49,9 @@ func TestContract(t *testing.T) {
 
 func launchSpec(key string) provisioner.LaunchSpec {
 	s := provisioner.LaunchSpec{InstanceType: "g2-standard-4", Zone: "us-central1-b", CapacityType: "spot", IdempotencyKey: key,
-		Tags:      map[string]string{provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagMachine: "prod-gpu-1", "Team": "ML/Infra"},
-		Bootstrap: provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "gpu", MachineID: "prod-gpu-1", JoinToken: "gjt1.secret"}}
+		Tags: map[string]string{provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagMachine: "prod-gpu-1", "Team": "ML/Infra"},
+		Bootstrap: provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "gpu", MachineID: "prod-gpu-1", JoinToken: "gjt1.secret",
+			AgentBinaries: map[string]api.AgentBinary{"amd64": {URL: "https://downloads.example.com/gantry-amd64", SHA256: strings.Repeat("a", 64)}}}}
 	withSettings(&s)
 	return s
 }
@@ -165,7 +166,7 @@ func TestSettingsNameTheBadKey(t *testing.T) {
 // TestRealComputeEngine runs the contract against a real project. Opt in
 // with GANTRY_GCP_E2E=1; it creates (and deletes) billed instances with
 // Application Default Credentials. GANTRY_GCP_PROJECT, GANTRY_GCP_REGION
-// and GANTRY_GCP_CONFIG (k=v;k=v: image, agentUrl.amd64, ...) configure it.
+// and GANTRY_GCP_CONFIG (k=v;k=v: image, network, ...) configure it.
 func TestRealComputeEngine(t *testing.T) {
 	if os.Getenv("GANTRY_GCP_E2E") != "1" {
 		t.Skip("set GANTRY_GCP_E2E=1 (and GANTRY_GCP_PROJECT, GANTRY_GCP_REGION, GANTRY_GCP_CONFIG) to run against a real project")

@@ -7,8 +7,6 @@ package local
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -20,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/randid"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
@@ -106,7 +106,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 			return &inst, nil
 		}
 	}
-	id := "local-" + randomHex(4)
+	id := "local-" + randid.Hex(4)
 	r := &record{Key: spec.IdempotencyKey, Instance: provisioner.Instance{
 		ID: id, State: provisioner.StatePending, InstanceType: it.Name, CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand),
 		Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags),
@@ -129,6 +129,9 @@ func (p *Provider) agentArgs(id string, it provisioner.InstanceType, b provision
 		"--data-dir", p.machineDir(id),
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", fmt.Sprint(it.MemoryBytes), "--ephemeral-storage", fmt.Sprint(it.EphemeralBytes),
 		"--provider-id", id,
+	}
+	if b.TemplateVersion != "" {
+		args = append(args, "--template-version", b.TemplateVersion)
 	}
 	return append(args, p.cfg.AgentArgs...)
 }
@@ -369,10 +372,4 @@ func waitExit(ctx context.Context, pid int, done chan struct{}, limit time.Durat
 		case <-tick.C:
 		}
 	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -206,3 +206,41 @@ func TestTerminateWhileAnotherBoots(t *testing.T) {
 		prev = inst
 	}
 }
+
+// A server killed after starting a machine's agent but before saving its
+// pid leaves a pending record without one: the provider finds the agent
+// again by the instance id in its arguments, instead of believing the
+// instance terminated while it runs (defect).
+func TestAgentStartedButNotRecordedIsAdopted(t *testing.T) {
+	dir := t.TempDir()
+	p := newProvider(t, dir)
+	inst, err := p.Launch(context.Background(), launchSpec("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := waitState(t, p, inst.ID, provisioner.StateRunning)
+	pid := p.records[inst.ID].PID
+	// What the killed server left: the record as it was before the start.
+	p.mu.Lock()
+	p.records[inst.ID].State, p.records[inst.ID].PID = provisioner.StatePending, 0
+	if err := p.save(); err != nil {
+		t.Fatal(err)
+	}
+	delete(p.exited, inst.ID)
+	p.mu.Unlock()
+
+	again, err := New(p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := again.Describe(context.Background(), inst.ID)
+	if err != nil || got.State != provisioner.StateRunning || again.records[inst.ID].PID != pid || len(got.Addresses) == 0 {
+		t.Fatalf("after restart: %+v %v (pid %d, want %d)", got, err, again.records[inst.ID].PID, pid)
+	}
+	if err := again.Terminate(context.Background(), running.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := findAgent(inst.ID); found {
+		t.Fatal("the adopted agent still runs after terminate")
+	}
+}

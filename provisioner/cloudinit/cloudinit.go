@@ -13,21 +13,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"go.yaml.in/yaml/v3"
 )
 
-// Binary is where one architecture's gantry binary is downloaded from.
-type Binary struct {
-	URL    string `json:"url"`
-	SHA256 string `json:"sha256"`
-}
-
-// Agent is how machines get and run the agent.
+// Agent is how machines run the agent (what they download comes with the
+// bootstrap: the cluster's agent.binaries).
 type Agent struct {
-	// Binaries by architecture as `uname -m` says it after normalizing:
-	// "amd64", "arm64".
-	Binaries map[string]Binary
 	// Runtime is the agent's --runtime (default docker).
 	Runtime string
 	// ExtraArgs are appended to the agent's command line.
@@ -59,22 +52,28 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Validate checks the agent settings, naming the bad field.
 func (a Agent) Validate() error {
-	if len(a.Binaries) == 0 {
-		return errors.New("agent.binaries: at least one architecture (amd64, arm64) is required")
-	}
-	for arch, b := range a.Binaries {
-		if arch != "amd64" && arch != "arm64" {
-			return fmt.Errorf("agent.binaries.%s: unknown architecture (want amd64 or arm64)", arch)
-		}
-		if !strings.HasPrefix(b.URL, "https://") && !strings.HasPrefix(b.URL, "http://") {
-			return fmt.Errorf("agent.binaries.%s.url: want an http(s) URL, got %q", arch, b.URL)
-		}
-		if !sha256Hex.MatchString(b.SHA256) {
-			return fmt.Errorf("agent.binaries.%s.sha256: want 64 lowercase hex digits", arch)
-		}
-	}
 	if a.Runtime != "" && a.Runtime != "docker" && a.Runtime != "process" {
 		return fmt.Errorf("agent.runtime: want docker or process, got %q", a.Runtime)
+	}
+	return nil
+}
+
+// ValidateBinaries checks where machines download the agent (the
+// cluster's spec.agent.binaries), naming the bad field.
+func ValidateBinaries(binaries map[string]api.AgentBinary) error {
+	if len(binaries) == 0 {
+		return errors.New("spec.agent.binaries: at least one architecture (amd64, arm64) is required: where machines download the gantry binary")
+	}
+	for arch, b := range binaries {
+		if arch != "amd64" && arch != "arm64" {
+			return fmt.Errorf("spec.agent.binaries.%s: unknown architecture (want amd64 or arm64)", arch)
+		}
+		if !strings.HasPrefix(b.URL, "https://") && !strings.HasPrefix(b.URL, "http://") {
+			return fmt.Errorf("spec.agent.binaries.%s.url: want an http(s) URL, got %q", arch, b.URL)
+		}
+		if !sha256Hex.MatchString(b.SHA256) {
+			return fmt.Errorf("spec.agent.binaries.%s.sha256: want 64 lowercase hex digits", arch)
+		}
 	}
 	return nil
 }
@@ -99,6 +98,9 @@ func Render(b provisioner.Bootstrap, a Agent, m Machine) (string, error) {
 	if err := a.Validate(); err != nil {
 		return "", err
 	}
+	if err := ValidateBinaries(b.AgentBinaries); err != nil {
+		return "", err
+	}
 	if b.ServerURL == "" || b.Cluster == "" || b.MachineID == "" || b.JoinToken == "" {
 		return "", errors.New("bootstrap: server URL, cluster, machine and join token are required")
 	}
@@ -106,7 +108,7 @@ func Render(b provisioner.Bootstrap, a Agent, m Machine) (string, error) {
 		WriteFiles: []file{
 			{Path: JoinTokenPath, Permissions: "0600", Owner: "root:root", Content: b.JoinToken},
 			{Path: UnitPath, Permissions: "0644", Owner: "root:root", Content: unit(b, a, m)},
-			{Path: InstallPath, Permissions: "0755", Owner: "root:root", Content: bootScript(a)},
+			{Path: InstallPath, Permissions: "0755", Owner: "root:root", Content: bootScript(b.AgentBinaries)},
 		},
 		RunCmd: [][]string{{InstallPath}},
 		// Boot output goes to the console too, where providers can read it.
@@ -129,6 +131,9 @@ func unit(b provisioner.Bootstrap, a Agent, m Machine) string {
 		"--machine-id", b.MachineID, "--data-dir", DataDir, "--runtime", runtime, "--join-token-file", JoinTokenPath}
 	if m.Zone != "" {
 		args = append(args, "--zone", m.Zone)
+	}
+	if b.TemplateVersion != "" {
+		args = append(args, "--template-version", b.TemplateVersion)
 	}
 	keys := make([]string, 0, len(m.Labels))
 	for k := range m.Labels {
@@ -176,7 +181,7 @@ func shellQuote(s string) string {
 
 // bootScript downloads, verifies and installs the binary, then starts the
 // agent, printing a marker before each step.
-func bootScript(a Agent) string {
+func bootScript(binaries map[string]api.AgentBinary) string {
 	var sb strings.Builder
 	sb.WriteString(`#!/bin/sh
 set -eu
@@ -190,13 +195,13 @@ case "$(uname -m)" in
 esac
 case "$arch" in
 `)
-	archs := make([]string, 0, len(a.Binaries))
-	for arch := range a.Binaries {
+	archs := make([]string, 0, len(binaries))
+	for arch := range binaries {
 		archs = append(archs, arch)
 	}
 	sort.Strings(archs)
 	for _, arch := range archs {
-		bin := a.Binaries[arch]
+		bin := binaries[arch]
 		fmt.Fprintf(&sb, "  %s) url=%s; sum=%s ;;\n", arch, shellQuote(bin.URL), shellQuote(bin.SHA256))
 	}
 	sb.WriteString(`  *) fail "no gantry binary configured for $arch" ;;
@@ -244,20 +249,14 @@ func Tail(s string, n int) string {
 }
 
 // AgentConfigKeys are the spec.provider.config keys AgentFromConfig reads.
-var AgentConfigKeys = []string{"agentUrl.amd64", "agentSha256.amd64", "agentUrl.arm64", "agentSha256.arm64", "agentRuntime"}
+var AgentConfigKeys = []string{"agentRuntime"}
 
-// AgentFromConfig reads how machines get the agent from a cluster's
+// AgentFromConfig reads how machines run the agent from a cluster's
 // spec.provider.config (cloud providers share these keys).
 func AgentFromConfig(cfg map[string]string) (Agent, error) {
-	a := Agent{Binaries: map[string]Binary{}, Runtime: cfg["agentRuntime"]}
-	for _, arch := range []string{"amd64", "arm64"} {
-		url, sum := cfg["agentUrl."+arch], cfg["agentSha256."+arch]
-		if url != "" || sum != "" {
-			a.Binaries[arch] = Binary{URL: url, SHA256: sum}
-		}
-	}
+	a := Agent{Runtime: cfg["agentRuntime"]}
 	if err := a.Validate(); err != nil {
-		return a, fmt.Errorf("spec.provider.config: %w (agentUrl.<arch>, agentSha256.<arch>: where machines download the gantry binary)", err)
+		return a, fmt.Errorf("spec.provider.config: %w", err)
 	}
 	return a, nil
 }

@@ -7,19 +7,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"go.yaml.in/yaml/v3"
 )
 
-func testAgent() Agent {
-	return Agent{Binaries: map[string]Binary{
+func testAgent() Agent { return Agent{} }
+
+func testBinaries() map[string]api.AgentBinary {
+	return map[string]api.AgentBinary{
 		"amd64": {URL: "https://downloads.example.com/gantry/v1.2.3/gantry-linux-amd64", SHA256: strings.Repeat("a", 64)},
 		"arm64": {URL: "https://downloads.example.com/gantry/v1.2.3/gantry-linux-arm64", SHA256: strings.Repeat("b", 64)},
-	}}
+	}
 }
 
 func testBootstrap() provisioner.Bootstrap {
-	return provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "general", MachineID: "prod-general-1a2b3", JoinToken: "gjt1.token-value"}
+	return provisioner.Bootstrap{ServerURL: "https://gantry.internal:7400", Cluster: "prod", Group: "general", MachineID: "prod-general-1a2b3",
+		JoinToken: "gjt1.token-value", TemplateVersion: "v1.2.3", AgentBinaries: testBinaries()}
 }
 
 func TestRenderMatchesGolden(t *testing.T) {
@@ -36,6 +40,9 @@ func TestRenderMatchesGolden(t *testing.T) {
 	want, err := os.ReadFile(golden)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(out, `"--template-version" "v1.2.3"`) {
+		t.Error("the cluster's agent.version does not reach the agent")
 	}
 	if out != string(want) {
 		t.Fatalf("rendered cloud-config differs from %s (GANTRY_UPDATE_GOLDEN=1 to accept):\n%s", golden, out)
@@ -75,9 +82,9 @@ func TestRenderIsValidCloudConfig(t *testing.T) {
 // The boot script is valid shell, and hostile values stay data: a URL
 // with quotes and $(...) is neither executed nor breaks the script.
 func TestBootScriptQuotesValues(t *testing.T) {
-	a := testAgent()
-	a.Binaries["amd64"] = Binary{URL: "https://x.example.com/a'b$(touch /tmp/pwned)\"c", SHA256: strings.Repeat("c", 64)}
-	script := bootScript(a)
+	binaries := testBinaries()
+	binaries["amd64"] = api.AgentBinary{URL: "https://x.example.com/a'b$(touch /tmp/pwned)\"c", SHA256: strings.Repeat("c", 64)}
+	script := bootScript(binaries)
 	if err := exec.Command("sh", "-n", "-c", script).Run(); err != nil {
 		t.Fatalf("boot script is not valid sh: %v\n%s", err, script)
 	}
@@ -91,16 +98,20 @@ func TestBootScriptQuotesValues(t *testing.T) {
 }
 
 func TestValidateNamesTheField(t *testing.T) {
-	for want, a := range map[string]Agent{
-		"agent.binaries: at least one":  {},
-		"agent.binaries.sparc":          {Binaries: map[string]Binary{"sparc": {URL: "https://x", SHA256: strings.Repeat("a", 64)}}},
-		"agent.binaries.amd64.url":      {Binaries: map[string]Binary{"amd64": {URL: "ftp://x", SHA256: strings.Repeat("a", 64)}}},
-		"agent.binaries.amd64.sha256":   {Binaries: map[string]Binary{"amd64": {URL: "https://x", SHA256: "abc"}}},
-		"agent.runtime: want docker or": {Binaries: testAgent().Binaries, Runtime: "lxc"},
+	for want, binaries := range map[string]map[string]api.AgentBinary{
+		"spec.agent.binaries: at least one": {},
+		"spec.agent.binaries.sparc":         {"sparc": {URL: "https://x", SHA256: strings.Repeat("a", 64)}},
+		"spec.agent.binaries.amd64.url":     {"amd64": {URL: "ftp://x", SHA256: strings.Repeat("a", 64)}},
+		"spec.agent.binaries.amd64.sha256":  {"amd64": {URL: "https://x", SHA256: "abc"}},
 	} {
-		if err := a.Validate(); err == nil || !strings.Contains(err.Error(), want) {
+		b := testBootstrap()
+		b.AgentBinaries = binaries
+		if _, err := Render(b, testAgent(), Machine{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q, got %v", want, err)
 		}
+	}
+	if err := (Agent{Runtime: "lxc"}).Validate(); err == nil || !strings.Contains(err.Error(), "agent.runtime: want docker or") {
+		t.Errorf("runtime: %v", err)
 	}
 	if _, err := Render(provisioner.Bootstrap{}, testAgent(), Machine{}); err == nil {
 		t.Error("render without a bootstrap succeeded")

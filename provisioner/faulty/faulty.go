@@ -157,20 +157,28 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	return p.Provisioner.Terminate(ctx, id)
 }
 
-// Stop implements provisioner.Provisioner.
+// Stop implements provisioner.Stopper when the wrapped provider does.
 func (p *Provider) Stop(ctx context.Context, id string) error {
+	stopper, ok := p.Provisioner.(provisioner.Stopper)
+	if !ok {
+		return provisioner.Errorf(provisioner.KindUnsupported, "stop", "%s cannot stop instances", p.Name())
+	}
 	if err := p.before(ctx, "Stop"); err != nil {
 		return err
 	}
-	return p.Provisioner.Stop(ctx, id)
+	return stopper.Stop(ctx, id)
 }
 
-// Start implements provisioner.Provisioner.
+// Start implements provisioner.Stopper when the wrapped provider does.
 func (p *Provider) Start(ctx context.Context, id string) (*provisioner.Instance, error) {
+	stopper, ok := p.Provisioner.(provisioner.Stopper)
+	if !ok {
+		return nil, provisioner.Errorf(provisioner.KindUnsupported, "start", "%s cannot start instances", p.Name())
+	}
 	if err := p.before(ctx, "Start"); err != nil {
 		return nil, err
 	}
-	return p.Provisioner.Start(ctx, id)
+	return stopper.Start(ctx, id)
 }
 
 // Describe implements provisioner.Provisioner.

@@ -7,69 +7,14 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/provisioner/fake"
 	"github.com/gantry-dev/gantry/provisioner/provisionertest"
 )
 
-// memory is a minimal in-memory provisioner: the thing under the wrapper.
-type memory struct {
-	byKey map[string]*provisioner.Instance
-	byID  map[string]*provisioner.Instance
-}
-
-func newMemory() *memory {
-	return &memory{byKey: map[string]*provisioner.Instance{}, byID: map[string]*provisioner.Instance{}}
-}
-
-func (m *memory) Name() string { return "memory" }
-func (m *memory) InstanceTypes() []provisioner.InstanceType {
-	return []provisioner.InstanceType{{Name: "m1", MilliCPU: 1000, MemoryBytes: 1 << 30, Offerings: []provisioner.Offering{{Zone: "z", CapacityType: "onDemand", PricePerHour: 1}}}}
-}
-func (m *memory) CapacityTypes() []string                     { return []string{"onDemand"} }
-func (m *memory) PriceHint(provisioner.Shape) (float64, bool) { return 1, true }
-func (m *memory) Stop(context.Context, string) error          { return provisioner.ErrUnsupported }
-func (m *memory) Start(context.Context, string) (*provisioner.Instance, error) {
-	return nil, provisioner.ErrUnsupported
-}
-
-func (m *memory) Launch(_ context.Context, s provisioner.LaunchSpec) (*provisioner.Instance, error) {
-	if s.IdempotencyKey == "" || s.InstanceType != "m1" {
-		return nil, provisioner.ErrInvalid
-	}
-	if inst, ok := m.byKey[s.IdempotencyKey]; ok {
-		c := *inst
-		return &c, nil
-	}
-	inst := &provisioner.Instance{ID: "i-" + s.IdempotencyKey, State: provisioner.StatePending, InstanceType: "m1", Tags: s.Tags, LaunchedAt: time.Now(), Addresses: []string{"10.0.0.1"}}
-	m.byKey[s.IdempotencyKey], m.byID[inst.ID] = inst, inst
-	c := *inst
-	inst.State = provisioner.StateRunning // it runs right after Launch returns
-	return &c, nil
-}
-
-func (m *memory) Terminate(_ context.Context, id string) error {
-	if inst, ok := m.byID[id]; ok {
-		inst.State = provisioner.StateTerminated
-	}
-	return nil
-}
-
-func (m *memory) Describe(_ context.Context, id string) (*provisioner.Instance, error) {
-	inst, ok := m.byID[id]
-	if !ok {
-		return nil, provisioner.ErrNotFound
-	}
-	c := *inst
-	return &c, nil
-}
-
-func (m *memory) List(_ context.Context, f provisioner.Filter) ([]provisioner.Instance, error) {
-	var out []provisioner.Instance
-	for _, inst := range m.byID {
-		if f.Matches(*inst) {
-			out = append(out, *inst)
-		}
-	}
-	return out, nil
+// newMemory is the in-memory fake with a one-type catalog.
+func newMemory() provisioner.Provisioner {
+	return fake.New("memory", []provisioner.InstanceType{{Name: "m1", MilliCPU: 1000, MemoryBytes: 1 << 30,
+		Offerings: []provisioner.Offering{{Zone: "z", CapacityType: "onDemand", PricePerHour: 1}}}}, nil)
 }
 
 // With no faults configured, the wrapper is transparent: the contract holds.
@@ -132,7 +77,7 @@ func TestPartialLaunchLeavesTheInstance(t *testing.T) {
 	}
 	p.SetConfig(Config{})
 	inst, err := p.Launch(context.Background(), spec)
-	if err != nil || inst.ID != "i-k" {
+	if err != nil || len(p.Provisioner.(*fake.Provider).Instances()) != 1 || inst.ID != p.Provisioner.(*fake.Provider).Instances()[0].ID {
 		t.Fatalf("retry with the same key must find the instance: %+v %v", inst, err)
 	}
 }

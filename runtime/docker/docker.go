@@ -11,7 +11,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -355,9 +354,4 @@ func (d *Driver) remove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.RequestTimeout)
 	defer cancel()
 	_, _ = d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
-}
-
-// IsEngineMissing reports whether err means no engine answered.
-func IsEngineMissing(err error) bool {
-	return client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded)
 }

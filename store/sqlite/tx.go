@@ -31,14 +31,14 @@ func getJSON[T any](t *tx, kind, name, query string, args ...any) (*T, error) {
 func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
 	rows, err := t.tx.QueryContext(t.ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", kind, err)
+		return nil, failure("list "+kind, err)
 	}
 	defer rows.Close()
 	var out []*T
 	for rows.Next() {
 		var data string
 		if err := rows.Scan(&data); err != nil {
-			return nil, fmt.Errorf("list %s: %w", kind, err)
+			return nil, failure("list "+kind, err)
 		}
 		var v T
 		if err := json.Unmarshal([]byte(data), &v); err != nil {
@@ -46,12 +46,15 @@ func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
 		}
 		out = append(out, &v)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, failure("list "+kind, err)
+	}
+	return out, nil
 }
 
 func (t *tx) exec(what, query string, args ...any) error {
 	if _, err := t.tx.ExecContext(t.ctx, query, args...); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return failure(what, err)
 	}
 	return nil
 }
@@ -112,6 +115,14 @@ func (t *tx) ListMachines(f store.MachineFilter) ([]*api.Machine, error) {
 		f.Cluster, f.Cluster, boolInt(f.LiveOnly))
 }
 
+func (t *tx) CreateMachine(m *api.Machine) error {
+	data, err := encode(m)
+	if err != nil {
+		return err
+	}
+	return t.exec("create machine "+m.ID, `INSERT INTO machines(id, cluster, live, data) VALUES (?, ?, ?, ?)`, m.ID, m.Cluster, boolInt(m.Live()), data)
+}
+
 func (t *tx) PutMachine(m *api.Machine) error {
 	data, err := encode(m)
 	if err != nil {
@@ -151,10 +162,10 @@ func (t *tx) AddEvent(e *api.Event) error {
 	}
 	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO events(object_kind, object_name, data) VALUES (?, ?, ?)`, e.ObjectKind, e.ObjectName, data)
 	if err != nil {
-		return fmt.Errorf("add event: %w", err)
+		return failure("add event", err)
 	}
 	if e.ID, err = res.LastInsertId(); err != nil {
-		return fmt.Errorf("add event: %w", err)
+		return failure("add event", err)
 	}
 	if t.maxEvents > 0 && e.ID%100 == 0 {
 		return t.exec("prune events", `DELETE FROM events WHERE id <= ?`, e.ID-int64(t.maxEvents))
@@ -172,7 +183,7 @@ func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
 		`SELECT id, data FROM (SELECT id, data FROM events WHERE (? = '' OR object_kind = ?) AND (? = '' OR object_name = ?) AND id > ? ORDER BY id DESC LIMIT ?) ORDER BY id`,
 		f.ObjectKind, f.ObjectKind, f.ObjectName, f.ObjectName, f.AfterID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+		return nil, failure("list events", err)
 	}
 	defer rows.Close()
 	var out []*api.Event
@@ -180,7 +191,7 @@ func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
 		var id int64
 		var data string
 		if err := rows.Scan(&id, &data); err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
+			return nil, failure("list events", err)
 		}
 		var e api.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
@@ -189,7 +200,10 @@ func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
 		e.ID = id
 		out = append(out, &e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, failure("list events", err)
+	}
+	return out, nil
 }
 
 func (t *tx) GetCredentialHash(machineID string) ([]byte, error) {
@@ -214,6 +228,34 @@ func (t *tx) GetMeta(key string) (string, error) {
 
 func (t *tx) PutMeta(key, value string) error {
 	return t.exec("put meta", `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+}
+
+func (t *tx) ListMemory() (map[string]string, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT key, value FROM memory`)
+	if err != nil {
+		return nil, failure("list memory", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, failure("list memory", err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, failure("list memory", err)
+	}
+	return out, nil
+}
+
+func (t *tx) PutMemory(key, value string) error {
+	return t.exec("put memory", `INSERT INTO memory(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+}
+
+func (t *tx) DeleteMemory(key string) error {
+	return t.exec("delete memory", `DELETE FROM memory WHERE key = ?`, key)
 }
 
 func boolInt(b bool) int {

@@ -19,6 +19,92 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("MachineAndReplicaFilters", func(t *testing.T) { testFilters(t, open(t)) })
 	t.Run("Events", func(t *testing.T) { testEvents(t, open(t)) })
 	t.Run("CredentialsAndMeta", func(t *testing.T) { testCredentials(t, open(t)) })
+	t.Run("CreateMachineNeverOverwrites", func(t *testing.T) { testCreateMachine(t, open(t)) })
+	t.Run("Memory", func(t *testing.T) { testMemory(t, open(t)) })
+	t.Run("ReadsDoNotWaitForTheWriter", func(t *testing.T) { testReadsDuringWrite(t, open(t)) })
+}
+
+// A machine id is taken once: a second create fails with ErrExists and
+// leaves the first record as it was.
+func testCreateMachine(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		return tx.CreateMachine(&api.Machine{ID: "m1", Cluster: "a", InstanceType: "first", FleetState: api.FleetReady})
+	}))
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.CreateMachine(&api.Machine{ID: "m1", Cluster: "a", InstanceType: "second", FleetState: api.FleetReady})
+	})
+	if !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second create of m1: %v, want ErrExists", err)
+	}
+	if errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a conflict is not a store failure: %v", err)
+	}
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		m, err := tx.GetMachine("m1")
+		if err == nil && m.InstanceType != "first" {
+			t.Errorf("the first record was overwritten: %+v", m)
+		}
+		return err
+	}))
+}
+
+func testMemory(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		for k, v := range map[string]string{"desired/a/g": "3", "idle/m1": "2026-01-01T00:00:00Z", "gone": "x"} {
+			if err := tx.PutMemory(k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutMemory("desired/a/g", "4"); err != nil {
+			return err
+		}
+		return tx.DeleteMemory("gone")
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		mem, err := tx.ListMemory()
+		if len(mem) != 2 || mem["desired/a/g"] != "4" || mem["idle/m1"] == "" {
+			t.Errorf("memory: %v", mem)
+		}
+		return err
+	}))
+}
+
+// A read transaction completes while a write transaction is open.
+func testReadsDuringWrite(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutMeta("k", "before") }))
+	inWrite, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.PutMeta("k", "after"); err != nil {
+				return err
+			}
+			close(inWrite)
+			<-release
+			return nil
+		})
+	}()
+	<-inWrite
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := s.View(readCtx, func(tx store.Tx) error {
+		v, err := tx.GetMeta("k")
+		if err == nil && v != "before" {
+			t.Errorf("a read saw an uncommitted write: %q", v)
+		}
+		return err
+	})
+	close(release)
+	if err != nil {
+		t.Fatalf("read during a write: %v", err)
+	}
+	must(t, <-done)
 }
 
 func testResources(t *testing.T, s store.Store) {

@@ -1,0 +1,378 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// act carries a plan out: every store write in one transaction (launch
+// intents before their provider calls), then the provider calls, each in
+// a worker. A step whose object changed since the snapshot (a replica
+// deleted, a machine gone) is skipped: the next pass decides again.
+func (c *Controller) act(ctx context.Context, mem decide.Memory, plan decide.Plan) error {
+	put, del, err := decide.Diff(mem, plan.Memory)
+	if err != nil {
+		return err
+	}
+	now := c.Clock.Now()
+	var launched []*api.Machine
+	err = c.Store.Update(ctx, func(tx store.Tx) error {
+		launched = nil
+		w := &writer{tx: tx, now: now}
+		steps := []func() error{
+			func() error { return w.memory(put, del) },
+			func() error { return w.replicas(plan) },
+			func() error { return w.machines(plan) },
+			func() error {
+				var err error
+				launched, err = w.launches(plan.Launches)
+				return err
+			},
+			func() error { return w.placements(plan) },
+			func() error { return w.events(plan.Events) },
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, t := range plan.Terminates {
+		c.Metrics.Terminated(t.Cause)
+	}
+	c.dispatch(plan, launched)
+	return nil
+}
+
+// dispatch hands the plan's provider calls to workers.
+func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine) {
+	for _, m := range launched {
+		c.calls.launch(m.ID)
+	}
+	for _, id := range plan.LaunchCalls {
+		c.calls.launch(id)
+	}
+	diagnose := map[string]string{}
+	for _, t := range plan.Terminates {
+		if t.Diagnose {
+			diagnose[t.Machine] = t.Reason
+		}
+	}
+	for _, id := range plan.TerminateCalls {
+		c.calls.terminate(id, diagnose[id])
+	}
+	for _, id := range plan.Describes {
+		c.calls.describe(id)
+	}
+	for _, key := range plan.Lists {
+		c.calls.list(key)
+	}
+	for _, o := range plan.Orphans {
+		c.calls.terminateOrphan(o)
+	}
+	for _, s := range plan.Starts {
+		c.calls.warmPool(decide.CallStart, s)
+	}
+	for _, s := range plan.Stops {
+		c.calls.warmPool(decide.CallStop, s)
+	}
+}
+
+// writer applies a plan's steps in one transaction.
+type writer struct {
+	tx  store.Tx
+	now time.Time
+}
+
+func (w *writer) record(typ, reason, kind, name, format string, args ...any) error {
+	return store.Record(w.tx, w.now, typ, reason, kind, name, format, args...)
+}
+
+func (w *writer) memory(put map[string]string, del []string) error {
+	keys := make([]string, 0, len(put))
+	for k := range put {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := w.tx.PutMemory(k, put[k]); err != nil {
+			return err
+		}
+	}
+	for _, k := range del {
+		if err := w.tx.DeleteMemory(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skip tells a step whose object is gone (skipped) from a failure.
+func skip(err error) (bool, error) {
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil
+	}
+	return err != nil, err
+}
+
+func (w *writer) replicas(plan decide.Plan) error {
+	for _, r := range plan.CreateReplicas {
+		if err := w.tx.PutReplica(r); err != nil {
+			return err
+		}
+		if err := w.record(api.EventNormal, "Created", "Replica", r.ID, "replica %d of service %s", r.Index, r.Service); err != nil {
+			return err
+		}
+	}
+	for _, u := range plan.UpdateReplicas {
+		r, err := w.tx.GetReplica(u.ID)
+		if done, err := skip(err); done {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		replica.Follow(r, u.SpecHash, u.Requests, u.Cluster, w.now)
+		if err := w.tx.PutReplica(r); err != nil {
+			return err
+		}
+		if err := w.record(api.EventNormal, "Updated", "Replica", r.ID, "service %s changed (spec %s)", u.Service, u.SpecHash); err != nil {
+			return err
+		}
+	}
+	for _, d := range plan.DeleteReplicas {
+		if err := w.tx.DeleteReplica(d.ID); err != nil {
+			return err
+		}
+		if err := w.record(api.EventNormal, "Removed", "Replica", d.ID, "service %s scaled down or deleted", d.Service); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// machine applies change to a machine; it reports false (and writes
+// nothing) when change does not apply any more.
+func (w *writer) machine(id string, change func(*api.Machine) (bool, error)) (*api.Machine, bool, error) {
+	m, err := w.tx.GetMachine(id)
+	if done, err := skip(err); done {
+		return nil, false, err
+	}
+	// A transition refused (or with nothing to do) means the machine
+	// moved on since the snapshot: the step is skipped.
+	if changed, err := change(m); err != nil || !changed {
+		return m, false, nil
+	}
+	return m, true, w.tx.PutMachine(m)
+}
+
+func (w *writer) machines(plan decide.Plan) error {
+	for _, s := range plan.Unreachable {
+		if _, ok, err := w.machine(s.Machine, func(m *api.Machine) (bool, error) {
+			return m.JoinState == api.JoinJoined && fleet.MarkUnreachable(m, s.Reason, w.now), nil
+		}); err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.record(api.EventWarning, "Unreachable", "Machine", s.Machine, "%s", s.Reason); err != nil {
+			return err
+		}
+	}
+	for _, a := range plan.Adoptions {
+		if _, ok, err := w.machine(a.Machine, func(m *api.Machine) (bool, error) {
+			return m.ProviderID == "" && m.Live(), fleet.Launched(m, a.Instance, w.now)
+		}); err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.record(api.EventNormal, "Adopted", "Machine", a.Machine, "found instance %s of an interrupted launch", a.Instance.ID); err != nil {
+			return err
+		}
+	}
+	for _, d := range plan.Drains {
+		if _, ok, err := w.machine(d.Machine, func(m *api.Machine) (bool, error) { return fleet.Drain(m, d.Reason, d.Deadline, w.now) }); err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.record(api.EventNormal, "Draining", "Machine", d.Machine, "%s (deadline %s)", d.Reason, d.Deadline.UTC().Format(time.RFC3339)); err != nil {
+			return err
+		}
+	}
+	for _, t := range plan.Terminates {
+		if err := w.terminate(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// terminate marks a machine terminating and sends its replicas back to
+// pending. A machine to diagnose gets its event from the worker that
+// reads its console.
+func (w *writer) terminate(t decide.Terminate) error {
+	_, ok, err := w.machine(t.Machine, func(m *api.Machine) (bool, error) { return fleet.Terminating(m, t.Reason, w.now) })
+	if err != nil || !ok {
+		return err
+	}
+	if !t.Diagnose {
+		if err := w.record(api.EventNormal, "Terminating", "Machine", t.Machine, "%s", t.Reason); err != nil {
+			return err
+		}
+	}
+	return fleet.UnassignReplicas(w.tx, t.Machine, "machine "+t.Machine+" is terminating: "+t.Reason, w.now)
+}
+
+// launches records the launch intents.
+func (w *writer) launches(launches []decide.Launch) ([]*api.Machine, error) {
+	var out []*api.Machine
+	for _, l := range launches {
+		cl, err := w.tx.GetCluster(l.Cluster)
+		if done, err := skip(err); done {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		intent := fleet.Intent{Cluster: cl, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone, CapacityType: l.CapacityType,
+			PricePerHour: l.PricePerHour, ProviderKey: l.ProviderKey, Capacity: l.Capacity, TemplateHash: spec.TemplateHash(cl, l.Group)}
+		m, err := fleet.RecordIntent(w.tx, intent, w.now, fleet.NewMachineID)
+		if errors.As(err, new(fleet.ErrSubnetsExhausted)) {
+			continue // the planner's budget was stale; the next pass knows
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := w.record(api.EventNormal, "Launching", "Machine", m.ID, "launching %s (%s, %s, $%.4f/h) in group %s/%s (subnet %s): %s",
+			l.InstanceType, orNone(l.Zone), l.CapacityType, l.PricePerHour, l.Cluster, l.Group, m.Subnet, l.Reason); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// placements applies evictions, assignments and pending reasons; an
+// assignment whose replica or machine changed since the snapshot waits
+// for the next pass.
+func (w *writer) placements(plan decide.Plan) error {
+	for _, e := range plan.Evictions {
+		if err := w.evict(e); err != nil {
+			return err
+		}
+	}
+	for _, a := range plan.Assignments {
+		if err := w.assign(a); err != nil {
+			return err
+		}
+	}
+	ids := make([]string, 0, len(plan.Pending))
+	for id := range plan.Pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r, err := w.tx.GetReplica(id)
+		if done, err := skip(err); done {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if !replica.SetPending(r, plan.Pending[id], w.now) {
+			continue
+		}
+		if err := w.tx.PutReplica(r); err != nil {
+			return err
+		}
+		if err := w.record(api.EventWarning, "Pending", "Replica", id, "%s", plan.Pending[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *writer) evict(e decide.Eviction) error {
+	r, err := w.tx.GetReplica(e.Replica)
+	if done, err := skip(err); done || r.Machine != e.Machine {
+		return err
+	}
+	why := "preempted by higher-priority replica " + e.By
+	replica.ToPending(r, why, w.now)
+	if err := w.tx.PutReplica(r); err != nil {
+		return err
+	}
+	return w.record(api.EventWarning, "Preempted", "Replica", r.ID, "%s on machine %s", why, e.Machine)
+}
+
+func (w *writer) assign(a decide.Assignment) error {
+	r, err := w.tx.GetReplica(a.Replica)
+	if done, err := skip(err); done {
+		return err
+	}
+	m, err := w.tx.GetMachine(a.Placement.Machine)
+	if done, err := skip(err); done || !m.Schedulable() {
+		return err
+	}
+	if a.Moving {
+		from, err := w.tx.GetMachine(r.Machine)
+		if done, err := skip(err); done {
+			return err
+		}
+		if from.FleetState != api.FleetDraining && a.Why == "" {
+			return nil // it was to move off a draining machine that is no longer draining
+		}
+	}
+	if replica.Assign(r, a.Placement, a.Moving, w.now) != nil {
+		return nil // the replica changed since the snapshot; the next pass decides again
+	}
+	if err := w.tx.PutReplica(r); err != nil {
+		return err
+	}
+	msg, typ := "placed on machine "+m.ID, api.EventNormal
+	if a.Moving {
+		msg = fmt.Sprintf("moving from %s to %s (new copy first)", r.PreviousMachine, m.ID)
+	}
+	if a.Why != "" {
+		msg += ": " + a.Why
+	}
+	if a.Placement.Note != "" {
+		msg, typ = msg+": "+a.Placement.Note, api.EventWarning
+	}
+	return w.record(typ, "Scheduled", "Replica", r.ID, "%s", msg)
+}
+
+func (w *writer) events(events []decide.Event) error {
+	for _, e := range events {
+		if err := w.record(e.Type, e.Reason, e.ObjectKind, e.ObjectName, "%s", e.Message); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/internal/randid"
+	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// calls runs provider calls in workers: one call per subject at a time,
+// at most Concurrency per provider instance, each bounded by
+// ProviderTimeout. A worker records what its call did in the store
+// (through the machine's lifecycle, package fleet) and leaves an outcome
+// for the next pass to learn from, or hands what it observed to the
+// observations.
+type calls struct {
+	cfg CallConfig
+	Deps
+	observed *observations
+	done     func()
+
+	mu       sync.Mutex
+	inflight map[string]bool
+	slots    map[string]chan struct{}
+	wg       sync.WaitGroup
+}
+
+func newCalls(cfg CallConfig, d Deps, observed *observations, done func()) *calls {
+	return &calls{cfg: cfg, Deps: d, observed: observed, done: done, inflight: map[string]bool{}, slots: map[string]chan struct{}{}}
+}
+
+// start runs fn in a worker unless a call for the same subject runs.
+func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Context)) {
+	key := decide.CallKey(kind, subject)
+	c.mu.Lock()
+	if c.inflight[key] {
+		c.mu.Unlock()
+		return
+	}
+	c.inflight[key] = true
+	slot, ok := c.slots[providerKey]
+	if !ok {
+		slot = make(chan struct{}, max(c.cfg.Concurrency, 1))
+		c.slots[providerKey] = slot
+	}
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.inflight, key)
+			c.mu.Unlock()
+			c.done()
+		}()
+		slot <- struct{}{}
+		defer func() { <-slot }()
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ProviderTimeout)
+		defer cancel()
+		fn(ctx)
+	}()
+}
+
+func (c *calls) inFlight() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]bool, len(c.inflight))
+	for k := range c.inflight {
+		out[k] = true
+	}
+	return out
+}
+
+func (c *calls) wait() { c.wg.Wait() }
+
+// machine reads a machine (and its cluster, when it still exists) and the
+// provider instance it was launched through.
+func (c *calls) machine(id string) (*api.Machine, *api.Cluster, provisioner.Provisioner, error) {
+	var m *api.Machine
+	var cl *api.Cluster
+	err := c.Store.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		if m, err = tx.GetMachine(id); err != nil {
+			return err
+		}
+		cl, err = tx.GetCluster(m.Cluster)
+		if errors.Is(err, store.ErrNotFound) {
+			cl, err = nil, nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	prov, err := c.Registry.Get(registry.KeyOf(m))
+	return m, cl, prov, err
+}
+
+// update changes a machine in a transaction, with an event and, when
+// given, an outcome for the next pass.
+func (c *calls) update(id string, change func(*api.Machine) error, outcome *decide.Outcome, typ, reason, format string, args ...any) {
+	now := c.Clock.Now()
+	err := c.Store.Update(context.Background(), func(tx store.Tx) error {
+		if outcome != nil {
+			if err := putOutcome(tx, *outcome); err != nil {
+				return err
+			}
+		}
+		m, err := tx.GetMachine(id)
+		if err != nil {
+			return err
+		}
+		if change != nil {
+			if err := change(m); err != nil {
+				return err
+			}
+			if err := tx.PutMachine(m); err != nil {
+				return err
+			}
+		}
+		return store.Record(tx, now, typ, reason, "Machine", id, format, args...)
+	})
+	if err != nil {
+		c.Log.Error("record provider call", "machine", id, "event", reason, "err", err)
+	}
+}
+
+func putOutcome(tx store.Tx, o decide.Outcome) error {
+	data, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return tx.PutMemory(decide.OutcomeKey(o.Call+"-"+o.Machine+"-"+randid.Hex(6)), string(data))
+}
+
+func (c *calls) outcome(call string, m *api.Machine, err error) *decide.Outcome {
+	o := &decide.Outcome{Call: call, Machine: m.ID, Cluster: m.Cluster, Group: m.Group, InstanceType: m.InstanceType,
+		Zone: m.Zone, CapacityType: m.CapacityType, At: c.Clock.Now()}
+	if err != nil {
+		o.Kind, o.Error = provisioner.KindOf(err), err.Error()
+	}
+	return o
+}
+
+// launch sends a recorded intent to its provider (again, if need be: the
+// launch key makes it idempotent).
+func (c *calls) launch(id string) {
+	c.start(decide.CallLaunch, id, "", func(ctx context.Context) {
+		m, cl, prov, err := c.machine(id)
+		if err != nil || cl == nil || m.ProviderID != "" || m.JoinState != api.JoinProvisioning {
+			if err != nil {
+				c.Log.Warn("launch", "machine", id, "err", err)
+			}
+			return
+		}
+		token, err := c.Signer.Mint(auth.JoinClaims{Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, ExpiresAt: c.Clock.Now().Add(c.cfg.JoinTokenTTL)})
+		if err != nil {
+			c.Log.Error("mint join token", "machine", id, "err", err)
+			return
+		}
+		c.Log.Info("launching machine", "machine", m.ID, "cluster", m.Cluster, "group", m.Group, "instanceType", m.InstanceType)
+		inst, launchErr := prov.Launch(ctx, c.launchSpec(m, cl, token))
+		result := "launched"
+		if launchErr != nil {
+			result = string(cmp.Or(provisioner.KindOf(launchErr), "error"))
+		}
+		c.Metrics.Provisioned(prov.Name(), result)
+		now := c.Clock.Now()
+		if launchErr != nil {
+			c.Log.Warn("launch failed", "machine", id, "err", launchErr)
+			c.update(id, func(m *api.Machine) error { return fleet.LaunchFailed(m, launchErr.Error(), now) }, c.outcome(decide.CallLaunch, m, launchErr),
+				api.EventWarning, "LaunchFailed", "provider %s: %v", prov.Name(), launchErr)
+			return
+		}
+		c.update(id, func(m *api.Machine) error { return fleet.Launched(m, *inst, now) }, c.outcome(decide.CallLaunch, m, nil),
+			api.EventNormal, "Launched", "provider %s instance %s is %s", prov.Name(), inst.ID, inst.State)
+	})
+}
+
+// launchSpec is what the provider gets: the machine, its tags, and the
+// cluster's machine template and provider settings.
+func (c *calls) launchSpec(m *api.Machine, cl *api.Cluster, token string) provisioner.LaunchSpec {
+	b := provisioner.Bootstrap{ServerURL: c.cfg.ServerURL, Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, JoinToken: token}
+	if a := cl.Spec.Agent; a != nil {
+		if a.APIURL != "" {
+			b.ServerURL = a.APIURL
+		}
+		b.TemplateVersion, b.AgentBinaries = a.Version, a.Binaries
+	}
+	return provisioner.LaunchSpec{InstanceType: m.InstanceType, CapacityType: m.CapacityType, Zone: m.Zone, IdempotencyKey: m.LaunchKey,
+		Tags: Tags(m, c.cfg.InstallationID), Bootstrap: b, Region: cl.Spec.Provider.Region, Config: cl.Spec.Provider.Config}
+}
+
+// Tags are put on every instance at launch.
+func Tags(m *api.Machine, installation string) map[string]string {
+	return map[string]string{
+		provisioner.TagManagedBy:    provisioner.ManagedByValue,
+		provisioner.TagInstallation: installation,
+		provisioner.TagCluster:      m.Cluster,
+		provisioner.TagGroup:        m.Group,
+		provisioner.TagLaunchKey:    m.LaunchKey,
+		provisioner.TagMachine:      m.ID,
+	}
+}
+
+// terminate terminates a terminating machine's instance, then records it
+// terminated (its /24 is free again). diagnose, when set, is why the
+// machine never joined: its console is read first, and the event says
+// how far its boot got.
+func (c *calls) terminate(id, diagnose string) {
+	c.start(decide.CallTerminate, id, "", func(ctx context.Context) {
+		m, _, prov, err := c.machine(id)
+		if err != nil {
+			c.Log.Warn("terminate", "machine", id, "err", err)
+			return
+		}
+		if m.FleetState != api.FleetTerminating {
+			return
+		}
+		if diagnose != "" {
+			c.diagnose(ctx, m, prov, diagnose)
+		}
+		if m.ProviderID != "" {
+			if err := prov.Terminate(ctx, m.ProviderID); err != nil {
+				c.Log.Warn("terminate failed; will retry", "machine", id, "instance", m.ProviderID, "err", err)
+				c.recordOutcome(c.outcome(decide.CallTerminate, m, err))
+				return
+			}
+		}
+		now := c.Clock.Now()
+		c.update(id, func(m *api.Machine) error { return fleet.SetFleetState(m, api.FleetTerminated, now) }, nil,
+			api.EventNormal, "Terminated", "instance %s terminated; subnet %s released", orNone(m.ProviderID), orNone(m.Subnet))
+		c.observed.forget(id)
+	})
+}
+
+func (c *calls) diagnose(ctx context.Context, m *api.Machine, prov provisioner.Provisioner, why string) {
+	if reader, ok := prov.(provisioner.ConsoleReader); ok && m.ProviderID != "" {
+		console, err := reader.ConsoleOutput(ctx, m.ProviderID)
+		why = fleet.WithConsole(why, console, err, c.cfg.ConsoleTailLines)
+	}
+	c.update(m.ID, func(m *api.Machine) error { m.Reason = why; return nil }, nil, api.EventNormal, "Terminating", "%s", why)
+}
+
+func (c *calls) recordOutcome(o *decide.Outcome) {
+	if err := c.Store.Update(context.Background(), func(tx store.Tx) error { return putOutcome(tx, *o) }); err != nil {
+		c.Log.Error("record provider call outcome", "machine", o.Machine, "err", err)
+	}
+}
+
+// terminateOrphan terminates a tagged instance no live machine owns.
+func (c *calls) terminateOrphan(o decide.Orphan) {
+	c.start(decide.CallTerminate, o.Instance.ID, o.ProviderKey, func(ctx context.Context) {
+		prov, err := c.Registry.Get(o.ProviderKey)
+		if err == nil {
+			err = prov.Terminate(ctx, o.Instance.ID)
+		}
+		machine := o.Instance.Tags[provisioner.TagMachine]
+		if err != nil {
+			c.Log.Warn("terminate orphan", "instance", o.Instance.ID, "err", err)
+			return
+		}
+		c.Log.Warn("terminated tagged instance the store does not know", "instance", o.Instance.ID, "machine", machine)
+		now := c.Clock.Now()
+		if err := c.Store.Update(context.Background(), func(tx store.Tx) error {
+			return store.Record(tx, now, api.EventWarning, "OrphanTerminated", "Machine", machine,
+				"instance %s was tagged by this server but no live machine owns it; terminated", o.Instance.ID)
+		}); err != nil {
+			c.Log.Error("record orphan termination", "instance", o.Instance.ID, "err", err)
+		}
+	})
+}
+
+// describe looks up a machine's instance for the next pass.
+func (c *calls) describe(id string) {
+	c.start(decide.CallDescribe, id, "", func(ctx context.Context) {
+		m, _, prov, err := c.machine(id)
+		if err != nil || m.ProviderID == "" {
+			return
+		}
+		inst, err := prov.Describe(ctx, m.ProviderID)
+		switch {
+		case errors.Is(err, provisioner.ErrNotFound):
+			c.observed.described(id, decide.InstanceObservation{Found: false, At: c.Clock.Now()})
+		case err != nil:
+			c.Log.Warn("describe", "machine", id, "instance", m.ProviderID, "err", err)
+		default:
+			c.observed.described(id, decide.InstanceObservation{Found: true, State: inst.State, At: c.Clock.Now()})
+		}
+	})
+}
+
+// list lists a provider instance's tagged instances for recovery.
+func (c *calls) list(key string) {
+	c.start(decide.CallList, key, key, func(ctx context.Context) {
+		prov, err := c.Registry.Get(key)
+		if err != nil {
+			c.Log.Warn("list instances", "provider", key, "err", err)
+			return
+		}
+		at := c.Clock.Now()
+		instances, err := prov.List(ctx, provisioner.Filter{Tags: map[string]string{
+			provisioner.TagManagedBy: provisioner.ManagedByValue, provisioner.TagInstallation: c.cfg.InstallationID,
+		}})
+		if err != nil {
+			c.Log.Warn("list instances", "provider", key, "err", err)
+			return
+		}
+		c.observed.listed(key, decide.Inventory{Instances: instances, At: at})
+	})
+}
+
+// warmPool stops or starts a warm-pool machine's instance; a started one
+// gets the addresses the provider returns.
+func (c *calls) warmPool(call string, step decide.MachineStep) {
+	c.start(call, step.Machine, "", func(ctx context.Context) {
+		m, _, prov, err := c.machine(step.Machine)
+		if err != nil {
+			c.Log.Warn(call, "machine", step.Machine, "err", err)
+			return
+		}
+		stopper, ok := prov.(provisioner.Stopper)
+		if !ok {
+			err = provisioner.Errorf(provisioner.KindUnsupported, call, "provider %s cannot stop and start instances", prov.Name())
+		}
+		var inst *provisioner.Instance
+		if err == nil && call == decide.CallStart {
+			inst, err = stopper.Start(ctx, m.ProviderID)
+		} else if err == nil {
+			err = stopper.Stop(ctx, m.ProviderID)
+		}
+		if err != nil {
+			c.update(step.Machine, nil, c.outcome(call, m, err), api.EventWarning, "WarmPool", "%s %s: %v", call, m.ID, err)
+			return
+		}
+		now := c.Clock.Now()
+		if call == decide.CallStart {
+			c.update(step.Machine, func(m *api.Machine) error { return fleet.Started(m, inst.Addresses, now) }, nil,
+				api.EventNormal, "Started", "%s (addresses %v)", step.Reason, inst.Addresses)
+			return
+		}
+		c.update(step.Machine, func(m *api.Machine) error { return fleet.Stopped(m, now) }, nil, api.EventNormal, "Stopped", "%s", step.Reason)
+	})
+}

@@ -1,0 +1,227 @@
+package decide
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/runtime"
+	"github.com/gantry-dev/gantry/scheduler"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// planCapacity sizes every group through the planner: warm-pool machines
+// start before anything is launched, launches wait out their group's
+// backoff, idle machines are stopped or drained, and every replica that
+// still waits is told why.
+func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons map[string]string) {
+	groups := p.plannerGroups(v)
+	machines := make([]*planner.Machine, 0, len(v.machines))
+	for _, m := range v.machines {
+		machines = append(machines, m)
+	}
+	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
+	plan := planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
+		Unavailable: p.mem.Unavailable, Now: p.now, Subnets: p.subnetBudgets(v)})
+	for key, n := range plan.Desired {
+		p.mem.Desired[key] = n
+	}
+	blocked := p.addMachines(plan)
+	p.removeMachines(plan)
+	p.setPendingReasons(plan, v, schedReasons, blocked)
+	placements := p.plan.Capacity.Placements
+	p.plan.Capacity = plan
+	p.plan.Capacity.Placements = append(placements, plan.Placements...)
+	sort.Slice(p.plan.Capacity.Placements, func(i, j int) bool {
+		return p.plan.Capacity.Placements[i].Replica < p.plan.Capacity.Placements[j].Replica
+	})
+}
+
+// addMachines starts stopped warm-pool machines first, then launches; it
+// returns, by planner key, why a machine is not launched now.
+func (p *Pass) addMachines(plan planner.Plan) map[string]string {
+	stopped := map[string][]*api.Machine{}
+	for _, m := range p.machines {
+		if m.FleetState == api.FleetStopped {
+			key := GroupKey(m.Cluster, m.Group)
+			stopped[key] = append(stopped[key], m)
+		}
+	}
+	blocked := map[string]string{}
+	for _, nm := range plan.Add {
+		key := GroupKey(nm.Cluster, nm.Group)
+		if len(nm.Replicas) > 0 && len(stopped[key]) > 0 {
+			m := stopped[key][0]
+			stopped[key] = stopped[key][1:]
+			p.plan.Starts = append(p.plan.Starts, MachineStep{Machine: m.ID, Reason: "scale-up: " + nm.Reason})
+			continue
+		}
+		if why, ok := p.launchBlocked(nm.Cluster, nm.Group); ok {
+			blocked[nm.Key] = why
+			continue
+		}
+		p.launch(Launch{Key: nm.Key, Cluster: nm.Cluster, Group: nm.Group, InstanceType: nm.InstanceType, Zone: nm.Zone,
+			CapacityType: nm.CapacityType, PricePerHour: nm.PricePerHour, Reason: nm.Reason}, p.templateOf(nm.Cluster, nm.Group))
+	}
+	return blocked
+}
+
+func (p *Pass) templateOf(cluster, group string) string {
+	if cl := p.snap.Clusters[cluster]; cl != nil {
+		return spec.TemplateHash(cl, group)
+	}
+	return ""
+}
+
+// removeMachines stops idle machines into the warm pool and drains the
+// ones the planner removes; a machine replaced by a cheaper one goes once
+// its successor took its replicas.
+func (p *Pass) removeMachines(plan planner.Plan) {
+	for _, r := range plan.Remove {
+		m := p.machineByID[r.MachineID]
+		switch {
+		case m == nil:
+		case r.Stop:
+			p.plan.Stops = append(p.plan.Stops, MachineStep{Machine: m.ID, Reason: r.Reason})
+		case r.ReplacedBy == "":
+			p.drain(m, r.Reason)
+		}
+	}
+}
+
+// setPendingReasons explains every replica that still waits.
+func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, blocked map[string]string) {
+	added := map[string]planner.NewMachine{}
+	for _, nm := range plan.Add {
+		added[nm.Key] = nm
+	}
+	reasons := map[string]string{}
+	for _, pl := range plan.Placements {
+		if nm, ok := added[pl.Machine]; ok {
+			reasons[pl.Replica] = fmt.Sprintf("waiting for a new %s machine in %s/%s", nm.InstanceType, nm.Group, orNone(nm.Zone))
+			if why, ok := blocked[nm.Key]; ok {
+				reasons[pl.Replica] += ": " + why
+			}
+		} else if m, ok := v.machines[pl.Machine]; ok && !m.Joined {
+			reasons[pl.Replica] = p.waitingFor(pl.Machine)
+		}
+	}
+	for _, pr := range plan.Pending {
+		reasons[pr.Replica] = pr.Reason
+	}
+	for id, why := range schedReasons {
+		if _, ok := reasons[id]; !ok {
+			reasons[id] = why
+		}
+	}
+	for id, why := range reasons {
+		r := p.replicaByID[id]
+		if r == nil || r.Machine != "" {
+			continue
+		}
+		replica.SetPending(r, why, p.now)
+		p.plan.Pending[id] = why
+	}
+}
+
+func (p *Pass) waitingFor(machine string) string {
+	m := p.machineByID[machine]
+	if m != nil && isPlaceholder(m) {
+		return fmt.Sprintf("waiting for a new %s machine in %s/%s", m.InstanceType, m.Group, orNone(m.Zone))
+	}
+	return "waiting for machine " + machine + " to join"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// subnetBudgets: per cluster, the /24s of its containerCidr no live
+// machine holds.
+func (p *Pass) subnetBudgets(v *view) map[string]planner.Subnets {
+	out := map[string]planner.Subnets{}
+	for name := range v.clusters {
+		cl := p.snap.Clusters[name]
+		prefix, err := netip.ParsePrefix(cl.Spec.ContainerCIDR)
+		if err != nil || prefix.Bits() > 24 {
+			continue
+		}
+		held := 0
+		for _, m := range p.machines {
+			if m.Cluster == name && m.Live() && (m.Subnet != "" || isPlaceholder(m)) {
+				held++
+			}
+		}
+		out[name] = planner.Subnets{CIDR: cl.Spec.ContainerCIDR, Free: (1 << (24 - prefix.Bits())) - held}
+	}
+	return out
+}
+
+// plannerGroups describes every capacity group of the target's clusters
+// to the planner, with the instance types it may launch.
+func (p *Pass) plannerGroups(v *view) []*planner.Group {
+	live, stopped, tee := map[string]int{}, map[string]int{}, map[string]bool{}
+	for _, m := range p.machines {
+		key := GroupKey(m.Cluster, m.Group)
+		if m.CountsTowardGroup() {
+			live[key]++
+		}
+		if m.FleetState == api.FleetStopped {
+			stopped[key]++
+		}
+		if m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
+			tee[key] = true
+		}
+	}
+	var out []*planner.Group
+	names := make([]string, 0, len(v.clusters))
+	for name := range v.clusters {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		cl, cp := p.snap.Clusters[name], p.snap.Catalogs[name]
+		if cp.Err != "" {
+			continue
+		}
+		prov := p.snap.Providers[cl.Spec.Provider.Name]
+		for _, g := range cl.Spec.CapacityGroups {
+			types, err := AllowedTypes(cp.Catalog, g)
+			if err != nil {
+				continue
+			}
+			key := GroupKey(name, g.GroupID)
+			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
+				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: prov.Runtimes,
+				TEE:      tee[key] || slices.ContainsFunc(prov.Runtimes, runtime.IsTEE),
+				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: live[key],
+				WarmStopped: g.WarmPoolState == api.WarmStopped && prov.CanStop, Stopped: stopped[key]})
+		}
+	}
+	return out
+}
+
+// AllowedTypes are the instance types a capacity group may launch: its
+// instanceType; else the cheapest type satisfying its profile; else (a
+// flexible group) the whole catalog.
+func AllowedTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
+	if g.InstanceType == "" && g.Profile == nil {
+		if len(catalog) == 0 {
+			return nil, fmt.Errorf("the provider's catalog is empty")
+		}
+		return catalog, nil
+	}
+	it, err := planner.ResolveType(catalog, g)
+	if err != nil {
+		return nil, err
+	}
+	return []provisioner.InstanceType{it}, nil
+}

@@ -1,0 +1,285 @@
+package decide_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// From nothing: minSize machines are launched at once, replicas wait for
+// them with a reason, then run on them once they joined.
+func TestScaleUpFromEmpty(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 2, 4))
+	h.Service("web", "c", 3, "500m", "128Mi")
+	plan := h.Pass()
+	if len(plan.CreateReplicas) != 3 || len(plan.Launches) != 2 {
+		t.Fatalf("want 3 replicas and 2 launches (minSize), got %d and %+v", len(plan.CreateReplicas), plan.Launches)
+	}
+	for id, why := range plan.Pending {
+		if !strings.Contains(why, "waiting for a new small machine") {
+			t.Errorf("%s waits because %q", id, why)
+		}
+	}
+	if plan.Memory.Desired["c/g"] != 2 || plan.Capacity.Desired["c/g"] != 2 {
+		t.Errorf("desired: memory %v, plan %v", plan.Memory.Desired, plan.Capacity.Desired)
+	}
+	h.Join()
+	plan = h.Settle(10)
+	placed := map[string]int{}
+	for _, r := range h.Snap.Replicas {
+		placed[r.Machine]++
+		if r.State != api.ReplicaRunning {
+			t.Errorf("replica %s is %s", r.ID, r.State)
+		}
+	}
+	if len(placed) != 2 || placed[""] != 0 {
+		t.Fatalf("replicas by machine: %v", placed)
+	}
+	if len(h.Snap.Machines) != 2 {
+		t.Fatalf("%d machines, want 2", len(h.Snap.Machines))
+	}
+}
+
+// A replica larger than any machine of its group waits, saying why, and
+// nothing is launched for it.
+func TestPendingReasonWhenNothingCanHoldIt(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 3))
+	h.Service("huge", "c", 1, "3", "128Mi")
+	plan := h.Pass()
+	if len(plan.Launches) != 0 {
+		t.Fatalf("launched for a replica no type holds: %+v", plan.Launches)
+	}
+	if why := plan.Pending["huge-0"]; !strings.Contains(why, "no machine can be added") || !strings.Contains(why, "insufficient cpu") {
+		t.Fatalf("reason %q", why)
+	}
+}
+
+// At maxSize, more replicas wait and say so.
+func TestMaxSizeIsAReason(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 1))
+	m := h.Machine("c", "g", "small")
+	h.Service("web", "c", 3, "600m", "128Mi")
+	h.Replica("web", 0, m.ID)
+	plan := h.Pass()
+	if len(plan.Launches) != 0 {
+		t.Fatalf("launched beyond maxSize: %+v", plan.Launches)
+	}
+	for _, id := range []string{"web-1", "web-2"} {
+		if !strings.Contains(plan.Pending[id], "maxSize 1") {
+			t.Errorf("%s: %q", id, plan.Pending[id])
+		}
+	}
+}
+
+// A failed launch backs its group off: no launch until the backoff
+// passes, twice as long after the next failure; a success clears it.
+func TestLaunchBackoffDoublesAndClears(t *testing.T) {
+	h := decidetest.New(t)
+	h.Config.LaunchBackoff, h.Config.MaxLaunchBackoff = 10*time.Second, time.Minute
+	h.Cluster("c", decidetest.Group("g", "small", 1, 2))
+	h.Outcome(decide.Outcome{Call: decide.CallLaunch, Cluster: "c", Group: "g", InstanceType: "small", Kind: provisioner.KindTransport, Error: "connection reset"})
+	plan := h.Decide()
+	if len(plan.Launches) != 0 || plan.Memory.Backoff["c/g"].Failures != 1 {
+		t.Fatalf("after a failure: launches %+v, backoff %+v", plan.Launches, plan.Memory.Backoff)
+	}
+	if len(plan.Memory.Outcomes) != 0 {
+		t.Fatal("the outcome stays in memory after it was folded in")
+	}
+	h.Step(9 * time.Second)
+	if plan = h.Decide(); len(plan.Launches) != 0 {
+		t.Fatal("launched before the backoff passed")
+	}
+	h.Step(2 * time.Second)
+	if plan = h.Decide(); len(plan.Launches) != 1 {
+		t.Fatalf("no launch after the backoff: %+v", plan)
+	}
+	h.Outcome(decide.Outcome{Call: decide.CallLaunch, Cluster: "c", Group: "g", InstanceType: "small", Kind: provisioner.KindTransport, Error: "again"})
+	plan = h.Decide()
+	if b := plan.Memory.Backoff["c/g"]; b.Failures != 2 || !b.Until.Equal(h.Now.Add(20*time.Second)) {
+		t.Fatalf("second failure: %+v, want 20s", b)
+	}
+	h.Outcome(decide.Outcome{Call: decide.CallLaunch, Cluster: "c", Group: "g", InstanceType: "small"})
+	if plan = h.Decide(); len(plan.Memory.Backoff) != 0 || len(plan.Launches) != 1 {
+		t.Fatalf("a success must clear the backoff: %+v, launches %d", plan.Memory.Backoff, len(plan.Launches))
+	}
+}
+
+// Refused credentials: the ProviderReady condition turns false with an
+// event, launches back off; a later success turns it true again.
+func TestAuthFailureIsACondition(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 2))
+	h.Outcome(decide.Outcome{Call: decide.CallLaunch, Cluster: "c", Group: "g", Kind: provisioner.KindAuth, Error: "auth: invalid key"})
+	plan := h.Decide()
+	cond := plan.Memory.Conditions[decide.ConditionKey("c", api.ConditionProviderReady)]
+	if cond.Status != "False" || cond.Reason != "AuthFailed" || !strings.Contains(cond.Message, "invalid key") {
+		t.Fatalf("condition %+v", cond)
+	}
+	if len(plan.Launches) != 0 || !hasEvent(plan, api.ConditionProviderReady, "refuses the credentials") {
+		t.Fatalf("launches %+v, events %+v", plan.Launches, plan.Events)
+	}
+	h.Step(time.Hour)
+	h.Outcome(decide.Outcome{Call: decide.CallLaunch, Cluster: "c", Group: "g"})
+	plan = h.Decide()
+	if c := plan.Memory.Conditions[decide.ConditionKey("c", api.ConditionProviderReady)]; c.Status != "True" || !hasEvent(plan, api.ConditionProviderReady, "accepts the credentials again") {
+		t.Fatalf("after success: %+v %+v", c, plan.Events)
+	}
+}
+
+// A capacity miss makes the offering unavailable for UnavailableTTL:
+// spot falls back to on demand, and spot is tried again after.
+func TestCapacityMissFallsBack(t *testing.T) {
+	h := decidetest.New(t)
+	g := decidetest.Group("g", "small", 0, 3)
+	g.CapacityType, g.Zones = api.CapacityAny, []string{"a"}
+	h.Cluster("c", g)
+	h.Service("web", "c", 1, "500m", "128Mi")
+	plan := h.Decide()
+	if len(plan.Launches) != 1 || plan.Launches[0].CapacityType != api.CapacitySpot {
+		t.Fatalf("spot first: %+v", plan.Launches)
+	}
+	h.Outcome(decide.Outcome{Call: decide.CallLaunch, Cluster: "c", Group: "g", InstanceType: "small", Zone: "a", CapacityType: api.CapacitySpot,
+		Kind: provisioner.KindInsufficientCapacity, Error: "no spot"})
+	plan = h.Decide()
+	if len(plan.Launches) != 1 || plan.Launches[0].CapacityType != api.CapacityOnDemand {
+		t.Fatalf("on-demand fallback: %+v", plan.Launches)
+	}
+	if _, ok := plan.Memory.Unavailable[planner.OfferingKey("small", "a", api.CapacitySpot)]; !ok {
+		t.Fatalf("miss not remembered: %v", plan.Memory.Unavailable)
+	}
+	if len(plan.Memory.Backoff) != 0 {
+		t.Fatal("a capacity miss must not back the group off")
+	}
+	h.Step(h.Config.UnavailableTTL)
+	if plan = h.Decide(); plan.Launches[0].CapacityType != api.CapacitySpot || len(plan.Memory.Unavailable) != 0 {
+		t.Fatalf("the miss must be forgotten after the TTL: %+v %v", plan.Launches, plan.Memory.Unavailable)
+	}
+}
+
+// An empty machine above minSize is drained once it was idle for
+// EmptyMachineTTL, and terminated once drained; never below minSize.
+func TestIdleMachineIsRemovedAboveMinSize(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
+	busy := h.Machine("c", "g", "small", young(h))
+	idle := h.Machine("c", "g", "small")
+	h.Service("web", "c", 1, "500m", "128Mi")
+	h.Replica("web", 0, busy.ID)
+	plan := h.Pass()
+	if len(plan.Drains) != 0 || !plan.Memory.IdleSince[idle.ID].Equal(h.Now) {
+		t.Fatalf("drained before the TTL, or idle time not kept: %+v %v", plan.Drains, plan.Memory.IdleSince)
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL)
+	h.Heartbeat()
+	plan = h.Pass()
+	if len(plan.Drains) != 1 || plan.Drains[0].Machine != idle.ID {
+		t.Fatalf("want %s drained: %+v", idle.ID, plan.Drains)
+	}
+	plan = h.Pass()
+	if len(plan.Terminates) != 1 || plan.Terminates[0].Cause != decide.CauseDrained || len(plan.TerminateCalls) != 1 {
+		t.Fatalf("a drained empty machine goes: %+v", plan.Terminates)
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL * 2)
+	h.Heartbeat()
+	if plan = h.Pass(); len(plan.Drains)+len(plan.Terminates) != 0 {
+		t.Fatalf("went below minSize: %+v %+v", plan.Drains, plan.Terminates)
+	}
+}
+
+// The warm pool keeps an idle machine stopped, and starts it before
+// launching anything.
+func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
+	h := decidetest.New(t)
+	g := decidetest.Group("g", "small", 0, 3)
+	g.WarmPool, g.WarmPoolState = 1, api.WarmStopped
+	h.Cluster("c", g)
+	busy := h.Machine("c", "g", "small", young(h))
+	idle := h.Machine("c", "g", "small")
+	h.Service("web", "c", 1, "600m", "128Mi")
+	h.Replica("web", 0, busy.ID)
+	h.Pass()
+	h.Step(h.Config.Planner.EmptyMachineTTL)
+	h.Heartbeat()
+	plan := h.Pass()
+	if len(plan.Stops) != 1 || plan.Stops[0].Machine != idle.ID {
+		t.Fatalf("want the idle machine stopped into the pool: %+v", plan.Stops)
+	}
+	h.Service("web", "c", 2, "600m", "128Mi")
+	plan = h.Pass()
+	if len(plan.Starts) != 1 || plan.Starts[0].Machine != idle.ID || len(plan.Launches) != 0 {
+		t.Fatalf("want the stopped machine started, nothing launched: starts %+v launches %+v", plan.Starts, plan.Launches)
+	}
+}
+
+// A warm-pool machine that would not start is replaced.
+func TestWarmMachineThatWillNotStartIsReplaced(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 3))
+	m := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetStopped })
+	h.Outcome(decide.Outcome{Call: decide.CallStart, Machine: m.ID, Cluster: "c", Group: "g", Kind: provisioner.KindTransport, Error: "boom"})
+	plan := h.Decide()
+	if len(plan.Terminates) != 1 || plan.Terminates[0].Cause != decide.CauseStartFailed {
+		t.Fatalf("%+v", plan.Terminates)
+	}
+}
+
+// A teeRequired service that outgrows its TEE machine gets another: the
+// group is known to offer a TEE runtime (defect: "prerequisite missing"
+// and no machine).
+func TestTEEGroupGrowsForTEERequired(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
+	tee := h.Machine("c", "g", "small", func(m *api.Machine) { m.Runtimes = []string{"kata", "process"} })
+	h.Service("vault", "c", 2, "600m", "128Mi", func(s *api.ServiceSpec) { s.Isolation = api.IsolationTEERequired })
+	h.Replica("vault", 0, tee.ID)
+	plan := h.Decide()
+	if len(plan.Launches) != 1 {
+		t.Fatalf("want a machine for vault-1 (pending: %q)", plan.Pending["vault-1"])
+	}
+	if strings.Contains(plan.Pending["vault-1"], "prerequisite missing") {
+		t.Fatalf("reason %q", plan.Pending["vault-1"])
+	}
+
+	h = decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
+	h.Machine("c", "g", "small")
+	h.Service("vault", "c", 1, "100m", "128Mi", func(s *api.ServiceSpec) { s.Isolation = api.IsolationTEERequired })
+	plan = h.Decide()
+	if len(plan.Launches) != 0 || !strings.Contains(plan.Pending["vault-0"], "prerequisite missing") {
+		t.Fatalf("no TEE anywhere: launches %+v, reason %q", plan.Launches, plan.Pending["vault-0"])
+	}
+}
+
+// A group removed from the spec has its machines drained.
+func TestRemovedGroupIsDrained(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
+	m := h.Machine("c", "other", "small")
+	plan := h.Decide()
+	if len(plan.Drains) != 1 || plan.Drains[0].Machine != m.ID || !strings.Contains(plan.Drains[0].Reason, "removed from the spec") {
+		t.Fatalf("%+v", plan.Drains)
+	}
+}
+
+// young makes a machine too young to consolidate for the whole test.
+func young(h *decidetest.Harness) func(*api.Machine) {
+	return func(m *api.Machine) { m.CreatedAt = h.Now.Add(time.Hour) }
+}
+
+func hasEvent(p decide.Plan, reason, text string) bool {
+	for _, e := range p.Events {
+		if e.Reason == reason && strings.Contains(e.Message, text) {
+			return true
+		}
+	}
+	return false
+}

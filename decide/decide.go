@@ -1,0 +1,228 @@
+// Package decide is one pass of the control loop, as a pure function:
+// Decide(config, snapshot, memory, now) returns a Plan and does nothing
+// else — no I/O, no clock, no goroutines. The act step (package
+// controller) carries the plan out; `gantry plan` shows it. Tests build a
+// snapshot, decide, and assert on the plan.
+//
+// A pass keeps every service's replicas in line with its spec, folds in
+// the outcomes of provider calls, then hands each cluster to its target.
+// Machines are the first target: it recovers instances, notices lost
+// machines, finishes drains, rolls out templates, follows launches and
+// terminations, schedules replicas, repairs spread, and sizes capacity
+// groups through the planner.
+package decide
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
+)
+
+// Target is where a cluster's replicas run. Decide hands each target the
+// clusters that use it, after the steps every cluster shares.
+type Target interface {
+	Decide(p *Pass, clusters []string)
+}
+
+// targetOf is the target of a cluster: machines Gantry provisions (the
+// only target so far).
+func targetOf(*api.Cluster) Target { return machines{} }
+
+// Pass is one pass's working state: copies of the snapshot's machines
+// and replicas that the steps change as they decide, so that each step
+// sees what the earlier ones decided, and the plan being written.
+type Pass struct {
+	cfg  Config
+	snap *Snapshot
+	now  time.Time
+	plan Plan
+	mem  *Memory
+
+	machines    []*api.Machine
+	machineByID map[string]*api.Machine
+	replicas    []*api.Replica
+	replicaByID map[string]*api.Replica
+	services    map[string]*api.Service
+	live        int
+}
+
+// Decide decides one pass.
+func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
+	p := newPass(cfg, snap, mem, now)
+	p.syncReplicas()
+	p.foldOutcomes()
+	byTarget := map[Target][]string{}
+	var order []Target
+	for _, name := range p.clusterNames() {
+		t := targetOf(snap.Clusters[name])
+		if _, seen := byTarget[t]; !seen {
+			order = append(order, t)
+		}
+		byTarget[t] = append(byTarget[t], name)
+	}
+	if len(order) == 0 {
+		order = append(order, machines{}) // machines of deleted clusters still need care
+	}
+	for _, t := range order {
+		t.Decide(p, byTarget[t])
+	}
+	p.forget()
+	p.plan.Memory = *p.mem
+	return p.plan
+}
+
+func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
+	next := mem.Clone()
+	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: map[string]*api.Machine{},
+		replicaByID: map[string]*api.Replica{}, services: map[string]*api.Service{}}
+	p.plan.Pending = map[string]string{}
+	for _, m := range snap.Machines {
+		c := *m
+		p.machines = append(p.machines, &c)
+		p.machineByID[c.ID] = &c
+		if c.Live() {
+			p.live++
+		}
+	}
+	sort.Slice(p.machines, func(i, j int) bool { return p.machines[i].ID < p.machines[j].ID })
+	for _, r := range snap.Replicas {
+		p.addReplica(r)
+	}
+	for _, s := range snap.Services {
+		p.services[s.Metadata.Name] = s
+	}
+	p.plan.LiveMachines = p.live
+	return p
+}
+
+func (p *Pass) addReplica(r *api.Replica) *api.Replica {
+	c := *r
+	p.replicas = append(p.replicas, &c)
+	p.replicaByID[c.ID] = &c
+	return &c
+}
+
+// Now is the pass's time.
+func (p *Pass) Now() time.Time { return p.now }
+
+// Plan is the plan so far.
+func (p *Pass) Plan() *Plan { return &p.plan }
+
+// Memory is the next memory, as the pass has it so far.
+func (p *Pass) Memory() *Memory { return p.mem }
+
+// Replicas are the pass's replicas (with what it decided so far).
+func (p *Pass) Replicas() []*api.Replica { return p.replicas }
+
+func (p *Pass) clusterNames() []string {
+	names := make([]string, 0, len(p.snap.Clusters))
+	for n := range p.snap.Clusters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (p *Pass) event(typ, reason, kind, name, msg string) {
+	p.plan.Events = append(p.plan.Events, Event{Type: typ, Reason: reason, ObjectKind: kind, ObjectName: name, Message: msg})
+}
+
+func (p *Pass) inFlight(kind, subject string) bool { return p.snap.InFlight[CallKey(kind, subject)] }
+
+// provisions reports whether a machine's provider launches machines (not
+// one joined by hand).
+func (p *Pass) provisions(m *api.Machine) bool { return p.snap.Providers[m.Provider].Provisions }
+
+// terminate marks a machine terminating; its replicas go back to pending,
+// and replicas moving off it keep their new machine.
+func (p *Pass) terminate(m *api.Machine, cause, why string, diagnose bool) {
+	changed, err := fleet.Terminating(m, why, p.now)
+	if err != nil || !changed {
+		return
+	}
+	p.plan.Terminates = append(p.plan.Terminates, Terminate{Machine: m.ID, Cause: cause, Reason: why, Diagnose: diagnose})
+	unassigned := "machine " + m.ID + " is terminating: " + why
+	for _, r := range p.replicas {
+		if r.PreviousMachine == m.ID {
+			r.PreviousMachine = ""
+		}
+		if r.Machine == m.ID {
+			replica.ToPending(r, unassigned, p.now)
+		}
+	}
+}
+
+// launch adds a machine to the plan, and to the pass as a machine on its
+// way, so that later steps count it (group sizes, spread domains).
+func (p *Pass) launch(l Launch, template string) {
+	l.ProviderKey = p.snap.Catalogs[l.Cluster].Key
+	if it, ok := provisioner.FindInstanceType(p.snap.Catalogs[l.Cluster].Catalog, l.InstanceType); ok {
+		l.Capacity = api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()}
+	}
+	p.plan.Launches = append(p.plan.Launches, l)
+	m := &api.Machine{ID: placeholderPrefix + l.Key, Cluster: l.Cluster, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone,
+		CapacityType: l.CapacityType, PricePerHour: l.PricePerHour, JoinState: api.JoinProvisioning, FleetState: api.FleetReady,
+		TemplateHash: template, CreatedAt: p.now, StateChangedAt: p.now, ProviderKey: l.ProviderKey, Capacity: l.Capacity}
+	if cl := p.snap.Clusters[l.Cluster]; cl != nil {
+		m.Provider = cl.Spec.Provider.Name
+		for _, g := range cl.Spec.CapacityGroups {
+			if g.GroupID == l.Group {
+				m.Labels = g.Labels
+			}
+		}
+	}
+	p.machines = append(p.machines, m)
+	p.machineByID[m.ID] = m
+}
+
+// placeholderPrefix marks the pass's own machines on their way, which the
+// store does not have yet.
+const placeholderPrefix = "launch:"
+
+func isPlaceholder(m *api.Machine) bool { return strings.HasPrefix(m.ID, placeholderPrefix) }
+
+// drain starts draining a machine.
+func (p *Pass) drain(m *api.Machine, why string) {
+	deadline := p.now.Add(p.cfg.DrainDeadline)
+	if changed, err := fleet.Drain(m, why, deadline, p.now); err == nil && changed {
+		p.plan.Drains = append(p.plan.Drains, Drain{Machine: m.ID, Reason: why, Deadline: deadline})
+	}
+}
+
+// forget drops memory of what no longer exists: machines gone, groups and
+// clusters removed, offerings whose miss has expired.
+func (p *Pass) forget() {
+	groups := map[string]bool{}
+	for name, cl := range p.snap.Clusters {
+		for _, g := range cl.Spec.CapacityGroups {
+			groups[GroupKey(name, g.GroupID)] = true
+		}
+	}
+	isGroup := func(k string) bool { return groups[k] }
+	keepKeys(p.mem.Desired, isGroup)
+	keepKeys(p.mem.Backoff, isGroup)
+	keepKeys(p.mem.Rollouts, isGroup)
+	keepKeys(p.mem.Conditions, func(k string) bool {
+		cluster, _, _ := strings.Cut(k, "/")
+		return p.snap.Clusters[cluster] != nil
+	})
+	keepKeys(p.mem.Unavailable, func(k string) bool { return p.now.Before(p.mem.Unavailable[k]) })
+	keepKeys(p.mem.IdleSince, func(id string) bool { m := p.machineByID[id]; return m != nil && m.Live() })
+	keepKeys(p.mem.Terminations, func(id string) bool {
+		m := p.machineByID[id]
+		return m != nil && m.FleetState == api.FleetTerminating
+	})
+}
+
+func keepKeys[V any](m map[string]V, keep func(string) bool) {
+	for k := range m {
+		if !keep(k) {
+			delete(m, k)
+		}
+	}
+}

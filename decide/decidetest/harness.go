@@ -1,0 +1,285 @@
+// Package decidetest is the harness for tests of decisions: small
+// builders make a snapshot (clusters, services, machines, replicas), Decide
+// runs the real decide at the harness's time, and Apply plays the plan
+// back onto the snapshot the way the act step and the providers would
+// (instantly, and without a store), so a test steps the time and decides
+// again. Nothing sleeps; nothing runs.
+package decidetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// Provider is the harness clusters' provider; External provisions nothing.
+const (
+	Provider = "fake"
+	External = "external"
+)
+
+// Start is the harness's first instant.
+var Start = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// Harness holds a snapshot, the memory and the time between passes.
+type Harness struct {
+	T      testing.TB
+	Config decide.Config
+	Now    time.Time
+	Snap   *decide.Snapshot
+	Memory decide.Memory
+	// Events are every pass's events, in order.
+	Events []decide.Event
+	seq    int
+}
+
+// New is a harness at Start with no cluster, whose server has recorded
+// heartbeats for an hour.
+func New(t testing.TB) *Harness {
+	return &Harness{T: t, Config: decide.DefaultConfig(), Now: Start, Memory: decide.NewMemory(), Snap: &decide.Snapshot{
+		Clusters: map[string]*api.Cluster{}, Catalogs: map[string]decide.ClusterProvider{},
+		Providers: map[string]decide.ProviderInfo{
+			Provider: {Provisions: true, CanStop: true, Runtimes: []string{"process"}},
+			External: {},
+		},
+		Instances: map[string]decide.InstanceObservation{}, Inventories: map[string]decide.Inventory{},
+		ListedAt: map[string]time.Time{Provider: Start}, InFlight: map[string]bool{}, LivenessSince: Start.Add(-time.Hour),
+	}}
+}
+
+// Catalog is the harness provider's instance types: small (1 CPU, 1 GiB)
+// and large (4 CPU, 8 GiB) in zones a and b, on demand and spot; gpu (8
+// CPU, 32 GiB, two 80 GB a100) in zone a, on demand.
+func Catalog() []provisioner.InstanceType {
+	offer := func(price float64, zones ...string) []provisioner.Offering {
+		var out []provisioner.Offering
+		for _, z := range zones {
+			out = append(out, provisioner.Offering{Zone: z, CapacityType: api.CapacityOnDemand, PricePerHour: price},
+				provisioner.Offering{Zone: z, CapacityType: api.CapacitySpot, PricePerHour: price / 3})
+		}
+		return out
+	}
+	return []provisioner.InstanceType{
+		{Name: "small", MilliCPU: 1000, MemoryBytes: 1 << 30, EphemeralBytes: 20 << 30, Offerings: offer(0.02, "a", "b")},
+		{Name: "large", MilliCPU: 4000, MemoryBytes: 8 << 30, EphemeralBytes: 80 << 30, Offerings: offer(0.08, "a", "b")},
+		{Name: "gpu", MilliCPU: 8000, MemoryBytes: 32 << 30, EphemeralBytes: 200 << 30, GPUs: []provisioner.GPU{{Type: "a100", Count: 2, VRAMGB: 80}},
+			Offerings: []provisioner.Offering{{Zone: "a", CapacityType: api.CapacityOnDemand, PricePerHour: 3}}},
+	}
+}
+
+// Group is a capacity group of one instance type.
+func Group(id, instanceType string, minSize, maxSize int) api.CapacityGroup {
+	return api.CapacityGroup{GroupID: id, InstanceType: instanceType, MinSize: minSize, MaxSize: maxSize,
+		CapacityType: api.CapacityOnDemand, WarmPoolState: api.WarmRunning}
+}
+
+// Cluster adds a cluster of the harness provider.
+func (h *Harness) Cluster(name string, groups ...api.CapacityGroup) *api.Cluster {
+	c := &api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: name, Generation: 1}, Spec: api.ClusterSpec{
+		Provider: api.ProviderSpec{Name: Provider}, CapacityGroups: groups, ContainerCIDR: "10.244.0.0/16", Rollout: api.RolloutPolicy{MaxSurge: 1}}}
+	h.Snap.Clusters[name] = c
+	h.Snap.Catalogs[name] = decide.ClusterProvider{Key: Provider, Catalog: Catalog()}
+	return c
+}
+
+// Service adds a command service of replicas, each asking cpu and memory.
+func (h *Harness) Service(name, cluster string, replicas int, cpu, memory string, edit ...func(*api.ServiceSpec)) *api.Service {
+	s := &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: name, Generation: 1}, Spec: api.ServiceSpec{
+		Cluster: cluster, Command: []string{"serve"}, Replicas: &replicas, Resources: api.ServiceResources{CPU: cpu, Memory: memory},
+		Isolation: api.IsolationAny}}
+	for _, e := range edit {
+		e(&s.Spec)
+	}
+	h.Snap.Services = slices.DeleteFunc(h.Snap.Services, func(o *api.Service) bool { return o.Metadata.Name == name })
+	h.Snap.Services = append(h.Snap.Services, s)
+	return s
+}
+
+// Machine adds a machine of a cluster's group that joined an hour ago and
+// heartbeats now.
+func (h *Harness) Machine(cluster, group, instanceType string, edit ...func(*api.Machine)) *api.Machine {
+	h.seq++
+	it, ok := provisioner.FindInstanceType(Catalog(), instanceType)
+	if !ok {
+		h.T.Fatalf("no instance type %q in the harness catalog", instanceType)
+	}
+	joined, beat := h.Now.Add(-time.Hour), h.Now
+	m := &api.Machine{ID: fmt.Sprintf("%s-%s-%d", cluster, group, h.seq), Cluster: cluster, Group: group, InstanceType: it.Name,
+		Zone: it.Offerings[0].Zone, CapacityType: api.CapacityOnDemand, PricePerHour: it.Offerings[0].PricePerHour,
+		Provider: Provider, ProviderKey: Provider, ProviderID: fmt.Sprintf("i-%d", h.seq), LaunchKey: fmt.Sprintf("lk-%d", h.seq),
+		Addresses: []string{fmt.Sprintf("10.0.0.%d", h.seq)}, Subnet: fmt.Sprintf("10.244.%d.0/24", h.seq),
+		JoinState: api.JoinJoined, FleetState: api.FleetReady, Runtimes: []string{"process"},
+		Capacity:  api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()},
+		CreatedAt: joined, StateChangedAt: joined, JoinedAt: &joined, LastHeartbeat: &beat}
+	for _, g := range it.GPUs {
+		for i := 0; i < g.Count; i++ {
+			m.GPUs = append(m.GPUs, api.GPUDevice{Index: len(m.GPUs), Type: g.Type, VRAMGB: g.VRAMGB})
+		}
+	}
+	if cl := h.Snap.Clusters[cluster]; cl != nil {
+		m.TemplateHash = spec.TemplateHash(cl, group)
+		for _, g := range cl.Spec.CapacityGroups {
+			if g.GroupID == group {
+				m.Labels = g.Labels
+			}
+		}
+	}
+	for _, e := range edit {
+		e(m)
+	}
+	h.Snap.Machines = append(h.Snap.Machines, m)
+	return m
+}
+
+// Replica adds replica index of a service, running on machine.
+func (h *Harness) Replica(service string, index int, machine string) *api.Replica {
+	svc := h.service(service)
+	r := replica.New(replica.ID(service, index), service, svc.Spec.Cluster, index, spec.RuntimeHash(svc.Spec), spec.Requests(svc.Spec), h.Now)
+	r.Machine, r.State, r.Health = machine, api.ReplicaRunning, api.HealthHealthy
+	h.Snap.Replicas = append(h.Snap.Replicas, r)
+	return r
+}
+
+func (h *Harness) service(name string) *api.Service {
+	for _, s := range h.Snap.Services {
+		if s.Metadata.Name == name {
+			return s
+		}
+	}
+	h.T.Fatalf("no service %s", name)
+	return nil
+}
+
+// Step moves the time on.
+func (h *Harness) Step(d time.Duration) { h.Now = h.Now.Add(d) }
+
+// Decide runs one pass at the harness's time and keeps its memory.
+func (h *Harness) Decide() decide.Plan {
+	h.T.Helper()
+	plan := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+	h.Memory = plan.Memory
+	h.Events = append(h.Events, plan.Events...)
+	h.Snap.Inventories = map[string]decide.Inventory{}
+	return plan
+}
+
+// Pass decides, then applies the plan.
+func (h *Harness) Pass() decide.Plan {
+	h.T.Helper()
+	plan := h.Decide()
+	h.Apply(plan)
+	return plan
+}
+
+// MachineByID finds a live machine.
+func (h *Harness) MachineByID(id string) *api.Machine {
+	for _, m := range h.Snap.Machines {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// ReplicaByID finds a replica.
+func (h *Harness) ReplicaByID(id string) *api.Replica {
+	for _, r := range h.Snap.Replicas {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// Outcome leaves a provider call's outcome, as a worker would.
+func (h *Harness) Outcome(o decide.Outcome) {
+	h.seq++
+	if o.At.IsZero() {
+		o.At = h.Now
+	}
+	h.Memory.Outcomes[fmt.Sprintf("o-%d", h.seq)] = o
+}
+
+// Join makes every launched machine's agent join, with its instance
+// type's resources and its provider's runtimes.
+func (h *Harness) Join() {
+	for _, m := range h.Snap.Machines {
+		if m.JoinState != api.JoinBooting && m.JoinState != api.JoinProvisioning {
+			continue
+		}
+		inv := api.Inventory{Capacity: m.Capacity, Runtimes: h.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
+		if err := fleet.Joined(m, inv, h.Now); err != nil {
+			h.T.Fatal(err)
+		}
+	}
+}
+
+// Heartbeat makes every joined machine heartbeat now.
+func (h *Harness) Heartbeat() {
+	for _, m := range h.Snap.Machines {
+		if m.JoinState == api.JoinJoined {
+			fleet.Heartbeat(m, h.Now)
+		}
+	}
+}
+
+// Run makes every assigned replica's agent report it running and
+// healthy (a moving replica's new copy takes over).
+func (h *Harness) Run() {
+	for _, r := range h.Snap.Replicas {
+		if r.Machine == "" || r.State == api.ReplicaRunning && r.PreviousMachine == "" {
+			continue
+		}
+		if _, err := replica.Observe(r, api.ReplicaStatus{ReplicaID: r.ID, State: api.ReplicaRunning, Health: api.HealthHealthy}, "", h.Now); err != nil {
+			h.T.Fatal(err)
+		}
+	}
+}
+
+// Settle passes, joining machines and running replicas before each,
+// until a pass changes nothing with every machine joined and every placed
+// replica running, or limit passes ran.
+func (h *Harness) Settle(limit int) decide.Plan {
+	h.T.Helper()
+	var plan decide.Plan
+	for i := 0; i < limit; i++ {
+		h.Join()
+		h.Run()
+		h.Heartbeat()
+		plan = h.Pass()
+		if quiet(plan) && h.steady() {
+			return plan
+		}
+		h.Step(h.Config.HeartbeatInterval)
+	}
+	h.T.Fatalf("no steady state after %d passes; last plan: %+v", limit, plan)
+	return plan
+}
+
+// steady: every machine joined, every placed replica runs where it is.
+func (h *Harness) steady() bool {
+	for _, m := range h.Snap.Machines {
+		if m.Launching() {
+			return false
+		}
+	}
+	for _, r := range h.Snap.Replicas {
+		if r.Machine != "" && (r.State != api.ReplicaRunning || r.PreviousMachine != "") {
+			return false
+		}
+	}
+	return true
+}
+
+func quiet(p decide.Plan) bool {
+	return len(p.CreateReplicas)+len(p.UpdateReplicas)+len(p.DeleteReplicas)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
+		len(p.Drains)+len(p.Terminates)+len(p.TerminateCalls)+len(p.Assignments)+len(p.Evictions)+len(p.Unreachable)+len(p.Adoptions)+len(p.Orphans) == 0
+}

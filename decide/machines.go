@@ -1,0 +1,225 @@
+package decide
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// machines is the target of clusters whose replicas run on machines Gantry
+// provisions, through agents.
+type machines struct{}
+
+// Decide runs the machine target's steps, in order: each sees what the
+// ones before decided.
+func (machines) Decide(p *Pass, clusters []string) {
+	p.recoverInstances()
+	p.detectLost()
+	p.finishDrains()
+	p.rollouts(clusters)
+	p.followLaunches()
+	v := p.buildView(clusters)
+	p.trackIdle(v)
+	unplaced, reasons := p.schedule(v)
+	p.repairSpread(v)
+	p.planCapacity(v, unplaced, reasons)
+	p.drainOrphanedGroups()
+	p.followTerminations()
+	p.listProviders()
+}
+
+// recoverInstances compares each fresh inventory with the store: a launch
+// intent whose instance exists gets it (the call's answer was lost), a
+// machine whose instance is gone is terminated, and a tagged instance no
+// live machine owns is terminated once older than OrphanGrace. Machines
+// recorded after the list began are not judged by it.
+func (p *Pass) recoverInstances() {
+	keys := make([]string, 0, len(p.snap.Inventories))
+	for k := range p.snap.Inventories {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		inv := p.snap.Inventories[key]
+		byMachine := map[string]provisioner.Instance{}
+		for _, inst := range inv.Instances {
+			byMachine[inst.Tags[provisioner.TagMachine]] = inst
+		}
+		for _, m := range p.machines {
+			if registry.KeyOf(m) != key || !m.Live() || !m.CreatedAt.Before(inv.At) {
+				continue
+			}
+			inst, found := byMachine[m.ID]
+			switch {
+			case found && m.ProviderID == "":
+				if err := fleet.Launched(m, inst, p.now); err == nil {
+					p.plan.Adoptions = append(p.plan.Adoptions, Adoption{Machine: m.ID, Instance: inst})
+				}
+			case !found && m.ProviderID != "" && m.FleetState != api.FleetTerminating:
+				p.terminate(m, CauseVanished, "instance "+m.ProviderID+" no longer exists", false)
+			}
+		}
+		for _, inst := range inv.Instances {
+			m := p.machineByID[inst.Tags[provisioner.TagMachine]]
+			if (m == nil || !m.Live()) && p.now.Sub(inst.LaunchedAt) > p.cfg.OrphanGrace {
+				p.plan.Orphans = append(p.plan.Orphans, Orphan{ProviderKey: key, Instance: inst})
+			}
+		}
+	}
+}
+
+// listProviders asks for the tagged instances of every provider in use
+// that launches machines, when this leader has not listed it yet or not
+// for ResyncInterval.
+func (p *Pass) listProviders() {
+	keys := map[string]bool{}
+	for _, cp := range p.snap.Catalogs {
+		if cp.Key != "" {
+			keys[cp.Key] = true
+		}
+	}
+	for _, m := range p.machines {
+		keys[registry.KeyOf(m)] = true
+	}
+	for key := range keys {
+		name, _, _ := strings.Cut(key, ":")
+		last, listed := p.snap.ListedAt[key]
+		_, fresh := p.snap.Inventories[key]
+		if !p.snap.Providers[name].Provisions || fresh || p.inFlight(CallList, key) || (listed && p.now.Sub(last) < p.cfg.ResyncInterval) {
+			continue
+		}
+		p.plan.Lists = append(p.plan.Lists, key)
+	}
+	sort.Strings(p.plan.Lists)
+}
+
+// detectLost marks joined machines whose heartbeats stopped unreachable
+// (the planner replaces them at once) and, after the reschedule grace,
+// terminates them, which reschedules their replicas. Silence before
+// LivenessSince does not count: a server that just started (or whose
+// store was failing) gives every machine a full period to reach it.
+func (p *Pass) detectLost() {
+	limit := p.cfg.HeartbeatIntervalFor(p.live) * time.Duration(p.cfg.MissedHeartbeats)
+	for _, m := range p.machines {
+		if m.JoinState != api.JoinJoined || !slices.Contains([]api.FleetState{api.FleetReady, api.FleetActive, api.FleetDraining}, m.FleetState) {
+			continue
+		}
+		last := p.snap.LivenessSince
+		if m.LastHeartbeat != nil && m.LastHeartbeat.After(last) {
+			last = *m.LastHeartbeat
+		}
+		silent := p.now.Sub(last)
+		switch {
+		case silent <= limit:
+		case m.UnreachableSince == nil:
+			why := fmt.Sprintf("no heartbeat for %s (limit %s); replicas move after %s unless it returns",
+				silent.Round(time.Second), limit, p.cfg.RescheduleGrace)
+			if fleet.MarkUnreachable(m, why, p.now) {
+				p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
+			}
+		case p.now.Sub(*m.UnreachableSince) >= p.cfg.RescheduleGrace:
+			p.terminate(m, CauseUnreachable, fmt.Sprintf("unreachable for %s (no heartbeat since %s)",
+				p.now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)), false)
+		}
+	}
+}
+
+// finishDrains terminates draining machines that hold no replica any
+// more, or whose deadline has passed.
+func (p *Pass) finishDrains() {
+	holds := map[string]int{}
+	for _, r := range p.replicas {
+		holds[r.Machine]++
+		if r.PreviousMachine != "" {
+			holds[r.PreviousMachine]++
+		}
+	}
+	for _, m := range p.machines {
+		if m.FleetState != api.FleetDraining {
+			continue
+		}
+		switch {
+		case holds[m.ID] == 0:
+			p.terminate(m, CauseDrained, "drained: "+m.Reason, false)
+		case m.DrainDeadline != nil && p.now.After(*m.DrainDeadline):
+			p.terminate(m, CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", holds[m.ID]), false)
+		}
+	}
+}
+
+// followLaunches follows machines that have not joined: an intent whose
+// provider call is not running is sent (again: the launch key makes it
+// idempotent, and after a server restart nothing is running); a machine
+// that takes too long to join is replaced, with what its console says;
+// one whose instance vanished, or is not running within LaunchTimeout,
+// too.
+func (p *Pass) followLaunches() {
+	for _, m := range p.machines {
+		if !m.Launching() || !p.provisions(m) || isPlaceholder(m) {
+			continue
+		}
+		age := p.now.Sub(m.CreatedAt)
+		if age > p.cfg.JoinTimeout {
+			p.terminate(m, CauseJoinTimeout, fmt.Sprintf("did not join within %s", p.cfg.JoinTimeout), m.ProviderID != "")
+			continue
+		}
+		if m.ProviderID == "" {
+			if m.JoinState == api.JoinProvisioning && !p.inFlight(CallLaunch, m.ID) {
+				p.plan.LaunchCalls = append(p.plan.LaunchCalls, m.ID)
+			}
+			continue
+		}
+		obs, seen := p.snap.Instances[m.ID]
+		switch {
+		case seen && (!obs.Found || obs.State == provisioner.StateTerminated || obs.State == provisioner.StateTerminating):
+			p.terminate(m, CauseVanished, "instance "+m.ProviderID+" disappeared before joining", false)
+			continue
+		case seen && obs.State != provisioner.StateRunning && age > p.cfg.LaunchTimeout:
+			p.terminate(m, CauseLaunchTimeout, fmt.Sprintf("instance %s not running within %s (it is %s)", m.ProviderID, p.cfg.LaunchTimeout, obs.State), false)
+			continue
+		}
+		if (!seen || p.now.Sub(obs.At) >= p.cfg.DescribeInterval) && !p.inFlight(CallDescribe, m.ID) {
+			p.plan.Describes = append(p.plan.Describes, m.ID)
+		}
+	}
+}
+
+// followTerminations calls the provider for every terminating machine,
+// unless a call runs already or a failed one backs off.
+func (p *Pass) followTerminations() {
+	for _, m := range p.machines {
+		if m.FleetState != api.FleetTerminating || p.inFlight(CallTerminate, m.ID) {
+			continue
+		}
+		if r, failed := p.mem.Terminations[m.ID]; failed && p.now.Before(r.Next) {
+			continue
+		}
+		p.plan.TerminateCalls = append(p.plan.TerminateCalls, m.ID)
+	}
+}
+
+// drainOrphanedGroups drains machines whose cluster or group is gone.
+func (p *Pass) drainOrphanedGroups() {
+	exists := map[string]bool{}
+	for name, cl := range p.snap.Clusters {
+		for _, g := range cl.Spec.CapacityGroups {
+			exists[GroupKey(name, g.GroupID)] = true
+		}
+	}
+	for _, m := range p.machines {
+		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !exists[GroupKey(m.Cluster, m.Group)] {
+			if m.FleetState == api.FleetStopped {
+				p.terminate(m, CauseRemoved, "its cluster or capacity group was removed from the spec", false)
+				continue
+			}
+			p.drain(m, "its cluster or capacity group was removed from the spec")
+		}
+	}
+}

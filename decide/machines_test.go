@@ -1,0 +1,253 @@
+package decide_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// A machine that stops heartbeating is marked unreachable (and replaced
+// at once); after the reschedule grace it is terminated and its replicas
+// are placed elsewhere. One that comes back in time keeps them.
+func TestLostMachineIsReplacedAndItsReplicasMove(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 2, 3))
+	lost := h.Machine("c", "g", "small")
+	other := h.Machine("c", "g", "small")
+	h.Service("web", "c", 2, "400m", "128Mi")
+	h.Replica("web", 0, lost.ID)
+	h.Replica("web", 1, other.ID)
+	limit := h.Config.HeartbeatInterval * time.Duration(h.Config.MissedHeartbeats)
+	h.Step(limit + time.Second)
+	fresh := h.Now
+	other.LastHeartbeat = &fresh
+	plan := h.Pass()
+	if len(plan.Unreachable) != 1 || plan.Unreachable[0].Machine != lost.ID || !strings.Contains(plan.Unreachable[0].Reason, "no heartbeat for") {
+		t.Fatalf("unreachable: %+v", plan.Unreachable)
+	}
+	if len(plan.Launches) != 1 {
+		t.Fatalf("the lost machine is replaced at once: %+v", plan.Launches)
+	}
+	if len(plan.Terminates) != 0 || h.ReplicaByID("web-0").Machine != lost.ID {
+		t.Fatal("replicas moved before the grace")
+	}
+	h.Step(h.Config.RescheduleGrace)
+	other.LastHeartbeat = &h.Now
+	plan = h.Pass()
+	if len(plan.Terminates) != 1 || plan.Terminates[0].Cause != decide.CauseUnreachable {
+		t.Fatalf("terminate after the grace: %+v", plan.Terminates)
+	}
+	if r := h.ReplicaByID("web-0"); r.Machine == lost.ID {
+		t.Fatalf("web-0 still on the lost machine: %+v", r)
+	}
+}
+
+// A server that just started (or whose store failed) has heard no
+// heartbeat for a while through no fault of the machines: silence before
+// LivenessSince does not count (defect: every machine declared
+// unreachable after a store outage).
+func TestSilenceBeforeLivenessSinceDoesNotCount(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
+	h.Machine("c", "g", "small")
+	h.Step(10 * time.Minute) // no heartbeat recorded: the store was failing
+	h.Snap.LivenessSince = h.Now
+	if plan := h.Decide(); len(plan.Unreachable) != 0 {
+		t.Fatalf("a store outage made machines unreachable: %+v", plan.Unreachable)
+	}
+	limit := h.Config.HeartbeatInterval * time.Duration(h.Config.MissedHeartbeats)
+	h.Step(limit + time.Second)
+	if plan := h.Decide(); len(plan.Unreachable) != 1 {
+		t.Fatal("a machine still silent a full period after the outage must be unreachable")
+	}
+}
+
+// A drained machine's replicas move new copy first: the old copy stays
+// until the new one runs; the machine goes once it holds nothing.
+func TestDrainMovesNewCopyFirst(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
+	old := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetDraining })
+	spare := h.Machine("c", "g", "small")
+	h.Service("web", "c", 1, "400m", "128Mi")
+	h.Replica("web", 0, old.ID)
+	plan := h.Pass()
+	if len(plan.Assignments) != 1 || !plan.Assignments[0].Moving || plan.Assignments[0].Placement.Machine != spare.ID {
+		t.Fatalf("want a move to %s: %+v", spare.ID, plan.Assignments)
+	}
+	if r := h.ReplicaByID("web-0"); r.PreviousMachine != old.ID {
+		t.Fatalf("the old copy must keep running: %+v", r)
+	}
+	if plan = h.Pass(); len(plan.Terminates) != 0 {
+		t.Fatal("terminated while the old copy still runs")
+	}
+	h.Run()
+	if plan = h.Pass(); len(plan.Terminates) != 1 || plan.Terminates[0].Machine != old.ID {
+		t.Fatalf("want the drained machine terminated: %+v", plan.Terminates)
+	}
+}
+
+// A drain that cannot finish is cut at its deadline.
+func TestDrainDeadline(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 1))
+	deadline := h.Now.Add(time.Minute)
+	m := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState, m.DrainDeadline = api.FleetDraining, &deadline })
+	h.Service("web", "c", 1, "400m", "128Mi")
+	h.Replica("web", 0, m.ID)
+	if plan := h.Decide(); len(plan.Terminates) != 0 {
+		t.Fatal("terminated before the deadline")
+	}
+	h.Step(2 * time.Minute)
+	h.Heartbeat()
+	if plan := h.Decide(); len(plan.Terminates) != 1 || !strings.Contains(plan.Terminates[0].Reason, "deadline") {
+		t.Fatalf("%+v", plan.Terminates)
+	}
+}
+
+// Launch intents: one whose call is not running is sent (again, after a
+// restart), one in flight is not; a machine that does not join in time is
+// replaced with its console read; one whose instance vanished or never
+// runs, too.
+func TestLaunchesAreFollowed(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 5))
+	intent := h.Machine("c", "g", "small", launching(h, ""))
+	inFlight := h.Machine("c", "g", "small", launching(h, ""))
+	h.Snap.InFlight[decide.CallKey(decide.CallLaunch, inFlight.ID)] = true
+	slow := h.Machine("c", "g", "small", launching(h, "i-slow"))
+	gone := h.Machine("c", "g", "small", launching(h, "i-gone"))
+	h.Snap.Instances[gone.ID] = decide.InstanceObservation{Found: false, At: h.Now}
+	plan := h.Decide()
+	if len(plan.LaunchCalls) != 1 || plan.LaunchCalls[0] != intent.ID {
+		t.Fatalf("launch calls %v, want only %s", plan.LaunchCalls, intent.ID)
+	}
+	if !slices.Contains(plan.Describes, slow.ID) {
+		t.Fatalf("want %s described: %v", slow.ID, plan.Describes)
+	}
+	if term := terminated(plan, gone.ID); term == nil || term.Cause != decide.CauseVanished {
+		t.Fatalf("vanished: %+v", plan.Terminates)
+	}
+	h.Step(h.Config.LaunchTimeout + time.Second)
+	h.Snap.Instances[slow.ID] = decide.InstanceObservation{Found: true, State: provisioner.StatePending, At: h.Now}
+	plan = h.Decide()
+	if term := terminated(plan, slow.ID); term == nil || term.Cause != decide.CauseLaunchTimeout {
+		t.Fatalf("launch timeout: %+v", plan.Terminates)
+	}
+	h.Snap.Instances[slow.ID] = decide.InstanceObservation{Found: true, State: provisioner.StateRunning, At: h.Now}
+	h.Step(h.Config.JoinTimeout)
+	plan = h.Decide()
+	if term := terminated(plan, slow.ID); term == nil || term.Cause != decide.CauseJoinTimeout || !term.Diagnose {
+		t.Fatalf("join timeout with diagnosis: %+v", plan.Terminates)
+	}
+}
+
+// A terminating machine's instance is terminated; a failed call is
+// retried with backoff, and reported once when it takes too long.
+func TestTerminationsAreRetriedAndReported(t *testing.T) {
+	h := decidetest.New(t)
+	h.Config.TerminateBackoff = 10 * time.Second
+	h.Cluster("c", decidetest.Group("g", "small", 0, 3))
+	m := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetTerminating })
+	if plan := h.Decide(); !slices.Contains(plan.TerminateCalls, m.ID) {
+		t.Fatalf("terminate calls %v", plan.TerminateCalls)
+	}
+	h.Step(h.Config.StuckAfter)
+	h.Outcome(decide.Outcome{Call: decide.CallTerminate, Machine: m.ID, Kind: provisioner.KindTransport, Error: "timeout"})
+	plan := h.Decide()
+	if slices.Contains(plan.TerminateCalls, m.ID) || !hasEvent(plan, "TerminateStuck", "still terminating") {
+		t.Fatalf("after a failure: calls %v events %+v", plan.TerminateCalls, plan.Events)
+	}
+	h.Step(11 * time.Second)
+	h.Outcome(decide.Outcome{Call: decide.CallTerminate, Machine: m.ID, Kind: provisioner.KindTransport, Error: "timeout"})
+	plan = h.Decide()
+	if r := plan.Memory.Terminations[m.ID]; r.Attempts != 2 || !r.Next.Equal(h.Now.Add(20*time.Second)) || hasEvent(plan, "TerminateStuck", "") {
+		t.Fatalf("second failure: %+v (reported once only)", r)
+	}
+}
+
+// Recovery compares a fresh inventory with the store: an intent whose
+// instance exists adopts it, a machine whose instance is gone is
+// terminated, an instance no machine owns is terminated once older than
+// OrphanGrace. Hand-joined machines are nobody's to list.
+func TestRecoveryAdoptsCleansAndTerminatesOrphans(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 5))
+	intent := h.Machine("c", "g", "small", launching(h, ""))
+	vanished := h.Machine("c", "g", "small")
+	kept := h.Machine("c", "g", "small")
+	h.Machine("c", "g", "small", func(m *api.Machine) {
+		m.Provider, m.ProviderKey, m.ProviderID = decidetest.External, decidetest.External, ""
+	})
+	tags := func(machine string) map[string]string { return map[string]string{provisioner.TagMachine: machine} }
+	h.Step(time.Minute)
+	h.Heartbeat()
+	h.Snap.Inventories[decidetest.Provider] = decide.Inventory{At: h.Now, Instances: []provisioner.Instance{
+		{ID: "i-found", Tags: tags(intent.ID), LaunchedAt: h.Now},
+		{ID: kept.ProviderID, Tags: tags(kept.ID), LaunchedAt: h.Now.Add(-time.Hour)},
+		{ID: "i-old-orphan", Tags: tags("c-g-gone"), LaunchedAt: h.Now.Add(-time.Hour)},
+		{ID: "i-new-orphan", Tags: tags("c-g-new"), LaunchedAt: h.Now},
+	}}
+	plan := h.Decide()
+	if len(plan.Adoptions) != 1 || plan.Adoptions[0].Machine != intent.ID || plan.Adoptions[0].Instance.ID != "i-found" {
+		t.Fatalf("adoptions %+v", plan.Adoptions)
+	}
+	if term := terminated(plan, vanished.ID); term == nil || term.Cause != decide.CauseVanished {
+		t.Fatalf("vanished: %+v", plan.Terminates)
+	}
+	if len(plan.Orphans) != 1 || plan.Orphans[0].Instance.ID != "i-old-orphan" {
+		t.Fatalf("orphans %+v (only the old one)", plan.Orphans)
+	}
+	if slices.Contains(plan.Lists, decidetest.External) {
+		t.Fatal("the external provider is listed")
+	}
+	if plan = h.Decide(); len(plan.Adoptions)+len(plan.Orphans) != 0 {
+		t.Fatal("an inventory is judged by one pass only")
+	}
+}
+
+// Each provider in use is listed when this leader has not listed it, and
+// again every ResyncInterval.
+func TestProvidersAreListed(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 5))
+	delete(h.Snap.ListedAt, decidetest.Provider)
+	if plan := h.Decide(); !slices.Contains(plan.Lists, decidetest.Provider) {
+		t.Fatalf("lists %v", plan.Lists)
+	}
+	h.Snap.ListedAt[decidetest.Provider] = h.Now
+	if plan := h.Decide(); len(plan.Lists) != 0 {
+		t.Fatalf("listed again at once: %v", plan.Lists)
+	}
+	h.Step(h.Config.ResyncInterval)
+	if plan := h.Decide(); !slices.Contains(plan.Lists, decidetest.Provider) {
+		t.Fatal("no resync")
+	}
+}
+
+// launching makes a machine a launch intent (providerID empty) or a
+// booting instance.
+func launching(h *decidetest.Harness, providerID string) func(*api.Machine) {
+	return func(m *api.Machine) {
+		m.ProviderID, m.JoinedAt, m.LastHeartbeat, m.CreatedAt, m.Runtimes = providerID, nil, nil, h.Now, nil
+		m.JoinState = api.JoinBooting
+		if providerID == "" {
+			m.JoinState = api.JoinProvisioning
+		}
+	}
+}
+
+func terminated(p decide.Plan, id string) *decide.Terminate {
+	for i := range p.Terminates {
+		if p.Terminates[i].Machine == id {
+			return &p.Terminates[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package decide
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// Memory is what the leader remembers between passes. It lives in the
+// store, one entry per key, so a server that takes over (or restarts)
+// resumes where the last one stopped. Decide reads it and returns the next
+// one; the act step writes the difference. Outcomes are the one part
+// written elsewhere: the workers that call providers leave their results
+// there for the next pass to fold in.
+type Memory struct {
+	// Desired machine count per group (cluster/group).
+	Desired map[string]int `memory:"desired"`
+	// Backoff of launches per group after failures.
+	Backoff map[string]Backoff `memory:"backoff"`
+	// Unavailable offerings (planner.OfferingKey) until when.
+	Unavailable map[string]time.Time `memory:"unavailable"`
+	// Conditions by cluster/type.
+	Conditions map[string]api.Condition `memory:"condition"`
+	// Rollouts of machine templates under way, per group.
+	Rollouts map[string]Rollout `memory:"rollout"`
+	// IdleSince is when each joined machine last became empty.
+	IdleSince map[string]time.Time `memory:"idle"`
+	// Terminations that failed, per machine, and when to try again.
+	Terminations map[string]Retry `memory:"terminate"`
+	// Outcomes of provider calls not yet folded in, by id.
+	Outcomes map[string]Outcome `memory:"outcome"`
+}
+
+// Backoff is a group's launch backoff.
+type Backoff struct {
+	Failures int       `json:"failures"`
+	Until    time.Time `json:"until"`
+}
+
+// Rollout is a template rollout under way in a group.
+type Rollout struct {
+	Since    time.Time `json:"since"`
+	Template string    `json:"template"`
+}
+
+// Retry is a machine whose termination failed.
+type Retry struct {
+	Attempts int       `json:"attempts"`
+	Next     time.Time `json:"next"`
+	Reported bool      `json:"reported,omitempty"`
+}
+
+// Outcome is the result of one provider call, left by the worker that
+// made it.
+type Outcome struct {
+	Call         string                `json:"call"`
+	Machine      string                `json:"machine,omitempty"`
+	Cluster      string                `json:"cluster,omitempty"`
+	Group        string                `json:"group,omitempty"`
+	InstanceType string                `json:"instanceType,omitempty"`
+	Zone         string                `json:"zone,omitempty"`
+	CapacityType string                `json:"capacityType,omitempty"`
+	Kind         provisioner.ErrorKind `json:"kind,omitempty"`
+	Error        string                `json:"error,omitempty"`
+	At           time.Time             `json:"at"`
+}
+
+// Failed reports whether the call failed.
+func (o Outcome) Failed() bool { return o.Error != "" }
+
+// OutcomeKey is where a worker writes an outcome (id must be unique).
+func OutcomeKey(id string) string { return "outcome/" + id }
+
+// GroupKey names a capacity group in memory and plans.
+func GroupKey(cluster, group string) string { return cluster + "/" + group }
+
+// ConditionKey names a cluster's condition in memory.
+func ConditionKey(cluster, typ string) string { return cluster + "/" + typ }
+
+// sections maps each field of Memory to its key prefix.
+func (m *Memory) sections() map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	v := reflect.ValueOf(m).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		out[v.Type().Field(i).Tag.Get("memory")] = v.Field(i)
+	}
+	return out
+}
+
+// NewMemory is an empty memory.
+func NewMemory() Memory {
+	var m Memory
+	for _, f := range m.sections() {
+		f.Set(reflect.MakeMap(f.Type()))
+	}
+	return m
+}
+
+// Clone copies a memory (its maps; the values are plain).
+func (m Memory) Clone() Memory {
+	c := NewMemory()
+	src, dst := m.sections(), c.sections()
+	for name, f := range src {
+		if f.IsNil() {
+			continue
+		}
+		iter := f.MapRange()
+		for iter.Next() {
+			dst[name].SetMapIndex(iter.Key(), iter.Value())
+		}
+	}
+	return c
+}
+
+// Entries is the memory as the store keeps it: "section/key" → JSON.
+func (m Memory) Entries() (map[string]string, error) {
+	out := map[string]string{}
+	for name, f := range m.sections() {
+		iter := f.MapRange()
+		for iter.Next() {
+			data, err := json.Marshal(iter.Value().Interface())
+			if err != nil {
+				return nil, fmt.Errorf("memory %s/%s: %w", name, iter.Key(), err)
+			}
+			out[name+"/"+iter.Key().String()] = string(data)
+		}
+	}
+	return out, nil
+}
+
+// DecodeMemory reads the store's entries; an entry that does not decode
+// is an error naming it (entries of unknown sections are left alone).
+func DecodeMemory(entries map[string]string) (Memory, error) {
+	m := NewMemory()
+	sections := m.sections()
+	for k, raw := range entries {
+		name, key, ok := strings.Cut(k, "/")
+		f, known := sections[name]
+		if !ok || !known {
+			continue
+		}
+		v := reflect.New(f.Type().Elem())
+		if err := json.Unmarshal([]byte(raw), v.Interface()); err != nil {
+			return m, fmt.Errorf("memory entry %s: %w", k, err)
+		}
+		f.SetMapIndex(reflect.ValueOf(key), v.Elem())
+	}
+	return m, nil
+}
+
+// Diff is what to write to go from old to next: entries to put and keys
+// to delete.
+func Diff(old, next Memory) (put map[string]string, del []string, err error) {
+	before, err := old.Entries()
+	if err != nil {
+		return nil, nil, err
+	}
+	after, err := next.Entries()
+	if err != nil {
+		return nil, nil, err
+	}
+	put = map[string]string{}
+	for k, v := range after {
+		if before[k] != v {
+			put[k] = v
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			del = append(del, k)
+		}
+	}
+	return put, del, nil
+}
+
+// Equal reports whether two memories hold the same entries.
+func (m Memory) Equal(o Memory) bool {
+	a, errA := m.Entries()
+	b, errB := o.Entries()
+	return errA == nil && errB == nil && maps.Equal(a, b)
+}

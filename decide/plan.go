@@ -1,0 +1,168 @@
+package decide
+
+import (
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
+)
+
+// Plan is what one pass decided: a plain value. The act step carries it
+// out, store writes first (in one transaction), then provider calls.
+type Plan struct {
+	// Replicas to create, to follow a changed service, and to delete.
+	CreateReplicas []*api.Replica
+	UpdateReplicas []ReplicaUpdate
+	DeleteReplicas []ReplicaDelete
+
+	// Launches are new machines: the act step records each intent (with
+	// a fresh id and /24), then calls the provider.
+	Launches []Launch
+	// LaunchCalls are recorded intents whose provider call must be sent
+	// (again): the launch key makes a repeat harmless.
+	LaunchCalls []string
+	// Starts and Stops move warm-pool machines.
+	Starts []MachineStep
+	Stops  []MachineStep
+	Drains []Drain
+	// Terminates mark machines terminating (their replicas go back to
+	// pending); TerminateCalls are terminating machines whose instance to
+	// terminate now.
+	Terminates     []Terminate
+	TerminateCalls []string
+	// Unreachable marks machines that stopped heartbeating.
+	Unreachable []MachineStep
+	// Describes are machines to look up at their provider; Lists provider
+	// keys whose tagged instances to list.
+	Describes []string
+	Lists     []string
+	// Adoptions give launch intents the instance found for them;
+	// Orphans are tagged instances no live machine owns, to terminate.
+	Adoptions []Adoption
+	Orphans   []Orphan
+
+	// Evictions send preempted replicas back to pending; Assignments place
+	// replicas; Pending says why the others wait.
+	Evictions   []Eviction
+	Assignments []Assignment
+	Pending     map[string]string
+
+	// Memory is the next memory.
+	Memory Memory
+	// Events explain decisions that no step above records by itself.
+	Events []Event
+	// Capacity is the planner's view: machines to add and remove, where
+	// replicas go, and the cost (what `gantry plan` shows).
+	Capacity planner.Plan
+	// LiveMachines counts live machines (heartbeat sizing).
+	LiveMachines int
+}
+
+// ReplicaUpdate makes a replica follow its service's change
+// (replica.Follow).
+type ReplicaUpdate struct {
+	ID       string
+	Service  string
+	SpecHash string
+	Requests api.Resources
+	Cluster  string
+}
+
+// ReplicaDelete removes a replica its service no longer wants.
+type ReplicaDelete struct {
+	ID      string
+	Service string
+}
+
+// Launch is a new machine.
+type Launch struct {
+	// Key names it within the plan (the planner's key).
+	Key          string
+	Cluster      string
+	Group        string
+	InstanceType string
+	Zone         string
+	CapacityType string
+	PricePerHour float64
+	Reason       string
+	// ProviderKey and Capacity are the cluster's provider instance and
+	// the instance type's hardware.
+	ProviderKey string
+	Capacity    api.Resources
+}
+
+// MachineStep is an action on one machine, and why.
+type MachineStep struct {
+	Machine string
+	Reason  string
+}
+
+// Drain starts draining a machine.
+type Drain struct {
+	Machine  string
+	Reason   string
+	Deadline time.Time
+}
+
+// Terminate ends a machine.
+type Terminate struct {
+	Machine string
+	// Cause labels the terminations metric.
+	Cause  string
+	Reason string
+	// Diagnose: fetch the machine's console to say why it never joined.
+	Diagnose bool
+}
+
+// Adoption is the instance found for a launch intent.
+type Adoption struct {
+	Machine  string
+	Instance provisioner.Instance
+}
+
+// Orphan is a tagged instance to terminate.
+type Orphan struct {
+	ProviderKey string
+	Instance    provisioner.Instance
+}
+
+// Assignment places a replica; Moving keeps its old copy running until
+// the new one runs.
+type Assignment struct {
+	Replica   string
+	Placement replica.Placement
+	Moving    bool
+	// Why is said in the event (a spread repair, a drain).
+	Why string
+}
+
+// Eviction preempts a replica.
+type Eviction struct {
+	Replica string
+	Machine string
+	By      string
+}
+
+// Event is an event to record.
+type Event struct {
+	Type       string
+	Reason     string
+	ObjectKind string
+	ObjectName string
+	Message    string
+}
+
+// Causes of termination (the label of the terminations metric).
+const (
+	CauseUnreachable   = "unreachable"
+	CauseJoinTimeout   = "join-timeout"
+	CauseLaunchTimeout = "launch-timeout"
+	CauseVanished      = "vanished"
+	CauseRemoved       = "removed-from-spec"
+	CauseShutdown      = "shutdown"
+	CauseDrained       = "drained"
+	CauseRollout       = "rollout"
+	CauseStartFailed   = "start-failed"
+)

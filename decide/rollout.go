@@ -1,0 +1,102 @@
+package decide
+
+import (
+	"fmt"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// groupRollout is one group's machines by template.
+type groupRollout struct {
+	outdated           []*api.Machine
+	draining, launched int // outdated machines draining; new ones not joined yet
+	spare              int // new machines joined and still empty
+	live               int
+	// stoppedOutdated warm-pool machines are simply replaced.
+	stoppedOutdated []*api.Machine
+}
+
+// rollouts replace machines launched with an old template, a few at a
+// time (rollout.maxSurge): a replacement joins first, then one outdated
+// machine drains — its replicas move, new copy first — and goes. Progress
+// is the machines' own template hashes, so another server resumes it;
+// memory keeps only when it began, for its events. Machines joined by
+// hand are not Gantry's to replace.
+func (p *Pass) rollouts(clusters []string) {
+	busy := map[string]bool{}
+	for _, r := range p.replicas {
+		busy[r.Machine] = true
+	}
+	for _, name := range clusters {
+		cl := p.snap.Clusters[name]
+		if p.snap.Catalogs[name].Err != "" {
+			continue
+		}
+		for _, g := range cl.Spec.CapacityGroups {
+			p.rollOutGroup(cl, g, busy)
+		}
+	}
+}
+
+func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy map[string]bool) {
+	name, key := cl.Metadata.Name, GroupKey(cl.Metadata.Name, g.GroupID)
+	current := spec.TemplateHash(cl, g.GroupID)
+	gr := p.tally(name, g.GroupID, current, busy)
+	for _, m := range gr.stoppedOutdated {
+		p.terminate(m, CauseRollout, "rollout: stopped warm-pool machine with template "+m.TemplateHash, false)
+	}
+	if len(gr.outdated) == 0 {
+		if _, was := p.mem.Rollouts[key]; was {
+			delete(p.mem.Rollouts, key)
+			p.event(api.EventNormal, "RolloutComplete", api.KindCluster, name, "group "+key+": every machine runs the current template")
+		}
+		return
+	}
+	if r, was := p.mem.Rollouts[key]; !was || r.Template != current {
+		p.mem.Rollouts[key] = Rollout{Since: p.now, Template: current}
+		p.event(api.EventNormal, "RolloutStarted", api.KindCluster, name, fmt.Sprintf("group %s: %d machine(s) run an old template", key, len(gr.outdated)))
+	}
+	surge := cl.Spec.Rollout.MaxSurge
+	for gr.spare > 0 && gr.draining < surge && len(gr.outdated) > 0 {
+		m := gr.outdated[0]
+		gr.outdated, gr.spare, gr.draining = gr.outdated[1:], gr.spare-1, gr.draining+1
+		p.drain(m, "rollout: template "+m.TemplateHash+" → "+current)
+	}
+	if _, blocked := p.launchBlocked(name, g.GroupID); blocked {
+		return
+	}
+	for gr.launched+gr.draining < surge && gr.launched < len(gr.outdated) && gr.live < g.MaxSize+surge {
+		m := gr.outdated[gr.launched]
+		p.launch(Launch{Key: fmt.Sprintf("rollout-%d", len(p.plan.Launches)+1), Cluster: name, Group: g.GroupID,
+			InstanceType: m.InstanceType, Zone: m.Zone, CapacityType: m.CapacityType, PricePerHour: m.PricePerHour,
+			Reason: fmt.Sprintf("rollout: replaces %s (template %s → %s)", m.ID, m.TemplateHash, current)}, current)
+		gr.launched++
+		gr.live++
+	}
+}
+
+func (p *Pass) tally(cluster, group, current string, busy map[string]bool) groupRollout {
+	var gr groupRollout
+	for _, m := range p.machines {
+		if m.Cluster != cluster || m.Group != group || !m.CountsTowardGroup() || !p.provisions(m) {
+			continue
+		}
+		gr.live++
+		switch {
+		case m.FleetState == api.FleetStopped:
+			if m.TemplateHash != current {
+				gr.stoppedOutdated = append(gr.stoppedOutdated, m)
+			}
+		case m.TemplateHash != current && m.FleetState == api.FleetDraining:
+			gr.draining++
+		case m.TemplateHash != current:
+			gr.outdated = append(gr.outdated, m)
+		case m.JoinState != api.JoinJoined:
+			gr.launched++
+		case !busy[m.ID] && m.FleetState != api.FleetDraining:
+			gr.spare++
+		}
+	}
+	return gr
+}

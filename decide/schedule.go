@@ -1,0 +1,349 @@
+package decide
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/runtime"
+	"github.com/gantry-dev/gantry/scheduler"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// view is the pass's model of the target's fleet for the scheduler and
+// the planner: every live machine that is not going away, with its
+// replicas booked.
+type view struct {
+	clusters map[string]bool
+	machines map[string]*planner.Machine
+	// joined are schedulable; launching count as spread domains.
+	joined, launching []*scheduler.Machine
+	zones             map[string][]string
+}
+
+// RuntimeFor is the runtime a service needs: containers for an image,
+// processes for a command.
+func RuntimeFor(s api.ServiceSpec) string {
+	if s.Image != "" {
+		return scheduler.RuntimeDocker
+	}
+	return scheduler.RuntimeProcess
+}
+
+func toSchedReplica(r *api.Replica, svc *api.Service, zones []string) scheduler.Replica {
+	pl := svc.Spec.Placement
+	req := r.Requests
+	req.GPUs = 0 // GPUs are matched by device, from GPU below
+	sr := scheduler.Replica{
+		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
+		Runtime: RuntimeFor(svc.Spec), Isolation: svc.Spec.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
+		Dedicated: pl.Dedicated, SameZone: pl.SameZone, Priority: pl.Priority, Scoring: pl.Scoring, Spread: pl.Spread, ZoneDomains: zones,
+		Preempt: pl.PreemptLowerPriority,
+	}
+	if g := svc.Spec.Resources.GPU; g != nil {
+		sr.GPU = &scheduler.GPUNeed{Count: g.Count, Type: g.Type, MinVRAMGB: g.MinVRAMGB, Preferred: g.Policy == api.GPUPreferred}
+	}
+	return sr
+}
+
+// schedulerMachine is a machine as the scheduler sees it, before its
+// replicas are booked.
+func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Machine {
+	sm := &scheduler.Machine{
+		ID: m.ID, Cluster: m.Cluster, Group: m.Group, Zone: m.Zone, CapacityType: m.CapacityType, Labels: m.Labels,
+		Runtimes: m.Runtimes, PricePerHour: m.PricePerHour, ServiceCount: map[string]int{},
+		Allocatable: planner.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
+	}
+	if m.JoinState != api.JoinJoined {
+		sm.Runtimes = p.snap.Providers[m.Provider].Runtimes
+	}
+	sm.TEE = slices.ContainsFunc(sm.Runtimes, runtime.IsTEE)
+	for _, g := range m.GPUs {
+		sm.GPUs = append(sm.GPUs, scheduler.GPU{Index: g.Index, Type: g.Type, VRAMGB: g.VRAMGB})
+	}
+	return sm
+}
+
+func (p *Pass) buildView(clusters []string) *view {
+	v := &view{clusters: map[string]bool{}, machines: map[string]*planner.Machine{}, zones: map[string][]string{}}
+	for _, name := range clusters {
+		v.clusters[name] = true
+		for _, g := range p.snap.Clusters[name].Spec.CapacityGroups {
+			v.zones[name] = append(v.zones[name], g.Zones...)
+		}
+	}
+	for _, m := range p.machines {
+		cl, ok := p.snap.Clusters[m.Cluster]
+		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
+			continue
+		}
+		pm := &planner.Machine{Machine: p.schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}
+		v.machines[m.ID] = pm
+		switch {
+		case pm.Joined && m.Schedulable():
+			v.joined = append(v.joined, pm.Machine)
+		case m.Launching():
+			v.launching = append(v.launching, pm.Machine)
+		}
+	}
+	for _, r := range p.replicas {
+		pm, ok := v.machines[r.Machine]
+		svc, known := p.services[r.Service]
+		if !ok || !known {
+			continue
+		}
+		sr := toSchedReplica(r, svc, v.zones[r.Cluster])
+		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
+		pm.Replicas = append(pm.Replicas, sr)
+		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: r.GPUIndexes})
+	}
+	return v
+}
+
+// trackIdle remembers since when each joined machine has been empty.
+func (p *Pass) trackIdle(v *view) {
+	for id, pm := range v.machines {
+		if !pm.Joined {
+			continue
+		}
+		if len(pm.Replicas) > 0 {
+			delete(p.mem.IdleSince, id)
+			continue
+		}
+		if _, ok := p.mem.IdleSince[id]; !ok {
+			p.mem.IdleSince[id] = p.now
+		}
+		pm.IdleSince = p.mem.IdleSince[id]
+	}
+}
+
+// schedule places pending replicas (and replicas moving off draining
+// machines) on joined machines. Replicas with a spread rule count the
+// machines on their way as domains too: one placed there waits for it to
+// join instead of piling onto the machines already there. It returns the
+// replicas still unplaced and why.
+func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
+	var plain, spread []scheduler.Replica
+	for _, r := range p.replicas {
+		svc, ok := p.services[r.Service]
+		if !ok || !v.clusters[r.Cluster] || !p.needsPlace(r) {
+			continue
+		}
+		sr := toSchedReplica(r, svc, v.zones[r.Cluster])
+		if len(sr.Spread) > 0 {
+			spread = append(spread, sr)
+		} else {
+			plain = append(plain, sr)
+		}
+	}
+	reasons := map[string]string{}
+	var unplaced []scheduler.Replica
+	byID := map[string]scheduler.Replica{}
+	for _, r := range append(plain, spread...) {
+		byID[r.ID] = r
+	}
+	res := scheduler.Schedule(v.joined, plain)
+	p.book(v, res, byID)
+	domains := slices.Clone(v.joined)
+	onTheirWay := map[string]bool{}
+	for _, m := range v.launching {
+		domains = append(domains, m.Clone())
+		onTheirWay[m.ID] = true
+	}
+	spreadRes := scheduler.Schedule(domains, spread)
+	var placed []scheduler.Placement
+	for _, pl := range spreadRes.Placements {
+		if onTheirWay[pl.MachineID] {
+			// The planner places it on that machine too, and says it waits.
+			spreadRes.Unplaced[pl.ReplicaID] = "waiting for machine " + pl.MachineID + " to join"
+			continue
+		}
+		placed = append(placed, pl)
+	}
+	spreadRes.Placements = placed
+	p.book(v, spreadRes, byID)
+	for _, result := range []scheduler.Result{res, spreadRes} {
+		for id, why := range result.Unplaced {
+			reasons[id] = why
+			unplaced = append(unplaced, byID[id])
+		}
+		for _, e := range result.Evictions {
+			if r := p.replicaByID[e.ReplicaID]; r != nil {
+				if svc := p.services[r.Service]; svc != nil {
+					unplaced = append(unplaced, toSchedReplica(r, svc, v.zones[r.Cluster]))
+				}
+			}
+		}
+	}
+	sort.Slice(unplaced, func(i, j int) bool { return unplaced[i].ID < unplaced[j].ID })
+	return unplaced, reasons
+}
+
+// needsPlace: pending, or on a draining machine and not yet moving.
+func (p *Pass) needsPlace(r *api.Replica) bool {
+	if r.Machine == "" {
+		return true
+	}
+	m := p.machineByID[r.Machine]
+	return m != nil && m.FleetState == api.FleetDraining && r.PreviousMachine == ""
+}
+
+// book records a scheduling result: evictions, then placements, on the
+// replicas, the plan and the view (the planner must see them too).
+func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Replica) {
+	for _, e := range res.Evictions {
+		r := p.replicaByID[e.ReplicaID]
+		if r == nil || r.Machine != e.MachineID {
+			continue
+		}
+		p.plan.Evictions = append(p.plan.Evictions, Eviction{Replica: r.ID, Machine: e.MachineID, By: e.PreemptedBy})
+		replica.ToPending(r, "preempted by higher-priority replica "+e.PreemptedBy, p.now)
+		if pm := v.machines[e.MachineID]; pm != nil {
+			pm.Replicas = withoutReplica(pm.Replicas, e.ReplicaID)
+		}
+	}
+	for _, pl := range res.Placements {
+		r, m := p.replicaByID[pl.ReplicaID], p.machineByID[pl.MachineID]
+		if r == nil || m == nil {
+			continue
+		}
+		placement := replica.Placement{Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note}
+		if len(m.Addresses) > 0 {
+			placement.Address = m.Addresses[0]
+		}
+		moving := r.Machine != ""
+		if err := replica.Assign(r, placement, moving, p.now); err != nil {
+			continue
+		}
+		p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, Moving: moving})
+		p.plan.Capacity.Placements = append(p.plan.Capacity.Placements, planner.ReplicaPlacement{Replica: r.ID, Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
+		if pm := v.machines[pl.MachineID]; pm != nil {
+			pm.Replicas = append(pm.Replicas, byID[pl.ReplicaID])
+		}
+	}
+}
+
+func withoutReplica(rs []scheduler.Replica, id string) []scheduler.Replica {
+	return slices.DeleteFunc(rs, func(r scheduler.Replica) bool { return r.ID == id })
+}
+
+// repairSpread moves replicas of services whose spread machine churn left
+// violated (a lost machine's replicas all rescheduled onto one, say),
+// new copy first, at most MaxSpreadMoves per pass, and only while every
+// replica of the service runs.
+func (p *Pass) repairSpread(v *view) {
+	budget := p.cfg.MaxSpreadMoves
+	bySvc := map[string][]*api.Replica{}
+	for _, r := range p.replicas {
+		bySvc[r.Service] = append(bySvc[r.Service], r)
+	}
+	names := make([]string, 0, len(bySvc))
+	for n := range bySvc {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		svc := p.services[name]
+		if budget <= 0 || svc == nil || len(svc.Spec.Placement.Spread) == 0 || !v.clusters[svc.Spec.Cluster] {
+			continue
+		}
+		if !slices.ContainsFunc(bySvc[name], func(r *api.Replica) bool { return !replica.Available(r) }) && p.moveForSpread(v, svc, bySvc[name]) {
+			budget--
+		}
+	}
+}
+
+// moveForSpread moves one replica from the fullest spread domain to the
+// emptiest, if a rule is violated and a machine there has room.
+func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica) bool {
+	sample := toSchedReplica(replicas[0], svc, v.zones[svc.Spec.Cluster])
+	var eligible []*scheduler.Machine
+	for _, m := range v.joined {
+		if scheduler.Eligible(m, sample) == "" {
+			eligible = append(eligible, m)
+		}
+	}
+	for _, rule := range svc.Spec.Placement.Spread {
+		domainOf := func(m *scheduler.Machine) string {
+			if rule.Key == api.SpreadZone {
+				return m.Zone
+			}
+			return m.ID
+		}
+		count := map[string]int{}
+		for _, m := range eligible {
+			count[domainOf(m)] += 0
+		}
+		for _, r := range replicas {
+			if m, ok := v.machines[r.Machine]; ok {
+				count[domainOf(m.Machine)]++
+			}
+		}
+		fullest, emptiest := extremes(count)
+		if fullest == "" || count[fullest]-count[emptiest] <= rule.MaxSkew {
+			continue
+		}
+		from := lastReplicaIn(replicas, func(r *api.Replica) bool {
+			m, ok := v.machines[r.Machine]
+			return ok && domainOf(m.Machine) == fullest
+		})
+		for _, target := range eligible {
+			sr := toSchedReplica(from, svc, v.zones[svc.Spec.Cluster])
+			if domainOf(target) != emptiest || scheduler.Fits(target, sr) != "" {
+				continue
+			}
+			return p.move(v, from, sr, target, fmt.Sprintf("spread %s maxSkew %d: %d replica(s) in %s, %d in %s", rule.Key, rule.MaxSkew, count[fullest], fullest, count[emptiest], emptiest))
+		}
+	}
+	return false
+}
+
+// move places a running replica on target, its old copy running until the
+// new one does; the scheduler books it (GPU devices, TEE runtime).
+func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *scheduler.Machine, why string) bool {
+	res := scheduler.Schedule([]*scheduler.Machine{target}, []scheduler.Replica{sr})
+	if len(res.Placements) != 1 {
+		return false
+	}
+	pl := res.Placements[0]
+	placement := replica.Placement{Machine: target.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note}
+	if m := p.machineByID[target.ID]; len(m.Addresses) > 0 {
+		placement.Address = m.Addresses[0]
+	}
+	if err := replica.Assign(r, placement, true, p.now); err != nil {
+		return false
+	}
+	v.machines[target.ID].Replicas = append(v.machines[target.ID].Replicas, sr)
+	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, Moving: true, Why: why})
+	return true
+}
+
+func extremes(count map[string]int) (fullest, emptiest string) {
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if fullest == "" || count[k] > count[fullest] {
+			fullest = k
+		}
+		if emptiest == "" || count[k] < count[emptiest] {
+			emptiest = k
+		}
+	}
+	return fullest, emptiest
+}
+
+func lastReplicaIn(rs []*api.Replica, in func(*api.Replica) bool) *api.Replica {
+	var last *api.Replica
+	for _, r := range rs {
+		if in(r) && (last == nil || r.Index > last.Index) {
+			last = r
+		}
+	}
+	return last
+}

@@ -1,0 +1,85 @@
+package decide
+
+import (
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// Snapshot is everything a pass decides from, read at one instant: the
+// store's objects, what the providers and the clusters' settings offer,
+// and the observations of provider calls since the last pass.
+type Snapshot struct {
+	Clusters map[string]*api.Cluster
+	Services []*api.Service
+	// Machines are the live machines; Replicas all replicas.
+	Machines []*api.Machine
+	Replicas []*api.Replica
+	// Catalogs are what each cluster's provider settings offer, by cluster.
+	Catalogs map[string]ClusterProvider
+	// Providers describes each provider by name.
+	Providers map[string]ProviderInfo
+	// Instances are the latest Describe results, by machine.
+	Instances map[string]InstanceObservation
+	// Inventories are fresh Lists of each provider instance's tagged
+	// instances, by provider key; each is used by one pass only.
+	Inventories map[string]Inventory
+	// ListedAt is when each provider key was last listed by this leader.
+	ListedAt map[string]time.Time
+	// InFlight are the provider calls running now, by CallKey.
+	InFlight map[string]bool
+	// LivenessSince is when this server began to record heartbeats
+	// reliably (it started leading, or its store came back): no machine
+	// counts as silent for the time before.
+	LivenessSince time.Time
+}
+
+// ClusterProvider is what a cluster's provider settings give: the
+// provider instance's key and catalog, or why they cannot be used.
+type ClusterProvider struct {
+	Key     string
+	Catalog []provisioner.InstanceType
+	Err     string
+}
+
+// ProviderInfo is what decisions need to know of a provider.
+type ProviderInfo struct {
+	// Provisions is false for a provider that launches nothing (machines
+	// joined by hand).
+	Provisions bool
+	// CanStop: its instances can be stopped and started (warm pool).
+	CanStop bool
+	// Runtimes its machines offer before their agents report.
+	Runtimes []string
+}
+
+// InstanceObservation is what a provider said of a machine's instance.
+type InstanceObservation struct {
+	// Found is false when the provider no longer knows the instance.
+	Found bool
+	State provisioner.State
+	At    time.Time
+}
+
+// Inventory is a provider instance's tagged instances, as listed.
+type Inventory struct {
+	Instances []provisioner.Instance
+	// At is when the List call started: machines recorded after it may be
+	// missing from it.
+	At time.Time
+}
+
+// Provider call kinds, in CallKey.
+const (
+	CallLaunch    = "launch"
+	CallTerminate = "terminate"
+	CallDescribe  = "describe"
+	CallList      = "list"
+	CallStart     = "start"
+	CallStop      = "stop"
+)
+
+// CallKey names one provider call in flight: the kind and the machine (or
+// provider key, for a list; or instance, for an orphan).
+func CallKey(kind, subject string) string { return kind + "/" + subject }

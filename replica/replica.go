@@ -1,0 +1,199 @@
+// Package replica owns a replica's state: where it is placed, and what its
+// agent (or, later, its pod) reports of it. The control loop's decisions
+// and the status ingestion call these functions; nothing else writes a
+// replica's placement or state.
+package replica
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// moves are the allowed state transitions. Any state may go back to
+// pending (its machine went away, it was preempted, its resources
+// changed); only a pending replica is assigned; the rest is what its
+// agent observes.
+var moves = map[api.ReplicaState][]api.ReplicaState{
+	api.ReplicaPending:  {api.ReplicaPending, api.ReplicaAssigned},
+	api.ReplicaAssigned: {api.ReplicaPending, api.ReplicaAssigned, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
+	api.ReplicaStarting: {api.ReplicaPending, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
+	api.ReplicaRunning:  {api.ReplicaPending, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
+	api.ReplicaCrashed:  {api.ReplicaPending, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
+	api.ReplicaFailed:   {api.ReplicaPending, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
+}
+
+func check(r *api.Replica, to api.ReplicaState) error {
+	allowed, known := moves[r.State]
+	if !known {
+		return fmt.Errorf("replica %s: unknown state %q", r.ID, r.State)
+	}
+	if !slices.Contains(allowed, to) {
+		return fmt.Errorf("replica %s: state %s → %s is not allowed", r.ID, r.State, to)
+	}
+	return nil
+}
+
+// New is replica index of a service, pending.
+func New(id, service, cluster string, index int, specHash string, requests api.Resources, now time.Time) *api.Replica {
+	return &api.Replica{ID: id, Service: service, Cluster: cluster, Index: index, State: api.ReplicaPending,
+		SpecHash: specHash, Requests: requests, UpdatedAt: now.UTC()}
+}
+
+// ID names the i-th replica of a service.
+func ID(service string, i int) string { return fmt.Sprintf("%s-%d", service, i) }
+
+// Follow makes a replica follow its service's change: a new runtime
+// spec reaches its agent through the hash; new requests or another
+// cluster send it back to the scheduler.
+func Follow(r *api.Replica, specHash string, requests api.Resources, cluster string, now time.Time) {
+	reschedule := r.Requests != requests || r.Cluster != cluster
+	r.SpecHash, r.Requests, r.Cluster, r.UpdatedAt = specHash, requests, cluster, now.UTC()
+	if reschedule && r.Machine != "" {
+		ToPending(r, "resources or cluster changed", now)
+	}
+}
+
+// ToPending sends a replica back to the scheduler: nothing of its old
+// placement stays (machine, GPUs, runtime class, ports, address, health).
+// A copy still running on a machine it was moving off stays there until
+// the caller clears PreviousMachine.
+func ToPending(r *api.Replica, why string, now time.Time) {
+	r.Machine, r.State, r.Reason, r.Health = "", api.ReplicaPending, why, ""
+	r.HostPorts, r.Address, r.GPUIndexes, r.RuntimeClass, r.Note = nil, "", nil, "", ""
+	r.UpdatedAt = now.UTC()
+}
+
+// Placement is where the scheduler put a replica.
+type Placement struct {
+	Machine string
+	// Address is the machine's first address, where the replica answers.
+	Address string
+	GPUs    []int
+	TEE     bool
+	Note    string
+}
+
+// Assign places a pending replica. A replica still on a draining (or
+// otherwise leaving) machine moves: its old copy keeps running there as
+// PreviousMachine until the new one runs.
+func Assign(r *api.Replica, p Placement, moving bool, now time.Time) error {
+	if moving {
+		if r.Machine == "" || r.PreviousMachine != "" {
+			return fmt.Errorf("replica %s: cannot move from %q (already moving from %q)", r.ID, r.Machine, r.PreviousMachine)
+		}
+		r.PreviousMachine = r.Machine
+		r.State = api.ReplicaPending // the new copy starts from nothing
+	} else if r.Machine != "" {
+		return fmt.Errorf("replica %s: already on machine %s", r.ID, r.Machine)
+	}
+	if err := check(r, api.ReplicaAssigned); err != nil {
+		return err
+	}
+	r.Machine, r.State, r.Reason, r.UpdatedAt = p.Machine, api.ReplicaAssigned, "", now.UTC()
+	r.GPUIndexes, r.Note, r.RuntimeClass, r.Address = slices.Clone(p.GPUs), p.Note, "", p.Address
+	r.Health, r.HostPorts = "", nil
+	if p.TEE {
+		r.RuntimeClass = "tee"
+	}
+	return nil
+}
+
+// SetPending records why an unplaced replica waits; it reports whether the
+// reason changed.
+func SetPending(r *api.Replica, why string, now time.Time) bool {
+	if r.Machine != "" || (r.Reason == why && r.State == api.ReplicaPending) {
+		return false
+	}
+	r.State, r.Reason, r.UpdatedAt = api.ReplicaPending, why, now.UTC()
+	return true
+}
+
+// Change is what an observation did to a replica.
+type Change struct {
+	// Changed: something the store keeps changed.
+	Changed bool
+	// From is the state before, when the state changed.
+	From api.ReplicaState
+	// HandedOver: the copy on the machine it moved to runs; the one on
+	// PreviousMachine (named here) stops.
+	HandedOver string
+}
+
+// StateChanged reports whether the observation moved the state.
+func (c Change) StateChanged() bool { return c.From != "" }
+
+// Observe applies what the replica's runner (agent, pod) reports of it.
+func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time) (Change, error) {
+	var c Change
+	handover := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
+	if r.State == st.State && r.Health == st.Health && r.Restarts == st.Restarts && r.Reason == st.Message &&
+		maps.Equal(r.HostPorts, st.HostPorts) && !handover {
+		return c, nil
+	}
+	if err := check(r, st.State); err != nil {
+		return c, err
+	}
+	if r.State != st.State {
+		c.From = r.State
+	}
+	r.State, r.Health, r.Restarts, r.Reason, r.HostPorts, r.UpdatedAt = st.State, st.Health, st.Restarts, st.Message, st.HostPorts, now.UTC()
+	if address != "" {
+		r.Address = address
+	}
+	if handover {
+		c.HandedOver, r.PreviousMachine = r.PreviousMachine, ""
+	}
+	c.Changed = true
+	return c, nil
+}
+
+// Available reports whether a replica runs and passes its health check
+// (where it has one).
+func Available(r *api.Replica) bool {
+	return r.State == api.ReplicaRunning && r.Health != api.HealthUnhealthy && r.PreviousMachine == ""
+}
+
+// Report is what the runner of some replicas observed of them: an agent
+// (through its heartbeat) for the replicas assigned to its machine; later,
+// a pod watch for a Kubernetes cluster's.
+type Report struct {
+	// Holder runs the replicas (a machine id).
+	Holder string
+	// Address is where they answer (the machine's first address).
+	Address  string
+	Statuses []api.ReplicaStatus
+}
+
+// Applied is one replica a report changed.
+type Applied struct {
+	Replica *api.Replica
+	Change  Change
+}
+
+// Apply applies a report to the replicas its holder holds; statuses of
+// replicas held elsewhere (or gone) are ignored.
+func Apply(held []*api.Replica, rep Report, now time.Time) ([]Applied, error) {
+	byID := map[string]*api.Replica{}
+	for _, r := range held {
+		byID[r.ID] = r
+	}
+	var out []Applied
+	for _, st := range rep.Statuses {
+		r, ok := byID[st.ReplicaID]
+		if !ok {
+			continue
+		}
+		c, err := Observe(r, st, rep.Address, now)
+		if err != nil {
+			return nil, err
+		}
+		if c.Changed {
+			out = append(out, Applied{Replica: r, Change: c})
+		}
+	}
+	return out, nil
+}

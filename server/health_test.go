@@ -1,0 +1,185 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// failingStore fails every write while failing is set, as a full disk or a
+// read-only file system makes SQLite fail.
+type failingStore struct {
+	store.Store
+	failing *atomic.Bool
+}
+
+func (f failingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if f.failing.Load() {
+		return store.Unavailable("commit", errors.New("disk I/O error: no space left on device"))
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+// A store that cannot write shows: /healthz answers 503 with the error, a
+// metric and a StoreWritable condition say so, clients get a 503 that
+// names the store instead of "internal error"; all clear when it heals.
+func TestStoreFailuresAreReported(t *testing.T) {
+	var failing atomic.Bool
+	ts := startServer(t, func(c *Config) {
+		c.WrapStore = func(s store.Store) store.Store { return failingStore{Store: s, failing: &failing} }
+	})
+	if _, err := ts.admin.Apply(context.Background(), []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	status, eb := ts.do(t, "POST", "/v1/apply", ts.AdminToken(), "application/yaml", []byte(strings.Replace(testCluster, "maxSize: 3", "maxSize: 4", 1)))
+	if status != http.StatusServiceUnavailable || eb.Error.Code != "store-unavailable" || !strings.Contains(eb.Error.Message, "no space left") {
+		t.Fatalf("apply on a failing store: HTTP %d %+v", status, eb.Error)
+	}
+	if code, body := get(t, ts.URL()+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "no space left") {
+		t.Fatalf("/healthz: %d %s", code, body)
+	}
+	if _, body := get(t, ts.URL()+"/metrics"); !strings.Contains(body, "gantry_store_healthy 0") || strings.Contains(body, "gantry_store_write_failures_total 0") {
+		t.Fatalf("metrics do not show the failure:\n%s", grep(body, "gantry_store"))
+	}
+	c, err := ts.admin.GetCluster(context.Background(), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cond := condition(c, api.ConditionStoreWritable); cond == nil || cond.Status != "False" || !strings.Contains(cond.Message, "no space left") {
+		t.Fatalf("conditions %+v", c.Status.Conditions)
+	}
+	failing.Store(false)
+	if _, err := ts.admin.Apply(context.Background(), []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, ts.URL()+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz after the store healed: %d", code)
+	}
+	if c, _ := ts.admin.GetCluster(context.Background(), "dev"); condition(c, api.ConditionStoreWritable).Status != "True" {
+		t.Fatalf("conditions after healing %+v", c.Status.Conditions)
+	}
+	if since := ts.livenessSince(); !since.After(ts.startedAt) {
+		t.Fatal("heartbeats lost to the outage would count against the machines")
+	}
+}
+
+// A joining machine gets its cluster's monitoring endpoints and header
+// values read from their secrets, and the value is in no log.
+func TestJoinDeliversMonitoring(t *testing.T) {
+	t.Setenv("GANTRY_TEST_OTLP_TOKEN", "s3cr3t-value")
+	var logs bytes.Buffer
+	ts := startServerLogging(t, &logs)
+	spec := strings.Replace(testCluster, "spec:\n", "spec:\n  monitoring:\n    otlpLogsEndpoint: https://otlp.example.com/v1/logs\n    headers: [{name: Authorization, secretRef: {env: GANTRY_TEST_OTLP_TOKEN}}]\n", 1)
+	if _, err := ts.admin.Apply(context.Background(), []byte(spec)); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ts.admin.CreateJoinToken(context.Background(), api.JoinTokenRequest{Cluster: "dev", Group: "general"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.admin.Join(context.Background(), api.JoinRequest{Token: tok.Token, Cluster: "dev", MachineID: "m1",
+		Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}, Runtimes: []string{"process"}, TemplateVersion: "v7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := resp.Monitoring
+	if m == nil || m.LogsEndpoint != "https://otlp.example.com/v1/logs" || m.Headers["Authorization"] != "s3cr3t-value" {
+		t.Fatalf("monitoring %+v", m)
+	}
+	machine, err := ts.admin.GetMachine(context.Background(), "m1")
+	if err != nil || machine.TemplateVersion != "v7" || machine.Provider != "external" {
+		t.Fatalf("machine %+v %v", machine, err)
+	}
+	if strings.Contains(logs.String(), "s3cr3t-value") {
+		t.Fatal("the secret value is in the server log")
+	}
+}
+
+func startServerLogging(t *testing.T, w io.Writer) *testServer {
+	t.Helper()
+	return startServerWith(t, nil, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+}
+
+func condition(c *api.Cluster, typ string) *api.Condition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == typ {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Shutting down ends the agents' long polls at once instead of waiting for
+// them (defect: `gantry dev` took the shutdown timeout to exit).
+func TestShutdownEndsLongPolls(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.Listen, cfg.LogPollWait, cfg.ShutdownTimeout = "127.0.0.1:0", time.Hour, time.Hour
+	srv, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	<-srv.Ready()
+	ts := &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), nil)}
+	if _, err := ts.admin.Apply(context.Background(), []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	credential := ts.joinManual(t, "dev", "m1")
+	go func() { _, _ = client.New(srv.URL(), credential, nil).LogRequests(context.Background(), "m1") }()
+	for !srv.logs.polled("m1") {
+		time.Sleep(time.Millisecond) // until the poll waits in the server
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the server waits for a long poll to end before it stops")
+	}
+}
+
+// polled reports whether an agent's poll for log requests waits.
+func (h *logHub) polled(machine string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.wake[machine]
+	return ok
+}
