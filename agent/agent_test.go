@@ -25,6 +25,7 @@ type fakeServer struct {
 	assignments []api.Assignment
 	last        []api.ReplicaStatus
 	down        bool
+	refused     int
 	joined      api.JoinRequest
 }
 
@@ -43,6 +44,7 @@ func (f *fakeServer) handler(t *testing.T) http.Handler {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.down {
+			f.refused++
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -176,7 +178,11 @@ func TestServerDownKeepsReplicasRunning(t *testing.T) {
 	fs.mu.Lock()
 	fs.down = true
 	fs.mu.Unlock()
-	time.Sleep(500 * time.Millisecond) // ten heartbeat periods
+	eventually(t, "ten heartbeats refused", func() bool {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		return fs.refused >= 10
+	})
 	if !fileExists("/proc/" + pid) {
 		t.Fatal("replica stopped while the server was unreachable")
 	}

@@ -536,3 +536,12 @@ const (
 	EventNormal  = "Normal"
 	EventWarning = "Warning"
 )
+
+// NonNil is items, or an empty list for nil: API lists are [] in JSON,
+// never null.
+func NonNil[T any](items []T) []T {
+	if items == nil {
+		return []T{}
+	}
+	return items
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -105,7 +106,14 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 	machinesBefore := s.machines()
 
 	s.kill()
-	time.Sleep(2 * time.Second) // several missed heartbeats
+	waitFor(t, "every agent missing several heartbeats", func() (bool, string) {
+		for _, m := range machinesBefore {
+			if n := agentLogCount(dir, m.ProviderID, "heartbeat failed"); n < 3 {
+				return false, fmt.Sprintf("%s missed %d", m.ID, n)
+			}
+		}
+		return true, ""
+	})
 	for _, r := range before {
 		if body, ok := answers(r); !ok {
 			t.Fatalf("%s stopped answering while the server was down: %q", r.ID, body)
@@ -125,7 +133,7 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 		}
 		return true, ""
 	})
-	time.Sleep(2 * time.Second) // a few more passes: still nothing replaced
+	waitPasses(t, s2.url, 10) // still nothing replaced
 	machinesAfter := s2.machines()
 	if len(machinesAfter) != len(machinesBefore) {
 		t.Fatalf("machines before %d, after restart %d", len(machinesBefore), len(machinesAfter))
@@ -267,9 +275,14 @@ func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...stri
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
+	stopped := time.Now()
 	rest, _ := io.ReadAll(chanReader(lines))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("run %d: gantry dev after Ctrl-C: %v\n%s%s", run, err, transcript.String(), rest)
+	}
+	t.Logf("run %d: gantry dev exited %s after Ctrl-C", run, time.Since(stopped).Round(time.Millisecond))
+	if !strings.Contains(string(rest), "stopping machine ") || !strings.Contains(string(rest), "Stopped 2 machine(s)") {
+		t.Fatalf("run %d: gantry dev does not say what it stops:\n%s", run, rest)
 	}
 	waitFor(t, "no process left from the dev run", func() (bool, string) {
 		pids := processesMentioning(dir)

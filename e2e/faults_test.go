@@ -161,9 +161,9 @@ func TestAuthErrorsBecomeAConditionWithBackoff(t *testing.T) {
 		return false, "no condition yet"
 	})
 	before := ip.faults.Injected()["Launch/auth"]
-	time.Sleep(3 * time.Second) // at 200ms passes, a tight loop would try 15 times
-	if tries := ip.faults.Injected()["Launch/auth"] - before; tries > 4 {
-		t.Fatalf("%d launch attempts in 3s: no backoff", tries)
+	waitPasses(t, ip.URL(), 15) // a loop without backoff would try 15 times
+	if tries := ip.faults.Injected()["Launch/auth"] - before; tries > 5 {
+		t.Fatalf("%d launch attempts in 15 passes: no backoff", tries)
 	}
 	ip.faults.SetConfig(faulty.Config{})
 	waitFor(t, "recovery once auth works", func() (bool, string) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -306,4 +307,37 @@ func instanceOf(t *testing.T, dir, machine string) localInstance {
 	}
 	t.Fatalf("no local instance for machine %s", machine)
 	return localInstance{}
+}
+
+// passes is how many control-loop passes the server at url has made.
+func passes(t *testing.T, url string) int {
+	t.Helper()
+	body, _ := get(url + "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, "gantry_reconcile_duration_seconds_count "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// waitPasses waits until the server at url has made n more passes: the
+// events a test of "nothing happens" waits for, instead of a duration.
+func waitPasses(t *testing.T, url string, n int) {
+	t.Helper()
+	target := passes(t, url) + n
+	waitFor(t, fmt.Sprintf("%d more control-loop passes", n), func() (bool, string) {
+		got := passes(t, url)
+		return got >= target, fmt.Sprintf("%d passes, want %d", got, target)
+	})
+}
+
+// agentLogCount counts the lines of a local machine's agent log that
+// contain text.
+func agentLogCount(dataDir, instanceID, text string) int {
+	data, _ := os.ReadFile(filepath.Join(dataDir, "local", "machines", instanceID, "agent.log"))
+	return strings.Count(string(data), text)
 }

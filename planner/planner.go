@@ -179,16 +179,9 @@ func Compute(cfg Config, in Input) Plan {
 	plan.Remove = p.consolidate(&plan)
 	p.totals(&plan)
 	// Empty lists, not nulls: the JSON form is a documented interface.
-	plan.Add, plan.Remove = nonNil(plan.Add), nonNil(plan.Remove)
-	plan.Placements, plan.Pending = nonNil(plan.Placements), nonNil(plan.Pending)
+	plan.Add, plan.Remove = api.NonNil(plan.Add), api.NonNil(plan.Remove)
+	plan.Placements, plan.Pending = api.NonNil(plan.Placements), api.NonNil(plan.Pending)
 	return plan
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }
 
 type planning struct {
@@ -449,7 +442,8 @@ func (p *planning) collect(plan *Plan, res scheduler.Result) {
 	sort.Slice(plan.Pending, func(i, j int) bool { return plan.Pending[i].Replica < plan.Pending[j].Replica })
 }
 
-// floorBins adds empty machines for minSize and the warm pool.
+// floorBins adds the idle machines each group's warm pool is short of
+// (openMinSize already brought every group to its minSize).
 func (p *planning) floorBins(plan *Plan) {
 	idle := map[string]int{}
 	for _, m := range p.in.Machines {
@@ -462,14 +456,7 @@ func (p *planning) floorBins(plan *Plan) {
 	}
 	for _, g := range p.in.Groups {
 		key := Key(g.Cluster, g.ID)
-		want := 0
-		if have := g.Live + p.added[key]; have < g.MinSize {
-			want = g.MinSize - have
-		}
-		if short := g.WarmPool - idle[key]; short > want {
-			want = short
-		}
-		for i := 0; i < want && g.Live+p.added[key] < g.MaxSize; i++ {
+		for short := g.WarmPool - idle[key]; short > 0 && g.Live+p.added[key] < g.MaxSize; short-- {
 			if ok, _ := p.subnetsLeft(g.Cluster); !ok {
 				break
 			}
@@ -478,13 +465,9 @@ func (p *planning) floorBins(plan *Plan) {
 				break
 			}
 			p.added[key]++
-			reason := fmt.Sprintf("group below minSize %d", g.MinSize)
-			if g.Live+p.added[key] > g.MinSize {
-				reason = fmt.Sprintf("warm pool of %d idle machine(s)", g.WarmPool)
-			}
 			plan.Add = append(plan.Add, NewMachine{Key: fmt.Sprintf("new-%d", len(plan.Add)+1), Cluster: g.Cluster, Group: g.ID,
 				InstanceType: cand.itype.Name, Zone: cand.offering.Zone, CapacityType: cand.offering.CapacityType,
-				PricePerHour: cand.offering.PricePerHour, Reason: reason})
+				PricePerHour: cand.offering.PricePerHour, Reason: fmt.Sprintf("warm pool of %d idle machine(s)", g.WarmPool)})
 		}
 	}
 }

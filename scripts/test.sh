@@ -17,7 +17,8 @@ command -v go >/dev/null || { echo "test.sh: Go is not installed (https://go.dev
 STATICCHECK_VERSION=v0.8.2
 FUZZ_TIME=${GANTRY_FUZZ_TIME:-15s}
 
-step() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+step() { printf '\n==> %s (at %ds)\n' "$*" $((SECONDS - started)); }
 
 step "gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -48,3 +49,4 @@ step "tests (race detector on)"
 go test -race -count=1 -timeout 15m $(go list ./... | grep -Ev "$clouds")
 step "tests of the cloud providers (against fakes of their APIs)"
 go test -count=1 -timeout 10m $(go list ./... | grep -E "$clouds")
+step "done"

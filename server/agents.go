@@ -197,7 +197,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: nonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String()})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String()})
 }
 
 // assignmentsOf is what machine m must run: each replica with its spec, and
@@ -258,7 +258,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[api.Assignment]{Items: nonNil(out)})
+	writeJSON(w, http.StatusOK, list[api.Assignment]{Items: api.NonNil(out)})
 }
 
 // handleCreateJoinToken mints a join token for a machine Gantry did not

@@ -204,7 +204,7 @@ func (s *Server) machineRunning(r *http.Request, replicaID string) (string, erro
 // GET /v1/machines/{id}/log-requests.
 func (s *Server) handleLogRequests(w http.ResponseWriter, r *http.Request) {
 	reqs := s.logs.take(r.Context(), r.PathValue("id"), s.cfg.LogPollWait)
-	writeJSON(w, http.StatusOK, list[api.LogRequest]{Items: nonNil(reqs)})
+	writeJSON(w, http.StatusOK, list[api.LogRequest]{Items: api.NonNil(reqs)})
 }
 
 // handleLogChunk takes one chunk of output from the agent:

@@ -54,7 +54,7 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[*api.Machine]{Items: nonNil(out)})
+	writeJSON(w, http.StatusOK, list[*api.Machine]{Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +130,7 @@ func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[*api.Replica]{Items: nonNil(out)})
+	writeJSON(w, http.StatusOK, list[*api.Replica]{Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetReplica(w http.ResponseWriter, r *http.Request) {
@@ -178,5 +178,5 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[*api.Event]{Items: nonNil(out)})
+	writeJSON(w, http.StatusOK, list[*api.Event]{Items: api.NonNil(out)})
 }

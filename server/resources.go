@@ -282,7 +282,7 @@ func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[api.Cluster]{Items: nonNil(out)})
+	writeJSON(w, http.StatusOK, list[api.Cluster]{Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
@@ -407,7 +407,7 @@ func (s *Server) handleListServices(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[api.Service]{Items: nonNil(out)})
+	writeJSON(w, http.StatusOK, list[api.Service]{Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetService(w http.ResponseWriter, r *http.Request) {
@@ -470,11 +470,4 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": "service/" + name})
-}
-
-func nonNil[T any](items []T) []T {
-	if items == nil {
-		return []T{}
-	}
-	return items
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/storetest"
 )
 
 const testCluster = `kind: Cluster
@@ -49,6 +51,15 @@ func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testSe
 	cfg.LocalExitWithServer = true
 	if edit != nil {
 		edit(&cfg)
+	}
+	// Every Update runs its function twice: handlers must keep to the
+	// store's contract (no effect outside the transaction).
+	wrap := cfg.WrapStore
+	cfg.WrapStore = func(s store.Store) store.Store {
+		if wrap != nil {
+			s = wrap(s)
+		}
+		return storetest.Rerun(s)
 	}
 	srv, err := New(context.Background(), cfg, log)
 	if err != nil {
