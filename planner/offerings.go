@@ -41,6 +41,14 @@ type candidate struct {
 	prototype *scheduler.Machine
 }
 
+// empty is the candidate's prototype, made on first use.
+func (c *candidate) empty() *scheduler.Machine {
+	if c.prototype == nil {
+		c.prototype = newMachine("prototype", c.group, c.itype, c.offering)
+	}
+	return c.prototype
+}
+
 // offeringIndex ranks each cluster's offerings by price per unit of the
 // cluster's pending demand: one list for replicas without GPUs, one for
 // replicas that require them.
@@ -75,7 +83,7 @@ func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable 
 					idx.missing[g.Cluster] = "some offerings are unavailable (insufficient capacity, remembered for a while)"
 					continue
 				}
-				c := candidate{group: g, itype: it, offering: o, alloc: alloc, prototype: newMachine("prototype", g, it, o)}
+				c := candidate{group: g, itype: it, offering: o, alloc: alloc}
 				pc, gc := c, c
 				pc.unitCost = unitCost(o.PricePerHour, alloc, plainDemand[g.Cluster])
 				gc.unitCost = unitCost(o.PricePerHour, alloc, gpuDemand[g.Cluster])
@@ -158,7 +166,7 @@ func (idx *offeringIndex) best(r *scheduler.Replica, zoneHint string, hasRoom fu
 		case !hasRoom(c.group):
 			whyNot[fmt.Sprintf("group %s is at maxSize %d", c.group.ID, c.group.MaxSize)] = true
 		default:
-			why := scheduler.Fits(c.prototype, *r)
+			why := scheduler.Fits(c.empty(), *r)
 			if why == "" {
 				return c, ""
 			}

@@ -68,8 +68,10 @@ func victimsFor(m *Machine, r *Replica, withGPU bool) ([]Resident, bool) {
 	return nil, false
 }
 
+// removeResident returns the residents without id, leaving rs as it was:
+// clones of a machine share their residents until one is preempted.
 func removeResident(rs []Resident, id string) []Resident {
-	out := rs[:0]
+	out := make([]Resident, 0, len(rs))
 	for _, r := range rs {
 		if r.Replica.ID != id {
 			out = append(out, r)

@@ -65,7 +65,9 @@ func (m *Machine) Clone() *Machine {
 	if c.ServiceCount == nil {
 		c.ServiceCount = map[string]int{}
 	}
-	c.Residents = slices.Clone(m.Residents)
+	// Residents are shared: they only ever change by removeResident, which
+	// copies, and appends to a clipped slice copy too.
+	c.Residents = m.Residents[:len(m.Residents):len(m.Residents)]
 	return &c
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,8 +80,8 @@ func TestStoreFailuresAreReported(t *testing.T) {
 // values read from their secrets, and the value is in no log.
 func TestJoinDeliversMonitoring(t *testing.T) {
 	t.Setenv("GANTRY_TEST_OTLP_TOKEN", "s3cr3t-value")
-	var logs bytes.Buffer
-	ts := startServerLogging(t, &logs)
+	logs := &lockedBuffer{}
+	ts := startServerLogging(t, logs)
 	spec := strings.Replace(testCluster, "spec:\n", "spec:\n  monitoring:\n    otlpLogsEndpoint: https://otlp.example.com/v1/logs\n    headers: [{name: Authorization, secretRef: {env: GANTRY_TEST_OTLP_TOKEN}}]\n", 1)
 	if _, err := ts.admin.Apply(context.Background(), []byte(spec)); err != nil {
 		t.Fatal(err)
@@ -182,4 +183,22 @@ func (h *logHub) polled(machine string) bool {
 	defer h.mu.Unlock()
 	_, ok := h.wake[machine]
 	return ok
+}
+
+// lockedBuffer is a log the server writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
