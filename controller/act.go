@@ -340,24 +340,15 @@ func (w *writer) assign(a decide.Assignment) error {
 	if done, err := skip(err); done || !m.Schedulable() {
 		return err
 	}
-	if a.Moving {
-		from, err := w.tx.GetMachine(r.Machine)
-		if done, err := skip(err); done {
-			return err
-		}
-		if from.FleetState != api.FleetDraining && a.Why == "" {
-			return nil // it was to move off a draining machine that is no longer draining
-		}
-	}
-	if replica.Assign(r, a.Placement, a.Moving, w.now) != nil {
+	if r.Machine != a.From || replica.Assign(r, a.Placement, a.Moving(), w.now) != nil {
 		return nil // the replica changed since the snapshot; the next pass decides again
 	}
 	if err := w.tx.PutReplica(r); err != nil {
 		return err
 	}
 	msg, typ := "placed on machine "+m.ID, api.EventNormal
-	if a.Moving {
-		msg = fmt.Sprintf("moving from %s to %s (new copy first)", r.PreviousMachine, m.ID)
+	if a.Moving() {
+		msg = fmt.Sprintf("moving from %s to %s (new copy first)", a.From, m.ID)
 	}
 	if a.Why != "" {
 		msg += ": " + a.Why

@@ -249,3 +249,27 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A provider whose List hangs does not hold the server's start: the loop
+// is ready after its first pass, recovery goes on in the background.
+func TestReadyWhileRecoveryHangs(t *testing.T) {
+	e := newEnv(t)
+	e.apply(twoMachines)
+	e.fakes["fake"].Hang(fake.OpList, true)
+	delete(e.ctrl.observed.listedAt, "fake")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		e.ctrl.Run(ctx)
+		close(done)
+	}()
+	select {
+	case <-e.ctrl.Ready():
+	case <-time.After(time.Minute):
+		t.Fatal("not ready while a List hangs")
+	}
+	waitUntil(t, "the list under way", func() bool { return e.fakes["fake"].InFlight(fake.OpList) == 1 })
+	e.fakes["fake"].Hang(fake.OpList, false)
+	cancel()
+	<-done
+}

@@ -107,18 +107,6 @@ func (p *Pass) addReplica(r *api.Replica) *api.Replica {
 	return &c
 }
 
-// Now is the pass's time.
-func (p *Pass) Now() time.Time { return p.now }
-
-// Plan is the plan so far.
-func (p *Pass) Plan() *Plan { return &p.plan }
-
-// Memory is the next memory, as the pass has it so far.
-func (p *Pass) Memory() *Memory { return p.mem }
-
-// Replicas are the pass's replicas (with what it decided so far).
-func (p *Pass) Replicas() []*api.Replica { return p.replicas }
-
 func (p *Pass) clusterNames() []string {
 	names := make([]string, 0, len(p.snap.Clusters))
 	for n := range p.snap.Clusters {

@@ -78,7 +78,7 @@ func TestDrainMovesNewCopyFirst(t *testing.T) {
 	h.Service("web", "c", 1, "400m", "128Mi")
 	h.Replica("web", 0, old.ID)
 	plan := h.Pass()
-	if len(plan.Assignments) != 1 || !plan.Assignments[0].Moving || plan.Assignments[0].Placement.Machine != spare.ID {
+	if len(plan.Assignments) != 1 || !plan.Assignments[0].Moving() || plan.Assignments[0].Placement.Machine != spare.ID {
 		t.Fatalf("want a move to %s: %+v", spare.ID, plan.Assignments)
 	}
 	if r := h.ReplicaByID("web-0"); r.PreviousMachine != old.ID {

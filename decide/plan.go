@@ -128,15 +128,18 @@ type Orphan struct {
 	Instance    provisioner.Instance
 }
 
-// Assignment places a replica; Moving keeps its old copy running until
-// the new one runs.
+// Assignment places a replica. One that moves (From, the machine it
+// leaves) keeps its old copy running there until the new one runs.
 type Assignment struct {
 	Replica   string
 	Placement replica.Placement
-	Moving    bool
-	// Why is said in the event (a spread repair, a drain).
+	From      string
+	// Why is said in the event (a spread repair).
 	Why string
 }
+
+// Moving reports whether the replica moves off a machine.
+func (a Assignment) Moving() bool { return a.From != "" }
 
 // Eviction preempts a replica.
 type Eviction struct {

@@ -214,11 +214,11 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		if len(m.Addresses) > 0 {
 			placement.Address = m.Addresses[0]
 		}
-		moving := r.Machine != ""
-		if err := replica.Assign(r, placement, moving, p.now); err != nil {
+		from := r.Machine
+		if err := replica.Assign(r, placement, from != "", p.now); err != nil {
 			continue
 		}
-		p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, Moving: moving})
+		p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from})
 		p.plan.Capacity.Placements = append(p.plan.Capacity.Placements, planner.ReplicaPlacement{Replica: r.ID, Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
 		if pm := v.machines[pl.MachineID]; pm != nil {
 			pm.Replicas = append(pm.Replicas, byID[pl.ReplicaID])
@@ -313,11 +313,12 @@ func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *sched
 	if m := p.machineByID[target.ID]; len(m.Addresses) > 0 {
 		placement.Address = m.Addresses[0]
 	}
+	from := r.Machine
 	if err := replica.Assign(r, placement, true, p.now); err != nil {
 		return false
 	}
 	v.machines[target.ID].Replicas = append(v.machines[target.ID].Replicas, sr)
-	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, Moving: true, Why: why})
+	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from, Why: why})
 	return true
 }
 

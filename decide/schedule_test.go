@@ -77,7 +77,7 @@ func TestViolatedSpreadIsRepairedByBoundedMoves(t *testing.T) {
 		h.Replica("web", i, full.ID)
 	}
 	plan := h.Pass()
-	if len(plan.Assignments) != 1 || !plan.Assignments[0].Moving || plan.Assignments[0].Placement.Machine != empty.ID ||
+	if len(plan.Assignments) != 1 || !plan.Assignments[0].Moving() || plan.Assignments[0].Placement.Machine != empty.ID ||
 		!strings.Contains(plan.Assignments[0].Why, "spread machine maxSkew 1") {
 		t.Fatalf("want one move to %s: %+v", empty.ID, plan.Assignments)
 	}

@@ -132,7 +132,7 @@ func (h *Harness) applyPlacements(p decide.Plan) {
 		if r == nil {
 			h.T.Fatalf("assignment of unknown replica %s", a.Replica)
 		}
-		h.check(replica.Assign(r, a.Placement, a.Moving, h.Now))
+		h.check(replica.Assign(r, a.Placement, a.Moving(), h.Now))
 	}
 	for id, why := range p.Pending {
 		if r := h.ReplicaByID(id); r != nil {

@@ -255,8 +255,8 @@ var AgentConfigKeys = []string{"agentRuntime"}
 // spec.provider.config (cloud providers share these keys).
 func AgentFromConfig(cfg map[string]string) (Agent, error) {
 	a := Agent{Runtime: cfg["agentRuntime"]}
-	if err := a.Validate(); err != nil {
-		return a, fmt.Errorf("spec.provider.config: %w", err)
+	if a.Validate() != nil {
+		return a, fmt.Errorf("spec.provider.config.agentRuntime: want docker or process, got %q", a.Runtime)
 	}
 	return a, nil
 }

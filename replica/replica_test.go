@@ -1,0 +1,64 @@
+package replica
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+var now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Back to pending leaves nothing of the old placement: GPU devices,
+// runtime class, ports, address, health, note.
+func TestToPendingClearsThePlacement(t *testing.T) {
+	r := New("web-0", "web", "c", 0, "h", api.Resources{}, now)
+	if err := Assign(r, Placement{Machine: "m1", Address: "10.0.0.1", GPUs: []int{0, 1}, TEE: true, Note: "gpu preferred"}, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Observe(r, api.ReplicaStatus{ReplicaID: r.ID, State: api.ReplicaRunning, Health: api.HealthHealthy, HostPorts: map[string]int{"http": 8080}}, "", now); err != nil {
+		t.Fatal(err)
+	}
+	ToPending(r, "machine m1 is terminating", now)
+	if r.Machine != "" || r.State != api.ReplicaPending || r.GPUIndexes != nil || r.RuntimeClass != "" || r.HostPorts != nil ||
+		r.Address != "" || r.Health != "" || r.Note != "" || r.Reason != "machine m1 is terminating" {
+		t.Fatalf("after ToPending: %+v", r)
+	}
+}
+
+// Only a pending replica is assigned; a running one moves (its old copy
+// stays as PreviousMachine until the new one runs, then hands over).
+func TestAssignAndMove(t *testing.T) {
+	r := New("web-0", "web", "c", 0, "h", api.Resources{}, now)
+	if err := Assign(r, Placement{Machine: "m1"}, true, now); err == nil {
+		t.Fatal("a replica on no machine moved")
+	}
+	if err := Assign(r, Placement{Machine: "m1"}, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := Assign(r, Placement{Machine: "m2"}, false, now); err == nil {
+		t.Fatal("a placed replica was assigned again")
+	}
+	if _, err := Observe(r, api.ReplicaStatus{State: api.ReplicaRunning}, "", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := Assign(r, Placement{Machine: "m2"}, true, now); err != nil || r.PreviousMachine != "m1" || r.Machine != "m2" || r.State != api.ReplicaAssigned {
+		t.Fatalf("move: %+v %v", r, err)
+	}
+	c, err := Observe(r, api.ReplicaStatus{State: api.ReplicaRunning, Health: api.HealthHealthy}, "10.0.0.2", now)
+	if err != nil || c.HandedOver != "m1" || r.PreviousMachine != "" || r.Address != "10.0.0.2" || !c.StateChanged() {
+		t.Fatalf("handover: %+v %+v %v", r, c, err)
+	}
+}
+
+// A state no table lists is refused.
+func TestUnknownStateIsRefused(t *testing.T) {
+	r := &api.Replica{ID: "x", State: "exploded"}
+	if _, err := Observe(r, api.ReplicaStatus{State: api.ReplicaRunning}, "", now); err == nil {
+		t.Fatal("an unknown state moved")
+	}
+	r = New("y", "s", "c", 0, "h", api.Resources{}, now)
+	if _, err := Observe(r, api.ReplicaStatus{State: api.ReplicaRunning}, "", now); err == nil {
+		t.Fatal("a pending replica was reported running")
+	}
+}
