@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
@@ -19,7 +20,7 @@ import (
 // intents before their provider calls), then the provider calls, each in
 // a worker. A step whose object changed since the snapshot (a replica
 // deleted, a machine gone) is skipped: the next pass decides again.
-func (c *Controller) act(ctx context.Context, mem decide.Memory, plan decide.Plan) error {
+func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.Memory, plan decide.Plan) error {
 	put, del, err := decide.Diff(mem, plan.Memory)
 	if err != nil {
 		return err
@@ -54,17 +55,22 @@ func (c *Controller) act(ctx context.Context, mem decide.Memory, plan decide.Pla
 	for _, t := range plan.Terminates {
 		c.Metrics.Terminated(t.Cause)
 	}
-	c.dispatch(plan, launched)
+	keys := map[string]string{}
+	for _, m := range append(snap.Machines, launched...) {
+		keys[m.ID] = registry.KeyOf(m)
+	}
+	c.dispatch(plan, launched, keys)
 	return nil
 }
 
-// dispatch hands the plan's provider calls to workers.
-func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine) {
+// dispatch hands the plan's provider calls to workers; keys says each
+// machine's provider instance, whose calls share its workers.
+func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keys map[string]string) {
 	for _, m := range launched {
-		c.calls.launch(m.ID)
+		c.calls.launch(m.ID, keys[m.ID])
 	}
 	for _, id := range plan.LaunchCalls {
-		c.calls.launch(id)
+		c.calls.launch(id, keys[id])
 	}
 	diagnose := map[string]string{}
 	for _, t := range plan.Terminates {
@@ -73,10 +79,10 @@ func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine) {
 		}
 	}
 	for _, id := range plan.TerminateCalls {
-		c.calls.terminate(id, diagnose[id])
+		c.calls.terminate(id, keys[id], diagnose[id])
 	}
 	for _, id := range plan.Describes {
-		c.calls.describe(id)
+		c.calls.describe(id, keys[id])
 	}
 	for _, key := range plan.Lists {
 		c.calls.list(key)
@@ -85,10 +91,10 @@ func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine) {
 		c.calls.terminateOrphan(o)
 	}
 	for _, s := range plan.Starts {
-		c.calls.warmPool(decide.CallStart, s)
+		c.calls.warmPool(decide.CallStart, s, keys[s.Machine])
 	}
 	for _, s := range plan.Stops {
-		c.calls.warmPool(decide.CallStop, s)
+		c.calls.warmPool(decide.CallStop, s, keys[s.Machine])
 	}
 }
 

@@ -39,7 +39,9 @@ func newCalls(cfg CallConfig, d Deps, observed *observations, done func()) *call
 	return &calls{cfg: cfg, Deps: d, observed: observed, done: done, inflight: map[string]bool{}, slots: map[string]chan struct{}{}}
 }
 
-// start runs fn in a worker unless a call for the same subject runs.
+// start runs fn in a worker unless a call for the same subject runs; the
+// calls of one provider instance share its Concurrency workers, so a
+// provider that hangs holds only its own.
 func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Context)) {
 	key := decide.CallKey(kind, subject)
 	c.mu.Lock()
@@ -154,8 +156,8 @@ func (c *calls) outcome(call string, m *api.Machine, err error) *decide.Outcome 
 
 // launch sends a recorded intent to its provider (again, if need be: the
 // launch key makes it idempotent).
-func (c *calls) launch(id string) {
-	c.start(decide.CallLaunch, id, "", func(ctx context.Context) {
+func (c *calls) launch(id, key string) {
+	c.start(decide.CallLaunch, id, key, func(ctx context.Context) {
 		m, cl, prov, err := c.machine(id)
 		if err != nil || cl == nil || m.ProviderID != "" || m.JoinState != api.JoinProvisioning {
 			if err != nil {
@@ -217,8 +219,8 @@ func Tags(m *api.Machine, installation string) map[string]string {
 // terminated (its /24 is free again). diagnose, when set, is why the
 // machine never joined: its console is read first, and the event says
 // how far its boot got.
-func (c *calls) terminate(id, diagnose string) {
-	c.start(decide.CallTerminate, id, "", func(ctx context.Context) {
+func (c *calls) terminate(id, key, diagnose string) {
+	c.start(decide.CallTerminate, id, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(id)
 		if err != nil {
 			c.Log.Warn("terminate", "machine", id, "err", err)
@@ -282,8 +284,8 @@ func (c *calls) terminateOrphan(o decide.Orphan) {
 }
 
 // describe looks up a machine's instance for the next pass.
-func (c *calls) describe(id string) {
-	c.start(decide.CallDescribe, id, "", func(ctx context.Context) {
+func (c *calls) describe(id, key string) {
+	c.start(decide.CallDescribe, id, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(id)
 		if err != nil || m.ProviderID == "" {
 			return
@@ -322,8 +324,8 @@ func (c *calls) list(key string) {
 
 // warmPool stops or starts a warm-pool machine's instance; a started one
 // gets the addresses the provider returns.
-func (c *calls) warmPool(call string, step decide.MachineStep) {
-	c.start(call, step.Machine, "", func(ctx context.Context) {
+func (c *calls) warmPool(call string, step decide.MachineStep, key string) {
+	c.start(call, step.Machine, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(step.Machine)
 		if err != nil {
 			c.Log.Warn(call, "machine", step.Machine, "err", err)

@@ -150,7 +150,7 @@ func (c *Controller) pass(ctx context.Context) (decide.Plan, error) {
 	c.live = plan.LiveMachines
 	c.mu.Unlock()
 	c.Metrics.SetFleet(fleetCounts(snap))
-	if err := c.act(ctx, mem, plan); err != nil {
+	if err := c.act(ctx, snap, mem, plan); err != nil {
 		c.observed.relist(snap.Inventories)
 		return plan, fmt.Errorf("act: %w", err)
 	}
@@ -186,7 +186,7 @@ func (c *Controller) TerminateAll(ctx context.Context, reason string, report fun
 		if report != nil {
 			report(m)
 		}
-		c.calls.terminate(m.ID, "")
+		c.calls.terminate(m.ID, registry.KeyOf(m), "")
 	}
 	c.calls.wait()
 	return nil

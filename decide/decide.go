@@ -56,17 +56,16 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	p := newPass(cfg, snap, mem, now)
 	p.syncReplicas()
 	p.foldOutcomes()
-	byTarget := map[Target][]string{}
-	var order []Target
+	// The machine target always runs: machines of deleted clusters still
+	// need care.
+	byTarget := map[Target][]string{machines{}: nil}
+	order := []Target{machines{}}
 	for _, name := range p.clusterNames() {
 		t := targetOf(snap.Clusters[name])
 		if _, seen := byTarget[t]; !seen {
 			order = append(order, t)
 		}
 		byTarget[t] = append(byTarget[t], name)
-	}
-	if len(order) == 0 {
-		order = append(order, machines{}) // machines of deleted clusters still need care
 	}
 	for _, t := range order {
 		t.Decide(p, byTarget[t])
