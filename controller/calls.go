@@ -242,7 +242,6 @@ func (c *calls) terminate(id, key, diagnose string) {
 		now := c.Clock.Now()
 		c.update(id, func(m *api.Machine) error { return fleet.SetFleetState(m, api.FleetTerminated, now) }, nil,
 			api.EventNormal, "Terminated", "instance %s terminated; subnet %s released", orNone(m.ProviderID), orNone(m.Subnet))
-		c.observed.forget(id)
 	})
 }
 

@@ -53,6 +53,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		return nil, decide.Memory{}, err
 	}
 	snap.Catalogs, snap.Providers = ProviderFacts(c.Registry, snap.Clusters)
+	c.observed.keepLaunching(snap.Machines)
 	snap.Instances, snap.Inventories, snap.ListedAt = c.observed.view(take)
 	snap.InFlight = c.calls.inFlight()
 	snap.LivenessSince = c.LivenessSince()
@@ -116,11 +117,22 @@ func (o *observations) relist(keys map[string]decide.Inventory) {
 	}
 }
 
-// forget drops what was observed of a machine that is gone.
-func (o *observations) forget(machine string) {
+// keepLaunching drops what was observed of machines that joined or are
+// gone: only launches are followed by Describe.
+func (o *observations) keepLaunching(machines []*api.Machine) {
+	launching := map[string]bool{}
+	for _, m := range machines {
+		if m.Launching() {
+			launching[m.ID] = true
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.instances, machine)
+	for id := range o.instances {
+		if !launching[id] {
+			delete(o.instances, id)
+		}
+	}
 }
 
 // view copies the observations for a pass; with take, inventories are
