@@ -111,4 +111,12 @@ func TestPlanAgainstTheLiveServer(t *testing.T) {
 			t.Fatalf("placement without machine: %+v", pl)
 		}
 	}
+	// What apply refuses, plan refuses, with the same message.
+	immutable := writeFile(t, dir, "cidr.yaml", strings.Replace(webSpec, "capacityGroups:", "containerCidr: 10.9.0.0/16\n  capacityGroups:", 1))
+	_, planErr, planCode := s.gantry("plan", "-f", immutable)
+	_, applyErr, applyCode := s.gantry("apply", "-f", immutable)
+	if planCode != 1 || applyCode != 1 || !strings.Contains(planErr, "spec.containerCidr") ||
+		strings.TrimPrefix(planErr, "error: ") != strings.TrimPrefix(applyErr, "error: "+immutable+": ") {
+		t.Fatalf("plan: exit %d %q\napply: exit %d %q", planCode, planErr, applyCode, applyErr)
+	}
 }
