@@ -78,9 +78,14 @@ func SetFleetState(m *api.Machine, to api.FleetState, now time.Time) error {
 	return nil
 }
 
-// Launched records the instance a provider made for a launch intent.
+// Launched records the instance a provider made for a launch intent. An
+// agent may have joined before the launch call returned: addresses it
+// reported stay unless the provider knows some.
 func Launched(m *api.Machine, inst provisioner.Instance, now time.Time) error {
-	m.ProviderID, m.Addresses = inst.ID, inst.Addresses
+	m.ProviderID = inst.ID
+	if len(inst.Addresses) > 0 {
+		m.Addresses = inst.Addresses
+	}
 	if inst.Zone != "" {
 		m.Zone = inst.Zone
 	}

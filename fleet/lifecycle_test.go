@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provisioner"
 )
 
 func TestFleetTransitions(t *testing.T) {
@@ -43,5 +44,22 @@ func TestJoinTransitions(t *testing.T) {
 		if err := SetJoinState(&api.Machine{JoinState: c[0]}, c[1], now); err == nil {
 			t.Errorf("%s → %s allowed", c[0], c[1])
 		}
+	}
+}
+
+// An agent that joined before its launch call returned keeps the address
+// it reported when the provider answers without one (defect seen under
+// provider latency: replicas then had no address to answer at).
+func TestLaunchAnswerAfterJoinKeepsAddresses(t *testing.T) {
+	now := time.Now()
+	m := &api.Machine{ID: "m", JoinState: api.JoinProvisioning, FleetState: api.FleetReady}
+	if err := Joined(m, api.Inventory{Addresses: []string{"127.0.0.1"}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := Launched(m, provisioner.Instance{ID: "i-1", State: provisioner.StatePending}, now); err != nil {
+		t.Fatal(err)
+	}
+	if m.ProviderID != "i-1" || len(m.Addresses) != 1 || m.JoinState != api.JoinJoined {
+		t.Fatalf("after a late launch answer: %+v", m)
 	}
 }

@@ -131,7 +131,7 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 	var c Change
 	handover := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
 	if r.State == st.State && r.Health == st.Health && r.Restarts == st.Restarts && r.Reason == st.Message &&
-		maps.Equal(r.HostPorts, st.HostPorts) && !handover {
+		maps.Equal(r.HostPorts, st.HostPorts) && (address == "" || r.Address == address) && !handover {
 		return c, nil
 	}
 	if err := check(r, st.State); err != nil {

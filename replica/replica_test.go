@@ -62,3 +62,20 @@ func TestUnknownStateIsRefused(t *testing.T) {
 		t.Fatal("a pending replica was reported running")
 	}
 }
+
+// A replica placed before its machine's address was known gets it from
+// the next report, even when nothing else changed.
+func TestReportFillsAMissingAddress(t *testing.T) {
+	r := New("web-0", "web", "c", 0, "h", api.Resources{}, now)
+	if err := Assign(r, Placement{Machine: "m1"}, false, now); err != nil {
+		t.Fatal(err)
+	}
+	st := api.ReplicaStatus{ReplicaID: r.ID, State: api.ReplicaRunning}
+	if _, err := Observe(r, st, "", now); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Observe(r, st, "127.0.0.1", now)
+	if err != nil || !c.Changed || r.Address != "127.0.0.1" {
+		t.Fatalf("%+v %+v %v", r, c, err)
+	}
+}
