@@ -78,9 +78,10 @@ func TestHungProviderStallsNothingElse(t *testing.T) {
 	if _, err := e.ctrl.pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "a slow call hangs (its only worker) and both quick launches are done", func() bool {
-		slow := e.fakes["slow"].InFlight(fake.OpLaunch) + e.fakes["slow"].InFlight(fake.OpList)
-		return slow == 1 && len(e.fakes["quick"].Calls(fake.OpLaunch)) == 2
+	quick, slow := e.fakes["quick"], e.fakes["slow"]
+	await(t, quick, "both quick launches done", func() bool { return len(quick.Calls(fake.OpLaunch)) == 2 })
+	await(t, slow, "a slow call hanging (its only worker)", func() bool {
+		return slow.InFlight(fake.OpLaunch)+slow.InFlight(fake.OpList) == 1
 	})
 	if _, err := e.ctrl.pass(context.Background()); err != nil {
 		t.Fatal(err)
@@ -248,39 +249,13 @@ func TestProviderFactsNameUnusableSettings(t *testing.T) {
 	}
 }
 
-// waitUntil waits for the workers to reach a state (bounded, to fail
-// rather than hang).
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// await waits for the workers to bring a fake provider to a state
+// (bounded, to fail rather than hang).
+func await(t *testing.T, p *fake.Provider, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.Await(ctx, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
-}
-
-// A provider whose List hangs does not hold the server's start: the loop
-// is ready after its first pass, recovery goes on in the background.
-func TestReadyWhileRecoveryHangs(t *testing.T) {
-	e := newEnv(t)
-	e.apply(twoMachines)
-	e.fakes["fake"].Hang(fake.OpList, true)
-	delete(e.ctrl.observed.listedAt, "fake")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		e.ctrl.Run(ctx)
-		close(done)
-	}()
-	select {
-	case <-e.ctrl.Ready():
-	case <-time.After(time.Minute):
-		t.Fatal("not ready while a List hangs")
-	}
-	waitUntil(t, "the list under way", func() bool { return e.fakes["fake"].InFlight(fake.OpList) == 1 })
-	e.fakes["fake"].Hang(fake.OpList, false)
-	cancel()
-	<-done
 }

@@ -163,9 +163,7 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	}
 	credential := ts.joinManual(t, "dev", "m1")
 	go func() { _, _ = client.New(srv.URL(), credential, nil).LogRequests(context.Background(), "m1") }()
-	for !srv.logs.polled("m1") {
-		time.Sleep(time.Millisecond) // until the poll waits in the server
-	}
+	srv.logs.awaitPoll(t, "m1")
 	cancel()
 	select {
 	case err := <-done:
@@ -177,12 +175,25 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	}
 }
 
-// polled reports whether an agent's poll for log requests waits.
-func (h *logHub) polled(machine string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.wake[machine]
-	return ok
+// awaitPoll waits until an agent's poll for log requests waits in the
+// hub.
+func (h *logHub) awaitPoll(t *testing.T, machine string) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		h.mu.Lock()
+		_, waiting := h.wake[machine]
+		changed := h.changed
+		h.mu.Unlock()
+		if waiting {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("the agent's poll never reached the server")
+		}
+	}
 }
 
 // lockedBuffer is a log the server writes while the test reads it.

@@ -22,6 +22,8 @@ type logHub struct {
 	pending  map[string][]api.LogRequest // by machine
 	wake     map[string]chan struct{}    // by machine, closed when a request arrives
 	sessions map[string]*logSession
+	// changed is closed (and replaced) when an agent's poll starts to wait.
+	changed chan struct{}
 }
 
 type logSession struct {
@@ -37,7 +39,8 @@ type logChunk struct {
 }
 
 func newLogHub() *logHub {
-	return &logHub{pending: map[string][]api.LogRequest{}, wake: map[string]chan struct{}{}, sessions: map[string]*logSession{}}
+	return &logHub{pending: map[string][]api.LogRequest{}, wake: map[string]chan struct{}{}, sessions: map[string]*logSession{},
+		changed: make(chan struct{})}
 }
 
 func (h *logHub) open(machine string, req api.LogRequest) *logSession {
@@ -84,6 +87,8 @@ func (h *logHub) take(ctx context.Context, machine string, wait time.Duration) [
 		if !ok {
 			ch = make(chan struct{})
 			h.wake[machine] = ch
+			close(h.changed)
+			h.changed = make(chan struct{})
 		}
 		h.mu.Unlock()
 		select {

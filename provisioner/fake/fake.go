@@ -59,6 +59,8 @@ type Provider struct {
 	console  map[string]string
 	manual   bool
 	inflight map[string]int
+	// changed is closed (and replaced) whenever a call starts or ends.
+	changed chan struct{}
 }
 
 type record struct {
@@ -76,7 +78,7 @@ func New(name string, catalog []provisioner.InstanceType, clk clock.PassiveClock
 	}
 	return &Provider{Catalog: provisioner.Catalog{Types: catalog}, name: name, clock: clk,
 		instances: map[string]*record{}, nextErrs: map[string][]error{}, allowed: -1, hang: map[string]chan struct{}{},
-		console: map[string]string{}, inflight: map[string]int{}}
+		console: map[string]string{}, inflight: map[string]int{}, changed: make(chan struct{})}
 }
 
 // DefaultCatalog is two sizes in two zones, on demand and spot.
@@ -188,6 +190,31 @@ func (p *Provider) Calls(op string) []Call {
 	return out
 }
 
+// Await blocks until cond holds (checked each time a call starts or
+// ends), or ctx ends: tests wait on the provider's own events instead of
+// polling.
+func (p *Provider) Await(ctx context.Context, cond func() bool) error {
+	for {
+		p.mu.Lock()
+		changed := p.changed
+		p.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// signal wakes Await. Callers hold p.mu.
+func (p *Provider) signal() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
 // InFlight is how many calls of op are running now.
 func (p *Provider) InFlight(op string) int {
 	p.mu.Lock()
@@ -223,6 +250,7 @@ func (p *Provider) Reset() {
 func (p *Provider) begin(ctx context.Context, op string) (done func(Call), err error) {
 	p.mu.Lock()
 	p.inflight[op]++
+	p.signal()
 	release, hang := p.hang[op]
 	if errs := p.nextErrs[op]; len(errs) > 0 {
 		err, p.nextErrs[op] = errs[0], errs[1:]
@@ -234,6 +262,7 @@ func (p *Provider) begin(ctx context.Context, op string) (done func(Call), err e
 		p.inflight[op]--
 		c.Op = op
 		p.calls = append(p.calls, c)
+		p.signal()
 	}
 	if hang {
 		select {

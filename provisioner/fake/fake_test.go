@@ -58,8 +58,8 @@ func TestHangUntilTheContextEnds(t *testing.T) {
 		_, err := p.List(ctx, provisioner.Filter{})
 		done <- err
 	}()
-	for p.InFlight(fake.OpList) == 0 {
-		time.Sleep(time.Millisecond)
+	if err := p.Await(context.Background(), func() bool { return p.InFlight(fake.OpList) == 1 }); err != nil {
+		t.Fatal(err)
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, provisioner.ErrTransport) {
