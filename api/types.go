@@ -35,6 +35,16 @@ type Cluster struct {
 	Status     *ClusterStatus `json:"status,omitempty"`
 }
 
+// Group is the cluster's capacity group of that id.
+func (c *Cluster) Group(id string) (CapacityGroup, bool) {
+	for _, g := range c.Spec.CapacityGroups {
+		if g.GroupID == id {
+			return g, true
+		}
+	}
+	return CapacityGroup{}, false
+}
+
 // ClusterSpec is what the operator declares about a cluster.
 type ClusterSpec struct {
 	Provider       ProviderSpec    `json:"provider"`

@@ -99,11 +99,10 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	return p
 }
 
-func (p *Pass) addReplica(r *api.Replica) *api.Replica {
+func (p *Pass) addReplica(r *api.Replica) {
 	c := *r
 	p.replicas = append(p.replicas, &c)
 	p.replicaByID[c.ID] = &c
-	return &c
 }
 
 func (p *Pass) clusterNames() []string {
@@ -149,19 +148,15 @@ func (p *Pass) terminate(m *api.Machine, cause, why string, diagnose bool) {
 func (p *Pass) launch(l Launch, template string) {
 	l.ProviderKey = p.snap.Catalogs[l.Cluster].Key
 	if it, ok := provisioner.FindInstanceType(p.snap.Catalogs[l.Cluster].Catalog, l.InstanceType); ok {
-		l.Capacity = api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()}
+		l.Capacity = it.Resources()
 	}
 	p.plan.Launches = append(p.plan.Launches, l)
 	m := &api.Machine{ID: placeholderPrefix + l.Key, Cluster: l.Cluster, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone,
 		CapacityType: l.CapacityType, PricePerHour: l.PricePerHour, JoinState: api.JoinProvisioning, FleetState: api.FleetReady,
 		TemplateHash: template, CreatedAt: p.now, StateChangedAt: p.now, ProviderKey: l.ProviderKey, Capacity: l.Capacity}
 	if cl := p.snap.Clusters[l.Cluster]; cl != nil {
-		m.Provider = cl.Spec.Provider.Name
-		for _, g := range cl.Spec.CapacityGroups {
-			if g.GroupID == l.Group {
-				m.Labels = g.Labels
-			}
-		}
+		g, _ := cl.Group(l.Group)
+		m.Provider, m.Labels = cl.Spec.Provider.Name, g.Labels
 	}
 	p.machines = append(p.machines, m)
 	p.machineByID[m.ID] = m

@@ -34,12 +34,7 @@ const idAttempts = 5
 // drawn.
 func RecordIntent(tx store.Tx, in Intent, now time.Time, newID func(cluster, group string) string) (*api.Machine, error) {
 	c := in.Cluster
-	var labels map[string]string
-	for _, g := range c.Spec.CapacityGroups {
-		if g.GroupID == in.Group {
-			labels = g.Labels
-		}
-	}
+	g, _ := c.Group(in.Group)
 	machines, err := tx.ListMachines(store.MachineFilter{Cluster: c.Metadata.Name, LiveOnly: true})
 	if err != nil {
 		return nil, err
@@ -54,7 +49,7 @@ func RecordIntent(tx store.Tx, in Intent, now time.Time, newID func(cluster, gro
 			ID: newID(c.Metadata.Name, in.Group), Cluster: c.Metadata.Name, Group: in.Group,
 			InstanceType: in.InstanceType, CapacityType: in.CapacityType, Zone: in.Zone, PricePerHour: in.PricePerHour,
 			LaunchKey: "lk-" + randid.Base32(20), Provider: c.Spec.Provider.Name, ProviderKey: in.ProviderKey, TemplateHash: in.TemplateHash,
-			JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: labels, Capacity: in.Capacity, Subnet: subnet,
+			JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: g.Labels, Capacity: in.Capacity, Subnet: subnet,
 			CreatedAt: t, StateChangedAt: t,
 		}
 		err := tx.CreateMachine(m)

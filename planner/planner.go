@@ -348,7 +348,7 @@ func newMachine(id string, g *Group, it provisioner.InstanceType, o provisioner.
 	m := &scheduler.Machine{
 		ID: id, Cluster: g.Cluster, Group: g.ID, Zone: o.Zone, CapacityType: o.CapacityType,
 		Labels: g.Labels, Runtimes: g.Runtimes, TEE: g.TEE, PricePerHour: o.PricePerHour,
-		Allocatable: Allocatable(capacityOf(it), g.Reserved), ServiceCount: map[string]int{},
+		Allocatable: Allocatable(it.Resources(), g.Reserved), ServiceCount: map[string]int{},
 	}
 	m.GPUs = devicesOf(it)
 	return m
@@ -362,10 +362,6 @@ func devicesOf(it provisioner.InstanceType) []scheduler.GPU {
 		}
 	}
 	return out
-}
-
-func capacityOf(it provisioner.InstanceType) api.Resources {
-	return api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()}
 }
 
 // dropEmptyBins forgets bins a spread rule kept empty.
@@ -390,7 +386,7 @@ func (p *planning) rightSize() {
 		}
 		if cand := p.catalog.cheapestHolding(b); cand != nil && cand.offering.PricePerHour < b.offering.PricePerHour {
 			b.itype, b.offering = cand.itype, cand.offering
-			b.m.Allocatable = Allocatable(capacityOf(cand.itype), b.group.Reserved)
+			b.m.Allocatable = Allocatable(cand.itype.Resources(), b.group.Reserved)
 			used := usedGPUs(b.m)
 			b.m.GPUs = devicesOf(cand.itype)
 			for i := 0; i < used; i++ {

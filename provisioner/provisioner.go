@@ -171,6 +171,11 @@ func (t InstanceType) GPUCount() int {
 	return n
 }
 
+// Resources is the type's hardware.
+func (t InstanceType) Resources() api.Resources {
+	return api.Resources{MilliCPU: t.MilliCPU, MemoryBytes: t.MemoryBytes, EphemeralBytes: t.EphemeralBytes, GPUs: t.GPUCount()}
+}
+
 // CheapestPrice is the lowest price over the type's offerings, if any.
 func (t InstanceType) CheapestPrice() (float64, bool) {
 	best, found := 0.0, false

@@ -286,10 +286,8 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		for _, g := range c.Spec.CapacityGroups {
-			if g.GroupID == req.Group {
-				return nil
-			}
+		if _, ok := c.Group(req.Group); ok {
+			return nil
 		}
 		return errorf(http.StatusUnprocessableEntity, "invalid", "group", "cluster %q has no capacity group %q", req.Cluster, req.Group)
 	})

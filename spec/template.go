@@ -61,12 +61,8 @@ func ReadSecret(ref api.SecretRef, lookupEnv func(string) (string, bool)) (strin
 // monitoring (with secrets by their SHA-256), and the group's labels. A
 // machine launched with another hash is rolled.
 func TemplateHash(c *api.Cluster, groupID string) string {
-	var labels map[string]string
-	for _, g := range c.Spec.CapacityGroups {
-		if g.GroupID == groupID {
-			labels = g.Labels
-		}
-	}
+	g, _ := c.Group(groupID)
+	labels := g.Labels
 	var mon *api.Monitoring
 	if m := c.Spec.Monitoring; m != nil {
 		copied := *m

@@ -106,12 +106,8 @@ func (h *Harness) launch(l decide.Launch) {
 	var labels map[string]string
 	template := ""
 	if cl := h.Snap.Clusters[l.Cluster]; cl != nil {
-		for _, g := range cl.Spec.CapacityGroups {
-			if g.GroupID == l.Group {
-				labels = g.Labels
-			}
-		}
-		template = templateOf(cl, l.Group)
+		g, _ := cl.Group(l.Group)
+		labels, template = g.Labels, spec.TemplateHash(cl, l.Group)
 	}
 	m := &api.Machine{ID: id, Cluster: l.Cluster, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone, CapacityType: l.CapacityType,
 		PricePerHour: l.PricePerHour, Provider: h.Snap.Clusters[l.Cluster].Spec.Provider.Name, ProviderKey: l.ProviderKey,
@@ -140,5 +136,3 @@ func (h *Harness) applyPlacements(p decide.Plan) {
 		}
 	}
 }
-
-func templateOf(cl *api.Cluster, group string) string { return spec.TemplateHash(cl, group) }

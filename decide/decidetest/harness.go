@@ -117,7 +117,7 @@ func (h *Harness) Machine(cluster, group, instanceType string, edit ...func(*api
 		Provider: Provider, ProviderKey: Provider, ProviderID: fmt.Sprintf("i-%d", h.seq), LaunchKey: fmt.Sprintf("lk-%d", h.seq),
 		Addresses: []string{fmt.Sprintf("10.0.0.%d", h.seq)}, Subnet: fmt.Sprintf("10.244.%d.0/24", h.seq),
 		JoinState: api.JoinJoined, FleetState: api.FleetReady, Runtimes: []string{"process"},
-		Capacity:  api.Resources{MilliCPU: it.MilliCPU, MemoryBytes: it.MemoryBytes, EphemeralBytes: it.EphemeralBytes, GPUs: it.GPUCount()},
+		Capacity:  it.Resources(),
 		CreatedAt: joined, StateChangedAt: joined, JoinedAt: &joined, LastHeartbeat: &beat}
 	for _, g := range it.GPUs {
 		for i := 0; i < g.Count; i++ {
@@ -125,12 +125,8 @@ func (h *Harness) Machine(cluster, group, instanceType string, edit ...func(*api
 		}
 	}
 	if cl := h.Snap.Clusters[cluster]; cl != nil {
-		m.TemplateHash = spec.TemplateHash(cl, group)
-		for _, g := range cl.Spec.CapacityGroups {
-			if g.GroupID == group {
-				m.Labels = g.Labels
-			}
-		}
+		g, _ := cl.Group(group)
+		m.TemplateHash, m.Labels = spec.TemplateHash(cl, group), g.Labels
 	}
 	for _, e := range edit {
 		e(m)
