@@ -171,56 +171,44 @@ func (w *writer) replicas(plan decide.Plan) error {
 	return nil
 }
 
-// machine applies change to a machine; it reports false (and writes
-// nothing) when change does not apply any more.
-func (w *writer) machine(id string, change func(*api.Machine) (bool, error)) (*api.Machine, bool, error) {
+// change applies a transition to a machine and records its event (none
+// when reason is empty). A transition refused, or with nothing to do,
+// means the machine moved on since the snapshot: the step is skipped.
+func (w *writer) change(id string, fn func(*api.Machine) (bool, error), typ, reason, format string, args ...any) (bool, error) {
 	m, err := w.tx.GetMachine(id)
 	if done, err := skip(err); done {
-		return nil, false, err
+		return false, err
 	}
-	// A transition refused (or with nothing to do) means the machine
-	// moved on since the snapshot: the step is skipped.
-	if changed, err := change(m); err != nil || !changed {
-		return m, false, nil
+	if changed, err := fn(m); err != nil || !changed {
+		return false, nil
 	}
-	return m, true, w.tx.PutMachine(m)
+	if err := w.tx.PutMachine(m); err != nil {
+		return false, err
+	}
+	if reason == "" {
+		return true, nil
+	}
+	return true, w.record(typ, reason, "Machine", id, format, args...)
 }
 
 func (w *writer) machines(plan decide.Plan) error {
 	for _, s := range plan.Unreachable {
-		if _, ok, err := w.machine(s.Machine, func(m *api.Machine) (bool, error) {
+		if _, err := w.change(s.Machine, func(m *api.Machine) (bool, error) {
 			return m.JoinState == api.JoinJoined && fleet.MarkUnreachable(m, s.Reason, w.now), nil
-		}); err != nil || !ok {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := w.record(api.EventWarning, "Unreachable", "Machine", s.Machine, "%s", s.Reason); err != nil {
+		}, api.EventWarning, "Unreachable", "%s", s.Reason); err != nil {
 			return err
 		}
 	}
 	for _, a := range plan.Adoptions {
-		if _, ok, err := w.machine(a.Machine, func(m *api.Machine) (bool, error) {
+		if _, err := w.change(a.Machine, func(m *api.Machine) (bool, error) {
 			return m.ProviderID == "" && m.Live(), fleet.Launched(m, a.Instance, w.now)
-		}); err != nil || !ok {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := w.record(api.EventNormal, "Adopted", "Machine", a.Machine, "found instance %s of an interrupted launch", a.Instance.ID); err != nil {
+		}, api.EventNormal, "Adopted", "found instance %s of an interrupted launch", a.Instance.ID); err != nil {
 			return err
 		}
 	}
 	for _, d := range plan.Drains {
-		if _, ok, err := w.machine(d.Machine, func(m *api.Machine) (bool, error) { return fleet.Drain(m, d.Reason, d.Deadline, w.now) }); err != nil || !ok {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := w.record(api.EventNormal, "Draining", "Machine", d.Machine, "%s (deadline %s)", d.Reason, d.Deadline.UTC().Format(time.RFC3339)); err != nil {
+		if _, err := w.change(d.Machine, func(m *api.Machine) (bool, error) { return fleet.Drain(m, d.Reason, d.Deadline, w.now) },
+			api.EventNormal, "Draining", "%s (deadline %s)", d.Reason, d.Deadline.UTC().Format(time.RFC3339)); err != nil {
 			return err
 		}
 	}
@@ -236,14 +224,14 @@ func (w *writer) machines(plan decide.Plan) error {
 // pending. A machine to diagnose gets its event from the worker that
 // reads its console.
 func (w *writer) terminate(t decide.Terminate) error {
-	_, ok, err := w.machine(t.Machine, func(m *api.Machine) (bool, error) { return fleet.Terminating(m, t.Reason, w.now) })
-	if err != nil || !ok {
-		return err
+	reason := "Terminating"
+	if t.Diagnose {
+		reason = ""
 	}
-	if !t.Diagnose {
-		if err := w.record(api.EventNormal, "Terminating", "Machine", t.Machine, "%s", t.Reason); err != nil {
-			return err
-		}
+	changed, err := w.change(t.Machine, func(m *api.Machine) (bool, error) { return fleet.Terminating(m, t.Reason, w.now) },
+		api.EventNormal, reason, "%s", t.Reason)
+	if err != nil || !changed {
+		return err
 	}
 	return fleet.UnassignReplicas(w.tx, t.Machine, "machine "+t.Machine+" is terminating: "+t.Reason, w.now)
 }

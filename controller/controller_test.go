@@ -237,7 +237,7 @@ func TestJoinTimeoutEventCarriesTheConsole(t *testing.T) {
 // provision and stop.
 func TestProviderFactsNameUnusableSettings(t *testing.T) {
 	e := newEnv(t)
-	catalogs, infos := ProviderFacts(e.registry, map[string]*api.Cluster{
+	catalogs, infos := providerFacts(e.registry, map[string]*api.Cluster{
 		"ok":  {Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "fake"}}},
 		"bad": {Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "nope"}}},
 	})

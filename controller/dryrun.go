@@ -17,14 +17,14 @@ func (c *Controller) DryRun(ctx context.Context, clusters []*api.Cluster, servic
 	if err != nil {
 		return decide.Plan{}, err
 	}
-	Merge(snap, clusters, services)
-	snap.Catalogs, snap.Providers = ProviderFacts(c.Registry, snap.Clusters)
+	merge(snap, clusters, services)
+	snap.Catalogs, snap.Providers = providerFacts(c.Registry, snap.Clusters)
 	return decide.Decide(c.cfg.Decide, snap, mem, c.Clock.Now()), nil
 }
 
-// Merge puts clusters and services into a snapshot, each replacing the
+// merge puts clusters and services into a snapshot, each replacing the
 // one of the same name.
-func Merge(snap *decide.Snapshot, clusters []*api.Cluster, services []*api.Service) {
+func merge(snap *decide.Snapshot, clusters []*api.Cluster, services []*api.Service) {
 	for _, cl := range clusters {
 		snap.Clusters[cl.Metadata.Name] = cl
 	}
@@ -45,8 +45,8 @@ func Merge(snap *decide.Snapshot, clusters []*api.Cluster, services []*api.Servi
 // the resources alone, priced with catalog when given (else each
 // provider's built-in catalog).
 func OfflineSnapshot(reg *registry.Registry, catalog []provisioner.InstanceType, clusters []*api.Cluster, services []*api.Service) *decide.Snapshot {
-	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Catalogs: map[string]decide.ClusterProvider{}, Providers: map[string]decide.ProviderInfo{}}
-	Merge(snap, clusters, services)
+	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Catalogs: map[string]decide.ClusterProvider{}}
+	merge(snap, clusters, services)
 	for name, cl := range snap.Clusters {
 		types, ok := catalog, catalog != nil
 		if !ok {
@@ -58,9 +58,6 @@ func OfflineSnapshot(reg *registry.Registry, catalog []provisioner.InstanceType,
 		}
 		snap.Catalogs[name] = decide.ClusterProvider{Key: cl.Spec.Provider.Name, Catalog: types}
 	}
-	for _, name := range reg.Names() {
-		e, _ := reg.Lookup(name)
-		snap.Providers[name] = decide.ProviderInfo{Provisions: e.Provisions, CanStop: e.CanStop, Runtimes: reg.Runtimes(name)}
-	}
+	snap.Providers = providerInfos(reg)
 	return snap
 }

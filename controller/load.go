@@ -52,7 +52,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	if err != nil {
 		return nil, decide.Memory{}, err
 	}
-	snap.Catalogs, snap.Providers = ProviderFacts(c.Registry, snap.Clusters)
+	snap.Catalogs, snap.Providers = providerFacts(c.Registry, snap.Clusters)
 	c.observed.keepLaunching(snap.Machines)
 	snap.Instances, snap.Inventories, snap.ListedAt = c.observed.view(take)
 	snap.InFlight = c.calls.inFlight()
@@ -60,10 +60,10 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	return snap, mem, nil
 }
 
-// ProviderFacts is what the registry says of the clusters' providers:
+// providerFacts is what the registry says of the clusters' providers:
 // each cluster's provider key and catalog (or why its settings cannot be
 // used), and each provider's nature.
-func ProviderFacts(reg *registry.Registry, clusters map[string]*api.Cluster) (map[string]decide.ClusterProvider, map[string]decide.ProviderInfo) {
+func providerFacts(reg *registry.Registry, clusters map[string]*api.Cluster) (map[string]decide.ClusterProvider, map[string]decide.ProviderInfo) {
 	catalogs := map[string]decide.ClusterProvider{}
 	for name, cl := range clusters {
 		key, prov, err := reg.For(cl.Spec.Provider)
@@ -73,12 +73,17 @@ func ProviderFacts(reg *registry.Registry, clusters map[string]*api.Cluster) (ma
 		}
 		catalogs[name] = decide.ClusterProvider{Key: key, Catalog: prov.InstanceTypes()}
 	}
+	return catalogs, providerInfos(reg)
+}
+
+// providerInfos is what decisions need to know of each provider.
+func providerInfos(reg *registry.Registry) map[string]decide.ProviderInfo {
 	infos := map[string]decide.ProviderInfo{}
 	for _, name := range reg.Names() {
 		e, _ := reg.Lookup(name)
 		infos[name] = decide.ProviderInfo{Provisions: e.Provisions, CanStop: e.CanStop, Runtimes: reg.Runtimes(name)}
 	}
-	return catalogs, infos
+	return infos
 }
 
 // observations are what Describe and List calls found, kept until a pass
