@@ -48,13 +48,13 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 	stopped := map[string][]*api.Machine{}
 	for _, m := range p.machines {
 		if m.FleetState == api.FleetStopped {
-			key := GroupKey(m.Cluster, m.Group)
+			key := planner.Key(m.Cluster, m.Group)
 			stopped[key] = append(stopped[key], m)
 		}
 	}
 	blocked := map[string]string{}
 	for _, nm := range plan.Add {
-		key := GroupKey(nm.Cluster, nm.Group)
+		key := planner.Key(nm.Cluster, nm.Group)
 		if len(nm.Replicas) > 0 && len(stopped[key]) > 0 {
 			m := stopped[key][0]
 			stopped[key] = stopped[key][1:]
@@ -170,7 +170,7 @@ func (p *Pass) subnetBudgets(v *view) map[string]planner.Subnets {
 func (p *Pass) plannerGroups(v *view) []*planner.Group {
 	live, stopped, tee := map[string]int{}, map[string]int{}, map[string]bool{}
 	for _, m := range p.machines {
-		key := GroupKey(m.Cluster, m.Group)
+		key := planner.Key(m.Cluster, m.Group)
 		if m.CountsTowardGroup() {
 			live[key]++
 		}
@@ -194,11 +194,11 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 		}
 		prov := p.snap.Providers[cl.Spec.Provider.Name]
 		for _, g := range cl.Spec.CapacityGroups {
-			types, err := AllowedTypes(cp.Catalog, g)
+			types, err := allowedTypes(cp.Catalog, g)
 			if err != nil {
 				continue
 			}
-			key := GroupKey(name, g.GroupID)
+			key := planner.Key(name, g.GroupID)
 			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
 				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: prov.Runtimes,
 				TEE:      tee[key] || slices.ContainsFunc(prov.Runtimes, runtime.IsTEE),
@@ -209,10 +209,10 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 	return out
 }
 
-// AllowedTypes are the instance types a capacity group may launch: its
+// allowedTypes are the instance types a capacity group may launch: its
 // instanceType; else the cheapest type satisfying its profile; else (a
 // flexible group) the whole catalog.
-func AllowedTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
+func allowedTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
 	if g.InstanceType == "" && g.Profile == nil {
 		if len(catalog) == 0 {
 			return nil, fmt.Errorf("the provider's catalog is empty")

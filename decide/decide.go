@@ -19,6 +19,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 )
@@ -182,7 +183,7 @@ func (p *Pass) forget() {
 	groups := map[string]bool{}
 	for name, cl := range p.snap.Clusters {
 		for _, g := range cl.Spec.CapacityGroups {
-			groups[GroupKey(name, g.GroupID)] = true
+			groups[planner.Key(name, g.GroupID)] = true
 		}
 	}
 	isGroup := func(k string) bool { return groups[k] }

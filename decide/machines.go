@@ -9,6 +9,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
 )
@@ -210,11 +211,11 @@ func (p *Pass) drainOrphanedGroups() {
 	exists := map[string]bool{}
 	for name, cl := range p.snap.Clusters {
 		for _, g := range cl.Spec.CapacityGroups {
-			exists[GroupKey(name, g.GroupID)] = true
+			exists[planner.Key(name, g.GroupID)] = true
 		}
 	}
 	for _, m := range p.machines {
-		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !exists[GroupKey(m.Cluster, m.Group)] {
+		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !exists[planner.Key(m.Cluster, m.Group)] {
 			if m.FleetState == api.FleetStopped {
 				p.terminate(m, CauseRemoved, "its cluster or capacity group was removed from the spec", false)
 				continue

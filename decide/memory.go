@@ -77,9 +77,6 @@ func (o Outcome) Failed() bool { return o.Error != "" }
 // OutcomeKey is where a worker writes an outcome (id must be unique).
 func OutcomeKey(id string) string { return "outcome/" + id }
 
-// GroupKey names a capacity group in memory and plans.
-func GroupKey(cluster, group string) string { return cluster + "/" + group }
-
 // ConditionKey names a cluster's condition in memory.
 func ConditionKey(cluster, typ string) string { return cluster + "/" + typ }
 

@@ -44,7 +44,7 @@ func (p *Pass) foldOutcomes() {
 }
 
 func (p *Pass) launchOutcome(o Outcome) {
-	key := GroupKey(o.Cluster, o.Group)
+	key := planner.Key(o.Cluster, o.Group)
 	switch {
 	case !o.Failed():
 		delete(p.mem.Backoff, key)
@@ -101,7 +101,7 @@ func (p *Pass) terminateOutcome(o Outcome) {
 
 // launchBlocked says why launches in a group wait, if they do.
 func (p *Pass) launchBlocked(cluster, group string) (string, bool) {
-	b, ok := p.mem.Backoff[GroupKey(cluster, group)]
+	b, ok := p.mem.Backoff[planner.Key(cluster, group)]
 	if !ok || !p.now.Before(b.Until) {
 		return "", false
 	}

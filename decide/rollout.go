@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/spec"
 )
 
@@ -40,7 +41,7 @@ func (p *Pass) rollouts(clusters []string) {
 }
 
 func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy map[string]bool) {
-	name, key := cl.Metadata.Name, GroupKey(cl.Metadata.Name, g.GroupID)
+	name, key := cl.Metadata.Name, planner.Key(cl.Metadata.Name, g.GroupID)
 	current := spec.TemplateHash(cl, g.GroupID)
 	gr := p.tally(name, g.GroupID, current, busy)
 	for _, m := range gr.stoppedOutdated {

@@ -24,9 +24,9 @@ type view struct {
 	zones             map[string][]string
 }
 
-// RuntimeFor is the runtime a service needs: containers for an image,
+// runtimeFor is the runtime a service needs: containers for an image,
 // processes for a command.
-func RuntimeFor(s api.ServiceSpec) string {
+func runtimeFor(s api.ServiceSpec) string {
 	if s.Image != "" {
 		return scheduler.RuntimeDocker
 	}
@@ -39,7 +39,7 @@ func toSchedReplica(r *api.Replica, svc *api.Service, zones []string) scheduler.
 	req.GPUs = 0 // GPUs are matched by device, from GPU below
 	sr := scheduler.Replica{
 		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
-		Runtime: RuntimeFor(svc.Spec), Isolation: svc.Spec.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
+		Runtime: runtimeFor(svc.Spec), Isolation: svc.Spec.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
 		Dedicated: pl.Dedicated, SameZone: pl.SameZone, Priority: pl.Priority, Scoring: pl.Scoring, Spread: pl.Spread, ZoneDomains: zones,
 		Preempt: pl.PreemptLowerPriority,
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -324,7 +325,7 @@ func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine, mem deci
 	st := &api.ClusterStatus{}
 	for _, g := range c.Spec.CapacityGroups {
 		gs := api.GroupStatus{GroupID: g.GroupID, TemplateHash: spec.TemplateHash(c, g.GroupID)}
-		if d, ok := mem.Desired[decide.GroupKey(c.Metadata.Name, g.GroupID)]; ok {
+		if d, ok := mem.Desired[planner.Key(c.Metadata.Name, g.GroupID)]; ok {
 			gs.Desired = d
 		} else {
 			gs.Desired = g.MinSize
