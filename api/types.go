@@ -385,6 +385,10 @@ type Machine struct {
 	StateChangedAt   time.Time  `json:"stateChangedAt"`
 }
 
+// ManualLaunchKey is the launch key of every machine joined by hand
+// (`gantry join-token`): no launch made it, so it is shared.
+const ManualLaunchKey = "manual"
+
 // JoinState is how far a machine got towards running the agent. Package
 // fleet owns its transitions.
 type JoinState string

@@ -136,7 +136,7 @@ func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.Joi
 		return nil, false, err
 	}
 	now := s.clock.Now().UTC()
-	return &api.Machine{ID: id, Cluster: claims.Cluster, Group: claims.Group, Provider: external.Name, ProviderKey: external.Name, LaunchKey: "manual",
+	return &api.Machine{ID: id, Cluster: claims.Cluster, Group: claims.Group, Provider: external.Name, ProviderKey: external.Name, LaunchKey: api.ManualLaunchKey,
 		JoinState: api.JoinJoining, FleetState: api.FleetReady, CreatedAt: now, StateChangedAt: now}, true, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -22,6 +23,15 @@ var (
 	// read-only file system, database gone), as opposed to a missing
 	// object, a conflict or the caller's own error.
 	ErrUnavailable = errors.New("store unavailable")
+)
+
+// Errors of a lease (stores that several servers share).
+var (
+	// ErrLeaseHeld: another holder has the lease and it has not expired.
+	ErrLeaseHeld = errors.New("lease held by another server")
+	// ErrFenced: a write checked a lease its writer no longer holds (it
+	// expired, or another holder took it since): the write is refused.
+	ErrFenced = errors.New("fenced: this server no longer holds the lease")
 )
 
 // Unavailable wraps a failure of the store itself.
@@ -41,6 +51,35 @@ type Store interface {
 	// writer.
 	View(ctx context.Context, fn func(Tx) error) error
 	Close() error
+}
+
+// Lease is one term of a named lease: Epoch grows with every term, so a
+// holder's writes can be fenced to the term it was granted.
+type Lease struct {
+	Name   string
+	Holder string
+	Epoch  int64
+}
+
+// Leases is implemented by stores that several servers share: one of
+// them holds the lease and leads. Time is the database's, so the servers'
+// clocks need not agree.
+type Leases interface {
+	// AcquireLease takes the lease, or renews it for its holder, for ttl.
+	// A renewal keeps the epoch; a new term (another holder, or the same
+	// one after it expired) increments it. ErrLeaseHeld when another
+	// holder has it.
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
+	// ReleaseLease gives the lease up at once (a clean shutdown), if l is
+	// still its current term.
+	ReleaseLease(ctx context.Context, l Lease) error
+}
+
+// LeaseTx is implemented by the transactions of stores with Leases.
+type LeaseTx interface {
+	// CheckLease fails with ErrFenced unless l is the current, unexpired
+	// term; a new term cannot begin until this transaction ends.
+	CheckLease(l Lease) error
 }
 
 // Tx is what a transaction can read and write.

@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlstore"
 	"modernc.org/sqlite" // also registers the "sqlite" driver
 )
 
@@ -41,12 +43,16 @@ func DefaultConfig(path string) Config {
 type Store struct {
 	writer, reader *sql.DB
 	cfg            Config
+	dialect        *sqlstore.Dialect
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) and migrates the database.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if err := ownerOnly(cfg.Path); err != nil {
+		return nil, err
+	}
 	writer, err := openDB(cfg, false)
 	if err != nil {
 		return nil, err
@@ -54,7 +60,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// One writer: SQLite has one anyway, and this way writes queue here
 	// instead of failing busy.
 	writer.SetMaxOpenConns(1)
-	s := &Store{writer: writer, cfg: cfg}
+	s := &Store{writer: writer, cfg: cfg, dialect: &sqlstore.Dialect{IsConflict: isConflict, MaxEvents: cfg.MaxEvents}}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
 		return nil, err
@@ -65,6 +71,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.reader.SetMaxOpenConns(max(cfg.Readers, 1))
 	return s, nil
+}
+
+// ownerOnly creates the database file, or narrows an existing one, to
+// mode 0600 whatever the umask and the directory's mode: it holds
+// credentials' hashes and server secrets. SQLite gives its WAL and
+// shared-memory files the database file's mode.
+func ownerOnly(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return fmt.Errorf("chmod sqlite %s: %w", path, err)
+	}
+	return nil
 }
 
 func openDB(cfg Config, readOnly bool) (*sql.DB, error) {
@@ -99,7 +121,7 @@ func (s *Store) Close() error {
 // locked by another process.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 0; ; attempt++ {
-		err := s.run(ctx, s.writer, false, fn)
+		err := s.dialect.Run(ctx, s.writer, nil, fn)
 		if !isBusy(err) || attempt >= s.cfg.BusyRetries || ctx.Err() != nil {
 			return err
 		}
@@ -108,26 +130,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 // View runs fn in a read transaction on a reader connection.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, s.reader, true, fn)
-}
-
-func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(store.Tx) error) error {
-	sqlTx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return failure("begin transaction", err)
-	}
-	t := &tx{ctx: ctx, tx: sqlTx, maxEvents: s.cfg.MaxEvents}
-	if err := fn(t); err != nil {
-		_ = sqlTx.Rollback()
-		return err
-	}
-	if readOnly {
-		return sqlTx.Rollback()
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return failure("commit", err)
-	}
-	return nil
+	return s.dialect.Run(ctx, s.reader, &sql.TxOptions{ReadOnly: true}, fn)
 }
 
 // SQLite result codes Gantry reacts to (primary codes; extended codes
@@ -151,18 +154,7 @@ func isBusy(err error) bool {
 	return c == codeBusy || c == codeLocked
 }
 
-// failure classifies a database error: a broken constraint is a
-// conflict, a cancelled context the caller's, anything else the store's
-// own failure.
-func failure(op string, err error) error {
-	switch {
-	case sqliteCode(err) == codeConstraint:
-		return fmt.Errorf("%s: %w: %w", op, store.ErrExists, err)
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	return store.Unavailable(op, err)
-}
+func isConflict(err error) bool { return sqliteCode(err) == codeConstraint }
 
 var migrations = []string{
 	`CREATE TABLE clusters (name TEXT PRIMARY KEY, data TEXT NOT NULL);
@@ -179,38 +171,17 @@ var migrations = []string{
 	`ALTER TABLE replicas ADD COLUMN previous_machine TEXT NOT NULL DEFAULT '';
 	 CREATE INDEX replicas_previous_machine ON replicas(previous_machine);`,
 	`CREATE TABLE memory (key TEXT PRIMARY KEY, value TEXT NOT NULL);`,
+	// A live machine's /24 and every launched machine's launch key are
+	// unique: the store holds them, not a check before the insert.
+	`ALTER TABLE machines ADD COLUMN subnet TEXT;
+	 ALTER TABLE machines ADD COLUMN launch_key TEXT;
+	 UPDATE machines SET
+	   subnet = CASE WHEN live = 1 AND json_extract(data, '$.subnet') <> '' THEN json_extract(data, '$.subnet') END,
+	   launch_key = CASE WHEN json_extract(data, '$.launchKey') NOT IN ('', 'manual') THEN json_extract(data, '$.launchKey') END;
+	 CREATE UNIQUE INDEX machines_live_subnet ON machines(cluster, subnet);
+	 CREATE UNIQUE INDEX machines_launch_key ON machines(launch_key);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
-		return fmt.Errorf("create migrations table: %w", err)
-	}
-	var applied int
-	if err := s.writer.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
-	}
-	if applied > len(migrations) {
-		return fmt.Errorf("database schema version %d is newer than this gantry (%d): upgrade gantry", applied, len(migrations))
-	}
-	for v := applied; v < len(migrations); v++ {
-		err := s.run(ctx, s.writer, false, func(t store.Tx) error {
-			sqlTx := t.(*tx).tx
-			if _, err := sqlTx.ExecContext(ctx, migrations[v]); err != nil {
-				return err
-			}
-			_, err := sqlTx.ExecContext(ctx, `INSERT INTO schema_migrations(version) VALUES (?)`, v+1)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migration %d: %w", v+1, err)
-		}
-	}
-	return nil
-}
-
-func notFound(kind, name string, err error) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s %q: %w", kind, name, store.ErrNotFound)
-	}
-	return failure(fmt.Sprintf("read %s %q", kind, name), err)
+	return s.dialect.Migrate(ctx, s.writer, "", migrations)
 }

@@ -22,6 +22,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("CreateMachineNeverOverwrites", func(t *testing.T) { testCreateMachine(t, open(t)) })
 	t.Run("Memory", func(t *testing.T) { testMemory(t, open(t)) })
 	t.Run("ReadsDoNotWaitForTheWriter", func(t *testing.T) { testReadsDuringWrite(t, open(t)) })
+	t.Run("UniqueLiveSubnet", func(t *testing.T) { testUniqueLiveSubnet(t, open(t)) })
+	t.Run("UniqueLaunchKey", func(t *testing.T) { testUniqueLaunchKey(t, open(t)) })
+	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrentWriters(t, open(t)) })
+	t.Run("ConcurrentSubnetClaims", func(t *testing.T) { testConcurrentSubnetClaims(t, open(t)) })
 }
 
 // A machine id is taken once: a second create fails with ErrExists and

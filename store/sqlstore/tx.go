@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -13,13 +13,22 @@ import (
 type tx struct {
 	ctx       context.Context
 	tx        *sql.Tx
+	dialect   *Dialect
 	maxEvents int
+}
+
+func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(t.ctx, t.dialect.rebind(query), args...)
+}
+
+func (t *tx) queryRow(query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(t.ctx, t.dialect.rebind(query), args...)
 }
 
 func getJSON[T any](t *tx, kind, name, query string, args ...any) (*T, error) {
 	var data string
-	if err := t.tx.QueryRowContext(t.ctx, query, args...).Scan(&data); err != nil {
-		return nil, notFound(kind, name, err)
+	if err := t.queryRow(query, args...).Scan(&data); err != nil {
+		return nil, t.dialect.notFound(kind, name, err)
 	}
 	var v T
 	if err := json.Unmarshal([]byte(data), &v); err != nil {
@@ -29,16 +38,16 @@ func getJSON[T any](t *tx, kind, name, query string, args ...any) (*T, error) {
 }
 
 func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
-	rows, err := t.tx.QueryContext(t.ctx, query, args...)
+	rows, err := t.query(query, args...)
 	if err != nil {
-		return nil, failure("list "+kind, err)
+		return nil, t.dialect.failure("list "+kind, err)
 	}
 	defer rows.Close()
 	var out []*T
 	for rows.Next() {
 		var data string
 		if err := rows.Scan(&data); err != nil {
-			return nil, failure("list "+kind, err)
+			return nil, t.dialect.failure("list "+kind, err)
 		}
 		var v T
 		if err := json.Unmarshal([]byte(data), &v); err != nil {
@@ -47,14 +56,14 @@ func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
 		out = append(out, &v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, failure("list "+kind, err)
+		return nil, t.dialect.failure("list "+kind, err)
 	}
 	return out, nil
 }
 
 func (t *tx) exec(what, query string, args ...any) error {
-	if _, err := t.tx.ExecContext(t.ctx, query, args...); err != nil {
-		return failure(what, err)
+	if _, err := t.tx.ExecContext(t.ctx, t.dialect.rebind(query), args...); err != nil {
+		return t.dialect.failure(what, err)
 	}
 	return nil
 }
@@ -120,7 +129,7 @@ func (t *tx) CreateMachine(m *api.Machine) error {
 	if err != nil {
 		return err
 	}
-	return t.exec("create machine "+m.ID, `INSERT INTO machines(id, cluster, live, data) VALUES (?, ?, ?, ?)`, m.ID, m.Cluster, boolInt(m.Live()), data)
+	return t.exec("create machine "+m.ID, `INSERT INTO machines(id, cluster, live, subnet, launch_key, data) VALUES (?, ?, ?, ?, ?, ?)`, machineColumns(m, data)...)
 }
 
 func (t *tx) PutMachine(m *api.Machine) error {
@@ -128,8 +137,9 @@ func (t *tx) PutMachine(m *api.Machine) error {
 	if err != nil {
 		return err
 	}
-	return t.exec("put machine", `INSERT INTO machines(id, cluster, live, data) VALUES (?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, live = excluded.live, data = excluded.data`,
-		m.ID, m.Cluster, boolInt(m.Live()), data)
+	return t.exec("put machine", `INSERT INTO machines(id, cluster, live, subnet, launch_key, data) VALUES (?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, live = excluded.live, subnet = excluded.subnet, launch_key = excluded.launch_key, data = excluded.data`,
+		machineColumns(m, data)...)
 }
 
 func (t *tx) GetReplica(id string) (*api.Replica, error) {
@@ -160,12 +170,8 @@ func (t *tx) AddEvent(e *api.Event) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO events(object_kind, object_name, data) VALUES (?, ?, ?)`, e.ObjectKind, e.ObjectName, data)
-	if err != nil {
-		return failure("add event", err)
-	}
-	if e.ID, err = res.LastInsertId(); err != nil {
-		return failure("add event", err)
+	if err := t.queryRow(`INSERT INTO events(object_kind, object_name, data) VALUES (?, ?, ?) RETURNING id`, e.ObjectKind, e.ObjectName, data).Scan(&e.ID); err != nil {
+		return t.dialect.failure("add event", err)
 	}
 	if t.maxEvents > 0 && e.ID%100 == 0 {
 		return t.exec("prune events", `DELETE FROM events WHERE id <= ?`, e.ID-int64(t.maxEvents))
@@ -179,11 +185,11 @@ func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
 		limit = 1000
 	}
 	// Newest `limit` matching events, returned oldest first.
-	rows, err := t.tx.QueryContext(t.ctx,
-		`SELECT id, data FROM (SELECT id, data FROM events WHERE (? = '' OR object_kind = ?) AND (? = '' OR object_name = ?) AND id > ? ORDER BY id DESC LIMIT ?) ORDER BY id`,
+	rows, err := t.query(
+		`SELECT id, data FROM (SELECT id, data FROM events WHERE (? = '' OR object_kind = ?) AND (? = '' OR object_name = ?) AND id > ? ORDER BY id DESC LIMIT ?) AS newest ORDER BY id`,
 		f.ObjectKind, f.ObjectKind, f.ObjectName, f.ObjectName, f.AfterID, limit)
 	if err != nil {
-		return nil, failure("list events", err)
+		return nil, t.dialect.failure("list events", err)
 	}
 	defer rows.Close()
 	var out []*api.Event
@@ -191,7 +197,7 @@ func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
 		var id int64
 		var data string
 		if err := rows.Scan(&id, &data); err != nil {
-			return nil, failure("list events", err)
+			return nil, t.dialect.failure("list events", err)
 		}
 		var e api.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
@@ -201,15 +207,15 @@ func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {
 		out = append(out, &e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, failure("list events", err)
+		return nil, t.dialect.failure("list events", err)
 	}
 	return out, nil
 }
 
 func (t *tx) GetCredentialHash(machineID string) ([]byte, error) {
 	var hash []byte
-	if err := t.tx.QueryRowContext(t.ctx, `SELECT hash FROM credentials WHERE machine_id = ?`, machineID).Scan(&hash); err != nil {
-		return nil, notFound("credential", machineID, err)
+	if err := t.queryRow(`SELECT hash FROM credentials WHERE machine_id = ?`, machineID).Scan(&hash); err != nil {
+		return nil, t.dialect.notFound("credential", machineID, err)
 	}
 	return hash, nil
 }
@@ -220,8 +226,8 @@ func (t *tx) PutCredentialHash(machineID string, hash []byte) error {
 
 func (t *tx) GetMeta(key string) (string, error) {
 	var v string
-	if err := t.tx.QueryRowContext(t.ctx, `SELECT value FROM meta WHERE key = ?`, key).Scan(&v); err != nil {
-		return "", notFound("meta", key, err)
+	if err := t.queryRow(`SELECT value FROM meta WHERE key = ?`, key).Scan(&v); err != nil {
+		return "", t.dialect.notFound("meta", key, err)
 	}
 	return v, nil
 }
@@ -231,21 +237,21 @@ func (t *tx) PutMeta(key, value string) error {
 }
 
 func (t *tx) ListMemory() (map[string]string, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT key, value FROM memory`)
+	rows, err := t.query(`SELECT key, value FROM memory`)
 	if err != nil {
-		return nil, failure("list memory", err)
+		return nil, t.dialect.failure("list memory", err)
 	}
 	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
-			return nil, failure("list memory", err)
+			return nil, t.dialect.failure("list memory", err)
 		}
 		out[k] = v
 	}
 	if err := rows.Err(); err != nil {
-		return nil, failure("list memory", err)
+		return nil, t.dialect.failure("list memory", err)
 	}
 	return out, nil
 }
@@ -256,6 +262,20 @@ func (t *tx) PutMemory(key, value string) error {
 
 func (t *tx) DeleteMemory(key string) error {
 	return t.exec("delete memory", `DELETE FROM memory WHERE key = ?`, key)
+}
+
+// machineColumns are the indexed columns of a machine row: the unique
+// indexes on them hold one live machine per /24 of a cluster and one
+// machine per launch key, whichever server writes.
+func machineColumns(m *api.Machine, data string) []any {
+	subnet, launchKey := sql.NullString{}, sql.NullString{}
+	if m.Subnet != "" && m.Live() {
+		subnet = sql.NullString{String: m.Subnet, Valid: true}
+	}
+	if m.LaunchKey != "" && m.LaunchKey != api.ManualLaunchKey {
+		launchKey = sql.NullString{String: m.LaunchKey, Valid: true}
+	}
+	return []any{m.ID, m.Cluster, boolInt(m.Live()), subnet, launchKey, data}
 }
 
 func boolInt(b bool) int {

@@ -1,0 +1,141 @@
+// Package postgres is the Store that several servers share: PostgreSQL
+// through pgx, serializable transactions retried when they lose a race,
+// and the leader lease whose epoch fences every write of the leader.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlstore"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+)
+
+// Config tunes the store.
+type Config struct {
+	// URL is the connection string (postgres://user:pass@host:port/db).
+	URL string
+	// MaxConns bounds the connection pool.
+	MaxConns int
+	// SerializationRetries is how many times a write transaction that
+	// lost a serialization race is run again.
+	SerializationRetries int
+	// RetryBackoff is the longest first wait before such a retry; it
+	// doubles per attempt, with jitter so that the losers spread out.
+	RetryBackoff time.Duration
+	// MaxEvents bounds the event table; older events are pruned.
+	MaxEvents int
+}
+
+// DefaultConfig returns the defaults for a connection string.
+func DefaultConfig(url string) Config {
+	return Config{URL: url, MaxConns: 16, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000}
+}
+
+// Store is the PostgreSQL Store.
+type Store struct {
+	db      *sql.DB
+	cfg     Config
+	dialect *sqlstore.Dialect
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leases = (*Store)(nil)
+)
+
+// migrationLock keeps servers that start together from migrating at once.
+const migrationLock = `SELECT pg_advisory_xact_lock(7400740074007400)`
+
+var migrations = []string{
+	`CREATE TABLE clusters (name TEXT PRIMARY KEY, data TEXT NOT NULL);
+	 CREATE TABLE services (name TEXT PRIMARY KEY, cluster TEXT NOT NULL, data TEXT NOT NULL);
+	 CREATE TABLE machines (id TEXT PRIMARY KEY, cluster TEXT NOT NULL, live INTEGER NOT NULL, subnet TEXT, launch_key TEXT, data TEXT NOT NULL);
+	 CREATE INDEX machines_cluster ON machines(cluster, live);
+	 CREATE UNIQUE INDEX machines_live_subnet ON machines(cluster, subnet);
+	 CREATE UNIQUE INDEX machines_launch_key ON machines(launch_key);
+	 CREATE TABLE replicas (id TEXT PRIMARY KEY, cluster TEXT NOT NULL, service TEXT NOT NULL, machine TEXT NOT NULL, previous_machine TEXT NOT NULL DEFAULT '', data TEXT NOT NULL);
+	 CREATE INDEX replicas_service ON replicas(service);
+	 CREATE INDEX replicas_machine ON replicas(machine);
+	 CREATE INDEX replicas_previous_machine ON replicas(previous_machine);
+	 CREATE TABLE events (id BIGSERIAL PRIMARY KEY, object_kind TEXT NOT NULL, object_name TEXT NOT NULL, data TEXT NOT NULL);
+	 CREATE INDEX events_object ON events(object_kind, object_name);
+	 CREATE TABLE credentials (machine_id TEXT PRIMARY KEY, hash BYTEA NOT NULL);
+	 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+	 CREATE TABLE memory (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+	 CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);`,
+}
+
+// Open connects and migrates the database.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	db, err := sql.Open("pgx", cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	db.SetMaxOpenConns(max(cfg.MaxConns, 2))
+	s := &Store{db: db, cfg: cfg, dialect: &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents}}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := s.dialect.Migrate(ctx, db, migrationLock, migrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Update runs fn in a serializable transaction, again when it lost a
+// serialization race or a deadlock to another writer.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	opts := &sql.TxOptions{Isolation: sql.LevelSerializable}
+	for attempt := 0; ; attempt++ {
+		err := s.dialect.Run(ctx, s.db, opts, func(t store.Tx) error { return fn(s.leaseTx(ctx, t)) })
+		if !retryable(err) || attempt >= s.cfg.SerializationRetries || ctx.Err() != nil {
+			return err
+		}
+		wait := s.cfg.RetryBackoff << min(attempt, 5)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(rand.N(wait + 1)):
+		}
+	}
+}
+
+// View runs fn in a read-only snapshot: it never waits for a writer.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	opts := &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+	return s.dialect.Run(ctx, s.db, opts, fn)
+}
+
+// SQLSTATE codes Gantry reacts to.
+const (
+	codeUniqueViolation      = "23505"
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+)
+
+func sqlState(err error) string {
+	var e *pgconn.PgError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+func isConflict(err error) bool { return sqlState(err) == codeUniqueViolation }
+
+func retryable(err error) bool {
+	c := sqlState(err)
+	return c == codeSerializationFailure || c == codeDeadlockDetected
+}

@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/postgres/pgtest"
+	"github.com/gantry-dev/gantry/store/storetest"
+)
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), DefaultConfig(pgtest.URL(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return openTest(t) })
+}
+
+// Servers starting together migrate once: the others wait for the lock
+// and find the schema current.
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	url := pgtest.URL(t)
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			s, err := Open(context.Background(), DefaultConfig(url))
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLeaseTerms(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a, err := s.AcquireLease(ctx, "leader", "a", time.Minute)
+	if err != nil || a.Epoch != 1 {
+		t.Fatalf("first acquire: %+v %v", a, err)
+	}
+	if _, err := s.AcquireLease(ctx, "leader", "b", time.Minute); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("b while a holds it: %v, want ErrLeaseHeld", err)
+	}
+	renewed, err := s.AcquireLease(ctx, "leader", "a", time.Minute)
+	if err != nil || renewed.Epoch != a.Epoch {
+		t.Fatalf("renewal must keep the epoch: %+v %v", renewed, err)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.(store.LeaseTx).CheckLease(a) }); err != nil {
+		t.Fatalf("holder's check: %v", err)
+	}
+	if err := s.ReleaseLease(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.AcquireLease(ctx, "leader", "b", time.Minute)
+	if err != nil || b.Epoch != 2 {
+		t.Fatalf("b after release: %+v %v", b, err)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.(store.LeaseTx).CheckLease(a); err != nil {
+			return err
+		}
+		return tx.PutMeta("written-by", "a")
+	})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a's write after b took over: %v, want ErrFenced", err)
+	}
+	assertNoMeta(t, s, "written-by")
+}
+
+// A lease that runs out ends the term: the holder's writes are fenced
+// even though nobody took over, and its next acquire is a new term.
+func TestExpiredLeaseFences(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a, err := s.AcquireLease(ctx, "leader", "a", 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the database's clock must pass the expiry
+	err = s.Update(ctx, func(tx store.Tx) error { return tx.(store.LeaseTx).CheckLease(a) })
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("check of an expired term: %v, want ErrFenced", err)
+	}
+	again, err := s.AcquireLease(ctx, "leader", "a", time.Minute)
+	if err != nil || again.Epoch != a.Epoch+1 {
+		t.Fatalf("acquire after expiry must start a new term: %+v %v", again, err)
+	}
+}
+
+// A new term waits for a transaction of the old one that checked the
+// lease: the old term's write commits before the new term begins, never
+// after.
+func TestNewTermWaitsForCheckedWrite(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a, err := s.AcquireLease(ctx, "leader", "a", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.(store.LeaseTx).CheckLease(a); err != nil {
+				return err
+			}
+			select {
+			case <-checked:
+			default:
+				close(checked)
+			}
+			<-release
+			return tx.PutMeta("term", "a")
+		})
+	}()
+	<-checked
+	acquired := make(chan store.Lease, 1)
+	go func() {
+		for {
+			if l, err := s.AcquireLease(ctx, "leader", "b", time.Minute); err == nil {
+				acquired <- l
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // past a's expiry: b is blocked by a's transaction
+	select {
+	case l := <-acquired:
+		t.Fatalf("b began term %d while a's checked transaction was open", l.Epoch)
+	default:
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("a's checked write: %v", err)
+	}
+	if l := <-acquired; l.Epoch != a.Epoch+1 {
+		t.Fatalf("b's term: %+v", l)
+	}
+}
+
+func assertNoMeta(t *testing.T, s store.Store, key string) {
+	t.Helper()
+	err := s.View(context.Background(), func(tx store.Tx) error {
+		_, err := tx.GetMeta(key)
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("meta %s: %v, want not found", key, err)
+	}
+}

@@ -1,0 +1,139 @@
+// Package sqlstore is the Tx that the SQL stores share: the same queries
+// and row encoding (JSON documents beside the indexed columns) over
+// database/sql, with what differs per database (placeholders, error
+// classification, migrations) in a Dialect.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gantry-dev/gantry/store"
+)
+
+// Dialect is what differs between the SQL databases.
+type Dialect struct {
+	// NumberedParams: placeholders are $1, $2, … instead of ?.
+	NumberedParams bool
+	// IsConflict reports a broken unique or primary key constraint.
+	IsConflict func(error) bool
+	// MaxEvents bounds the event table; older events are pruned.
+	MaxEvents int
+}
+
+func (d *Dialect) rebind(query string) string {
+	if !d.NumberedParams || !strings.Contains(query, "?") {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Failure classifies a database error: a broken constraint is a
+// conflict (store.ErrExists), a cancelled context the caller's, anything
+// else the store's own failure (store.ErrUnavailable).
+func (d *Dialect) Failure(op string, err error) error { return d.failure(op, err) }
+
+func (d *Dialect) failure(op string, err error) error {
+	switch {
+	case d.IsConflict != nil && d.IsConflict(err):
+		return fmt.Errorf("%s: %w: %w", op, store.ErrExists, err)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return store.Unavailable(op, err)
+}
+
+func (d *Dialect) notFound(kind, name string, err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s %q: %w", kind, name, store.ErrNotFound)
+	}
+	return d.failure(fmt.Sprintf("read %s %q", kind, name), err)
+}
+
+// Tx wraps a database transaction as a store.Tx.
+func (d *Dialect) Tx(ctx context.Context, sqlTx *sql.Tx) store.Tx {
+	return &tx{ctx: ctx, tx: sqlTx, dialect: d, maxEvents: d.MaxEvents}
+}
+
+// SQL returns the database transaction under a Tx made by Tx (for the
+// statements a store adds, such as its lease's).
+func SQL(t store.Tx) (*sql.Tx, bool) {
+	inner, ok := t.(*tx)
+	if !ok {
+		return nil, false
+	}
+	return inner.tx, true
+}
+
+// Run runs fn in one transaction of db: committed when fn returns nil
+// and this is not read-only, rolled back otherwise.
+func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(store.Tx) error) error {
+	sqlTx, err := db.BeginTx(ctx, opts)
+	if err != nil {
+		return d.failure("begin transaction", err)
+	}
+	if err := fn(d.Tx(ctx, sqlTx)); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if opts != nil && opts.ReadOnly {
+		return sqlTx.Rollback()
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return d.failure("commit", err)
+	}
+	return nil
+}
+
+// Migrate brings db to the last of migrations, one transaction per
+// version, recorded in schema_migrations. lock, when set, runs first in
+// each migration's transaction so that servers starting together do not
+// migrate at once. A database newer than this binary is refused.
+func (d *Dialect) Migrate(ctx context.Context, db *sql.DB, lock string, migrations []string) error {
+	for {
+		done := false
+		err := d.Run(ctx, db, nil, func(t store.Tx) error {
+			sqlTx, _ := SQL(t)
+			if lock != "" {
+				if _, err := sqlTx.ExecContext(ctx, lock); err != nil {
+					return fmt.Errorf("lock for migration: %w", err)
+				}
+			}
+			if _, err := sqlTx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+				return fmt.Errorf("create migrations table: %w", err)
+			}
+			var applied int
+			if err := sqlTx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&applied); err != nil {
+				return fmt.Errorf("read schema version: %w", err)
+			}
+			if applied > len(migrations) {
+				return fmt.Errorf("database schema version %d is newer than this gantry (%d): upgrade gantry", applied, len(migrations))
+			}
+			if done = applied == len(migrations); done {
+				return nil
+			}
+			if _, err := sqlTx.ExecContext(ctx, migrations[applied]); err != nil {
+				return fmt.Errorf("migration %d: %w", applied+1, err)
+			}
+			_, err := sqlTx.ExecContext(ctx, d.rebind(`INSERT INTO schema_migrations(version) VALUES (?)`), applied+1)
+			return err
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
