@@ -41,7 +41,9 @@ func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
 }
 
 // leaseTx adds CheckLease to a transaction of this store.
-func (s *Store) leaseTx(ctx context.Context, t store.Tx) store.Tx { return &leaseTx{Tx: t, ctx: ctx, s: s} }
+func (s *Store) leaseTx(ctx context.Context, t store.Tx) store.Tx {
+	return &leaseTx{Tx: t, ctx: ctx, s: s}
+}
 
 type leaseTx struct {
 	store.Tx

@@ -170,4 +170,3 @@ func freePort(t testing.TB) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
-
