@@ -13,12 +13,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/atomicfile"
 	"github.com/gantry-dev/gantry/runtime"
 )
 
@@ -114,6 +116,8 @@ type credentialFile struct {
 	// Monitoring is where the agent exports its logs and metrics (with
 	// secret header values: the file is 0600, like the credential).
 	Monitoring *api.AgentMonitoring `json:"monitoring,omitempty"`
+	// Servers are the server URLs last learned, tried in turn.
+	Servers []string `json:"servers,omitempty"`
 }
 
 func (a *Agent) credentialPath() string { return filepath.Join(a.cfg.DataDir, "credential.json") }
@@ -229,6 +233,7 @@ func (a *Agent) ensureCredential(ctx context.Context) error {
 		var cf credentialFile
 		if json.Unmarshal(data, &cf) == nil && cf.Credential != "" {
 			a.machineID, a.client = cf.MachineID, a.client.WithToken(cf.Credential)
+			a.client.SetServers(cf.Servers)
 			return nil
 		}
 	}
@@ -249,11 +254,11 @@ func (a *Agent) join(ctx context.Context) error {
 		}
 		if err == nil {
 			a.machineID, a.client = resp.MachineID, a.client.WithToken(resp.Credential)
-			data, _ := json.Marshal(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential, Monitoring: resp.Monitoring})
-			if err := os.WriteFile(a.credentialPath(), data, 0o600); err != nil {
-				return fmt.Errorf("keep machine credential: %w", err)
+			a.client.SetServers(resp.Servers)
+			if err := a.keepCredential(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential, Monitoring: resp.Monitoring, Servers: a.client.Servers()}); err != nil {
+				return err
 			}
-			a.log.Info("joined", "machine", resp.MachineID, "server", a.cfg.ServerURL)
+			a.log.Info("joined", "machine", resp.MachineID, "server", a.client.Servers()[0])
 			return nil
 		}
 		a.log.Warn("join failed; retrying", "err", err)
@@ -263,6 +268,40 @@ func (a *Agent) join(ctx context.Context) error {
 		case <-time.After(a.cfg.RetryInterval):
 		}
 	}
+}
+
+func (a *Agent) keepCredential(cf credentialFile) error {
+	if err := atomicfile.WriteJSON(a.credentialPath(), cf); err != nil {
+		return fmt.Errorf("keep machine credential: %w", err)
+	}
+	return nil
+}
+
+// learnServers takes a server list from the server, and keeps it for the
+// agent's next start when it changed.
+func (a *Agent) learnServers(urls []string) {
+	if len(urls) == 0 || slices.Equal(sortedCopy(urls), sortedCopy(a.client.Servers())) {
+		return
+	}
+	a.client.SetServers(urls)
+	data, err := os.ReadFile(a.credentialPath())
+	var cf credentialFile
+	if err == nil {
+		err = json.Unmarshal(data, &cf)
+	}
+	if err == nil {
+		cf.Servers = a.client.Servers()
+		err = a.keepCredential(cf)
+	}
+	if err != nil {
+		a.log.Warn("keep the server list", "err", err)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
 
 func (a *Agent) inventory(ctx context.Context) api.Inventory {
@@ -312,6 +351,7 @@ func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	a.learnServers(resp.Servers)
 	a.reconcile(ctx, resp.Assignments)
 	interval, err := time.ParseDuration(resp.HeartbeatInterval)
 	if err != nil || interval <= 0 {

@@ -35,6 +35,9 @@ type JoinResponse struct {
 	// header values resolved from their secrets (sent to this machine
 	// alone, like the credential).
 	Monitoring *AgentMonitoring `json:"monitoring,omitempty"`
+	// Servers are the URLs of the servers the agent may call, in the
+	// order to try them (several servers share one PostgreSQL store).
+	Servers []string `json:"servers,omitempty"`
 }
 
 // AgentMonitoring is a machine's OTLP export configuration.
@@ -66,6 +69,8 @@ type ReplicaStatus struct {
 type HeartbeatResponse struct {
 	Assignments       []Assignment `json:"assignments"`
 	HeartbeatInterval string       `json:"heartbeatInterval"`
+	// Servers, as in JoinResponse: agents learn a changed list here.
+	Servers []string `json:"servers,omitempty"`
 }
 
 // Assignment is a replica the machine must run, with everything needed to

@@ -17,20 +17,41 @@ import (
 	"github.com/gantry-dev/gantry/planner"
 )
 
-// Client talks to one server with one bearer token.
+// Client talks to a server with one bearer token. Given several servers
+// (that share a store), it stays with the one that answers and moves to
+// the next when it stops answering.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	servers *servers
+	token   string
+	http    *http.Client
 }
 
-// New returns a client. token may be empty (join only).
+// New returns a client of the servers in baseURL (one URL, or several
+// separated by commas). token may be empty (join only).
 func New(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+	return &Client{servers: newServers(SplitURLs(baseURL)), token: token, http: httpClient}
 }
+
+// SplitURLs splits a comma-separated list of server URLs.
+func SplitURLs(list string) []string {
+	var out []string
+	for _, u := range strings.Split(list, ",") {
+		if u = strings.TrimRight(strings.TrimSpace(u), "/"); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Servers are the URLs the client uses, the current one first.
+func (c *Client) Servers() []string { return c.servers.list() }
+
+// SetServers replaces the URLs (an agent learns them from the server),
+// keeping the current one first when it is still among them.
+func (c *Client) SetServers(urls []string) { c.servers.set(urls) }
 
 // WithToken returns a copy using another token.
 func (c *Client) WithToken(token string) *Client {
@@ -59,23 +80,16 @@ func IsStatus(err error, status int) bool {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		var urlErr *url.Error
-		if errors.As(err, &urlErr) {
-			err = urlErr.Err
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = io.ReadAll(body); err != nil {
+			return fmt.Errorf("%s %s: read request body: %w", method, path, err)
 		}
-		return fmt.Errorf("gantry server at %s: %s %s: %w", c.base, method, path, err)
+	}
+	resp, err := c.send(ctx, method, path, contentType, payload)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -96,6 +110,65 @@ func (c *Client) do(ctx context.Context, method, path string, contentType string
 		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
 	}
 	return nil
+}
+
+// send tries the current server, then each other one in turn while they
+// fail to answer or answer that they cannot serve (502, 503, 504).
+func (c *Client) send(ctx context.Context, method, path, contentType string, payload []byte) (*http.Response, error) {
+	urls := c.servers.list()
+	if len(urls) == 0 {
+		return nil, fmt.Errorf("%s %s: no gantry server URL", method, path)
+	}
+	var lastErr error
+	for _, base := range urls {
+		resp, err := c.sendTo(ctx, base, method, path, contentType, payload)
+		if err == nil && !unavailable(resp.StatusCode) {
+			c.servers.prefer(base)
+			return resp, nil
+		}
+		if err == nil {
+			if len(urls) == 1 {
+				return resp, nil
+			}
+			resp.Body.Close()
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		lastErr = fmt.Errorf("gantry server at %s: %s %s: %w", base, method, path, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+func unavailable(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
+}
+
+func (c *Client) sendTo(ctx context.Context, base, method, path, contentType string, payload []byte) (*http.Response, error) {
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return nil, err
+	}
+	return resp, nil
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, out any) error {
@@ -246,17 +319,14 @@ func (c *Client) Assignments(ctx context.Context, machineID string) ([]api.Assig
 // the caller closes the reader. With follow it ends when ctx does.
 func (c *Client) Logs(ctx context.Context, replicaID string, follow bool, tail int) (io.ReadCloser, error) {
 	path := fmt.Sprintf("/v1/replicas/%s/logs?follow=%t&tail=%d", url.PathEscape(replicaID), follow, tail)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
 	// No client timeout: a followed log lasts as long as ctx.
 	httpClient := *c.http
 	httpClient.Timeout = 0
-	resp, err := httpClient.Do(req)
+	streaming := *c
+	streaming.http = &httpClient
+	resp, err := streaming.send(ctx, http.MethodGet, path, "", nil)
 	if err != nil {
-		return nil, fmt.Errorf("gantry server at %s: logs of %s: %w", c.base, replicaID, err)
+		return nil, fmt.Errorf("logs of %s: %w", replicaID, err)
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()

@@ -67,6 +67,10 @@ func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Con
 		}()
 		slot <- struct{}{}
 		defer func() { <-slot }()
+		if c.Leading != nil && !c.Leading() {
+			c.Log.Warn("provider call skipped: this server no longer leads", "call", kind, "subject", subject)
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ProviderTimeout)
 		defer cancel()
 		fn(ctx)

@@ -66,6 +66,9 @@ type Deps struct {
 	// LivenessSince is when the server began to record heartbeats
 	// reliably (decide.Snapshot.LivenessSince).
 	LivenessSince func() time.Time
+	// Leading reports whether this server still leads; provider calls
+	// are made only while it does (nil: always).
+	Leading func() bool
 }
 
 // Controller is the control loop.
@@ -76,6 +79,7 @@ type Controller struct {
 	observed *observations
 	trigger  chan struct{}
 	ready    chan struct{}
+	readyOne sync.Once
 
 	mu   sync.Mutex
 	live int
@@ -111,18 +115,18 @@ func (c *Controller) HeartbeatInterval() time.Duration {
 func (c *Controller) Ready() <-chan struct{} { return c.ready }
 
 // Run runs passes until ctx ends, then waits for the provider calls under
-// way.
+// way. It runs once per leadership term: what the last term observed of
+// the providers is forgotten, the store is the memory.
 func (c *Controller) Run(ctx context.Context) {
 	ticker := c.Clock.NewTicker(c.cfg.Interval)
 	defer ticker.Stop()
 	defer c.calls.wait()
-	for first := true; ; first = false {
+	c.observed.reset()
+	for {
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.Log.Error("reconcile pass", "err", err)
 		}
-		if first {
-			close(c.ready)
-		}
+		c.readyOne.Do(func() { close(c.ready) })
 		select {
 		case <-ctx.Done():
 			return

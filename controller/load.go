@@ -99,6 +99,14 @@ func newObservations() *observations {
 	return &observations{instances: map[string]decide.InstanceObservation{}, inventories: map[string]decide.Inventory{}, listedAt: map[string]time.Time{}}
 }
 
+// reset forgets everything: a new term lists and describes afresh.
+func (o *observations) reset() {
+	fresh := newObservations()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.instances, o.inventories, o.listedAt = fresh.instances, fresh.inventories, fresh.listedAt
+}
+
 func (o *observations) described(machine string, obs decide.InstanceObservation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -83,7 +83,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		// the secret is back, and the operator sees why.
 		s.log.Warn("monitoring for a joining machine", "machine", resp.MachineID, "err", err)
 	}
-	resp.HeartbeatInterval = s.ctrl.HeartbeatInterval().String()
+	resp.HeartbeatInterval, resp.Servers = s.ctrl.HeartbeatInterval().String(), s.cfg.AgentServers
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -197,7 +197,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String()})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String(), Servers: s.cfg.AgentServers})
 }
 
 // assignmentsOf is what machine m must run: each replica with its spec, and

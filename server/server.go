@@ -19,6 +19,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/controller"
+	"github.com/gantry-dev/gantry/leader"
 	"github.com/gantry-dev/gantry/metrics"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/gantry-dev/gantry/provider/local"
@@ -26,6 +27,7 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica/ingest"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -58,6 +60,11 @@ type Config struct {
 	AdminToken string
 	// AdvertiseURL is the URL agents dial; defaults to the listen address.
 	AdvertiseURL string
+	// AgentServers are the URLs of every server sharing the store, given
+	// to agents (at launch, join and heartbeat) so that they move to
+	// another when theirs stops answering. Empty: this server's
+	// advertised URL alone, and agents keep the URL they were given.
+	AgentServers []string
 	// MaxRequestBytes bounds request bodies.
 	MaxRequestBytes int64
 	// LogPollWait is the longest an agent's poll for log requests is held;
@@ -89,7 +96,11 @@ type Config struct {
 	// ExecConfig is the exec provider's settings file (none: no exec
 	// provider).
 	ExecConfig string
-	Store      sqlite.Config
+	Store      StoreConfig
+	// Leader tunes the election among servers sharing a PostgreSQL store.
+	Leader leader.Config
+	// Name is this server in the leader lease (default: drawn).
+	Name string
 	// WrapStore, when set, wraps the store (tests inject failures).
 	WrapStore func(store.Store) store.Store
 	// Clock is the server's time (tests step a fake one).
@@ -104,7 +115,8 @@ func DefaultConfig(dataDir string) Config {
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker: dockerprovider.DefaultConfig(""),
-		Store:  sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")),
+		Store:  StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
+		Leader: leader.DefaultConfig(),
 		Clock:  clock.RealClock{},
 	}
 }
@@ -119,6 +131,9 @@ type Server struct {
 	signer     *auth.Signer
 	adminToken string
 	registry   *registry.Registry
+	lock       *dataDirLock
+	elector    *leader.Elector
+	ready      chan struct{}
 	local      *local.Provider
 	ctrl       *controller.Controller
 	listener   net.Listener
@@ -141,18 +156,29 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	db, err := sqlite.Open(ctx, cfg.Store)
+	if err := cfg.Leader.Validate(); err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
+		return nil, err
+	}
+	db, leases, err := openStore(ctx, cfg.Store)
+	if err != nil {
+		lock.release()
 		return nil, err
 	}
 	var st store.Store = db
 	if cfg.WrapStore != nil {
 		st = cfg.WrapStore(db)
 	}
-	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{}}
+	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
+		lock: lock, ready: make(chan struct{})}
+	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
 		st.Close()
+		lock.release()
 		return nil, err
 	}
 	return s, nil
@@ -181,7 +207,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	if advertise == "" {
 		advertise = s.url
 	}
-	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, "server.url"), []byte(s.url+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, "server.url"), []byte(s.url+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write server.url: %w", err)
 	}
 	exe := s.cfg.LocalAgentBinary
@@ -199,8 +225,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.metrics.WatchStore(s.promReg, s.storeHealth)
 	cc := s.cfg.Controller
 	cc.Calls.ServerURL, cc.Calls.InstallationID = advertise, installation
-	s.ctrl = controller.New(cc, controller.Deps{Store: s.store, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		Metrics: s.metrics, LivenessSince: s.livenessSince})
+	if len(s.cfg.AgentServers) > 0 {
+		cc.Calls.ServerURL = strings.Join(s.cfg.AgentServers, ",")
+	}
+	s.ctrl = controller.New(cc, controller.Deps{Store: leader.Fence(s.store, s.elector), Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
+		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -222,7 +251,18 @@ func (s *Server) storeHealth() metrics.StoreHealth {
 	return metrics.StoreHealth{Healthy: h.Healthy, Failures: h.Failures}
 }
 
+// metaOrCreate reads a server-wide value, creating it first if need be.
+// Servers that start together on one database race to create it: the
+// loser reads the winner's.
 func (s *Server) metaOrCreate(ctx context.Context, key string, create func() string) (string, error) {
+	value, err := s.metaOrCreateOnce(ctx, key, create)
+	if errors.Is(err, store.ErrExists) {
+		value, err = s.metaOrCreateOnce(ctx, key, create)
+	}
+	return value, err
+}
+
+func (s *Server) metaOrCreateOnce(ctx context.Context, key string, create func() string) (string, error) {
 	var value string
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		v, err := tx.GetMeta(key)
@@ -277,8 +317,9 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.ctrl.Run(loopCtx)
+		s.elector.Run(loopCtx, func(ctx context.Context, term store.Lease) { s.ctrl.Run(ctx) })
 	}()
+	go s.signalReady(loopCtx)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.Serve(s.listener) }()
 	s.log.Info("gantry server listening", "url", s.url, "dataDir", s.cfg.DataDir)
@@ -307,11 +348,29 @@ func (s *Server) TerminateAll(ctx context.Context, reason string, report func(*a
 	return err
 }
 
-// Ready is closed once the control loop has made its first pass.
-func (s *Server) Ready() <-chan struct{} { return s.ctrl.Ready() }
+// Ready is closed once this server serves: as the leader, after the
+// control loop's first pass; as a follower, once it knows another server
+// leads.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
 
-// Close closes the store.
-func (s *Server) Close() error { return s.store.Close() }
+func (s *Server) signalReady(ctx context.Context) {
+	defer close(s.ready)
+	select {
+	case <-s.ctrl.Ready():
+	case <-s.elector.Following():
+	case <-ctx.Done():
+	}
+}
+
+// Leading reports whether this server runs the control loop now.
+func (s *Server) Leading() bool { return s.elector.Leading() }
+
+// Close closes the store and unlocks the data dir.
+func (s *Server) Close() error {
+	err := s.store.Close()
+	s.lock.release()
+	return err
+}
 
 // Handler is the HTTP API.
 func (s *Server) Handler() http.Handler {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,12 @@ spec:
 type testServer struct {
 	*Server
 	admin *client.Client
+	// stop ends Run and waits for it (again: a no-op).
+	stop func()
 }
+
+// stopNow stops the server's loop and API, as a shutdown does.
+func (ts *testServer) stopNow(t *testing.T) { ts.stop() }
 
 func startServer(t *testing.T, edit func(*Config)) *testServer {
 	t.Helper()
@@ -68,14 +74,17 @@ func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testSe
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = srv.TerminateAll(context.Background(), "test over", nil)
+		stop()
+		if srv.Leading() {
+			_ = srv.TerminateAll(context.Background(), "test over", nil)
+		}
 		srv.Close()
 	})
 	<-srv.Ready()
-	return &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), nil)}
+	return &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), nil), stop: stop}
 }
 
 // joinManual registers a machine with a hand-minted join token and returns

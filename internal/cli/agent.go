@@ -55,7 +55,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.ServerURL, "server", "", "URL of the gantry server")
+	f.StringVar(&cfg.ServerURL, "server", "", "URL of the gantry server, or the URLs of several sharing a store (comma-separated; the agent moves to the next when one stops answering)")
 	f.StringVar(&cfg.Cluster, "cluster", "", "cluster to join")
 	f.StringVar(&cfg.Group, "group", "", "capacity group of this machine")
 	f.StringVar(&cfg.MachineID, "machine-id", "", "machine name (set by the provider that launched it)")

@@ -74,7 +74,7 @@ func newDevCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			cfg.DataDir, cfg.Store = g.dataDir, server.DefaultConfig(g.dataDir).Store
+			cfg.DataDir, cfg.Store.SQLite = g.dataDir, server.DefaultConfig(g.dataDir).Store.SQLite
 			cfg.Providers = clouds.New(cloudCfg).Entries()
 			return runDev(cmd.Context(), g, cfg, data, docs, progressEvery)
 		},

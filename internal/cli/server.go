@@ -34,6 +34,12 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config, cloudCfg *clouds.Config)
 	fs.StringVar(&cloudCfg.GCPEndpoint, "gcp-endpoint", "", "gcp provider: Compute Engine endpoint override")
 	fs.BoolVar(&cloudCfg.GCPNoAuth, "gcp-no-auth", false, "gcp provider: send no credentials (for an emulator)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the HTTP API")
+	fs.StringVar(&cfg.Store.URL, "store", "", "PostgreSQL URL (postgres://user:pass@host:port/db) that several servers share; default: SQLite in the data dir, one server")
+	fs.StringSliceVar(&cfg.AgentServers, "agent-servers", nil, "URLs of every server sharing --store, given to agents so they move to another when theirs stops answering (default: the advertised URL)")
+	fs.StringVar(&cfg.Name, "name", "", "this server's name in the leader lease (default: drawn at start)")
+	fs.DurationVar(&cfg.Leader.LeaseDuration, "lease-duration", cfg.Leader.LeaseDuration, "with --store: how long a leader's term lasts unless renewed")
+	fs.DurationVar(&cfg.Leader.RenewDeadline, "lease-renew-deadline", cfg.Leader.RenewDeadline, "with --store: the leader steps down this long after its last renewal began")
+	fs.DurationVar(&cfg.Leader.RetryPeriod, "lease-retry-period", cfg.Leader.RetryPeriod, "with --store: time between renewals and between attempts to lead")
 	fs.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "URL agents use to reach the server (default: the listen address)")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest accepted request body")
 	fs.DurationVar(&cfg.Controller.Interval, "reconcile-interval", cfg.Controller.Interval, "time between control loop passes")
@@ -84,7 +90,7 @@ func newServerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			cfg.DataDir = g.dataDir
-			cfg.Store = server.DefaultConfig(g.dataDir).Store
+			cfg.Store.SQLite = server.DefaultConfig(g.dataDir).Store.SQLite
 			cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
 			cfg.Providers = clouds.New(cloudCfg).Entries()
 			srv, err := server.New(cmd.Context(), cfg, log)

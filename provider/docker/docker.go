@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -216,20 +217,25 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	return &inst, nil
 }
 
-// agentServerURL is the server URL as machines reach it: a loopback host
-// means this host, which containers reach at the network's gateway.
+// agentServerURL is the server URLs (comma-separated) as machines reach
+// them: a loopback host means this host, which containers reach at the
+// network's gateway.
 func (p *Provider) agentServerURL(advertised, gateway string) (string, error) {
 	if p.cfg.ServerURL != "" {
 		return p.cfg.ServerURL, nil
 	}
-	u, err := url.Parse(advertised)
-	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("server URL %q: not a URL", advertised)
+	var out []string
+	for _, one := range strings.Split(advertised, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("server URL %q: not a URL", one)
+		}
+		if addr, err := netip.ParseAddr(u.Hostname()); (err == nil && addr.IsLoopback()) || u.Hostname() == "localhost" {
+			u.Host = gateway + ":" + u.Port()
+		}
+		out = append(out, u.String())
 	}
-	if addr, err := netip.ParseAddr(u.Hostname()); (err == nil && addr.IsLoopback()) || u.Hostname() == "localhost" {
-		u.Host = gateway + ":" + u.Port()
-	}
-	return u.String(), nil
+	return strings.Join(out, ","), nil
 }
 
 func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec provisioner.LaunchSpec, serverURL, gateway string) (*container.Config, *container.HostConfig) {

@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/leader"
+	"github.com/gantry-dev/gantry/store/postgres/pgtest"
+)
+
+// A second server on a data dir refuses to start, and leaves the first
+// one's files as they were.
+func TestSecondServerOnADataDirIsRefused(t *testing.T) {
+	ts := startServer(t, nil)
+	urlFile := filepath.Join(ts.cfg.DataDir, "server.url")
+	before, _ := os.ReadFile(urlFile)
+	cfg := DefaultConfig(ts.cfg.DataDir)
+	cfg.Listen = "127.0.0.1:0"
+	_, err := New(context.Background(), cfg, ts.log)
+	if err == nil || !strings.Contains(err.Error(), "in use by another gantry server") {
+		t.Fatalf("second server on %s: %v", ts.cfg.DataDir, err)
+	}
+	if after, _ := os.ReadFile(urlFile); string(after) != string(before) {
+		t.Fatalf("server.url rewritten by the refused server: %q → %q", before, after)
+	}
+}
+
+// The database and the server's files are 0600 even in a data dir that
+// others may read.
+func TestDataFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, func(c *Config) {
+		c.DataDir = dir
+		c.Store.SQLite = DefaultConfig(dir).Store.SQLite
+	})
+	for _, name := range []string{"gantry.db", "gantry.db-wal", "admin-token", "server.url", "server.lock"} {
+		info, err := os.Stat(filepath.Join(ts.cfg.DataDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", name, info.Mode().Perm())
+		}
+	}
+}
+
+var fastLease = leader.Config{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
+
+// Servers sharing one PostgreSQL database: each serves the API, exactly
+// one leads, and another leads once it stops.
+func TestServersOnPostgresShareOneLeader(t *testing.T) {
+	url := pgtest.URL(t)
+	onPostgres := func(name string) func(*Config) {
+		return func(c *Config) {
+			c.Store.URL, c.Leader, c.Name = url, fastLease, name
+			c.AdminToken = "shared-admin-token"
+		}
+	}
+	a := startServer(t, onPostgres("a"))
+	b := startServer(t, onPostgres("b"))
+	waitFor(t, 5*time.Second, "one leader", func() bool { return a.Leading() != b.Leading() })
+	lead, follow := a, b
+	if b.Leading() {
+		lead, follow = b, a
+	}
+	ctx := context.Background()
+	if _, err := follow.admin.Apply(ctx, []byte(testCluster)); err != nil {
+		t.Fatalf("apply through the follower: %v", err)
+	}
+	got, err := lead.admin.ListClusters(ctx)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("the leader reads what the follower wrote: %v %v", got, err)
+	}
+	lead.stopNow(t)
+	waitFor(t, 2*fastLease.LeaseDuration, "the follower to lead", follow.Leading)
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
