@@ -69,6 +69,7 @@ type Elector struct {
 	leading bool
 	// deadline is when the current term stops, unless renewed.
 	deadline  time.Time
+	termStart time.Time
 	leader    string
 	following chan struct{}
 	followed  sync.Once
@@ -108,6 +109,15 @@ func (e *Elector) leadingLocked() bool {
 	return e.leading && (e.leases == nil || e.clock.Now().Before(e.deadline))
 }
 
+// TermStarted is when this server's current (or last) term began. A new
+// leader knows nothing of the heartbeats before it: they may have failed
+// to reach the store while nobody led.
+func (e *Elector) TermStarted() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.termStart
+}
+
 // Leader is the holder this server last saw lead ("" when unknown).
 func (e *Elector) Leader() string {
 	e.mu.Lock()
@@ -125,7 +135,7 @@ func (e *Elector) Leader() string {
 func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term store.Lease)) {
 	if e.leases == nil {
 		e.mu.Lock()
-		e.leading, e.term = true, store.Lease{Name: LeaseName, Holder: e.holder}
+		e.leading, e.term, e.termStart = true, store.Lease{Name: LeaseName, Holder: e.holder}, e.clock.Now()
 		e.mu.Unlock()
 		lead(ctx, e.term)
 		return
@@ -173,6 +183,9 @@ func (e *Elector) campaign(ctx context.Context, t *terms) {
 	}
 	e.mu.Lock()
 	newTerm := !e.leading || l.Epoch != e.term.Epoch
+	if newTerm {
+		e.termStart = began
+	}
 	e.term, e.leading, e.leader = l, true, e.holder
 	e.deadline = began.Add(e.cfg.RenewDeadline)
 	e.mu.Unlock()

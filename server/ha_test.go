@@ -2,13 +2,17 @@ package server
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/leader"
+	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres/pgtest"
 )
 
@@ -90,5 +94,54 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 			t.Fatalf("no %s within %s", what, within)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// `gantry logs` asked of one server reaches an agent that polls another:
+// the first passes the request to the second.
+func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
+	url := pgtest.URL(t)
+	onPostgres := func(name string) func(*Config) {
+		return func(c *Config) { c.Store.URL, c.Leader, c.Name, c.AdminToken = url, fastLease, name, "shared-admin-token" }
+	}
+	a := startServer(t, onPostgres("a"))
+	b := startServer(t, onPostgres("b"))
+	ctx := context.Background()
+	if _, err := a.admin.Apply(ctx, []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	credential := a.joinManual(t, "dev", "m1")
+	if err := a.store.Update(ctx, func(tx store.Tx) error {
+		return tx.PutReplica(&api.Replica{ID: "web-0", Service: "web", Cluster: "dev", Machine: "m1", State: api.ReplicaRunning})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	agent := client.New(b.URL(), credential, nil)
+	served := make(chan error, 1)
+	go func() {
+		for {
+			reqs, err := agent.LogRequests(ctx, "m1")
+			if err != nil {
+				served <- err
+				return
+			}
+			for _, req := range reqs {
+				served <- agent.SendLogChunk(ctx, "m1", req.ID, []byte("hello from m1\n"), true, "")
+				return
+			}
+		}
+	}()
+	b.logs.awaitPoll(t, "m1")
+	rc, err := a.admin.Logs(ctx, "web-0", false, -1)
+	if err != nil {
+		t.Fatalf("logs through a, agent on b: %v", err)
+	}
+	defer rc.Close()
+	data, _ := io.ReadAll(rc)
+	if string(data) != "hello from m1\n" {
+		t.Fatalf("relayed logs: %q", data)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -101,6 +101,14 @@ func (h *logHub) take(ctx context.Context, machine string, wait time.Duration) [
 	}
 }
 
+// polling reports whether machine's agent waits in a poll here now.
+func (h *logHub) polling(machine string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.wake[machine]
+	return ok
+}
+
 func (h *logHub) session(id, machine string) (*logSession, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -119,6 +127,9 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	machine, err := s.machineRunning(r, req.ReplicaID)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.relayLogs(w, r, machine) {
 		return
 	}
 	session := s.logs.open(machine, req)
@@ -208,6 +219,7 @@ func (s *Server) machineRunning(r *http.Request, replicaID string) (string, erro
 // handleLogRequests is the agent's long poll for log requests:
 // GET /v1/machines/{id}/log-requests.
 func (s *Server) handleLogRequests(w http.ResponseWriter, r *http.Request) {
+	s.recordLogServer(r, r.PathValue("id"))
 	reqs := s.logs.take(r.Context(), r.PathValue("id"), s.cfg.LogPollWait)
 	writeJSON(w, http.StatusOK, list[api.LogRequest]{Items: api.NonNil(reqs)})
 }

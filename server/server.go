@@ -36,13 +36,15 @@ import (
 )
 
 // handleHealth is 200 while the store accepts writes, 503 with the
-// store's error while it does not.
+// store's error while it does not; it says whether this server leads.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	body := map[string]any{"status": "ok", "server": s.elector.Holder(), "leader": s.elector.Leading()}
+	status := http.StatusOK
 	if h := s.store.Health(); !h.Healthy {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "store-unavailable", "error": h.Error, "since": h.Since.UTC().Format(time.RFC3339)})
-		return
+		status = http.StatusServiceUnavailable
+		body["status"], body["error"], body["since"] = "store-unavailable", h.Error, h.Since.UTC().Format(time.RFC3339)
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, status, body)
 }
 
 // OpenAPI is the API's description, served at /v1/openapi.json.
@@ -138,6 +140,8 @@ type Server struct {
 	ctrl       *controller.Controller
 	listener   net.Listener
 	url        string
+	// advertise is the URL other servers and agents reach this one at.
+	advertise string
 	http       *http.Server
 	logs       *logHub
 	statuses   ingest.Sink
@@ -207,6 +211,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	if advertise == "" {
 		advertise = s.url
 	}
+	s.advertise = strings.TrimRight(advertise, "/")
 	if err := os.WriteFile(filepath.Join(s.cfg.DataDir, "server.url"), []byte(s.url+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write server.url: %w", err)
 	}
@@ -237,13 +242,19 @@ func (s *Server) prepare(ctx context.Context) error {
 	return nil
 }
 
-// livenessSince is when this server began to record heartbeats
-// reliably: its start, or the end of its store's last outage.
+// livenessSince is since when missed heartbeats count against machines:
+// this server's start, the end of its store's last outage, or the start
+// of its term as leader (while nobody led, or the database was away,
+// heartbeats may not have been recorded), whichever is last.
 func (s *Server) livenessSince() time.Time {
-	if h := s.store.Health(); h.Healthy && h.Since.After(s.startedAt) {
-		return h.Since
+	since := s.startedAt
+	if h := s.store.Health(); h.Healthy && h.Since.After(since) {
+		since = h.Since
 	}
-	return s.startedAt
+	if term := s.elector.TermStarted(); term.After(since) {
+		since = term
+	}
+	return since
 }
 
 func (s *Server) storeHealth() metrics.StoreHealth {

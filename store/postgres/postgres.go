@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlstore"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // Config tunes the store.
@@ -31,11 +33,17 @@ type Config struct {
 	RetryBackoff time.Duration
 	// MaxEvents bounds the event table; older events are pruned.
 	MaxEvents int
+	// IdleInTransactionTimeout ends a session that holds a transaction
+	// open without a statement this long (a paused or partitioned
+	// server): its locks would otherwise keep the next leader waiting.
+	// Keep it well under the leader lease.
+	IdleInTransactionTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults for a connection string.
 func DefaultConfig(url string) Config {
-	return Config{URL: url, MaxConns: 16, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000}
+	return Config{URL: url, MaxConns: 16, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000,
+		IdleInTransactionTimeout: 5 * time.Second}
 }
 
 // Store is the PostgreSQL Store.
@@ -74,10 +82,14 @@ var migrations = []string{
 
 // Open connects and migrates the database.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	db, err := sql.Open("pgx", cfg.URL)
+	conn, err := pgx.ParseConfig(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	if cfg.IdleInTransactionTimeout > 0 {
+		conn.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(cfg.IdleInTransactionTimeout.Milliseconds(), 10)
+	}
+	db := stdlib.OpenDB(*conn)
 	db.SetMaxOpenConns(max(cfg.MaxConns, 2))
 	s := &Store{db: db, cfg: cfg, dialect: &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents}}
 	if err := db.PingContext(ctx); err != nil {
