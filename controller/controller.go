@@ -69,6 +69,9 @@ type Deps struct {
 	// Leading reports whether this server still leads; provider calls
 	// are made only while it does (nil: always).
 	Leading func() bool
+	// Heartbeats, when set, lays the heartbeats this server holds in
+	// memory (not flushed yet) over the machines a pass reads.
+	Heartbeats func([]*api.Machine)
 }
 
 // Controller is the control loop.

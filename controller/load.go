@@ -52,6 +52,9 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	if err != nil {
 		return nil, decide.Memory{}, err
 	}
+	if c.Heartbeats != nil {
+		c.Heartbeats(snap.Machines)
+	}
 	snap.Catalogs, snap.Providers = providerFacts(c.Registry, snap.Clusters)
 	c.observed.keepLaunching(snap.Machines)
 	snap.Instances, snap.Inventories, snap.ListedAt = c.observed.view(take)

@@ -57,7 +57,7 @@ const waitLimit = 90 * time.Second
 // serverArgs make loops fast enough for tests on a loaded 2-core machine.
 var serverArgs = []string{
 	"--listen", "127.0.0.1:0", "--reconcile-interval", "200ms", "--heartbeat-interval", "300ms",
-	"--missed-heartbeats", "4", "--reschedule-grace", "1s", "--launch-backoff", "500ms", "--local-stop-grace", "3s",
+	"--missed-heartbeats", "4", "--heartbeat-flush-interval", "100ms", "--reschedule-grace", "1s", "--launch-backoff", "500ms", "--local-stop-grace", "3s",
 }
 
 type server struct {

@@ -14,6 +14,9 @@ type Metrics struct {
 	Machines          *prometheus.GaugeVec
 	PendingReplicas   *prometheus.GaugeVec
 	ReconcileDuration prometheus.Histogram
+	Heartbeats        *prometheus.CounterVec
+	HeartbeatFlushes  prometheus.Histogram
+	LeaderGauge       prometheus.Gauge
 }
 
 // New creates the instruments and registers them.
@@ -39,8 +42,19 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_reconcile_duration_seconds", Help: "Duration of one control-loop pass.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gantry_heartbeats_total", Help: "Heartbeats received, by path: quiet (kept in memory, flushed in batches) or changed (written at once).",
+		}, []string{"path"}),
+		HeartbeatFlushes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gantry_heartbeat_flush_machines", Help: "Machines per flushed batch of heartbeats.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9),
+		}),
+		LeaderGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gantry_leader", Help: "1 while this server leads (runs the control loop), else 0.",
+		}),
 	}
-	reg.MustRegister(m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration)
+	reg.MustRegister(m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration,
+		m.Heartbeats, m.HeartbeatFlushes, m.LeaderGauge)
 	return m
 }
 
@@ -62,6 +76,31 @@ func (m *Metrics) Terminated(cause string) {
 func (m *Metrics) Joined(seconds float64) {
 	if m != nil {
 		m.LaunchToJoin.Observe(seconds)
+	}
+}
+
+// Heartbeat counts one heartbeat by path (quiet or changed).
+func (m *Metrics) Heartbeat(path string) {
+	if m != nil {
+		m.Heartbeats.WithLabelValues(path).Inc()
+	}
+}
+
+// HeartbeatsFlushed observes one flushed batch.
+func (m *Metrics) HeartbeatsFlushed(machines int) {
+	if m != nil {
+		m.HeartbeatFlushes.Observe(float64(machines))
+	}
+}
+
+// Leading sets the leader gauge.
+func (m *Metrics) Leading(leading bool) {
+	if m != nil {
+		v := 0.0
+		if leading {
+			v = 1
+		}
+		m.LeaderGauge.Set(v)
 	}
 }
 

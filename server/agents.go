@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -141,16 +142,90 @@ func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.Joi
 }
 
 // handleHeartbeat records a machine's liveness and replica status, and
-// answers with its assignments.
+// answers with its assignments. A quiet heartbeat (nothing changed but
+// the time) is answered from a read and kept in memory for the next
+// batch; one that changes something is written at once.
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req api.HeartbeatRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id := r.PathValue("id")
+	id, now := r.PathValue("id"), s.clock.Now()
+	assignments, quiet, err := s.quietHeartbeat(r.Context(), id, req, now)
+	path := "quiet"
+	if err == nil && !quiet {
+		path = "changed"
+		assignments, err = s.writeHeartbeat(r.Context(), id, req, now)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.beats.beat(id, now)
+	s.metrics.Heartbeat(path)
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String(), Servers: s.cfg.AgentServers})
+}
+
+// quietHeartbeat reads what the heartbeat would change; when nothing but
+// the time, it returns the machine's assignments and quiet.
+func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, bool, error) {
+	if req.Inventory != nil {
+		return nil, false, nil
+	}
 	var assignments []api.Assignment
-	err := s.store.Update(r.Context(), func(tx store.Tx) error {
+	quiet := false
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		m, err := tx.GetMachine(id)
+		if err != nil {
+			return err
+		}
+		if !m.Live() {
+			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", id)
+		}
+		if m.UnreachableSince != nil {
+			return nil
+		}
+		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
+		if err != nil {
+			return err
+		}
+		changed, err := replica.Apply(replicas, reportOf(m, req), now)
+		if err != nil || len(changed) > 0 {
+			return err
+		}
+		leaving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id})
+		if err != nil {
+			return err
+		}
+		state := m.FleetState
+		fleet.UpdateActivity(m, len(replicas)+len(leaving), now)
+		if m.FleetState != state {
+			return nil
+		}
+		quiet = true
+		if m.FleetState == api.FleetTerminating {
+			return nil
+		}
+		assignments, err = assignmentsOf(tx, m, append(replicas, leaving...))
+		return err
+	})
+	return assignments, quiet, err
+}
+
+func reportOf(m *api.Machine, req api.HeartbeatRequest) replica.Report {
+	report := replica.Report{Holder: m.ID, Statuses: req.Replicas}
+	if len(m.Addresses) > 0 {
+		report.Address = m.Addresses[0]
+	}
+	return report
+}
+
+// writeHeartbeat records a heartbeat that changes something, in one
+// transaction.
+func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, error) {
+	var assignments []api.Assignment
+	err := s.store.Update(ctx, func(tx store.Tx) error {
 		assignments = nil
 		m, err := tx.GetMachine(id)
 		if err != nil {
@@ -159,7 +234,6 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if !m.Live() {
 			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", id)
 		}
-		now := s.clock.Now()
 		if fleet.Heartbeat(m, now) {
 			if err := store.Record(tx, now, api.EventNormal, "Reachable", "Machine", id, "heartbeats again; its replicas stay"); err != nil {
 				return err
@@ -172,11 +246,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		report := replica.Report{Holder: m.ID, Statuses: req.Replicas}
-		if len(m.Addresses) > 0 {
-			report.Address = m.Addresses[0]
-		}
-		if err := s.statuses.Record(tx, replicas, report, now); err != nil {
+		if err := s.statuses.Record(tx, replicas, reportOf(m, req), now); err != nil {
 			return err
 		}
 		leaving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id})
@@ -193,11 +263,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		assignments, err = assignmentsOf(tx, m, append(replicas, leaving...))
 		return err
 	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String(), Servers: s.cfg.AgentServers})
+	return assignments, err
 }
 
 // assignmentsOf is what machine m must run: each replica with its spec, and

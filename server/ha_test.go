@@ -102,7 +102,9 @@ func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
 	url := pgtest.URL(t)
 	onPostgres := func(name string) func(*Config) {
-		return func(c *Config) { c.Store.URL, c.Leader, c.Name, c.AdminToken = url, fastLease, name, "shared-admin-token" }
+		return func(c *Config) {
+			c.Store.URL, c.Leader, c.Name, c.AdminToken = url, fastLease, name, "shared-admin-token"
+		}
 	}
 	a := startServer(t, onPostgres("a"))
 	b := startServer(t, onPostgres("b"))

@@ -54,6 +54,7 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.beats.overlay(out)
 	writeJSON(w, http.StatusOK, list[*api.Machine]{Items: api.NonNil(out)})
 }
 
@@ -70,6 +71,7 @@ func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.beats.overlay([]*api.Machine{m})
 	writeJSON(w, http.StatusOK, m)
 }
 

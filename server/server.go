@@ -73,6 +73,9 @@ type Config struct {
 	// LogAttachTimeout the longest `gantry logs` waits for the agent.
 	LogPollWait      time.Duration
 	LogAttachTimeout time.Duration
+	// HeartbeatFlushInterval is how often the heartbeats kept in memory
+	// are written to the store, in one batch.
+	HeartbeatFlushInterval time.Duration
 	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
 	ReadHeaderTimeout time.Duration
 	ShutdownTimeout   time.Duration
@@ -113,7 +116,8 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
-		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
+		HeartbeatFlushInterval: time.Second,
+		ReadHeaderTimeout:      10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker: dockerprovider.DefaultConfig(""),
@@ -142,11 +146,12 @@ type Server struct {
 	url        string
 	// advertise is the URL other servers and agents reach this one at.
 	advertise string
-	http       *http.Server
-	logs       *logHub
-	statuses   ingest.Sink
-	promReg    *prometheus.Registry
-	metrics    *metrics.Metrics
+	http      *http.Server
+	logs      *logHub
+	statuses  ingest.Sink
+	beats     *heartbeats
+	promReg   *prometheus.Registry
+	metrics   *metrics.Metrics
 	// stopping ends the agents' long polls when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -177,7 +182,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
-		lock: lock, ready: make(chan struct{})}
+		beats: newHeartbeats(), lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
@@ -234,7 +239,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		cc.Calls.ServerURL = strings.Join(s.cfg.AgentServers, ",")
 	}
 	s.ctrl = controller.New(cc, controller.Deps{Store: leader.Fence(s.store, s.elector), Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading})
+		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -328,7 +333,16 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.elector.Run(loopCtx, func(ctx context.Context, term store.Lease) { s.ctrl.Run(ctx) })
+		s.elector.Run(loopCtx, func(ctx context.Context, term store.Lease) {
+			s.metrics.Leading(true)
+			defer s.metrics.Leading(false)
+			s.ctrl.Run(ctx)
+		})
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.flushHeartbeats(loopCtx)
 	}()
 	go s.signalReady(loopCtx)
 	serveErr := make(chan error, 1)

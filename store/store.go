@@ -100,6 +100,11 @@ type Tx interface {
 	CreateMachine(m *api.Machine) error
 	// PutMachine updates (or inserts) a machine.
 	PutMachine(m *api.Machine) error
+	// PutLiveness records machines' last heartbeats (a batch, flushed by
+	// the server that received them) without rewriting the machines;
+	// GetMachine and ListMachines report the later of this and the
+	// machine's own LastHeartbeat. An older time never replaces a newer.
+	PutLiveness(beats map[string]time.Time) error
 
 	GetReplica(id string) (*api.Replica, error)
 	ListReplicas(f ReplicaFilter) ([]*api.Replica, error)

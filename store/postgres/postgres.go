@@ -78,6 +78,7 @@ var migrations = []string{
 	 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 	 CREATE TABLE memory (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 	 CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);`,
+	`CREATE TABLE liveness (machine_id TEXT PRIMARY KEY, at BIGINT NOT NULL);`,
 }
 
 // Open connects and migrates the database.

@@ -180,6 +180,7 @@ var migrations = []string{
 	   launch_key = CASE WHEN json_extract(data, '$.launchKey') NOT IN ('', 'manual') THEN json_extract(data, '$.launchKey') END;
 	 CREATE UNIQUE INDEX machines_live_subnet ON machines(cluster, subnet);
 	 CREATE UNIQUE INDEX machines_launch_key ON machines(launch_key);`,
+	`CREATE TABLE liveness (machine_id TEXT PRIMARY KEY, at INTEGER NOT NULL);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

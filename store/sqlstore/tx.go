@@ -114,16 +114,6 @@ func (t *tx) DeleteService(name string) error {
 	return t.exec("delete service", `DELETE FROM services WHERE name = ?`, name)
 }
 
-func (t *tx) GetMachine(id string) (*api.Machine, error) {
-	return getJSON[api.Machine](t, "machine", id, `SELECT data FROM machines WHERE id = ?`, id)
-}
-
-func (t *tx) ListMachines(f store.MachineFilter) ([]*api.Machine, error) {
-	return listJSON[api.Machine](t, "machines",
-		`SELECT data FROM machines WHERE (? = '' OR cluster = ?) AND (? = 0 OR live = 1) ORDER BY id`,
-		f.Cluster, f.Cluster, boolInt(f.LiveOnly))
-}
-
 func (t *tx) CreateMachine(m *api.Machine) error {
 	data, err := encode(m)
 	if err != nil {

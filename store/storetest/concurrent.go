@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
@@ -131,4 +132,39 @@ func testConcurrentSubnetClaims(t *testing.T, s store.Store) {
 	if won != 1 {
 		t.Fatalf("%d claims of 10.9.0.0/24 succeeded, want exactly 1", won)
 	}
+}
+
+// Heartbeats flushed into liveness show in the machine's reads; an older
+// flush (from a server that lagged) never hides a newer heartbeat.
+func testLiveness(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	own := base.Add(time.Second)
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		return tx.CreateMachine(&api.Machine{ID: "m1", Cluster: "a", LaunchKey: "lk-1", FleetState: api.FleetReady, LastHeartbeat: &own})
+	}))
+	check := func(want time.Time) {
+		t.Helper()
+		must(t, s.View(ctx, func(tx store.Tx) error {
+			m, err := tx.GetMachine("m1")
+			if err != nil {
+				return err
+			}
+			list, err := tx.ListMachines(store.MachineFilter{Cluster: "a"})
+			if err != nil {
+				return err
+			}
+			if m.LastHeartbeat == nil || !m.LastHeartbeat.Equal(want) || len(list) != 1 || !list[0].LastHeartbeat.Equal(want) {
+				t.Errorf("last heartbeat %v (list %v), want %v", m.LastHeartbeat, list[0].LastHeartbeat, want)
+			}
+			return nil
+		}))
+	}
+	check(own)
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(map[string]time.Time{"m1": base}) }))
+	check(own) // the machine's own record is newer
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(map[string]time.Time{"m1": base.Add(time.Minute)}) }))
+	check(base.Add(time.Minute))
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(map[string]time.Time{"m1": base.Add(30 * time.Second)}) }))
+	check(base.Add(time.Minute))
 }

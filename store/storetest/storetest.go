@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("UniqueLaunchKey", func(t *testing.T) { testUniqueLaunchKey(t, open(t)) })
 	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrentWriters(t, open(t)) })
 	t.Run("ConcurrentSubnetClaims", func(t *testing.T) { testConcurrentSubnetClaims(t, open(t)) })
+	t.Run("Liveness", func(t *testing.T) { testLiveness(t, open(t)) })
 }
 
 // A machine id is taken once: a second create fails with ErrExists and
