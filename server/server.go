@@ -110,6 +110,9 @@ type Config struct {
 	WrapStore func(store.Store) store.Store
 	// Clock is the server's time (tests step a fake one).
 	Clock clock.WithTicker
+	// PprofListen, when set, serves Go's profiler (net/http/pprof) on
+	// this address, apart from the API: for measuring, never exposed.
+	PprofListen string
 }
 
 // DefaultConfig returns defaults for a data directory.
@@ -347,6 +350,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.signalReady(loopCtx)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.Serve(s.listener) }()
+	if s.cfg.PprofListen != "" {
+		go s.servePprof(loopCtx)
+	}
 	s.log.Info("gantry server listening", "url", s.url, "dataDir", s.cfg.DataDir)
 	var err error
 	select {

@@ -12,18 +12,29 @@ import (
 
 type tx struct {
 	ctx       context.Context
+	db        *sql.DB
 	tx        *sql.Tx
 	dialect   *Dialect
 	maxEvents int
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(t.ctx, t.dialect.rebind(query), args...)
+	q := t.dialect.rebind(query)
+	if s := t.dialect.statement(t.db, q); s != nil {
+		return t.tx.StmtContext(t.ctx, s).QueryContext(t.ctx, args...)
+	}
+	return t.tx.QueryContext(t.ctx, q, args...)
 }
 
-func (t *tx) queryRow(query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.ctx, t.dialect.rebind(query), args...)
+func (t *tx) queryRow(query string, args ...any) rowScanner {
+	q := t.dialect.rebind(query)
+	if s := t.dialect.statement(t.db, q); s != nil {
+		return t.tx.StmtContext(t.ctx, s).QueryRowContext(t.ctx, args...)
+	}
+	return t.tx.QueryRowContext(t.ctx, q, args...)
 }
+
+type rowScanner interface{ Scan(dest ...any) error }
 
 func getJSON[T any](t *tx, kind, name, query string, args ...any) (*T, error) {
 	var data string
@@ -62,7 +73,14 @@ func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
 }
 
 func (t *tx) exec(what, query string, args ...any) error {
-	if _, err := t.tx.ExecContext(t.ctx, t.dialect.rebind(query), args...); err != nil {
+	q := t.dialect.rebind(query)
+	var err error
+	if s := t.dialect.statement(t.db, q); s != nil {
+		_, err = t.tx.StmtContext(t.ctx, s).ExecContext(t.ctx, args...)
+	} else {
+		_, err = t.tx.ExecContext(t.ctx, q, args...)
+	}
+	if err != nil {
 		return t.dialect.failure(what, err)
 	}
 	return nil

@@ -1,0 +1,52 @@
+// Command gantry-loadgen joins machines to a Gantry server through its API
+// and drives their heartbeats at a fixed rate, reporting latency from when
+// each heartbeat was due (see BENCHMARKS.md).
+//
+//	go run ./cmd/gantry-loadgen --server URL[,URL…] --admin-token-file DIR/admin-token --machines 10000 --rate 2000
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/gantry-dev/gantry/internal/loadgen"
+)
+
+func main() {
+	cfg := loadgen.DefaultConfig()
+	tokenFile := ""
+	flag.StringVar(&cfg.Servers, "server", "http://127.0.0.1:7400", "server URL, or several comma-separated (machines are spread over them)")
+	flag.StringVar(&tokenFile, "admin-token-file", "", "file holding the admin token (default: $GANTRY_ADMIN_TOKEN)")
+	flag.StringVar(&cfg.Cluster, "cluster", cfg.Cluster, "cluster the machines join (created if missing)")
+	flag.IntVar(&cfg.Machines, "machines", cfg.Machines, "machines to join")
+	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "heartbeats per second, all machines together")
+	flag.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured run")
+	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured run first")
+	flag.IntVar(&cfg.Workers, "workers", cfg.Workers, "heartbeats in flight at most")
+	flag.IntVar(&cfg.JoinWorkers, "join-workers", cfg.JoinWorkers, "joins in flight at most")
+	flag.Parse()
+	cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
+	if tokenFile != "" {
+		data, err := os.ReadFile(tokenFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gantry-loadgen:", err)
+			os.Exit(1)
+		}
+		cfg.AdminToken = strings.TrimSpace(string(data))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gantry-loadgen:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%d machines joined in %s\n%s\n", cfg.Machines, res.JoinDuration.Round(1e6), res)
+	if res.FirstError != "" {
+		fmt.Printf("first error: %s\n", res.FirstError)
+	}
+}

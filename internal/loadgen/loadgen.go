@@ -1,0 +1,220 @@
+// Package loadgen drives a Gantry server the way a large fleet does: it
+// joins N machines through the real API (hand-minted join token, one
+// credential per machine), then sends their heartbeats at a fixed total
+// rate, each machine in turn, and measures every heartbeat's latency from
+// the moment it was due, so a server that falls behind shows as latency
+// instead of as a slower schedule.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+)
+
+// Config is one load run.
+type Config struct {
+	// Servers is the server URL, or several, comma-separated (machine i
+	// starts on server i mod n).
+	Servers string
+	// AdminToken applies the load cluster and mints the join token.
+	AdminToken string
+	Cluster    string
+	Machines   int
+	// Rate is heartbeats per second, all machines together.
+	Rate     float64
+	Duration time.Duration
+	// Warmup is sent first and not measured.
+	Warmup time.Duration
+	// Workers bound the heartbeats in flight; JoinWorkers the joins.
+	Workers     int
+	JoinWorkers int
+	Timeout     time.Duration
+	// HTTP is the client transport (nil: one sized for Workers).
+	HTTP *http.Client
+}
+
+// DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
+func DefaultConfig() Config {
+	return Config{Cluster: "load", Machines: 10000, Rate: 2000, Duration: 30 * time.Second, Warmup: 5 * time.Second,
+		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second}
+}
+
+// Result is what a run measured.
+type Result struct {
+	Sent, Failed  int
+	FirstError    string
+	Elapsed       time.Duration
+	P50, P90, P99 time.Duration
+	Max           time.Duration
+	JoinDuration  time.Duration
+}
+
+// Rate is the heartbeats per second that completed.
+func (r Result) Rate() float64 { return float64(r.Sent-r.Failed) / r.Elapsed.Seconds() }
+
+func (r Result) String() string {
+	return fmt.Sprintf("%d heartbeats in %s (%.0f/s), %d failed; latency from due: p50 %s p90 %s p99 %s max %s",
+		r.Sent, r.Elapsed.Round(time.Millisecond), r.Rate(), r.Failed, ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+
+type machine struct {
+	id  string
+	api *client.Client
+}
+
+// Run joins the machines and drives their heartbeats.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Machines <= 0 || cfg.Rate <= 0 || cfg.Workers <= 0 {
+		return Result{}, errors.New("loadgen: machines, rate and workers must be positive")
+	}
+	httpClient := cfg.HTTP
+	if httpClient == nil {
+		httpClient = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers, MaxIdleConns: cfg.Workers}}
+	}
+	start := time.Now()
+	machines, err := join(ctx, cfg, httpClient)
+	if err != nil {
+		return Result{}, err
+	}
+	joined := time.Since(start)
+	if cfg.Warmup > 0 {
+		if _, err := drive(ctx, cfg, machines, cfg.Warmup); err != nil {
+			return Result{}, err
+		}
+	}
+	res, err := drive(ctx, cfg, machines, cfg.Duration)
+	res.JoinDuration = joined
+	return res, err
+}
+
+const clusterSpec = `kind: Cluster
+metadata: {name: %s}
+spec:
+  containerCidr: 10.0.0.0/8
+  capacityGroups:
+    - {groupId: load, instanceType: local.small, minSize: 0, maxSize: %d}
+`
+
+func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, error) {
+	admin := client.New(cfg.Servers, cfg.AdminToken, httpClient)
+	if _, err := admin.Apply(ctx, fmt.Appendf(nil, clusterSpec, cfg.Cluster, cfg.Machines)); err != nil {
+		return nil, fmt.Errorf("apply the load cluster: %w", err)
+	}
+	tok, err := admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cfg.Cluster, Group: "load", TTL: "24h"})
+	if err != nil {
+		return nil, fmt.Errorf("mint a join token: %w", err)
+	}
+	servers := client.SplitURLs(cfg.Servers)
+	machines := make([]machine, cfg.Machines)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range max(cfg.JoinWorkers, 1) {
+		wg.Go(func() {
+			for i := range next {
+				id := fmt.Sprintf("%s-%05d", cfg.Cluster, i)
+				c := client.New(servers[i%len(servers)], "", httpClient)
+				resp, err := c.Join(ctx, api.JoinRequest{Token: tok.Token, Cluster: cfg.Cluster, MachineID: id,
+					Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Runtimes: []string{"process"}}})
+				if err != nil && !client.IsStatus(err, http.StatusConflict) {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, fmt.Errorf("join %s: %w", id, err))
+					mu.Unlock()
+					continue
+				}
+				if err == nil {
+					machines[i] = machine{id: id, api: c.WithToken(resp.Credential)}
+				}
+			}
+		})
+	}
+	for i := range cfg.Machines {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return slices.DeleteFunc(machines, func(m machine) bool { return m.api == nil }), nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+type beat struct {
+	m   machine
+	due time.Time
+}
+
+// drive sends heartbeats at cfg.Rate for d, machine after machine.
+func drive(ctx context.Context, cfg Config, machines []machine, d time.Duration) (Result, error) {
+	if len(machines) == 0 {
+		return Result{}, errors.New("loadgen: no machine joined")
+	}
+	total := int(cfg.Rate * d.Seconds())
+	queue := make(chan beat, total)
+	latencies := make([]time.Duration, 0, total)
+	var mu sync.Mutex
+	failed := 0
+	firstErr := ""
+	var wg sync.WaitGroup
+	for range cfg.Workers {
+		wg.Go(func() {
+			for b := range queue {
+				_, err := b.m.api.Heartbeat(ctx, b.m.id, api.HeartbeatRequest{})
+				lat := time.Since(b.due)
+				mu.Lock()
+				latencies = append(latencies, lat)
+				if err != nil {
+					failed++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now()
+	period := time.Duration(float64(time.Second) / cfg.Rate)
+	for k := range total {
+		due := start.Add(time.Duration(k) * period)
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		queue <- beat{m: machines[k%len(machines)], due: due}
+	}
+	close(queue)
+	wg.Wait()
+	res := Result{Sent: len(latencies), Failed: failed, FirstError: firstErr, Elapsed: time.Since(start)}
+	slices.Sort(latencies)
+	if n := len(latencies); n > 0 {
+		res.P50, res.P90, res.P99, res.Max = latencies[n*50/100], latencies[n*90/100], latencies[n*99/100], latencies[n-1]
+	}
+	return res, ctx.Err()
+}
