@@ -26,6 +26,11 @@ import (
 type Config struct {
 	// Interval between passes (a pass also runs when triggered).
 	Interval time.Duration
+	// MaxDutyCycle bounds the share of time the loop spends in passes:
+	// after a pass of duration d it rests d×(1/MaxDutyCycle−1) before the
+	// next, triggered or not, so that a large fleet's passes leave the
+	// CPU to the API and the heartbeats (1: no rest).
+	MaxDutyCycle float64
 	Decide   decide.Config
 	Calls    CallConfig
 }
@@ -50,7 +55,7 @@ type CallConfig struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, Decide: decide.DefaultConfig(),
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(),
 		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
@@ -126,16 +131,37 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.calls.wait()
 	c.observed.reset()
 	for {
+		began := c.Clock.Now()
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.Log.Error("reconcile pass", "err", err)
 		}
 		c.readyOne.Do(func() { close(c.ready) })
+		if !c.rest(ctx, c.Clock.Since(began)) {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C():
 		case <-c.trigger:
 		}
+	}
+}
+
+// rest waits after a pass that took d, keeping the loop's duty cycle
+// under MaxDutyCycle; false when ctx ended.
+func (c *Controller) rest(ctx context.Context, d time.Duration) bool {
+	duty := c.cfg.MaxDutyCycle
+	if duty <= 0 || duty >= 1 || d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := c.Clock.NewTimer(time.Duration(float64(d) * (1/duty - 1)))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+		return true
 	}
 }
 

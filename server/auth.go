@@ -41,6 +41,10 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if !ok {
 		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "", "invalid token")
 	}
+	now := s.clock.Now()
+	if s.credentials.valid(machineID, token, now) {
+		return principal{machineID: machineID}, nil
+	}
 	var hash []byte
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
@@ -53,6 +57,7 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	if err != nil {
 		return principal{}, err
 	}
+	s.credentials.remember(machineID, token, now)
 	return principal{machineID: machineID}, nil
 }
 

@@ -93,4 +93,3 @@ func TestQuietHeartbeatsAreBatched(t *testing.T) {
 		t.Fatal("a heartbeat with an inventory must be written at once")
 	}
 }
-

@@ -73,6 +73,9 @@ type Config struct {
 	// LogAttachTimeout the longest `gantry logs` waits for the agent.
 	LogPollWait      time.Duration
 	LogAttachTimeout time.Duration
+	// CredentialCacheTTL is how long a verified machine credential is
+	// accepted without reading the store again (0: always read).
+	CredentialCacheTTL time.Duration
 	// HeartbeatFlushInterval is how often the heartbeats kept in memory
 	// are written to the store, in one batch.
 	HeartbeatFlushInterval time.Duration
@@ -119,8 +122,8 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
-		HeartbeatFlushInterval: time.Second,
-		ReadHeaderTimeout:      10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
+		HeartbeatFlushInterval: time.Second, CredentialCacheTTL: 10 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker: dockerprovider.DefaultConfig(""),
@@ -153,8 +156,10 @@ type Server struct {
 	logs      *logHub
 	statuses  ingest.Sink
 	beats     *heartbeats
-	promReg   *prometheus.Registry
-	metrics   *metrics.Metrics
+	// credentials are machine credentials verified lately.
+	credentials *credentialCache
+	promReg     *prometheus.Registry
+	metrics     *metrics.Metrics
 	// stopping ends the agents' long polls when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -185,7 +190,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
-		beats: newHeartbeats(), lock: lock, ready: make(chan struct{})}
+		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
