@@ -31,8 +31,8 @@ type Config struct {
 	// next, triggered or not, so that a large fleet's passes leave the
 	// CPU to the API and the heartbeats (1: no rest).
 	MaxDutyCycle float64
-	Decide   decide.Config
-	Calls    CallConfig
+	Decide       decide.Config
+	Calls        CallConfig
 }
 
 // CallConfig tunes the provider calls.

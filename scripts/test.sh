@@ -2,8 +2,9 @@
 # Gantry's test command (the README's, and CI's): formatting, vet,
 # staticcheck, every test with the race detector (the end-to-end tests run
 # real server and agent processes on loopback, and real containers on a
-# Docker Engine this script installs and starts when it can), and a short
-# fuzz run of the spec parser.
+# Docker Engine this script installs and starts when it can; the shared
+# store and HA tests use a PostgreSQL server it starts the same way), and a
+# short fuzz run of the spec parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +41,17 @@ go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_TIME" -fuzzminimizetime 2
 
 step "Docker Engine for the container tests"
 ./scripts/docker-up.sh
+
+step "PostgreSQL for the shared-store and HA tests"
+if pg_env=$(./scripts/postgres-up.sh); then
+  # shellcheck disable=SC2046
+  export $(echo "$pg_env" | xargs)
+elif [[ "${CI:-}" == "true" ]]; then
+  echo "test.sh: no PostgreSQL, and CI=true: the PostgreSQL tests must run on CI" >&2
+  exit 1
+else
+  echo "test.sh: no PostgreSQL: its tests will SKIP" >&2
+fi
 
 # The cloud providers' packages run without the race detector: they are
 # request/response code over the cloud SDKs, whose race-instrumented build

@@ -137,15 +137,6 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
-func grep(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
 
 // Shutting down ends the agents' long polls at once instead of waiting for
 // them (defect: `gantry dev` took the shutdown timeout to exit).

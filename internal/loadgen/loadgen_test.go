@@ -1,0 +1,75 @@
+package loadgen
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/server"
+)
+
+func startServer(t testing.TB) *server.Server {
+	cfg := server.DefaultConfig(t.TempDir())
+	cfg.Listen = "127.0.0.1:0"
+	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	<-srv.Ready()
+	return srv
+}
+
+// The generator joins its machines through the API and every heartbeat
+// it sends is answered.
+func TestSmallRun(t *testing.T) {
+	srv := startServer(t)
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.AdminToken = srv.URL(), srv.AdminToken()
+	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers = 20, 200, 500*time.Millisecond, 0, 8
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 100 || res.Failed != 0 || res.P99 <= 0 {
+		t.Fatalf("result: %+v", res)
+	}
+}
+
+// BenchmarkHeartbeatFleet is the fleet-scale heartbeat figure of
+// BENCHMARKS.md: one server (SQLite), GANTRY_LOAD_MACHINES machines
+// (default 10,000) at GANTRY_LOAD_RATE heartbeats/s (default 2,000) for
+// 20 s after a 5 s warm-up; it reports latency from when each heartbeat
+// was due.
+func BenchmarkHeartbeatFleet(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup = envInt("GANTRY_LOAD_MACHINES", 10000), float64(envInt("GANTRY_LOAD_RATE", 2000)), 20*time.Second, 5*time.Second
+	for i := 0; i < b.N; i++ {
+		srv := startServer(b)
+		cfg.Servers, cfg.AdminToken, cfg.Cluster = srv.URL(), srv.AdminToken(), "load"+strconv.Itoa(i)
+		res, err := Run(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Failed > 0 {
+			b.Fatalf("%d heartbeats failed: %s", res.Failed, res.FirstError)
+		}
+		b.ReportMetric(float64(res.P50.Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(res.P99.Microseconds())/1000, "p99-ms")
+		b.ReportMetric(res.Rate(), "heartbeats/s")
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
