@@ -137,7 +137,6 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(data)
 }
 
-
 // Shutting down ends the agents' long polls at once instead of waiting for
 // them (defect: `gantry dev` took the shutdown timeout to exit).
 func TestShutdownEndsLongPolls(t *testing.T) {
