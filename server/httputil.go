@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/spec"
@@ -65,9 +66,22 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, he.status, api.ErrorBody{Error: api.ErrorDetail{Code: he.code, Message: he.msg, Field: he.field}})
 }
 
-// readBody reads a request body up to the configured limit.
+// readBody reads a request body up to the configured limit, within
+// BodyReadTimeout: a client that sends a header and then nothing is cut
+// off. (The deadline is per body, not http.Server.ReadTimeout, which
+// would also end long polls and followed logs.)
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	if s.cfg.BodyReadTimeout > 0 {
+		// A socket deadline is wall-clock time, whatever the server's clock.
+		_ = rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	if err != nil {
+		w.Header().Set("Connection", "close") // what is left of the body is not read
+	} else if s.cfg.BodyReadTimeout > 0 {
+		_ = rc.SetReadDeadline(time.Time{}) // long polls and followed logs read no more
+	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "too-large", "", "request body exceeds %d bytes", s.cfg.MaxRequestBytes)

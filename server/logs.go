@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -233,9 +232,9 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "no one is reading log stream %s", r.PathValue("stream")))
 		return
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
+	data, err := s.readBody(w, r)
 	if err != nil {
-		s.writeError(w, r, errorf(http.StatusRequestEntityTooLarge, "too-large", "", "log chunk over %d bytes", s.cfg.MaxRequestBytes))
+		s.writeError(w, r, err)
 		return
 	}
 	chunk := logChunk{data: data, eof: r.URL.Query().Get("eof") != "", err: r.URL.Query().Get("error")}

@@ -81,7 +81,11 @@ type Config struct {
 	HeartbeatFlushInterval time.Duration
 	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
 	ReadHeaderTimeout time.Duration
-	ShutdownTimeout   time.Duration
+	// BodyReadTimeout bounds reading a request's body. IdleTimeout closes
+	// kept-alive connections that carry nothing.
+	BodyReadTimeout time.Duration
+	IdleTimeout     time.Duration
+	ShutdownTimeout time.Duration
 	// Controller: its Calls.ServerURL and InstallationID are filled in by
 	// the server.
 	Controller controller.Config
@@ -123,7 +127,7 @@ func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
 		HeartbeatFlushInterval: time.Second, CredentialCacheTTL: 10 * time.Second,
-		ReadHeaderTimeout: 10 * time.Second, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker: dockerprovider.DefaultConfig(""),
@@ -250,7 +254,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
-	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return s.stopping }}
 	return nil
 }
