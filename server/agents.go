@@ -49,7 +49,11 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		if m.JoinedAt == nil && m.Provider != external.Name {
 			firstJoin = m
 		}
-		if err := fleet.Joined(m, req.Inventory, now); err != nil {
+		inv, err := s.checkInventory(tx, m, req.Inventory, now)
+		if err != nil {
+			return err
+		}
+		if err := fleet.Joined(m, inv, now); err != nil {
 			return errorf(http.StatusConflict, "conflict", "", "%v", err)
 		}
 		put := tx.PutMachine
@@ -240,7 +244,11 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 			}
 		}
 		if req.Inventory != nil {
-			fleet.ApplyInventory(m, *req.Inventory)
+			inv, err := s.checkInventory(tx, m, *req.Inventory, now)
+			if err != nil {
+				return err
+			}
+			fleet.ApplyInventory(m, inv)
 		}
 		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/store"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -91,5 +92,58 @@ func TestQuietHeartbeatsAreBatched(t *testing.T) {
 	}
 	if writes.Load() == before {
 		t.Fatal("a heartbeat with an inventory must be written at once")
+	}
+}
+
+// An agent of a launched machine cannot claim more than its instance
+// type offers, and its machine moving zone is an event.
+func TestInventoryIsCappedByTheInstanceType(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := context.Background()
+	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	m := &api.Machine{ID: "m1", Cluster: "dev", Group: "general", InstanceType: "local.small", Provider: "local", ProviderKey: "local",
+		ProviderID: "local-1", Zone: "local", LaunchKey: "lk-m1", JoinState: api.JoinBooting, FleetState: api.FleetReady, CreatedAt: now, StateChangedAt: now}
+	var offered api.Resources
+	if err := ts.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if offered, err = ts.offered(tx, m); err != nil {
+			return err
+		}
+		return tx.CreateMachine(m)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if offered.MilliCPU == 0 {
+		t.Fatal("local.small has no catalog entry")
+	}
+	token, err := ts.signer.Mint(auth.JoinClaims{Cluster: "dev", Group: "general", MachineID: "m1", ExpiresAt: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.admin.WithToken("").Join(ctx, api.JoinRequest{Token: token, Cluster: "dev", MachineID: "m1",
+		Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 1_000_000, MemoryBytes: offered.MemoryBytes}, Runtimes: []string{"process"}, Zone: "elsewhere"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ts.admin.GetMachine(ctx, resp.MachineID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Capacity.MilliCPU != offered.MilliCPU {
+		t.Fatalf("capacity %d mCPU kept, want the type's %d", got.Capacity.MilliCPU, offered.MilliCPU)
+	}
+	events, err := ts.admin.ListEvents(ctx, client.EventQuery{Kind: "Machine", Name: "m1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]bool{}
+	for _, e := range events {
+		reasons[e.Reason] = true
+	}
+	if !reasons["CapacityCapped"] || !reasons["PlacementChanged"] {
+		t.Fatalf("events %v, want CapacityCapped and PlacementChanged", reasons)
 	}
 }
