@@ -147,3 +147,36 @@ func TestInventoryIsCappedByTheInstanceType(t *testing.T) {
 		t.Fatalf("events %v, want CapacityCapped and PlacementChanged", reasons)
 	}
 }
+
+// Every mutating call leaves an audit event: who, what, when.
+func TestMutatingCallsAreAudited(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := context.Background()
+	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	ts.joinManual(t, "dev", "m1")
+	if _, err := ts.admin.Plan(ctx, []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	events, err := ts.admin.ListEvents(ctx, client.EventQuery{Kind: "Audit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	for _, e := range events {
+		calls = append(calls, e.Message)
+		if e.Time.IsZero() {
+			t.Errorf("audit event without a time: %+v", e)
+		}
+	}
+	want := []string{"admin POST /v1/apply → 200", "admin POST /v1/join-tokens → 201", "anonymous POST /v1/join → 200"}
+	if len(calls) != len(want) {
+		t.Fatalf("audit trail %q, want %q (a plan changes nothing)", calls, want)
+	}
+	for i := range want {
+		if calls[i] != want[i] {
+			t.Fatalf("audit trail %q, want %q", calls, want)
+		}
+	}
+}

@@ -416,7 +416,11 @@ func (s *Server) Close() error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
-		mux.HandleFunc(rt.pattern, s.guard(rt.role, rt.handler))
+		h := rt.handler
+		if mutating(rt) {
+			h = s.audited(h)
+		}
+		mux.HandleFunc(rt.pattern, s.guard(rt.role, h))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, "not-found", "", "no route for %s %s", r.Method, r.URL.Path))
