@@ -16,7 +16,7 @@ export PATH
 command -v go >/dev/null || { echo "test.sh: Go is not installed (https://go.dev/dl/)" >&2; exit 1; }
 
 STATICCHECK_VERSION=v0.8.2
-FUZZ_TIME=${GANTRY_FUZZ_TIME:-15s}
+FUZZ_TIME=${GANTRY_FUZZ_TIME:-10s}
 
 started=$SECONDS
 step() { printf '\n==> %s (at %ds)\n' "$*" $((SECONDS - started)); }
@@ -36,8 +36,10 @@ if ! command -v staticcheck >/dev/null || [[ "$(staticcheck -version)" != *"${ST
 fi
 staticcheck ./...
 
-step "fuzz the spec parser for $FUZZ_TIME"
+step "fuzz the spec parser, the API request decoders and the join-token verifier for $FUZZ_TIME each"
 go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_TIME" -fuzzminimizetime 2s ./spec
+go test -run '^$' -fuzz '^FuzzDecodeRequests$' -fuzztime "$FUZZ_TIME" -fuzzminimizetime 2s ./server
+go test -run '^$' -fuzz '^FuzzVerify$' -fuzztime "$FUZZ_TIME" -fuzzminimizetime 2s ./auth
 
 step "Docker Engine for the container tests"
 ./scripts/docker-up.sh
