@@ -12,9 +12,6 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// MaxDocuments bounds how many resources one file may hold.
-const MaxDocuments = 1000
-
 // Document is one parsed resource; exactly one of Cluster and Service is set.
 type Document struct {
 	Index   int

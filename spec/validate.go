@@ -43,6 +43,14 @@ func ValidateDocument(d Document, providers Providers) ErrorList {
 	return ValidateService(d.Service)
 }
 
+func envBytes(env map[string]string) int {
+	n := 0
+	for k, v := range env {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
 func validateName(name string) ErrorList {
 	var errs ErrorList
 	switch {
@@ -185,8 +193,8 @@ func validateGroup(path string, g api.CapacityGroup, catalog []provisioner.Insta
 	if g.MinSize < 0 {
 		errs.add(path+".minSize", "must be 0 or more, got %d", g.MinSize)
 	}
-	if g.MaxSize < 1 {
-		errs.add(path+".maxSize", "must be at least 1, got %d", g.MaxSize)
+	if g.MaxSize < 1 || g.MaxSize > MaxGroupSize {
+		errs.add(path+".maxSize", "must be between 1 and %d (the limit of machines per group), got %d", MaxGroupSize, g.MaxSize)
 	}
 	if g.MinSize > g.MaxSize && g.MaxSize >= 1 {
 		errs.add(path+".minSize", "minSize %d is greater than maxSize %d", g.MinSize, g.MaxSize)
@@ -332,8 +340,11 @@ func ValidateService(svc *api.Service) ErrorList {
 			errs.add(indexPath("spec.command", i), "empty")
 		}
 	}
-	if n := s.DesiredReplicas(); n < 0 || n > 10000 {
-		errs.add("spec.replicas", "must be between 0 and 10000, got %d", n)
+	if n := s.DesiredReplicas(); n < 0 || n > MaxReplicas {
+		errs.add("spec.replicas", "must be between 0 and %d (the limit of replicas per service), got %d", MaxReplicas, n)
+	}
+	if n := envBytes(s.Env); n > MaxEnvBytes {
+		errs.add("spec.env", "holds %d bytes, over the limit of %d", n, MaxEnvBytes)
 	}
 	if s.StopTimeoutSeconds < 0 {
 		errs.add("spec.stopTimeoutSeconds", "must be 0 or more")
