@@ -25,7 +25,10 @@ import (
 // machines through the exec provider's example script (agent processes
 // on this host, in a directory every server shares: one "cloud").
 
-const haToken = "e2e-shared-admin-token"
+const (
+	haToken         = "e2e-shared-admin-token"
+	haEncryptionKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+)
 
 // lease settings short enough for tests; the margin (1 s) still covers a
 // pass and a call.
@@ -118,7 +121,7 @@ func (h *haCluster) start(s *haServer, urls []string) {
 	}
 	defer log.Close()
 	s.cmd = exec.Command(gantryBin, args...)
-	s.cmd.Env = append(os.Environ(), "GANTRY_ADMIN_TOKEN="+haToken)
+	s.cmd.Env = append(os.Environ(), "GANTRY_ADMIN_TOKEN="+haToken, "GANTRY_ENCRYPTION_KEY="+haEncryptionKey)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {
 		h.t.Fatal(err)

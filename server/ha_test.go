@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/leader"
 	"github.com/gantry-dev/gantry/store"
@@ -45,7 +46,7 @@ func TestDataFilesAreOwnerOnly(t *testing.T) {
 		c.DataDir = dir
 		c.Store.SQLite = DefaultConfig(dir).Store.SQLite
 	})
-	for _, name := range []string{"gantry.db", "gantry.db-wal", "admin-token", "server.url", "server.lock"} {
+	for _, name := range []string{"gantry.db", "gantry.db-wal", "admin-token", "encryption-key", "server.url", "server.lock"} {
 		info, err := os.Stat(filepath.Join(ts.cfg.DataDir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -56,6 +57,8 @@ func TestDataFilesAreOwnerOnly(t *testing.T) {
 	}
 }
 
+var sharedKey = auth.NewEncryptionKey()
+
 var fastLease = leader.Config{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond}
 
 // Servers sharing one PostgreSQL database: each serves the API, exactly
@@ -65,7 +68,7 @@ func TestServersOnPostgresShareOneLeader(t *testing.T) {
 	onPostgres := func(name string) func(*Config) {
 		return func(c *Config) {
 			c.Store.URL, c.Leader, c.Name = url, fastLease, name
-			c.AdminToken = "shared-admin-token"
+			c.AdminToken, c.EncryptionKey = "shared-admin-token", sharedKey
 		}
 	}
 	a := startServer(t, onPostgres("a"))
@@ -104,7 +107,7 @@ func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
 	url := pgtest.URL(t)
 	onPostgres := func(name string) func(*Config) {
 		return func(c *Config) {
-			c.Store.URL, c.Leader, c.Name, c.AdminToken = url, fastLease, name, "shared-admin-token"
+			c.Store.URL, c.Leader, c.Name, c.AdminToken, c.EncryptionKey = url, fastLease, name, "shared-admin-token", sharedKey
 		}
 	}
 	a := startServer(t, onPostgres("a"))
@@ -170,5 +173,32 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 			}
 			return // closed by the server (after answering the read error, if it did)
 		}
+	}
+}
+
+// The join-signing key is sealed in the store: the database alone does
+// not give it away; a server with another encryption key refuses to start
+// on it, saying why.
+func TestServerSecretsAreSealed(t *testing.T) {
+	ts := startServer(t, nil)
+	var stored string
+	if err := ts.store.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		stored, err = tx.GetMeta("join-signing-key")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !auth.IsSealed(stored) {
+		t.Fatalf("the join-signing key is stored in plain: %q", stored)
+	}
+	dir := ts.cfg.DataDir
+	ts.stopNow(t)
+	ts.Close()
+	cfg := DefaultConfig(dir)
+	cfg.Listen, cfg.EncryptionKey = "127.0.0.1:0", auth.NewEncryptionKey()
+	_, err := New(context.Background(), cfg, ts.log)
+	if err == nil || !strings.Contains(err.Error(), "same encryption key") {
+		t.Fatalf("a server with another key: %v", err)
 	}
 }

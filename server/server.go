@@ -60,6 +60,9 @@ type Config struct {
 	DataDir string
 	// AdminToken; generated into DataDir/admin-token (mode 0600) if empty.
 	AdminToken string
+	// EncryptionKey (64 hex digits) seals the server's secrets in the
+	// store; generated into DataDir/encryption-key (mode 0600) if empty.
+	EncryptionKey string
 	// AdvertiseURL is the URL agents dial; defaults to the listen address.
 	AdvertiseURL string
 	// AgentServers are the URLs of every server sharing the store, given
@@ -145,6 +148,7 @@ type Server struct {
 	store      *store.Monitor
 	startedAt  time.Time
 	signer     *auth.Signer
+	sealer     *auth.Sealer
 	adminToken string
 	registry   *registry.Registry
 	lock       *dataDirLock
@@ -206,7 +210,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 }
 
 func (s *Server) prepare(ctx context.Context) error {
-	key, err := s.metaOrCreate(ctx, "join-signing-key", auth.NewKey)
+	var err error
+	if s.sealer, err = loadOrCreateEncryptionKey(s.cfg); err != nil {
+		return err
+	}
+	key, err := s.sealedMetaOrCreate(ctx, "join-signing-key", auth.NewKey)
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,7 @@ func newServerCmd(g *globals) *cobra.Command {
 			cfg.DataDir = g.dataDir
 			cfg.Store.SQLite = server.DefaultConfig(g.dataDir).Store.SQLite
 			cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
+			cfg.EncryptionKey = os.Getenv("GANTRY_ENCRYPTION_KEY")
 			cfg.Providers = clouds.New(cloudCfg).Entries()
 			srv, err := server.New(cmd.Context(), cfg, log)
 			if err != nil {
