@@ -249,7 +249,7 @@ func (a *Agent) join(ctx context.Context) error {
 	for {
 		resp, err := a.client.Join(ctx, api.JoinRequest{Token: a.cfg.JoinToken, Cluster: a.cfg.Cluster, MachineID: a.cfg.MachineID, Inventory: inv})
 		var apiErr *client.APIError
-		if errors.As(err, &apiErr) {
+		if errors.As(err, &apiErr) && apiErr.Status != http.StatusTooManyRequests && apiErr.Status != http.StatusServiceUnavailable {
 			return fmt.Errorf("join refused: %w", err)
 		}
 		if err == nil {

@@ -76,6 +76,10 @@ type Config struct {
 	// LogAttachTimeout the longest `gantry logs` waits for the agent.
 	LogPollWait      time.Duration
 	LogAttachTimeout time.Duration
+	// MutatingRate and MutatingBurst limit each caller's mutating calls
+	// (per token; per address for joins); 0 disables the limit.
+	MutatingRate  float64
+	MutatingBurst int
 	// CredentialCacheTTL is how long a verified machine credential is
 	// accepted without reading the store again (0: always read).
 	CredentialCacheTTL time.Duration
@@ -129,7 +133,7 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
-		HeartbeatFlushInterval: time.Second, CredentialCacheTTL: 10 * time.Second,
+		HeartbeatFlushInterval: time.Second, CredentialCacheTTL: 10 * time.Second, MutatingRate: 50, MutatingBurst: 100,
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
@@ -166,6 +170,7 @@ type Server struct {
 	beats     *heartbeats
 	// credentials are machine credentials verified lately.
 	credentials *credentialCache
+	rates       *rateLimits
 	promReg     *prometheus.Registry
 	metrics     *metrics.Metrics
 	// stopping ends the agents' long polls when the server shuts down.
@@ -198,7 +203,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
-		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), lock: lock, ready: make(chan struct{})}
+		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.MutatingRate, cfg.MutatingBurst), lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
@@ -426,7 +431,7 @@ func (s *Server) Handler() http.Handler {
 	for _, rt := range s.routes() {
 		h := rt.handler
 		if mutating(rt) {
-			h = s.audited(h)
+			h = s.audited(s.limited(h))
 		}
 		mux.HandleFunc(rt.pattern, s.guard(rt.role, h))
 	}

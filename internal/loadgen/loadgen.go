@@ -37,6 +37,9 @@ type Config struct {
 	Workers     int
 	JoinWorkers int
 	Timeout     time.Duration
+	// RetryWait is the wait before a join the server rate limited is
+	// sent again.
+	RetryWait time.Duration
 	// HTTP is the client transport (nil: one sized for Workers).
 	HTTP *http.Client
 }
@@ -44,7 +47,7 @@ type Config struct {
 // DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
 func DefaultConfig() Config {
 	return Config{Cluster: "load", Machines: 10000, Rate: 2000, Duration: 30 * time.Second, Warmup: 5 * time.Second,
-		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second}
+		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond}
 }
 
 // Result is what a run measured.
@@ -125,8 +128,13 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 			for i := range next {
 				id := fmt.Sprintf("%s-%05d", cfg.Cluster, i)
 				c := client.New(servers[i%len(servers)], "", httpClient)
-				resp, err := c.Join(ctx, api.JoinRequest{Token: tok.Token, Cluster: cfg.Cluster, MachineID: id,
-					Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Runtimes: []string{"process"}}})
+				req := api.JoinRequest{Token: tok.Token, Cluster: cfg.Cluster, MachineID: id,
+					Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Runtimes: []string{"process"}}}
+				resp, err := c.Join(ctx, req)
+				for client.IsStatus(err, http.StatusTooManyRequests) && ctx.Err() == nil {
+					time.Sleep(cfg.RetryWait) // joins from one address are rate limited, as an agent's are
+					resp, err = c.Join(ctx, req)
+				}
 				if err != nil && !client.IsStatus(err, http.StatusConflict) {
 					mu.Lock()
 					firstErr = cmpErr(firstErr, fmt.Errorf("join %s: %w", id, err))
