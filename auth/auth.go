@@ -143,3 +143,20 @@ func RandomBytes(n int) []byte {
 	_, _ = rand.Read(b)
 	return b
 }
+
+// NewToken returns an API token's secret: its id in clear (to find its
+// hash) and a random part.
+func NewToken(id string) string {
+	return "gtk1." + id + "." + base64.RawURLEncoding.EncodeToString(RandomBytes(32))
+}
+
+// TokenID returns the id an API token claims, before it is checked
+// against the stored hash.
+func TokenID(token string) (string, bool) {
+	rest, ok := strings.CutPrefix(token, "gtk1.")
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(rest, ".")
+	return id, ok && id != ""
+}

@@ -373,3 +373,21 @@ func (c *Client) WithHTTPClient(h *http.Client) *Client {
 	cp.http = h
 	return &cp
 }
+
+// CreateToken creates an API token; the secret is in the answer only.
+func (c *Client) CreateToken(ctx context.Context, req api.TokenRequest) (*api.TokenResponse, error) {
+	var out api.TokenResponse
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/tokens", req, &out)
+}
+
+// ListTokens lists API tokens (without secrets).
+func (c *Client) ListTokens(ctx context.Context) ([]api.Token, error) {
+	var out struct{ Items []api.Token }
+	return out.Items, c.getJSON(ctx, "/v1/tokens", &out)
+}
+
+// RevokeToken revokes a token at once, on every server.
+func (c *Client) RevokeToken(ctx context.Context, id string) (*api.Token, error) {
+	var out api.Token
+	return &out, c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), "", nil, &out)
+}

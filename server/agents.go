@@ -24,23 +24,27 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	claims, err := s.signer.Verify(req.Token, req.Cluster, s.clock.Now())
-	switch {
-	case errors.Is(err, auth.ErrWrongCluster):
-		s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "cluster", "%v", err))
-		return
-	case err != nil:
-		s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthorized", "token", "%v", err))
-		return
-	case claims.MachineID != "" && req.MachineID != "" && claims.MachineID != req.MachineID:
-		s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "machineId", "%v", auth.ErrWrongMachine))
-		return
+	_, stored := auth.TokenID(req.Token)
+	var claims auth.JoinClaims
+	if !stored {
+		var err error
+		if claims, err = s.verifySignedJoin(req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	var resp api.JoinResponse
 	var firstJoin *api.Machine
 	var monitoring *api.Monitoring
-	err = s.store.Update(r.Context(), func(tx store.Tx) error {
+	err := s.store.Update(r.Context(), func(tx store.Tx) error {
 		resp, firstJoin, monitoring = api.JoinResponse{}, nil, nil
+		claims := claims
+		if stored {
+			var err error
+			if claims, err = s.useJoinToken(tx, req, s.clock.Now()); err != nil {
+				return err
+			}
+		}
 		m, created, err := s.machineForJoin(tx, claims, req)
 		if err != nil {
 			return err
@@ -91,6 +95,21 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	resp.HeartbeatInterval, resp.Servers = s.ctrl.HeartbeatInterval().String(), s.cfg.AgentServers
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// verifySignedJoin checks a join token the server signed (for a machine
+// it launched, or minted by POST /v1/join-tokens).
+func (s *Server) verifySignedJoin(req api.JoinRequest) (auth.JoinClaims, error) {
+	claims, err := s.signer.Verify(req.Token, req.Cluster, s.clock.Now())
+	switch {
+	case errors.Is(err, auth.ErrWrongCluster):
+		return claims, errorf(http.StatusForbidden, "forbidden", "cluster", "%v", err)
+	case err != nil:
+		return claims, errorf(http.StatusUnauthorized, "unauthorized", "token", "%v", err)
+	case claims.MachineID != "" && req.MachineID != "" && claims.MachineID != req.MachineID:
+		return claims, errorf(http.StatusForbidden, "forbidden", "machineId", "%v", auth.ErrWrongMachine)
+	}
+	return claims, nil
 }
 
 // agentMonitoring is a cluster's monitoring as its agents need it, with
@@ -352,19 +371,7 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
-	err := s.store.View(r.Context(), func(tx store.Tx) error {
-		c, err := tx.GetCluster(req.Cluster)
-		if errors.Is(err, store.ErrNotFound) {
-			return errorf(http.StatusUnprocessableEntity, "invalid", "cluster", "cluster %q not found", req.Cluster)
-		}
-		if err != nil {
-			return err
-		}
-		if _, ok := c.Group(req.Group); ok {
-			return nil
-		}
-		return errorf(http.StatusUnprocessableEntity, "invalid", "group", "cluster %q has no capacity group %q", req.Cluster, req.Group)
-	})
+	err := s.store.View(r.Context(), func(tx store.Tx) error { return checkGroup(tx, req.Cluster, req.Group) })
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -376,4 +383,19 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, api.JoinTokenResponse{Token: token, ExpiresAt: expires.UTC()})
+}
+
+// checkGroup: the cluster exists and has the capacity group.
+func checkGroup(tx store.Tx, cluster, group string) error {
+	c, err := tx.GetCluster(cluster)
+	if errors.Is(err, store.ErrNotFound) {
+		return errorf(http.StatusUnprocessableEntity, "invalid", "cluster", "cluster %q not found", cluster)
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := c.Group(group); ok {
+		return nil
+	}
+	return errorf(http.StatusUnprocessableEntity, "invalid", "group", "cluster %q has no capacity group %q", cluster, group)
 }

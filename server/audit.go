@@ -34,6 +34,8 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 
 func (p principal) String() string {
 	switch {
+	case p.tokenID != "":
+		return "token/" + p.tokenID
 	case p.admin:
 		return "admin"
 	case p.machineID != "":

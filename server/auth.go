@@ -22,6 +22,8 @@ const (
 
 type principal struct {
 	admin     bool
+	readOnly  bool
+	tokenID   string
 	machineID string
 }
 
@@ -36,6 +38,9 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	}
 	if subtle.ConstantTimeCompare([]byte(token), []byte(s.adminToken)) == 1 {
 		return principal{admin: true}, nil
+	}
+	if id, ok := auth.TokenID(token); ok {
+		return s.tokenPrincipal(r, id, token)
 	}
 	machineID, ok := auth.CredentialMachine(token)
 	if !ok {
@@ -75,6 +80,10 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 		}
 		switch {
 		case p.admin && need == roleAdmin:
+		case p.readOnly && need == roleAdmin && r.Method == http.MethodGet:
+		case p.readOnly:
+			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "", "a read-only token may only read"))
+			return
 		case need == roleMachine && p.machineID != "" && p.machineID == r.PathValue("id"):
 		case need == roleMachine && p.admin && r.Method == http.MethodGet:
 		case p.machineID != "":

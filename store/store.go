@@ -118,6 +118,11 @@ type Tx interface {
 	GetCredentialHash(machineID string) ([]byte, error)
 	PutCredentialHash(machineID string, hash []byte) error
 
+	// API tokens, each with the hash of its secret.
+	GetToken(id string) (*api.Token, []byte, error)
+	ListTokens() ([]*api.Token, error)
+	PutToken(t *api.Token, hash []byte) error
+
 	// Meta holds server-wide values such as the join-token signing key.
 	GetMeta(key string) (string, error)
 	PutMeta(key, value string) error
