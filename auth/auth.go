@@ -110,8 +110,11 @@ func NewCredential(machineID string) (credential string, hash []byte) {
 
 // CredentialMachine returns the machine a credential claims to be, before
 // it is checked against the stored hash.
-func CredentialMachine(credential string) (string, bool) {
-	rest, ok := strings.CutPrefix(credential, "gmc1.")
+func CredentialMachine(credential string) (string, bool) { return idAfter("gmc1.", credential) }
+
+// idAfter is the id between a secret's prefix and its random part.
+func idAfter(prefix, secret string) (string, bool) {
+	rest, ok := strings.CutPrefix(secret, prefix)
 	if !ok {
 		return "", false
 	}
@@ -152,11 +155,4 @@ func NewToken(id string) string {
 
 // TokenID returns the id an API token claims, before it is checked
 // against the stored hash.
-func TokenID(token string) (string, bool) {
-	rest, ok := strings.CutPrefix(token, "gtk1.")
-	if !ok {
-		return "", false
-	}
-	id, _, ok := strings.Cut(rest, ".")
-	return id, ok && id != ""
-}
+func TokenID(token string) (string, bool) { return idAfter("gtk1.", token) }

@@ -14,24 +14,8 @@ import (
 func TestExecProviderMachinesJoinAndServe(t *testing.T) {
 	dir := t.TempDir()
 	machines := filepath.Join(dir, "machines")
-	script, err := filepath.Abs("../examples/exec/process-machines.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { killScriptMachines(machines) })
-	run := fmt.Sprintf("MACHINES_DIR=%s GANTRY_BIN=%s %s", machines, gantryBin, script)
-	config := writeFile(t, dir, "exec.yaml", fmt.Sprintf(`commands:
-  launch: %[1]s launch
-  terminate: %[1]s terminate
-  describe: %[1]s describe
-  list: %[1]s list
-  console: %[1]s console
-timeout: 30s
-zones: [here]
-flatPrice: 0.02
-instanceTypes:
-  - {name: pm.medium, milliCpu: 2000, memoryBytes: 2147483648}
-`, run))
+	config := scriptExecConfig(t, dir, machines)
 	s := startServer(t, filepath.Join(dir, "server"), "--local-exit-with-server", "--exec-config", config)
 	s.apply(t, "web.yaml", strings.Replace(strings.Replace(webSpec, "capacityGroups:", "provider: {name: exec}\n  capacityGroups:", 1), "local.medium", "pm.medium", 1))
 	waitFor(t, "3 replicas answering on exec machines", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
@@ -68,4 +52,27 @@ func killScriptMachines(dir string) {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// scriptExecConfig writes an exec provider config whose machines are made
+// by the example script in the machines directory.
+func scriptExecConfig(t *testing.T, dir, machines string) string {
+	t.Helper()
+	script, err := filepath.Abs("../examples/exec/process-machines.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := fmt.Sprintf("MACHINES_DIR=%s GANTRY_BIN=%s %s", machines, gantryBin, script)
+	return writeFile(t, dir, "exec.yaml", fmt.Sprintf(`commands:
+  launch: %[1]s launch
+  terminate: %[1]s terminate
+  describe: %[1]s describe
+  list: %[1]s list
+  console: %[1]s console
+timeout: 30s
+zones: [here]
+flatPrice: 0.02
+instanceTypes:
+  - {name: pm.medium, milliCpu: 2000, memoryBytes: 2147483648}
+`, run))
 }

@@ -52,22 +52,7 @@ func newHA(t *testing.T, n int, db string) *haCluster {
 	t.Helper()
 	dir := t.TempDir()
 	h := &haCluster{t: t, dir: dir, db: db, machines: filepath.Join(dir, "machines")}
-	script, err := filepath.Abs("../examples/exec/process-machines.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := fmt.Sprintf("MACHINES_DIR=%s GANTRY_BIN=%s %s", h.machines, gantryBin, script)
-	h.config = writeFile(t, dir, "exec.yaml", fmt.Sprintf(`commands:
-  launch: %[1]s launch
-  terminate: %[1]s terminate
-  describe: %[1]s describe
-  list: %[1]s list
-timeout: 30s
-zones: [here]
-flatPrice: 0.02
-instanceTypes:
-  - {name: pm.medium, milliCpu: 2000, memoryBytes: 2147483648}
-`, run))
+	h.config = scriptExecConfig(t, dir, h.machines)
 	var urls []string
 	for i := range n {
 		s := &haServer{name: fmt.Sprintf("s%d", i+1), dataDir: filepath.Join(dir, fmt.Sprintf("s%d", i+1))}

@@ -46,15 +46,11 @@ func (t countingTx) PutLiveness(beats map[string]time.Time) error {
 func TestQuietHeartbeatsAreBatched(t *testing.T) {
 	fake := clocktesting.NewFakeClock(time.Now())
 	var writes, flushes atomic.Int64
-	ts := startServer(t, func(c *Config) {
+	ts, ctx := withTestCluster(t, func(c *Config) {
 		c.Clock = fake
 		c.HeartbeatFlushInterval = time.Second
 		c.WrapStore = func(s store.Store) store.Store { return countingStore{Store: s, writes: &writes, flushes: &flushes} }
 	})
-	ctx := context.Background()
-	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
-		t.Fatal(err)
-	}
 	credential := ts.joinManual(t, "dev", "m1")
 	agent := client.New(ts.URL(), credential, nil)
 	if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{}); err != nil {
@@ -98,11 +94,7 @@ func TestQuietHeartbeatsAreBatched(t *testing.T) {
 // An agent of a launched machine cannot claim more than its instance
 // type offers, and its machine moving zone is an event.
 func TestInventoryIsCappedByTheInstanceType(t *testing.T) {
-	ts := startServer(t, nil)
-	ctx := context.Background()
-	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
-		t.Fatal(err)
-	}
+	ts, ctx := withTestCluster(t, nil)
 	now := time.Now().UTC()
 	m := &api.Machine{ID: "m1", Cluster: "dev", Group: "general", InstanceType: "local.small", Provider: "local", ProviderKey: "local",
 		ProviderID: "local-1", Zone: "local", LaunchKey: "lk-m1", JoinState: api.JoinBooting, FleetState: api.FleetReady, CreatedAt: now, StateChangedAt: now}
@@ -150,11 +142,7 @@ func TestInventoryIsCappedByTheInstanceType(t *testing.T) {
 
 // Every mutating call leaves an audit event: who, what, when.
 func TestMutatingCallsAreAudited(t *testing.T) {
-	ts := startServer(t, nil)
-	ctx := context.Background()
-	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
-		t.Fatal(err)
-	}
+	ts, ctx := withTestCluster(t, nil)
 	ts.joinManual(t, "dev", "m1")
 	if _, err := ts.admin.Plan(ctx, []byte(testCluster)); err != nil {
 		t.Fatal(err)

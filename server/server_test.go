@@ -87,6 +87,17 @@ func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testSe
 	return &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), nil), stop: stop}
 }
 
+// withTestCluster starts a server and applies testCluster to it.
+func withTestCluster(t *testing.T, edit func(*Config)) (*testServer, context.Context) {
+	t.Helper()
+	ts := startServer(t, edit)
+	ctx := context.Background()
+	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
+		t.Fatal(err)
+	}
+	return ts, ctx
+}
+
 // joinManual registers a machine with a hand-minted join token and returns
 // its credential.
 func (ts *testServer) joinManual(t *testing.T, cluster, machineID string) string {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"testing"
 
@@ -13,11 +12,7 @@ import (
 // joins one cluster's group as many times as it may, and never calls the
 // API; a revoked token is refused at once; listing shows no secret.
 func TestTokenScopes(t *testing.T) {
-	ts := startServer(t, nil)
-	ctx := context.Background()
-	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
-		t.Fatal(err)
-	}
+	ts, ctx := withTestCluster(t, nil)
 	ro, err := ts.admin.CreateToken(ctx, api.TokenRequest{Kind: api.TokenReadOnly, Description: "dashboards"})
 	if err != nil {
 		t.Fatal(err)
