@@ -103,7 +103,7 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 		t.Fatalf("apply: %s", errOut)
 	}
 	waitFor(t, "3 replicas answering HTTP", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
-	before := s.replicas("web")
+	before := settledReplicas(t, s, "web", 3)
 	machinesBefore := s.machines()
 
 	s.kill()
@@ -129,7 +129,8 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 		}
 		for i, r := range after {
 			if r.Machine != before[i].Machine || r.HostPorts["http"] != before[i].HostPorts["http"] || r.Restarts != 0 {
-				return false, "replica moved or restarted: " + r.ID + " on " + r.Machine
+				return false, fmt.Sprintf("replica %s moved or restarted: machine %s (was %s), port %d (was %d), %d restarts",
+					r.ID, r.Machine, before[i].Machine, r.HostPorts["http"], before[i].HostPorts["http"], r.Restarts)
 			}
 		}
 		return true, ""
@@ -303,3 +304,27 @@ func chanReader(lines chan string) io.Reader {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// settledReplicas waits until a service's n replicas answer and stay where
+// they are over a few control-loop passes (a spread repair may still move
+// one after the last machine joined), and returns them.
+func settledReplicas(t *testing.T, s *server, service string, n int) []api.Replica {
+	t.Helper()
+	var settled []api.Replica
+	waitFor(t, service+" settled", func() (bool, string) {
+		first := s.replicas(service)
+		if ok, why := allAnswer(first, n); !ok {
+			return false, why
+		}
+		waitPasses(t, s.url, 3)
+		second := s.replicas(service)
+		for i := range first {
+			if i >= len(second) || second[i].Machine != first[i].Machine || second[i].HostPorts["http"] != first[i].HostPorts["http"] {
+				return false, "replicas still moving"
+			}
+		}
+		settled = second
+		return true, ""
+	})
+	return settled
+}
