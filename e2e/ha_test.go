@@ -304,13 +304,13 @@ func TestHALeaderKilledDuringScaleUpAndRollout(t *testing.T) {
 	h := newHA(t, 3, pgtest.URL(t))
 	first := h.leader()
 	h.apply(haSpec(2, "1"))
-	time.Sleep(time.Duration(rng.Int64N(int64(2 * time.Second))))
+	waitPasses(t, first.url, rng.IntN(8)) // a random point of the scale-up, counted in the leader's passes
 	h.kill(first)
 	second := h.leader(first)
 	waitFor(t, "web v1 answering", func() (bool, string) { return h.webAnswers("1") })
 
 	h.apply(haSpec(2, "2"))
-	time.Sleep(time.Duration(rng.Int64N(int64(2 * time.Second))))
+	waitPasses(t, second.url, rng.IntN(8)) // a random point of the rollout
 	h.kill(second)
 	h.start(first, h.urls())
 	h.leader(second)
@@ -424,7 +424,16 @@ func TestHADatabaseOutage(t *testing.T) {
 		t.Fatalf("the leader did not step down on its own")
 	}
 	before := len(h.scriptMachines())
-	time.Sleep(4 * time.Second) // longer than the lease: a deposed leader would have launched by now
+	// Nothing may launch for longer than a lease: wait for enough failed
+	// attempts to take the lease (one per retry period, 250 ms) to cover
+	// 4 s, instead of a sleep.
+	for _, s := range h.servers {
+		attempts := strings.Count(readFrom(s.logPath, 0), `msg="leader lease"`)
+		waitFor(t, s.name+" trying to lead for 4 s", func() (bool, string) {
+			n := strings.Count(readFrom(s.logPath, 0), `msg="leader lease"`) - attempts
+			return n >= 16, fmt.Sprintf("%d attempts", n)
+		})
+	}
 	if got := len(h.scriptMachines()); got != before {
 		t.Fatalf("%d instances launched while the database was down", got-before)
 	}

@@ -81,7 +81,7 @@ func TestOneLeaderAndHandOverOnShutdown(t *testing.T) {
 	a := start(t, sa, "a")
 	first := awaitTerm(t, a, 5*time.Second)
 	b := start(t, sb, "b")
-	time.Sleep(3 * fast.RetryPeriod)
+	<-b.e.Following() // b has tried and found a leading
 	if b.e.Leading() {
 		t.Fatal("b leads while a holds the lease")
 	}
@@ -141,7 +141,7 @@ func TestCutOffLeaderStepsDownBeforeTheLeaseEnds(t *testing.T) {
 	}
 	// Back in touch, a follows: b keeps the lease.
 	sa.off.Store(false)
-	time.Sleep(3 * fast.RetryPeriod)
+	<-a.e.Following() // a has tried again and found b leading
 	if a.e.Leading() || !b.e.Leading() {
 		t.Fatalf("after a is back: a leads %v, b leads %v", a.e.Leading(), b.e.Leading())
 	}
