@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/internal/atomicfile"
+	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/runtime"
 )
 
@@ -37,6 +39,11 @@ type Config struct {
 	Labels     map[string]string
 	// JoinToken is needed only until the agent holds a credential.
 	JoinToken string
+	// CACertHash pins the CA of an HTTPS server ("sha256:…"); by default
+	// the one the join token carries, then the one kept with the
+	// credential. Without a pin, HTTPS servers are verified against the
+	// system's roots.
+	CACertHash string
 	// Capacity overrides detection where set (local machines advertise
 	// their instance type's resources).
 	Capacity api.Resources
@@ -88,6 +95,9 @@ type Agent struct {
 	driver    runtime.Driver
 	log       *slog.Logger
 	client    *client.Client
+	// transport verifies servers against the pinned CA (nil: the
+	// system's roots).
+	transport http.RoundTripper
 	machineID string
 
 	mu          sync.Mutex
@@ -100,11 +110,31 @@ type Agent struct {
 
 // New returns an agent using driver to run replicas.
 func New(cfg Config, driver runtime.Driver, log *slog.Logger) *Agent {
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, driver: driver, log: log, machineID: cfg.MachineID,
-		client:      client.New(cfg.ServerURL, "", &http.Client{Timeout: cfg.RequestTimeout}),
 		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1),
 	}
+	a.cfg.CACertHash = a.caPin()
+	if a.cfg.CACertHash != "" {
+		a.transport = pki.PinnedTransport(a.cfg.CACertHash)
+	}
+	a.client = client.New(cfg.ServerURL, "", &http.Client{Timeout: cfg.RequestTimeout, Transport: a.transport})
+	return a
+}
+
+// caPin is the configured pin, else the join token's, else the one kept
+// with the credential.
+func (a *Agent) caPin() string {
+	if a.cfg.CACertHash != "" {
+		return a.cfg.CACertHash
+	}
+	if pin := auth.TokenCAPin(a.cfg.JoinToken); pin != "" {
+		return pin
+	}
+	if cf, err := a.readCredential(); err == nil {
+		return cf.CACertHash
+	}
+	return ""
 }
 
 // ErrMachineGone means the server terminated this machine.
@@ -118,6 +148,20 @@ type credentialFile struct {
 	Monitoring *api.AgentMonitoring `json:"monitoring,omitempty"`
 	// Servers are the server URLs last learned, tried in turn.
 	Servers []string `json:"servers,omitempty"`
+	// CACertHash is the pin the servers were verified with.
+	CACertHash string `json:"caCertHash,omitempty"`
+}
+
+func (a *Agent) readCredential() (credentialFile, error) {
+	var cf credentialFile
+	data, err := os.ReadFile(a.credentialPath())
+	if err != nil {
+		return cf, err
+	}
+	if err := json.Unmarshal(data, &cf); err != nil {
+		return cf, fmt.Errorf("read %s: %w", a.credentialPath(), err)
+	}
+	return cf, nil
 }
 
 func (a *Agent) credentialPath() string { return filepath.Join(a.cfg.DataDir, "credential.json") }
@@ -125,13 +169,9 @@ func (a *Agent) credentialPath() string { return filepath.Join(a.cfg.DataDir, "c
 // Monitoring is the export configuration the server gave at join, if any
 // (the exporter itself comes with OTLP export).
 func (a *Agent) Monitoring() (*api.AgentMonitoring, error) {
-	data, err := os.ReadFile(a.credentialPath())
+	cf, err := a.readCredential()
 	if err != nil {
 		return nil, err
-	}
-	var cf credentialFile
-	if err := json.Unmarshal(data, &cf); err != nil {
-		return nil, fmt.Errorf("read %s: %w", a.credentialPath(), err)
 	}
 	return cf.Monitoring, nil
 }
@@ -228,14 +268,10 @@ func (a *Agent) findLeftovers(ctx context.Context) error {
 }
 
 func (a *Agent) ensureCredential(ctx context.Context) error {
-	data, err := os.ReadFile(a.credentialPath())
-	if err == nil {
-		var cf credentialFile
-		if json.Unmarshal(data, &cf) == nil && cf.Credential != "" {
-			a.machineID, a.client = cf.MachineID, a.client.WithToken(cf.Credential)
-			a.client.SetServers(cf.Servers)
-			return nil
-		}
+	if cf, err := a.readCredential(); err == nil && cf.Credential != "" {
+		a.machineID, a.client = cf.MachineID, a.client.WithToken(cf.Credential)
+		a.client.SetServers(cf.Servers)
+		return nil
 	}
 	return a.join(ctx)
 }
@@ -255,7 +291,7 @@ func (a *Agent) join(ctx context.Context) error {
 		if err == nil {
 			a.machineID, a.client = resp.MachineID, a.client.WithToken(resp.Credential)
 			a.client.SetServers(resp.Servers)
-			if err := a.keepCredential(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential, Monitoring: resp.Monitoring, Servers: a.client.Servers()}); err != nil {
+			if err := a.keepCredential(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential, Monitoring: resp.Monitoring, Servers: a.client.Servers(), CACertHash: a.cfg.CACertHash}); err != nil {
 				return err
 			}
 			a.log.Info("joined", "machine", resp.MachineID, "server", a.client.Servers()[0])
@@ -284,11 +320,7 @@ func (a *Agent) learnServers(urls []string) {
 		return
 	}
 	a.client.SetServers(urls)
-	data, err := os.ReadFile(a.credentialPath())
-	var cf credentialFile
-	if err == nil {
-		err = json.Unmarshal(data, &cf)
-	}
+	cf, err := a.readCredential()
 	if err == nil {
 		cf.Servers = a.client.Servers()
 		err = a.keepCredential(cf)

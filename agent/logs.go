@@ -36,7 +36,7 @@ func (a *Agent) serveLogRequests(ctx context.Context) {
 
 // pollClient has no client-side timeout: the poll's context bounds it.
 func (a *Agent) pollClient() *client.Client {
-	return a.client.WithHTTPClient(&http.Client{})
+	return a.client.WithHTTPClient(&http.Client{Transport: a.transport})
 }
 
 // sendLogs streams one replica's output to the server in chunks: flushed

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"sync"
 	"time"
@@ -99,7 +100,7 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 	}
 	return runtime.Spec{
 		ReplicaID: as.ReplicaID, Service: as.Service, MachineID: s.agent.machineID, SpecHash: as.SpecHash,
-		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: sp.Env, WorkingDir: sp.WorkingDir,
+		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: withSecrets(sp.Env, as.SecretEnv), WorkingDir: sp.WorkingDir,
 		HostPorts: s.ports(), ContainerPort: containerPorts, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
 		MilliCPU: as.Requests.MilliCPU, MemoryBytes: as.Requests.MemoryBytes, EphemeralBytes: as.Requests.EphemeralBytes,
 		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass,
@@ -241,4 +242,16 @@ func (s *supervisor) halt() {
 		close(s.stop)
 	}
 	<-s.done
+}
+
+// withSecrets is a replica's environment: its plain values and the
+// values of the Secrets it references.
+func withSecrets(env, secrets map[string]string) map[string]string {
+	if len(secrets) == 0 {
+		return env
+	}
+	out := make(map[string]string, len(env)+len(secrets))
+	maps.Copy(out, env)
+	maps.Copy(out, secrets)
+	return out
 }

@@ -80,7 +80,9 @@ type Assignment struct {
 	Service   string      `json:"service"`
 	SpecHash  string      `json:"specHash"`
 	Spec      ServiceSpec `json:"spec"`
-	Requests  Resources   `json:"requests"`
+	// SecretEnv are the values of Spec.SecretEnv, for this machine only.
+	SecretEnv map[string]string `json:"secretEnv,omitempty"`
+	Requests  Resources         `json:"requests"`
 	// GPUs are the machine's devices given to this replica, exactly.
 	GPUs []GPUDevice `json:"gpus,omitempty"`
 	// RuntimeClass is "tee" when the replica must run on the machine's TEE
@@ -107,6 +109,8 @@ type JoinTokenRequest struct {
 type JoinTokenResponse struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// CACertHash pins the server's CA (the token carries it too).
+	CACertHash string `json:"caCertHash,omitempty"`
 }
 
 // ApplyResult tells what an apply changed, per resource.

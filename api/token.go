@@ -49,4 +49,6 @@ type TokenRequest struct {
 type TokenResponse struct {
 	Token
 	Secret string `json:"secret"`
+	// CACertHash pins the server's CA (join tokens carry it too).
+	CACertHash string `json:"caCertHash,omitempty"`
 }

@@ -94,10 +94,14 @@ type SecretHeader struct {
 	ValueSHA256 string `json:"valueSha256,omitempty"`
 }
 
-// SecretRef names where a secret lives on the server.
+// SecretRef names where a secret lives on the server: an environment
+// variable or a file of the server, or (monitoring headers) a key of a
+// Secret.
 type SecretRef struct {
 	Env  string `json:"env,omitempty"`
 	File string `json:"file,omitempty"`
+	Name string `json:"name,omitempty"`
+	Key  string `json:"key,omitempty"`
 }
 
 // RolloutPolicy bounds template rollouts.
@@ -214,19 +218,22 @@ type Service struct {
 
 // ServiceSpec is what the operator declares about a service.
 type ServiceSpec struct {
-	Cluster            string            `json:"cluster"`
-	Image              string            `json:"image,omitempty"`
-	Command            []string          `json:"command,omitempty"`
-	Args               []string          `json:"args,omitempty"`
-	Env                map[string]string `json:"env,omitempty"`
-	WorkingDir         string            `json:"workingDir,omitempty"`
-	Ports              []Port            `json:"ports,omitempty"`
-	Replicas           *int              `json:"replicas,omitempty"`
-	Resources          ServiceResources  `json:"resources,omitempty"`
-	HealthCheck        *HealthCheck      `json:"healthCheck,omitempty"`
-	Isolation          string            `json:"isolation,omitempty"`
-	Placement          Placement         `json:"placement,omitempty"`
-	StopTimeoutSeconds int               `json:"stopTimeoutSeconds,omitempty"`
+	Cluster string            `json:"cluster"`
+	Image   string            `json:"image,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// SecretEnv are environment variables whose values are keys of
+	// Secrets (in spec files: env entries with a secretRef).
+	SecretEnv          map[string]SecretKeyRef `json:"secretEnv,omitempty"`
+	WorkingDir         string                  `json:"workingDir,omitempty"`
+	Ports              []Port                  `json:"ports,omitempty"`
+	Replicas           *int                    `json:"replicas,omitempty"`
+	Resources          ServiceResources        `json:"resources,omitempty"`
+	HealthCheck        *HealthCheck            `json:"healthCheck,omitempty"`
+	Isolation          string                  `json:"isolation,omitempty"`
+	Placement          Placement               `json:"placement,omitempty"`
+	StopTimeoutSeconds int                     `json:"stopTimeoutSeconds,omitempty"`
 }
 
 // DesiredReplicas is the replica count with its default of 1.

@@ -35,11 +35,21 @@ type JoinClaims struct {
 	MachineID string    `json:"m,omitempty"`
 	ExpiresAt time.Time `json:"e"`
 	Nonce     string    `json:"n"`
+	// CAPin is the hash of the CA that signed the server's certificate
+	// (see internal/pki): the agent verifies the server against it before
+	// it sends the token. Empty when the server serves plain HTTP.
+	CAPin string `json:"ca,omitempty"`
 }
 
 // Signer mints and verifies join tokens with one key.
 type Signer struct {
-	key []byte
+	key   []byte
+	caPin string
+}
+
+// WithCAPin returns a signer whose tokens carry the server CA's pin.
+func (s *Signer) WithCAPin(pin string) *Signer {
+	return &Signer{key: s.key, caPin: pin}
 }
 
 // NewSigner uses key (at least 32 bytes).
@@ -58,6 +68,7 @@ func NewKey() string {
 // Mint signs claims into a token.
 func (s *Signer) Mint(c JoinClaims) (string, error) {
 	c.Nonce = base64.RawURLEncoding.EncodeToString(RandomBytes(9))
+	c.CAPin = s.caPin
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("encode join claims: %w", err)
@@ -90,6 +101,22 @@ func (s *Signer) Verify(token, cluster string, now time.Time) (JoinClaims, error
 	}
 	if c.Cluster != cluster {
 		return c, ErrWrongCluster
+	}
+	return c, nil
+}
+
+// PeekClaims reads a token's claims without checking its signature: an
+// agent learns the CA pin from its token before it can reach the server.
+func PeekClaims(token string) (JoinClaims, error) {
+	var c JoinClaims
+	rest, ok := strings.CutPrefix(token, joinTokenPrefix)
+	body, _, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return c, ErrMalformedToken
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil || json.Unmarshal(payload, &c) != nil {
+		return c, ErrMalformedToken
 	}
 	return c, nil
 }
@@ -151,6 +178,35 @@ func RandomBytes(n int) []byte {
 // hash) and a random part.
 func NewToken(id string) string {
 	return "gtk1." + id + "." + base64.RawURLEncoding.EncodeToString(RandomBytes(32))
+}
+
+// NewJoinToken is a join-kind API token's secret: NewToken's, followed
+// by the hex digest of the server CA's pin, which the agent verifies the
+// server with before it sends the token.
+func NewJoinToken(id, caPin string) string {
+	secret := NewToken(id)
+	if digest, ok := strings.CutPrefix(caPin, "sha256:"); ok {
+		secret += "." + digest
+	}
+	return secret
+}
+
+// TokenCAPin is the CA pin a join token carries (either form), or "".
+func TokenCAPin(token string) string {
+	if claims, err := PeekClaims(token); err == nil {
+		return claims.CAPin
+	}
+	if _, ok := TokenID(token); !ok {
+		return ""
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 4 || len(parts[3]) != 2*sha256.Size {
+		return ""
+	}
+	if _, err := hex.DecodeString(parts[3]); err != nil {
+		return ""
+	}
+	return "sha256:" + parts[3]
 }
 
 // TokenID returns the id an API token claims, before it is checked

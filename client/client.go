@@ -391,3 +391,30 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (*api.Token, error)
 	var out api.Token
 	return &out, c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), "", nil, &out)
 }
+
+// CreateSecret creates a Secret (replace: create or replace its values).
+// The answer holds its keys and revision, never values.
+func (c *Client) CreateSecret(ctx context.Context, name string, data map[string]string, replace bool) (*api.Secret, error) {
+	var out api.Secret
+	if replace {
+		return &out, c.sendJSON(ctx, http.MethodPut, "/v1/secrets/"+url.PathEscape(name), api.SecretRequest{Data: data}, &out)
+	}
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/secrets", api.SecretRequest{Name: name, Data: data}, &out)
+}
+
+// ListSecrets lists Secrets: keys and revisions.
+func (c *Client) ListSecrets(ctx context.Context) ([]api.Secret, error) {
+	var out struct{ Items []api.Secret }
+	return out.Items, c.getJSON(ctx, "/v1/secrets", &out)
+}
+
+// DeleteSecret deletes a Secret nothing uses.
+func (c *Client) DeleteSecret(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/secrets/"+url.PathEscape(name), "", nil, nil)
+}
+
+// GetSecret reads a Secret's keys and revision.
+func (c *Client) GetSecret(ctx context.Context, name string) (*api.Secret, error) {
+	var out api.Secret
+	return &out, c.getJSON(ctx, "/v1/secrets/"+url.PathEscape(name), &out)
+}

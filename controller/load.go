@@ -42,6 +42,9 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		if snap.Replicas, err = tx.ListReplicas(store.ReplicaFilter{}); err != nil {
 			return err
 		}
+		if snap.SecretRevisions, err = secretRevisions(tx); err != nil {
+			return err
+		}
 		entries, err = tx.ListMemory()
 		return err
 	})
@@ -192,4 +195,19 @@ func fleetCounts(s *decide.Snapshot) ([]metrics.MachineCount, map[string]int) {
 		}
 	}
 	return counts, pending
+}
+
+// secretRevisions are every Secret's revision, by name.
+func secretRevisions(tx store.Tx) (map[string]string, error) {
+	secrets, err := tx.ListSecrets()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(secrets))
+	for _, sec := range secrets {
+		if sec.Status != nil {
+			out[sec.Metadata.Name] = sec.Status.Revision
+		}
+	}
+	return out, nil
 }

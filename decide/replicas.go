@@ -12,7 +12,7 @@ import (
 func (p *Pass) syncReplicas() {
 	wanted := map[string]bool{}
 	for _, svc := range p.snap.Services {
-		hash, requests := spec.RuntimeHash(svc.Spec), spec.Requests(svc.Spec)
+		hash, requests := spec.RuntimeHash(svc.Spec, p.snap.SecretRevisions), spec.Requests(svc.Spec)
 		name := svc.Metadata.Name
 		for i := 0; i < svc.Spec.DesiredReplicas(); i++ {
 			id := replica.ID(name, i)

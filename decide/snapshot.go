@@ -29,6 +29,8 @@ type Snapshot struct {
 	ListedAt map[string]time.Time
 	// InFlight are the provider calls running now, by CallKey.
 	InFlight map[string]bool
+	// SecretRevisions are the revisions of the Secrets, by name.
+	SecretRevisions map[string]string
 	// LivenessSince is when this server began to record heartbeats
 	// reliably (it started leading, or its store came back): no machine
 	// counts as silent for the time before.

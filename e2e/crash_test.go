@@ -46,7 +46,7 @@ func TestServerKilledAtRandomPointsLosesNothing(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--empty-machine-ttl", "500ms", "--min-lifetime", "0s", "--max-removals", "3", "--orphan-grace", "1s"}
 	s := startServer(t, dir, args...)
-	addr := strings.TrimPrefix(s.url, "http://")
+	addr := hostPort(s.url)
 	args = append(args, "--listen", addr)
 	version := "v0"
 	apply := func(replicas int) {

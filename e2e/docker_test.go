@@ -167,7 +167,7 @@ func TestDockerRuntimeRunsReplicasAsContainers(t *testing.T) {
 			}
 			return allAnswer(s.replicas("cweb"), 2)
 		})
-		waitPasses(t, s.url, 5) // leftovers would be removed by now
+		waitPasses(t, s.dataDir, s.url, 5) // leftovers would be removed by now
 		for _, rep := range s.replicas("cweb") {
 			now := containersOf(t, cli, rep.ID)
 			if rep.Machine == r.Machine && (len(now) != 1 || now[0] != before[rep.ID][0]) {

@@ -121,7 +121,7 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 		}
 	}
 
-	s2 := startServer(t, dir, "--listen", strings.TrimPrefix(s.url, "http://")) // agents know this address
+	s2 := startServer(t, dir, "--listen", hostPort(s.url)) // agents know this address
 	waitFor(t, "replicas reported again by the same machines", func() (bool, string) {
 		after := s2.replicas("web")
 		if ok, why := allAnswer(after, 3); !ok {
@@ -135,7 +135,7 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 		}
 		return true, ""
 	})
-	waitPasses(t, s2.url, 10) // still nothing replaced
+	waitPasses(t, s2.dataDir, s2.url, 10) // still nothing replaced
 	machinesAfter := s2.machines()
 	if len(machinesAfter) != len(machinesBefore) {
 		t.Fatalf("machines before %d, after restart %d", len(machinesBefore), len(machinesAfter))
@@ -316,7 +316,7 @@ func settledReplicas(t *testing.T, s *server, service string, n int) []api.Repli
 		if ok, why := allAnswer(first, n); !ok {
 			return false, why
 		}
-		waitPasses(t, s.url, 3)
+		waitPasses(t, s.dataDir, s.url, 3)
 		second := s.replicas(service)
 		for i := range first {
 			if i >= len(second) || second[i].Machine != first[i].Machine || second[i].HostPorts["http"] != first[i].HostPorts["http"] {

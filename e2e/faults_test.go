@@ -58,7 +58,7 @@ func startFaulty(t *testing.T, faults faulty.Config) *inProcess {
 		srv.Close()
 		killMachines(dir)
 	})
-	ip.api = client.New(srv.URL(), srv.AdminToken(), nil)
+	ip.api = client.New(srv.URL(), srv.AdminToken(), trustingClient(dir, 10*time.Second))
 	return ip
 }
 
@@ -161,7 +161,7 @@ func TestAuthErrorsBecomeAConditionWithBackoff(t *testing.T) {
 		return false, "no condition yet"
 	})
 	before := ip.faults.Injected()["Launch/auth"]
-	waitPasses(t, ip.URL(), 15) // a loop without backoff would try 15 times
+	waitPasses(t, ip.dir, ip.URL(), 15) // a loop without backoff would try 15 times
 	if tries := ip.faults.Injected()["Launch/auth"] - before; tries > 5 {
 		t.Fatalf("%d launch attempts in 15 passes: no backoff", tries)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +55,7 @@ func newHA(t *testing.T, n int, db string) *haCluster {
 	var urls []string
 	for i := range n {
 		s := &haServer{name: fmt.Sprintf("s%d", i+1), dataDir: filepath.Join(dir, fmt.Sprintf("s%d", i+1))}
-		s.url = "http://" + freeAddr(t)
+		s.url = "https://" + freeAddr(t)
 		s.logPath = s.dataDir + ".log"
 		urls = append(urls, s.url)
 		h.servers = append(h.servers, s)
@@ -98,7 +97,7 @@ func (h *haCluster) start(s *haServer, urls []string) {
 	h.t.Helper()
 	args := append([]string{"server", "--data-dir", s.dataDir}, serverArgs...)
 	args = append(args, haLeaseArgs...)
-	args = append(args, "--store", h.db, "--name", s.name, "--listen", strings.TrimPrefix(s.url, "http://"), "--advertise-url", s.url,
+	args = append(args, "--store", h.db, "--name", s.name, "--listen", hostPort(s.url), "--advertise-url", s.url,
 		"--agent-servers", strings.Join(urls, ","), "--exec-config", h.config)
 	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -132,7 +131,7 @@ type healthBody struct {
 }
 
 func health(s *haServer) (healthBody, error) {
-	c := http.Client{Timeout: time.Second}
+	c := trustingClient(s.dataDir, time.Second)
 	resp, err := c.Get(s.url + "/healthz")
 	if err != nil {
 		return healthBody{}, err
@@ -166,7 +165,7 @@ func (h *haCluster) leader(except ...*haServer) *haServer {
 }
 
 func (h *haCluster) api() *client.Client {
-	return client.New(strings.Join(h.urls(), ","), haToken, &http.Client{Timeout: 10 * time.Second})
+	return client.New(strings.Join(h.urls(), ","), haToken, trustingClient(h.servers[0].dataDir, 10*time.Second))
 }
 
 func (h *haCluster) apply(spec string) {
@@ -304,13 +303,13 @@ func TestHALeaderKilledDuringScaleUpAndRollout(t *testing.T) {
 	h := newHA(t, 3, pgtest.URL(t))
 	first := h.leader()
 	h.apply(haSpec(2, "1"))
-	waitPasses(t, first.url, rng.IntN(8)) // a random point of the scale-up, counted in the leader's passes
+	waitPasses(t, first.dataDir, first.url, rng.IntN(8)) // a random point of the scale-up, counted in the leader's passes
 	h.kill(first)
 	second := h.leader(first)
 	waitFor(t, "web v1 answering", func() (bool, string) { return h.webAnswers("1") })
 
 	h.apply(haSpec(2, "2"))
-	waitPasses(t, second.url, rng.IntN(8)) // a random point of the rollout
+	waitPasses(t, second.dataDir, second.url, rng.IntN(8)) // a random point of the rollout
 	h.kill(second)
 	h.start(first, h.urls())
 	h.leader(second)
@@ -355,7 +354,7 @@ func TestHAPausedLeaderIsFenced(t *testing.T) {
 		b, err := health(paused)
 		return err == nil && !b.Leader, fmt.Sprintf("%+v %v", b, err)
 	})
-	waitPasses(t, next.url, 10)
+	waitPasses(t, next.dataDir, next.url, 10)
 	after := readFrom(paused.logPath, logSize)
 	for _, forbidden := range []string{"launching machine", "msg=Launched"} {
 		if strings.Contains(after, forbidden) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/pki"
+	gantryserver "github.com/gantry-dev/gantry/server"
 )
 
 // gantryBin is built once by TestMain, with buildFlags. It is not
@@ -99,9 +102,10 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 		t.Fatal(err)
 	}
 	s.token = strings.TrimSpace(string(token))
-	s.api = client.New(s.url, s.token, &http.Client{Timeout: 10 * time.Second})
+	httpClient := trustingClient(dataDir, 10*time.Second)
+	s.api = client.New(s.url, s.token, httpClient)
 	waitFor(t, "server healthy", func() (bool, string) {
-		resp, err := http.Get(s.url + "/healthz")
+		resp, err := httpClient.Get(s.url + "/healthz")
 		if err != nil {
 			return false, err.Error()
 		}
@@ -109,6 +113,26 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 		return resp.StatusCode == 200, resp.Status
 	})
 	return s
+}
+
+// trustingClient trusts the CA a server wrote into dataDir, if any.
+func trustingClient(dataDir string, timeout time.Duration) *http.Client {
+	c := &http.Client{Timeout: timeout}
+	if caPEM, err := os.ReadFile(gantryserver.CACertPath(dataDir)); err == nil {
+		if cfg, err := pki.PoolClientConfig(caPEM); err == nil {
+			c.Transport = &http.Transport{TLSClientConfig: cfg}
+		}
+	}
+	return c
+}
+
+// hostPort is a server URL's address.
+func hostPort(serverURL string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return serverURL
+	}
+	return u.Host
 }
 
 func (s *server) kill() {
@@ -309,10 +333,16 @@ func instanceOf(t *testing.T, dir, machine string) localInstance {
 	return localInstance{}
 }
 
-// passes is how many control-loop passes the server at url has made.
-func passes(t *testing.T, url string) int {
+// passes is how many control-loop passes the server at url, whose data
+// dir is dataDir, has made.
+func passes(t *testing.T, dataDir, url string) int {
 	t.Helper()
-	body, _ := get(url + "/metrics")
+	body := ""
+	if resp, err := trustingClient(dataDir, 2*time.Second).Get(url + "/metrics"); err == nil {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(data)
+	}
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, "gantry_reconcile_duration_seconds_count "); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -326,11 +356,11 @@ func passes(t *testing.T, url string) int {
 
 // waitPasses waits until the server at url has made n more passes: the
 // events a test of "nothing happens" waits for, instead of a duration.
-func waitPasses(t *testing.T, url string, n int) {
+func waitPasses(t *testing.T, dataDir, url string, n int) {
 	t.Helper()
-	target := passes(t, url) + n
+	target := passes(t, dataDir, url) + n
 	waitFor(t, fmt.Sprintf("%d more control-loop passes", n), func() (bool, string) {
-		got := passes(t, url)
+		got := passes(t, dataDir, url)
 		return got >= target, fmt.Sprintf("%d passes, want %d", got, target)
 	})
 }

@@ -35,9 +35,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp api.JoinResponse
 	var firstJoin *api.Machine
-	var monitoring *api.Monitoring
+	var monitoringErr error
 	err := s.store.Update(r.Context(), func(tx store.Tx) error {
-		resp, firstJoin, monitoring = api.JoinResponse{}, nil, nil
+		resp, firstJoin, monitoringErr = api.JoinResponse{}, nil, nil
 		claims := claims
 		if stored {
 			var err error
@@ -73,7 +73,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		}
 		resp = api.JoinResponse{MachineID: m.ID, Credential: credential}
 		if cl, err := tx.GetCluster(m.Cluster); err == nil {
-			monitoring = cl.Spec.Monitoring
+			resp.Monitoring, monitoringErr = s.agentMonitoring(tx, cl.Spec.Monitoring)
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
@@ -87,10 +87,10 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	if firstJoin != nil {
 		s.metrics.Joined(s.clock.Since(firstJoin.CreatedAt).Seconds())
 	}
-	if resp.Monitoring, err = agentMonitoring(monitoring, os.LookupEnv); err != nil {
+	if monitoringErr != nil {
 		// The credential is issued; the agent runs without export until
 		// the secret is back, and the operator sees why.
-		s.log.Warn("monitoring for a joining machine", "machine", resp.MachineID, "err", err)
+		s.log.Warn("monitoring for a joining machine", "machine", resp.MachineID, "err", monitoringErr)
 	}
 	resp.HeartbeatInterval, resp.Servers = s.ctrl.HeartbeatInterval().String(), s.cfg.AgentServers
 	s.ctrl.Trigger()
@@ -113,15 +113,16 @@ func (s *Server) verifySignedJoin(req api.JoinRequest) (auth.JoinClaims, error) 
 }
 
 // agentMonitoring is a cluster's monitoring as its agents need it, with
-// the header values read from their secrets on this server. An error
-// names the header, never its value.
-func agentMonitoring(m *api.Monitoring, lookupEnv func(string) (string, bool)) (*api.AgentMonitoring, error) {
+// the header values read from Secrets or from this server's environment
+// and files. An error names the header, never its value.
+func (s *Server) agentMonitoring(tx store.Tx, m *api.Monitoring) (*api.AgentMonitoring, error) {
 	if m == nil {
 		return nil, nil
 	}
 	out := &api.AgentMonitoring{LogsEndpoint: m.OTLPLogsEndpoint, MetricsEndpoint: m.OTLPMetricsEndpoint}
+	secrets := s.secretReader(tx)
 	for i, h := range m.Headers {
-		value, err := spec.ReadSecret(h.SecretRef, lookupEnv)
+		value, err := headerValue(secrets, h.SecretRef)
 		if err != nil {
 			return nil, fmt.Errorf("spec.monitoring.headers[%d] (%s): %w", i, h.Name, err)
 		}
@@ -131,6 +132,21 @@ func agentMonitoring(m *api.Monitoring, lookupEnv func(string) (string, bool)) (
 		out.Headers[h.Name] = value
 	}
 	return out, nil
+}
+
+func headerValue(secrets *secretReader, ref api.SecretRef) (string, error) {
+	if ref.Name == "" {
+		return spec.ReadSecret(ref, os.LookupEnv)
+	}
+	o, err := secrets.get(ref.Name)
+	if err != nil {
+		return "", err
+	}
+	v, ok := o.values[ref.Key]
+	if !ok {
+		return "", fmt.Errorf("secret %s has no key %s", ref.Name, ref.Key)
+	}
+	return v, nil
 }
 
 // machineForJoin finds the machine a token was minted for, or registers a
@@ -230,7 +246,7 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if m.FleetState == api.FleetTerminating {
 			return nil
 		}
-		assignments, err = assignmentsOf(tx, m, append(replicas, leaving...))
+		assignments, err = s.assignmentsOf(tx, m, append(replicas, leaving...))
 		return err
 	})
 	return assignments, quiet, err
@@ -287,7 +303,7 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if m.FleetState == api.FleetTerminating {
 			return nil // it runs nothing more: anything it still runs has moved
 		}
-		assignments, err = assignmentsOf(tx, m, append(replicas, leaving...))
+		assignments, err = s.assignmentsOf(tx, m, append(replicas, leaving...))
 		return err
 	})
 	return assignments, err
@@ -295,9 +311,10 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 
 // assignmentsOf is what machine m must run: each replica with its spec, and
 // the GPUs and runtime class its placement gave it there.
-func assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
+func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
 	var out []api.Assignment
 	services := map[string]*api.Service{}
+	secrets := s.secretReader(tx)
 	for _, r := range replicas {
 		svc, ok := services[r.Service]
 		if !ok {
@@ -311,7 +328,14 @@ func assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Replica) ([]api.
 			}
 			services[r.Service] = svc
 		}
-		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: spec.RuntimeHash(svc.Spec), Spec: svc.Spec, Requests: r.Requests}
+		revisions, secretEnv, err := secrets.serviceSecrets(svc.Spec)
+		if err != nil {
+			// Apply and the Secret calls keep every reference whole; a
+			// replica whose Secret is gone all the same is left out.
+			s.log.Warn("replica left out of its machine's assignments", "replica", r.ID, "machine", m.ID, "err", err)
+			continue
+		}
+		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: spec.RuntimeHash(svc.Spec, revisions), Spec: svc.Spec, SecretEnv: secretEnv, Requests: r.Requests}
 		if r.Machine == m.ID {
 			as.GPUs, as.RuntimeClass = devicesOf(m, r.GPUIndexes), r.RuntimeClass
 		}
@@ -344,7 +368,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		out, err = assignmentsOf(tx, m, replicas)
+		out, err = s.assignmentsOf(tx, m, replicas)
 		return err
 	})
 	if err != nil {
@@ -382,7 +406,7 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.JoinTokenResponse{Token: token, ExpiresAt: expires.UTC()})
+	writeJSON(w, http.StatusCreated, api.JoinTokenResponse{Token: token, ExpiresAt: expires.UTC(), CACertHash: s.caPin()})
 }
 
 // checkGroup: the cluster exists and has the capacity group.

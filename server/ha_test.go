@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +124,7 @@ func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	agent := client.New(b.URL(), credential, nil)
+	agent := client.New(b.URL(), credential, b.http)
 	served := make(chan error, 1)
 	go func() {
 		for {
@@ -156,7 +158,7 @@ func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
 // cut off once the read timeout passes, instead of holding a connection.
 func TestSlowBodyIsCutOff(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.BodyReadTimeout = 300 * time.Millisecond })
-	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.URL(), "http://"))
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(ts.URL(), "https://"), ts.http.Transport.(*http.Transport).TLSClientConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

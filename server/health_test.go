@@ -53,8 +53,8 @@ func TestStoreFailuresAreReported(t *testing.T) {
 	// control loop's, or a retried apply) marks it unhealthy again.
 	waitFor(t, 10*time.Second, "/healthz and metrics to show the failure", func() bool {
 		_, _ = ts.admin.Apply(context.Background(), []byte(strings.Replace(testCluster, "maxSize: 3", "maxSize: 4", 1)))
-		code, health := get(t, ts.URL()+"/healthz")
-		_, metrics := get(t, ts.URL()+"/metrics")
+		code, health := ts.get(t, "/healthz")
+		_, metrics := ts.get(t, "/metrics")
 		return code == http.StatusServiceUnavailable && strings.Contains(health, "no space left") &&
 			strings.Contains(metrics, "gantry_store_healthy 0") && !strings.Contains(metrics, "gantry_store_write_failures_total 0")
 	})
@@ -69,7 +69,7 @@ func TestStoreFailuresAreReported(t *testing.T) {
 	if _, err := ts.admin.Apply(context.Background(), []byte(testCluster)); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := get(t, ts.URL()+"/healthz"); code != http.StatusOK {
+	if code, _ := ts.get(t, "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz after the store healed: %d", code)
 	}
 	if c, _ := ts.admin.GetCluster(context.Background(), "dev"); condition(c, api.ConditionStoreWritable).Status != "True" {
@@ -126,9 +126,9 @@ func condition(c *api.Cluster, typ string) *api.Condition {
 	return nil
 }
 
-func get(t *testing.T, url string) (int, string) {
+func (ts *testServer) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := ts.http.Get(ts.URL() + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +151,12 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	<-srv.Ready()
-	ts := &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), nil)}
+	ts := newTestServer(t, srv, nil)
 	if _, err := ts.admin.Apply(context.Background(), []byte(testCluster)); err != nil {
 		t.Fatal(err)
 	}
 	credential := ts.joinManual(t, "dev", "m1")
-	go func() { _, _ = client.New(srv.URL(), credential, nil).LogRequests(context.Background(), "m1") }()
+	go func() { _, _ = client.New(srv.URL(), credential, ts.http).LogRequests(context.Background(), "m1") }()
 	srv.logs.awaitPoll(t, "m1")
 	cancel()
 	select {

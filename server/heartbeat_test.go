@@ -52,7 +52,7 @@ func TestQuietHeartbeatsAreBatched(t *testing.T) {
 		c.WrapStore = func(s store.Store) store.Store { return countingStore{Store: s, writes: &writes, flushes: &flushes} }
 	})
 	credential := ts.joinManual(t, "dev", "m1")
-	agent := client.New(ts.URL(), credential, nil)
+	agent := client.New(ts.URL(), credential, ts.http)
 	if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{}); err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,7 @@ func (s *Server) relayLogs(w http.ResponseWriter, r *http.Request, machine strin
 			pr.SetURL(u)
 			pr.Out.Header.Set(relayedHeader, s.advertise)
 		},
+		Transport:     s.peerTransport(),
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.writeError(w, r, errorf(http.StatusBadGateway, "relay-failed", "", "the logs of machine %s are relayed by the server at %s, which did not answer: %v", machine, target, err))

@@ -53,7 +53,10 @@ type admitted struct {
 	item    api.ApplyItem
 	cluster *api.Cluster
 	service *api.Service
-	old     *api.ObjectMeta
+	secret  *api.Secret
+	// values of a Secret, read from the server's environment or files.
+	values map[string]string
+	old    *api.ObjectMeta
 }
 
 // admit checks resources against the stored ones — a provider this server
@@ -62,7 +65,11 @@ type admitted struct {
 // and the dry run (`gantry plan`) both ask it, so they refuse alike.
 func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 	inRequest := map[string]*api.Cluster{}
-	var out []admitted
+	secrets := s.secretReader(tx)
+	out, secretValues, err := s.admitSecrets(secrets, docs)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range docs {
 		if d.Cluster == nil {
 			continue
@@ -72,6 +79,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 				"document %d: spec.provider: %v", d.Index, err)
 		}
 		if errs := spec.ResolveSecrets(d.Cluster, os.LookupEnv); errs != nil {
+			return nil, locate(errs, d.Index)
+		}
+		if errs := stampHeaderSecrets(secrets, secretValues, d.Cluster); errs != nil {
 			return nil, locate(errs, d.Index)
 		}
 		a, err := admitCluster(tx, d.Cluster)
@@ -84,6 +94,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 	for _, d := range docs {
 		if d.Service == nil {
 			continue
+		}
+		if errs := checkSecretEnv(secrets, secretValues, d.Service); errs != nil {
+			return nil, locate(errs, d.Index)
 		}
 		a, err := admitService(tx, d.Service, inRequest)
 		if err != nil {
@@ -174,6 +187,17 @@ func (s *Server) write(tx store.Tx, resources []admitted) ([]api.ApplyItem, erro
 		items = append(items, a.item)
 		if a.item.Action == api.ActionUnchanged {
 			continue
+		}
+		if a.secret != nil {
+			if _, err := s.putSecret(tx, a.secret.Metadata.Name, a.values, a.secret.Metadata.Labels); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if a.cluster != nil {
+			if err := stampPending(s.secretReader(tx), a.cluster); err != nil {
+				return nil, err
+			}
 		}
 		var meta *api.ObjectMeta
 		var err error

@@ -4,6 +4,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -116,6 +117,8 @@ type Config struct {
 	// provider).
 	ExecConfig string
 	Store      StoreConfig
+	// TLS is how the API is served: HTTPS unless disabled.
+	TLS TLSConfig
 	// Leader tunes the election among servers sharing a PostgreSQL store.
 	Leader leader.Config
 	// Name is this server in the leader lease (default: drawn).
@@ -140,6 +143,7 @@ func DefaultConfig(dataDir string) Config {
 		Docker: dockerprovider.DefaultConfig(""),
 		Store:  StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
 		Leader: leader.DefaultConfig(),
+		TLS:    DefaultTLSConfig(),
 		Clock:  clock.RealClock{},
 	}
 }
@@ -162,6 +166,8 @@ type Server struct {
 	ctrl       *controller.Controller
 	listener   net.Listener
 	url        string
+	// tls is nil when the API is plain HTTP.
+	tls *serverTLS
 	// advertise is the URL other servers and agents reach this one at.
 	advertise string
 	http      *http.Server
@@ -236,7 +242,16 @@ func (s *Server) prepare(ctx context.Context) error {
 	if s.listener, err = net.Listen("tcp", s.cfg.Listen); err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
 	}
+	if s.tls, err = s.prepareTLS(ctx, s.listener); err != nil {
+		s.listener.Close()
+		return err
+	}
 	s.url = "http://" + s.listener.Addr().String()
+	if s.tls != nil {
+		s.listener = tls.NewListener(s.listener, s.tls.config)
+		s.url = "https://" + s.listener.Addr().String()
+		s.signer = s.signer.WithCAPin(s.tls.pin)
+	}
 	advertise := s.cfg.AdvertiseURL
 	if advertise == "" {
 		advertise = s.url
@@ -465,6 +480,11 @@ func (s *Server) routes() []route {
 		{"GET /v1/services/{name}", roleAdmin, s.handleGetService},
 		{"PUT /v1/services/{name}", roleAdmin, s.handlePutService},
 		{"DELETE /v1/services/{name}", roleAdmin, s.handleDeleteService},
+		{"GET /v1/secrets", roleAdmin, s.handleListSecrets},
+		{"POST /v1/secrets", roleAdmin, s.handleCreateSecret},
+		{"GET /v1/secrets/{name}", roleAdmin, s.handleGetSecret},
+		{"PUT /v1/secrets/{name}", roleAdmin, s.handlePutSecret},
+		{"DELETE /v1/secrets/{name}", roleAdmin, s.handleDeleteSecret},
 		{"GET /v1/machines", roleAdmin, s.handleListMachines},
 		{"GET /v1/machines/{id}", roleAdmin, s.handleGetMachine},
 		{"POST /v1/machines/{id}/drain", roleAdmin, s.handleDrain},

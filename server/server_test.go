@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/storetest"
 )
@@ -37,6 +39,8 @@ spec:
 type testServer struct {
 	*Server
 	admin *client.Client
+	// http trusts the server's CA.
+	http *http.Client
 	// stop ends Run and waits for it (again: a no-op).
 	stop func()
 }
@@ -84,7 +88,30 @@ func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testSe
 		srv.Close()
 	})
 	<-srv.Ready()
-	return &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), nil), stop: stop}
+	return newTestServer(t, srv, stop)
+}
+
+func newTestServer(t *testing.T, srv *Server, stop func()) *testServer {
+	t.Helper()
+	hc := trustingClient(t, srv.cfg.DataDir)
+	return &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), hc), http: hc, stop: stop}
+}
+
+// trustingClient trusts the CA the server in dataDir wrote, if any.
+func trustingClient(t *testing.T, dataDir string) *http.Client {
+	t.Helper()
+	caPEM, err := os.ReadFile(CACertPath(dataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return &http.Client{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pki.PoolClientConfig(caPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
 }
 
 // withTestCluster starts a server and applies testCluster to it.
@@ -123,7 +150,7 @@ func (ts *testServer) do(t *testing.T, method, path, token, contentType string, 
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := ts.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +346,7 @@ func TestApplyReportsChanges(t *testing.T) {
 
 func TestOpenAPIListsEveryRoute(t *testing.T) {
 	ts := startServer(t, nil)
-	resp, err := http.Get(ts.URL() + "/v1/openapi.json")
+	resp, err := ts.http.Get(ts.URL() + "/v1/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +387,7 @@ func TestMetricsAreExposed(t *testing.T) {
 	var body string
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(ts.URL() + "/metrics")
+		resp, err := ts.http.Get(ts.URL() + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

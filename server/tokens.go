@@ -96,6 +96,9 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := auth.NewToken(tok.ID)
+	if tok.Kind == api.TokenJoin {
+		secret = auth.NewJoinToken(tok.ID, s.caPin())
+	}
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
 		if tok.Kind == api.TokenJoin {
 			if err := checkGroup(tx, tok.Cluster, tok.Group); err != nil {
@@ -108,7 +111,7 @@ func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.TokenResponse{Token: *tok, Secret: secret})
+	writeJSON(w, http.StatusCreated, api.TokenResponse{Token: *tok, Secret: secret, CACertHash: s.caPin()})
 }
 
 func newTokenFrom(req api.TokenRequest, now time.Time) (*api.Token, error) {

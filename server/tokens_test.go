@@ -71,7 +71,7 @@ func TestTokenScopes(t *testing.T) {
 			t.Errorf("join token uses %d, want 2", tok.Uses)
 		}
 	}
-	status, body := get(t, ts.URL()+"/v1/tokens")
+	status, body := ts.get(t, "/v1/tokens")
 	if status != http.StatusUnauthorized {
 		t.Fatalf("listing tokens without a token: %d %s", status, body)
 	}

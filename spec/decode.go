@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gantry-dev/gantry/api"
 )
 
 // decodeValue copies a generic YAML/JSON tree (maps, slices, scalars) into
@@ -56,6 +58,9 @@ func decodeStruct(path string, src any, dst reflect.Value, errs *ErrorList) {
 	if !ok {
 		errs.add(path, "expected an object, got %s", describe(src))
 		return
+	}
+	if dst.Type() == reflect.TypeFor[api.ServiceSpec]() {
+		splitEnvList(path, m, errs)
 	}
 	fields := structFields(dst.Type())
 	keys := sortedKeys(m)

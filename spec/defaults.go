@@ -21,6 +21,9 @@ func Default(d *Document) {
 	if d.Service != nil {
 		DefaultService(d.Service)
 	}
+	if d.Secret != nil {
+		d.Secret.APIVersion, d.Secret.Kind = api.APIVersion, api.KindSecret
+	}
 }
 
 // DefaultCluster fills in a cluster's defaults.

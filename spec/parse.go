@@ -12,25 +12,33 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Document is one parsed resource; exactly one of Cluster and Service is set.
+// Document is one parsed resource; exactly one of Cluster, Service and
+// Secret is set.
 type Document struct {
 	Index   int
 	Cluster *api.Cluster
 	Service *api.Service
+	Secret  *api.Secret
 }
 
 // Kind is the resource kind.
 func (d Document) Kind() string {
-	if d.Cluster != nil {
+	switch {
+	case d.Cluster != nil:
 		return api.KindCluster
+	case d.Secret != nil:
+		return api.KindSecret
 	}
 	return api.KindService
 }
 
 // Name is the resource name.
 func (d Document) Name() string {
-	if d.Cluster != nil {
+	switch {
+	case d.Cluster != nil:
 		return d.Cluster.Metadata.Name
+	case d.Secret != nil:
+		return d.Secret.Metadata.Name
 	}
 	return d.Service.Metadata.Name
 }
@@ -131,10 +139,13 @@ func decodeDocument(tree any) (Document, ErrorList) {
 	case api.KindService:
 		doc.Service = &api.Service{}
 		decodeValue("", m, reflect.ValueOf(doc.Service).Elem(), &errs)
+	case api.KindSecret:
+		doc.Secret = &api.Secret{}
+		decodeValue("", m, reflect.ValueOf(doc.Secret).Elem(), &errs)
 	case "":
-		errs.add("kind", "required (Cluster or Service)")
+		errs.add("kind", "required (Cluster, Service or Secret)")
 	default:
-		errs.add("kind", "unknown kind %q (want Cluster or Service)", h.Kind)
+		errs.add("kind", "unknown kind %q (want Cluster, Service or Secret)", h.Kind)
 	}
 	return doc, errs
 }
@@ -143,6 +154,7 @@ func validateAcrossDocuments(file string, docs []Document) ErrorList {
 	var errs ErrorList
 	first := map[string]int{}
 	clusters := map[string]*api.Cluster{}
+	secrets := map[string]*api.Secret{}
 	for _, d := range docs {
 		key := d.Kind() + "/" + d.Name()
 		if prev, dup := first[key]; dup {
@@ -154,14 +166,29 @@ func validateAcrossDocuments(file string, docs []Document) ErrorList {
 		if d.Cluster != nil {
 			clusters[d.Name()] = d.Cluster
 		}
+		if d.Secret != nil {
+			secrets[d.Name()] = d.Secret
+		}
 	}
 	for _, d := range docs {
 		if d.Service == nil {
 			continue
+		}
+		for _, k := range sortedKeysOf(d.Service.Spec.SecretEnv) {
+			ref := d.Service.Spec.SecretEnv[k]
+			if sec := secrets[ref.Name]; sec != nil && !hasKey(sec.Spec.Keys, ref.Key) {
+				errs = append(errs, &FieldError{File: file, Document: d.Index, Path: childPath("spec.secretEnv", k) + ".secretRef",
+					Message: fmt.Sprintf("Secret %q (document %d) has no key %q", ref.Name, first[api.KindSecret+"/"+ref.Name], ref.Key)})
+			}
 		}
 		if c, ok := clusters[d.Service.Spec.Cluster]; ok {
 			errs = append(errs, ValidateServiceInCluster(d.Service, c).locate(file, d.Index)...)
 		}
 	}
 	return errs
+}
+
+func hasKey[V any](m map[string]V, key string) bool {
+	_, ok := m[key]
+	return ok
 }

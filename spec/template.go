@@ -12,8 +12,8 @@ import (
 	"github.com/gantry-dev/gantry/api"
 )
 
-// ResolveSecrets reads each referenced secret on the server and keeps only
-// its SHA-256 in the spec. The value itself is never stored, logged or
+// ResolveSecrets reads each secret referenced from the server's
+// environment or files and keeps only its SHA-256 in the spec. The value itself is never stored, logged or
 // returned; an error names the field, not the value.
 func ResolveSecrets(c *api.Cluster, lookupEnv func(string) (string, bool)) ErrorList {
 	var errs ErrorList
@@ -22,6 +22,9 @@ func ResolveSecrets(c *api.Cluster, lookupEnv func(string) (string, bool)) Error
 	}
 	for i := range c.Spec.Monitoring.Headers {
 		h := &c.Spec.Monitoring.Headers[i]
+		if h.SecretRef.Name != "" {
+			continue // a Secret's: stamped with its revision by the server
+		}
 		value, err := ReadSecret(h.SecretRef, lookupEnv)
 		if err != nil {
 			var fe *FieldError

@@ -37,8 +37,11 @@ var (
 // ValidateDocument checks one defaulted document on its own; nil
 // providers skips what depends on them.
 func ValidateDocument(d Document, providers Providers) ErrorList {
-	if d.Cluster != nil {
+	switch {
+	case d.Cluster != nil:
 		return ValidateCluster(d.Cluster, providers)
+	case d.Secret != nil:
+		return ValidateSecret(d.Secret)
 	}
 	return ValidateService(d.Service)
 }
@@ -138,9 +141,7 @@ func validateTemplate(s api.ClusterSpec) ErrorList {
 			if h.Name == "" {
 				errs.add(path+".name", "required")
 			}
-			if (h.SecretRef.Env == "") == (h.SecretRef.File == "") {
-				errs.add(path+".secretRef", "exactly one of env or file is required (secret values are never written in specs)")
-			}
+			errs = append(errs, validateHeaderRef(path+".secretRef", h.SecretRef)...)
 		}
 	}
 	return errs
@@ -343,6 +344,7 @@ func ValidateService(svc *api.Service) ErrorList {
 	if n := s.DesiredReplicas(); n < 0 || n > MaxReplicas {
 		errs.add("spec.replicas", "must be between 0 and %d (the limit of replicas per service), got %d", MaxReplicas, n)
 	}
+	errs = append(errs, validateSecretEnv(s)...)
 	if n := envBytes(s.Env); n > MaxEnvBytes {
 		errs.add("spec.env", "holds %d bytes, over the limit of %d", n, MaxEnvBytes)
 	}

@@ -123,6 +123,13 @@ type Tx interface {
 	ListTokens() ([]*api.Token, error)
 	PutToken(t *api.Token, hash []byte) error
 
+	// Secrets: their keys and revision in clear, their values sealed by
+	// the server (the store never sees them in clear).
+	GetSecret(name string) (*api.Secret, string, error)
+	ListSecrets() ([]*api.Secret, error)
+	PutSecret(s *api.Secret, sealed string) error
+	DeleteSecret(name string) error
+
 	// Meta holds server-wide values such as the join-token signing key.
 	GetMeta(key string) (string, error)
 	PutMeta(key, value string) error

@@ -18,9 +18,10 @@ import (
 
 func main() {
 	cfg := loadgen.DefaultConfig()
-	tokenFile := ""
+	tokenFile, caFile := "", ""
 	flag.StringVar(&cfg.Servers, "server", "http://127.0.0.1:7400", "server URL, or several comma-separated (machines are spread over them)")
 	flag.StringVar(&tokenFile, "admin-token-file", "", "file holding the admin token (default: $GANTRY_ADMIN_TOKEN)")
+	flag.StringVar(&caFile, "ca-cert", "", "CA certificate of an HTTPS server (<data-dir>/ca.crt)")
 	flag.StringVar(&cfg.Cluster, "cluster", cfg.Cluster, "cluster the machines join (created if missing)")
 	flag.IntVar(&cfg.Machines, "machines", cfg.Machines, "machines to join")
 	flag.Float64Var(&cfg.Rate, "rate", cfg.Rate, "heartbeats per second, all machines together")
@@ -37,6 +38,14 @@ func main() {
 			os.Exit(1)
 		}
 		cfg.AdminToken = strings.TrimSpace(string(data))
+	}
+	if caFile != "" {
+		data, err := os.ReadFile(caFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gantry-loadgen:", err)
+			os.Exit(1)
+		}
+		cfg.CAPEM = data
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gantry-dev/gantry/agent"
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/runtime/process"
@@ -41,6 +42,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if cfg.JoinToken, err = joinToken(tokenFile); err != nil {
 				return err
 			}
+			if cfg.CACertHash != "" && !pki.ValidPin(cfg.CACertHash) {
+				return fmt.Errorf("--ca-cert-hash %q: want sha256: and 64 hex digits (printed by `gantry token create --kind join`)", cfg.CACertHash)
+			}
 			driver, err := newDriver(runtimeName, cfg.DataDir, dockerCfg)
 			if err != nil {
 				return err
@@ -72,6 +76,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&memory, "memory", "", "memory to advertise (default: detected)")
 	f.StringVar(&disk, "ephemeral-storage", "", "ephemeral storage to advertise (default: detected)")
 	f.StringArrayVar(&labels, "label", nil, "machine label key=value; repeatable")
+	f.StringVar(&cfg.CACertHash, "ca-cert-hash", os.Getenv("GANTRY_CA_CERT_HASH"), "pin of the server's CA, sha256:<hex> (default: the one the join token carries)")
 	f.StringVar(&tokenFile, "join-token-file", "", "file with the join token (default: $GANTRY_JOIN_TOKEN)")
 	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "first wait before restarting a crashed replica (doubles per crash)")
 	f.DurationVar(&cfg.MaxRestartBackoff, "max-restart-backoff", cfg.MaxRestartBackoff, "longest wait between restarts")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +23,7 @@ import (
 // loops and heartbeats, and machines that end with the process.
 func devConfig(dataDir string) server.Config {
 	cfg := server.DefaultConfig(dataDir)
+	cfg.TLS.Disabled = true // one host, on loopback
 	cfg.Controller.Interval = 500 * time.Millisecond
 	cfg.Controller.Decide.HeartbeatInterval = time.Second
 	cfg.Controller.Decide.LaunchBackoff = 2 * time.Second
@@ -107,6 +110,7 @@ func runDev(ctx context.Context, g *globals, cfg server.Config, data []byte, doc
 	served := make(chan error, 1)
 	go func() { served <- srv.Run(runCtx) }()
 	fmt.Fprintf(g.out, "gantry dev: server %s, state in %s (log: %s)\n", srv.URL(), cfg.DataDir, logPath)
+	fmt.Fprintln(g.out, plainHTTPNote(srv.URL()))
 
 	select {
 	case <-srv.Ready():
@@ -242,4 +246,14 @@ func printReady(w io.Writer, replicas []api.Replica) {
 	}
 	_ = t.print(w, false)
 	fmt.Fprintln(w, "\nIn another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
+}
+
+// plainHTTPNote says that dev serves plain HTTP, and warns when that is
+// not on loopback.
+func plainHTTPNote(url string) string {
+	u, err := neturl.Parse(url)
+	if ip := net.ParseIP(u.Hostname()); err == nil && (u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()) {
+		return "gantry dev: plain HTTP on loopback, for this host only (`gantry server` serves HTTPS)"
+	}
+	return "gantry dev: WARNING: plain HTTP on " + u.Host + ", reachable beyond this host; use `gantry server` (HTTPS) for that"
 }

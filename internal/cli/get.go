@@ -24,14 +24,16 @@ func canonicalKind(s string) (string, error) {
 		return "replicas", nil
 	case "event", "events", "ev":
 		return "events", nil
+	case "secret", "secrets":
+		return "secrets", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas or events)", s)
+	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events or secrets)", s)
 }
 
 func newGetCmd(g *globals) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "get (clusters|services|machines|replicas|events) [NAME]",
+		Use:   "get (clusters|services|machines|replicas|events|secrets) [NAME]",
 		Short: "List resources, or show one",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,6 +93,9 @@ func fetch(ctx context.Context, c *client.Client, kind, name string) ([]any, *ta
 	case "replicas":
 		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Replica, error) { return c.ListReplicas(ctx, "") }, c.GetReplica)
 		return anySlice(list), replicaTable(list), err
+	case "secrets":
+		list, err := listOrOne(ctx, name, c.ListSecrets, c.GetSecret)
+		return anySlice(list), secretTable(list), err
 	default:
 		q := client.EventQuery{Limit: 200}
 		if name != "" {
@@ -212,8 +217,8 @@ func eventTable(list []api.Event) *table {
 
 func newDeleteCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "delete (cluster|service) NAME",
-		Short: "Delete a cluster (once it has no services) or a service",
+		Use:   "delete (cluster|service|secret) NAME",
+		Short: "Delete a cluster (once it has no services), a service, or a Secret nothing uses",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := canonicalKind(args[0])
@@ -229,6 +234,8 @@ func newDeleteCmd(g *globals) *cobra.Command {
 				err = c.DeleteCluster(cmd.Context(), args[1])
 			case "services":
 				err = c.DeleteService(cmd.Context(), args[1])
+			case "secrets":
+				err = c.DeleteSecret(cmd.Context(), args[1])
 			default:
 				return fmt.Errorf("%s are observed, not declared: they cannot be deleted (delete their service or cluster)", kind)
 			}
@@ -239,4 +246,17 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func secretTable(list []api.Secret) *table {
+	t := &table{header: []string{"NAME", "KEYS", "REVISION", "AGE"}}
+	for _, s := range list {
+		var keys []string
+		revision := ""
+		if s.Status != nil {
+			keys, revision = s.Status.Keys, s.Status.Revision
+		}
+		t.add(s.Metadata.Name, strings.Join(keys, ","), revision, age(timePtr(s.Metadata.CreatedAt)))
+	}
+	return t
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/pki"
+	"github.com/gantry-dev/gantry/server"
 	"github.com/spf13/cobra"
 )
 
@@ -24,6 +26,7 @@ type globals struct {
 	server    string
 	token     string
 	tokenFile string
+	caCert    string
 	dataDir   string
 	timeout   time.Duration
 	out       io.Writer
@@ -61,11 +64,12 @@ func newRoot(g *globals) *cobra.Command {
 	pf.StringVar(&g.server, "server", os.Getenv("GANTRY_SERVER"), "API URL (default: $GANTRY_SERVER, else ./.gantry/server.url, else http://127.0.0.1:7400)")
 	pf.StringVar(&g.token, "token", "", "admin token (default: $GANTRY_TOKEN, else the --token-file)")
 	pf.StringVar(&g.tokenFile, "token-file", "", "file holding the admin token (default: <data-dir>/admin-token)")
+	pf.StringVar(&g.caCert, "ca-cert", os.Getenv("GANTRY_CA_CERT"), "CA certificate an HTTPS server is verified with (default: $GANTRY_CA_CERT, else <data-dir>/ca.crt when present, else the system's roots)")
 	pf.StringVar(&g.dataDir, "data-dir", ".gantry", "directory of the server's state (dev and server) and where the CLI looks for server.url and admin-token")
 	pf.DurationVar(&g.timeout, "request-timeout", 30*time.Second, "timeout of each API request")
 	root.AddCommand(
 		newVersionCmd(g), newValidateCmd(g), newApplyCmd(g), newGetCmd(g), newDescribeCmd(g), newDeleteCmd(g),
-		newJoinTokenCmd(g), newTokenCmd(g), newPlanCmd(g), newDrainCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g),
+		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g),
 	)
 	return root
 }
@@ -95,7 +99,37 @@ func (g *globals) client() (*client.Client, error) {
 		}
 		token = strings.TrimSpace(string(data))
 	}
-	return client.New(server, token, &http.Client{Timeout: g.timeout}), nil
+	httpClient, err := g.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(server, token, httpClient), nil
+}
+
+// httpClient trusts --ca-cert, else the data dir's CA, else the system's.
+func (g *globals) httpClient() (*http.Client, error) {
+	path := g.caCert
+	if path == "" {
+		if _, err := os.Stat(server.CACertPath(g.dataDir)); err == nil {
+			path = server.CACertPath(g.dataDir)
+		}
+	}
+	c := &http.Client{Timeout: g.timeout}
+	if path == "" {
+		return c, nil
+	}
+	caPEM, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert: %w", err)
+	}
+	tlsCfg, err := pki.PoolClientConfig(caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert %s: %w", path, err)
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tlsCfg
+	c.Transport = t
+	return c, nil
 }
 
 func version() string {

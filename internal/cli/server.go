@@ -34,6 +34,10 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config, cloudCfg *clouds.Config)
 	fs.StringVar(&cloudCfg.GCPEndpoint, "gcp-endpoint", "", "gcp provider: Compute Engine endpoint override")
 	fs.BoolVar(&cloudCfg.GCPNoAuth, "gcp-no-auth", false, "gcp provider: send no credentials (for an emulator)")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the HTTP API")
+	fs.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "server certificate and chain, PEM (default: one signed by a CA generated on first start, kept in the store)")
+	fs.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "private key of --tls-cert, PEM")
+	fs.StringSliceVar(&cfg.TLS.SANs, "tls-san", nil, "extra names or addresses the generated certificate covers (it covers localhost, the listen, advertised and agent server addresses)")
+	fs.DurationVar(&cfg.TLS.CertValidity, "tls-cert-validity", cfg.TLS.CertValidity, "lifetime of a generated server certificate (issued again at start a month before it ends)")
 	fs.StringVar(&cfg.Store.URL, "store", "", "PostgreSQL URL (postgres://user:pass@host:port/db) that several servers share; default: SQLite in the data dir, one server")
 	fs.StringSliceVar(&cfg.AgentServers, "agent-servers", nil, "URLs of every server sharing --store, given to agents so they move to another when theirs stops answering (default: the advertised URL)")
 	fs.StringVar(&cfg.PprofListen, "pprof-listen", "", "serve Go's profiler on this address (for measuring; keep it on loopback)")
@@ -106,11 +110,16 @@ func newServerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer srv.Close()
-			fmt.Fprintf(g.errOut, "gantry server on %s (admin token in %s)\n", srv.URL(), srv.AdminTokenPath())
+			fmt.Fprintf(g.errOut, "gantry server on %s (admin token in %s", srv.URL(), srv.AdminTokenPath())
+			if !cfg.TLS.Disabled {
+				fmt.Fprintf(g.errOut, ", CA certificate in %s", server.CACertPath(cfg.DataDir))
+			}
+			fmt.Fprintln(g.errOut, ")")
 			return srv.Run(cmd.Context())
 		},
 	}
 	serverFlags(cmd.Flags(), &cfg, &cloudCfg)
+	cmd.Flags().BoolVar(&cfg.TLS.Disabled, "plain-http", false, "serve plain HTTP (only behind a proxy that terminates TLS, or on loopback)")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return cmd

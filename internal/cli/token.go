@@ -34,6 +34,9 @@ func newTokenCreateCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.errOut, "token/%s created (%s); its secret, shown this once:\n", resp.ID, resp.Kind)
 			fmt.Fprintln(g.out, resp.Secret)
+			if resp.CACertHash != "" {
+				fmt.Fprintf(g.errOut, "the server's CA: %s (join tokens carry it; agents verify the server with it)\n", resp.CACertHash)
+			}
 			return nil
 		},
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/pki"
 )
 
 // Config is one load run.
@@ -40,8 +41,10 @@ type Config struct {
 	// RetryWait is the wait before a join the server rate limited is
 	// sent again.
 	RetryWait time.Duration
-	// HTTP is the client transport (nil: one sized for Workers).
-	HTTP *http.Client
+	// HTTP is the client transport (nil: one sized for Workers, trusting
+	// CAPEM when set).
+	HTTP  *http.Client
+	CAPEM []byte
 }
 
 // DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
@@ -82,7 +85,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	httpClient := cfg.HTTP
 	if httpClient == nil {
-		httpClient = &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Workers, MaxIdleConns: cfg.Workers}}
+		transport := &http.Transport{MaxIdleConnsPerHost: cfg.Workers, MaxIdleConns: cfg.Workers}
+		if cfg.CAPEM != nil {
+			tlsCfg, err := pki.PoolClientConfig(cfg.CAPEM)
+			if err != nil {
+				return Result{}, fmt.Errorf("CA certificate: %w", err)
+			}
+			transport.TLSClientConfig = tlsCfg
+		}
+		httpClient = &http.Client{Timeout: cfg.Timeout, Transport: transport}
 	}
 	start := time.Now()
 	machines, err := join(ctx, cfg, httpClient)

@@ -12,7 +12,8 @@ import (
 	"github.com/gantry-dev/gantry/server"
 )
 
-func startServer(t testing.TB) *server.Server {
+// startServer runs a server over HTTPS and returns it with its CA.
+func startServer(t testing.TB) (*server.Server, []byte) {
 	cfg := server.DefaultConfig(t.TempDir())
 	cfg.Listen = "127.0.0.1:0"
 	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -24,15 +25,19 @@ func startServer(t testing.TB) *server.Server {
 	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
 	<-srv.Ready()
-	return srv
+	caPEM, err := os.ReadFile(server.CACertPath(cfg.DataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, caPEM
 }
 
 // The generator joins its machines through the API and every heartbeat
 // it sends is answered.
 func TestSmallRun(t *testing.T) {
-	srv := startServer(t)
+	srv, caPEM := startServer(t)
 	cfg := DefaultConfig()
-	cfg.Servers, cfg.AdminToken = srv.URL(), srv.AdminToken()
+	cfg.Servers, cfg.AdminToken, cfg.CAPEM = srv.URL(), srv.AdminToken(), caPEM
 	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers = 20, 200, 500*time.Millisecond, 0, 8
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -52,8 +57,8 @@ func BenchmarkHeartbeatFleet(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup = envInt("GANTRY_LOAD_MACHINES", 10000), float64(envInt("GANTRY_LOAD_RATE", 2000)), 20*time.Second, 5*time.Second
 	for i := 0; i < b.N; i++ {
-		srv := startServer(b)
-		cfg.Servers, cfg.AdminToken, cfg.Cluster = srv.URL(), srv.AdminToken(), "load"+strconv.Itoa(i)
+		srv, caPEM := startServer(b)
+		cfg.Servers, cfg.AdminToken, cfg.CAPEM, cfg.Cluster = srv.URL(), srv.AdminToken(), caPEM, "load"+strconv.Itoa(i)
 		res, err := Run(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)

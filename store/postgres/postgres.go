@@ -80,6 +80,7 @@ var migrations = []string{
 	 CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, epoch BIGINT NOT NULL, expires_at TIMESTAMPTZ NOT NULL);`,
 	`CREATE TABLE liveness (machine_id TEXT PRIMARY KEY, at BIGINT NOT NULL);`,
 	`CREATE TABLE tokens (id TEXT PRIMARY KEY, hash BYTEA NOT NULL, data TEXT NOT NULL);`,
+	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
 }
 
 // Open connects and migrates the database.

@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrentWriters(t, open(t)) })
 	t.Run("ConcurrentSubnetClaims", func(t *testing.T) { testConcurrentSubnetClaims(t, open(t)) })
 	t.Run("Liveness", func(t *testing.T) { testLiveness(t, open(t)) })
+	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open(t)) })
 }
 
 // A machine id is taken once: a second create fails with ErrExists and
@@ -270,6 +271,37 @@ func testCredentials(t *testing.T, s store.Store) {
 		}
 		if _, err := tx.GetMeta("nope"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("missing meta: %v", err)
+		}
+		return nil
+	}))
+}
+
+func testSecrets(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	put := func(revision, sealed string) {
+		sec := &api.Secret{Metadata: api.ObjectMeta{Name: "db"}, Status: &api.SecretInfo{Keys: []string{"password"}, Revision: revision}}
+		must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutSecret(sec, sealed) }))
+	}
+	put("r1", "sealed-1")
+	put("r2", "sealed-2")
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		sec, sealed, err := tx.GetSecret("db")
+		if err != nil || sealed != "sealed-2" || sec.Status.Revision != "r2" {
+			t.Errorf("secret: %+v %q %v", sec, sealed, err)
+		}
+		list, err := tx.ListSecrets()
+		if err != nil || len(list) != 1 || list[0].Metadata.Name != "db" {
+			t.Errorf("list: %v %v", list, err)
+		}
+		if _, _, err := tx.GetSecret("nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("missing secret: %v", err)
+		}
+		return nil
+	}))
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.DeleteSecret("db") }))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		if _, _, err := tx.GetSecret("db"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleted secret: %v", err)
 		}
 		return nil
 	}))

@@ -1,0 +1,423 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/randid"
+	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// Secrets: values sealed with the encryption key (the context binds each
+// to its Secret's name), never answered by any call. A Secret reads back
+// as its keys and revision; the revision changes with the values, and
+// with it the hash of every replica and machine template that uses it.
+
+func secretContext(name string) string { return "secret/" + name }
+
+func (s *Server) sealSecret(name string, values map[string]string) (string, error) {
+	data, err := json.Marshal(values)
+	if err != nil {
+		return "", fmt.Errorf("encode secret %s: %w", name, err)
+	}
+	return s.sealer.Seal(string(data), secretContext(name)), nil
+}
+
+// openedSecret is a Secret's revision and values.
+type openedSecret struct {
+	revision string
+	values   map[string]string
+}
+
+// secretReader opens each Secret once within a transaction.
+type secretReader struct {
+	s      *Server
+	tx     store.Tx
+	opened map[string]*openedSecret
+}
+
+func (s *Server) secretReader(tx store.Tx) *secretReader {
+	return &secretReader{s: s, tx: tx, opened: map[string]*openedSecret{}}
+}
+
+// get opens a Secret; store.ErrNotFound if there is none.
+func (sr *secretReader) get(name string) (*openedSecret, error) {
+	if o, ok := sr.opened[name]; ok {
+		return o, nil
+	}
+	sec, sealed, err := sr.tx.GetSecret(name)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := sr.s.sealer.Open(sealed, secretContext(name))
+	if err != nil {
+		return nil, fmt.Errorf("open secret %s: %w", name, err)
+	}
+	o := &openedSecret{values: map[string]string{}}
+	if sec.Status != nil {
+		o.revision = sec.Status.Revision
+	}
+	if err := json.Unmarshal([]byte(plain), &o.values); err != nil {
+		return nil, fmt.Errorf("decode secret %s: %w", name, err)
+	}
+	sr.opened[name] = o
+	return o, nil
+}
+
+// serviceSecrets are the revisions of the Secrets a service uses and the
+// values of its secret env; an error names the missing Secret or key.
+func (sr *secretReader) serviceSecrets(sp api.ServiceSpec) (revisions, env map[string]string, err error) {
+	revisions = map[string]string{}
+	for _, name := range spec.SecretNames(sp) {
+		o, err := sr.get(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		revisions[name] = o.revision
+	}
+	for k, ref := range sp.SecretEnv {
+		v, ok := sr.opened[ref.Name].values[ref.Key]
+		if !ok {
+			return nil, nil, fmt.Errorf("secret %s has no key %s (for %s)", ref.Name, ref.Key, k)
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = v
+	}
+	return revisions, env, nil
+}
+
+// putSecret creates or replaces a Secret's values; unchanged values keep
+// the revision. It returns the apply action.
+func (s *Server) putSecret(tx store.Tx, name string, values map[string]string, labels map[string]string) (string, error) {
+	now := s.clock.Now().UTC()
+	old, err := s.secretReader(tx).get(name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", err
+	}
+	stored, _, _ := tx.GetSecret(name)
+	if old != nil && maps.Equal(old.values, values) && (stored == nil || maps.Equal(stored.Metadata.Labels, labels)) {
+		return api.ActionUnchanged, nil
+	}
+	if old != nil {
+		if err := checkKeysStillUsed(tx, name, values); err != nil {
+			return "", err
+		}
+	}
+	sealed, err := s.sealSecret(name, values)
+	if err != nil {
+		return "", err
+	}
+	sec := &api.Secret{APIVersion: api.APIVersion, Kind: api.KindSecret, Metadata: api.ObjectMeta{Name: name, Labels: labels},
+		Status: &api.SecretInfo{Keys: slices.Sorted(maps.Keys(values)), Revision: randid.Hex(8)}}
+	action := api.ActionCreated
+	var oldMeta *api.ObjectMeta
+	if stored != nil {
+		action, oldMeta = api.ActionConfigured, &stored.Metadata
+		if old != nil && maps.Equal(old.values, values) {
+			sec.Status.Revision = old.revision // labels alone changed
+		}
+	}
+	stamp(&sec.Metadata, oldMeta, now)
+	if err := tx.PutSecret(sec, sealed); err != nil {
+		return "", err
+	}
+	if err := restampClusters(tx, name, sec.Status.Revision); err != nil {
+		return "", err
+	}
+	return action, store.Record(tx, now, api.EventNormal, "Applied", api.KindSecret, name, "secret %s (revision %s, keys %v)", action, sec.Status.Revision, sec.Status.Keys)
+}
+
+// checkKeysStillUsed refuses new values that drop a key a service or a
+// cluster still references.
+func checkKeysStillUsed(tx store.Tx, name string, values map[string]string) error {
+	users, err := secretUsers(tx, name, func(key string) bool { _, ok := values[key]; return !ok })
+	if err != nil || len(users) == 0 {
+		return err
+	}
+	return errorf(http.StatusConflict, "in-use", "data", "secret %s: %s still use keys it would no longer have", name, users)
+}
+
+// secretUsers are the services and clusters that use a key of the Secret
+// for which match is true.
+func secretUsers(tx store.Tx, name string, match func(key string) bool) ([]string, error) {
+	var users []string
+	services, err := tx.ListServices()
+	if err != nil {
+		return nil, err
+	}
+	for _, svc := range services {
+		for _, ref := range svc.Spec.SecretEnv {
+			if ref.Name == name && match(ref.Key) && !slices.Contains(users, "service/"+svc.Metadata.Name) {
+				users = append(users, "service/"+svc.Metadata.Name)
+			}
+		}
+	}
+	clusters, err := tx.ListClusters()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range clusters {
+		if c.Spec.Monitoring == nil {
+			continue
+		}
+		for _, h := range c.Spec.Monitoring.Headers {
+			if h.SecretRef.Name == name && match(h.SecretRef.Key) && !slices.Contains(users, "cluster/"+c.Metadata.Name) {
+				users = append(users, "cluster/"+c.Metadata.Name)
+			}
+		}
+	}
+	return users, nil
+}
+
+// headerStamp stands for a Secret's value in a machine template: its
+// revision (the value itself is never hashed into anything stored).
+func headerStamp(revision string) string { return "secret-revision:" + revision }
+
+// restampClusters gives the monitoring headers that use the Secret its
+// new revision, so that the clusters' machines roll.
+func restampClusters(tx store.Tx, name, revision string) error {
+	clusters, err := tx.ListClusters()
+	if err != nil {
+		return err
+	}
+	for _, c := range clusters {
+		if c.Spec.Monitoring == nil {
+			continue
+		}
+		changed := false
+		for i := range c.Spec.Monitoring.Headers {
+			h := &c.Spec.Monitoring.Headers[i]
+			if h.SecretRef.Name == name && h.ValueSHA256 != headerStamp(revision) {
+				h.ValueSHA256, changed = headerStamp(revision), true
+			}
+		}
+		if changed {
+			if err := tx.PutCluster(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) handleCreateSecret(w http.ResponseWriter, r *http.Request) {
+	s.writeSecret(w, r, "", false)
+}
+
+func (s *Server) handlePutSecret(w http.ResponseWriter, r *http.Request) {
+	s.writeSecret(w, r, r.PathValue("name"), true)
+}
+
+func (s *Server) writeSecret(w http.ResponseWriter, r *http.Request, name string, replace bool) {
+	var req api.SecretRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if name == "" {
+		name = req.Name
+	} else if req.Name != "" && req.Name != name {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", "name", "name %q differs from the path's %q", req.Name, name))
+		return
+	}
+	if errs := spec.ValidateSecretData(name, req.Data); errs != nil {
+		s.writeError(w, r, errs)
+		return
+	}
+	var action string
+	err := s.store.Update(r.Context(), func(tx store.Tx) error {
+		if _, _, err := tx.GetSecret(name); err == nil && !replace {
+			return errorf(http.StatusConflict, "exists", "name", "secret %s exists (replace its values with PUT /v1/secrets/%s, `gantry secret create --overwrite`)", name, name)
+		}
+		var err error
+		action, err = s.putSecret(tx, name, req.Data, nil)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.ctrl.Trigger()
+	s.writeSecretInfo(w, r, name, map[string]int{api.ActionCreated: http.StatusCreated}[action])
+}
+
+func (s *Server) writeSecretInfo(w http.ResponseWriter, r *http.Request, name string, status int) {
+	var sec *api.Secret
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		sec, _, err = tx.GetSecret(name)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, max(status, http.StatusOK), sec)
+}
+
+func (s *Server) handleGetSecret(w http.ResponseWriter, r *http.Request) {
+	s.writeSecretInfo(w, r, r.PathValue("name"), http.StatusOK)
+}
+
+func (s *Server) handleListSecrets(w http.ResponseWriter, r *http.Request) {
+	var out []*api.Secret
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		var err error
+		out, err = tx.ListSecrets()
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list[*api.Secret]{Items: api.NonNil(out)})
+}
+
+func (s *Server) handleDeleteSecret(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	err := s.store.Update(r.Context(), func(tx store.Tx) error {
+		if _, _, err := tx.GetSecret(name); err != nil {
+			return err
+		}
+		users, err := secretUsers(tx, name, func(string) bool { return true })
+		if err != nil {
+			return err
+		}
+		if len(users) > 0 {
+			return errorf(http.StatusConflict, "in-use", "", "secret %s is used by %v: change them first", name, users)
+		}
+		if err := tx.DeleteSecret(name); err != nil {
+			return err
+		}
+		return store.Record(tx, s.clock.Now(), api.EventNormal, "Deleted", api.KindSecret, name, "secret deleted")
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"deleted": "secret/" + name})
+}
+
+// pendingStamp marks a header whose Secret is applied in the same
+// request with new values: it is stamped once the Secret is written.
+const pendingStamp = "secret-revision:pending"
+
+// secretStamp is what a monitoring header or env entry referencing a
+// Secret key carries (the Secret's revision), after checking the key
+// exists; inRequest are the values of Secrets applied with it.
+func secretStamp(sr *secretReader, inRequest map[string]map[string]string, ref api.SecretKeyRef) (string, error) {
+	if values, ok := inRequest[ref.Name]; ok {
+		if _, ok := values[ref.Key]; !ok {
+			return "", fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
+		}
+		if o, err := sr.get(ref.Name); err == nil && maps.Equal(o.values, values) {
+			return headerStamp(o.revision), nil
+		}
+		return pendingStamp, nil
+	}
+	o, err := sr.get(ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("secret %q not found (create it with `gantry secret create %s`)", ref.Name, ref.Name)
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, ok := o.values[ref.Key]; !ok {
+		return "", fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
+	}
+	return headerStamp(o.revision), nil
+}
+
+// admitSecrets reads the values of the Secret documents on the server
+// and says what applying them changes; they come first in the result, so
+// that they are written before what uses them.
+func (s *Server) admitSecrets(secrets *secretReader, docs []spec.Document) ([]admitted, map[string]map[string]string, error) {
+	var out []admitted
+	values := map[string]map[string]string{}
+	for _, d := range docs {
+		if d.Secret == nil {
+			continue
+		}
+		name := d.Secret.Metadata.Name
+		v, errs := spec.ResolveSecretValues(d.Secret, os.LookupEnv)
+		if errs != nil {
+			return nil, nil, locate(errs, d.Index)
+		}
+		values[name] = v
+		a := admitted{item: api.ApplyItem{Kind: api.KindSecret, Name: name, Action: api.ActionCreated}, secret: d.Secret, values: v}
+		old, err := secrets.get(name)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, nil, err
+		case maps.Equal(old.values, v):
+			a.item.Action = api.ActionUnchanged
+		default:
+			a.item.Action, a.item.Changes = api.ActionConfigured, []string{"values"}
+		}
+		out = append(out, a)
+	}
+	return out, values, nil
+}
+
+// stampHeaderSecrets checks the Secret keys a cluster's monitoring
+// headers use and stamps each header with its Secret's revision.
+func stampHeaderSecrets(secrets *secretReader, inRequest map[string]map[string]string, c *api.Cluster) spec.ErrorList {
+	var errs spec.ErrorList
+	if c.Spec.Monitoring == nil {
+		return nil
+	}
+	for i := range c.Spec.Monitoring.Headers {
+		h := &c.Spec.Monitoring.Headers[i]
+		if h.SecretRef.Name == "" {
+			continue
+		}
+		stamp, err := secretStamp(secrets, inRequest, api.SecretKeyRef{Name: h.SecretRef.Name, Key: h.SecretRef.Key})
+		if err != nil {
+			errs = append(errs, &spec.FieldError{Path: fmt.Sprintf("spec.monitoring.headers[%d].secretRef", i), Message: err.Error()})
+			continue
+		}
+		h.ValueSHA256 = stamp
+	}
+	return errs
+}
+
+// stampPending stamps the headers whose Secret was written in the same
+// apply.
+func stampPending(secrets *secretReader, c *api.Cluster) error {
+	if c.Spec.Monitoring == nil {
+		return nil
+	}
+	for i := range c.Spec.Monitoring.Headers {
+		h := &c.Spec.Monitoring.Headers[i]
+		if h.ValueSHA256 != pendingStamp {
+			continue
+		}
+		o, err := secrets.get(h.SecretRef.Name)
+		if err != nil {
+			return err
+		}
+		h.ValueSHA256 = headerStamp(o.revision)
+	}
+	return nil
+}
+
+// checkSecretEnv checks that every Secret key a service uses exists.
+func checkSecretEnv(secrets *secretReader, inRequest map[string]map[string]string, svc *api.Service) spec.ErrorList {
+	var errs spec.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(svc.Spec.SecretEnv)) {
+		if _, err := secretStamp(secrets, inRequest, svc.Spec.SecretEnv[k]); err != nil {
+			errs = append(errs, &spec.FieldError{Path: "spec.secretEnv." + k + ".secretRef", Message: err.Error()})
+		}
+	}
+	return errs
+}
