@@ -91,10 +91,10 @@ func DefaultConfig() Config {
 
 // Agent runs on one machine.
 type Agent struct {
-	cfg       Config
-	driver    runtime.Driver
-	log       *slog.Logger
-	client    *client.Client
+	cfg    Config
+	driver runtime.Driver
+	log    *slog.Logger
+	client *client.Client
 	// transport verifies servers against the pinned CA (nil: the
 	// system's roots).
 	transport http.RoundTripper
