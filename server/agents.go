@@ -215,7 +215,7 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 	var assignments []api.Assignment
 	quiet := false
 	err := s.store.View(ctx, func(tx store.Tx) error {
-		m, err := tx.GetMachine(id)
+		m, replicas, leaving, err := tx.MachineWork(id)
 		if err != nil {
 			return err
 		}
@@ -225,16 +225,8 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if m.UnreachableSince != nil {
 			return nil
 		}
-		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
-		if err != nil {
-			return err
-		}
 		changed, err := replica.Apply(replicas, reportOf(m, req), now)
 		if err != nil || len(changed) > 0 {
-			return err
-		}
-		leaving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id})
-		if err != nil {
 			return err
 		}
 		state := m.FleetState

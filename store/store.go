@@ -106,6 +106,11 @@ type Tx interface {
 	// machine's own LastHeartbeat. An older time never replaces a newer.
 	PutLiveness(beats map[string]time.Time) error
 
+	// MachineWork reads a machine with the replicas on it and those
+	// leaving it (as ListReplicas with Machine and with PreviousMachine),
+	// in one statement: the heartbeat's read.
+	MachineWork(id string) (m *api.Machine, on, leaving []*api.Replica, err error)
+
 	GetReplica(id string) (*api.Replica, error)
 	ListReplicas(f ReplicaFilter) ([]*api.Replica, error)
 	PutReplica(r *api.Replica) error

@@ -94,6 +94,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	db := stdlib.OpenDB(*conn)
 	db.SetMaxOpenConns(max(cfg.MaxConns, 2))
+	// database/sql keeps 2 idle connections unless told: under load every
+	// other query would open a connection (a PostgreSQL backend fork).
+	db.SetMaxIdleConns(max(cfg.MaxConns, 2))
 	s := &Store{db: db, cfg: cfg, dialect: &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents}}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()

@@ -1,8 +1,12 @@
 package sqlstore
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -65,13 +69,76 @@ func decodeMachine(data string, heartbeatNanos int64) (*api.Machine, error) {
 }
 
 func (t *tx) PutLiveness(beats map[string]time.Time) error {
-	for id, at := range beats {
+	ids := slices.Sorted(maps.Keys(beats)) // one lock order for every server
+	for len(ids) > 0 {
+		n := livenessChunk(len(ids))
+		args := make([]any, 0, 2*n)
+		for _, id := range ids[:n] {
+			args = append(args, id, beats[id].UnixNano())
+		}
 		// A later heartbeat recorded by another server is kept.
-		err := t.exec("record heartbeats", `INSERT INTO liveness(machine_id, at) VALUES (?, ?)
-			ON CONFLICT(machine_id) DO UPDATE SET at = excluded.at WHERE excluded.at > liveness.at`, id, at.UnixNano())
+		err := t.exec("record heartbeats", `INSERT INTO liveness(machine_id, at) VALUES `+strings.Repeat("(?, ?), ", n-1)+`(?, ?)
+			ON CONFLICT(machine_id) DO UPDATE SET at = excluded.at WHERE excluded.at > liveness.at`, args...)
 		if err != nil {
 			return err
 		}
+		ids = ids[n:]
 	}
 	return nil
+}
+
+// livenessChunk is how many heartbeats one statement records: a power of
+// two up to 256, so that a handful of statements are ever prepared.
+func livenessChunk(pending int) int {
+	n := 256
+	for n > pending {
+		n /= 2
+	}
+	return n
+}
+
+// MachineWork reads a machine and the replicas on it or leaving it in one
+// statement (one round trip, and each part found through its index).
+func (t *tx) MachineWork(id string) (*api.Machine, []*api.Replica, []*api.Replica, error) {
+	rows, err := t.query(`SELECT 'm', m.data, COALESCE(l.at, 0) FROM machines m LEFT JOIN liveness l ON l.machine_id = m.id WHERE m.id = ?
+		UNION ALL SELECT 'r', data, 0 FROM replicas WHERE machine = ?
+		UNION ALL SELECT 'p', data, 0 FROM replicas WHERE previous_machine = ?`, id, id, id)
+	if err != nil {
+		return nil, nil, nil, t.dialect.failure("read machine "+id, err)
+	}
+	defer rows.Close()
+	var m *api.Machine
+	var on, leaving []*api.Replica
+	for rows.Next() {
+		var part, data string
+		var at int64
+		if err := rows.Scan(&part, &data, &at); err != nil {
+			return nil, nil, nil, t.dialect.failure("read machine "+id, err)
+		}
+		if part == "m" {
+			if m, err = decodeMachine(data, at); err != nil {
+				return nil, nil, nil, err
+			}
+			continue
+		}
+		var r api.Replica
+		if err := json.Unmarshal([]byte(data), &r); err != nil {
+			return nil, nil, nil, fmt.Errorf("decode replica: %w", err)
+		}
+		if part == "r" {
+			on = append(on, &r)
+		} else {
+			leaving = append(leaving, &r)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, nil, t.dialect.failure("read machine "+id, err)
+	}
+	if m == nil {
+		return nil, nil, nil, fmt.Errorf("machine %q: %w", id, store.ErrNotFound)
+	}
+	byServiceAndID := func(a, b *api.Replica) int { return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID)) }
+	slices.SortFunc(on, byServiceAndID)
+	slices.SortFunc(leaving, byServiceAndID)
+	return m, on, leaving, nil
 }

@@ -167,4 +167,30 @@ func testLiveness(t *testing.T, s store.Store) {
 	check(base.Add(time.Minute))
 	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(map[string]time.Time{"m1": base.Add(30 * time.Second)}) }))
 	check(base.Add(time.Minute))
+
+	// A batch larger than one statement records every machine.
+	batch := map[string]time.Time{}
+	for i := range 301 {
+		batch[fmt.Sprintf("b%03d", i)] = base.Add(time.Duration(i) * time.Second)
+	}
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		for id := range batch {
+			if err := tx.PutMachine(&api.Machine{ID: id, Cluster: "b"}); err != nil {
+				return err
+			}
+		}
+		return tx.PutLiveness(batch)
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		list, err := tx.ListMachines(store.MachineFilter{Cluster: "b"})
+		if len(list) != len(batch) {
+			t.Fatalf("%d machines, want %d (%v)", len(list), len(batch), err)
+		}
+		for _, m := range list {
+			if m.LastHeartbeat == nil || !m.LastHeartbeat.Equal(batch[m.ID]) {
+				t.Errorf("%s: last heartbeat %v, want %v", m.ID, m.LastHeartbeat, batch[m.ID])
+			}
+		}
+		return err
+	}))
 }

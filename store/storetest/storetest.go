@@ -5,6 +5,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ConcurrentSubnetClaims", func(t *testing.T) { testConcurrentSubnetClaims(t, open(t)) })
 	t.Run("Liveness", func(t *testing.T) { testLiveness(t, open(t)) })
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open(t)) })
+	t.Run("MachineWork", func(t *testing.T) { testMachineWork(t, open(t)) })
 }
 
 // A machine id is taken once: a second create fails with ErrExists and
@@ -274,6 +276,55 @@ func testCredentials(t *testing.T, s store.Store) {
 		}
 		return nil
 	}))
+}
+
+// MachineWork reads what ListReplicas with Machine and PreviousMachine
+// read, with the machine and its liveness.
+func testMachineWork(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	beat := time.Unix(1_800_000_000, 0).UTC()
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		for _, m := range []*api.Machine{{ID: "m1", Cluster: "c"}, {ID: "m2", Cluster: "c"}} {
+			if err := tx.PutMachine(m); err != nil {
+				return err
+			}
+		}
+		for _, r := range []*api.Replica{
+			{ID: "b-0", Service: "b", Machine: "m1"}, {ID: "a-1", Service: "a", Machine: "m1"}, {ID: "a-0", Service: "a", Machine: "m1"},
+			{ID: "c-0", Service: "c", Machine: "m2", PreviousMachine: "m1"}, {ID: "d-0", Service: "d", Machine: "m2"},
+		} {
+			if err := tx.PutReplica(r); err != nil {
+				return err
+			}
+		}
+		return tx.PutLiveness(map[string]time.Time{"m1": beat})
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		m, on, leaving, err := tx.MachineWork("m1")
+		if err != nil {
+			return err
+		}
+		if m.ID != "m1" || m.LastHeartbeat == nil || !m.LastHeartbeat.Equal(beat) {
+			t.Errorf("machine %+v", m)
+		}
+		wantOn, _ := tx.ListReplicas(store.ReplicaFilter{Machine: "m1"})
+		wantLeaving, _ := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: "m1"})
+		if fmt.Sprint(replicaIDs(on)) != fmt.Sprint(replicaIDs(wantOn)) || fmt.Sprint(replicaIDs(leaving)) != fmt.Sprint(replicaIDs(wantLeaving)) || len(on) != 3 || len(leaving) != 1 {
+			t.Errorf("on %v leaving %v; ListReplicas says %v and %v", replicaIDs(on), replicaIDs(leaving), replicaIDs(wantOn), replicaIDs(wantLeaving))
+		}
+		if _, _, _, err := tx.MachineWork("nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("missing machine: %v", err)
+		}
+		return nil
+	}))
+}
+
+func replicaIDs(rs []*api.Replica) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
 }
 
 func testSecrets(t *testing.T, s store.Store) {
