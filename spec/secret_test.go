@@ -83,3 +83,20 @@ func TestMonitoringHeaderRefs(t *testing.T) {
 		}
 	}
 }
+
+// No message about a Secret's data holds one of its values, whatever the
+// keys and values.
+func FuzzSecretDataErrorsHoldNoValue(f *testing.F) {
+	f.Add("password", "hunter2-long-value", "db")
+	f.Add("bad key!", "another-secret-value", "Bad_Name")
+	f.Add("", "x-secret-value-x", "")
+	f.Fuzz(func(t *testing.T, key, value, name string) {
+		errs := ValidateSecretData(name, map[string]string{key: value})
+		if len(value) < 8 || strings.Contains(key, value) || strings.Contains(name, value) {
+			return // too short to tell, or named by the key or name itself
+		}
+		if strings.Contains(errs.Error(), value) {
+			t.Fatalf("the message holds the value: %s", errs.Error())
+		}
+	})
+}
