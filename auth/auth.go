@@ -79,22 +79,20 @@ func (s *Signer) Mint(c JoinClaims) (string, error) {
 
 // Verify checks signature, expiry and the cluster the agent says it joins.
 func (s *Signer) Verify(token, cluster string, now time.Time) (JoinClaims, error) {
-	var c JoinClaims
-	rest, ok := strings.CutPrefix(token, joinTokenPrefix)
-	body, sig, ok2 := strings.Cut(rest, ".")
-	if !ok || !ok2 {
-		return c, ErrMalformedToken
+	body, sig, ok := splitJoinToken(token)
+	if !ok {
+		return JoinClaims{}, ErrMalformedToken
 	}
 	gotSig, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil {
-		return c, ErrMalformedToken
+		return JoinClaims{}, ErrMalformedToken
 	}
 	if !hmac.Equal(gotSig, s.mac(body)) {
-		return c, ErrBadSignature
+		return JoinClaims{}, ErrBadSignature
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil || json.Unmarshal(payload, &c) != nil {
-		return c, ErrMalformedToken
+	c, err := decodeClaims(body)
+	if err != nil {
+		return c, err
 	}
 	if !now.Before(c.ExpiresAt) {
 		return c, ErrExpired
@@ -108,12 +106,23 @@ func (s *Signer) Verify(token, cluster string, now time.Time) (JoinClaims, error
 // PeekClaims reads a token's claims without checking its signature: an
 // agent learns the CA pin from its token before it can reach the server.
 func PeekClaims(token string) (JoinClaims, error) {
-	var c JoinClaims
-	rest, ok := strings.CutPrefix(token, joinTokenPrefix)
-	body, _, ok2 := strings.Cut(rest, ".")
-	if !ok || !ok2 {
-		return c, ErrMalformedToken
+	body, _, ok := splitJoinToken(token)
+	if !ok {
+		return JoinClaims{}, ErrMalformedToken
 	}
+	return decodeClaims(body)
+}
+
+func splitJoinToken(token string) (body, sig string, ok bool) {
+	rest, ok := strings.CutPrefix(token, joinTokenPrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, ".")
+}
+
+func decodeClaims(body string) (JoinClaims, error) {
+	var c JoinClaims
 	payload, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil || json.Unmarshal(payload, &c) != nil {
 		return c, ErrMalformedToken

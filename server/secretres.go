@@ -247,7 +247,11 @@ func (s *Server) writeSecret(w http.ResponseWriter, r *http.Request, name string
 		return
 	}
 	s.ctrl.Trigger()
-	s.writeSecretInfo(w, r, name, map[string]int{api.ActionCreated: http.StatusCreated}[action])
+	status := http.StatusOK
+	if action == api.ActionCreated {
+		status = http.StatusCreated
+	}
+	s.writeSecretInfo(w, r, name, status)
 }
 
 func (s *Server) writeSecretInfo(w http.ResponseWriter, r *http.Request, name string, status int) {
@@ -261,7 +265,7 @@ func (s *Server) writeSecretInfo(w http.ResponseWriter, r *http.Request, name st
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, max(status, http.StatusOK), sec)
+	writeJSON(w, status, sec)
 }
 
 func (s *Server) handleGetSecret(w http.ResponseWriter, r *http.Request) {
