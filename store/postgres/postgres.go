@@ -110,7 +110,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Close closes the connection pool.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	err := s.db.Close()
+	s.dialect.Closed()
+	return err
+}
 
 // Update runs fn in a serializable transaction, again when it lost a
 // serialization race or a deadlock to another writer.

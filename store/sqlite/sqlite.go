@@ -114,7 +114,9 @@ func (s *Store) Close() error {
 	if s.reader != nil {
 		err = s.reader.Close()
 	}
-	return errors.Join(err, s.writer.Close())
+	err = errors.Join(err, s.writer.Close())
+	s.dialect.Closed()
+	return err
 }
 
 // Update runs fn in a write transaction, again when the database was

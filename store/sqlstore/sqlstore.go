@@ -29,7 +29,14 @@ type Dialect struct {
 	// once per connection): parsing the SQL of every query anew took a
 	// quarter of a busy server's CPU.
 	statements sync.Map // statementKey → *sql.Stmt
+	// preparing counts the statements being prepared in the background.
+	preparing sync.WaitGroup
 }
+
+// Closed waits for the background preparations once the databases are
+// closed (they fail then), so that none opens a connection, and creates
+// files, after the store's Close returned.
+func (d *Dialect) Closed() { d.preparing.Wait() }
 
 type statementKey struct {
 	db    *sql.DB
@@ -46,14 +53,14 @@ func (d *Dialect) statement(db *sql.DB, query string) *sql.Stmt {
 	if loaded {
 		return v.(*sql.Stmt)
 	}
-	go func() {
+	d.preparing.Go(func() {
 		s, err := db.PrepareContext(context.Background(), query)
 		if err != nil {
 			d.statements.Delete(key) // tried again next time
 			return
 		}
 		d.statements.Store(key, s)
-	}()
+	})
 	return nil
 }
 
