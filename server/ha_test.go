@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/leader"
@@ -119,11 +118,15 @@ func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	credential := a.joinManual(t, "dev", "m1")
-	if err := a.store.Update(ctx, func(tx store.Tx) error {
-		return tx.PutReplica(&api.Replica{ID: "web-0", Service: "web", Cluster: "dev", Machine: "m1", State: api.ReplicaRunning})
-	}); err != nil {
+	// A replica the leader keeps (one it made up by hand would be deleted
+	// by its next pass): the only machine takes it.
+	if _, err := a.admin.Apply(ctx, []byte("kind: Service\nmetadata: {name: web}\nspec: {cluster: dev, command: [sleep, \"60\"]}\n")); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 30*time.Second, "web-0 placed on m1", func() bool {
+		r, err := a.admin.GetReplica(ctx, "web-0")
+		return err == nil && r.Machine == "m1"
+	})
 	agent := client.New(b.URL(), credential, b.http)
 	served := make(chan error, 1)
 	go func() {
