@@ -47,7 +47,7 @@ func TestDataFilesAreOwnerOnly(t *testing.T) {
 		c.DataDir = dir
 		c.Store.SQLite = DefaultConfig(dir).Store.SQLite
 	})
-	for _, name := range []string{"gantry.db", "gantry.db-wal", "admin-token", "encryption-key", "server.url", "server.lock"} {
+	for _, name := range []string{"gantry.db", "gantry.db-wal", "admin-token", "encryption-key", "server.url", "server.lock", "ca.crt", "tls/server.crt", "tls/server.key"} {
 		info, err := os.Stat(filepath.Join(ts.cfg.DataDir, name))
 		if err != nil {
 			t.Fatal(err)
