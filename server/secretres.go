@@ -30,8 +30,9 @@ func (s *Server) sealSecret(name string, values map[string]string) (string, erro
 	return s.sealer.Seal(string(data), secretContext(name)), nil
 }
 
-// openedSecret is a Secret's revision and values.
+// openedSecret is a Secret's metadata, revision and values.
 type openedSecret struct {
+	meta     api.ObjectMeta
 	revision string
 	values   map[string]string
 }
@@ -60,7 +61,7 @@ func (sr *secretReader) get(name string) (*openedSecret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open secret %s: %w", name, err)
 	}
-	o := &openedSecret{values: map[string]string{}}
+	o := &openedSecret{meta: sec.Metadata, values: map[string]string{}}
 	if sec.Status != nil {
 		o.revision = sec.Status.Revision
 	}
@@ -98,42 +99,41 @@ func (sr *secretReader) serviceSecrets(sp api.ServiceSpec) (revisions, env map[s
 // putSecret creates or replaces a Secret's values; unchanged values keep
 // the revision. It returns the apply action.
 func (s *Server) putSecret(tx store.Tx, name string, values map[string]string, labels map[string]string) (string, error) {
-	now := s.clock.Now().UTC()
 	old, err := s.secretReader(tx).get(name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", err
 	}
-	stored, _, _ := tx.GetSecret(name)
-	if old != nil && maps.Equal(old.values, values) && (stored == nil || maps.Equal(stored.Metadata.Labels, labels)) {
-		return api.ActionUnchanged, nil
-	}
+	action, revision := api.ActionCreated, randid.Hex(8)
+	var oldMeta *api.ObjectMeta
 	if old != nil {
-		if err := checkKeysStillUsed(tx, name, values); err != nil {
-			return "", err
+		sameValues := maps.Equal(old.values, values)
+		switch {
+		case sameValues && maps.Equal(old.meta.Labels, labels):
+			return api.ActionUnchanged, nil
+		case sameValues:
+			revision = old.revision // labels alone changed
+		default:
+			if err := checkKeysStillUsed(tx, name, values); err != nil {
+				return "", err
+			}
 		}
+		action, oldMeta = api.ActionConfigured, &old.meta
 	}
 	sealed, err := s.sealSecret(name, values)
 	if err != nil {
 		return "", err
 	}
+	now := s.clock.Now().UTC()
 	sec := &api.Secret{APIVersion: api.APIVersion, Kind: api.KindSecret, Metadata: api.ObjectMeta{Name: name, Labels: labels},
-		Status: &api.SecretInfo{Keys: slices.Sorted(maps.Keys(values)), Revision: randid.Hex(8)}}
-	action := api.ActionCreated
-	var oldMeta *api.ObjectMeta
-	if stored != nil {
-		action, oldMeta = api.ActionConfigured, &stored.Metadata
-		if old != nil && maps.Equal(old.values, values) {
-			sec.Status.Revision = old.revision // labels alone changed
-		}
-	}
+		Status: &api.SecretInfo{Keys: slices.Sorted(maps.Keys(values)), Revision: revision}}
 	stamp(&sec.Metadata, oldMeta, now)
 	if err := tx.PutSecret(sec, sealed); err != nil {
 		return "", err
 	}
-	if err := restampClusters(tx, name, sec.Status.Revision); err != nil {
+	if err := restampClusters(tx, name, revision); err != nil {
 		return "", err
 	}
-	return action, store.Record(tx, now, api.EventNormal, "Applied", api.KindSecret, name, "secret %s (revision %s, keys %v)", action, sec.Status.Revision, sec.Status.Keys)
+	return action, store.Record(tx, now, api.EventNormal, "Applied", api.KindSecret, name, "secret %s (revision %s, keys %v)", action, revision, sec.Status.Keys)
 }
 
 // checkKeysStillUsed refuses new values that drop a key a service or a
@@ -235,11 +235,15 @@ func (s *Server) writeSecret(w http.ResponseWriter, r *http.Request, name string
 	}
 	var action string
 	err := s.store.Update(r.Context(), func(tx store.Tx) error {
-		if _, _, err := tx.GetSecret(name); err == nil && !replace {
-			return errorf(http.StatusConflict, "exists", "name", "secret %s exists (replace its values with PUT /v1/secrets/%s, `gantry secret create --overwrite`)", name, name)
+		var labels map[string]string // the API replaces values; labels come from specs
+		if stored, _, err := tx.GetSecret(name); err == nil {
+			if !replace {
+				return errorf(http.StatusConflict, "exists", "name", "secret %s exists (replace its values with PUT /v1/secrets/%s, `gantry secret create --overwrite`)", name, name)
+			}
+			labels = stored.Metadata.Labels
 		}
 		var err error
-		action, err = s.putSecret(tx, name, req.Data, nil)
+		action, err = s.putSecret(tx, name, req.Data, labels)
 		return err
 	})
 	if err != nil {
@@ -363,10 +367,17 @@ func (s *Server) admitSecrets(secrets *secretReader, docs []spec.Document) ([]ad
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return nil, nil, err
-		case maps.Equal(old.values, v):
-			a.item.Action = api.ActionUnchanged
 		default:
-			a.item.Action, a.item.Changes = api.ActionConfigured, []string{"values"}
+			if !maps.Equal(old.values, v) {
+				a.item.Changes = append(a.item.Changes, "values")
+			}
+			if !maps.Equal(old.meta.Labels, d.Secret.Metadata.Labels) {
+				a.item.Changes = append(a.item.Changes, "metadata.labels")
+			}
+			a.item.Action = api.ActionConfigured
+			if len(a.item.Changes) == 0 {
+				a.item.Action = api.ActionUnchanged
+			}
 		}
 		out = append(out, a)
 	}

@@ -181,6 +181,15 @@ func TestSecretDocumentsAndMonitoringHeaders(t *testing.T) {
 	if data, _ := json.Marshal(res); strings.Contains(string(data), otlpToken) {
 		t.Fatal("the apply result holds the value")
 	}
+	again, err := ts.admin.Apply(ctx, []byte(strings.Replace(file, "metadata: {name: otlp}", "metadata: {name: otlp, labels: {team: obs}}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range again.Results {
+		if item.Kind == api.KindSecret && (item.Action != api.ActionConfigured || strings.Join(item.Changes, ",") != "metadata.labels") {
+			t.Fatalf("a labels-only change applies as %s %v", item.Action, item.Changes)
+		}
+	}
 	tok, err := ts.admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: "dev", Group: "general"})
 	if err != nil {
 		t.Fatal(err)
@@ -209,5 +218,8 @@ func TestSecretDocumentsAndMonitoringHeaders(t *testing.T) {
 	}
 	if after := templateOf(); after == before {
 		t.Fatal("new values leave the machine template as it was: machines would keep the old header")
+	}
+	if sec, err := ts.admin.GetSecret(ctx, "otlp"); err != nil || sec.Metadata.Labels["team"] != "obs" {
+		t.Fatalf("new values through the API dropped the Secret's labels: %+v %v", sec, err)
 	}
 }
