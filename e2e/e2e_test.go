@@ -173,11 +173,16 @@ func TestCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "SPEC") || strings.Count(out, "running") != 3 {
 		t.Fatalf("get replicas -o wide:\n%s", out)
 	}
-	out, _, _ = s.gantry("get", "services", "web", "-o", "json")
-	var svc api.Service
-	if err := json.Unmarshal([]byte(out), &svc); err != nil || svc.Status.Running != 3 {
-		t.Fatalf("get service -o json: %v\n%s", err, out)
-	}
+	// A spread repair may still move a replica (new copy first) while the
+	// last machine joins: the count is read until it says 3.
+	waitFor(t, "get service -o json: 3 running", func() (bool, string) {
+		out, _, _ = s.gantry("get", "services", "web", "-o", "json")
+		var svc api.Service
+		if err := json.Unmarshal([]byte(out), &svc); err != nil || svc.Status == nil {
+			return false, fmt.Sprintf("%v\n%s", err, out)
+		}
+		return svc.Status.Running == 3, fmt.Sprintf("%d running", svc.Status.Running)
+	})
 	out, _, _ = s.gantry("get", "clusters", "-o", "yaml")
 	if !strings.Contains(out, "groupId: general") {
 		t.Fatalf("get clusters -o yaml:\n%s", out)
