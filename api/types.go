@@ -234,6 +234,11 @@ type ServiceSpec struct {
 	Isolation          string                  `json:"isolation,omitempty"`
 	Placement          Placement               `json:"placement,omitempty"`
 	StopTimeoutSeconds int                     `json:"stopTimeoutSeconds,omitempty"`
+	// Update is how a new revision replaces the old one.
+	Update UpdatePolicy `json:"update,omitempty"`
+	// RestartedAt is set by `gantry rollout restart`: a new revision that
+	// runs the same thing.
+	RestartedAt string `json:"restartedAt,omitempty"`
 }
 
 // DesiredReplicas is the replica count with its default of 1.
@@ -347,6 +352,14 @@ type ServiceStatus struct {
 	Desired int `json:"desired"`
 	Running int `json:"running"`
 	Pending int `json:"pending"`
+	// Revision is the number of the revision being deployed (or
+	// deployed), and Deployment the state of its deployment.
+	Revision   int64  `json:"revision,omitempty"`
+	Deployment string `json:"deployment,omitempty"`
+	// Updated replicas run the revision; Available ones of them are
+	// available.
+	Updated   int `json:"updated"`
+	Available int `json:"available"`
 }
 
 // Machine is a provisioned machine as Gantry observes it.
@@ -386,6 +399,9 @@ type Machine struct {
 	// DrainDeadline is when a draining machine is terminated even if some
 	// replicas could not move.
 	DrainDeadline *time.Time `json:"drainDeadline,omitempty"`
+	// Cordoned machines take no new replicas (`gantry cordon`); those
+	// they run stay.
+	Cordoned bool `json:"cordoned,omitempty"`
 	// UnreachableSince is set while the machine misses its heartbeats; its
 	// replicas move once the reschedule grace has passed.
 	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
@@ -431,7 +447,7 @@ func (m *Machine) Live() bool {
 
 // Schedulable reports whether new replicas may be placed on the machine.
 func (m *Machine) Schedulable() bool {
-	return m.JoinState == JoinJoined && (m.FleetState == FleetReady || m.FleetState == FleetActive) && m.UnreachableSince == nil
+	return m.JoinState == JoinJoined && (m.FleetState == FleetReady || m.FleetState == FleetActive) && m.UnreachableSince == nil && !m.Cordoned
 }
 
 // CountsTowardGroup reports whether the machine counts toward its group's

@@ -144,27 +144,41 @@ func (w *writer) replicas(plan decide.Plan) error {
 			return err
 		}
 	}
-	for _, u := range plan.UpdateReplicas {
-		r, err := w.tx.GetReplica(u.ID)
+	for _, d := range plan.DeleteReplicas {
+		if err := w.tx.DeleteReplica(d.ID); err != nil {
+			return err
+		}
+		if err := w.record(api.EventNormal, "Removed", "Replica", d.ID, "%s", d.Reason); err != nil {
+			return err
+		}
+	}
+	return w.reverts(plan.Reverts)
+}
+
+// reverts return services whose deployment failed to their last good
+// revision, unless the service changed since the pass read it (then the
+// change is what deploys next).
+func (w *writer) reverts(reverts []decide.Revert) error {
+	for _, rv := range reverts {
+		svc, err := w.tx.GetService(rv.Service)
 		if done, err := skip(err); done {
 			if err != nil {
 				return err
 			}
 			continue
 		}
-		replica.Follow(r, u.SpecHash, u.Requests, u.Cluster, w.now)
-		if err := w.tx.PutReplica(r); err != nil {
+		if svc.Metadata.Generation != rv.Generation {
+			continue
+		}
+		svc.Spec = spec.WithTemplate(svc.Spec, rv.To.Spec)
+		svc.Metadata.Generation++
+		now := w.now.UTC()
+		svc.Metadata.UpdatedAt = &now
+		if err := w.tx.PutService(svc); err != nil {
 			return err
 		}
-		if err := w.record(api.EventNormal, "Updated", "Replica", r.ID, "service %s changed (spec %s)", u.Service, u.SpecHash); err != nil {
-			return err
-		}
-	}
-	for _, d := range plan.DeleteReplicas {
-		if err := w.tx.DeleteReplica(d.ID); err != nil {
-			return err
-		}
-		if err := w.record(api.EventNormal, "Removed", "Replica", d.ID, "service %s scaled down or deleted", d.Service); err != nil {
+		if err := w.record(api.EventWarning, "DeploymentReverted", api.KindService, rv.Service,
+			"revision %d failed (%s): returning to revision %d", rv.Failed, rv.Reason, rv.To.Number); err != nil {
 			return err
 		}
 	}

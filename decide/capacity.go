@@ -8,7 +8,6 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
-	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/scheduler"
@@ -194,7 +193,7 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 		}
 		prov := p.snap.Providers[cl.Spec.Provider.Name]
 		for _, g := range cl.Spec.CapacityGroups {
-			types, err := allowedTypes(cp.Catalog, g)
+			types, err := planner.GroupTypes(cp.Catalog, g)
 			if err != nil {
 				continue
 			}
@@ -207,21 +206,4 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 		}
 	}
 	return out
-}
-
-// allowedTypes are the instance types a capacity group may launch: its
-// instanceType; else the cheapest type satisfying its profile; else (a
-// flexible group) the whole catalog.
-func allowedTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
-	if g.InstanceType == "" && g.Profile == nil {
-		if len(catalog) == 0 {
-			return nil, fmt.Errorf("the provider's catalog is empty")
-		}
-		return catalog, nil
-	}
-	it, err := planner.ResolveType(catalog, g)
-	if err != nil {
-		return nil, err
-	}
-	return []provisioner.InstanceType{it}, nil
 }

@@ -49,7 +49,9 @@ type Pass struct {
 	replicas    []*api.Replica
 	replicaByID map[string]*api.Replica
 	services    map[string]*api.Service
-	live        int
+	// deleting are the replicas this pass deletes.
+	deleting map[string]bool
+	live     int
 }
 
 // Decide decides one pass.
@@ -79,7 +81,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := mem.Clone()
 	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: map[string]*api.Machine{},
-		replicaByID: map[string]*api.Replica{}, services: map[string]*api.Service{}}
+		replicaByID: map[string]*api.Replica{}, services: map[string]*api.Service{}, deleting: map[string]bool{}}
 	p.plan.Pending = map[string]string{}
 	for _, m := range snap.Machines {
 		c := *m
@@ -194,6 +196,10 @@ func (p *Pass) forget() {
 		cluster, _, _ := strings.Cut(k, "/")
 		return p.snap.Clusters[cluster] != nil
 	})
+	isService := func(k string) bool { name, _, _ := strings.Cut(k, "/"); return p.services[name] != nil }
+	keepKeys(p.mem.Deployments, isService)
+	keepKeys(p.mem.Revisions, isService)
+	keepKeys(p.mem.Promotions, isService)
 	keepKeys(p.mem.Unavailable, func(k string) bool { return p.now.Before(p.mem.Unavailable[k]) })
 	keepKeys(p.mem.IdleSince, func(id string) bool { m := p.machineByID[id]; return m != nil && m.Live() })
 	keepKeys(p.mem.Terminations, func(id string) bool {

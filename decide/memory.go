@@ -35,7 +35,24 @@ type Memory struct {
 	Terminations map[string]Retry `memory:"terminate"`
 	// Outcomes of provider calls not yet folded in, by id.
 	Outcomes map[string]Outcome `memory:"outcome"`
+	// Deployments of services, by service.
+	Deployments map[string]api.Deployment `memory:"deployment"`
+	// Revisions of services, by RevisionKey.
+	Revisions map[string]api.Revision `memory:"revision"`
+	// Promotions are `gantry rollout promote` requests not yet taken in:
+	// the revision hash to promote, by service. Like outcomes, they are
+	// written elsewhere (by the API) and consumed by the next pass.
+	Promotions map[string]string `memory:"promote"`
 }
+
+// PromotionKey is where the API leaves a promotion request.
+func PromotionKey(service string) string { return "promote/" + service }
+
+// DeploymentKey is where a service's deployment is kept.
+func DeploymentKey(service string) string { return "deployment/" + service }
+
+// RevisionPrefix is the prefix of a service's revisions in the store.
+func RevisionPrefix(service string) string { return "revision/" + service + "/" }
 
 // Backoff is a group's launch backoff.
 type Backoff struct {

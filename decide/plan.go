@@ -12,10 +12,12 @@ import (
 // Plan is what one pass decided: a plain value. The act step carries it
 // out, store writes first (in one transaction), then provider calls.
 type Plan struct {
-	// Replicas to create, to follow a changed service, and to delete.
+	// Replicas to create and to delete.
 	CreateReplicas []*api.Replica
-	UpdateReplicas []ReplicaUpdate
 	DeleteReplicas []ReplicaDelete
+	// Reverts return services whose deployment failed to their last good
+	// revision.
+	Reverts []Revert
 
 	// Launches are new machines: the act step records each intent (with
 	// a fresh id and /24), then calls the provider.
@@ -60,20 +62,11 @@ type Plan struct {
 	LiveMachines int
 }
 
-// ReplicaUpdate makes a replica follow its service's change
-// (replica.Follow).
-type ReplicaUpdate struct {
-	ID       string
-	Service  string
-	SpecHash string
-	Requests api.Resources
-	Cluster  string
-}
-
 // ReplicaDelete removes a replica its service no longer wants.
 type ReplicaDelete struct {
 	ID      string
 	Service string
+	Reason  string
 }
 
 // Launch is a new machine.

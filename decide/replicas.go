@@ -1,44 +1,71 @@
 package decide
 
 import (
+	"fmt"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
 )
 
-// syncReplicas gives every service one replica per index, deletes those
-// beyond its count (their agent stops them), and follows spec changes: a
-// change of requests or cluster sends the replica back to the scheduler,
-// any other change reaches its agent through the spec hash.
+// syncReplicas keeps every service's replicas in line with its spec: one
+// per index of its current revision, reached through a deployment
+// (deploy.go). Replicas of deleted services go (their agent stops them).
 func (p *Pass) syncReplicas() {
-	wanted := map[string]bool{}
-	for _, svc := range p.snap.Services {
-		hash, requests := spec.RuntimeHash(svc.Spec, p.snap.SecretRevisions), spec.Requests(svc.Spec)
-		name := svc.Metadata.Name
-		for i := 0; i < svc.Spec.DesiredReplicas(); i++ {
-			id := replica.ID(name, i)
-			wanted[id] = true
-			r, ok := p.replicaByID[id]
-			if !ok {
-				r = replica.New(id, name, svc.Spec.Cluster, i, hash, requests, p.now)
-				p.plan.CreateReplicas = append(p.plan.CreateReplicas, r)
-				p.addReplica(r)
-				continue
-			}
-			if r.SpecHash == hash && r.Requests == requests && r.Cluster == svc.Spec.Cluster {
-				continue
-			}
-			p.plan.UpdateReplicas = append(p.plan.UpdateReplicas, ReplicaUpdate{ID: id, Service: name, SpecHash: hash, Requests: requests, Cluster: svc.Spec.Cluster})
-			replica.Follow(r, hash, requests, svc.Spec.Cluster, p.now)
+	services := make([]*api.Service, 0, len(p.snap.Services))
+	services = append(services, p.snap.Services...)
+	sort.Slice(services, func(i, j int) bool { return services[i].Metadata.Name < services[j].Metadata.Name })
+	byService := map[string][]*api.Replica{}
+	for _, r := range p.replicas {
+		byService[r.Service] = append(byService[r.Service], r)
+	}
+	for _, svc := range services {
+		p.deployService(svc, byService[svc.Metadata.Name])
+	}
+	for _, r := range p.replicas {
+		if p.services[r.Service] == nil {
+			p.deleteReplica(r, "service "+r.Service+" was deleted")
 		}
 	}
+	p.dropDeleted()
+}
+
+// createReplica adds a pending replica of a revision at an index. Its id
+// is service-index while that is free (and service-index-rN, N the
+// revision, while an older replica of the index still holds it).
+func (p *Pass) createReplica(rev api.Revision, index int) *api.Replica {
+	id := replica.ID(rev.Service, index)
+	for n := 0; p.replicaByID[id] != nil; n++ {
+		id = fmt.Sprintf("%s-r%d", replica.ID(rev.Service, index), rev.Number)
+		if n > 0 {
+			id = fmt.Sprintf("%s-r%d-%d", replica.ID(rev.Service, index), rev.Number, n)
+		}
+	}
+	r := replica.New(id, rev.Service, rev.Spec.Cluster, index, rev.Hash, spec.Requests(rev.Spec), p.now)
+	p.plan.CreateReplicas = append(p.plan.CreateReplicas, r)
+	p.addReplica(r)
+	return r
+}
+
+// deleteReplica removes a replica (its agent stops it); the pass drops
+// it at the end of syncReplicas.
+func (p *Pass) deleteReplica(r *api.Replica, why string) {
+	if p.deleting[r.ID] {
+		return
+	}
+	p.deleting[r.ID] = true
+	p.plan.DeleteReplicas = append(p.plan.DeleteReplicas, ReplicaDelete{ID: r.ID, Service: r.Service, Reason: why})
+}
+
+func (p *Pass) dropDeleted() {
 	kept := p.replicas[:0]
 	for _, r := range p.replicas {
-		if wanted[r.ID] {
-			kept = append(kept, r)
+		if p.deleting[r.ID] {
+			delete(p.replicaByID, r.ID)
 			continue
 		}
-		p.plan.DeleteReplicas = append(p.plan.DeleteReplicas, ReplicaDelete{ID: r.ID, Service: r.Service})
-		delete(p.replicaByID, r.ID)
+		kept = append(kept, r)
 	}
 	p.replicas = kept
 }

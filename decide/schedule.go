@@ -33,20 +33,29 @@ func runtimeFor(s api.ServiceSpec) string {
 	return scheduler.RuntimeProcess
 }
 
-func toSchedReplica(r *api.Replica, svc *api.Service, zones []string) scheduler.Replica {
-	pl := svc.Spec.Placement
+func toSchedReplica(r *api.Replica, sp api.ServiceSpec, zones []string) scheduler.Replica {
+	pl := sp.Placement
 	req := r.Requests
 	req.GPUs = 0 // GPUs are matched by device, from GPU below
 	sr := scheduler.Replica{
 		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
-		Runtime: runtimeFor(svc.Spec), Isolation: svc.Spec.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
+		Runtime: runtimeFor(sp), Isolation: sp.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
 		Dedicated: pl.Dedicated, SameZone: pl.SameZone, Priority: pl.Priority, Scoring: pl.Scoring, Spread: pl.Spread, ZoneDomains: zones,
 		Preempt: pl.PreemptLowerPriority,
 	}
-	if g := svc.Spec.Resources.GPU; g != nil {
+	if g := sp.Resources.GPU; g != nil {
 		sr.GPU = &scheduler.GPUNeed{Count: g.Count, Type: g.Type, MinVRAMGB: g.MinVRAMGB, Preferred: g.Policy == api.GPUPreferred}
 	}
 	return sr
+}
+
+// specOf is what a replica runs: its revision's spec (the service's
+// current one when the revision is gone from memory).
+func (p *Pass) specOf(r *api.Replica, svc *api.Service) api.ServiceSpec {
+	if rev, ok := p.mem.Revisions[RevisionKey(r.Service, r.SpecHash)]; ok {
+		return rev.Spec
+	}
+	return svc.Spec
 }
 
 // schedulerMachine is a machine as the scheduler sees it, before its
@@ -95,7 +104,7 @@ func (p *Pass) buildView(clusters []string) *view {
 		if !ok || !known {
 			continue
 		}
-		sr := toSchedReplica(r, svc, v.zones[r.Cluster])
+		sr := toSchedReplica(r, p.specOf(r, svc), v.zones[r.Cluster])
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: r.GPUIndexes})
@@ -132,7 +141,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		if !ok || !v.clusters[r.Cluster] || !p.needsPlace(r) {
 			continue
 		}
-		sr := toSchedReplica(r, svc, v.zones[r.Cluster])
+		sr := toSchedReplica(r, p.specOf(r, svc), v.zones[r.Cluster])
 		if len(sr.Spread) > 0 {
 			spread = append(spread, sr)
 		} else {
@@ -173,7 +182,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		for _, e := range result.Evictions {
 			if r := p.replicaByID[e.ReplicaID]; r != nil {
 				if svc := p.services[r.Service]; svc != nil {
-					unplaced = append(unplaced, toSchedReplica(r, svc, v.zones[r.Cluster]))
+					unplaced = append(unplaced, toSchedReplica(r, p.specOf(r, svc), v.zones[r.Cluster]))
 				}
 			}
 		}
@@ -247,7 +256,8 @@ func (p *Pass) repairSpread(v *view) {
 	sort.Strings(names)
 	for _, name := range names {
 		svc := p.services[name]
-		if budget <= 0 || svc == nil || len(svc.Spec.Placement.Spread) == 0 || !v.clusters[svc.Spec.Cluster] {
+		if budget <= 0 || svc == nil || len(svc.Spec.Placement.Spread) == 0 || !v.clusters[svc.Spec.Cluster] ||
+			p.mem.Deployments[name].State != api.DeployComplete { // a deployment places replicas anew anyway
 			continue
 		}
 		if !slices.ContainsFunc(bySvc[name], func(r *api.Replica) bool { return !replica.Available(r) }) && p.moveForSpread(v, svc, bySvc[name]) {
@@ -259,7 +269,7 @@ func (p *Pass) repairSpread(v *view) {
 // moveForSpread moves one replica from the fullest spread domain to the
 // emptiest, if a rule is violated and a machine there has room.
 func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica) bool {
-	sample := toSchedReplica(replicas[0], svc, v.zones[svc.Spec.Cluster])
+	sample := toSchedReplica(replicas[0], p.specOf(replicas[0], svc), v.zones[svc.Spec.Cluster])
 	var eligible []*scheduler.Machine
 	for _, m := range v.joined {
 		if scheduler.Eligible(m, sample) == "" {
@@ -291,7 +301,7 @@ func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica)
 			return ok && domainOf(m.Machine) == fullest
 		})
 		for _, target := range eligible {
-			sr := toSchedReplica(from, svc, v.zones[svc.Spec.Cluster])
+			sr := toSchedReplica(from, p.specOf(from, svc), v.zones[svc.Spec.Cluster])
 			if domainOf(target) != emptiest || scheduler.Fits(target, sr) != "" {
 				continue
 			}

@@ -113,33 +113,6 @@ func TestPreemption(t *testing.T) {
 	}
 }
 
-// A service scaled up gets replicas; scaled down loses its highest
-// indexes; a change of requests sends its replicas back to the scheduler,
-// any other change only changes their spec hash.
-func TestReplicasFollowTheirService(t *testing.T) {
-	h := decidetest.New(t)
-	h.Cluster("c", decidetest.Group("g", "large", 1, 2))
-	m := h.Machine("c", "g", "large")
-	h.Service("web", "c", 2, "200m", "64Mi")
-	h.Replica("web", 0, m.ID)
-	h.Replica("web", 1, m.ID)
-	h.Service("web", "c", 1, "200m", "64Mi")
-	plan := h.Pass()
-	if len(plan.DeleteReplicas) != 1 || plan.DeleteReplicas[0].ID != "web-1" {
-		t.Fatalf("scale down: %+v", plan.DeleteReplicas)
-	}
-	h.Service("web", "c", 1, "200m", "64Mi", func(s *api.ServiceSpec) { s.Env = map[string]string{"A": "1"} })
-	plan = h.Pass()
-	if len(plan.UpdateReplicas) != 1 || h.ReplicaByID("web-0").Machine != m.ID {
-		t.Fatalf("an env change must not reschedule: %+v", h.ReplicaByID("web-0"))
-	}
-	h.Service("web", "c", 1, "300m", "64Mi", func(s *api.ServiceSpec) { s.Env = map[string]string{"A": "1"} })
-	plan = h.Pass()
-	if len(plan.UpdateReplicas) != 1 || len(plan.Assignments) != 1 {
-		t.Fatalf("new requests: updates %+v, assignments %+v", plan.UpdateReplicas, plan.Assignments)
-	}
-}
-
 // Decide is pure: the snapshot it is given is not changed, and the same
 // input decides the same plan.
 func TestDecideLeavesTheSnapshotAlone(t *testing.T) {
@@ -157,5 +130,27 @@ func TestDecideLeavesTheSnapshotAlone(t *testing.T) {
 	}
 	if len(a.Assignments) != len(b.Assignments) || len(a.Launches) != len(b.Launches) || len(a.CreateReplicas) != len(b.CreateReplicas) {
 		t.Fatalf("two decisions on one input differ: %+v / %+v", a, b)
+	}
+}
+
+// A cordoned machine takes no new replicas; those it runs stay.
+func TestCordonedMachineTakesNoNewReplicas(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "large", 2, 2))
+	a := h.Machine("c", "g", "large", func(m *api.Machine) { m.Cordoned = true })
+	b := h.Machine("c", "g", "large")
+	h.Service("web", "c", 3, "100m", "64Mi")
+	h.Replica("web", 0, a.ID)
+	plan := h.Pass()
+	if len(plan.Assignments) != 2 {
+		t.Fatalf("assignments: %+v", plan.Assignments)
+	}
+	for _, as := range plan.Assignments {
+		if as.Placement.Machine != b.ID {
+			t.Fatalf("%s placed on the cordoned machine", as.Replica)
+		}
+	}
+	if r := h.ReplicaByID("web-0"); r.Machine != a.ID {
+		t.Fatal("the replica on the cordoned machine moved")
 	}
 }

@@ -149,7 +149,10 @@ func (s *server) gantry(args ...string) (stdout, stderr string, code int) {
 
 func runGantry(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(gantryBin, args...)
+	// No command may hang a test: reaching this is a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gantryBin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()

@@ -58,3 +58,20 @@ func satisfiesProfile(it provisioner.InstanceType, p *api.MachineProfile) bool {
 	}
 	return true
 }
+
+// GroupTypes are the instance types a capacity group may launch: its
+// instanceType; else the cheapest type satisfying its profile; else (a
+// flexible group) the whole catalog.
+func GroupTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
+	if g.InstanceType == "" && g.Profile == nil {
+		if len(catalog) == 0 {
+			return nil, fmt.Errorf("the provider's catalog is empty")
+		}
+		return catalog, nil
+	}
+	it, err := ResolveType(catalog, g)
+	if err != nil {
+		return nil, err
+	}
+	return []provisioner.InstanceType{it}, nil
+}

@@ -46,17 +46,6 @@ func New(id, service, cluster string, index int, specHash string, requests api.R
 // ID names the i-th replica of a service.
 func ID(service string, i int) string { return fmt.Sprintf("%s-%d", service, i) }
 
-// Follow makes a replica follow its service's change: a new runtime
-// spec reaches its agent through the hash; new requests or another
-// cluster send it back to the scheduler.
-func Follow(r *api.Replica, specHash string, requests api.Resources, cluster string, now time.Time) {
-	reschedule := r.Requests != requests || r.Cluster != cluster
-	r.SpecHash, r.Requests, r.Cluster, r.UpdatedAt = specHash, requests, cluster, now.UTC()
-	if reschedule && r.Machine != "" {
-		ToPending(r, "resources or cluster changed", now)
-	}
-}
-
 // ToPending sends a replica back to the scheduler: nothing of its old
 // placement stays (machine, GPUs, runtime class, ports, address, health).
 // A copy still running on a machine it was moving off stays there until

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/provider/external"
 	"github.com/gantry-dev/gantry/replica"
@@ -305,35 +307,52 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 // the GPUs and runtime class its placement gave it there.
 func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
 	var out []api.Assignment
-	services := map[string]*api.Service{}
+	specs := map[string]*api.ServiceSpec{}
 	secrets := s.secretReader(tx)
 	for _, r := range replicas {
-		svc, ok := services[r.Service]
+		key := decide.RevisionKey(r.Service, r.SpecHash)
+		sp, ok := specs[key]
 		if !ok {
 			var err error
-			svc, err = tx.GetService(r.Service)
-			if errors.Is(err, store.ErrNotFound) {
-				continue
-			}
-			if err != nil {
+			if sp, err = revisionSpec(tx, r); err != nil {
 				return nil, err
 			}
-			services[r.Service] = svc
+			specs[key] = sp
 		}
-		revisions, secretEnv, err := secrets.serviceSecrets(svc.Spec)
+		if sp == nil {
+			continue
+		}
+		_, secretEnv, err := secrets.serviceSecrets(*sp)
 		if err != nil {
 			// Apply and the Secret calls keep every reference whole; a
 			// replica whose Secret is gone all the same is left out.
 			s.log.Warn("replica left out of its machine's assignments", "replica", r.ID, "machine", m.ID, "err", err)
 			continue
 		}
-		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: spec.RuntimeHash(svc.Spec, revisions), Spec: svc.Spec, SecretEnv: secretEnv, Requests: r.Requests}
+		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
 		if r.Machine == m.ID {
 			as.GPUs, as.RuntimeClass = devicesOf(m, r.GPUIndexes), r.RuntimeClass
 		}
 		out = append(out, as)
 	}
 	return out, nil
+}
+
+// revisionSpec is what a replica runs: its revision's spec (nil when its
+// service is gone).
+func revisionSpec(tx store.Tx, r *api.Replica) (*api.ServiceSpec, error) {
+	raw, err := tx.GetMemory(decide.RevisionPrefix(r.Service) + r.SpecHash)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rev api.Revision
+	if err := json.Unmarshal([]byte(raw), &rev); err != nil {
+		return nil, fmt.Errorf("revision %s of service %s: %w", r.SpecHash, r.Service, err)
+	}
+	return &rev.Spec, nil
 }
 
 func devicesOf(m *api.Machine, indexes []int) []api.GPUDevice {

@@ -182,3 +182,38 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, list[*api.Event]{Items: api.NonNil(out)})
 }
+
+// handleCordon marks a machine (un)schedulable: new replicas go
+// elsewhere; those it runs stay.
+func (s *Server) handleCordon(cordon bool) http.HandlerFunc {
+	reason, msg := "Uncordoned", "takes new replicas again"
+	if cordon {
+		reason, msg = "Cordoned", "takes no new replicas; those it runs stay"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		var m *api.Machine
+		err := s.store.Update(r.Context(), func(tx store.Tx) error {
+			var err error
+			if m, err = tx.GetMachine(r.PathValue("id")); err != nil {
+				return err
+			}
+			if !m.Live() {
+				return errorf(http.StatusConflict, "conflict", "", "machine %s is terminated", m.ID)
+			}
+			if m.Cordoned == cordon {
+				return nil
+			}
+			m.Cordoned = cordon
+			if err := tx.PutMachine(m); err != nil {
+				return err
+			}
+			return store.Record(tx, s.clock.Now(), api.EventNormal, reason, "Machine", m.ID, "%s", msg)
+		})
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.ctrl.Trigger()
+		writeJSON(w, http.StatusOK, m)
+	}
+}

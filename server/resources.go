@@ -15,29 +15,43 @@ import (
 )
 
 // handleApply creates or updates every resource of a YAML/JSON body in one
-// transaction: all of them, or none.
+// transaction: all of them, or none. With ?dryRun=true it says what
+// applying would change and writes nothing (`gantry diff`).
 func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	docs, err := s.parseBody(w, r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	dryRun := r.URL.Query().Get("dryRun") == "true"
 	var result api.ApplyResult
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
 		admitted, err := s.admit(tx, docs)
 		if err != nil {
 			return err
 		}
+		if dryRun {
+			result.Results = nil
+			for _, a := range admitted {
+				result.Results = append(result.Results, a.item)
+			}
+			return errDryRun
+		}
 		result.Results, err = s.write(tx, admitted)
 		return err
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errDryRun) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.ctrl.Trigger()
+	if !dryRun {
+		s.ctrl.Trigger()
+	}
 	writeJSON(w, http.StatusOK, result)
 }
+
+// errDryRun rolls a dry run's transaction back.
+var errDryRun = errors.New("dry run")
 
 func (s *Server) parseBody(w http.ResponseWriter, r *http.Request) ([]spec.Document, error) {
 	body, err := s.readBody(w, r)
@@ -98,7 +112,7 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if errs := checkSecretEnv(secrets, secretValues, d.Service); errs != nil {
 			return nil, locate(errs, d.Index)
 		}
-		a, err := admitService(tx, d.Service, inRequest)
+		a, err := admitService(tx, d.Service, inRequest, s.registry)
 		if err != nil {
 			return nil, locate(err, d.Index)
 		}
@@ -134,7 +148,7 @@ func admitCluster(tx store.Tx, c *api.Cluster) (admitted, error) {
 	return a, nil
 }
 
-func admitService(tx store.Tx, svc *api.Service, inRequest map[string]*api.Cluster) (admitted, error) {
+func admitService(tx store.Tx, svc *api.Service, inRequest map[string]*api.Cluster, providers spec.Providers) (admitted, error) {
 	a := admitted{item: api.ApplyItem{Kind: api.KindService, Name: svc.Metadata.Name}, service: svc}
 	cl, ok := inRequest[svc.Spec.Cluster]
 	if !ok {
@@ -147,7 +161,7 @@ func admitService(tx store.Tx, svc *api.Service, inRequest map[string]*api.Clust
 			return a, err
 		}
 	}
-	if errs := spec.ValidateServiceInCluster(svc, cl); errs != nil {
+	if errs := spec.ValidateServiceInCluster(svc, cl, providers); errs != nil {
 		return a, errs
 	}
 	old, err := tx.GetService(svc.Metadata.Name)
@@ -422,8 +436,12 @@ func (s *Server) handleListServices(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
+		deployments, err := deploymentsOf(tx, "")
+		if err != nil {
+			return err
+		}
 		for _, svc := range services {
-			svc.Status = serviceStatus(svc, replicas)
+			svc.Status = serviceStatus(svc, replicas, deployments)
 			out = append(out, *svc)
 		}
 		return nil
@@ -443,7 +461,11 @@ func (s *Server) handleGetService(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		replicas, err := tx.ListReplicas(store.ReplicaFilter{Service: svc.Metadata.Name})
-		svc.Status = serviceStatus(svc, replicas)
+		if err != nil {
+			return err
+		}
+		deployments, err := deploymentsOf(tx, svc.Metadata.Name)
+		svc.Status = serviceStatus(svc, replicas, deployments)
 		return err
 	})
 	if err != nil {
@@ -453,8 +475,21 @@ func (s *Server) handleGetService(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, svc)
 }
 
-func serviceStatus(svc *api.Service, replicas []*api.Replica) *api.ServiceStatus {
+// deploymentsOf reads the deployments of one service, or of all ("").
+func deploymentsOf(tx store.Tx, service string) (map[string]api.Deployment, error) {
+	entries, err := tx.ListMemoryPrefix(decide.DeploymentKey(service))
+	if err != nil {
+		return nil, err
+	}
+	mem, err := decide.DecodeMemory(entries)
+	return mem.Deployments, err
+}
+
+func serviceStatus(svc *api.Service, replicas []*api.Replica, deployments map[string]api.Deployment) *api.ServiceStatus {
 	st := &api.ServiceStatus{Desired: svc.Spec.DesiredReplicas()}
+	if d, ok := deployments[svc.Metadata.Name]; ok {
+		st.Revision, st.Deployment, st.Updated, st.Available = d.Number, d.State, d.Updated, d.Available
+	}
 	for _, r := range replicas {
 		if r.Service != svc.Metadata.Name {
 			continue

@@ -56,7 +56,7 @@ func placed(t *testing.T, ts *testServer, replicas int) map[string]string {
 
 // A Secret's values reach only the machine running a replica that uses
 // them, in that replica's assignment alone; no API answer, event or
-// stored row holds them; new values change the spec hash of the replicas
+// stored row holds them; new values are a new revision of the services
 // that use them (they roll), and of no other.
 func TestSecretValuesReachOnlyTheirReplicas(t *testing.T) {
 	ts, ctx := withTestCluster(t, nil)
@@ -103,12 +103,15 @@ func TestSecretValuesReachOnlyTheirReplicas(t *testing.T) {
 	if _, err := ts.admin.CreateSecret(ctx, "db", map[string]string{"password": "rotated-" + dbPassword}, true); err != nil {
 		t.Fatal(err)
 	}
+	// No agent runs here, so the old replica (never available) makes way
+	// at once for the new revision's.
+	waitFor(t, 30*time.Second, "the new revision's replica placed", func() bool { return placed(t, ts, 3)["api-0-r2"] != "" })
 	rotated := assignments()
-	if rotated["api-0"].SpecHash == first["api-0"].SpecHash || rotated["api-0"].SecretEnv["DB_PASSWORD"] != "rotated-"+dbPassword {
-		t.Fatalf("after rotation: hash %s (was %s)", rotated["api-0"].SpecHash, first["api-0"].SpecHash)
+	if next := rotated["api-0-r2"]; next.SpecHash == first["api-0"].SpecHash || next.SecretEnv["DB_PASSWORD"] != "rotated-"+dbPassword {
+		t.Fatalf("after rotation: the new revision's replica has hash %s (was %s)", next.SpecHash, first["api-0"].SpecHash)
 	}
-	if rotated["plain-0"].SpecHash != first["plain-0"].SpecHash {
-		t.Fatal("a replica that does not use the Secret would roll")
+	if rotated["plain-0"].SpecHash != first["plain-0"].SpecHash || len(rotated) != 3 {
+		t.Fatalf("a replica that does not use the Secret would roll: %d assignments", len(rotated))
 	}
 
 	var answers []any

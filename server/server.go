@@ -20,6 +20,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/controller"
+	"github.com/gantry-dev/gantry/internal/version"
 	"github.com/gantry-dev/gantry/leader"
 	"github.com/gantry-dev/gantry/metrics"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
@@ -39,7 +40,8 @@ import (
 // handleHealth is 200 while the store accepts writes, 503 with the
 // store's error while it does not; it says whether this server leads.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	body := map[string]any{"status": "ok", "server": s.elector.Holder(), "leader": s.elector.Leading()}
+	v := version.Get()
+	body := map[string]any{"status": "ok", "server": s.elector.Holder(), "leader": s.elector.Leading(), "version": v.Version, "commit": v.Commit}
 	status := http.StatusOK
 	if h := s.store.Health(); !h.Healthy {
 		status = http.StatusServiceUnavailable
@@ -480,6 +482,13 @@ func (s *Server) routes() []route {
 		{"GET /v1/services/{name}", roleAdmin, s.handleGetService},
 		{"PUT /v1/services/{name}", roleAdmin, s.handlePutService},
 		{"DELETE /v1/services/{name}", roleAdmin, s.handleDeleteService},
+		{"PUT /v1/services/{name}/scale", roleAdmin, s.handleScale},
+		{"GET /v1/services/{name}/rollout", roleAdmin, s.handleGetRollout},
+		{"POST /v1/services/{name}/rollout/undo", roleAdmin, s.handleRolloutUndo},
+		{"POST /v1/services/{name}/rollout/restart", roleAdmin, s.handleRolloutRestart},
+		{"POST /v1/services/{name}/rollout/pause", roleAdmin, s.handleRolloutPause},
+		{"POST /v1/services/{name}/rollout/resume", roleAdmin, s.handleRolloutResume},
+		{"POST /v1/services/{name}/rollout/promote", roleAdmin, s.handleRolloutPromote},
 		{"GET /v1/secrets", roleAdmin, s.handleListSecrets},
 		{"POST /v1/secrets", roleAdmin, s.handleCreateSecret},
 		{"GET /v1/secrets/{name}", roleAdmin, s.handleGetSecret},
@@ -488,6 +497,8 @@ func (s *Server) routes() []route {
 		{"GET /v1/machines", roleAdmin, s.handleListMachines},
 		{"GET /v1/machines/{id}", roleAdmin, s.handleGetMachine},
 		{"POST /v1/machines/{id}/drain", roleAdmin, s.handleDrain},
+		{"POST /v1/machines/{id}/cordon", roleAdmin, s.handleCordon(true)},
+		{"POST /v1/machines/{id}/uncordon", roleAdmin, s.handleCordon(false)},
 		{"GET /v1/replicas", roleAdmin, s.handleListReplicas},
 		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
 		{"GET /v1/replicas/{id}/logs", roleAdmin, s.handleLogs},

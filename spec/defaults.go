@@ -60,6 +60,7 @@ func DefaultService(s *api.Service) {
 	if sp.Isolation == "" {
 		sp.Isolation = api.IsolationAny
 	}
+	defaultUpdate(&sp.Update)
 	if sp.StopTimeoutSeconds == 0 {
 		sp.StopTimeoutSeconds = DefaultStopTimeout
 	}

@@ -9,16 +9,32 @@ import (
 	"github.com/gantry-dev/gantry/api"
 )
 
-// RuntimeHash identifies what a replica runs: every service field except
-// the replica count and placement, and the revisions of the Secrets it
-// uses (secretRevisions, by name). A change restarts the replicas.
-func RuntimeHash(s api.ServiceSpec, secretRevisions map[string]string) string {
+// RevisionHash identifies a revision of a service: every field except the
+// replica count and the update policy, and the revisions of the Secrets
+// it uses (secretRevisions, by name). A change is a new revision, which a
+// deployment rolls out.
+func RevisionHash(s api.ServiceSpec, secretRevisions map[string]string) string {
 	s.Replicas = nil
-	s.Placement = api.Placement{}
+	s.Update = api.UpdatePolicy{}
 	data, _ := json.Marshal(s)
 	for _, name := range SecretNames(s) {
 		data = fmt.Appendf(data, "\x00%s=%s", name, secretRevisions[name])
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
+}
+
+// Template is the part of a spec a revision keeps: all but the replica
+// count and the update policy.
+func Template(s api.ServiceSpec) api.ServiceSpec {
+	s.Replicas = nil
+	s.Update = api.UpdatePolicy{}
+	return s
+}
+
+// WithTemplate is current with the template of a revision: its replica
+// count and update policy stay.
+func WithTemplate(current, revision api.ServiceSpec) api.ServiceSpec {
+	revision.Replicas, revision.Update = current.Replicas, current.Update
+	return revision
 }

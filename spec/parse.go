@@ -72,7 +72,7 @@ func Parse(file string, data []byte, providers Providers) ([]Document, error) {
 		Default(&docs[i])
 		errs = append(errs, ValidateDocument(docs[i], providers).locate(file, docs[i].Index)...)
 	}
-	errs = append(errs, validateAcrossDocuments(file, docs)...)
+	errs = append(errs, validateAcrossDocuments(file, docs, providers)...)
 	return docs, errs.Err()
 }
 
@@ -124,9 +124,13 @@ func decodeDocument(tree any) (Document, ErrorList) {
 			errs.add("apiVersion", "unsupported apiVersion %q (want %q)", h.APIVersion, api.APIVersion)
 		}
 	}
-	if _, ok := m["status"]; ok {
-		errs.add("status", "read-only: status is set by the server")
-		delete(m, "status")
+	// Status is the server's: ignored on input, so that what `get -o
+	// yaml` prints applies as it is.
+	delete(m, "status")
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		for _, k := range []string{"generation", "createdAt", "updatedAt"} {
+			delete(meta, k)
+		}
 	}
 	if errs != nil {
 		return Document{}, errs
@@ -150,7 +154,7 @@ func decodeDocument(tree any) (Document, ErrorList) {
 	return doc, errs
 }
 
-func validateAcrossDocuments(file string, docs []Document) ErrorList {
+func validateAcrossDocuments(file string, docs []Document, providers Providers) ErrorList {
 	var errs ErrorList
 	first := map[string]int{}
 	clusters := map[string]*api.Cluster{}
@@ -182,7 +186,7 @@ func validateAcrossDocuments(file string, docs []Document) ErrorList {
 			}
 		}
 		if c, ok := clusters[d.Service.Spec.Cluster]; ok {
-			errs = append(errs, ValidateServiceInCluster(d.Service, c).locate(file, d.Index)...)
+			errs = append(errs, ValidateServiceInCluster(d.Service, c, providers).locate(file, d.Index)...)
 		}
 	}
 	return errs

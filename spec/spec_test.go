@@ -113,7 +113,16 @@ func TestParseRejects(t *testing.T) {
 		{"missing kind", "metadata: {name: x}\nspec: {}\n", 1, "kind: required"},
 		{"unknown kind", "kind: Pod\nmetadata: {name: x}\n", 1, `kind: unknown kind "Pod"`},
 		{"wrong apiVersion", "apiVersion: v9\n" + baseCluster, 1, `apiVersion: unsupported apiVersion "v9"`},
-		{"status is read-only", baseCluster + "status: {}\n", 1, "status: read-only"},
+		{"replica larger than any machine", baseCluster + "---\n" + strings.Replace(baseService, "cpu: 500m", "cpu: \"100\"", 1), 2, `spec.resources.cpu: one replica asks more than any machine of cluster "dev" can give: the largest machine its capacity groups can launch (t.small in group general) offers cpu 2, memory 4Gi after systemReserved`},
+		{"replica larger after systemReserved", strings.Replace(baseCluster, "capacityGroups:", "systemReserved: {memory: 3900Mi}\n  capacityGroups:", 1) + "---\n" + baseService, 2, `spec.resources.memory: one replica asks more than any machine of cluster "dev" can give`},
+		{"systemReserved leaves nothing", strings.Replace(baseCluster, "capacityGroups:", "systemReserved: {cpu: \"2\"}\n  capacityGroups:", 1), 1, `spec.systemReserved: leaves the machines of group "general" (t.small) no CPU or memory`},
+		{"NUL in env", baseService + "  env: {A: \"x\\0y\"}\n", 1, "spec.env.A: contains a NUL byte"},
+		{"NUL in command", strings.Replace(baseService, "command: [server]", "command: [\"ser\\0ver\"]", 1), 1, "spec.command[0]: contains a NUL byte"},
+		{"NUL in args", baseService + "  args: [ok, \"a\\0\"]\n", 1, "spec.args[1]: contains a NUL byte"},
+		{"update that cannot replace", baseService + "  update: {maxSurge: 0, maxUnavailable: 0}\n", 1, "spec.update.maxUnavailable: maxSurge and maxUnavailable cannot both be 0"},
+		{"autoPromote without canary", baseService + "  update: {autoPromote: true}\n", 1, "spec.update.autoPromote: needs canary replicas"},
+		{"negative surge", baseService + "  update: {maxSurge: -1}\n", 1, "spec.update.maxSurge: must be 0 or more"},
+		{"deadline within minHealthy", baseService + "  update: {minHealthySeconds: 30, progressDeadlineSeconds: 20}\n", 1, "spec.update.progressDeadlineSeconds: must be greater than minHealthySeconds (30)"},
 		{"duplicate name", baseCluster + "---\n" + baseCluster, 2, `metadata.name: duplicate Cluster "dev" (first in document 1)`},
 		{"error in second document", baseCluster + "---\n" + strings.Replace(baseService, "replicas", "replicas", 1) + "  replicas: -1\n", 2, "spec.replicas: must be between 0 and 10000"},
 		{"image or command", strings.Replace(baseService, "command: [server]", "args: [x]", 1), 1, "spec: one of image or command is required"},
@@ -150,6 +159,20 @@ func TestParseRejects(t *testing.T) {
 				t.Errorf("error %q does not contain %q", msg, tc.want)
 			}
 		})
+	}
+}
+
+// What `gantry get -o yaml` prints (status, generation, times) applies
+// as it is: the server's fields are ignored.
+func TestServerFieldsAreIgnoredOnInput(t *testing.T) {
+	src := strings.Replace(baseService, "metadata: {name: web}", "metadata: {name: web, generation: 7, createdAt: \"2026-01-01T00:00:00Z\"}", 1) +
+		"status: {desired: 3, running: 2, pending: 1}\n"
+	docs, err := Parse("f.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs[0].Service.Status != nil {
+		t.Fatalf("status kept: %+v", docs[0].Service.Status)
 	}
 }
 

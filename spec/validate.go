@@ -94,6 +94,9 @@ func ValidateCluster(c *api.Cluster, providers Providers) ErrorList {
 		}
 		catalog, haveCatalog = providers.Catalog(s.Provider)
 		errs = append(errs, validateAgentBinaries(s, providers)...)
+		if haveCatalog {
+			errs = append(errs, validateReserved(c, catalog)...)
+		}
 	}
 	seen := map[string]int{}
 	totalMax := 0
@@ -389,6 +392,8 @@ func ValidateService(svc *api.Service) ErrorList {
 		errs.add("spec.isolation", "unknown isolation %q (want any, teeRequired, teePreferred or standardRequired)", s.Isolation)
 	}
 	errs = append(errs, validatePlacement(s.Placement)...)
+	errs = append(errs, validateUpdate(s.Update)...)
+	errs = append(errs, validateRunnable(s)...)
 	return errs
 }
 
@@ -473,21 +478,6 @@ func validatePlacement(p api.Placement) ErrorList {
 		}
 		if r.MaxSkew < 1 {
 			errs.add(path+".maxSkew", "must be at least 1")
-		}
-	}
-	return errs
-}
-
-// ValidateServiceInCluster checks what a service asks of its cluster.
-func ValidateServiceInCluster(svc *api.Service, c *api.Cluster) ErrorList {
-	var errs ErrorList
-	groups := map[string]bool{}
-	for _, g := range c.Spec.CapacityGroups {
-		groups[g.GroupID] = true
-	}
-	for i, g := range svc.Spec.Placement.CapacityGroups {
-		if !groups[g] {
-			errs.add(indexPath("spec.placement.capacityGroups", i), "cluster %q has no capacity group %q", c.Metadata.Name, g)
 		}
 	}
 	return errs

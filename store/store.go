@@ -143,6 +143,10 @@ type Tx interface {
 	// sizes, backoffs, conditions, progress), one entry per key, so that
 	// another server resumes where the last one stopped.
 	ListMemory() (map[string]string, error)
+	// ListMemoryPrefix reads the entries whose key starts with prefix.
+	ListMemoryPrefix(prefix string) (map[string]string, error)
+	// GetMemory reads one entry; ErrNotFound when there is none.
+	GetMemory(key string) (string, error)
 	PutMemory(key, value string) error
 	DeleteMemory(key string) error
 }

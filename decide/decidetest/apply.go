@@ -72,9 +72,10 @@ func (h *Harness) applyReplicas(p decide.Plan) {
 		c := *r
 		h.Snap.Replicas = append(h.Snap.Replicas, &c)
 	}
-	for _, u := range p.UpdateReplicas {
-		if r := h.ReplicaByID(u.ID); r != nil {
-			replica.Follow(r, u.SpecHash, u.Requests, u.Cluster, h.Now)
+	for _, rv := range p.Reverts {
+		if svc := h.service(rv.Service); svc.Metadata.Generation == rv.Generation {
+			svc.Spec = spec.WithTemplate(svc.Spec, rv.To.Spec)
+			svc.Metadata.Generation++
 		}
 	}
 	for _, d := range p.DeleteReplicas {

@@ -138,7 +138,7 @@ func (h *Harness) Machine(cluster, group, instanceType string, edit ...func(*api
 // Replica adds replica index of a service, running on machine.
 func (h *Harness) Replica(service string, index int, machine string) *api.Replica {
 	svc := h.service(service)
-	r := replica.New(replica.ID(service, index), service, svc.Spec.Cluster, index, spec.RuntimeHash(svc.Spec, nil), spec.Requests(svc.Spec), h.Now)
+	r := replica.New(replica.ID(service, index), service, svc.Spec.Cluster, index, spec.RevisionHash(svc.Spec, nil), spec.Requests(svc.Spec), h.Now)
 	r.Machine, r.State, r.Health = machine, api.ReplicaRunning, api.HealthHealthy
 	h.Snap.Replicas = append(h.Snap.Replicas, r)
 	return r
@@ -276,6 +276,6 @@ func (h *Harness) steady() bool {
 }
 
 func quiet(p decide.Plan) bool {
-	return len(p.CreateReplicas)+len(p.UpdateReplicas)+len(p.DeleteReplicas)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
+	return len(p.CreateReplicas)+len(p.Reverts)+len(p.DeleteReplicas)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
 		len(p.Drains)+len(p.Terminates)+len(p.TerminateCalls)+len(p.Assignments)+len(p.Evictions)+len(p.Unreachable)+len(p.Adoptions)+len(p.Orphans) == 0
 }

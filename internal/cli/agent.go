@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-dev/gantry/agent"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/pki"
+	"github.com/gantry-dev/gantry/internal/version"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/runtime/process"
@@ -49,7 +50,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Version = version()
+			cfg.Version = version.Get().Version
 			err = agent.New(cfg, driver, log).Run(cmd.Context())
 			if errors.Is(err, agent.ErrMachineGone) {
 				log.Info("machine terminated by the server; exiting")

@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/provider/clouds"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/server"
@@ -62,38 +69,121 @@ func newValidateCmd(g *globals) *cobra.Command {
 
 func newApplyCmd(g *globals) *cobra.Command {
 	var files []string
+	var wait bool
+	var poll, timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE",
-		Short: "Create or update the resources of spec files",
+		Use:   "apply -f FILE|DIR [-f ...] [--wait]",
+		Short: "Create or update the resources of spec files, all of them or none",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(files) == 0 {
-				return fmt.Errorf("-f FILE is required")
+			body, err := readSpecs(files)
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			for _, f := range files {
-				data, err := readSpecFile(f)
-				if err != nil {
-					return err
-				}
-				// Offline check first, so errors name the file.
-				if _, err := spec.Parse(f, data, describedProviders()); err != nil {
-					return err
-				}
-				res, err := c.Apply(cmd.Context(), data)
-				if err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				printApplyResult(g.out, res)
+			res, err := c.Apply(cmd.Context(), body)
+			if err != nil {
+				return err
 			}
-			return nil
+			printApplyResult(g.out, res)
+			if !wait {
+				return nil
+			}
+			return waitForServices(cmd.Context(), g, c, res, poll, timeout)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "spec file (YAML or JSON; - for stdin); repeatable")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "spec file or directory of them (YAML or JSON; - for stdin); repeatable")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the deployments of the services applied; fail if one fails")
+	cmd.Flags().DurationVar(&poll, "poll-interval", time.Second, "how often --wait reads a deployment")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up on a deployment after this long (0: wait as long as it takes)")
 	return cmd
+}
+
+// readSpecs reads and checks every file (directories: their .yaml, .yml
+// and .json files, in name order) before anything is sent, and joins
+// them into one request so that they apply together or not at all.
+func readSpecs(files []string) ([]byte, error) {
+	if len(files) == 0 {
+		return nil, fmt.Errorf("-f FILE is required")
+	}
+	paths, err := expandSpecPaths(files)
+	if err != nil {
+		return nil, err
+	}
+	var parts [][]byte
+	for _, f := range paths {
+		data, err := readSpecFile(f)
+		if err != nil {
+			return nil, err
+		}
+		// Offline check first, so errors name the file.
+		if _, err := spec.Parse(f, data, describedProviders()); err != nil {
+			return nil, err
+		}
+		parts = append(parts, data)
+	}
+	body := bytes.Join(parts, []byte("\n---\n"))
+	if len(parts) > 1 {
+		if _, err := spec.Parse(strings.Join(paths, ", "), body, describedProviders()); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
+}
+
+func expandSpecPaths(files []string) ([]string, error) {
+	var out []string
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if f == "-" || err == nil && !info.IsDir() {
+			out = append(out, f)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		entries, err := os.ReadDir(f)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f, err)
+		}
+		n := len(out)
+		for _, e := range entries {
+			if ext := filepath.Ext(e.Name()); !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+				out = append(out, filepath.Join(f, e.Name()))
+			}
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("%s: no .yaml, .yml or .json files", f)
+		}
+	}
+	return out, nil
+}
+
+// waitForServices follows the deployment of every service applied.
+func waitForServices(ctx context.Context, g *globals, c *client.Client, res *api.ApplyResult, poll, timeout time.Duration) error {
+	var failed []string
+	for _, item := range res.Results {
+		if item.Kind != api.KindService {
+			continue
+		}
+		svc, err := c.GetService(ctx, item.Name)
+		if err != nil {
+			return err
+		}
+		if err := newFollower(g, c, svc, poll).followFor(ctx, timeout); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			failed = append(failed, fmt.Sprintf("service/%s: %v", item.Name, err))
+		}
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 func printApplyResult(w io.Writer, res *api.ApplyResult) {
@@ -111,6 +201,8 @@ func kindLower(kind string) string {
 		return "cluster"
 	case api.KindService:
 		return "service"
+	case api.KindSecret:
+		return "secret"
 	}
 	return kind
 }

@@ -13,9 +13,10 @@ import (
 
 func newDescribeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "describe (cluster|service|machine|replica) NAME",
-		Short: "Show one object in detail, with related objects and its events",
-		Args:  cobra.ExactArgs(2),
+		Use:               "describe (cluster|service|machine|replica) NAME",
+		ValidArgsFunction: completeKindThenName(g),
+		Short:             "Show one object in detail, with related objects and its events",
+		Args:              cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := canonicalKind(args[0])
 			if err != nil {

@@ -15,9 +15,10 @@ func newDrainCmd(g *globals) *cobra.Command {
 	var wait bool
 	var poll time.Duration
 	cmd := &cobra.Command{
-		Use:   "drain MACHINE [--deadline 10m] [--wait]",
-		Short: "Move a machine's replicas off (each new copy running before the old stops), then terminate it",
-		Args:  cobra.ExactArgs(1),
+		Use:               "drain MACHINE [--deadline 10m] [--wait]",
+		ValidArgsFunction: completeNames(g, "machines"),
+		Short:             "Move a machine's replicas off (each new copy running before the old stops), then terminate it",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -74,5 +75,30 @@ func waitDrained(cmd *cobra.Command, g *globals, c *client.Client, id string, po
 			return errors.New("interrupted; the drain goes on")
 		case <-time.After(poll):
 		}
+	}
+}
+
+func newCordonCmd(g *globals, cordon bool) *cobra.Command {
+	use, short, done := "cordon MACHINE", "Mark a machine unschedulable: new replicas go elsewhere, those it runs stay", "cordoned"
+	if !cordon {
+		use, short, done = "uncordon MACHINE", "Mark a cordoned machine schedulable again", "uncordoned"
+	}
+	return &cobra.Command{
+		Use:               use,
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(g, "machines"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			m, err := c.Cordon(cmd.Context(), args[0], cordon)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "machine/%s %s\n", m.ID, done)
+			return nil
+		},
 	}
 }

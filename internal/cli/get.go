@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/client"
 	"github.com/spf13/cobra"
 )
 
@@ -28,101 +26,6 @@ func canonicalKind(s string) (string, error) {
 		return "secrets", nil
 	}
 	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events or secrets)", s)
-}
-
-func newGetCmd(g *globals) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "get (clusters|services|machines|replicas|events|secrets) [NAME]",
-		Short: "List resources, or show one",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(output); err != nil {
-				return err
-			}
-			kind, err := canonicalKind(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			name := ""
-			if len(args) == 2 {
-				name = args[1]
-			}
-			return getAndPrint(cmd.Context(), g, c, kind, name, output)
-		},
-	}
-	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, wide, json or yaml")
-	return cmd
-}
-
-func getAndPrint(ctx context.Context, g *globals, c *client.Client, kind, name, output string) error {
-	items, t, err := fetch(ctx, c, kind, name)
-	if err != nil {
-		return err
-	}
-	switch output {
-	case formatJSON, formatYAML:
-		if name != "" && len(items) == 1 {
-			return printStructured(g.out, output, items[0])
-		}
-		return printStructured(g.out, output, map[string]any{"items": items})
-	}
-	if len(t.rows) == 0 {
-		fmt.Fprintf(g.out, "No %s found.\n", kind)
-		return nil
-	}
-	return t.print(g.out, output == formatWide)
-}
-
-// fetch reads one kind (or one object of it) and renders its table.
-func fetch(ctx context.Context, c *client.Client, kind, name string) ([]any, *table, error) {
-	switch kind {
-	case "clusters":
-		list, err := listOrOne(ctx, name, c.ListClusters, c.GetCluster)
-		return anySlice(list), clusterTable(list), err
-	case "services":
-		list, err := listOrOne(ctx, name, c.ListServices, c.GetService)
-		return anySlice(list), serviceTable(list), err
-	case "machines":
-		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Machine, error) { return c.ListMachines(ctx, "") }, c.GetMachine)
-		return anySlice(list), machineTable(list), err
-	case "replicas":
-		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Replica, error) { return c.ListReplicas(ctx, "") }, c.GetReplica)
-		return anySlice(list), replicaTable(list), err
-	case "secrets":
-		list, err := listOrOne(ctx, name, c.ListSecrets, c.GetSecret)
-		return anySlice(list), secretTable(list), err
-	default:
-		q := client.EventQuery{Limit: 200}
-		if name != "" {
-			q.Name = name
-		}
-		list, err := c.ListEvents(ctx, q)
-		return anySlice(list), eventTable(list), err
-	}
-}
-
-func listOrOne[T any](ctx context.Context, name string, list func(context.Context) ([]T, error), get func(context.Context, string) (*T, error)) ([]T, error) {
-	if name == "" {
-		return list(ctx)
-	}
-	one, err := get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return []T{*one}, nil
-}
-
-func anySlice[T any](in []T) []any {
-	out := make([]any, len(in))
-	for i := range in {
-		out[i] = in[i]
-	}
-	return out
 }
 
 func clusterTable(list []api.Cluster) *table {
@@ -153,20 +56,39 @@ func clusterTable(list []api.Cluster) *table {
 }
 
 func serviceTable(list []api.Service) *table {
-	t := &table{header: []string{"NAME", "CLUSTER", "READY", "RUNS", "AGE"}, wide: []string{"CPU", "MEMORY", "GENERATION"}}
+	t := &table{header: []string{"NAME", "CLUSTER", "READY", "REVISION", "DEPLOYMENT", "RUNS", "AGE"}, wide: []string{"CPU", "MEMORY", "GENERATION"}}
 	for _, s := range list {
-		ready := "-"
-		if s.Status != nil {
-			ready = fmt.Sprintf("%d/%d", s.Status.Running, s.Status.Desired)
+		ready, revision, deployment := "-", "-", "-"
+		if st := s.Status; st != nil {
+			ready = fmt.Sprintf("%d/%d", st.Running, st.Desired)
+			if st.Revision > 0 {
+				revision, deployment = fmt.Sprint(st.Revision), st.Deployment
+			}
 		}
 		runs := s.Spec.Image
 		if runs == "" {
 			runs = strings.Join(s.Spec.Command, " ")
 		}
-		t.add(s.Metadata.Name, s.Spec.Cluster, ready, runs, age(timePtr(s.Metadata.CreatedAt)),
-			orDash(s.Spec.Resources.CPU), orDash(s.Spec.Resources.Memory), fmt.Sprint(s.Metadata.Generation))
+		t.add(s.Metadata.Name, s.Spec.Cluster, ready, revision, deployment, runs, age(timePtr(s.Metadata.CreatedAt)),
+			cpuOf(s.Spec.Resources.CPU), bytesOf(s.Spec.Resources.Memory), fmt.Sprint(s.Metadata.Generation))
 	}
 	return t
+}
+
+// cpuOf and bytesOf print a spec's quantity the way machine columns do
+// (500m, 2; 512Mi, 2Gi).
+func cpuOf(q string) string {
+	if milli, err := api.ParseCPU(q); err == nil && q != "" {
+		return api.FormatCPU(milli)
+	}
+	return orDash(q)
+}
+
+func bytesOf(q string) string {
+	if b, err := api.ParseBytes(q); err == nil && q != "" {
+		return api.FormatBytes(b)
+	}
+	return orDash(q)
 }
 
 func machineTable(list []api.Machine) *table {
@@ -200,9 +122,10 @@ func ReplicaURL(r api.Replica) string {
 }
 
 func replicaTable(list []api.Replica) *table {
-	t := &table{header: []string{"NAME", "SERVICE", "MACHINE", "STATE", "HEALTH", "RESTARTS", "URL"}, wide: []string{"SPEC", "REASON"}}
+	t := &table{header: []string{"NAME", "SERVICE", "MACHINE", "STATE", "HEALTH", "RESTARTS", "URL", "REASON"}, wide: []string{"SPEC", "CPU", "MEMORY"}}
 	for _, r := range list {
-		t.add(r.ID, r.Service, orDash(r.Machine), string(r.State), orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)), r.SpecHash, orDash(r.Reason))
+		t.add(r.ID, r.Service, orDash(r.Machine), string(r.State), orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)),
+			orDash(r.Reason), r.SpecHash, api.FormatCPU(r.Requests.MilliCPU), api.FormatBytes(r.Requests.MemoryBytes))
 	}
 	return t
 }
@@ -216,11 +139,22 @@ func eventTable(list []api.Event) *table {
 }
 
 func newDeleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete (cluster|service|secret) NAME",
-		Short: "Delete a cluster (once it has no services), a service, or a Secret nothing uses",
-		Args:  cobra.ExactArgs(2),
+	var files []string
+	cmd := &cobra.Command{
+		Use:               "delete (cluster|service|secret) NAME | delete -f FILE|DIR",
+		Short:             "Delete a cluster (once it has no services), a service, or a Secret nothing uses; or the resources of spec files",
+		Args:              cobra.MaximumNArgs(2),
+		ValidArgsFunction: completeKindThenName(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(files) > 0 {
+				if len(args) > 0 {
+					return fmt.Errorf("either -f FILE or KIND NAME, not both")
+				}
+				return deleteFiles(cmd, g, files)
+			}
+			if len(args) != 2 {
+				return fmt.Errorf("want KIND NAME, or -f FILE")
+			}
 			kind, err := canonicalKind(args[0])
 			if err != nil {
 				return err
@@ -246,6 +180,8 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "spec file or directory of them whose resources to delete; repeatable")
+	return cmd
 }
 
 func secretTable(list []api.Secret) *table {

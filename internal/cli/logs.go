@@ -11,9 +11,10 @@ func newLogsCmd(g *globals) *cobra.Command {
 	var follow bool
 	var tail int
 	cmd := &cobra.Command{
-		Use:   "logs REPLICA",
-		Short: "Print a replica's output (stdout and stderr), relayed by the server from its machine",
-		Args:  cobra.ExactArgs(1),
+		Use:               "logs REPLICA",
+		ValidArgsFunction: completeNames(g, "replicas"),
+		Short:             "Print a replica's output (stdout and stderr), relayed by the server from its machine",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,14 +18,20 @@ const (
 	formatWide  = "wide"
 	formatJSON  = "json"
 	formatYAML  = "yaml"
+	formatName  = "name"
+	// formatJSONPath is followed by the template: jsonpath={.items[*].id}.
+	formatJSONPath = "jsonpath="
 )
 
 func checkFormat(f string) error {
 	switch f {
-	case formatTable, formatWide, formatJSON, formatYAML:
+	case formatTable, formatWide, formatJSON, formatYAML, formatName:
 		return nil
 	}
-	return fmt.Errorf("--output %q: want table, wide, json or yaml", f)
+	if strings.HasPrefix(f, formatJSONPath) && len(f) > len(formatJSONPath) {
+		return nil
+	}
+	return fmt.Errorf("--output %q: want table, wide, json, yaml, name or jsonpath=TEMPLATE", f)
 }
 
 // printStructured writes v as JSON or YAML with the API's field names.
@@ -37,11 +44,13 @@ func printStructured(w io.Writer, format string, v any) error {
 		_, err = fmt.Fprintln(w, string(data))
 		return err
 	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // integers stay integers (512Mi is 536870912, not 5.36870912e+08)
 	var tree any
-	if err := json.Unmarshal(data, &tree); err != nil {
+	if err := dec.Decode(&tree); err != nil {
 		return err
 	}
-	out, err := yaml.Marshal(tree)
+	out, err := yaml.Marshal(numbersIn(tree))
 	if err != nil {
 		return err
 	}
@@ -51,9 +60,10 @@ func printStructured(w io.Writer, format string, v any) error {
 
 // table prints aligned columns; wide columns are appended with -o wide.
 type table struct {
-	header []string
-	wide   []string
-	rows   [][]string
+	noHeader bool
+	header   []string
+	wide     []string
+	rows     [][]string
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
@@ -66,7 +76,9 @@ func (t *table) print(w io.Writer, wide bool) error {
 		header = append(append([]string{}, t.header...), t.wide...)
 		n = len(header)
 	}
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	if !t.noHeader {
+		fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
 	for _, r := range t.rows {
 		if len(r) > n {
 			r = r[:n]

@@ -10,13 +10,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/internal/pki"
+	"github.com/gantry-dev/gantry/internal/version"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/spf13/cobra"
 )
@@ -59,7 +59,9 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "Gantry runs containers on machines it provisions itself",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
+	root.SetVersionTemplate("gantry {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.server, "server", os.Getenv("GANTRY_SERVER"), "API URL (default: $GANTRY_SERVER, else ./.gantry/server.url, else http://127.0.0.1:7400)")
 	pf.StringVar(&g.token, "token", "", "admin token (default: $GANTRY_TOKEN, else the --token-file)")
@@ -69,7 +71,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.DurationVar(&g.timeout, "request-timeout", 30*time.Second, "timeout of each API request")
 	root.AddCommand(
 		newVersionCmd(g), newValidateCmd(g), newApplyCmd(g), newGetCmd(g), newDescribeCmd(g), newDeleteCmd(g),
-		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g),
+		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newCordonCmd(g, true), newCordonCmd(g, false), newDiffCmd(g), newRolloutCmd(g), newScaleCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g),
 	)
 	return root
 }
@@ -132,20 +134,13 @@ func (g *globals) httpClient() (*http.Client, error) {
 	return c, nil
 }
 
-func version() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "devel"
-}
-
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintln(g.out, "gantry", version())
+			fmt.Fprintln(g.out, "gantry", version.Get())
 			return nil
 		},
 	}

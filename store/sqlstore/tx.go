@@ -244,8 +244,10 @@ func (t *tx) PutMeta(key, value string) error {
 	return t.exec("put meta", `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
 }
 
-func (t *tx) ListMemory() (map[string]string, error) {
-	rows, err := t.query(`SELECT key, value FROM memory`)
+func (t *tx) ListMemory() (map[string]string, error) { return t.ListMemoryPrefix("") }
+
+func (t *tx) ListMemoryPrefix(prefix string) (map[string]string, error) {
+	rows, err := t.query(`SELECT key, value FROM memory WHERE substr(key, 1, length(?)) = ?`, prefix, prefix)
 	if err != nil {
 		return nil, t.dialect.failure("list memory", err)
 	}
@@ -262,6 +264,14 @@ func (t *tx) ListMemory() (map[string]string, error) {
 		return nil, t.dialect.failure("list memory", err)
 	}
 	return out, nil
+}
+
+func (t *tx) GetMemory(key string) (string, error) {
+	var v string
+	if err := t.queryRow(`SELECT value FROM memory WHERE key = ?`, key).Scan(&v); err != nil {
+		return "", t.dialect.notFound("memory", key, err)
+	}
+	return v, nil
 }
 
 func (t *tx) PutMemory(key, value string) error {

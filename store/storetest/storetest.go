@@ -78,7 +78,23 @@ func testMemory(t *testing.T, s store.Store) {
 		if len(mem) != 2 || mem["desired/a/g"] != "4" || mem["idle/m1"] == "" {
 			t.Errorf("memory: %v", mem)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		desired, err := tx.ListMemoryPrefix("desired/")
+		if len(desired) != 1 || desired["desired/a/g"] != "4" {
+			t.Errorf("memory with prefix desired/: %v", desired)
+		}
+		if err != nil {
+			return err
+		}
+		if v, err := tx.GetMemory("idle/m1"); err != nil || v != "2026-01-01T00:00:00Z" {
+			t.Errorf("get idle/m1: %q %v", v, err)
+		}
+		if _, err := tx.GetMemory("gone"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("get of a deleted entry: %v", err)
+		}
+		return nil
 	}))
 }
 

@@ -1,0 +1,415 @@
+package decide
+
+import (
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/replica"
+)
+
+// A deployment moves a service's replicas to its current revision, index
+// by index, as Kubernetes Deployments and Nomad's update block do:
+//
+//   - a new replica is available once it has run and passed its health
+//     check (where it has one) for minHealthySeconds;
+//   - old replicas stop only while the service keeps replicas −
+//     maxUnavailable available, and at most replicas + maxSurge run;
+//   - canaries start beside the old replicas and wait to be promoted;
+//   - a new replica that crashes or fails its health check, or no progress
+//     within progressDeadline, fails the revision: its replicas go, the
+//     old ones stay, and with autoRevert the service returns to the last
+//     revision that completed.
+//
+// The state is durable (Memory.Deployments), so a server that takes over
+// resumes a deployment where it was.
+type deployment struct {
+	p      *Pass
+	svc    *api.Service
+	rev    api.Revision
+	d      *api.Deployment
+	fresh  []*api.Replica // of the revision deployed
+	old    []*api.Replica // of any other
+	policy api.UpdatePolicy
+}
+
+// deployService moves one service towards its current revision.
+func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica) {
+	rev := p.currentRevision(svc, replicas)
+	d := p.deploymentOf(svc, rev, len(replicas) > 0)
+	x := &deployment{p: p, svc: svc, rev: rev, d: &d, policy: svc.Spec.Update}
+	desired := svc.Spec.DesiredReplicas()
+	sort.Slice(replicas, func(i, j int) bool { return replicas[i].ID < replicas[j].ID })
+	for _, r := range replicas {
+		switch {
+		case r.Index >= desired:
+			p.deleteReplica(r, "service scaled down")
+		case r.SpecHash == rev.Hash:
+			x.fresh = append(x.fresh, r)
+		default:
+			x.old = append(x.old, r)
+		}
+	}
+	d.Desired, d.Generation = desired, svc.Metadata.Generation
+	x.observeAvailability()
+	switch {
+	case d.State == api.DeployFailed:
+		x.keepFailed()
+	case d.State == api.DeployComplete && len(x.old) == 0:
+		x.fillIndexes(rev)
+	default:
+		x.progress()
+	}
+	x.count()
+	delete(p.mem.Promotions, svc.Metadata.Name)
+	p.mem.Deployments[svc.Metadata.Name] = d
+}
+
+// deploymentOf is the service's deployment of rev: the one under way, or
+// a new one that starts now.
+func (p *Pass) deploymentOf(svc *api.Service, rev api.Revision, hasReplicas bool) api.Deployment {
+	name := svc.Metadata.Name
+	prev, had := p.mem.Deployments[name]
+	if had && prev.Revision == rev.Hash {
+		prev.AvailableSince = maps.Clone(prev.AvailableSince)
+		if prev.AvailableSince == nil {
+			prev.AvailableSince = map[string]time.Time{}
+		}
+		prev.Number = rev.Number
+		return prev
+	}
+	d := api.Deployment{Service: name, Revision: rev.Hash, Number: rev.Number, State: api.DeployProgressing,
+		StartedAt: p.now, ProgressAt: p.now, AvailableSince: map[string]time.Time{}}
+	msg := fmt.Sprintf("revision %d", rev.Number)
+	if had {
+		d.Stable = prev.Stable
+		if prev.State == api.DeployComplete {
+			d.Stable = prev.Revision
+		}
+		if prev.State == api.DeployFailed && prev.Stable == rev.Hash {
+			d.RevertOf = prev.Number
+		}
+		msg = fmt.Sprintf("revision %d replaces revision %d", rev.Number, prev.Number)
+	}
+	if had || hasReplicas {
+		p.event(api.EventNormal, "DeploymentStarted", api.KindService, name, msg)
+	}
+	return d
+}
+
+// observeAvailability notes when each new replica became available.
+func (x *deployment) observeAvailability() {
+	seen := map[string]bool{}
+	for _, r := range x.fresh {
+		seen[r.ID] = true
+		if !x.availableNew(r) {
+			delete(x.d.AvailableSince, r.ID)
+		} else if _, ok := x.d.AvailableSince[r.ID]; !ok {
+			x.d.AvailableSince[r.ID] = x.p.now
+		}
+	}
+	for id := range x.d.AvailableSince {
+		if !seen[id] {
+			delete(x.d.AvailableSince, id)
+		}
+	}
+}
+
+// availableNew: running, and healthy when the revision has a check.
+func (x *deployment) availableNew(r *api.Replica) bool {
+	return replica.Available(r) && (x.rev.Spec.HealthCheck == nil || r.Health == api.HealthHealthy)
+}
+
+// ready: available for minHealthySeconds.
+func (x *deployment) ready(r *api.Replica) bool {
+	since, ok := x.d.AvailableSince[r.ID]
+	return ok && !x.p.now.Before(since.Add(x.policy.MinHealthy()))
+}
+
+func (x *deployment) readyCount() int {
+	n := 0
+	for _, r := range x.fresh {
+		if x.ready(r) {
+			n++
+		}
+	}
+	return n
+}
+
+func (x *deployment) count() {
+	x.d.Updated, x.d.Old, x.d.Available = 0, 0, 0
+	for _, r := range x.fresh {
+		if !x.p.deleting[r.ID] {
+			x.d.Updated++
+			if x.ready(r) {
+				x.d.Available++
+			}
+		}
+	}
+	for _, r := range x.old {
+		if !x.p.deleting[r.ID] {
+			x.d.Old++
+		}
+	}
+}
+
+// progress takes one step of a deployment under way.
+func (x *deployment) progress() {
+	p, name := x.p, x.svc.Metadata.Name
+	if why := x.failure(); why != "" {
+		x.fail(why)
+		return
+	}
+	if x.policy.Paused {
+		if x.d.State != api.DeployPaused {
+			p.event(api.EventNormal, "DeploymentPaused", api.KindService, name, fmt.Sprintf("revision %d paused", x.rev.Number))
+		}
+		x.d.State, x.d.ProgressAt = api.DeployPaused, p.now
+		x.fillIndexes(x.stableOr())
+		return
+	}
+	if x.d.State == api.DeployPaused {
+		p.event(api.EventNormal, "DeploymentResumed", api.KindService, name, fmt.Sprintf("revision %d resumed", x.rev.Number))
+		x.d.State, x.d.ProgressAt = api.DeployProgressing, p.now
+	}
+	if ready := x.readyCount(); ready > x.d.Available {
+		x.d.ProgressAt = p.now
+	}
+	if deadline := x.policy.ProgressDeadline(); p.now.Sub(x.d.ProgressAt) > deadline {
+		x.fail(fmt.Sprintf("no progress for %s (%d of %d replicas of the revision available)%s", deadline, x.readyCount(), x.d.Desired, x.stuck()))
+		return
+	}
+	if x.canaryStep() {
+		return
+	}
+	x.d.State = api.DeployProgressing
+	x.roll()
+	if x.complete() {
+		x.d.State, x.d.Stable, x.d.Reason = api.DeployComplete, x.rev.Hash, ""
+		p.event(api.EventNormal, "DeploymentComplete", api.KindService, name,
+			fmt.Sprintf("revision %d: %d replicas available", x.rev.Number, x.d.Desired))
+	}
+}
+
+func (x *deployment) complete() bool {
+	if len(x.fresh) != x.d.Desired {
+		return false
+	}
+	for _, r := range x.old {
+		if !x.p.deleting[r.ID] {
+			return false
+		}
+	}
+	for _, r := range x.fresh {
+		if x.p.deleting[r.ID] || !x.ready(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// stuck says why the first of the revision's replicas that is not
+// available waits.
+func (x *deployment) stuck() string {
+	for _, r := range x.fresh {
+		if !x.ready(r) {
+			why := string(r.State)
+			if r.Reason != "" {
+				why += ": " + r.Reason
+			}
+			return fmt.Sprintf("; replica %s is %s", r.ID, why)
+		}
+	}
+	return ""
+}
+
+// failure says why the revision failed, if one of its replicas did.
+func (x *deployment) failure() string {
+	for _, r := range x.fresh {
+		switch {
+		case r.State == api.ReplicaCrashed || r.State == api.ReplicaFailed:
+			return fmt.Sprintf("replica %s %s: %s", r.ID, r.State, r.Reason)
+		case r.Restarts > 0:
+			return fmt.Sprintf("replica %s restarted %d time(s)", r.ID, r.Restarts)
+		case r.State == api.ReplicaRunning && r.Health == api.HealthUnhealthy:
+			// One that never passed its check while starting fails
+			// through the progress deadline.
+			return fmt.Sprintf("replica %s fails its health check: %s", r.ID, r.Reason)
+		}
+	}
+	return ""
+}
+
+// canaryStep runs the canary phase; it reports whether the deployment
+// waits in it.
+func (x *deployment) canaryStep() bool {
+	p, name := x.p, x.svc.Metadata.Name
+	canaries := min(x.policy.Canary, x.d.Desired)
+	if canaries == 0 || x.d.Promoted || len(x.old) == 0 {
+		return false
+	}
+	if p.mem.Promotions[name] == x.rev.Hash {
+		x.promote("promoted")
+		return false
+	}
+	have := map[int]bool{}
+	for _, r := range x.fresh {
+		have[r.Index] = true
+	}
+	for i := 0; i < canaries; i++ {
+		if !have[i] {
+			x.fresh = append(x.fresh, p.createReplica(x.rev, i))
+			x.d.ProgressAt = p.now
+		}
+	}
+	if x.readyCount() < canaries {
+		return true
+	}
+	if x.policy.AutoPromote {
+		x.promote("promoted automatically: its canaries are available")
+		return false
+	}
+	if x.d.State != api.DeployWaitingPromotion {
+		p.event(api.EventNormal, "CanaryReady", api.KindService, name, fmt.Sprintf(
+			"%d canary replica(s) of revision %d are available; `gantry rollout promote %s` rolls out the rest", canaries, x.rev.Number, name))
+	}
+	x.d.State, x.d.ProgressAt = api.DeployWaitingPromotion, p.now
+	return true
+}
+
+func (x *deployment) promote(how string) {
+	x.d.Promoted, x.d.ProgressAt = true, x.p.now
+	x.p.event(api.EventNormal, "DeploymentPromoted", api.KindService, x.svc.Metadata.Name, fmt.Sprintf("revision %d %s", x.rev.Number, how))
+}
+
+// roll stops old replicas while enough stay available, and starts new
+// ones within maxSurge.
+func (x *deployment) roll() {
+	p := x.p
+	desired := x.d.Desired
+	readyAt := map[int]bool{}
+	freshAt := map[int]bool{}
+	available := 0
+	for _, r := range x.fresh {
+		freshAt[r.Index] = true
+		if x.ready(r) {
+			readyAt[r.Index] = true
+			available++
+		}
+	}
+	old := append([]*api.Replica(nil), x.old...)
+	rank := func(r *api.Replica) int {
+		switch {
+		case !replica.Available(r):
+			return 0
+		case readyAt[r.Index]:
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(old, func(i, j int) bool {
+		if a, b := rank(old[i]), rank(old[j]); a != b {
+			return a < b
+		}
+		return old[i].Index > old[j].Index
+	})
+	for _, r := range old {
+		if replica.Available(r) {
+			available++
+		}
+	}
+	oldAt := map[int]int{}
+	remaining := 0
+	for _, r := range old {
+		avail := replica.Available(r)
+		if avail && available-1 < desired-x.policy.Unavailable() {
+			oldAt[r.Index]++
+			remaining++
+			continue
+		}
+		if avail {
+			available--
+		}
+		p.deleteReplica(r, fmt.Sprintf("replaced by revision %d", x.rev.Number))
+	}
+	total := len(x.fresh) + remaining
+	var missing []int
+	for i := 0; i < desired; i++ {
+		if !freshAt[i] {
+			missing = append(missing, i)
+		}
+	}
+	sort.SliceStable(missing, func(i, j int) bool { return oldAt[missing[i]] < oldAt[missing[j]] })
+	for _, i := range missing {
+		if total >= desired+x.policy.Surge() {
+			break
+		}
+		x.fresh = append(x.fresh, p.createReplica(x.rev, i))
+		x.d.ProgressAt = p.now
+		total++
+	}
+}
+
+// fail marks the revision failed: its replicas that do not serve go, the
+// old ones stay, and with autoRevert the service returns to the last
+// revision that completed.
+func (x *deployment) fail(why string) {
+	p, name := x.p, x.svc.Metadata.Name
+	x.d.State, x.d.Reason = api.DeployFailed, why
+	x.rev.Failed = why
+	p.mem.Revisions[RevisionKey(name, x.rev.Hash)] = x.rev
+	p.event(api.EventWarning, "DeploymentFailed", api.KindService, name, fmt.Sprintf("revision %d failed: %s", x.rev.Number, why))
+	if stable, ok := p.mem.Revisions[RevisionKey(name, x.d.Stable)]; ok && x.policy.Reverts() {
+		p.plan.Reverts = append(p.plan.Reverts, Revert{Service: name, Generation: x.svc.Metadata.Generation, To: stable,
+			Failed: x.rev.Number, Reason: why})
+	}
+	x.keepFailed()
+}
+
+// keepFailed holds a failed deployment: where there is a last good
+// revision, the failed one's replicas that do not serve go and every
+// index keeps a replica of the good one; a first revision that failed
+// keeps its replicas (their runner keeps restarting them).
+func (x *deployment) keepFailed() {
+	stable := x.stableOr()
+	if stable.Hash != x.rev.Hash {
+		for _, r := range x.fresh {
+			if !x.availableNew(r) {
+				x.p.deleteReplica(r, fmt.Sprintf("revision %d failed", x.rev.Number))
+			}
+		}
+	}
+	x.fillIndexes(stable)
+}
+
+// stableOr is the last good revision, or the current one when there is
+// none.
+func (x *deployment) stableOr() api.Revision {
+	if st, ok := x.p.mem.Revisions[RevisionKey(x.svc.Metadata.Name, x.d.Stable)]; ok {
+		return st
+	}
+	return x.rev
+}
+
+// fillIndexes gives every index without a replica one of rev: scaling
+// up, or a failed replica's place.
+func (x *deployment) fillIndexes(rev api.Revision) {
+	held := map[int]bool{}
+	for _, r := range append(append([]*api.Replica(nil), x.fresh...), x.old...) {
+		if !x.p.deleting[r.ID] {
+			held[r.Index] = true
+		}
+	}
+	for i := 0; i < x.d.Desired; i++ {
+		if !held[i] {
+			r := x.p.createReplica(rev, i)
+			if rev.Hash == x.rev.Hash {
+				x.fresh = append(x.fresh, r)
+			} else {
+				x.old = append(x.old, r)
+			}
+		}
+	}
+}

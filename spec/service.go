@@ -1,0 +1,233 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// Defaults of a service's update policy, written into stored specs.
+const (
+	DefaultMaxSurge         = 1
+	DefaultMaxUnavailable   = 0
+	DefaultProgressDeadline = 600
+	DefaultRevisionHistory  = 10
+	// MaxRevisionHistory bounds the old revisions kept per service.
+	MaxRevisionHistory = 100
+)
+
+func defaultUpdate(u *api.UpdatePolicy) {
+	setDefault := func(p **int, v int) {
+		if *p == nil {
+			*p = &v
+		}
+	}
+	setDefault(&u.MaxSurge, DefaultMaxSurge)
+	setDefault(&u.MaxUnavailable, DefaultMaxUnavailable)
+	setDefault(&u.RevisionHistory, DefaultRevisionHistory)
+	if u.ProgressDeadlineSeconds == 0 {
+		u.ProgressDeadlineSeconds = DefaultProgressDeadline
+	}
+	if u.AutoRevert == nil {
+		yes := true
+		u.AutoRevert = &yes
+	}
+}
+
+func validateUpdate(u api.UpdatePolicy) ErrorList {
+	var errs ErrorList
+	surge, unavailable := u.Surge(), u.Unavailable()
+	if surge < 0 {
+		errs.add("spec.update.maxSurge", "must be 0 or more, got %d", surge)
+	}
+	if unavailable < 0 {
+		errs.add("spec.update.maxUnavailable", "must be 0 or more, got %d", unavailable)
+	}
+	if surge == 0 && unavailable == 0 {
+		errs.add("spec.update.maxUnavailable", "maxSurge and maxUnavailable cannot both be 0: a deployment could never replace a replica")
+	}
+	if u.MinHealthySeconds < 0 {
+		errs.add("spec.update.minHealthySeconds", "must be 0 or more")
+	}
+	if u.ProgressDeadlineSeconds < 0 {
+		errs.add("spec.update.progressDeadlineSeconds", "must be 0 or more")
+	} else if u.ProgressDeadlineSeconds > 0 && u.ProgressDeadlineSeconds <= u.MinHealthySeconds {
+		errs.add("spec.update.progressDeadlineSeconds", "must be greater than minHealthySeconds (%d), or no replica could ever count as available in time", u.MinHealthySeconds)
+	}
+	if u.Canary < 0 {
+		errs.add("spec.update.canary", "must be 0 or more")
+	}
+	if u.AutoPromote && u.Canary == 0 {
+		errs.add("spec.update.autoPromote", "needs canary replicas to promote")
+	}
+	if h := u.History(); h < 0 || h > MaxRevisionHistory {
+		errs.add("spec.update.revisionHistory", "must be between 0 and %d, got %d", MaxRevisionHistory, h)
+	}
+	return errs
+}
+
+// validateRunnable refuses what no runtime can start: NUL bytes in the
+// strings a process gets (exec(2) ends a string at NUL).
+func validateRunnable(s api.ServiceSpec) ErrorList {
+	var errs ErrorList
+	checkList := func(path string, list []string) {
+		for i, v := range list {
+			if strings.ContainsRune(v, 0) {
+				errs.add(indexPath(path, i), "contains a NUL byte, which no process can receive")
+			}
+		}
+	}
+	checkList("spec.command", s.Command)
+	checkList("spec.args", s.Args)
+	for _, k := range sortedStringKeys(s.Env) {
+		if strings.ContainsRune(s.Env[k], 0) {
+			errs.add(childPath("spec.env", k), "contains a NUL byte, which no process can receive")
+		}
+	}
+	if strings.ContainsRune(s.WorkingDir, 0) {
+		errs.add("spec.workingDir", "contains a NUL byte")
+	}
+	if strings.ContainsRune(s.Image, 0) {
+		errs.add("spec.image", "contains a NUL byte")
+	}
+	if h := s.HealthCheck; h != nil && h.Exec != nil {
+		checkList("spec.healthCheck.exec.command", h.Exec.Command)
+	}
+	return errs
+}
+
+// ValidateServiceInCluster checks what a service asks of its cluster:
+// groups it pins exist, and one replica fits a machine some group can
+// launch (after systemReserved). Where the cluster's provider has no
+// catalog (machines joined by hand), the fit is not checked.
+func ValidateServiceInCluster(svc *api.Service, c *api.Cluster, providers Providers) ErrorList {
+	var errs ErrorList
+	groups := map[string]bool{}
+	for _, g := range c.Spec.CapacityGroups {
+		groups[g.GroupID] = true
+	}
+	for i, g := range svc.Spec.Placement.CapacityGroups {
+		if !groups[g] {
+			errs.add(indexPath("spec.placement.capacityGroups", i), "cluster %q has no capacity group %q", c.Metadata.Name, g)
+		}
+	}
+	if errs != nil || providers == nil {
+		return errs
+	}
+	catalog, ok := providers.Catalog(c.Spec.Provider)
+	if !ok {
+		return nil
+	}
+	return fitsSomeMachine(svc.Spec, c, catalog)
+}
+
+// machineShape is what one machine a group can launch offers.
+type machineShape struct {
+	group, instanceType string
+	allocatable         api.Resources
+	gpus                []provisioner.GPU
+}
+
+func launchable(c *api.Cluster, pinned []string, catalog []provisioner.InstanceType) []machineShape {
+	reserved := Reserved(c.Spec.SystemReserved)
+	var out []machineShape
+	for _, g := range c.Spec.CapacityGroups {
+		if len(pinned) > 0 && !contains(pinned, g.GroupID) {
+			continue
+		}
+		types, err := planner.GroupTypes(catalog, g)
+		if err != nil {
+			continue
+		}
+		for _, it := range types {
+			out = append(out, machineShape{group: g.GroupID, instanceType: it.Name, allocatable: planner.Allocatable(it.Resources(), reserved), gpus: it.GPUs})
+		}
+	}
+	return out
+}
+
+func fitsSomeMachine(s api.ServiceSpec, c *api.Cluster, catalog []provisioner.InstanceType) ErrorList {
+	shapes := launchable(c, s.Placement.CapacityGroups, catalog)
+	if len(shapes) == 0 {
+		return nil // the cluster's own validation says why its groups launch nothing
+	}
+	req := Requests(s)
+	var errs ErrorList
+	for _, sh := range shapes {
+		if sh.allocatable.Fits(req) && gpusFit(s.Resources.GPU, sh.gpus) {
+			return nil
+		}
+	}
+	largest := shapes[0]
+	for _, sh := range shapes[1:] {
+		if sh.allocatable.MilliCPU+sh.allocatable.MemoryBytes>>20 > largest.allocatable.MilliCPU+largest.allocatable.MemoryBytes>>20 {
+			largest = sh
+		}
+	}
+	offers := fmt.Sprintf("the largest machine its capacity groups can launch (%s in group %s) offers cpu %s, memory %s after systemReserved",
+		largest.instanceType, largest.group, api.FormatCPU(largest.allocatable.MilliCPU), api.FormatBytes(largest.allocatable.MemoryBytes))
+	dims := []struct {
+		path string
+		over func(api.Resources) bool
+	}{
+		{"spec.resources.cpu", func(a api.Resources) bool { return req.MilliCPU > a.MilliCPU }},
+		{"spec.resources.memory", func(a api.Resources) bool { return req.MemoryBytes > a.MemoryBytes }},
+		{"spec.resources.ephemeralStorage", func(a api.Resources) bool { return req.EphemeralBytes > a.EphemeralBytes }},
+	}
+	for _, d := range dims {
+		over := true
+		for _, sh := range shapes {
+			over = over && d.over(sh.allocatable)
+		}
+		if over {
+			errs.add(d.path, "one replica asks more than any machine of cluster %q can give: %s", c.Metadata.Name, offers)
+		}
+	}
+	if errs == nil {
+		errs.add("spec.resources", "no machine of cluster %q fits one replica (cpu, memory, storage and GPUs together): %s", c.Metadata.Name, offers)
+	}
+	return errs
+}
+
+// gpusFit reports whether a machine's GPUs can meet a required GPU
+// request (a preferred one always fits: it runs on CPU otherwise).
+func gpusFit(req *api.GPURequirement, gpus []provisioner.GPU) bool {
+	if req == nil || req.Policy != api.GPURequired {
+		return true
+	}
+	n := 0
+	for _, g := range gpus {
+		if (req.Type == "" || g.Type == req.Type) && g.VRAMGB >= req.MinVRAMGB {
+			n += g.Count
+		}
+	}
+	return n >= req.Count
+}
+
+// validateReserved refuses a systemReserved that leaves the machines of a
+// group no CPU or memory.
+func validateReserved(c *api.Cluster, catalog []provisioner.InstanceType) ErrorList {
+	var errs ErrorList
+	reserved := Reserved(c.Spec.SystemReserved)
+	if reserved == (api.Resources{}) {
+		return nil
+	}
+	for _, g := range c.Spec.CapacityGroups {
+		types, err := planner.GroupTypes(catalog, g)
+		if err != nil || len(types) == 0 {
+			continue
+		}
+		left := false
+		for _, it := range types {
+			a := planner.Allocatable(it.Resources(), reserved)
+			left = left || (a.MilliCPU > 0 && a.MemoryBytes > 0)
+		}
+		if !left {
+			errs.add("spec.systemReserved", "leaves the machines of group %q (%s) no CPU or memory for replicas", g.GroupID, types[0].Name)
+		}
+	}
+	return errs
+}
