@@ -338,12 +338,20 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 	return out, nil
 }
 
-// revisionSpec is what a replica runs: its revision's spec (nil when its
-// service is gone).
+// revisionSpec is what a replica runs: its revision's spec; for a
+// replica made before revisions were kept, its service's current spec
+// (its deployment replaces it); nil when its service is gone.
 func revisionSpec(tx store.Tx, r *api.Replica) (*api.ServiceSpec, error) {
 	raw, err := tx.GetMemory(decide.RevisionPrefix(r.Service) + r.SpecHash)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+		svc, err := tx.GetService(r.Service)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &svc.Spec, nil
 	}
 	if err != nil {
 		return nil, err

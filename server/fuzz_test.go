@@ -16,20 +16,21 @@ import (
 
 // FuzzDecodeRequests: no body makes a request decoder panic, and a body
 // it accepts round-trips through JSON, for every JSON request type of the
-// API (join, heartbeat, join token, drain, token, secret).
+// API (join, heartbeat, join token, drain, token, secret, scale, undo).
 func FuzzDecodeRequests(f *testing.F) {
 	s := &Server{cfg: Config{MaxRequestBytes: 1 << 20, BodyReadTimeout: time.Second}, clock: clock.RealClock{},
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, seed := range []string{`{}`, `{"token":"x","cluster":"dev","inventory":{"capacity":{"milliCpu":1000}}}`,
 		`{"replicas":[{"replicaId":"r","state":"running","hostPorts":{"http":1}}]}`, `{"cluster":"dev","group":"g","ttl":"1h"}`,
 		`{"deadline":"10s"}`, `{"kind":"join","cluster":"dev","group":"g","maxUses":-1}`, `{"name":"db","data":{"password":"x"}}`,
-		`[]`, `{"a":1}`, `{"token":1}`, `{} {}`} {
-		for kind := range 6 {
+		`{"replicas":3}`, `{"toRevision":2}`, `[]`, `{"a":1}`, `{"token":1}`, `{} {}`} {
+		for kind := range 8 {
 			f.Add(uint8(kind), seed)
 		}
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, body string) {
-		targets := []any{&api.JoinRequest{}, &api.HeartbeatRequest{}, &api.JoinTokenRequest{}, &api.DrainRequest{}, &api.TokenRequest{}, &api.SecretRequest{}}
+		targets := []any{&api.JoinRequest{}, &api.HeartbeatRequest{}, &api.JoinTokenRequest{}, &api.DrainRequest{}, &api.TokenRequest{}, &api.SecretRequest{},
+			&api.ScaleRequest{}, &api.RolloutUndo{}}
 		into := targets[int(kind)%len(targets)]
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 		if err := s.decodeJSON(httptest.NewRecorder(), r, into); err != nil {
