@@ -60,6 +60,9 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica) {
 	case d.State == api.DeployComplete && len(x.old) == 0:
 		x.fillIndexes(rev)
 	default:
+		if d.State == api.DeployComplete { // replicas of another revision appeared (made by an older gantry)
+			d.State, d.ProgressAt = api.DeployProgressing, p.now
+		}
 		x.progress()
 	}
 	x.count()

@@ -208,6 +208,11 @@ func TestBrokenRevisionsAreRevertedWhileServing(t *testing.T) {
 	s.apply(t, "good.yaml", deployment(3, "good", ""))
 	serving := settledReplicas(t, s, "web", 3)
 	poll := pollAll(serving)
+	// What can never run is refused at apply, with the field named.
+	huge := writeFile(t, s.dataDir, "huge.yaml", strings.Replace(deployment(3, "good", ""), "cpu: 100m", `cpu: "100"`, 1))
+	if _, errOut, code := s.gantry("apply", "-f", huge); code != 1 || !strings.Contains(errOut, "spec.resources.cpu: one replica asks more than any machine") {
+		t.Fatalf("apply of a replica larger than any machine: exit %d %s", code, errOut)
+	}
 	broken := []struct{ name, spec, want string }{
 		{"crash loop", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", "command: [gantry, hello, --no-such-flag]", 1), "crashed"},
 		{"failing health check", strings.Replace(deployment(3, "good", ""), "http: {port: http, path: /healthz}", "tcp: {port: probe}", 1), "health check: dial tcp"},

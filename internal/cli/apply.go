@@ -76,7 +76,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Short: "Create or update the resources of spec files, all of them or none",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readSpecs(files)
+			body, label, err := readSpecs(files)
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 			}
 			res, err := c.Apply(cmd.Context(), body)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", label, err)
 			}
 			printApplyResult(g.out, res)
 			if !wait {
@@ -104,34 +104,35 @@ func newApplyCmd(g *globals) *cobra.Command {
 
 // readSpecs reads and checks every file (directories: their .yaml, .yml
 // and .json files, in name order) before anything is sent, and joins
-// them into one request so that they apply together or not at all.
-func readSpecs(files []string) ([]byte, error) {
+// them into one request so that they apply together or not at all. The
+// label names the files, for the server's errors.
+func readSpecs(files []string) (body []byte, label string, err error) {
 	if len(files) == 0 {
-		return nil, fmt.Errorf("-f FILE is required")
+		return nil, "", fmt.Errorf("-f FILE is required")
 	}
 	paths, err := expandSpecPaths(files)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var parts [][]byte
 	for _, f := range paths {
 		data, err := readSpecFile(f)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		// Offline check first, so errors name the file.
 		if _, err := spec.Parse(f, data, describedProviders()); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		parts = append(parts, data)
 	}
-	body := bytes.Join(parts, []byte("\n---\n"))
+	body, label = bytes.Join(parts, []byte("\n---\n")), strings.Join(paths, ", ")
 	if len(parts) > 1 {
-		if _, err := spec.Parse(strings.Join(paths, ", "), body, describedProviders()); err != nil {
-			return nil, err
+		if _, err := spec.Parse(label, body, describedProviders()); err != nil {
+			return nil, "", err
 		}
 	}
-	return body, nil
+	return body, label, nil
 }
 
 func expandSpecPaths(files []string) ([]string, error) {

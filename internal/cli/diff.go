@@ -21,7 +21,7 @@ func newDiffCmd(g *globals) *cobra.Command {
 		Short: "Show what applying the files would change (exit 1 when something would), writing nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, err := readSpecs(files)
+			body, label, err := readSpecs(files)
 			if err != nil {
 				return err
 			}
@@ -31,7 +31,7 @@ func newDiffCmd(g *globals) *cobra.Command {
 			}
 			res, err := c.DiffApply(cmd.Context(), body)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", label, err)
 			}
 			changed := false
 			for _, item := range res.Results {
@@ -53,11 +53,11 @@ func newDiffCmd(g *globals) *cobra.Command {
 // deleteFiles deletes the resources of spec files: services first, then
 // Secrets, then clusters (which refuse while services run on them).
 func deleteFiles(cmd *cobra.Command, g *globals, files []string) error {
-	body, err := readSpecs(files)
+	body, label, err := readSpecs(files)
 	if err != nil {
 		return err
 	}
-	docs, err := spec.Parse("files", body, nil)
+	docs, err := spec.Parse(label, body, nil)
 	if err != nil {
 		return err
 	}
