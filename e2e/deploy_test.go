@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,52 +40,53 @@ func deployment(replicas int, greeting, extra string) string {
 	return r.Replace(deploySpec)
 }
 
-// sampler reads the service's replicas through the API throughout a
-// deployment: the fewest available and the most replicas it saw.
-type sampler struct {
-	minAvailable, maxTotal atomic.Int64
-	samples                atomic.Int64
-	stop                   chan struct{}
-	done                   sync.WaitGroup
-}
-
-func sample(s *server, service string) *sampler {
-	sm := &sampler{stop: make(chan struct{})}
-	sm.minAvailable.Store(1 << 30)
-	sm.done.Add(1)
+// every runs fn every interval in the background until the returned
+// stop is called (which waits for the last run).
+func every(interval time.Duration, fn func()) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer sm.done.Done()
+		defer close(finished)
 		for {
-			rs, err := s.api.ListReplicas(context.Background(), service)
-			if err == nil {
-				available := 0
-				for _, r := range rs {
-					if r.State == api.ReplicaRunning && r.Health == api.HealthHealthy && r.PreviousMachine == "" {
-						available++
-					}
-				}
-				if int64(available) < sm.minAvailable.Load() {
-					sm.minAvailable.Store(int64(available))
-				}
-				if int64(len(rs)) > sm.maxTotal.Load() {
-					sm.maxTotal.Store(int64(len(rs)))
-				}
-				sm.samples.Add(1)
-			}
+			fn()
 			select {
-			case <-sm.stop:
+			case <-done:
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(interval):
 			}
 		}
 	}()
+	return func() { close(done); <-finished }
+}
+
+// sampler reads the service's replicas through the API throughout a
+// deployment: the fewest available and the most replicas it saw.
+type sampler struct {
+	minAvailable, maxTotal, samples int
+	stop                            func()
+}
+
+func sample(s *server, service string) *sampler {
+	sm := &sampler{minAvailable: 1 << 30}
+	sm.stop = every(50*time.Millisecond, func() {
+		rs, err := s.api.ListReplicas(context.Background(), service)
+		if err != nil {
+			return
+		}
+		available := 0
+		for _, r := range rs {
+			if r.State == api.ReplicaRunning && r.Health == api.HealthHealthy && r.PreviousMachine == "" {
+				available++
+			}
+		}
+		sm.minAvailable, sm.maxTotal = min(sm.minAvailable, available), max(sm.maxTotal, len(rs))
+		sm.samples++
+	})
 	return sm
 }
 
-func (sm *sampler) end() (minAvailable, maxTotal, samples int64) {
-	close(sm.stop)
-	sm.done.Wait()
-	return sm.minAvailable.Load(), sm.maxTotal.Load(), sm.samples.Load()
+func (sm *sampler) end() (minAvailable, maxTotal, samples int) {
+	sm.stop()
+	return sm.minAvailable, sm.maxTotal, sm.samples
 }
 
 // A good change rolls 6 replicas one at a time: never fewer than 6
@@ -253,37 +252,26 @@ func TestBrokenRevisionsAreRevertedWhileServing(t *testing.T) {
 // poller GETs every replica of a list in turn until ended, counting
 // failures.
 type poller struct {
-	failures, requests atomic.Int64
-	stop               chan struct{}
-	done               sync.WaitGroup
+	failures, requests int
+	stop               func()
 }
 
 func pollAll(rs []api.Replica) *poller {
-	p := &poller{stop: make(chan struct{})}
-	p.done.Add(1)
-	go func() {
-		defer p.done.Done()
-		for {
-			for _, r := range rs {
-				if _, ok := answers(r); !ok {
-					p.failures.Add(1)
-				}
-				p.requests.Add(1)
+	p := &poller{}
+	p.stop = every(20*time.Millisecond, func() {
+		for _, r := range rs {
+			if _, ok := answers(r); !ok {
+				p.failures++
 			}
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
+			p.requests++
 		}
-	}()
+	})
 	return p
 }
 
-func (p *poller) end() (failures, requests int64) {
-	close(p.stop)
-	p.done.Wait()
-	return p.failures.Load(), p.requests.Load()
+func (p *poller) end() (failures, requests int) {
+	p.stop()
+	return p.failures, p.requests
 }
 
 // A server killed with SIGKILL mid-deployment resumes it when it starts

@@ -76,17 +76,9 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Short: "Create or update the resources of spec files, all of them or none",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, label, err := readSpecs(files)
+			c, res, err := sendSpecs(cmd.Context(), g, files, false)
 			if err != nil {
 				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			res, err := c.Apply(cmd.Context(), body)
-			if err != nil {
-				return fmt.Errorf("%s: %w", label, err)
 			}
 			printApplyResult(g.out, res)
 			if !wait {
@@ -100,6 +92,28 @@ func newApplyCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&poll, "poll-interval", time.Second, "how often --wait reads a deployment")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up on a deployment after this long (0: wait as long as it takes)")
 	return cmd
+}
+
+// sendSpecs applies the files (dryRun: asks what applying would change);
+// the server's errors name the files.
+func sendSpecs(ctx context.Context, g *globals, files []string, dryRun bool) (*client.Client, *api.ApplyResult, error) {
+	body, label, err := readSpecs(files)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := g.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	send := c.Apply
+	if dryRun {
+		send = c.DiffApply
+	}
+	res, err := send(ctx, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", label, err)
+	}
+	return c, res, nil
 }
 
 // readSpecs reads and checks every file (directories: their .yaml, .yml

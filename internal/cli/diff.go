@@ -21,17 +21,9 @@ func newDiffCmd(g *globals) *cobra.Command {
 		Short: "Show what applying the files would change (exit 1 when something would), writing nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body, label, err := readSpecs(files)
+			_, res, err := sendSpecs(cmd.Context(), g, files, true)
 			if err != nil {
 				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			res, err := c.DiffApply(cmd.Context(), body)
-			if err != nil {
-				return fmt.Errorf("%s: %w", label, err)
 			}
 			changed := false
 			for _, item := range res.Results {

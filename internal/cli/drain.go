@@ -32,7 +32,11 @@ func newDrainCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "machine/%s draining (deadline %s)\n", m.ID, timePtr(m.DrainDeadline).Format(time.RFC3339))
+			if m.FleetState == api.FleetDraining {
+				fmt.Fprintf(g.out, "machine/%s draining (deadline %s)\n", m.ID, timePtr(m.DrainDeadline).Format(time.RFC3339))
+			} else {
+				fmt.Fprintf(g.out, "machine/%s already drained (%s)\n", m.ID, m.FleetState)
+			}
 			if !wait {
 				return nil
 			}
