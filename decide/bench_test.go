@@ -12,6 +12,40 @@ import (
 // 100,000 replicas of 1,000 services, nothing to do. What a pass costs the
 // leader every interval.
 func BenchmarkDecideSteady10kMachines(b *testing.B) {
+	h := fleet10k(b)
+	plan := h.Decide()
+	if n := len(plan.Assignments) + len(plan.Launches) + len(plan.CreateReplicas); n != 0 {
+		b.Fatalf("a steady fleet decided %d changes", n)
+	}
+	benchDecide(b, h)
+}
+
+// The same fleet the pass after every service changed: 1,000 deployments
+// start at once (each makes its first surge replica).
+func BenchmarkDecideDeploying10kMachines(b *testing.B) {
+	h := fleet10k(b)
+	h.Decide()
+	for _, svc := range h.Snap.Services {
+		svc.Spec.Env = map[string]string{"V": "2"}
+	}
+	if plan := h.Decide(); len(plan.CreateReplicas) != 1000 {
+		b.Fatalf("1,000 deployments made %d replicas", len(plan.CreateReplicas))
+	}
+	benchDecide(b, h)
+}
+
+func benchDecide(b *testing.B, h *decidetest.Harness) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+	}
+	b.ReportMetric(float64(len(h.Snap.Replicas))/(b.Elapsed().Seconds()/float64(b.N)), "replicas/s")
+}
+
+// fleet10k is 10,000 joined machines running 100,000 replicas of 1,000
+// services.
+func fleet10k(b *testing.B) *decidetest.Harness {
 	h := decidetest.New(b)
 	h.Cluster("c", decidetest.Group("g", "large", 0, 20000))
 	var machines []string
@@ -26,14 +60,5 @@ func BenchmarkDecideSteady10kMachines(b *testing.B) {
 		}
 	}
 	h.Config.Planner.MaxRemovals = 0
-	plan := h.Decide()
-	if n := len(plan.Assignments) + len(plan.Launches) + len(plan.CreateReplicas); n != 0 {
-		b.Fatalf("a steady fleet decided %d changes", n)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
-	}
-	b.ReportMetric(float64(len(h.Snap.Replicas))/(b.Elapsed().Seconds()/float64(b.N)), "replicas/s")
+	return h
 }

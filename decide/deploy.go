@@ -61,7 +61,8 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica) {
 		x.fillIndexes(rev)
 	default:
 		if d.State == api.DeployComplete { // replicas of another revision appeared (made by an older gantry)
-			d.State, d.ProgressAt = api.DeployProgressing, p.now
+			d.State, d.ProgressAt, d.AvailableSince = api.DeployProgressing, p.now, map[string]time.Time{}
+			x.observeAvailability()
 		}
 		x.progress()
 	}
@@ -76,8 +77,11 @@ func (p *Pass) deploymentOf(svc *api.Service, rev api.Revision, hasReplicas bool
 	name := svc.Metadata.Name
 	prev, had := p.mem.Deployments[name]
 	if had && prev.Revision == rev.Hash {
+		// A complete deployment keeps no times (a steady pass over many
+		// services copies nothing); the memory's map is shared, so it is
+		// copied before it changes.
 		prev.AvailableSince = maps.Clone(prev.AvailableSince)
-		if prev.AvailableSince == nil {
+		if prev.AvailableSince == nil && prev.State != api.DeployComplete {
 			prev.AvailableSince = map[string]time.Time{}
 		}
 		prev.Number = rev.Number
@@ -102,8 +106,12 @@ func (p *Pass) deploymentOf(svc *api.Service, rev api.Revision, hasReplicas bool
 	return d
 }
 
-// observeAvailability notes when each new replica became available.
+// observeAvailability notes when each new replica became available
+// (while the deployment is under way).
 func (x *deployment) observeAvailability() {
+	if x.d.AvailableSince == nil {
+		return
+	}
 	seen := map[string]bool{}
 	for _, r := range x.fresh {
 		seen[r.ID] = true
@@ -125,8 +133,11 @@ func (x *deployment) availableNew(r *api.Replica) bool {
 	return replica.Available(r) && (x.rev.Spec.HealthCheck == nil || r.Health == api.HealthHealthy)
 }
 
-// ready: available for minHealthySeconds.
+// ready: available for minHealthySeconds (once complete: available).
 func (x *deployment) ready(r *api.Replica) bool {
+	if x.d.State == api.DeployComplete {
+		return x.availableNew(r)
+	}
 	since, ok := x.d.AvailableSince[r.ID]
 	return ok && !x.p.now.Before(since.Add(x.policy.MinHealthy()))
 }
@@ -190,7 +201,7 @@ func (x *deployment) progress() {
 	x.d.State = api.DeployProgressing
 	x.roll()
 	if x.complete() {
-		x.d.State, x.d.Stable, x.d.Reason = api.DeployComplete, x.rev.Hash, ""
+		x.d.State, x.d.Stable, x.d.Reason, x.d.AvailableSince = api.DeployComplete, x.rev.Hash, "", nil
 		p.event(api.EventNormal, "DeploymentComplete", api.KindService, name,
 			fmt.Sprintf("revision %d: %d replicas available", x.rev.Number, x.d.Desired))
 	}
