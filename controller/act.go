@@ -41,6 +41,7 @@ func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.
 			},
 			func() error { return w.placements(plan) },
 			func() error { return w.events(plan.Events) },
+			func() error { return w.reverts(plan.Reverts) }, // after the event that says why
 		}
 		for _, step := range steps {
 			if err := step(); err != nil {
@@ -152,7 +153,7 @@ func (w *writer) replicas(plan decide.Plan) error {
 			return err
 		}
 	}
-	return w.reverts(plan.Reverts)
+	return nil
 }
 
 // reverts return services whose deployment failed to their last good

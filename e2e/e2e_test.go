@@ -188,7 +188,7 @@ func TestCLI(t *testing.T) {
 		t.Fatalf("get clusters -o yaml:\n%s", out)
 	}
 	out, _, _ = s.gantry("describe", "service", "web")
-	if !strings.Contains(out, "Replicas") || !strings.Contains(out, "Applied") {
+	if !strings.Contains(out, "Replicas") || !strings.Contains(out, "Applied") || !strings.Contains(out, "service/web revision 1 ") || !strings.Contains(out, "REVISION") {
 		t.Fatalf("describe service:\n%s", out)
 	}
 	// Logs of a process replica, relayed from its agent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
@@ -64,10 +65,20 @@ func describe(ctx context.Context, w io.Writer, c *client.Client, kind, name str
 		if err != nil {
 			return err
 		}
+		sort.SliceStable(replicas, func(i, j int) bool { return naturalLess(replicas[i].ID, replicas[j].ID) })
 		section(w, "Replicas")
 		if err := replicaTable(replicas).print(w, true); err != nil {
 			return err
 		}
+		ro, err := c.Rollout(ctx, name)
+		if err != nil {
+			return err
+		}
+		section(w, "Deployment")
+		if d := ro.Deployment; d != nil {
+			fmt.Fprintln(w, deploymentLine(name, d))
+		}
+		printHistory(w, ro)
 	case "machines":
 		m, err := c.GetMachine(ctx, name)
 		if err != nil {

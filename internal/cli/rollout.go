@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -72,11 +73,14 @@ func newFollower(g *globals, c *client.Client, svc *api.Service, poll time.Durat
 	return &follower{g: g, c: c, service: svc.Metadata.Name, generation: svc.Metadata.Generation, poll: poll, reverts: svc.Spec.Update.Reverts()}
 }
 
-func (f *follower) line(d *api.Deployment) string {
-	s := fmt.Sprintf("service/%s revision %d %s: %d/%d updated, %d available, %d old", f.service, d.Number, d.State, d.Updated, d.Desired, d.Available, d.Old)
+func (f *follower) line(d *api.Deployment) string { return deploymentLine(f.service, d) }
+
+// deploymentLine is a deployment's progress in one line.
+func deploymentLine(service string, d *api.Deployment) string {
+	s := fmt.Sprintf("service/%s revision %d %s: %d/%d updated, %d available, %d old", service, d.Number, d.State, d.Updated, d.Desired, d.Available, d.Old)
 	switch d.State {
 	case api.DeployWaitingPromotion:
-		s += fmt.Sprintf(" (canaries ready: `gantry rollout promote %s`)", f.service)
+		s += fmt.Sprintf(" (canaries ready: `gantry rollout promote %s`)", service)
 	case api.DeployFailed, api.DeployPaused:
 		if d.Reason != "" {
 			s += ": " + d.Reason
@@ -210,7 +214,7 @@ func newRolloutHistoryCmd(g *globals) *cobra.Command {
 				}
 				return fmt.Errorf("service %s has no revision %d", args[0], revision)
 			}
-			printHistory(g, ro)
+			printHistory(g.out, ro)
 			return nil
 		},
 	}
@@ -218,8 +222,8 @@ func newRolloutHistoryCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printHistory(g *globals, ro *api.Rollout) {
-	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+func printHistory(w io.Writer, ro *api.Rollout) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "REVISION\tCREATED\tSTATUS\tCAUSE")
 	for _, r := range ro.Revisions {
 		status := ""
