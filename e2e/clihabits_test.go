@@ -158,6 +158,13 @@ func TestCLIHabits(t *testing.T) {
 		}
 	}
 
+	if out, errOut, code := s.gantry("uncordon", machines[0].ID); code != 0 || !strings.Contains(out, "uncordoned") {
+		t.Fatalf("uncordon: exit %d %s%s", code, out, errOut)
+	}
+	rolloutVerbs(t, s)
+	if out, _, _ := s.gantry("get", "services", "many", "-o", "wide"); !strings.Contains(out, "10m") || !strings.Contains(out, "16Mi") {
+		t.Fatalf("get services -o wide prints CPU and memory unlike the machine columns:\n%s", out)
+	}
 	if out, _, _ := s.gantry("get", "events", "--since", "1h", "-o", "name"); !strings.Contains(out, "event/") {
 		t.Fatalf("get events --since: %q", out)
 	}
@@ -181,7 +188,7 @@ func TestCLIHabits(t *testing.T) {
 		t.Fatalf("delete -f: exit %d %q %s", code, out, errOut)
 	}
 	var svcs []api.Service
-	if svcs, err = s.api.ListServices(context.Background()); err != nil || len(svcs) != 1 {
+	if svcs, err = s.api.ListServices(context.Background()); err != nil || len(svcs) != 2 { // many and tiny
 		t.Fatalf("after delete -f: %v %d services", err, len(svcs))
 	}
 }
@@ -202,5 +209,68 @@ func waitLine(t *testing.T, lines <-chan string, text string) {
 		case <-deadline:
 			t.Fatalf("the watch printed no %q", text)
 		}
+	}
+}
+
+const tinyService = `kind: Service
+metadata: {name: tiny}
+spec:
+  cluster: e2e
+  command: [sleep, "3600"]
+  env: {V: "1"}
+  replicas: 2
+  resources: {cpu: 10m, memory: 16Mi}
+`
+
+// rolloutVerbs: pause holds a deployment (rollout status says so, -w
+// gives up after --timeout), resume finishes it, history shows a
+// revision's spec; events stream with get events -w.
+func rolloutVerbs(t *testing.T, s *server) {
+	t.Helper()
+	s.apply(t, "tiny.yaml", tinyService)
+	if out, errOut, code := s.gantry("rollout", "status", "tiny", "-w", "--timeout", "60s"); code != 0 || !strings.Contains(out, "revision 1 Complete") {
+		t.Fatalf("rollout status -w: exit %d %s%s", code, out, errOut)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := exec.CommandContext(ctx, gantryBin, "--data-dir", s.dataDir, "get", "events", "-w", "--poll-interval", "200ms")
+	stdout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if out, errOut, code := s.gantry("rollout", "pause", "tiny"); code != 0 || out != "service/tiny paused\n" {
+		t.Fatalf("rollout pause: exit %d %q %s", code, out, errOut)
+	}
+	waitLine(t, lines, "RolloutPaused")
+	s.apply(t, "tiny2.yaml", strings.Replace(tinyService, `V: "1"`, `V: "2"`, 1)+"  update: {paused: true}\n")
+	waitFor(t, "the deployment paused", func() (bool, string) {
+		out, _, _ := s.gantry("rollout", "status", "tiny")
+		return strings.Contains(out, "revision 2 Paused: 0/2 updated"), out
+	})
+	if out, errOut, code := s.gantry("rollout", "status", "tiny", "-w", "--timeout", "1s"); code != 1 || !strings.Contains(errOut, "did not end within 1s") {
+		t.Fatalf("rollout status -w --timeout on a paused deployment: exit %d %s%s", code, out, errOut)
+	}
+	if out, errOut, code := s.gantry("rollout", "resume", "tiny"); code != 0 || out != "service/tiny resumed\n" {
+		t.Fatalf("rollout resume: exit %d %q %s", code, out, errOut)
+	}
+	if out, errOut, code := s.gantry("rollout", "status", "tiny", "-w", "--timeout", "60s"); code != 0 || !strings.Contains(out, "revision 2 Complete: 2/2 updated") {
+		t.Fatalf("rollout status -w after resume: exit %d %s%s", code, out, errOut)
+	}
+	waitLine(t, lines, "DeploymentComplete")
+	cancel()
+	_ = watch.Wait()
+	if out, _, _ := s.gantry("rollout", "history", "tiny", "--revision", "1"); !strings.Contains(out, "revision 1 (apply) of service/tiny") || !strings.Contains(out, `V: "1"`) {
+		t.Fatalf("rollout history --revision 1:\n%s", out)
 	}
 }
