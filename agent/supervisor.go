@@ -86,9 +86,12 @@ func (s *supervisor) update(fn func(st *api.ReplicaStatus)) {
 func (s *supervisor) runtimeSpec() runtime.Spec {
 	as := s.assignment
 	sp := as.Spec
-	containerPorts := map[string]int{}
+	containerPorts, mainPort := map[string]int{}, ""
 	for _, p := range sp.Ports {
 		containerPorts[p.Name] = p.ContainerPort
+	}
+	if len(sp.Ports) > 0 {
+		mainPort = sp.Ports[0].Name
 	}
 	var gpuIDs []string
 	for _, g := range as.GPUs {
@@ -101,7 +104,7 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 	return runtime.Spec{
 		ReplicaID: as.ReplicaID, Service: as.Service, MachineID: s.agent.machineID, SpecHash: as.SpecHash,
 		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: withSecrets(sp.Env, as.SecretEnv), WorkingDir: sp.WorkingDir,
-		HostPorts: s.ports(), ContainerPort: containerPorts, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
+		HostPorts: s.ports(), ContainerPort: containerPorts, MainPort: mainPort, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
 		MilliCPU: as.Requests.MilliCPU, MemoryBytes: as.Requests.MemoryBytes, EphemeralBytes: as.Requests.EphemeralBytes,
 		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass,
 	}

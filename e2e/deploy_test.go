@@ -25,7 +25,7 @@ spec:
   cluster: e2e
   command: [gantry, hello]
   env: {GREETING: "{{GREETING}}"}
-  ports: [{name: http}, {name: probe}]
+  ports: [{name: http}, {name: admin}]
   replicas: {{REPLICAS}}
   resources: {cpu: 100m, memory: 64Mi}
   healthCheck:
@@ -214,7 +214,7 @@ func TestBrokenRevisionsAreRevertedWhileServing(t *testing.T) {
 	}
 	broken := []struct{ name, spec, want string }{
 		{"crash loop", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", "command: [gantry, hello, --no-such-flag]", 1), "crashed"},
-		{"failing health check", strings.Replace(deployment(3, "good", ""), "http: {port: http, path: /healthz}", "tcp: {port: probe}", 1), "health check: dial tcp"},
+		{"failing health check", strings.Replace(deployment(3, "good", ""), "http: {port: http, path: /healthz}", "tcp: {port: admin}", 1), "health check: dial tcp"},
 		{"never serves", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", `command: [sleep, "3600"]`, 1), "health check: Get"},
 		{"unplaceable", deployment(3, "good", "  placement: {nodeSelector: {disk: nvme}}\n"), "is pending: "},
 	}

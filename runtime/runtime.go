@@ -6,6 +6,9 @@ package runtime
 import (
 	"context"
 	"io"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,8 +26,10 @@ type Spec struct {
 	// HostPorts maps each port name to a free host port the agent chose.
 	// Drivers that let their engine pick ports report theirs through
 	// Task.HostPorts instead.
-	HostPorts      map[string]int
-	ContainerPort  map[string]int
+	HostPorts     map[string]int
+	ContainerPort map[string]int
+	// MainPort is the port PORT names: the first the spec declares.
+	MainPort       string
 	StopTimeout    time.Duration
 	MilliCPU       int64
 	MemoryBytes    int64
@@ -98,4 +103,31 @@ type RuntimeLister interface {
 // gVisor).
 func IsTEE(name string) bool {
 	return len(name) >= 4 && name[:4] == "kata" || name == "runsc" || name == "gvisor"
+}
+
+// PortEnv is the ports' environment: GANTRY_PORT_<NAME> for each, and
+// PORT for the main one (the first declared; by name when none is said).
+// ports are the host or container ports, as the driver passes them.
+func PortEnv(s Spec, ports map[string]int) map[string]string {
+	env := map[string]string{}
+	names := make([]string, 0, len(ports))
+	for name := range ports {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		env["GANTRY_PORT_"+PortEnvName(name)] = strconv.Itoa(ports[name])
+	}
+	if _, ok := ports[s.MainPort]; ok {
+		env["PORT"] = strconv.Itoa(ports[s.MainPort])
+	} else if len(names) > 0 {
+		env["PORT"] = strconv.Itoa(ports[names[0]])
+	}
+	return env
+}
+
+// PortEnvName turns a port name into its variable suffix: "http-admin" →
+// "HTTP_ADMIN".
+func PortEnvName(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }

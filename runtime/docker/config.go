@@ -2,6 +2,7 @@ package docker
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strconv"
@@ -117,13 +118,7 @@ func environment(s runtime.Spec) []string {
 		env[k] = v
 	}
 	env["GANTRY_REPLICA"], env["GANTRY_SERVICE"], env["GANTRY_MACHINE"] = s.ReplicaID, s.Service, s.MachineID
-	for i, name := range sortedKeys(s.ContainerPort) {
-		port := strconv.Itoa(s.ContainerPort[name])
-		env["GANTRY_PORT_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))] = port
-		if i == 0 {
-			env["PORT"] = port
-		}
-	}
+	maps.Copy(env, runtime.PortEnv(s, s.ContainerPort))
 	out := make([]string, 0, len(env))
 	for _, k := range sortedKeys(env) {
 		out = append(out, k+"="+env[k])

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -108,30 +109,13 @@ func (d *Driver) environment(s runtime.Spec, dir string) []string {
 	env["GANTRY_REPLICA"] = s.ReplicaID
 	env["GANTRY_SERVICE"] = s.Service
 	env["GANTRY_MACHINE"] = s.MachineID
-	names := make([]string, 0, len(s.HostPorts))
-	for name := range s.HostPorts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for i, name := range names {
-		port := fmt.Sprint(s.HostPorts[name])
-		env["GANTRY_PORT_"+PortEnvName(name)] = port
-		if i == 0 {
-			env["PORT"] = port
-		}
-	}
+	maps.Copy(env, runtime.PortEnv(s, s.HostPorts))
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
 	sort.Strings(out)
 	return out
-}
-
-// PortEnvName turns a port name into its variable suffix: "http-admin" →
-// "HTTP_ADMIN".
-func PortEnvName(name string) string {
-	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 func envValue(env []string, key string) string {
