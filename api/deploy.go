@@ -70,9 +70,11 @@ type Revision struct {
 	Service string `json:"service"`
 	// Number orders revisions; returning to an older one (undo, revert)
 	// gives it the next number, as kubectl does.
-	Number int64       `json:"number"`
-	Hash   string      `json:"hash"`
-	Spec   ServiceSpec `json:"spec"`
+	Number int64  `json:"number"`
+	Hash   string `json:"hash"`
+	// Generation is the service generation that (last) asked for it.
+	Generation int64       `json:"generation,omitempty"`
+	Spec       ServiceSpec `json:"spec"`
 	// Cause says what made it: apply, restart, undo or revert.
 	Cause     string    `json:"cause,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`

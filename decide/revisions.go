@@ -56,6 +56,7 @@ func (p *Pass) currentRevision(svc *api.Service, replicas []*api.Replica) api.Re
 	if rev.Number == 0 || rev.Number != last.Number {
 		rev.Number = last.Number + 1
 	}
+	rev.Generation = svc.Metadata.Generation
 	p.mem.Revisions[key] = rev
 	p.pruneRevisions(svc, rev, replicas)
 	return rev

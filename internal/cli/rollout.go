@@ -155,7 +155,12 @@ func (f *follower) step(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if f.target == "" {
+		// The revision this generation asked for: it may have failed and
+		// been reverted before this first look.
 		f.target = d.Revision
+		if rev := revisionOfGeneration(ro, f.generation); rev != nil {
+			f.target = rev.Hash
+		}
 	}
 	f.print(f.line(d))
 	if d.Revision != f.target {
@@ -178,6 +183,15 @@ func (f *follower) step(ctx context.Context) (bool, error) {
 		return true, fmt.Errorf("revision %d failed: %s", d.Number, d.Reason)
 	}
 	return false, nil
+}
+
+func revisionOfGeneration(ro *api.Rollout, generation int64) *api.Revision {
+	for i := range ro.Revisions {
+		if r := &ro.Revisions[i]; r.Generation == generation {
+			return r
+		}
+	}
+	return nil
 }
 
 func failedRevision(ro *api.Rollout, hash string) *api.Revision {
