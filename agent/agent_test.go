@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -236,4 +237,43 @@ func parseFloat(s string) float64 {
 	var f float64
 	_ = json.Unmarshal([]byte(s), &f)
 	return f
+}
+
+// A replica restarts on fresh host ports: the old one may have been taken
+// meanwhile (here, by a listener of the test), and it must not
+// crash-loop on the bind.
+func TestRestartTakesFreshPorts(t *testing.T) {
+	fs, dir := startAgent(t)
+	as := assignment("port-0", "h1", "sh", "-c", "echo $PORT >> ports; exit 3")
+	as.Spec.Ports = []api.Port{{Name: "http"}}
+	fs.set(as)
+	portsFile := filepath.Join(dir, "replicas", "port-0", "ports")
+	starts := func() []string {
+		data, _ := os.ReadFile(portsFile)
+		return strings.Fields(string(data))
+	}
+	// Hold the port of the latest start (it has exited by then, unless a
+	// restart took the same port again: then hold the next one).
+	var held net.Listener
+	var heldPort string
+	var before int
+	eventually(t, "a start's port held", func() bool {
+		ports := starts()
+		if len(ports) == 0 {
+			return false
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+ports[len(ports)-1])
+		if err != nil {
+			return false
+		}
+		held, heldPort, before = l, ports[len(ports)-1], len(ports)
+		return true
+	})
+	defer held.Close()
+	eventually(t, "two more starts", func() bool { return len(starts()) >= before+2 })
+	for i, p := range starts()[before:] {
+		if p == heldPort {
+			t.Fatalf("restart %d took port %s again while it was held", before+i, p)
+		}
+	}
 }

@@ -58,6 +58,19 @@ func freePorts(ports []api.Port) (map[string]int, error) {
 	return out, nil
 }
 
+// repickPorts takes fresh host ports before a restart: the old ones may
+// have been taken meanwhile (an outgoing connection can hold any
+// ephemeral port), and a replica must not crash-loop on a bind.
+func (s *supervisor) repickPorts() {
+	ports, err := freePorts(s.assignment.Spec.Ports)
+	if err != nil {
+		return // the old ones, then
+	}
+	s.mu.Lock()
+	s.hostPorts = ports
+	s.mu.Unlock()
+}
+
 func (s *supervisor) snapshot() api.ReplicaStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -142,6 +155,7 @@ func (s *supervisor) run(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
+		s.repickPorts()
 		backoff *= 2
 		if backoff > cfg.MaxRestartBackoff {
 			backoff = cfg.MaxRestartBackoff
