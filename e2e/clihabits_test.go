@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,31 +105,14 @@ func TestCLIHabits(t *testing.T) {
 	}
 
 	// Watch: a scale shows up as new rows.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch := exec.CommandContext(ctx, gantryBin, "--data-dir", s.dataDir, "get", "replicas", "-l", "app=many", "-w", "--poll-interval", "200ms")
-	stdout, err := watch.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines, stopWatch := s.watchOutput("get", "replicas", "-l", "app=many", "-w", "--poll-interval", "200ms")
+	defer stopWatch()
 	waitLine(t, lines, "many-11 ")
 	if _, errOut, code := s.gantry("scale", "service", "many", "--replicas", "13"); code != 0 {
 		t.Fatalf("scale: %s", errOut)
 	}
 	waitLine(t, lines, "many-12 ")
-	cancel()
-	_ = watch.Wait()
+	stopWatch()
 
 	// Cordon: new replicas avoid the machine; a second drain is no error.
 	machines := s.machines()
@@ -231,24 +213,8 @@ func rolloutVerbs(t *testing.T, s *server) {
 	if out, errOut, code := s.gantry("rollout", "status", "tiny", "-w", "--timeout", "60s"); code != 0 || !strings.Contains(out, "revision 1 Complete") {
 		t.Fatalf("rollout status -w: exit %d %s%s", code, out, errOut)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch := exec.CommandContext(ctx, gantryBin, "--data-dir", s.dataDir, "get", "events", "-w", "--poll-interval", "200ms")
-	stdout, err := watch.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines, stopWatch := s.watchOutput("get", "events", "-w", "--poll-interval", "200ms")
+	defer stopWatch()
 	if out, errOut, code := s.gantry("rollout", "pause", "tiny"); code != 0 || out != "service/tiny paused\n" {
 		t.Fatalf("rollout pause: exit %d %q %s", code, out, errOut)
 	}
@@ -268,8 +234,7 @@ func rolloutVerbs(t *testing.T, s *server) {
 		t.Fatalf("rollout status -w after resume: exit %d %s%s", code, out, errOut)
 	}
 	waitLine(t, lines, "DeploymentComplete")
-	cancel()
-	_ = watch.Wait()
+	stopWatch()
 	if out, _, _ := s.gantry("rollout", "history", "tiny", "--revision", "1"); !strings.Contains(out, "revision 1 (apply) of service/tiny") || !strings.Contains(out, `V: "1"`) {
 		t.Fatalf("rollout history --revision 1:\n%s", out)
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -244,14 +243,7 @@ func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...stri
 		_ = cmd.Process.Kill()
 		killMachines(dir)
 	})
-	lines := make(chan string, 1000)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := linesOf(stdout)
 	var urls []string
 	var transcript strings.Builder
 	deadline := time.After(waitLimit)
@@ -297,7 +289,7 @@ func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...stri
 	})
 }
 
-func chanReader(lines chan string) io.Reader {
+func chanReader(lines <-chan string) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
 		for l := range lines {

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -373,4 +374,33 @@ func waitPasses(t *testing.T, dataDir, url string, n int) {
 func agentLogCount(dataDir, instanceID, text string) int {
 	data, _ := os.ReadFile(filepath.Join(dataDir, "local", "machines", instanceID, "agent.log"))
 	return strings.Count(string(data), text)
+}
+
+// linesOf streams r's lines until it ends.
+func linesOf(r io.Reader) <-chan string {
+	lines := make(chan string, 1000)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return lines
+}
+
+// watchOutput runs a CLI command that keeps printing (get -w) against the
+// server and streams its lines; stop ends it.
+func (s *server) watchOutput(args ...string) (lines <-chan string, stop func()) {
+	s.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, gantryBin, append([]string{"--data-dir", s.dataDir}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	return linesOf(stdout), func() { cancel(); _ = cmd.Wait() }
 }
