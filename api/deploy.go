@@ -30,22 +30,31 @@ type UpdatePolicy struct {
 	RevisionHistory *int `json:"revisionHistory,omitempty"`
 }
 
+// Defaults of an update policy (spec.Default writes them into stored
+// specs; the methods below fall back on them for a spec that was not).
+const (
+	DefaultMaxSurge                = 1
+	DefaultMaxUnavailable          = 0
+	DefaultProgressDeadlineSeconds = 600
+	DefaultRevisionHistory         = 10
+)
+
 // Surge is MaxSurge with its default.
-func (u UpdatePolicy) Surge() int { return intOr(u.MaxSurge, 1) }
+func (u UpdatePolicy) Surge() int { return intOr(u.MaxSurge, DefaultMaxSurge) }
 
 // Unavailable is MaxUnavailable with its default.
-func (u UpdatePolicy) Unavailable() int { return intOr(u.MaxUnavailable, 0) }
+func (u UpdatePolicy) Unavailable() int { return intOr(u.MaxUnavailable, DefaultMaxUnavailable) }
 
 // History is RevisionHistory with its default.
-func (u UpdatePolicy) History() int { return intOr(u.RevisionHistory, 10) }
+func (u UpdatePolicy) History() int { return intOr(u.RevisionHistory, DefaultRevisionHistory) }
 
-// Reverts is AutoRevert with its default.
+// Reverts is AutoRevert with its default (true).
 func (u UpdatePolicy) Reverts() bool { return u.AutoRevert == nil || *u.AutoRevert }
 
 // ProgressDeadline is ProgressDeadlineSeconds with its default.
 func (u UpdatePolicy) ProgressDeadline() time.Duration {
 	if u.ProgressDeadlineSeconds <= 0 {
-		return 600 * time.Second
+		return DefaultProgressDeadlineSeconds * time.Second
 	}
 	return time.Duration(u.ProgressDeadlineSeconds) * time.Second
 }

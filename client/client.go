@@ -190,7 +190,13 @@ func (c *Client) Apply(ctx context.Context, file []byte) (*api.ApplyResult, erro
 	return &out, err
 }
 
-// ListClusters lists clusters with their status.
+// DiffApply says what applying a file would change, writing nothing.
+func (c *Client) DiffApply(ctx context.Context, file []byte) (*api.ApplyResult, error) {
+	var out api.ApplyResult
+	err := c.do(ctx, http.MethodPost, "/v1/apply?dryRun=true", "application/yaml", bytes.NewReader(file), &out)
+	return &out, err
+}
+
 // Plan asks the server for the dry run of a spec file: what its control
 // loop would do with the file's resources in place of the live ones.
 func (c *Client) Plan(ctx context.Context, file []byte) (*planner.Plan, error) {
@@ -250,6 +256,16 @@ func (c *Client) GetMachine(ctx context.Context, id string) (*api.Machine, error
 func (c *Client) Drain(ctx context.Context, id string, req api.DrainRequest) (*api.Machine, error) {
 	var out api.Machine
 	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/machines/"+url.PathEscape(id)+"/drain", req, &out)
+}
+
+// Cordon marks a machine unschedulable (or schedulable again).
+func (c *Client) Cordon(ctx context.Context, id string, cordon bool) (*api.Machine, error) {
+	action := "/uncordon"
+	if cordon {
+		action = "/cordon"
+	}
+	var out api.Machine
+	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/machines/"+url.PathEscape(id)+action, struct{}{}, &out)
 }
 
 // ListReplicas lists replicas, optionally of one service.

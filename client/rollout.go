@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -37,21 +36,4 @@ func (c *Client) Promote(ctx context.Context, service string) (*api.Rollout, err
 func (c *Client) Scale(ctx context.Context, service string, replicas int) (*api.Service, error) {
 	var out api.Service
 	return &out, c.sendJSON(ctx, http.MethodPut, servicePath(service, "/scale"), api.ScaleRequest{Replicas: replicas}, &out)
-}
-
-// Cordon marks a machine unschedulable (or schedulable again).
-func (c *Client) Cordon(ctx context.Context, id string, cordon bool) (*api.Machine, error) {
-	action := "/uncordon"
-	if cordon {
-		action = "/cordon"
-	}
-	var out api.Machine
-	return &out, c.sendJSON(ctx, http.MethodPost, "/v1/machines/"+url.PathEscape(id)+action, struct{}{}, &out)
-}
-
-// DiffApply says what applying a file would change, writing nothing.
-func (c *Client) DiffApply(ctx context.Context, file []byte) (*api.ApplyResult, error) {
-	var out api.ApplyResult
-	err := c.do(ctx, http.MethodPost, "/v1/apply?dryRun=true", "application/yaml", bytes.NewReader(file), &out)
-	return &out, err
 }

@@ -175,10 +175,12 @@ func UpdateActivity(m *api.Machine, replicas int, now time.Time) {
 	}
 }
 
-// Drain marks a machine draining until deadline; false if it already was.
+// Drain marks a machine draining until deadline; false if it already was,
+// or is already leaving (a second drain is no error, as with kubectl).
 func Drain(m *api.Machine, why string, deadline, now time.Time) (bool, error) {
-	if m.FleetState == api.FleetDraining {
-		return false, nil
+	switch m.FleetState {
+	case api.FleetDraining, api.FleetTerminating, api.FleetTerminated:
+		return false, nil // drained already, or on its way: nothing to do
 	}
 	if err := SetFleetState(m, api.FleetDraining, now); err != nil {
 		return false, err

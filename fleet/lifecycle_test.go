@@ -63,3 +63,15 @@ func TestLaunchAnswerAfterJoinKeepsAddresses(t *testing.T) {
 		t.Fatalf("after a late launch answer: %+v", m)
 	}
 }
+
+// A drain of a machine already draining or leaving changes nothing and is
+// no error.
+func TestSecondDrainChangesNothing(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, state := range []api.FleetState{api.FleetDraining, api.FleetTerminating, api.FleetTerminated} {
+		m := &api.Machine{ID: "m", JoinState: api.JoinJoined, FleetState: state}
+		if changed, err := Drain(m, "again", now.Add(time.Minute), now); changed || err != nil || m.FleetState != state {
+			t.Errorf("drain of a %s machine: changed %v, err %v, now %s", state, changed, err, m.FleetState)
+		}
+	}
+}

@@ -99,9 +99,6 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 		if m, err = tx.GetMachine(id); err != nil {
 			return err
 		}
-		if m.FleetState == api.FleetTerminating || m.FleetState == api.FleetTerminated {
-			return nil // drained already: a second drain is no error, as with kubectl
-		}
 		now := s.clock.Now()
 		changed, err := fleet.Drain(m, "drain requested", now.Add(deadline), now)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -172,17 +173,14 @@ func undoTarget(ro api.Rollout, number int64) (api.Revision, error) {
 }
 
 func revisionNumbers(ro api.Rollout) string {
-	out := ""
-	for i, r := range ro.Revisions {
-		if i > 0 {
-			out += ", "
-		}
-		out += fmt.Sprint(r.Number)
-	}
-	if out == "" {
+	if len(ro.Revisions) == 0 {
 		return "none"
 	}
-	return out
+	numbers := make([]string, len(ro.Revisions))
+	for i, r := range ro.Revisions {
+		numbers[i] = fmt.Sprint(r.Number)
+	}
+	return strings.Join(numbers, ", ")
 }
 
 // handleRolloutPromote lets a deployment waiting on its canaries go on:

@@ -9,27 +9,21 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// Defaults of a service's update policy, written into stored specs.
-const (
-	DefaultMaxSurge         = 1
-	DefaultMaxUnavailable   = 0
-	DefaultProgressDeadline = 600
-	DefaultRevisionHistory  = 10
-	// MaxRevisionHistory bounds the old revisions kept per service.
-	MaxRevisionHistory = 100
-)
+// MaxRevisionHistory bounds the old revisions kept per service.
+const MaxRevisionHistory = 100
 
+// defaultUpdate writes the update policy's defaults (package api's).
 func defaultUpdate(u *api.UpdatePolicy) {
 	setDefault := func(p **int, v int) {
 		if *p == nil {
 			*p = &v
 		}
 	}
-	setDefault(&u.MaxSurge, DefaultMaxSurge)
-	setDefault(&u.MaxUnavailable, DefaultMaxUnavailable)
-	setDefault(&u.RevisionHistory, DefaultRevisionHistory)
+	setDefault(&u.MaxSurge, u.Surge())
+	setDefault(&u.MaxUnavailable, u.Unavailable())
+	setDefault(&u.RevisionHistory, u.History())
 	if u.ProgressDeadlineSeconds == 0 {
-		u.ProgressDeadlineSeconds = DefaultProgressDeadline
+		u.ProgressDeadlineSeconds = api.DefaultProgressDeadlineSeconds
 	}
 	if u.AutoRevert == nil {
 		yes := true

@@ -324,38 +324,16 @@ func digitPrefix(s string) string {
 	return s[:i]
 }
 
-// toTree is an object as the API's JSON, with integers kept integral.
+// toTree is an object as the API's JSON.
 func toTree(obj any) (map[string]any, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var tree map[string]any
-	if err := dec.Decode(&tree); err != nil {
+	tree, err := jsonTree(data)
+	if err != nil {
 		return nil, err
 	}
-	return numbersIn(tree).(map[string]any), nil
-}
-
-// numbersIn turns json.Numbers into int64 (or float64 when fractional).
-func numbersIn(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = numbersIn(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = numbersIn(e)
-		}
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n
-		}
-		f, _ := x.Float64()
-		return f
-	}
-	return v
+	m, _ := tree.(map[string]any)
+	return m, nil
 }

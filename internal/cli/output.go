@@ -44,18 +44,49 @@ func printStructured(w io.Writer, format string, v any) error {
 		_, err = fmt.Fprintln(w, string(data))
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // integers stay integers (512Mi is 536870912, not 5.36870912e+08)
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
+	tree, err := jsonTree(data)
+	if err != nil {
 		return err
 	}
-	out, err := yaml.Marshal(numbersIn(tree))
+	out, err := yaml.Marshal(tree)
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(out)
 	return err
+}
+
+// jsonTree decodes JSON into maps and slices with integers kept
+// integral (512Mi is 536870912, not 5.36870912e+08).
+func jsonTree(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, err
+	}
+	return numbersIn(tree), nil
+}
+
+// numbersIn turns json.Numbers into int64 (or float64 when fractional).
+func numbersIn(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbersIn(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbersIn(e)
+		}
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
 }
 
 // table prints aligned columns; wide columns are appended with -o wide.
