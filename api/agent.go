@@ -63,6 +63,8 @@ type ReplicaStatus struct {
 	Message   string         `json:"message,omitempty"`
 	Restarts  int            `json:"restarts"`
 	HostPorts map[string]int `json:"hostPorts,omitempty"`
+	// Node is the Kubernetes node a Pod runs on (pod watches only).
+	Node string `json:"node,omitempty"`
 }
 
 // HeartbeatResponse tells the agent what to run and when to call again.

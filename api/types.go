@@ -35,6 +35,14 @@ type Cluster struct {
 	Status     *ClusterStatus `json:"status,omitempty"`
 }
 
+// ProviderKubernetes names the target of a cluster whose replicas run
+// as Pods in an existing Kubernetes cluster: Gantry provisions nothing
+// there, so it is no provisioner.
+const ProviderKubernetes = "kubernetes"
+
+// Kubernetes reports whether the cluster is a Kubernetes target.
+func (c *Cluster) Kubernetes() bool { return c.Spec.Provider.Name == ProviderKubernetes }
+
 // Group is the cluster's capacity group of that id.
 func (c *Cluster) Group(id string) (CapacityGroup, bool) {
 	for _, g := range c.Spec.CapacityGroups {
@@ -193,6 +201,10 @@ const (
 	// store (disk full, read-only file system): nothing it decides or
 	// hears lands.
 	ConditionStoreWritable = "StoreWritable"
+	// ConditionKubernetesReady is False while a Kubernetes cluster's API
+	// server refuses or fails Gantry's calls: they are retried with
+	// backoff.
+	ConditionKubernetesReady = "KubernetesReady"
 )
 
 // GroupStatus reports a capacity group's machine counts.
@@ -528,7 +540,11 @@ type Replica struct {
 	RuntimeClass string `json:"runtimeClass,omitempty"`
 	// Note records a soft policy that could not be honoured (GPU or TEE
 	// preferred).
-	Note      string            `json:"note,omitempty"`
+	Note string `json:"note,omitempty"`
+	// Pod is the replica's Pod (namespace/name) on a Kubernetes cluster,
+	// set once it is placed there; Node is the node the Pod runs on.
+	Pod       string            `json:"pod,omitempty"`
+	Node      string            `json:"node,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	UpdatedAt time.Time         `json:"updatedAt"`
 }
@@ -545,6 +561,11 @@ const (
 	ReplicaRunning  ReplicaState = "running"
 	ReplicaCrashed  ReplicaState = "crashed"
 	ReplicaFailed   ReplicaState = "failed"
+	// ReplicaExited and ReplicaUnknown are Pods' only: their container
+	// ran to completion (phase Succeeded), or their node stopped
+	// reporting (phase Unknown).
+	ReplicaExited  ReplicaState = "exited"
+	ReplicaUnknown ReplicaState = "unknown"
 )
 
 // Health is a replica's health-check verdict.

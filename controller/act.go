@@ -345,9 +345,13 @@ func (w *writer) assign(a decide.Assignment) error {
 	if done, err := skip(err); done {
 		return err
 	}
-	m, err := w.tx.GetMachine(a.Placement.Machine)
-	if done, err := skip(err); done || !m.Schedulable() {
-		return err
+	msg, typ := "placed as Pod "+a.Placement.Pod, api.EventNormal
+	if a.Placement.Pod == "" {
+		m, err := w.tx.GetMachine(a.Placement.Machine)
+		if done, err := skip(err); done || !m.Schedulable() {
+			return err
+		}
+		msg = "placed on machine " + m.ID
 	}
 	if r.Machine != a.From || replica.Assign(r, a.Placement, a.Moving(), w.now) != nil {
 		return nil // the replica changed since the snapshot; the next pass decides again
@@ -355,9 +359,8 @@ func (w *writer) assign(a decide.Assignment) error {
 	if err := w.tx.PutReplica(r); err != nil {
 		return err
 	}
-	msg, typ := "placed on machine "+m.ID, api.EventNormal
 	if a.Moving() {
-		msg = fmt.Sprintf("moving from %s to %s (new copy first)", a.From, m.ID)
+		msg = fmt.Sprintf("moving from %s to %s (new copy first)", a.From, a.Placement.Machine)
 	}
 	if a.Why != "" {
 		msg += ": " + a.Why

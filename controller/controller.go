@@ -74,6 +74,11 @@ type Deps struct {
 	// Leading reports whether this server still leads; provider calls
 	// are made only while it does (nil: always).
 	Leading func() bool
+	// Kubernetes, when set, is what the Kubernetes clusters' watches know
+	// (decide.Snapshot.Kubernetes).
+	Kubernetes func() map[string]decide.KubernetesObservation
+	// AfterPass, when set, is called after every pass.
+	AfterPass func()
 	// Heartbeats, when set, lays the heartbeats this server holds in
 	// memory (not flushed yet) over the machines a pass reads.
 	Heartbeats func([]*api.Machine)
@@ -136,6 +141,9 @@ func (c *Controller) Run(ctx context.Context) {
 			c.Log.Error("reconcile pass", "err", err)
 		}
 		c.readyOne.Do(func() { close(c.ready) })
+		if c.AfterPass != nil {
+			c.AfterPass()
+		}
 		if !c.rest(ctx, c.Clock.Since(began)) {
 			return
 		}

@@ -63,6 +63,9 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	snap.Instances, snap.Inventories, snap.ListedAt = c.observed.view(take)
 	snap.InFlight = c.calls.inFlight()
 	snap.LivenessSince = c.LivenessSince()
+	if c.Kubernetes != nil {
+		snap.Kubernetes = c.Kubernetes()
+	}
 	return snap, mem, nil
 }
 
@@ -72,6 +75,9 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 func providerFacts(reg *registry.Registry, clusters map[string]*api.Cluster) (map[string]decide.ClusterProvider, map[string]decide.ProviderInfo) {
 	catalogs := map[string]decide.ClusterProvider{}
 	for name, cl := range clusters {
+		if cl.Kubernetes() {
+			continue // a target, not a provider
+		}
 		key, prov, err := reg.For(cl.Spec.Provider)
 		if err != nil {
 			catalogs[name] = decide.ClusterProvider{Err: err.Error()}

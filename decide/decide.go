@@ -30,9 +30,14 @@ type Target interface {
 	Decide(p *Pass, clusters []string)
 }
 
-// targetOf is the target of a cluster: machines Gantry provisions (the
-// only target so far).
-func targetOf(*api.Cluster) Target { return machines{} }
+// targetOf is the target of a cluster: Pods in an existing Kubernetes
+// cluster, or machines Gantry provisions.
+func targetOf(c *api.Cluster) Target {
+	if c.Kubernetes() {
+		return pods{}
+	}
+	return machines{}
+}
 
 // Pass is one pass's working state: copies of the snapshot's machines
 // and replicas that the steps change as they decide, so that each step

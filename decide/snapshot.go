@@ -29,6 +29,9 @@ type Snapshot struct {
 	ListedAt map[string]time.Time
 	// InFlight are the provider calls running now, by CallKey.
 	InFlight map[string]bool
+	// Kubernetes is what each Kubernetes cluster's watch knows, by
+	// cluster (absent until its watch has started).
+	Kubernetes map[string]KubernetesObservation
 	// SecretRevisions are the revisions of the Secrets, by name.
 	SecretRevisions map[string]string
 	// LivenessSince is when this server began to record heartbeats

@@ -71,12 +71,24 @@ func TestPlanRejectsABadCatalog(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "pass --catalog") {
 		t.Fatalf("a provider without a built-in catalog: exit %d, %s", code, errOut)
 	}
-	// Kubernetes is not a target yet: refused as unknown, as apply refuses it.
+	// A Kubernetes cluster has no capacity groups (its API server places
+	// the Pods): refused with them, planned with no machine without them.
 	k8s := writeFile(t, dir, "k8s.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: kubernetes}\n  capacityGroups: [{groupId: g, minSize: 1, maxSize: 2}]\n")
 	for _, args := range [][]string{{"plan", "-f", k8s, "--offline"}, {"validate", "-f", k8s}} {
-		if _, errOut, code := runGantry(t, args...); code != 1 || !strings.Contains(errOut, `unknown provider "kubernetes"`) {
+		if _, errOut, code := runGantry(t, args...); code != 1 || !strings.Contains(errOut, "a kubernetes cluster has no capacity groups") {
 			t.Fatalf("%v: exit %d, %s", args, code, errOut)
 		}
+	}
+	k8s = writeFile(t, dir, "k8s.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: kubernetes}\n---\n"+
+		"kind: Service\nmetadata: {name: web}\nspec: {cluster: k, image: \"nginx:1\", replicas: 2}\n")
+	if out, errOut, code := runGantry(t, "plan", "-f", k8s, "--offline"); code != 0 || !strings.Contains(out, "Machines to add") {
+		t.Fatalf("plan of a kubernetes cluster: exit %d, %s%s", code, out, errOut)
+	}
+	k8s = writeFile(t, dir, "k8s.yaml", "kind: Cluster\nmetadata: {name: k}\nspec:\n  provider: {name: kubernetes}\n---\n"+
+		"kind: Service\nmetadata: {name: web}\nspec: {cluster: k, command: [gantry, hello], ports: [{name: http}]}\n")
+	if _, errOut, code := runGantry(t, "validate", "-f", k8s); code != 1 || !strings.Contains(errOut, "spec.image: required on a kubernetes cluster") ||
+		!strings.Contains(errOut, "spec.ports[0].containerPort: required on a kubernetes cluster") {
+		t.Fatalf("a process service on a kubernetes cluster: exit %d, %s", code, errOut)
 	}
 	// examples/plan.yaml is aws: the built-in EC2 catalog prices it.
 	if _, errOut, code = runGantry(t, "plan", "-f", "../examples/plan.yaml", "--offline"); code != 0 {

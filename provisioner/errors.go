@@ -17,6 +17,10 @@ const (
 	KindUnsupported          ErrorKind = "unsupported"
 	KindNotFound             ErrorKind = "not-found"
 	KindInvalid              ErrorKind = "invalid"
+	// KindForbidden: the credentials are good but may not do this.
+	KindForbidden ErrorKind = "forbidden"
+	// KindConflict: the object changed or exists already.
+	KindConflict ErrorKind = "conflict"
 )
 
 // Sentinels to test with errors.Is.
@@ -27,6 +31,8 @@ var (
 	ErrUnsupported          = &Error{Kind: KindUnsupported}
 	ErrNotFound             = &Error{Kind: KindNotFound}
 	ErrInvalid              = &Error{Kind: KindInvalid}
+	ErrForbidden            = &Error{Kind: KindForbidden}
+	ErrConflict             = &Error{Kind: KindConflict}
 )
 
 // Error is a typed provider failure.

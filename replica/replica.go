@@ -16,7 +16,9 @@ import (
 // moves are the allowed state transitions. Any state may go back to
 // pending (its machine went away, it was preempted, its resources
 // changed); only a pending replica is assigned; the rest is what its
-// agent observes.
+// agent observes. A Pod's replica is watched from the moment it is
+// placed: its Pod waits for a node in pending and may leave it for any
+// state its pod watch reports, including exited and unknown.
 var moves = map[api.ReplicaState][]api.ReplicaState{
 	api.ReplicaPending:  {api.ReplicaPending, api.ReplicaAssigned},
 	api.ReplicaAssigned: {api.ReplicaPending, api.ReplicaAssigned, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
@@ -26,7 +28,15 @@ var moves = map[api.ReplicaState][]api.ReplicaState{
 	api.ReplicaFailed:   {api.ReplicaPending, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed, api.ReplicaFailed},
 }
 
+// podStates are the states a pod watch reports; a Pod's replica moves
+// between any two of them.
+var podStates = []api.ReplicaState{api.ReplicaPending, api.ReplicaStarting, api.ReplicaRunning, api.ReplicaCrashed,
+	api.ReplicaFailed, api.ReplicaExited, api.ReplicaUnknown}
+
 func check(r *api.Replica, to api.ReplicaState) error {
+	if r.Pod != "" && slices.Contains(podStates, r.State) && slices.Contains(podStates, to) {
+		return nil
+	}
 	allowed, known := moves[r.State]
 	if !known {
 		return fmt.Errorf("replica %s: unknown state %q", r.ID, r.State)
@@ -53,7 +63,7 @@ func ID(service string, i int) string { return fmt.Sprintf("%s-%d", service, i) 
 func ToPending(r *api.Replica, why string, now time.Time) {
 	r.Machine, r.State, r.Reason, r.Health = "", api.ReplicaPending, why, ""
 	r.HostPorts, r.Address, r.GPUIndexes, r.RuntimeClass, r.Note = nil, "", nil, "", ""
-	r.UpdatedAt = now.UTC()
+	r.Pod, r.Node, r.UpdatedAt = "", "", now.UTC()
 }
 
 // Placement is where the scheduler put a replica.
@@ -64,6 +74,9 @@ type Placement struct {
 	GPUs    []int
 	TEE     bool
 	Note    string
+	// Pod places the replica as a Pod (namespace/name) on a Kubernetes
+	// cluster instead of on a machine.
+	Pod string
 }
 
 // Assign places a pending replica. A replica still on a draining (or
@@ -76,13 +89,13 @@ func Assign(r *api.Replica, p Placement, moving bool, now time.Time) error {
 		}
 		r.PreviousMachine = r.Machine
 		r.State = api.ReplicaPending // the new copy starts from nothing
-	} else if r.Machine != "" {
-		return fmt.Errorf("replica %s: already on machine %s", r.ID, r.Machine)
+	} else if r.Machine != "" || r.Pod != "" {
+		return fmt.Errorf("replica %s: already placed on %s%s", r.ID, r.Machine, r.Pod)
 	}
 	if err := check(r, api.ReplicaAssigned); err != nil {
 		return err
 	}
-	r.Machine, r.State, r.Reason, r.UpdatedAt = p.Machine, api.ReplicaAssigned, "", now.UTC()
+	r.Machine, r.Pod, r.State, r.Reason, r.UpdatedAt = p.Machine, p.Pod, api.ReplicaAssigned, "", now.UTC()
 	r.GPUIndexes, r.Note, r.RuntimeClass, r.Address = slices.Clone(p.GPUs), p.Note, "", p.Address
 	r.Health, r.HostPorts = "", nil
 	if p.TEE {
@@ -94,7 +107,7 @@ func Assign(r *api.Replica, p Placement, moving bool, now time.Time) error {
 // SetPending records why an unplaced replica waits; it reports whether the
 // reason changed.
 func SetPending(r *api.Replica, why string, now time.Time) bool {
-	if r.Machine != "" || (r.Reason == why && r.State == api.ReplicaPending) {
+	if r.Machine != "" || r.Pod != "" || (r.Reason == why && r.State == api.ReplicaPending) {
 		return false
 	}
 	r.State, r.Reason, r.UpdatedAt = api.ReplicaPending, why, now.UTC()
@@ -120,7 +133,7 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 	var c Change
 	handover := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
 	if r.State == st.State && r.Health == st.Health && r.Restarts == st.Restarts && r.Reason == st.Message &&
-		maps.Equal(r.HostPorts, st.HostPorts) && (address == "" || r.Address == address) && !handover {
+		maps.Equal(r.HostPorts, st.HostPorts) && (address == "" || r.Address == address) && r.Node == st.Node && !handover {
 		return c, nil
 	}
 	if err := check(r, st.State); err != nil {
@@ -130,6 +143,7 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 		c.From = r.State
 	}
 	r.State, r.Health, r.Restarts, r.Reason, r.HostPorts, r.UpdatedAt = st.State, st.Health, st.Restarts, st.Message, st.HostPorts, now.UTC()
+	r.Node = st.Node
 	if address != "" {
 		r.Address = address
 	}

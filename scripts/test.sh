@@ -3,8 +3,10 @@
 # staticcheck, every test with the race detector (the end-to-end tests run
 # real server and agent processes on loopback, and real containers on a
 # Docker Engine this script installs and starts when it can; the shared
-# store and HA tests use a PostgreSQL server it starts the same way), and a
-# short fuzz run of the spec parser.
+# store and HA tests use a PostgreSQL server it starts the same way; the
+# Kubernetes-target tests a real kube-apiserver, etcd, kube-scheduler and
+# kwok that scripts/kube-up.sh builds once and caches), and a short fuzz
+# run of the spec parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,6 +62,17 @@ elif [[ "${CI:-}" == "true" ]]; then
   exit 1
 else
   echo "test.sh: no PostgreSQL: its tests will SKIP" >&2
+fi
+
+step "Kubernetes API server for the Kubernetes-target tests (built once from the module proxy, then cached)"
+if kube_env=$(./scripts/kube-up.sh); then
+  # shellcheck disable=SC2046
+  export $(echo "$kube_env" | xargs)
+elif [[ "${CI:-}" == "true" ]]; then
+  echo "test.sh: no Kubernetes API server, and CI=true: the Kubernetes-target tests must run on CI" >&2
+  exit 1
+else
+  echo "test.sh: no Kubernetes API server: its tests will SKIP" >&2
 fi
 
 # The cloud providers' packages run without the race detector: they are

@@ -10,7 +10,9 @@ import (
 	"github.com/gantry-dev/gantry/internal/randid"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/target/kube"
 )
 
 // logHub pairs `gantry logs` viewers with the agents that hold the output:
@@ -123,9 +125,13 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	machine, err := s.machineRunning(r, req.ReplicaID)
+	machine, pod, err := s.machineRunning(r, req.ReplicaID)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if pod != nil {
+		s.podLogs(w, r, req, *pod)
 		return
 	}
 	if s.relayLogs(w, r, machine) {
@@ -191,13 +197,27 @@ func logRequestFrom(r *http.Request) (api.LogRequest, error) {
 	return req, nil
 }
 
-// machineRunning is the machine whose agent runs the replica now.
-func (s *Server) machineRunning(r *http.Request, replicaID string) (string, error) {
+// machineRunning is the machine whose agent runs the replica now, or, for
+// a Pod's replica, its cluster's settings.
+func (s *Server) machineRunning(r *http.Request, replicaID string) (string, *spec.KubernetesSettings, error) {
 	var machine string
+	var pod *spec.KubernetesSettings
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
 		rep, err := tx.GetReplica(replicaID)
 		if err != nil {
 			return err
+		}
+		if rep.Pod != "" {
+			cl, err := tx.GetCluster(rep.Cluster)
+			if err != nil {
+				return err
+			}
+			settings, errs := spec.KubernetesConfig(cl.Spec.Provider)
+			if errs != nil {
+				return errs
+			}
+			pod = &settings
+			return nil
 		}
 		if rep.Machine == "" {
 			return errorf(http.StatusConflict, "conflict", "", "replica %s is %s on no machine: it has no logs yet", replicaID, rep.State)
@@ -212,7 +232,35 @@ func (s *Server) machineRunning(r *http.Request, replicaID string) (string, erro
 		machine = m.ID
 		return nil
 	})
-	return machine, err
+	return machine, pod, err
+}
+
+// podLogs streams a Pod's output from its Kubernetes API server.
+func (s *Server) podLogs(w http.ResponseWriter, r *http.Request, req api.LogRequest, settings spec.KubernetesSettings) {
+	rc, err := kube.PodLogs(r.Context(), settings, s.cfg.Kubernetes, req.ReplicaID, req.Follow, req.Tail)
+	if err != nil {
+		s.writeError(w, r, errorf(http.StatusBadGateway, "kubernetes-error", "", "replica %s: %v", req.ReplicaID, err))
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := rc.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // handleLogRequests is the agent's long poll for log requests:

@@ -88,7 +88,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if d.Cluster == nil {
 			continue
 		}
-		if _, err := s.registry.Key(d.Cluster.Spec.Provider); err != nil {
+		if d.Cluster.Kubernetes() {
+			// A target, not a provider: spec validation checked its settings.
+		} else if _, err := s.registry.Key(d.Cluster.Spec.Provider); err != nil {
 			return nil, errorf(http.StatusUnprocessableEntity, "invalid", "spec.provider",
 				"document %d: spec.provider: %v", d.Index, err)
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/target/kube"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -129,6 +130,8 @@ type Config struct {
 	WrapStore func(store.Store) store.Store
 	// Clock is the server's time (tests step a fake one).
 	Clock clock.WithTicker
+	// Kubernetes tunes the Kubernetes clusters' watches.
+	Kubernetes kube.Config
 	// PprofListen, when set, serves Go's profiler (net/http/pprof) on
 	// this address, apart from the API: for measuring, never exposed.
 	PprofListen string
@@ -142,11 +145,12 @@ func DefaultConfig(dataDir string) Config {
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
-		Docker: dockerprovider.DefaultConfig(""),
-		Store:  StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
-		Leader: leader.DefaultConfig(),
-		TLS:    DefaultTLSConfig(),
-		Clock:  clock.RealClock{},
+		Docker:     dockerprovider.DefaultConfig(""),
+		Store:      StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
+		Leader:     leader.DefaultConfig(),
+		TLS:        DefaultTLSConfig(),
+		Kubernetes: kube.DefaultConfig(),
+		Clock:      clock.RealClock{},
 	}
 }
 
@@ -166,8 +170,15 @@ type Server struct {
 	ready      chan struct{}
 	local      *local.Provider
 	ctrl       *controller.Controller
-	listener   net.Listener
-	url        string
+	// fenced is the store as the leader writes it: refused once this
+	// server no longer leads.
+	fenced store.Store
+	// kube runs the Kubernetes clusters' watches; passed tells them a
+	// pass of the control loop is done.
+	kube     *kube.Targets
+	passed   chan struct{}
+	listener net.Listener
+	url      string
 	// tls is nil when the API is plain HTTP.
 	tls *serverTLS
 	// advertise is the URL other servers and agents reach this one at.
@@ -280,8 +291,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	if len(s.cfg.AgentServers) > 0 {
 		cc.Calls.ServerURL = strings.Join(s.cfg.AgentServers, ",")
 	}
-	s.ctrl = controller.New(cc, controller.Deps{Store: leader.Fence(s.store, s.elector), Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay})
+	s.fenced, s.passed = leader.Fence(s.store, s.elector), make(chan struct{}, 1)
+	s.kube = kube.New(s.cfg.Kubernetes, s.log, s.clock, s.recordPods, func() { s.ctrl.Trigger() })
+	s.ctrl = controller.New(cc, controller.Deps{Store: s.fenced, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
+		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
+		Kubernetes: s.kube.Observations, AfterPass: s.afterPass})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
@@ -378,6 +392,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.elector.Run(loopCtx, func(ctx context.Context, term store.Lease) {
 			s.metrics.Leading(true)
 			defer s.metrics.Leading(false)
+			kubeDone := make(chan struct{})
+			go func() { defer close(kubeDone); s.runKubernetes(ctx) }()
+			defer func() { <-kubeDone }()
 			s.ctrl.Run(ctx)
 		})
 	}()

@@ -32,7 +32,7 @@ func DefaultCluster(c *api.Cluster) {
 	if c.Spec.Provider.Name == "" {
 		c.Spec.Provider.Name = DefaultProvider
 	}
-	if c.Spec.ContainerCIDR == "" {
+	if c.Spec.ContainerCIDR == "" && !c.Kubernetes() {
 		c.Spec.ContainerCIDR = DefaultContainerCIDR
 	}
 	for i := range c.Spec.CapacityGroups {

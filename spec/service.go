@@ -98,6 +98,10 @@ func validateRunnable(s api.ServiceSpec) ErrorList {
 // launch (after systemReserved). Where the cluster's provider has no
 // catalog (machines joined by hand), the fit is not checked.
 func ValidateServiceInCluster(svc *api.Service, c *api.Cluster, providers Providers) ErrorList {
+	if c.Kubernetes() {
+		// Kubernetes says itself whether a Pod fits a node.
+		return validateServiceOnKubernetes(svc)
+	}
 	var errs ErrorList
 	groups := map[string]bool{}
 	for _, g := range c.Spec.CapacityGroups {

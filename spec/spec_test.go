@@ -18,6 +18,10 @@ spec:
     - {groupId: general, instanceType: t.small, minSize: 1, maxSize: 3}
 `
 
+func kubeCluster(config string) string {
+	return "kind: Cluster\nmetadata: {name: k8s}\nspec:\n  provider: {name: kubernetes, config: " + config + "}\n"
+}
+
 const baseService = `kind: Service
 metadata: {name: web}
 spec:
@@ -104,7 +108,12 @@ func TestParseRejects(t *testing.T) {
 		{"unknown capacity type", strings.Replace(baseCluster, "maxSize: 3", "maxSize: 3, capacityType: cheap", 1), 1, `capacityType: unknown capacity type "cheap"`},
 		{"unknown instance type", strings.Replace(baseCluster, "t.small", "t.huge", 1), 1, `spec.capacityGroups[0].instanceType: unknown instance type "t.huge"`},
 		{"unknown provider", strings.Replace(baseCluster, "spec:\n", "spec:\n  provider: {name: moon}\n", 1), 1, `spec.provider.name: unknown provider "moon"`},
-		{"kubernetes is no provider yet", strings.Replace(baseCluster, "spec:\n", "spec:\n  provider: {name: kubernetes}\n", 1), 1, `spec.provider.name: unknown provider "kubernetes"`},
+		{"kubernetes has no capacity groups", strings.Replace(baseCluster, "spec:\n", "spec:\n  provider: {name: kubernetes}\n", 1), 1, `spec.capacityGroups: a kubernetes cluster has no capacity groups`},
+		{"kubernetes namespace", kubeCluster("{namespace: Bad_NS}"), 1, `spec.provider.config.namespace: "Bad_NS" is not a namespace name`},
+		{"kubernetes unknown setting", kubeCluster("{namespaces: apps}"), 1, `spec.provider.config.namespaces: unknown setting`},
+		{"kubernetes GPU weight", kubeCluster("{gpuPreferredWeight: \"200\"}"), 1, `spec.provider.config.gpuPreferredWeight: "200" is not a weight from 1 to 100`},
+		{"kubernetes label key", kubeCluster("{gpuProductLabel: \"a b\"}"), 1, `spec.provider.config.gpuProductLabel: "a b" is not a label key`},
+		{"kubernetes machine template", kubeCluster("{}") + "  systemReserved: {cpu: 100m}\n", 1, `spec.systemReserved: not used by a kubernetes cluster`},
 		{"binaries required", strings.Replace(baseCluster, "spec:\n", "spec:\n  provider: {name: aws}\n", 1), 1, "spec.agent.binaries: required for provider aws"},
 		{"binaries reach no machine", strings.Replace(baseCluster, "spec:\n", "spec:\n  agent: {binaries: {amd64: {url: \"https://x.example.com/g\", sha256: "+strings.Repeat("a", 64)+"}}}\n", 1), 1, "spec.agent.binaries: provider local runs the server's own gantry binary"},
 		{"bad binary", strings.Replace(baseCluster, "spec:\n", "spec:\n  provider: {name: aws}\n  agent: {binaries: {sparc: {url: \"ftp://x\", sha256: abc}}}\n", 1), 1, "spec.agent.binaries.sparc: unknown architecture"},

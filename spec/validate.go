@@ -82,6 +82,9 @@ func validateLabels(path string, labels map[string]string) ErrorList {
 func ValidateCluster(c *api.Cluster, providers Providers) ErrorList {
 	errs := validateName(c.Metadata.Name)
 	errs = append(errs, validateLabels("metadata.labels", c.Metadata.Labels)...)
+	if c.Kubernetes() {
+		return append(errs, validateKubernetesCluster(c)...)
+	}
 	s := c.Spec
 	if len(s.CapacityGroups) == 0 {
 		errs.add("spec.capacityGroups", "at least one capacity group is required")
@@ -90,7 +93,7 @@ func ValidateCluster(c *api.Cluster, providers Providers) ErrorList {
 	haveCatalog := false
 	if providers != nil {
 		if known := providers.Names(); !slices.Contains(known, s.Provider.Name) {
-			errs.add("spec.provider.name", "unknown provider %q (known: %s)", s.Provider.Name, strings.Join(known, ", "))
+			errs.add("spec.provider.name", "unknown provider %q (known: %s)", s.Provider.Name, strings.Join(append(known, api.ProviderKubernetes), ", "))
 		}
 		catalog, haveCatalog = providers.Catalog(s.Provider)
 		errs = append(errs, validateAgentBinaries(s, providers)...)

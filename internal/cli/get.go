@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -121,10 +122,12 @@ func ReplicaURL(r api.Replica) string {
 	return fmt.Sprintf("http://%s:%d", r.Address, port)
 }
 
+// replicaTable lists replicas; MACHINE is the node of a Pod's replica (a
+// Kubernetes cluster's).
 func replicaTable(list []api.Replica) *table {
 	t := &table{header: []string{"NAME", "SERVICE", "MACHINE", "STATE", "HEALTH", "RESTARTS", "URL", "REASON"}, wide: []string{"SPEC", "CPU", "MEMORY"}}
 	for _, r := range list {
-		t.add(r.ID, r.Service, orDash(r.Machine), string(r.State), orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)),
+		t.add(r.ID, r.Service, orDash(cmp.Or(r.Machine, r.Node)), string(r.State), orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)),
 			orDash(r.Reason), r.SpecHash, api.FormatCPU(r.Requests.MilliCPU), api.FormatBytes(r.Requests.MemoryBytes))
 	}
 	return t

@@ -123,7 +123,9 @@ func offlinePlan(cfg decide.Config, providers *registry.Registry, catalogFile st
 	var services []*api.Service
 	for _, d := range docs {
 		if d.Cluster != nil {
-			if _, ok := providers.Catalog(d.Cluster.Spec.Provider); !ok && catalog == nil {
+			// A Kubernetes cluster has no machines to plan: its API server
+			// places the Pods.
+			if _, ok := providers.Catalog(d.Cluster.Spec.Provider); !ok && catalog == nil && !d.Cluster.Kubernetes() {
 				return nil, fmt.Errorf("cluster %s: provider %q has no built-in catalog: pass --catalog FILE", d.Name(), d.Cluster.Spec.Provider.Name)
 			}
 			clusters = append(clusters, d.Cluster)

@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-dev/gantry/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 )
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
@@ -18,13 +19,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var log *slog.Logger
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		log = slog.New(slog.NewTextHandler(w, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	// client-go (the Kubernetes target) logs through klog, a process-wide
+	// logger: its lines join ours instead of going to stderr as they like.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	return log, nil
 }
 
 // serverFlags binds every server knob to a flag, defaults from cfg; the
