@@ -121,6 +121,14 @@ func TestKubernetesTarget(t *testing.T) {
 	}
 	k.apply(t, "registry.test/web:1", 3)
 
+	waitFor(t, "the cluster's KubernetesReady condition True", func() (bool, string) {
+		cl, err := k.s.api.GetCluster(context.Background(), "k8s")
+		if err != nil || cl.Status == nil {
+			return false, fmt.Sprint(err)
+		}
+		i := slices.IndexFunc(cl.Status.Conditions, func(c api.Condition) bool { return c.Type == api.ConditionKubernetesReady })
+		return i >= 0 && cl.Status.Conditions[i].Status == "True", fmt.Sprintf("%+v", cl.Status.Conditions)
+	})
 	waitFor(t, "web's 3 Pods running, spread over the zones", func() (bool, string) {
 		if ok, why := k.podsMatchReplicas(t, "web", 3); !ok {
 			return false, why
@@ -162,6 +170,20 @@ func TestKubernetesTarget(t *testing.T) {
 		waitFor(t, "trainer running on the GPU node", func() (bool, string) {
 			rs := k.s.replicas("trainer")
 			return len(rs) == 1 && rs[0].State == api.ReplicaRunning && rs[0].Node == kubetest.NodeGPU, fmt.Sprintf("%+v", rs)
+		})
+	})
+	t.Run("an API server that refuses Gantry shows in the cluster's condition", func(t *testing.T) {
+		denied := fmt.Sprintf("kind: Cluster\nmetadata: {name: denied}\nspec:\n  provider: {name: kubernetes, config: {kubeconfig: %q, context: nobody, namespace: %s}}\n",
+			env.Kubeconfig, k.ns)
+		k.s.apply(t, "denied.yaml", denied)
+		waitFor(t, "KubernetesReady False, Forbidden", func() (bool, string) {
+			cl, err := k.s.api.GetCluster(context.Background(), "denied")
+			if err != nil || cl.Status == nil {
+				return false, fmt.Sprint(err)
+			}
+			i := slices.IndexFunc(cl.Status.Conditions, func(c api.Condition) bool { return c.Type == api.ConditionKubernetesReady })
+			return i >= 0 && cl.Status.Conditions[i].Status == "False" && cl.Status.Conditions[i].Reason == "Forbidden" &&
+				strings.Contains(cl.Status.Conditions[i].Message, `User "nobody" cannot list resource "pods"`), fmt.Sprintf("%+v", cl.Status.Conditions)
 		})
 	})
 	t.Run("gantry logs reads the Pod's log", func(t *testing.T) {

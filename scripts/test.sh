@@ -53,27 +53,27 @@ go test -run '^$' -fuzz '^FuzzVerify$' -fuzztime "$FUZZ_TOKENS" -fuzzminimizetim
 step "Docker Engine for the container tests"
 ./scripts/docker-up.sh
 
+# needs NAME SCRIPT: exports the VAR=value lines SCRIPT prints (where its
+# service listens). Without the service, its tests skip; on CI that is a
+# failure.
+needs() {
+  local env
+  if env=$("$2"); then
+    # shellcheck disable=SC2046
+    export $(echo "$env" | xargs)
+  elif [[ "${CI:-}" == "true" ]]; then
+    echo "test.sh: no $1, and CI=true: its tests must run on CI" >&2
+    exit 1
+  else
+    echo "test.sh: no $1: its tests will SKIP" >&2
+  fi
+}
+
 step "PostgreSQL for the shared-store and HA tests"
-if pg_env=$(./scripts/postgres-up.sh); then
-  # shellcheck disable=SC2046
-  export $(echo "$pg_env" | xargs)
-elif [[ "${CI:-}" == "true" ]]; then
-  echo "test.sh: no PostgreSQL, and CI=true: the PostgreSQL tests must run on CI" >&2
-  exit 1
-else
-  echo "test.sh: no PostgreSQL: its tests will SKIP" >&2
-fi
+needs PostgreSQL ./scripts/postgres-up.sh
 
 step "Kubernetes API server for the Kubernetes-target tests (built once from the module proxy, then cached)"
-if kube_env=$(./scripts/kube-up.sh); then
-  # shellcheck disable=SC2046
-  export $(echo "$kube_env" | xargs)
-elif [[ "${CI:-}" == "true" ]]; then
-  echo "test.sh: no Kubernetes API server, and CI=true: the Kubernetes-target tests must run on CI" >&2
-  exit 1
-else
-  echo "test.sh: no Kubernetes API server: its tests will SKIP" >&2
-fi
+needs "Kubernetes API server" ./scripts/kube-up.sh
 
 # The cloud providers' packages run without the race detector: they are
 # request/response code over the cloud SDKs, whose race-instrumented build

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
@@ -92,13 +93,21 @@ func (s *Server) desiredOf(tx store.Tx, cl *api.Cluster) (kube.Desired, error) {
 		return d, err
 	}
 	secrets := s.secretReader(tx)
+	specs := map[string]*api.ServiceSpec{} // by revision: replicas share them
 	for _, r := range replicas {
 		if r.Pod == "" {
 			continue
 		}
-		sp, err := revisionSpec(tx, r)
-		if err != nil || sp == nil {
-			return d, err
+		key := decide.RevisionKey(r.Service, r.SpecHash)
+		sp, ok := specs[key]
+		if !ok {
+			if sp, err = revisionSpec(tx, r); err != nil {
+				return d, err
+			}
+			specs[key] = sp
+		}
+		if sp == nil {
+			continue // its service is gone: the replica goes too
 		}
 		_, env, err := secrets.serviceSecrets(*sp)
 		if err != nil {

@@ -383,8 +383,10 @@ func (s *Server) clusterStatus(c *api.Cluster, machines []*api.Machine, mem deci
 		}
 		st.Groups = append(st.Groups, gs)
 	}
-	if cond, ok := mem.Conditions[decide.ConditionKey(c.Metadata.Name, api.ConditionProviderReady)]; ok {
-		st.Conditions = append(st.Conditions, cond)
+	for _, typ := range []string{api.ConditionProviderReady, api.ConditionKubernetesReady} {
+		if cond, ok := mem.Conditions[decide.ConditionKey(c.Metadata.Name, typ)]; ok {
+			st.Conditions = append(st.Conditions, cond)
+		}
 	}
 	st.Conditions = append(st.Conditions, s.storeCondition())
 	return st

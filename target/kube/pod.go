@@ -8,6 +8,7 @@
 package kube
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 
@@ -153,12 +154,12 @@ func env(w Workload) []*corev1ac.EnvVarApplyConfiguration {
 	}
 	vars["GANTRY_REPLICA"], vars["GANTRY_SERVICE"] = w.Replica.ID, w.Replica.Service
 	var out []*corev1ac.EnvVarApplyConfiguration
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		out = append(out, corev1ac.EnvVar().WithName(k).WithValue(vars[k]))
 	}
 	out = append(out, corev1ac.EnvVar().WithName("GANTRY_MACHINE").
 		WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))))
-	for _, k := range sortedKeys(sp.SecretEnv) {
+	for _, k := range slices.Sorted(maps.Keys(sp.SecretEnv)) {
 		ref := sp.SecretEnv[k]
 		out = append(out, corev1ac.EnvVar().WithName(k).WithValueFrom(corev1ac.EnvVarSource().
 			WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(SecretName(ref.Name)).WithKey(ref.Key))))
@@ -321,13 +322,4 @@ func protocol(p string) corev1.Protocol {
 		return corev1.ProtocolSCTP
 	}
 	return corev1.ProtocolTCP
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -347,7 +349,7 @@ func (w *watch) applyOnce(ctx context.Context, key string, obj any, apply func(c
 func (w *watch) syncSecrets(ctx context.Context, d *Desired) error {
 	var errs []error
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	for _, name := range sortedKeys(d.Secrets) {
+	for _, name := range slices.Sorted(maps.Keys(d.Secrets)) {
 		obj := Secret(d.Cluster, name, d.Secrets[name], d.Settings)
 		errs = append(errs, w.applyOnce(ctx, "secret/"+*obj.Name, obj, func(ctx context.Context) error {
 			_, err := w.client.CoreV1().Secrets(d.Settings.Namespace).Apply(ctx, obj, opts)
@@ -393,7 +395,7 @@ func (w *watch) syncPriorityClasses(ctx context.Context, d *Desired) error {
 func (w *watch) syncServices(ctx context.Context, d *Desired) error {
 	var errs []error
 	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	for _, name := range sortedKeys(d.Services) {
+	for _, name := range slices.Sorted(maps.Keys(d.Services)) {
 		obj := Service(d.Cluster, d.Services[name], name, d.Settings)
 		errs = append(errs, w.applyOnce(ctx, "service/"+name, obj, func(ctx context.Context) error {
 			_, err := w.client.CoreV1().Services(d.Settings.Namespace).Apply(ctx, obj, opts)

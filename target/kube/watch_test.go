@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/target/kube/kubetest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -78,4 +79,17 @@ func TestFailedCallsBackOff(t *testing.T) {
 	waitCalls(2)
 	clk.Step(cfg.Backoff)
 	waitCalls(3)
+}
+
+// TestDeletingWhatIsGoneSucceeds: a Pod (or Service, or Secret) deleted
+// by someone else first is deleted.
+func TestDeletingWhatIsGoneSucceeds(t *testing.T) {
+	env := kubetest.New(t)
+	w := newWatch(DefaultConfig(), slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), env.Client, func([]Observed) {}, func() {})
+	err := w.delete(context.Background(), "Pod gone-0", func(ctx context.Context) error {
+		return env.Client.CoreV1().Pods("default").Delete(ctx, kubetest.Name("gone"), metav1.DeleteOptions{})
+	})
+	if err != nil {
+		t.Fatalf("deleting a Pod that does not exist: %v", err)
+	}
 }
