@@ -79,3 +79,29 @@ func TestReportFillsAMissingAddress(t *testing.T) {
 		t.Fatalf("%+v %+v %v", r, c, err)
 	}
 }
+
+// A Pod's replica follows its pod watch between any two pod states (a Pod
+// waits for a node in pending, then runs; its phase may end in exited or
+// unknown); a machine's replica in pending is never reported running.
+func TestPodReplicaFollowsItsWatch(t *testing.T) {
+	r := New("web-0", "web", "k8s", 0, "h", api.Resources{}, now)
+	if err := Assign(r, Placement{Pod: "apps/web-0"}, false, now); err != nil || r.Pod != "apps/web-0" || r.Machine != "" {
+		t.Fatalf("assign as a Pod: %+v %v", r, err)
+	}
+	if err := Assign(r, Placement{Pod: "apps/web-0"}, false, now); err == nil {
+		t.Fatal("a replica placed as a Pod was placed again")
+	}
+	for _, st := range []api.ReplicaState{api.ReplicaPending, api.ReplicaRunning, api.ReplicaExited, api.ReplicaUnknown, api.ReplicaPending, api.ReplicaCrashed} {
+		if _, err := Observe(r, api.ReplicaStatus{ReplicaID: r.ID, State: st, Node: "n1"}, "10.244.0.7", now); err != nil || r.State != st || r.Node != "n1" {
+			t.Fatalf("pod watch says %s: %+v %v", st, r, err)
+		}
+	}
+	ToPending(r, "evicted", now)
+	if r.Pod != "" || r.Node != "" {
+		t.Fatalf("ToPending kept the Pod: %+v", r)
+	}
+	m := New("m-0", "web", "c", 0, "h", api.Resources{}, now)
+	if _, err := Observe(m, api.ReplicaStatus{State: api.ReplicaExited}, "", now); err == nil {
+		t.Fatal("a machine's replica took a Pod-only state")
+	}
+}

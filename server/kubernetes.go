@@ -17,7 +17,9 @@ import (
 // leader: after every pass of the control loop (and on each tick) they
 // are handed what their clusters must run, read from the store.
 func (s *Server) runKubernetes(ctx context.Context) {
-	go s.kube.Run(ctx)
+	watching := make(chan struct{})
+	go func() { defer close(watching); s.kube.Run(ctx) }()
+	defer func() { <-watching }() // a next term starts with no watch of this one
 	ticker := s.clock.NewTicker(s.cfg.Controller.Interval)
 	defer ticker.Stop()
 	for {

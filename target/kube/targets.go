@@ -50,8 +50,7 @@ type Targets struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	running map[string]*running
-	// last is what Set was last handed: a term that starts after it
-	// begins there.
+	// last is what Set was handed before Run: the term begins there.
 	last []Desired
 }
 
@@ -82,7 +81,9 @@ func (t *Targets) Run(ctx context.Context) {
 	<-ctx.Done()
 	t.mu.Lock()
 	all := t.running
-	t.running, t.ctx = map[string]*running{}, nil
+	// What this term was handed may be stale by the next: another server
+	// may lead between them.
+	t.running, t.ctx, t.last = map[string]*running{}, nil, nil
 	t.mu.Unlock()
 	for _, r := range all {
 		r.stop()
@@ -154,11 +155,10 @@ func closed() chan struct{} {
 	return c
 }
 
+// stopLocked stops a cluster's watch; it ends on its own.
 func (t *Targets) stopLocked(cluster string) {
-	r := t.running[cluster]
+	t.running[cluster].stop()
 	delete(t.running, cluster)
-	r.stop()
-	go func() { <-r.done }()
 }
 
 // Observations are what each cluster's watch knows, by cluster.
