@@ -99,8 +99,7 @@ func (w *watch) poke() {
 func (w *watch) observation() decide.KubernetesObservation {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	obs := w.obs
-	return obs
+	return w.obs
 }
 
 // run starts the informers and reconciles until ctx ends.
