@@ -285,4 +285,20 @@ func TestKubernetesTarget(t *testing.T) {
 			return len(k.pods(t, "web")) == 0 && err != nil, fmt.Sprintf("%d Pods, Service err %v", len(k.pods(t, "web")), err)
 		})
 	})
+	t.Run("deleting the cluster with its services leaves nothing behind", func(t *testing.T) {
+		// delete -f deletes the services, then the cluster, before a pass
+		// has deleted their replicas: the retiring watch deletes the Pods
+		// and the Secret.
+		k.apply(t, "registry.test/web:2", 1)
+		waitFor(t, "web's Pod back", func() (bool, string) { return k.podsMatchReplicas(t, "web", 1) })
+		if _, errOut, code := k.s.gantry("delete", "-f", k.spec(t, "registry.test/web:2", 1)); code != 0 {
+			t.Fatal(errOut)
+		}
+		waitFor(t, "no Pod or Secret of cluster k8s left", func() (bool, string) {
+			pods := k.env.Pods(t, k.ns)
+			live := slices.DeleteFunc(pods, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil || p.Labels[kube.LabelCluster] != "k8s" })
+			_, err := env.Client.CoreV1().Secrets(k.ns).Get(context.Background(), kube.SecretName("db"), metav1.GetOptions{})
+			return len(live) == 0 && err != nil, fmt.Sprintf("%d Pods, Secret err %v", len(live), err)
+		})
+	})
 }

@@ -58,10 +58,14 @@ type running struct {
 	key string // the settings the watch's client was made from
 	// retryAt is when to try again to make a client that failed.
 	retryAt time.Time
-	w       *watch
-	client  kubernetes.Interface
-	stop    context.CancelFunc
-	done    chan struct{}
+	// settings are the cluster's; retiring: the cluster is gone, and its
+	// watch deletes what it had before it stops.
+	settings spec.KubernetesSettings
+	retiring bool
+	w        *watch
+	client   kubernetes.Interface
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // New returns the targets. report receives the Pods' states by cluster;
@@ -120,12 +124,26 @@ func (t *Targets) setLocked(all []Desired) {
 				continue
 			}
 		}
+		r.retiring = false
 		r.w.set(d)
 	}
-	for name := range t.running {
+	for name, r := range t.running {
 		if !seen[name] {
-			t.stopLocked(name)
+			t.retireLocked(name, r)
 		}
+	}
+}
+
+// retireLocked winds down the watch of a cluster that is gone: it is
+// handed nothing to run, so it deletes the Pods, Services and Secrets
+// left (of services deleted with their cluster), then stops.
+func (t *Targets) retireLocked(name string, r *running) {
+	switch {
+	case r.client == nil || r.w.cleared.Load():
+		t.stopLocked(name)
+	case !r.retiring:
+		r.retiring = true
+		r.w.set(Desired{Cluster: name, Settings: r.settings})
 	}
 }
 
@@ -135,12 +153,12 @@ func (t *Targets) startLocked(d Desired, key string) (*running, error) {
 	if err != nil {
 		// The watch is kept to report why: its condition says so.
 		w.recordCall(err)
-		r := &running{key: key, retryAt: t.clock.Now().Add(t.cfg.MaxBackoff), w: w, stop: func() {}, done: closed()}
+		r := &running{key: key, retryAt: t.clock.Now().Add(t.cfg.MaxBackoff), settings: d.Settings, w: w, stop: func() {}, done: closed()}
 		t.running[d.Cluster] = r
 		return r, err
 	}
 	ctx, cancel := context.WithCancel(t.ctx)
-	r := &running{key: key, w: w, client: client, stop: cancel, done: make(chan struct{})}
+	r := &running{key: key, settings: d.Settings, w: w, client: client, stop: cancel, done: make(chan struct{})}
 	t.running[d.Cluster] = r
 	go func() {
 		defer close(r.done)

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -67,6 +68,9 @@ type watch struct {
 	classesSynced  cache.InformerSynced
 	classes        cache.Store
 	namespaceReady bool
+
+	// cleared: the cluster must run nothing, and nothing of it is left.
+	cleared atomic.Bool
 
 	mu      sync.Mutex
 	desired *Desired
@@ -285,7 +289,26 @@ func (w *watch) reconcile(ctx context.Context) error {
 	if errors.Is(err, provisioner.ErrNotFound) {
 		w.namespaceReady = false // deleted behind Gantry's back
 	}
+	w.cleared.Store(err == nil && d.empty() && w.nothingLeft())
 	return err
+}
+
+func (d *Desired) empty() bool {
+	return len(d.Workloads) == 0 && len(d.Services) == 0 && len(d.Secrets) == 0
+}
+
+// nothingLeft: no Pod (but those being deleted), Service or Secret of
+// the cluster is left in its namespace.
+func (w *watch) nothingLeft() bool {
+	pods, _ := w.pods.List(labels.Everything())
+	services, _ := w.services.List(labels.Everything())
+	secrets, _ := w.secrets.List(labels.Everything())
+	for _, p := range pods {
+		if p.DeletionTimestamp == nil {
+			return false
+		}
+	}
+	return len(services) == 0 && len(secrets) == 0
 }
 
 // probe asks the API server for what the Pod informer waits for: its
