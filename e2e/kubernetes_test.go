@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/target/kube"
@@ -205,9 +207,33 @@ func TestKubernetesTarget(t *testing.T) {
 		})
 	})
 	t.Run("a deployment replaces the Pods revision by revision", func(t *testing.T) {
+		// Sampled from the API server throughout: never more than 3+maxSurge
+		// Pods, never fewer than 3-maxUnavailable ready.
+		var mu sync.Mutex
+		most, fewestReady, samples := 0, 3, 0
+		stop := every(10*time.Millisecond, func() {
+			live, ready := 0, 0
+			for _, p := range k.pods(t, "web") {
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				live++
+				if slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue }) {
+					ready++
+				}
+			}
+			mu.Lock()
+			most, fewestReady, samples = max(most, live), min(fewestReady, ready), samples+1
+			mu.Unlock()
+		})
 		k.apply(t, "registry.test/web:2", 3)
-		if out, errOut, code := k.s.gantry("rollout", "status", "web", "-w", "--timeout", "90s"); code != 0 {
+		out, errOut, code := k.s.gantry("rollout", "status", "web", "-w", "--timeout", "90s")
+		stop()
+		if code != 0 {
 			t.Fatalf("rollout status: %s %s", out, errOut)
+		}
+		if most > 4 || fewestReady < 3 {
+			t.Errorf("over %d samples: up to %d Pods (want ≤ 4), down to %d ready (want ≥ 3)", samples, most, fewestReady)
 		}
 		waitFor(t, "web's Pods all of revision 2", func() (bool, string) { return k.podsMatchReplicas(t, "web", 3) })
 		for _, p := range k.pods(t, "web") {

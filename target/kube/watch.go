@@ -440,29 +440,32 @@ func (w *watch) syncServices(ctx context.Context, d *Desired) error {
 // orphans of an earlier server). A Pod is never updated: a replica's spec
 // is its revision's, which never changes.
 func (w *watch) syncPods(ctx context.Context, d *Desired) error {
-	var errs []error
 	wanted := map[string]bool{}
-	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
 	for _, wl := range d.Workloads {
-		name := PodName(wl.Replica.ID)
-		wanted[name] = true
-		if _, err := w.pods.Pods(d.Settings.Namespace).Get(name); err == nil {
-			continue
-		}
-		pod := Pod(wl, d.Settings)
-		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
-		_, err := w.client.CoreV1().Pods(d.Settings.Namespace).Apply(callCtx, pod, opts)
-		cancel()
-		if err != nil {
-			errs = append(errs, classify(fmt.Sprintf("apply Pod %s of replica %s", name, wl.Replica.ID), err))
-		}
+		wanted[PodName(wl.Replica.ID)] = true
 	}
+	// Deletions first: a deployment deletes an old replica as it adds a
+	// new one, and the cluster must never hold both Pods past maxSurge.
+	var errs []error
 	existing, _ := w.pods.List(labels.Everything())
 	for _, p := range existing {
 		if !wanted[p.Name] && p.DeletionTimestamp == nil {
 			errs = append(errs, w.delete(ctx, "Pod "+p.Name, func(ctx context.Context) error {
 				return w.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
 			}))
+		}
+	}
+	opts := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	for _, wl := range d.Workloads {
+		name := PodName(wl.Replica.ID)
+		if _, err := w.pods.Pods(d.Settings.Namespace).Get(name); err == nil {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		_, err := w.client.CoreV1().Pods(d.Settings.Namespace).Apply(callCtx, Pod(wl, d.Settings), opts)
+		cancel()
+		if err != nil {
+			errs = append(errs, classify(fmt.Sprintf("apply Pod %s of replica %s", name, wl.Replica.ID), err))
 		}
 	}
 	return errors.Join(errs...)
