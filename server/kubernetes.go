@@ -129,26 +129,37 @@ func (s *Server) desiredOf(tx store.Tx, cl *api.Cluster) (kube.Desired, error) {
 }
 
 // recordPods records what a cluster's pod watch observed, through the
-// replica state machine, as heartbeats do for machines.
+// replica state machine, as heartbeats do for machines: a batch in one
+// transaction.
 func (s *Server) recordPods(cluster string, observed []kube.Observed) {
 	changed := false
 	err := s.fenced.Update(context.Background(), func(tx store.Tx) error {
-		held, err := tx.ListReplicas(store.ReplicaFilter{Cluster: cluster})
+		replicas, err := tx.ListReplicas(store.ReplicaFilter{Cluster: cluster})
 		if err != nil {
 			return err
 		}
+		byPod := map[string]*api.Replica{}
+		for _, r := range replicas {
+			if r.Pod != "" {
+				byPod[r.Pod] = r
+			}
+		}
 		now := s.clock.Now()
 		for _, o := range observed {
-			before := stateOf(held, o.Status.ReplicaID)
+			r := byPod[o.Pod]
+			if r == nil {
+				continue // an orphan, about to be deleted
+			}
+			before := r.State
 			holder := "Pod " + o.Pod
 			if o.Status.Node != "" {
 				holder = "node " + o.Status.Node
 			}
 			rep := replica.Report{Holder: holder, Address: o.Address, Statuses: []api.ReplicaStatus{o.Status}}
-			if err := s.statuses.Record(tx, placedAs(held, o.Pod), rep, now); err != nil {
+			if err := s.statuses.Record(tx, []*api.Replica{r}, rep, now); err != nil {
 				return err
 			}
-			changed = changed || before != stateOf(held, o.Status.ReplicaID)
+			changed = changed || before != r.State
 		}
 		return nil
 	})
@@ -159,24 +170,4 @@ func (s *Server) recordPods(cluster string, observed []kube.Observed) {
 	if changed {
 		s.ctrl.Trigger()
 	}
-}
-
-// placedAs are the replicas placed as that Pod (one, or none when the Pod
-// is an orphan about to be deleted).
-func placedAs(held []*api.Replica, pod string) []*api.Replica {
-	for _, r := range held {
-		if r.Pod == pod {
-			return []*api.Replica{r}
-		}
-	}
-	return nil
-}
-
-func stateOf(held []*api.Replica, id string) api.ReplicaState {
-	for _, r := range held {
-		if r.ID == id {
-			return r.State
-		}
-	}
-	return ""
 }

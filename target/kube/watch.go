@@ -78,11 +78,15 @@ type watch struct {
 	// applied are the hashes of what the last successful apply of each
 	// Secret, Service and PriorityClass sent.
 	applied map[string]string
+	// unreported are Pods' states the reporter has not taken yet, by Pod;
+	// reportable wakes it.
+	unreported map[string]Observed
+	reportable chan struct{}
 }
 
 func newWatch(cfg Config, log *slog.Logger, clk clock.Clock, client kubernetes.Interface, report func([]Observed), notify func()) *watch {
 	return &watch{cfg: cfg, log: log, clock: clk, client: client, report: report, notify: notify,
-		wake: make(chan struct{}, 1), applied: map[string]string{}}
+		wake: make(chan struct{}, 1), applied: map[string]string{}, unreported: map[string]Observed{}, reportable: make(chan struct{}, 1)}
 }
 
 // set hands the watch what its cluster must run now.
@@ -162,8 +166,14 @@ func (w *watch) start(ctx context.Context, d Desired) {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	podInformer := ns.Core().V1().Pods().Informer()
 	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.observePod(obj) },
-		UpdateFunc: func(_, obj any) { w.observePod(obj) },
+		AddFunc: func(obj any) { w.observePod(obj) },
+		UpdateFunc: func(old, obj any) {
+			o, _ := old.(*corev1.Pod)
+			n, _ := obj.(*corev1.Pod)
+			if o == nil || n == nil || o.ResourceVersion != n.ResourceVersion {
+				w.observePod(obj) // not a resync of what was seen
+			}
+		},
 		DeleteFunc: func(any) { w.poke() },
 	})
 	w.onWatchError(podInformer, "list Pods")
@@ -192,6 +202,7 @@ func (w *watch) start(ctx context.Context, d Desired) {
 		w.notify()
 	})
 	w.classes, w.classesSynced = classInformer.GetStore(), classInformer.HasSynced
+	go w.reportStates(ctx)
 	ns.Start(ctx.Done())
 	all.Start(ctx.Done())
 	go func() {
@@ -255,13 +266,42 @@ func (w *watch) recordCall(err error) {
 	}
 }
 
+// observePod queues a Pod's state for the reporter: states that come in
+// while it records a batch go in the next one (the latest of each Pod).
 func (w *watch) observePod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod.Labels[LabelReplica] == "" {
 		return
 	}
 	hasProbe := len(pod.Spec.Containers) > 0 && pod.Spec.Containers[0].ReadinessProbe != nil
-	w.report([]Observed{{Status: Status(pod, hasProbe), Pod: pod.Namespace + "/" + pod.Name, Address: pod.Status.PodIP}})
+	key := pod.Namespace + "/" + pod.Name
+	w.mu.Lock()
+	w.unreported[key] = Observed{Status: Status(pod, hasProbe), Pod: key, Address: pod.Status.PodIP}
+	w.mu.Unlock()
+	select {
+	case w.reportable <- struct{}{}:
+	default:
+	}
+}
+
+// reportStates hands the queued states to the reporter, a batch at a time,
+// until ctx ends.
+func (w *watch) reportStates(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.reportable:
+		}
+		w.mu.Lock()
+		batch := make([]Observed, 0, len(w.unreported))
+		for _, key := range slices.Sorted(maps.Keys(w.unreported)) {
+			batch = append(batch, w.unreported[key])
+		}
+		w.unreported = map[string]Observed{}
+		w.mu.Unlock()
+		w.report(batch)
+	}
 }
 
 // reconcile applies what is missing and deletes what no replica wants.
