@@ -76,6 +76,14 @@ type Config struct {
 	// TemplateVersion is the cluster's agent.version this machine was
 	// launched with; the agent reports it.
 	TemplateVersion string
+	// LeaseStopAfter is the part of a failover primary's lease after the
+	// last renewal sent at which the agent stops the primary if no
+	// renewal was answered since; LeaseCheckInterval is how often it
+	// looks, and LeaseStopTimeout how long the primary has to stop before
+	// it is killed.
+	LeaseStopAfter     float64
+	LeaseCheckInterval time.Duration
+	LeaseStopTimeout   time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -86,6 +94,7 @@ func DefaultConfig() Config {
 		MinReportGap: 200 * time.Millisecond, GPUProbeTimeout: 10 * time.Second,
 		LogPollTimeout: time.Minute, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
 		LeftoverStopTimeout: 10 * time.Second,
+		LeaseStopAfter:      0.75, LeaseCheckInterval: 100 * time.Millisecond, LeaseStopTimeout: time.Second,
 	}
 }
 
@@ -106,13 +115,17 @@ type Agent struct {
 	// the first assignments say which to keep.
 	adoptable map[string]runtime.Adopted
 	changed   chan struct{}
+	// renewedAt is when the last heartbeat the server answered was sent.
+	renewedAt time.Time
+	// roles are the failover roles last written, by group.
+	roles map[string]api.FailoverAssignment
 }
 
 // New returns an agent using driver to run replicas.
 func New(cfg Config, driver runtime.Driver, log *slog.Logger) *Agent {
 	a := &Agent{
 		cfg: cfg, driver: driver, log: log, machineID: cfg.MachineID,
-		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1),
+		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1), roles: map[string]api.FailoverAssignment{},
 	}
 	a.cfg.CACertHash = a.caPin()
 	if a.cfg.CACertHash != "" {
@@ -195,6 +208,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	logCtx, stopLogs := context.WithCancel(ctx)
 	defer stopLogs()
 	go a.serveLogRequests(logCtx)
+	go a.watchLeases(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}
 	for {
@@ -370,6 +384,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 // heartbeat reports status, applies the answer, and returns the interval
 // the server asks for.
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
+	sentAt := time.Now()
 	resp, err := a.client.Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses()})
 	if client.IsStatus(err, http.StatusGone) || client.IsStatus(err, http.StatusNotFound) {
 		a.log.Warn("server says this machine is gone; stopping replicas", "machine", a.machineID)
@@ -383,6 +398,7 @@ func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	a.renewed(sentAt)
 	a.learnServers(resp.Servers)
 	a.reconcile(ctx, resp.Assignments)
 	interval, err := time.ParseDuration(resp.HeartbeatInterval)
@@ -397,7 +413,11 @@ func (a *Agent) statuses() []api.ReplicaStatus {
 	defer a.mu.Unlock()
 	out := make([]api.ReplicaStatus, 0, len(a.supervisors))
 	for _, s := range a.supervisors {
-		out = append(out, s.snapshot())
+		st := s.snapshot()
+		if f := s.assignment.Spec.Failover; f != nil {
+			st.Member = a.memberStatus(f.Group)
+		}
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ReplicaID < out[j].ReplicaID })
 	return out
@@ -423,8 +443,14 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 	a.mu.Unlock()
 	haltAll(stopping)
 	for _, as := range assignments {
+		if as.Failover != nil {
+			a.writeRole(as.Failover)
+		}
 		a.mu.Lock()
-		_, running := a.supervisors[as.ReplicaID]
+		s, running := a.supervisors[as.ReplicaID]
+		if running {
+			s.setRole(as.Failover)
+		}
 		a.mu.Unlock()
 		if running {
 			continue

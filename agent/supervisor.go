@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,11 +24,17 @@ type supervisor struct {
 
 	mu        sync.Mutex
 	hostPorts map[string]int
+	// failover is the member's current role (it changes without a restart;
+	// the assignment keeps the one it started with).
+	failover *api.FailoverAssignment
 
 	status api.ReplicaStatus
 
 	stop chan struct{}
 	done chan struct{}
+	// stopTimeout, when set, replaces the spec's stop timeout (a primary
+	// whose lease runs out has little time).
+	stopTimeout time.Duration
 }
 
 func newSupervisor(a *Agent, as api.Assignment, adopted runtime.Task) (*supervisor, error) {
@@ -38,7 +45,7 @@ func newSupervisor(a *Agent, as api.Assignment, adopted runtime.Task) (*supervis
 	if adopted != nil {
 		ports = adopted.HostPorts()
 	}
-	s := &supervisor{agent: a, assignment: as, adopted: adopted, hostPorts: ports, stop: make(chan struct{}), done: make(chan struct{})}
+	s := &supervisor{agent: a, assignment: as, adopted: adopted, hostPorts: ports, failover: as.Failover, stop: make(chan struct{}), done: make(chan struct{})}
 	s.status = api.ReplicaStatus{ReplicaID: as.ReplicaID, SpecHash: as.SpecHash, State: api.ReplicaStarting, Health: api.HealthUnknown, HostPorts: ports}
 	return s, nil
 }
@@ -79,6 +86,18 @@ func (s *supervisor) snapshot() api.ReplicaStatus {
 	return st
 }
 
+func (s *supervisor) role() *api.FailoverAssignment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failover
+}
+
+func (s *supervisor) setRole(f *api.FailoverAssignment) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failover = f
+}
+
 func (s *supervisor) ports() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,9 +133,20 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 			gpuIDs = append(gpuIDs, fmt.Sprint(g.Index))
 		}
 	}
+	env := withSecrets(sp.Env, as.SecretEnv)
+	if f := sp.Failover; f != nil {
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[MemberDirEnv] = s.agent.memberDir(f.Group)
+		if role := s.role(); role != nil { // the role at start; the file stays current
+			env["GANTRY_FAILOVER_ROLE"], env["GANTRY_FAILOVER_EPOCH"], env["GANTRY_FAILOVER_PRIMARY"] = role.Role, strconv.FormatInt(role.Epoch, 10), role.Primary
+		}
+	}
 	return runtime.Spec{
 		ReplicaID: as.ReplicaID, Service: as.Service, MachineID: s.agent.machineID, SpecHash: as.SpecHash,
-		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: withSecrets(sp.Env, as.SecretEnv), WorkingDir: sp.WorkingDir,
+		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: env, WorkingDir: sp.WorkingDir,
 		HostPorts: s.ports(), ContainerPort: containerPorts, MainPort: mainPort, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
 		MilliCPU: as.Requests.MilliCPU, MemoryBytes: as.Requests.MemoryBytes, EphemeralBytes: as.Requests.EphemeralBytes,
 		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass,
@@ -211,7 +241,11 @@ func (s *supervisor) runOnce(ctx context.Context) outcome {
 	case <-ctx.Done():
 	}
 	// Stop is bounded by the stop timeout, after which the task is killed.
-	if err := task.Stop(context.Background(), s.runtimeSpec().StopTimeout); err != nil {
+	timeout := s.runtimeSpec().StopTimeout
+	if s.stopTimeout > 0 {
+		timeout = min(timeout, s.stopTimeout)
+	}
+	if err := task.Stop(context.Background(), timeout); err != nil {
 		s.agent.log.Warn("stopping replica", "replica", s.assignment.ReplicaID, "err", err)
 	}
 	return outcome{stopped: true}
@@ -221,7 +255,7 @@ func (s *supervisor) runOnce(ctx context.Context) outcome {
 // and unhealthy after FailureThreshold failures in a row.
 func (s *supervisor) probeLoop(ctx context.Context, hc *api.HealthCheck, task runtime.Task) {
 	interval := time.Duration(hc.IntervalSeconds) * time.Second
-	failures := 0
+	failures, successes := 0, 0
 	ticker := time.NewTicker(s.agent.cfg.FirstProbeDelay)
 	defer ticker.Stop()
 	first := true
@@ -236,7 +270,7 @@ func (s *supervisor) probeLoop(ctx context.Context, hc *api.HealthCheck, task ru
 			first = false
 		}
 		if err := probe(ctx, hc, task); err != nil {
-			failures++
+			failures, successes = failures+1, 0
 			if failures >= hc.FailureThreshold {
 				s.update(func(st *api.ReplicaStatus) {
 					st.Health, st.Message = api.HealthUnhealthy, "health check: "+err.Error()
@@ -244,11 +278,20 @@ func (s *supervisor) probeLoop(ctx context.Context, hc *api.HealthCheck, task ru
 			}
 			continue
 		}
-		failures = 0
+		failures, successes = 0, successes+1
+		if successes < hc.SuccessThreshold && s.snapshot().Health != api.HealthHealthy {
+			continue
+		}
 		s.update(func(st *api.ReplicaStatus) {
 			st.State, st.Health, st.Message = api.ReplicaRunning, api.HealthHealthy, ""
 		})
 	}
+}
+
+// haltWithin stops the replica within timeout, then kills it.
+func (s *supervisor) haltWithin(timeout time.Duration) {
+	s.stopTimeout = timeout
+	s.halt()
 }
 
 // halt stops the replica and waits for it.

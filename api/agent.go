@@ -65,6 +65,8 @@ type ReplicaStatus struct {
 	HostPorts map[string]int `json:"hostPorts,omitempty"`
 	// Node is the Kubernetes node a Pod runs on (pod watches only).
 	Node string `json:"node,omitempty"`
+	// Member is a failover member's own report.
+	Member *MemberStatus `json:"member,omitempty"`
 }
 
 // HeartbeatResponse tells the agent what to run and when to call again.
@@ -90,6 +92,8 @@ type Assignment struct {
 	// RuntimeClass is "tee" when the replica must run on the machine's TEE
 	// runtime.
 	RuntimeClass string `json:"runtimeClass,omitempty"`
+	// Failover is the role of a failover group's member.
+	Failover *FailoverAssignment `json:"failover,omitempty"`
 }
 
 // DrainRequest asks for a machine to be drained and removed.

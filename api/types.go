@@ -251,6 +251,8 @@ type ServiceSpec struct {
 	// RestartedAt is set by `gantry rollout restart`: a new revision that
 	// runs the same thing.
 	RestartedAt string `json:"restartedAt,omitempty"`
+	// Failover is set on the services a FailoverGroup expands into.
+	Failover *FailoverMemberSpec `json:"failover,omitempty"`
 }
 
 // DesiredReplicas is the replica count with its default of 1.
@@ -306,6 +308,9 @@ type HealthCheck struct {
 	IntervalSeconds  int        `json:"intervalSeconds,omitempty"`
 	TimeoutSeconds   int        `json:"timeoutSeconds,omitempty"`
 	FailureThreshold int        `json:"failureThreshold,omitempty"`
+	// SuccessThreshold passes in a row make an unhealthy replica healthy
+	// again (default 1).
+	SuccessThreshold int `json:"successThreshold,omitempty"`
 }
 
 // HTTPCheck is healthy on a 2xx or 3xx answer.
@@ -543,10 +548,12 @@ type Replica struct {
 	Note string `json:"note,omitempty"`
 	// Pod is the replica's Pod (namespace/name) on a Kubernetes cluster,
 	// set once it is placed there; Node is the node the Pod runs on.
-	Pod       string            `json:"pod,omitempty"`
-	Node      string            `json:"node,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	UpdatedAt time.Time         `json:"updatedAt"`
+	Pod    string            `json:"pod,omitempty"`
+	Node   string            `json:"node,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Member is what a failover group's member last said of itself.
+	Member    *MemberStatus `json:"member,omitempty"`
+	UpdatedAt time.Time     `json:"updatedAt"`
 }
 
 // ReplicaState is where a replica is in its life. Package replica owns its

@@ -88,6 +88,9 @@ func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keys ma
 	for _, key := range plan.Lists {
 		c.calls.list(key)
 	}
+	for _, f := range plan.Fences {
+		c.calls.fence(f, keys[f.Machine])
+	}
 	for _, o := range plan.Orphans {
 		c.calls.terminateOrphan(o)
 	}

@@ -36,6 +36,9 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		if snap.Services, err = tx.ListServices(); err != nil {
 			return err
 		}
+		if snap.FailoverGroups, err = tx.ListFailoverGroups(); err != nil {
+			return err
+		}
 		if snap.Machines, err = tx.ListMachines(store.MachineFilter{LiveOnly: true}); err != nil {
 			return err
 		}

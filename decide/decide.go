@@ -78,6 +78,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	for _, t := range order {
 		t.Decide(p, byTarget[t])
 	}
+	p.decideFailover()
 	p.forget()
 	p.plan.Memory = *p.mem
 	return p.plan

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -43,6 +44,11 @@ type Memory struct {
 	// the revision hash to promote, by service. Like outcomes, they are
 	// written elsewhere (by the API) and consumed by the next pass.
 	Promotions map[string]string `memory:"promote"`
+	// Failover is each failover group's state, by group.
+	Failover map[string]failover.State `memory:"failover"`
+	// FailoverRequests are `gantry failover promote|revert` requests not
+	// yet taken in, by group (written by the API, like Promotions).
+	FailoverRequests map[string]string `memory:"failoverrequest"`
 }
 
 // PromotionKey is where the API leaves a promotion request.

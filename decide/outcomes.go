@@ -35,6 +35,8 @@ func (p *Pass) foldOutcomes() {
 			p.launchOutcome(o)
 		case CallTerminate:
 			p.terminateOutcome(o)
+		case CallFence:
+			p.fenceOutcome(o)
 		case CallStart:
 			if m := p.machineByID[o.Machine]; o.Failed() && m != nil && m.FleetState == api.FleetStopped {
 				p.terminate(m, CauseStartFailed, "warm-pool machine did not start: "+o.Error, false)

@@ -40,6 +40,8 @@ type Plan struct {
 	// keys whose tagged instances to list.
 	Describes []string
 	Lists     []string
+	// Fences stop failed primaries' machines and confirm it.
+	Fences []Fence
 	// Adoptions give launch intents the instance found for them;
 	// Orphans are tagged instances no live machine owns, to terminate.
 	Adoptions []Adoption
@@ -161,4 +163,5 @@ const (
 	CauseDrained       = "drained"
 	CauseRollout       = "rollout"
 	CauseStartFailed   = "start-failed"
+	CauseFenced        = "fenced"
 )

@@ -13,6 +13,8 @@ import (
 type Snapshot struct {
 	Clusters map[string]*api.Cluster
 	Services []*api.Service
+	// FailoverGroups are the declared failover groups.
+	FailoverGroups []*api.FailoverGroup
 	// Machines are the live machines; Replicas all replicas.
 	Machines []*api.Machine
 	Replicas []*api.Replica
@@ -83,6 +85,7 @@ const (
 	CallList      = "list"
 	CallStart     = "start"
 	CallStop      = "stop"
+	CallFence     = "fence"
 )
 
 // CallKey names one provider call in flight: the kind and the machine (or

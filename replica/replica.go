@@ -63,7 +63,7 @@ func ID(service string, i int) string { return fmt.Sprintf("%s-%d", service, i) 
 func ToPending(r *api.Replica, why string, now time.Time) {
 	r.Machine, r.State, r.Reason, r.Health = "", api.ReplicaPending, why, ""
 	r.HostPorts, r.Address, r.GPUIndexes, r.RuntimeClass, r.Note = nil, "", nil, "", ""
-	r.Pod, r.Node, r.UpdatedAt = "", "", now.UTC()
+	r.Pod, r.Node, r.Member, r.UpdatedAt = "", "", nil, now.UTC()
 }
 
 // Placement is where the scheduler put a replica.
@@ -97,7 +97,7 @@ func Assign(r *api.Replica, p Placement, moving bool, now time.Time) error {
 	}
 	r.Machine, r.Pod, r.State, r.Reason, r.UpdatedAt = p.Machine, p.Pod, api.ReplicaAssigned, "", now.UTC()
 	r.GPUIndexes, r.Note, r.RuntimeClass, r.Address = slices.Clone(p.GPUs), p.Note, "", p.Address
-	r.Health, r.HostPorts = "", nil
+	r.Health, r.HostPorts, r.Member = "", nil, nil
 	if p.TEE {
 		r.RuntimeClass = "tee"
 	}
@@ -133,7 +133,8 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 	var c Change
 	handover := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
 	if r.State == st.State && r.Health == st.Health && r.Restarts == st.Restarts && r.Reason == st.Message &&
-		maps.Equal(r.HostPorts, st.HostPorts) && (address == "" || r.Address == address) && r.Node == st.Node && !handover {
+		maps.Equal(r.HostPorts, st.HostPorts) && (address == "" || r.Address == address) && r.Node == st.Node && !handover &&
+		memberEqual(r.Member, st.Member) {
 		return c, nil
 	}
 	if err := check(r, st.State); err != nil {
@@ -143,7 +144,7 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 		c.From = r.State
 	}
 	r.State, r.Health, r.Restarts, r.Reason, r.HostPorts, r.UpdatedAt = st.State, st.Health, st.Restarts, st.Message, st.HostPorts, now.UTC()
-	r.Node = st.Node
+	r.Node, r.Member = st.Node, st.Member
 	if address != "" {
 		r.Address = address
 	}
@@ -199,4 +200,11 @@ func Apply(held []*api.Replica, rep Report, now time.Time) ([]Applied, error) {
 		}
 	}
 	return out, nil
+}
+
+func memberEqual(a, b *api.MemberStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

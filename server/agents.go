@@ -205,7 +205,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.beats.beat(id, now)
 	s.metrics.Heartbeat(path)
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: s.ctrl.HeartbeatInterval().String(), Servers: s.cfg.AgentServers})
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: heartbeatInterval(s.ctrl.HeartbeatInterval(), s.cfg.HeartbeatsPerLease, assignments).String(), Servers: s.cfg.AgentServers})
 }
 
 // quietHeartbeat reads what the heartbeat would change; when nothing but
@@ -330,6 +330,11 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 			continue
 		}
 		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
+		if sp.Failover != nil && r.Machine == m.ID {
+			if as.Failover, err = memberRole(tx, r, sp.Failover); err != nil {
+				return nil, err
+			}
+		}
 		if r.Machine == m.ID {
 			as.GPUs, as.RuntimeClass = devicesOf(m, r.GPUIndexes), r.RuntimeClass
 		}
@@ -441,4 +446,15 @@ func checkGroup(tx store.Tx, cluster, group string) error {
 		return nil
 	}
 	return errorf(http.StatusUnprocessableEntity, "invalid", "group", "cluster %q has no capacity group %q", cluster, group)
+}
+
+// heartbeatInterval is the base interval, shortened for a machine that
+// runs a failover member to perLease heartbeats per lease.
+func heartbeatInterval(base time.Duration, perLease int, assignments []api.Assignment) time.Duration {
+	for _, as := range assignments {
+		if f := as.Failover; f != nil && f.LeaseSeconds > 0 && perLease > 0 {
+			base = min(base, time.Duration(f.LeaseSeconds)*time.Second/time.Duration(perLease))
+		}
+	}
+	return base
 }

@@ -68,6 +68,7 @@ type admitted struct {
 	cluster *api.Cluster
 	service *api.Service
 	secret  *api.Secret
+	group   *api.FailoverGroup
 	// values of a Secret, read from the server's environment or files.
 	values map[string]string
 	old    *api.ObjectMeta
@@ -111,6 +112,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if d.Service == nil {
 			continue
 		}
+		if err := refuseMemberChange(tx, d.Service.Metadata.Name); err != nil {
+			return nil, err
+		}
 		if errs := checkSecretEnv(secrets, secretValues, d.Service); errs != nil {
 			return nil, locate(errs, d.Index)
 		}
@@ -119,6 +123,16 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 			return nil, locate(err, d.Index)
 		}
 		out = append(out, a)
+	}
+	for _, d := range docs {
+		if d.FailoverGroup == nil {
+			continue
+		}
+		as, err := s.admitFailoverGroup(tx, d.FailoverGroup, inRequest, secrets, secretValues)
+		if err != nil {
+			return nil, locate(err, d.Index)
+		}
+		out = append(out, as...)
 	}
 	return out, nil
 }
@@ -217,12 +231,18 @@ func (s *Server) write(tx store.Tx, resources []admitted) ([]api.ApplyItem, erro
 		}
 		var meta *api.ObjectMeta
 		var err error
-		if a.cluster != nil {
+		switch {
+		case a.cluster != nil:
 			meta = &a.cluster.Metadata
 			stamp(meta, a.old, now)
 			a.cluster.Status = nil
 			err = tx.PutCluster(a.cluster)
-		} else {
+		case a.group != nil:
+			meta = &a.group.Metadata
+			stamp(meta, a.old, now)
+			a.group.Status = nil
+			err = tx.PutFailoverGroup(a.group)
+		default:
 			meta = &a.service.Metadata
 			stamp(meta, a.old, now)
 			a.service.Status = nil
@@ -514,19 +534,10 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 		if _, err := tx.GetService(name); err != nil {
 			return err
 		}
-		if err := tx.DeleteService(name); err != nil {
+		if err := refuseMemberChange(tx, name); err != nil {
 			return err
 		}
-		replicas, err := tx.ListReplicas(store.ReplicaFilter{Service: name})
-		if err != nil {
-			return err
-		}
-		for _, rep := range replicas {
-			if err := tx.DeleteReplica(rep.ID); err != nil {
-				return err
-			}
-		}
-		return store.Record(tx, s.clock.Now(), api.EventNormal, "Deleted", api.KindService, name, "service deleted; %d replica(s) stopping", len(replicas))
+		return deleteServiceAndReplicas(tx, name, s.clock.Now())
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -534,4 +545,25 @@ func (s *Server) handleDeleteService(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, map[string]string{"deleted": "service/" + name})
+}
+
+// deleteServiceAndReplicas deletes a service; its agents stop its
+// replicas.
+func deleteServiceAndReplicas(tx store.Tx, name string, now time.Time) error {
+	if _, err := tx.GetService(name); err != nil {
+		return err
+	}
+	if err := tx.DeleteService(name); err != nil {
+		return err
+	}
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{Service: name})
+	if err != nil {
+		return err
+	}
+	for _, rep := range replicas {
+		if err := tx.DeleteReplica(rep.ID); err != nil {
+			return err
+		}
+	}
+	return store.Record(tx, now, api.EventNormal, "Deleted", api.KindService, name, "service deleted; %d replica(s) stopping", len(replicas))
 }

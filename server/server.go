@@ -90,6 +90,10 @@ type Config struct {
 	// HeartbeatFlushInterval is how often the heartbeats kept in memory
 	// are written to the store, in one batch.
 	HeartbeatFlushInterval time.Duration
+	// HeartbeatsPerLease is how often a machine running a failover member
+	// heartbeats, per lease of its group: its primary's lease is renewed
+	// with them, and a replica learns a promotion from them.
+	HeartbeatsPerLease int
 	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
 	ReadHeaderTimeout time.Duration
 	// BodyReadTimeout bounds reading a request's body. IdleTimeout closes
@@ -141,7 +145,7 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
-		HeartbeatFlushInterval: time.Second, CredentialCacheTTL: 10 * time.Second, MutatingRate: 50, MutatingBurst: 100,
+		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 10 * time.Second, MutatingRate: 50, MutatingBurst: 100,
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
@@ -500,6 +504,11 @@ func (s *Server) routes() []route {
 		{"PUT /v1/services/{name}", roleAdmin, s.handlePutService},
 		{"DELETE /v1/services/{name}", roleAdmin, s.handleDeleteService},
 		{"PUT /v1/services/{name}/scale", roleAdmin, s.handleScale},
+		{"GET /v1/failovergroups", roleAdmin, s.handleListFailoverGroups},
+		{"GET /v1/failovergroups/{name}", roleAdmin, s.handleGetFailoverGroup},
+		{"DELETE /v1/failovergroups/{name}", roleAdmin, s.handleDeleteFailoverGroup},
+		{"POST /v1/failovergroups/{name}/promote", roleAdmin, s.handleFailoverRequest(api.FailoverPromote)},
+		{"POST /v1/failovergroups/{name}/revert", roleAdmin, s.handleFailoverRequest(api.FailoverRevert)},
 		{"GET /v1/services/{name}/rollout", roleAdmin, s.handleGetRollout},
 		{"POST /v1/services/{name}/rollout/undo", roleAdmin, s.handleRolloutUndo},
 		{"POST /v1/services/{name}/rollout/restart", roleAdmin, s.handleRolloutRestart},

@@ -24,6 +24,9 @@ func Default(d *Document) {
 	if d.Secret != nil {
 		d.Secret.APIVersion, d.Secret.Kind = api.APIVersion, api.KindSecret
 	}
+	if d.FailoverGroup != nil {
+		DefaultFailoverGroup(d.FailoverGroup)
+	}
 }
 
 // DefaultCluster fills in a cluster's defaults.

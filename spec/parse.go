@@ -12,13 +12,14 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Document is one parsed resource; exactly one of Cluster, Service and
-// Secret is set.
+// Document is one parsed resource; exactly one of Cluster, Service,
+// Secret and FailoverGroup is set.
 type Document struct {
-	Index   int
-	Cluster *api.Cluster
-	Service *api.Service
-	Secret  *api.Secret
+	Index         int
+	Cluster       *api.Cluster
+	Service       *api.Service
+	Secret        *api.Secret
+	FailoverGroup *api.FailoverGroup
 }
 
 // Kind is the resource kind.
@@ -28,6 +29,8 @@ func (d Document) Kind() string {
 		return api.KindCluster
 	case d.Secret != nil:
 		return api.KindSecret
+	case d.FailoverGroup != nil:
+		return api.KindFailoverGroup
 	}
 	return api.KindService
 }
@@ -39,6 +42,8 @@ func (d Document) Name() string {
 		return d.Cluster.Metadata.Name
 	case d.Secret != nil:
 		return d.Secret.Metadata.Name
+	case d.FailoverGroup != nil:
+		return d.FailoverGroup.Metadata.Name
 	}
 	return d.Service.Metadata.Name
 }
@@ -146,10 +151,13 @@ func decodeDocument(tree any) (Document, ErrorList) {
 	case api.KindSecret:
 		doc.Secret = &api.Secret{}
 		decodeValue("", m, reflect.ValueOf(doc.Secret).Elem(), &errs)
+	case api.KindFailoverGroup:
+		doc.FailoverGroup = &api.FailoverGroup{}
+		decodeValue("", m, reflect.ValueOf(doc.FailoverGroup).Elem(), &errs)
 	case "":
-		errs.add("kind", "required (Cluster, Service or Secret)")
+		errs.add("kind", "required (Cluster, Service, Secret or FailoverGroup)")
 	default:
-		errs.add("kind", "unknown kind %q (want Cluster, Service or Secret)", h.Kind)
+		errs.add("kind", "unknown kind %q (want Cluster, Service, Secret or FailoverGroup)", h.Kind)
 	}
 	return doc, errs
 }
@@ -174,6 +182,7 @@ func validateAcrossDocuments(file string, docs []Document, providers Providers) 
 			secrets[d.Name()] = d.Secret
 		}
 	}
+	errs = append(errs, failoverAcrossDocuments(file, docs, first, clusters)...)
 	for _, d := range docs {
 		if d.Service == nil {
 			continue

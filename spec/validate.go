@@ -42,8 +42,14 @@ func ValidateDocument(d Document, providers Providers) ErrorList {
 		return ValidateCluster(d.Cluster, providers)
 	case d.Secret != nil:
 		return ValidateSecret(d.Secret)
+	case d.FailoverGroup != nil:
+		return ValidateFailoverGroup(d.FailoverGroup)
 	}
-	return ValidateService(d.Service)
+	errs := ValidateService(d.Service)
+	if d.Service.Spec.Failover != nil {
+		errs.add("spec.failover", "set by the server for the services of a FailoverGroup")
+	}
+	return errs
 }
 
 func envBytes(env map[string]string) int {
@@ -454,6 +460,9 @@ func validateHealthCheck(h api.HealthCheck, ports map[string]bool) ErrorList {
 	}
 	if h.FailureThreshold < 1 {
 		errs.add("spec.healthCheck.failureThreshold", "must be at least 1")
+	}
+	if h.SuccessThreshold < 0 {
+		errs.add("spec.healthCheck.successThreshold", "must be 0 or more")
 	}
 	return errs
 }

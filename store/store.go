@@ -94,6 +94,11 @@ type Tx interface {
 	PutService(s *api.Service) error
 	DeleteService(name string) error
 
+	GetFailoverGroup(name string) (*api.FailoverGroup, error)
+	ListFailoverGroups() ([]*api.FailoverGroup, error)
+	PutFailoverGroup(g *api.FailoverGroup) error
+	DeleteFailoverGroup(name string) error
+
 	GetMachine(id string) (*api.Machine, error)
 	ListMachines(f MachineFilter) ([]*api.Machine, error)
 	// CreateMachine inserts a new machine; ErrExists if its id is taken.

@@ -218,6 +218,8 @@ func kindLower(kind string) string {
 		return "service"
 	case api.KindSecret:
 		return "secret"
+	case api.KindFailoverGroup:
+		return "failovergroup"
 	}
 	return kind
 }

@@ -97,8 +97,22 @@ func describe(ctx context.Context, w io.Writer, c *client.Client, kind, name str
 		if err := printStructured(w, formatYAML, r); err != nil {
 			return err
 		}
+	case "failovergroups":
+		fg, err := c.GetFailoverGroup(ctx, name)
+		if err != nil {
+			return err
+		}
+		eventKind = api.KindFailoverGroup
+		status := fg.Status
+		fg.Status = nil
+		if err := printStructured(w, formatYAML, fg); err != nil {
+			return err
+		}
+		fg.Status = status
+		section(w, "Status")
+		printFailoverStatus(w, fg)
 	default:
-		return fmt.Errorf("describe takes a cluster, service, machine or replica")
+		return fmt.Errorf("describe takes a cluster, service, machine, replica or failovergroup")
 	}
 	events, err := c.ListEvents(ctx, client.EventQuery{Kind: eventKind, Name: name, Limit: 50})
 	if err != nil {

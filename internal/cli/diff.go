@@ -42,8 +42,8 @@ func newDiffCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// deleteFiles deletes the resources of spec files: services first, then
-// Secrets, then clusters (which refuse while services run on them).
+// deleteFiles deletes the resources of spec files: failover groups and
+// services first, then Secrets, then clusters (which refuse while services run on them).
 func deleteFiles(cmd *cobra.Command, g *globals, files []string) error {
 	body, label, err := readSpecs(files)
 	if err != nil {
@@ -57,7 +57,7 @@ func deleteFiles(cmd *cobra.Command, g *globals, files []string) error {
 	if err != nil {
 		return err
 	}
-	order := []string{api.KindService, api.KindSecret, api.KindCluster}
+	order := []string{api.KindFailoverGroup, api.KindService, api.KindSecret, api.KindCluster}
 	slices.SortStableFunc(docs, func(a, b spec.Document) int { return slices.Index(order, a.Kind()) - slices.Index(order, b.Kind()) })
 	for _, d := range docs {
 		var err error
@@ -66,6 +66,8 @@ func deleteFiles(cmd *cobra.Command, g *globals, files []string) error {
 			err = c.DeleteService(cmd.Context(), d.Name())
 		case api.KindSecret:
 			err = c.DeleteSecret(cmd.Context(), d.Name())
+		case api.KindFailoverGroup:
+			err = c.DeleteFailoverGroup(cmd.Context(), d.Name())
 		default:
 			err = c.DeleteCluster(cmd.Context(), d.Name())
 		}

@@ -25,8 +25,10 @@ func canonicalKind(s string) (string, error) {
 		return "events", nil
 	case "secret", "secrets":
 		return "secrets", nil
+	case "failovergroup", "failovergroups", "fg":
+		return "failovergroups", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events or secrets)", s)
+	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events, secrets or failovergroups)", s)
 }
 
 func clusterTable(list []api.Cluster) *table {
@@ -144,7 +146,7 @@ func eventTable(list []api.Event) *table {
 func newDeleteCmd(g *globals) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
-		Use:               "delete (cluster|service|secret) NAME | delete -f FILE|DIR",
+		Use:               "delete (cluster|service|secret|failovergroup) NAME | delete -f FILE|DIR",
 		Short:             "Delete a cluster (once it has no services), a service, or a Secret nothing uses; or the resources of spec files",
 		Args:              cobra.MaximumNArgs(2),
 		ValidArgsFunction: completeKindThenName(g),
@@ -173,6 +175,8 @@ func newDeleteCmd(g *globals) *cobra.Command {
 				err = c.DeleteService(cmd.Context(), args[1])
 			case "secrets":
 				err = c.DeleteSecret(cmd.Context(), args[1])
+			case "failovergroups":
+				err = c.DeleteFailoverGroup(cmd.Context(), args[1])
 			default:
 				return fmt.Errorf("%s are observed, not declared: they cannot be deleted (delete their service or cluster)", kind)
 			}

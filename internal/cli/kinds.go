@@ -28,6 +28,9 @@ func fetchObjects(ctx context.Context, c *client.Client, kind, name string, afte
 	case "secrets":
 		list, err := listOrOne(ctx, name, c.ListSecrets, c.GetSecret)
 		return anySlice(list), err
+	case "failovergroups":
+		list, err := listOrOne(ctx, name, c.ListFailoverGroups, c.GetFailoverGroup)
+		return anySlice(list), err
 	}
 	q := client.EventQuery{Limit: 200, Name: name, AfterID: afterEvent}
 	list, err := c.ListEvents(ctx, q)
@@ -62,6 +65,8 @@ func objectName(obj any) string {
 		return o.Metadata.Name
 	case api.Secret:
 		return o.Metadata.Name
+	case api.FailoverGroup:
+		return o.Metadata.Name
 	case api.Machine:
 		return o.ID
 	case api.Replica:
@@ -83,6 +88,8 @@ func labelsOf(obj any) map[string]string {
 		return o.Metadata.Labels
 	case api.Secret:
 		return o.Metadata.Labels
+	case api.FailoverGroup:
+		return o.Metadata.Labels
 	case api.Machine:
 		return o.Labels
 	case api.Replica:
@@ -103,6 +110,8 @@ func tableOf(kind string, objs []any) *table {
 		return replicaTable(typed[api.Replica](objs))
 	case "secrets":
 		return secretTable(typed[api.Secret](objs))
+	case "failovergroups":
+		return failoverTable(typed[api.FailoverGroup](objs))
 	}
 	return eventTable(typed[api.Event](objs))
 }
@@ -132,7 +141,7 @@ func completeKindThenName(g *globals) func(*cobra.Command, []string, string) ([]
 		switch len(args) {
 		case 0:
 			var out []string
-			for _, k := range []string{"clusters", "services", "machines", "replicas", "events", "secrets"} {
+			for _, k := range []string{"clusters", "services", "machines", "replicas", "events", "secrets", "failovergroups"} {
 				if strings.HasPrefix(k, toComplete) {
 					out = append(out, k)
 				}

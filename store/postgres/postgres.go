@@ -81,6 +81,7 @@ var migrations = []string{
 	`CREATE TABLE liveness (machine_id TEXT PRIMARY KEY, at BIGINT NOT NULL);`,
 	`CREATE TABLE tokens (id TEXT PRIMARY KEY, hash BYTEA NOT NULL, data TEXT NOT NULL);`,
 	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
+	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
 }
 
 // Open connects and migrates the database.

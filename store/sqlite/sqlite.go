@@ -185,6 +185,7 @@ var migrations = []string{
 	`CREATE TABLE liveness (machine_id TEXT PRIMARY KEY, at INTEGER NOT NULL);`,
 	`CREATE TABLE tokens (id TEXT PRIMARY KEY, hash BLOB NOT NULL, data TEXT NOT NULL);`,
 	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
+	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

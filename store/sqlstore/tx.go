@@ -132,6 +132,26 @@ func (t *tx) DeleteService(name string) error {
 	return t.exec("delete service", `DELETE FROM services WHERE name = ?`, name)
 }
 
+func (t *tx) GetFailoverGroup(name string) (*api.FailoverGroup, error) {
+	return getJSON[api.FailoverGroup](t, "failover group", name, `SELECT data FROM failover_groups WHERE name = ?`, name)
+}
+
+func (t *tx) ListFailoverGroups() ([]*api.FailoverGroup, error) {
+	return listJSON[api.FailoverGroup](t, "failover groups", `SELECT data FROM failover_groups ORDER BY name`)
+}
+
+func (t *tx) PutFailoverGroup(g *api.FailoverGroup) error {
+	data, err := encode(g)
+	if err != nil {
+		return err
+	}
+	return t.exec("put failover group", `INSERT INTO failover_groups(name, data) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET data = excluded.data`, g.Metadata.Name, data)
+}
+
+func (t *tx) DeleteFailoverGroup(name string) error {
+	return t.exec("delete failover group", `DELETE FROM failover_groups WHERE name = ?`, name)
+}
+
 func (t *tx) CreateMachine(m *api.Machine) error {
 	data, err := encode(m)
 	if err != nil {

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("Liveness", func(t *testing.T) { testLiveness(t, open(t)) })
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open(t)) })
 	t.Run("MachineWork", func(t *testing.T) { testMachineWork(t, open(t)) })
+	t.Run("FailoverGroups", func(t *testing.T) { testFailoverGroups(t, open(t)) })
 }
 
 // A machine id is taken once: a second create fails with ErrExists and
@@ -166,6 +167,37 @@ func testResources(t *testing.T, s store.Store) {
 	must(t, s.View(ctx, func(tx store.Tx) error {
 		if _, err := tx.GetService("web"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("deleted service still readable: %v", err)
+		}
+		return nil
+	}))
+}
+
+func testFailoverGroups(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	g := &api.FailoverGroup{Kind: api.KindFailoverGroup, Metadata: api.ObjectMeta{Name: "pg", Generation: 1}, Spec: api.FailoverGroupSpec{
+		Primary: api.FailoverSide{Cluster: "east"}, Replica: api.FailoverSide{Cluster: "west"}, LeaseSeconds: 10,
+		Capability: api.FailoverCapability{Name: api.CapabilityPostgres, Postgres: &api.PostgresCapability{Synchronous: true}}}}
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutFailoverGroup(g) }))
+	g.Metadata.Generation = 2
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutFailoverGroup(g) }))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		got, err := tx.GetFailoverGroup("pg")
+		if err != nil {
+			return err
+		}
+		if got.Metadata.Generation != 2 || got.Spec.Replica.Cluster != "west" || !got.Spec.Capability.Postgres.Synchronous {
+			t.Errorf("failover group round trip: %+v", got)
+		}
+		list, err := tx.ListFailoverGroups()
+		if err != nil || len(list) != 1 {
+			t.Errorf("list: %v %v", list, err)
+		}
+		return nil
+	}))
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.DeleteFailoverGroup("pg") }))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		if _, err := tx.GetFailoverGroup("pg"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleted group: got %v, want ErrNotFound", err)
 		}
 		return nil
 	}))

@@ -1,0 +1,180 @@
+package api
+
+import "time"
+
+// KindFailoverGroup is a higher-order topology: one service run as a
+// primary in one cluster and a replica in another, failed over and back.
+const KindFailoverGroup = "FailoverGroup"
+
+// FailoverGroup is a service deployed twice, as primary and replica.
+type FailoverGroup struct {
+	APIVersion string             `json:"apiVersion,omitempty"`
+	Kind       string             `json:"kind"`
+	Metadata   ObjectMeta         `json:"metadata"`
+	Spec       FailoverGroupSpec  `json:"spec"`
+	Status     *FailoverGroupInfo `json:"status,omitempty"`
+}
+
+// FailoverGroupSpec is what the operator declares about a failover group.
+type FailoverGroupSpec struct {
+	// Template is the service each side runs (its cluster and replica
+	// count are the group's).
+	Template ServiceSpec `json:"template"`
+	// Primary is the side that starts as primary (and that revert
+	// returns to); Replica the side that starts as its replica.
+	Primary    FailoverSide       `json:"primary"`
+	Replica    FailoverSide       `json:"replica"`
+	Capability FailoverCapability `json:"capability"`
+	Health     FailoverHealth     `json:"health,omitempty"`
+	// LeaseSeconds is how long a primary may serve without renewing its
+	// lease; FenceMarginSeconds is how much longer the server waits when
+	// the primary's machine cannot be stopped through its provider.
+	LeaseSeconds       int `json:"leaseSeconds,omitempty"`
+	FenceMarginSeconds int `json:"fenceMarginSeconds,omitempty"`
+	// Mode is automatic (fail over on its own) or manual (only
+	// `gantry failover promote`).
+	Mode string `json:"mode,omitempty"`
+}
+
+// Failover modes.
+const (
+	FailoverAutomatic = "automatic"
+	FailoverManual    = "manual"
+)
+
+// FailoverSide is where one side of a group runs.
+type FailoverSide struct {
+	Cluster string `json:"cluster"`
+}
+
+// FailoverCapability is the software's failover capability.
+type FailoverCapability struct {
+	Name     string              `json:"name"`
+	Postgres *PostgresCapability `json:"postgres,omitempty"`
+	Generic  *GenericCapability  `json:"generic,omitempty"`
+}
+
+// Capability names.
+const (
+	CapabilityPostgres = "postgres"
+	CapabilityGeneric  = "generic"
+)
+
+// PostgresCapability runs PostgreSQL streaming replication.
+type PostgresCapability struct {
+	// Synchronous makes every commit wait for the replica (no acknowledged
+	// write is lost by a failover; writes wait while the replica is down).
+	Synchronous bool `json:"synchronous,omitempty"`
+	// BinDir holds initdb, pg_basebackup, pg_rewind and postgres.
+	BinDir string `json:"binDir,omitempty"`
+	// User is the operating-system user PostgreSQL runs as when the agent
+	// runs as root.
+	User string `json:"user,omitempty"`
+	// DataRoot holds PostgreSQL's files, one directory per machine and
+	// group, when the agent runs as root (PostgreSQL's user must reach
+	// them); default /var/lib/gantry/failover. A non-root agent keeps them
+	// in its own data directory.
+	DataRoot string `json:"dataRoot,omitempty"`
+	// PasswordEnv names the environment variable (of the template, from a
+	// Secret) holding the password of the postgres user; without it,
+	// connections are trusted from loopback only.
+	PasswordEnv string `json:"passwordEnv,omitempty"`
+}
+
+// GenericCapability fails over any software through hook commands, run
+// with the GANTRY_FAILOVER_* environment.
+type GenericCapability struct {
+	Promote   []string `json:"promote"`
+	Demote    []string `json:"demote,omitempty"`
+	Replicate []string `json:"replicate,omitempty"`
+}
+
+// FailoverHealth is when a primary counts as failed and a side as
+// healthy again.
+type FailoverHealth struct {
+	FailureThreshold int `json:"failureThreshold,omitempty"`
+	SuccessThreshold int `json:"successThreshold,omitempty"`
+	IntervalSeconds  int `json:"intervalSeconds,omitempty"`
+}
+
+// FailoverGroupInfo is a group's observed state.
+type FailoverGroupInfo struct {
+	Phase   string `json:"phase"`
+	Epoch   int64  `json:"epoch"`
+	Message string `json:"message,omitempty"`
+	// Primary is the cluster of the side that is primary now, and
+	// Endpoint where clients reach it (host:port), "" while none serves.
+	Primary      string           `json:"primary,omitempty"`
+	Endpoint     string           `json:"endpoint,omitempty"`
+	Members      []FailoverMember `json:"members"`
+	LastFailover *time.Time       `json:"lastFailover,omitempty"`
+}
+
+// FailoverMember is one side as observed.
+type FailoverMember struct {
+	Cluster  string `json:"cluster"`
+	Service  string `json:"service"`
+	Home     string `json:"home"`
+	Role     string `json:"role"`
+	Replica  string `json:"replica,omitempty"`
+	Machine  string `json:"machine,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	State    string `json:"state,omitempty"`
+	Health   Health `json:"health,omitempty"`
+	// Serving is what the member itself last reported: it acts in its
+	// role at Epoch.
+	Serving bool  `json:"serving"`
+	Epoch   int64 `json:"epoch"`
+}
+
+// Failover roles, as told to members.
+const (
+	RolePrimary = "primary"
+	RoleReplica = "replica"
+	// RoleFenced must not serve: it stops and waits.
+	RoleFenced = "fenced"
+)
+
+// FailoverAssignment tells a member its role (delivered with its
+// assignment; not part of its spec, so a role change restarts nothing).
+type FailoverAssignment struct {
+	Group string `json:"group"`
+	Role  string `json:"role"`
+	Epoch int64  `json:"epoch"`
+	// Primary is the primary's endpoint (host:port), for a replica.
+	Primary string `json:"primary,omitempty"`
+	// Bootstrap allows a primary with no data to initialise it (only
+	// before the group ever had a primary).
+	Bootstrap    bool               `json:"bootstrap,omitempty"`
+	LeaseSeconds int                `json:"leaseSeconds"`
+	Capability   FailoverCapability `json:"capability"`
+}
+
+// MemberStatus is what a member reports of itself (through its agent).
+type MemberStatus struct {
+	Role    string `json:"role"`
+	Epoch   int64  `json:"epoch"`
+	Serving bool   `json:"serving"`
+	Message string `json:"message,omitempty"`
+}
+
+// FailoverMemberSpec marks a service as one side of a group (set by the
+// server when it expands the group).
+type FailoverMemberSpec struct {
+	Group string `json:"group"`
+	// Home is "primary" or "replica": the side's role in the spec.
+	Home string `json:"home"`
+}
+
+// FailoverRequest asks a group for a manual step.
+type FailoverRequest struct {
+	// Action is promote (the replica side becomes primary) or revert
+	// (back to the spec's primary side).
+	Action string `json:"action"`
+}
+
+// Manual failover actions.
+const (
+	FailoverPromote = "promote"
+	FailoverRevert  = "revert"
+)

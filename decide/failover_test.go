@@ -1,0 +1,144 @@
+package decide_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/failover"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// failoverHarness has clusters east and west, one machine each, and
+// group pg expanded into its two services, as the server stores them.
+func failoverHarness(t *testing.T) *decidetest.Harness {
+	h := decidetest.New(t)
+	for _, c := range []string{"east", "west"} {
+		h.Cluster(c, decidetest.Group("db", "large", 1, 2))
+		h.Machine(c, "db", "large")
+	}
+	g := &api.FailoverGroup{Kind: api.KindFailoverGroup, Metadata: api.ObjectMeta{Name: "pg"}, Spec: api.FailoverGroupSpec{
+		Primary: api.FailoverSide{Cluster: "east"}, Replica: api.FailoverSide{Cluster: "west"},
+		Capability: api.FailoverCapability{Name: api.CapabilityPostgres},
+		Template:   api.ServiceSpec{Ports: []api.Port{{Name: "postgres"}}, Resources: api.ServiceResources{CPU: "500m", Memory: "512Mi"}}}}
+	spec.DefaultFailoverGroup(g)
+	h.Snap.FailoverGroups = []*api.FailoverGroup{g}
+	h.Snap.Services = append(h.Snap.Services, spec.FailoverMembers(g)...)
+	return h
+}
+
+// members makes every placed member report the role the group gives it,
+// as `gantry member` does through its agent, except those on machines
+// that are down.
+func members(h *decidetest.Harness, down ...string) {
+	st := h.Memory.Failover["pg"]
+	for _, r := range h.Snap.Replicas {
+		if r.Machine == "" || slices.Contains(down, r.Machine) {
+			continue
+		}
+		home := failover.HomePrimary
+		if r.Service == "pg-west" {
+			home = failover.HomeReplica
+		}
+		role, _ := failover.Role(st, home, decide.Instance(r))
+		r.Member = &api.MemberStatus{Role: role, Epoch: st.Epoch, Serving: role != api.RoleFenced}
+		r.Address, r.HostPorts = "10.0.0.1", map[string]int{"postgres": 5432}
+	}
+}
+
+func (hs harnessSteps) pass(down ...string) decide.Plan {
+	h := hs.h
+	h.Join()
+	h.Run()
+	for _, m := range h.Snap.Machines {
+		if !slices.Contains(down, m.ID) && m.JoinState == api.JoinJoined {
+			beat := h.Now
+			m.LastHeartbeat = &beat
+		}
+	}
+	p := h.Pass()
+	members(h, down...)
+	return p
+}
+
+type harnessSteps struct{ h *decidetest.Harness }
+
+func TestFailoverFencesThenPromotesThroughThePlan(t *testing.T) {
+	h := failoverHarness(t)
+	hs := harnessSteps{h}
+	for range 6 {
+		hs.pass()
+		h.Step(time.Second)
+	}
+	st := h.Memory.Failover["pg"]
+	if st.Phase != failover.PhaseHealthy || st.Epoch != 1 || st.Primary != failover.HomePrimary {
+		t.Fatalf("want healthy with east primary: %+v", st)
+	}
+	east := h.ReplicaByID("pg-east-0").Machine
+	lastBeat := h.Now.Add(-time.Second)
+	var fences []decide.Fence
+	for h.Now.Before(lastBeat.Add(10 * time.Second)) {
+		p := hs.pass(east)
+		if len(p.Fences) > 0 || h.Memory.Failover["pg"].Epoch != 1 {
+			t.Fatalf("fenced or promoted before the lease ran out at %s: %+v", h.Now, h.Memory.Failover["pg"])
+		}
+		h.Step(time.Second)
+	}
+	var p decide.Plan
+	for range 3 {
+		if p = hs.pass(east); len(p.Fences) > 0 {
+			break
+		}
+	}
+	fences = p.Fences
+	if len(fences) != 1 || fences[0].Machine != east || !slices.ContainsFunc(p.Terminates, func(x decide.Terminate) bool { return x.Machine == east && x.Cause == decide.CauseFenced }) {
+		t.Fatalf("want the old primary's machine fenced and terminated: fences %+v terminates %+v", fences, p.Terminates)
+	}
+	h.Step(time.Second)
+	if p := hs.pass(east); len(p.Fences) != 0 || h.Memory.Failover["pg"].Epoch != 1 {
+		t.Fatalf("no second fence call before the retry interval, no promotion before the provider confirms: %+v", p.Fences)
+	}
+	h.Outcome(decide.Outcome{Call: decide.CallFence, Machine: east, Cluster: "east"})
+	hs.pass(east)
+	st = h.Memory.Failover["pg"]
+	if st.Epoch != 2 || st.Primary != failover.HomeReplica || !st.FenceConfirmed && st.Phase == failover.PhaseFencing {
+		t.Fatalf("want west promoted at epoch 2 once the fence is confirmed: %+v", st)
+	}
+	reasons := map[string]bool{}
+	for _, e := range h.Events {
+		if e.ObjectKind == api.KindFailoverGroup {
+			reasons[e.Reason] = true
+		}
+	}
+	for _, want := range []string{"PrimaryFailed", "Fenced", "Promoted"} {
+		if !reasons[want] {
+			t.Fatalf("events lack %s: %v", want, reasons)
+		}
+	}
+}
+
+func TestFailedFenceIsRetriedAndBlocksThePromotion(t *testing.T) {
+	h := failoverHarness(t)
+	hs := harnessSteps{h}
+	for range 6 {
+		hs.pass()
+		h.Step(time.Second)
+	}
+	east := h.ReplicaByID("pg-east-0").Machine
+	for range 12 {
+		hs.pass(east)
+		h.Step(time.Second)
+	}
+	h.Outcome(decide.Outcome{Call: decide.CallFence, Machine: east, Error: "instance i-1 is still running"})
+	hs.pass(east)
+	if st := h.Memory.Failover["pg"]; st.Epoch != 1 || st.FenceError == "" {
+		t.Fatalf("an unconfirmed fence must block the promotion: %+v", st)
+	}
+	h.Step(h.Config.DescribeInterval)
+	if p := hs.pass(east); len(p.Fences) != 1 {
+		t.Fatalf("want the fence tried again, got %+v", p.Fences)
+	}
+}

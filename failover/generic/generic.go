@@ -1,0 +1,172 @@
+// Package generic is the failover capability for any software: it runs
+// the group's command and calls the group's hook commands on each
+// transition (promote, demote, replicate), with the role in the
+// environment: GANTRY_FAILOVER_ROLE, GANTRY_FAILOVER_EPOCH and
+// GANTRY_FAILOVER_PRIMARY (host:port of the primary).
+package generic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover/member"
+)
+
+// Config is the software and its hooks.
+type Config struct {
+	api.GenericCapability
+	Command []string
+	// Dir is the member's directory (its role file).
+	Dir         string
+	StopTimeout time.Duration
+}
+
+// Generic is the capability.
+type Generic struct {
+	cfg    Config
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// New returns the capability.
+func New(cfg Config) *Generic {
+	done := make(chan struct{})
+	close(done)
+	return &Generic{cfg: cfg, exited: done}
+}
+
+// env is the member's environment with its role as told.
+func (g *Generic) env(role string, primary string) []string {
+	epoch := int64(0)
+	if as, err := member.ReadRole(g.cfg.Dir); err == nil && as != nil {
+		epoch = as.Epoch
+		if primary == "" {
+			primary = as.Primary
+		}
+	}
+	return append(os.Environ(), "GANTRY_FAILOVER_ROLE="+role, "GANTRY_FAILOVER_EPOCH="+strconv.FormatInt(epoch, 10), "GANTRY_FAILOVER_PRIMARY="+primary)
+}
+
+// Exited implements member.Capability.
+func (g *Generic) Exited() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.exited
+}
+
+func (g *Generic) running() bool {
+	select {
+	case <-g.Exited():
+		return false
+	default:
+		return true
+	}
+}
+
+func (g *Generic) start(role, primary string) error {
+	if g.running() {
+		return nil
+	}
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		goruntime.LockOSThread() // the parent-death signal follows this thread
+		cmd := exec.Command(g.cfg.Command[0], g.cfg.Command[1:]...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = g.env(role, primary), os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(exited)
+			return
+		}
+		g.mu.Lock()
+		g.cmd, g.exited = cmd, exited
+		g.mu.Unlock()
+		started <- nil
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	return <-started
+}
+
+func (g *Generic) hook(ctx context.Context, name string, command []string, role, primary string) error {
+	if len(command) == 0 {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd.Env = g.env(role, primary)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s hook: %w: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Deploy implements member.Capability.
+func (g *Generic) Deploy(ctx context.Context, bootstrap bool) error {
+	return g.start(api.RolePrimary, "")
+}
+
+// Replicate implements member.Capability.
+func (g *Generic) Replicate(ctx context.Context, primary string) error {
+	if err := g.hook(ctx, "replicate", g.cfg.Replicate, api.RoleReplica, primary); err != nil {
+		return err
+	}
+	return g.start(api.RoleReplica, primary)
+}
+
+// Promote implements member.Capability.
+func (g *Generic) Promote(ctx context.Context) error {
+	return g.hook(ctx, "promote", g.cfg.GenericCapability.Promote, api.RolePrimary, "")
+}
+
+// Demote implements member.Capability: the demote hook when there is
+// one, else a restart as replica.
+func (g *Generic) Demote(ctx context.Context, primary string) error {
+	if len(g.cfg.GenericCapability.Demote) > 0 && g.running() {
+		return g.hook(ctx, "demote", g.cfg.GenericCapability.Demote, api.RoleReplica, primary)
+	}
+	if err := g.Fence(ctx); err != nil {
+		return err
+	}
+	return g.Replicate(ctx, primary)
+}
+
+// Fence implements member.Capability: SIGTERM, SIGKILL after StopTimeout.
+func (g *Generic) Fence(ctx context.Context) error {
+	g.mu.Lock()
+	cmd, exited := g.cmd, g.exited
+	g.mu.Unlock()
+	if cmd == nil || !g.running() {
+		return nil
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(g.cfg.StopTimeout):
+	case <-ctx.Done():
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+	return nil
+}
+
+// Health implements member.Capability: the command runs (its own health
+// check is the service's).
+func (g *Generic) Health(ctx context.Context) error {
+	if !g.running() {
+		return errors.New("not running")
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+// Package member runs one side of a failover group on its machine: it
+// reads the role its agent keeps current, has the software take that
+// role through a Capability, and reports whether it serves in it. The
+// loop is written once; a capability (PostgreSQL, generic hooks) says
+// how a given software is deployed, replicated, promoted, demoted and
+// fenced.
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/atomicfile"
+)
+
+// Capability is what a software must offer to fail over.
+type Capability interface {
+	// Deploy serves as primary; bootstrap allows initialising empty data.
+	Deploy(ctx context.Context, bootstrap bool) error
+	// Replicate serves as a replica of primary (host:port), seeding from
+	// it when there is no data, and following a primary that moved.
+	Replicate(ctx context.Context, primary string) error
+	// Promote makes the running replica the primary.
+	Promote(ctx context.Context) error
+	// Demote makes a former primary a replica of primary, rewinding its
+	// data (or seeding it afresh).
+	Demote(ctx context.Context, primary string) error
+	// Fence stops serving, cleanly where it can.
+	Fence(ctx context.Context) error
+	// Health says whether the software serves in the role it was given.
+	Health(ctx context.Context) error
+	// Exited is closed when the software stops by itself.
+	Exited() <-chan struct{}
+}
+
+// Files of a member's directory (written by the agent and the member).
+const (
+	RoleFile   = "role.json"
+	StatusFile = "status.json"
+)
+
+// Config tunes the loop.
+type Config struct {
+	// Dir holds the role, the status and the software's data.
+	Dir string
+	// PollInterval is how often the role is read and health checked.
+	PollInterval time.Duration
+	// StepTimeout bounds one transition (a seed can take long).
+	StepTimeout time.Duration
+	Log         *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig(dir string) Config {
+	return Config{Dir: dir, PollInterval: 200 * time.Millisecond, StepTimeout: 10 * time.Minute, Log: slog.Default()}
+}
+
+// ReadRole reads the role the agent wrote.
+func ReadRole(dir string) (*api.FailoverAssignment, error) {
+	var as api.FailoverAssignment
+	found, err := atomicfile.ReadJSON(filepath.Join(dir, RoleFile), &as)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &as, nil
+}
+
+// applied is what the software was last made to do.
+type applied struct {
+	role    string
+	epoch   int64
+	primary string
+	// wasPrimary: its data last served as primary (a replica needs a
+	// rewind before following another).
+	wasPrimary bool
+}
+
+// Run keeps the software in its role until ctx ends (then fences it) or
+// the software exits by itself (an error: the agent restarts the member).
+func Run[C Capability](ctx context.Context, c C, cfg Config) error {
+	log := cfg.Log
+	var cur applied
+	ticker := time.NewTicker(cfg.PollInterval)
+	defer ticker.Stop()
+	for {
+		as, err := ReadRole(cfg.Dir)
+		if err != nil {
+			log.Warn("read role", "err", err)
+		}
+		status := api.MemberStatus{Role: cur.role, Epoch: cur.epoch}
+		if as != nil {
+			next, err := step(ctx, c, cur, *as, cfg.StepTimeout, log)
+			cur = next
+			status = api.MemberStatus{Role: cur.role, Epoch: cur.epoch}
+			if err != nil {
+				status.Message = err.Error()
+				log.Warn("role not taken yet", "role", as.Role, "epoch", as.Epoch, "err", err)
+			}
+		}
+		if cur.role == api.RolePrimary || cur.role == api.RoleReplica {
+			if err := c.Health(ctx); err != nil {
+				status.Message = "not serving: " + err.Error()
+			} else {
+				status.Serving = true
+			}
+		}
+		if err := atomicfile.WriteJSON(filepath.Join(cfg.Dir, StatusFile), status); err != nil {
+			log.Warn("write status", "err", err)
+		}
+		var exited <-chan struct{} // only a serving role watches the software
+		if cur.role == api.RolePrimary || cur.role == api.RoleReplica {
+			exited = c.Exited()
+		}
+		select {
+		case <-ctx.Done():
+			stop, cancel := context.WithTimeout(context.Background(), cfg.StepTimeout)
+			defer cancel()
+			err := c.Fence(stop)
+			_ = atomicfile.WriteJSON(filepath.Join(cfg.Dir, StatusFile), api.MemberStatus{Role: api.RoleFenced, Epoch: cur.epoch})
+			return err
+		case <-exited:
+			return errors.New("the software stopped by itself")
+		case <-ticker.C:
+		}
+	}
+}
+
+// step moves the software toward the role it is told.
+func step[C Capability](ctx context.Context, c C, cur applied, as api.FailoverAssignment, timeout time.Duration, log *slog.Logger) (applied, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	next := applied{role: as.Role, epoch: as.Epoch, primary: as.Primary, wasPrimary: cur.wasPrimary}
+	var err error
+	switch as.Role {
+	case api.RoleFenced:
+		if cur.role == api.RoleFenced && cur.epoch == as.Epoch {
+			return cur, nil
+		}
+		log.Info("fencing: stop serving", "epoch", as.Epoch)
+		err = c.Fence(ctx)
+	case api.RolePrimary:
+		switch {
+		case cur.role == api.RolePrimary && cur.epoch == as.Epoch:
+			return cur, nil
+		case cur.role == api.RoleReplica:
+			log.Info("promoting to primary", "epoch", as.Epoch)
+			err = c.Promote(ctx)
+		default:
+			log.Info("serving as primary", "epoch", as.Epoch, "bootstrap", as.Bootstrap)
+			err = c.Deploy(ctx, as.Bootstrap)
+		}
+		next.wasPrimary = err == nil
+	case api.RoleReplica:
+		if as.Primary == "" {
+			// The primary is gone (being replaced): a replica keeps its
+			// data and waits; it is what a failover promotes.
+			if cur.role == api.RoleReplica {
+				cur.epoch = as.Epoch
+				return cur, nil
+			}
+			return cur, errors.New("waiting for the primary's address")
+		}
+		switch {
+		case cur.role == api.RoleReplica && cur.epoch == as.Epoch && cur.primary == as.Primary:
+			return cur, nil
+		case cur.wasPrimary || cur.role == api.RolePrimary:
+			log.Info("demoting to replica", "epoch", as.Epoch, "primary", as.Primary)
+			err = c.Demote(ctx, as.Primary)
+		default:
+			log.Info("serving as replica", "epoch", as.Epoch, "primary", as.Primary)
+			err = c.Replicate(ctx, as.Primary)
+		}
+		if err == nil {
+			next.wasPrimary = false
+		}
+	default:
+		return cur, fmt.Errorf("unknown role %q", as.Role)
+	}
+	if err != nil {
+		// Not in the role: retried on the next poll; serving nothing meanwhile
+		// is the safe side.
+		_ = c.Fence(context.WithoutCancel(ctx))
+		return applied{role: api.RoleFenced, epoch: cur.epoch, wasPrimary: next.wasPrimary || cur.wasPrimary}, err
+	}
+	return next, nil
+}
+
+// Dir is the member's directory from its environment.
+func Dir() (string, error) {
+	dir := os.Getenv("GANTRY_FAILOVER_DIR")
+	if dir == "" {
+		return "", errors.New("GANTRY_FAILOVER_DIR is not set: `gantry member` runs as a failover group's replica, started by its agent")
+	}
+	return dir, os.MkdirAll(dir, 0o700)
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+)
+
+func failoverTable(list []api.FailoverGroup) *table {
+	t := &table{header: []string{"NAME", "PHASE", "EPOCH", "PRIMARY", "ENDPOINT", "MODE", "AGE"}, wide: []string{"REPLICA", "CAPABILITY", "LAST-FAILOVER"}}
+	for _, g := range list {
+		st := g.Status
+		if st == nil {
+			st = &api.FailoverGroupInfo{}
+		}
+		replica, last := "", ""
+		for _, m := range st.Members {
+			if m.Cluster != st.Primary {
+				replica = m.Cluster
+			}
+		}
+		if st.LastFailover != nil {
+			last = age(*st.LastFailover)
+		}
+		t.add(g.Metadata.Name, st.Phase, strconv.FormatInt(st.Epoch, 10), orDash(st.Primary), orDash(st.Endpoint), g.Spec.Mode,
+			age(timePtr(g.Metadata.CreatedAt)), replica, g.Spec.Capability.Name, orDash(last))
+	}
+	return t
+}
+
+func newFailoverCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "failover (status|promote|revert) NAME",
+		Short: "Show a failover group, promote its replica side, or revert to its spec's primary side",
+	}
+	status := &cobra.Command{
+		Use:               "status NAME",
+		Short:             "Show which side is primary, the epoch, and each member's role",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(g, "failovergroups"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			fg, err := c.GetFailoverGroup(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			printFailoverStatus(g.out, fg)
+			return nil
+		},
+	}
+	cmd.AddCommand(status, failoverAction(g, api.FailoverPromote, "Promote the replica side (a planned switchover; a fenced failover when the primary failed)"),
+		failoverAction(g, api.FailoverRevert, "Switch back to the spec's primary side once it replicates again"))
+	return cmd
+}
+
+func failoverAction(g *globals, action, short string) *cobra.Command {
+	var wait bool
+	var timeout, poll time.Duration
+	cmd := &cobra.Command{
+		Use:               action + " NAME",
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeNames(g, "failovergroups"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			before, err := c.GetFailoverGroup(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if err := c.RequestFailover(cmd.Context(), args[0], action); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "failovergroup/%s %s requested\n", args[0], action)
+			if !wait {
+				return nil
+			}
+			return waitPromoted(cmd, g, c, args[0], before.Status.Epoch, timeout, poll)
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the new primary serves and the other side replicates from it (phase Healthy)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	cmd.Flags().DurationVar(&poll, "poll-interval", 500*time.Millisecond, "how often --wait reads the group")
+	return cmd
+}
+
+// waitPromoted waits for a new epoch with both sides healthy again,
+// printing each phase it passes.
+func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string, epoch int64, timeout, poll time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		fg, err := c.GetFailoverGroup(cmd.Context(), name)
+		if err != nil {
+			return err
+		}
+		st := fg.Status
+		if line := st.Phase + ": " + st.Message; line != last {
+			fmt.Fprintf(g.out, "  %s\n", strings.TrimSuffix(line, ": "))
+			last = line
+		}
+		if st.Epoch > epoch && st.Phase == "Healthy" {
+			fmt.Fprintf(g.out, "failovergroup/%s: cluster %s primary at epoch %d, serving at %s; the other side replicates\n", name, st.Primary, st.Epoch, st.Endpoint)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("failovergroup/%s: no new primary within %s (phase %s)", name, timeout, st.Phase)
+		}
+		select {
+		case <-cmd.Context().Done():
+			return cmd.Context().Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+func printFailoverStatus(w io.Writer, fg *api.FailoverGroup) {
+	st := fg.Status
+	fmt.Fprintf(w, "Name:      %s\nPhase:     %s\nEpoch:     %d\nPrimary:   %s\nEndpoint:  %s\nMode:      %s\n", fg.Metadata.Name, st.Phase, st.Epoch,
+		orDash(st.Primary), orDash(st.Endpoint), fg.Spec.Mode)
+	if st.Message != "" {
+		fmt.Fprintf(w, "Message:   %s\n", st.Message)
+	}
+	if st.LastFailover != nil {
+		fmt.Fprintf(w, "Last failover: %s\n", st.LastFailover.UTC().Format(time.RFC3339))
+	}
+	t := &table{header: []string{"CLUSTER", "HOME", "ROLE", "SERVING", "EPOCH", "REPLICA", "MACHINE", "ENDPOINT", "HEALTH"}}
+	for _, m := range st.Members {
+		t.add(m.Cluster, m.Home, m.Role, strconv.FormatBool(m.Serving), strconv.FormatInt(m.Epoch, 10), orDash(m.Replica), orDash(m.Machine), orDash(m.Endpoint), orDash(string(m.Health)))
+	}
+	fmt.Fprintln(w, "Members:")
+	_ = t.print(w, false)
+}
