@@ -87,6 +87,9 @@ type GenericCapability struct {
 	Promote   []string `json:"promote"`
 	Demote    []string `json:"demote,omitempty"`
 	Replicate []string `json:"replicate,omitempty"`
+	// Health exits 0 while the software serves in its role (default: its
+	// command runs).
+	Health []string `json:"health,omitempty"`
 }
 
 // FailoverHealth is when a primary counts as failed and a side as

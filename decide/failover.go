@@ -56,9 +56,9 @@ func (p *Pass) decideFailover() {
 		sides := p.failoverSides(g, &st)
 		request := p.mem.FailoverRequests[name]
 		delete(p.mem.FailoverRequests, name)
-		spec := failover.Group{Name: name, Sides: map[string]string{failover.HomePrimary: "cluster " + g.Spec.Primary.Cluster, failover.HomeReplica: "cluster " + g.Spec.Replica.Cluster}, Automatic: g.Spec.Mode == api.FailoverAutomatic,
+		group := failover.Group{Name: name, Sides: map[string]string{failover.HomePrimary: "cluster " + g.Spec.Primary.Cluster, failover.HomeReplica: "cluster " + g.Spec.Replica.Cluster}, Automatic: g.Spec.Mode == api.FailoverAutomatic,
 			Lease: time.Duration(g.Spec.LeaseSeconds) * time.Second, FenceMargin: time.Duration(g.Spec.FenceMarginSeconds) * time.Second}
-		d := failover.Step(spec, st, sides, request, p.now)
+		d := failover.Step(group, st, sides, request, p.now)
 		for _, e := range d.Events {
 			typ := api.EventNormal
 			if e.Warning {
@@ -80,18 +80,15 @@ func (p *Pass) decideFailover() {
 func (p *Pass) failoverSides(g *api.FailoverGroup, st *failover.State) map[string]*machineSide {
 	sides := map[string]*machineSide{}
 	for home, cluster := range map[string]string{failover.HomePrimary: g.Spec.Primary.Cluster, failover.HomeReplica: g.Spec.Replica.Cluster} {
-		svc := spec.FailoverMemberName(g.Metadata.Name, cluster)
+		service := spec.FailoverMemberName(g.Metadata.Name, cluster)
 		s := &machineSide{p: p, st: st, lease: time.Duration(g.Spec.LeaseSeconds) * time.Second}
 		for _, r := range p.replicas {
-			if r.Service == svc && (s.r == nil || s.r.Machine == "" && r.Machine != "") {
+			if r.Service == service && (s.r == nil || s.r.Machine == "" && r.Machine != "") {
 				s.r = r
 			}
 		}
 		if s.r != nil {
 			s.m = p.machineByID[s.r.Machine]
-			if svc := p.services[svc]; svc != nil && len(svc.Spec.Ports) > 0 {
-				s.port = svc.Spec.Ports[0].Name
-			}
 		}
 		sides[home] = s
 	}
@@ -158,7 +155,6 @@ type machineSide struct {
 	st    *failover.State
 	r     *api.Replica
 	m     *api.Machine
-	port  string
 	lease time.Duration
 }
 
@@ -193,19 +189,17 @@ func (s *machineSide) Stopped(epoch int64) bool {
 func (s *machineSide) LeaseExpiry() time.Time { return s.st.Renewed.Add(s.lease) }
 
 func (s *machineSide) Fence() failover.FenceState {
-	m := s.p.machineByID[s.st.FenceMachine]
+	m := s.p.machineByID[InstanceMachine(s.st.Holder)]
 	switch {
 	case s.st.FenceConfirmed:
 		return failover.FenceConfirmed
 	case m != nil && !s.p.provisions(m):
-		return failover.FenceUnsupported
+		return failover.FenceUnsupported // joined by hand: nothing can stop it
 	case s.st.FenceMachine == "":
 		return failover.FenceNotRequested
 	}
 	return failover.FencePending
 }
-
-func (s *machineSide) Endpoint() string { return Endpoint(s.r, s.port) }
 
 // Endpoint is where a replica serves its named port (host:port).
 func Endpoint(r *api.Replica, port string) string {

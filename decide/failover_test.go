@@ -66,13 +66,26 @@ func (hs harnessSteps) pass(down ...string) decide.Plan {
 
 type harnessSteps struct{ h *decidetest.Harness }
 
-func TestFailoverFencesThenPromotesThroughThePlan(t *testing.T) {
+// healthyGroup is failoverHarness, edited, passed until the group is
+// healthy.
+func healthyGroup(t *testing.T, edit func(*decidetest.Harness)) (*decidetest.Harness, harnessSteps) {
 	h := failoverHarness(t)
+	if edit != nil {
+		edit(h)
+	}
 	hs := harnessSteps{h}
 	for range 6 {
 		hs.pass()
 		h.Step(time.Second)
 	}
+	if st := h.Memory.Failover["pg"]; st.Phase != failover.PhaseHealthy {
+		t.Fatalf("want the group healthy: %+v", st)
+	}
+	return h, hs
+}
+
+func TestFailoverFencesThenPromotesThroughThePlan(t *testing.T) {
+	h, hs := healthyGroup(t, nil)
 	st := h.Memory.Failover["pg"]
 	if st.Phase != failover.PhaseHealthy || st.Epoch != 1 || st.Primary != failover.HomePrimary {
 		t.Fatalf("want healthy with east primary: %+v", st)
@@ -121,12 +134,7 @@ func TestFailoverFencesThenPromotesThroughThePlan(t *testing.T) {
 }
 
 func TestFailedFenceIsRetriedAndBlocksThePromotion(t *testing.T) {
-	h := failoverHarness(t)
-	hs := harnessSteps{h}
-	for range 6 {
-		hs.pass()
-		h.Step(time.Second)
-	}
+	h, hs := healthyGroup(t, nil)
 	east := h.ReplicaByID("pg-east-0").Machine
 	for range 12 {
 		hs.pass(east)
@@ -140,5 +148,39 @@ func TestFailedFenceIsRetriedAndBlocksThePromotion(t *testing.T) {
 	h.Step(h.Config.DescribeInterval)
 	if p := hs.pass(east); len(p.Fences) != 1 {
 		t.Fatalf("want the fence tried again, got %+v", p.Fences)
+	}
+}
+
+// A primary on a machine joined by hand cannot be stopped through a
+// provider: the group waits the lease plus the margin, says so, and
+// promotes without a fence call.
+func TestUnfenceablePrimaryPromotedAfterLeaseAndMargin(t *testing.T) {
+	h, hs := healthyGroup(t, func(h *decidetest.Harness) {
+		for _, m := range h.Snap.Machines {
+			if m.Cluster == "east" {
+				m.Provider, m.ProviderKey = decidetest.External, decidetest.External
+			}
+		}
+	})
+	east := h.ReplicaByID("pg-east-0").Machine
+	lastBeat := h.Now.Add(-time.Second)
+	g := h.Snap.FailoverGroups[0].Spec
+	deadline := lastBeat.Add(time.Duration(g.LeaseSeconds+g.FenceMarginSeconds) * time.Second)
+	for h.Now.Before(deadline) {
+		if p := hs.pass(east); len(p.Fences) > 0 || h.Memory.Failover["pg"].Epoch != 1 {
+			t.Fatalf("fence call or promotion at %s, before the lease plus margin (%s): %+v", h.Now, deadline, h.Memory.Failover["pg"])
+		}
+		h.Step(time.Second)
+	}
+	hs.pass(east)
+	if st := h.Memory.Failover["pg"]; st.Epoch != 2 || st.Primary != failover.HomeReplica {
+		t.Fatalf("want promoted after the lease plus margin: %+v", st)
+	}
+	said := false
+	for _, e := range h.Events {
+		said = said || e.Reason == "FenceUnconfirmed"
+	}
+	if !said {
+		t.Fatal("no FenceUnconfirmed event")
 	}
 }

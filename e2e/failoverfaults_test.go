@@ -85,15 +85,14 @@ func TestFailoverSurvivesServerKills(t *testing.T) {
 }
 
 // restartAfter kills the server -9 after delay and starts another on its
-// data dir and address.
+// data dir and address (the writer and the sampler keep the first one's
+// client: same address, token and CA).
 func restartAfter(t *testing.T, s *server, delay time.Duration) *server {
 	t.Helper()
 	time.Sleep(delay)
 	s.kill()
 	t.Logf("server killed %.1f s into the step", delay.Seconds())
-	s2 := startServer(t, s.dataDir, "--listen", hostPort(s.url))
-	s.api = s2.api
-	return s2
+	return startServer(t, s.dataDir, "--listen", hostPort(s.url))
 }
 
 // stubbornWriter keeps writing to one address, whatever the group says.

@@ -70,7 +70,6 @@ type Side interface {
 	LeaseExpiry() time.Time
 	// Fence is how far fencing its machine has come.
 	Fence() FenceState
-	Endpoint() string
 }
 
 // Group is what the orchestration needs of a group's spec.
@@ -298,6 +297,9 @@ func (d *stepper[S]) fence() {
 			d.st.Message = "the old primary's machine cannot be stopped through its provider: waiting the lease plus a margin"
 			return
 		}
+		if target.Healthy(api.RoleReplica, d.st.Epoch) {
+			d.event(true, "FenceUnconfirmed", "the old primary's machine cannot be stopped through its provider: promoting after its lease plus %s", d.g.FenceMargin)
+		}
 	default:
 		d.actions = append(d.actions, Action{Fence: d.st.Primary})
 		d.st.Message = "waiting for the provider to confirm the old primary's machine stopped"
@@ -314,11 +316,16 @@ func (d *stepper[S]) fence() {
 // promotes; a primary that fails meanwhile is fenced like any other.
 func (d *stepper[S]) switchover() {
 	old := d.primary()
-	if old.Stopped(d.st.Epoch) {
+	switch {
+	case !d.sides[d.st.Target].Healthy(api.RoleReplica, d.st.Epoch):
+		// The replica failed meanwhile: the primary takes its role back.
+		d.st.Target = ""
+		d.event(true, "SwitchoverAborted", "%s is no longer a healthy replica; %s stays primary", d.side(Other(d.st.Primary)), d.side(d.st.Primary))
+		d.to(PhaseDegraded, "switchover aborted: the replica failed")
+		d.watch("")
+	case old.Stopped(d.st.Epoch):
 		d.promote("switchover")
-		return
-	}
-	if old.Failed() || old.Instance() != d.st.Holder {
+	case old.Failed() || old.Instance() != d.st.Holder:
 		d.startFence("primary failed during the switchover")
 	}
 }

@@ -14,11 +14,10 @@ type fakeSide struct {
 	instance string
 	down     bool
 	// reports is what the member says it does: role, epoch, serving.
-	reports  api.MemberStatus
-	renewed  time.Time
-	lease    time.Duration
-	fence    failover.FenceState
-	endpoint string
+	reports api.MemberStatus
+	renewed time.Time
+	lease   time.Duration
+	fence   failover.FenceState
 }
 
 func (s *fakeSide) Instance() string { return s.instance }
@@ -31,7 +30,6 @@ func (s *fakeSide) Stopped(epoch int64) bool {
 }
 func (s *fakeSide) LeaseExpiry() time.Time     { return s.renewed.Add(s.lease) }
 func (s *fakeSide) Fence() failover.FenceState { return s.fence }
-func (s *fakeSide) Endpoint() string           { return s.endpoint }
 
 // world runs the state machine against two fake sides and a fake clock;
 // the members take the roles they are given at once, like an agent
@@ -261,4 +259,18 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestSwitchoverAbortsWhenTheReplicaFails(t *testing.T) {
+	w := newWorld(t, true)
+	w.healthy()
+	w.step(api.FailoverPromote)
+	w.sides[failover.HomeReplica].down = true
+	w.advance(time.Second, 2)
+	if w.st.Epoch != 1 || w.st.Primary != failover.HomePrimary || !contains(w.events, "SwitchoverAborted") {
+		t.Fatalf("a switchover to a failed replica must abort: %+v %v", w.st, w.events)
+	}
+	if role, _ := failover.Role(w.st, failover.HomePrimary, "pg-east-0@m1"); role != api.RolePrimary {
+		t.Fatalf("the primary takes its role back, told %s", role)
+	}
 }

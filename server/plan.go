@@ -23,9 +23,10 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		clusters, services = nil, nil
 		admitted, err := s.admit(tx, docs)
 		for _, a := range admitted {
-			if a.cluster != nil {
+			switch {
+			case a.cluster != nil:
 				clusters = append(clusters, a.cluster)
-			} else {
+			case a.service != nil: // a failover group's services are admitted as services
 				services = append(services, a.service)
 			}
 		}

@@ -116,8 +116,9 @@ func validateCapability(sp api.FailoverGroupSpec) ErrorList {
 		if c.Generic != nil {
 			errs.add("spec.capability.generic", "only with name generic")
 		}
-		if len(sp.Template.Ports) == 0 {
-			errs.add("spec.template.ports", "postgres needs a port (the first is PostgreSQL's)")
+
+		if c.Postgres == nil {
+			break
 		}
 		if env := c.Postgres.PasswordEnv; env != "" && !hasKey(sp.Template.SecretEnv, env) && !hasKey(sp.Template.Env, env) {
 			errs.add("spec.capability.postgres.passwordEnv", "%q is not an env entry of spec.template", env)
@@ -136,6 +137,9 @@ func validateCapability(sp api.FailoverGroupSpec) ErrorList {
 		errs.add("spec.capability.name", "required (postgres or generic)")
 	default:
 		errs.add("spec.capability.name", "unknown capability %q (want postgres or generic)", c.Name)
+	}
+	if len(sp.Template.Ports) == 0 {
+		errs.add("spec.template.ports", "required: the first port is where the primary is reached")
 	}
 	if c.Name == api.CapabilityPostgres && len(sp.Template.Command) > 0 {
 		errs.add("spec.template.command", "the postgres capability runs PostgreSQL itself: leave command empty")

@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	goruntime "runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -33,17 +31,13 @@ type Config struct {
 
 // Generic is the capability.
 type Generic struct {
-	cfg    Config
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	cfg Config
+	*member.Child
 }
 
 // New returns the capability.
 func New(cfg Config) *Generic {
-	done := make(chan struct{})
-	close(done)
-	return &Generic{cfg: cfg, exited: done}
+	return &Generic{cfg: cfg, Child: member.NewChild()}
 }
 
 // env is the member's environment with its role as told.
@@ -58,46 +52,13 @@ func (g *Generic) env(role string, primary string) []string {
 	return append(os.Environ(), "GANTRY_FAILOVER_ROLE="+role, "GANTRY_FAILOVER_EPOCH="+strconv.FormatInt(epoch, 10), "GANTRY_FAILOVER_PRIMARY="+primary)
 }
 
-// Exited implements member.Capability.
-func (g *Generic) Exited() <-chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.exited
-}
-
-func (g *Generic) running() bool {
-	select {
-	case <-g.Exited():
-		return false
-	default:
-		return true
-	}
-}
-
 func (g *Generic) start(role, primary string) error {
-	if g.running() {
+	if g.Running() {
 		return nil
 	}
-	started := make(chan error, 1)
-	exited := make(chan struct{})
-	go func() {
-		goruntime.LockOSThread() // the parent-death signal follows this thread
-		cmd := exec.Command(g.cfg.Command[0], g.cfg.Command[1:]...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = g.env(role, primary), os.Stdout, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		g.mu.Lock()
-		g.cmd, g.exited = cmd, exited
-		g.mu.Unlock()
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	return <-started
+	cmd := exec.Command(g.cfg.Command[0], g.cfg.Command[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = g.env(role, primary), os.Stdout, os.Stderr
+	return g.Child.Start(cmd)
 }
 
 func (g *Generic) hook(ctx context.Context, name string, command []string, role, primary string) error {
@@ -133,7 +94,7 @@ func (g *Generic) Promote(ctx context.Context) error {
 // Demote implements member.Capability: the demote hook when there is
 // one, else a restart as replica.
 func (g *Generic) Demote(ctx context.Context, primary string) error {
-	if len(g.cfg.GenericCapability.Demote) > 0 && g.running() {
+	if len(g.cfg.GenericCapability.Demote) > 0 && g.Running() {
 		return g.hook(ctx, "demote", g.cfg.GenericCapability.Demote, api.RoleReplica, primary)
 	}
 	if err := g.Fence(ctx); err != nil {
@@ -144,29 +105,35 @@ func (g *Generic) Demote(ctx context.Context, primary string) error {
 
 // Fence implements member.Capability: SIGTERM, SIGKILL after StopTimeout.
 func (g *Generic) Fence(ctx context.Context) error {
-	g.mu.Lock()
-	cmd, exited := g.cmd, g.exited
-	g.mu.Unlock()
-	if cmd == nil || !g.running() {
+	if !g.Running() {
 		return nil
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	exited := g.Exited()
+	_ = g.Signal(syscall.SIGTERM, true)
 	select {
 	case <-exited:
 		return nil
 	case <-time.After(g.cfg.StopTimeout):
 	case <-ctx.Done():
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = g.Signal(syscall.SIGKILL, true)
 	<-exited
 	return nil
 }
 
-// Health implements member.Capability: the command runs (its own health
-// check is the service's).
+// Health implements member.Capability: the command runs, and the health
+// hook, when there is one, exits 0.
 func (g *Generic) Health(ctx context.Context) error {
-	if !g.running() {
+	if !g.Running() {
 		return errors.New("not running")
 	}
-	return nil
+	return g.hook(ctx, "health", g.cfg.GenericCapability.Health, roleOf(g.cfg.Dir), "")
+}
+
+// roleOf is the role the member was last told.
+func roleOf(dir string) string {
+	if as, err := member.ReadRole(dir); err == nil && as != nil {
+		return as.Role
+	}
+	return ""
 }

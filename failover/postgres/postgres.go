@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover/member"
 )
 
 // Config is how the capability runs PostgreSQL.
@@ -58,9 +58,9 @@ type Postgres struct {
 	uid  int
 	gid  int
 
+	// server is the postmaster.
+	server *member.Child
 	mu     sync.Mutex
-	server *exec.Cmd
-	exited chan struct{}
 	conn   *pgx.Conn
 	// syncOn is the synchronous_standby_names this primary last set.
 	syncOn *bool
@@ -73,7 +73,7 @@ const DefaultDataRoot = "/var/lib/gantry/failover"
 // cfg.User (it refuses to run as root) in a directory under DataRoot,
 // whose parents it can traverse.
 func New(cfg Config) (*Postgres, error) {
-	p := &Postgres{cfg: cfg, uid: -1, gid: -1, exited: closed()}
+	p := &Postgres{cfg: cfg, uid: -1, gid: -1, server: member.NewChild()}
 	if os.Geteuid() == 0 {
 		root := cmpOr(cfg.DataRoot, DefaultDataRoot)
 		if err := os.MkdirAll(root, 0o711); err != nil {
@@ -108,12 +108,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func closed() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
 }
 
 func (p *Postgres) dataDir() string   { return filepath.Join(p.cfg.Dir, "data") }
@@ -152,20 +146,9 @@ func (p *Postgres) writePassfile() error {
 }
 
 // Exited implements member.Capability.
-func (p *Postgres) Exited() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.exited
-}
+func (p *Postgres) Exited() <-chan struct{} { return p.server.Exited() }
 
-func (p *Postgres) running() bool {
-	select {
-	case <-p.Exited():
-		return false
-	default:
-		return true
-	}
-}
+func (p *Postgres) running() bool { return p.server.Running() }
 
 func (p *Postgres) hasData() bool {
 	_, err := os.Stat(filepath.Join(p.dataDir(), "PG_VERSION"))
@@ -259,26 +242,10 @@ func (p *Postgres) start(ctx context.Context) error {
 		"-c", "listen_addresses=*", "-c", "wal_level=replica", "-c", "hot_standby=on", "-c", "wal_log_hints=on",
 		"-c", "max_wal_senders=10", "-c", "wal_keep_size=512MB", "-c", "synchronous_commit=on",
 		"-c", "wal_sender_timeout=5s", "-c", "wal_receiver_timeout=5s", "-c", "wal_retrieve_retry_interval=500ms"}
-	started := make(chan error, 1)
-	exited := make(chan struct{})
-	go func() {
-		goruntime.LockOSThread()
-		cmd := exec.Command(p.bin("postgres"), args...)
-		cmd.Stdout, cmd.Stderr, cmd.Dir = os.Stdout, os.Stderr, p.cfg.Dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		p.mu.Lock()
-		p.server, p.exited = cmd, exited
-		p.mu.Unlock()
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
+	cmd := exec.Command(p.bin("postgres"), args...)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = os.Stdout, os.Stderr, p.cfg.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	if err := p.server.Start(cmd); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
 	return p.waitReady(ctx)
@@ -343,20 +310,20 @@ func (p *Postgres) dropConn() {
 func (p *Postgres) Fence(ctx context.Context) error {
 	p.dropConn()
 	p.mu.Lock()
-	cmd, exited := p.server, p.exited
 	p.syncOn = nil
 	p.mu.Unlock()
-	if cmd == nil || !p.running() {
+	if !p.running() {
 		return nil
 	}
+	exited := p.server.Exited()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT, syscall.SIGKILL} {
-		_ = cmd.Process.Signal(sig)
+		_ = p.server.Signal(sig, false)
 		select {
 		case <-exited:
 			return nil
 		case <-time.After(p.cfg.StopTimeout):
 		case <-ctx.Done():
-			_ = cmd.Process.Kill()
+			_ = p.server.Signal(syscall.SIGKILL, false)
 			<-exited
 			return ctx.Err()
 		}
@@ -522,7 +489,7 @@ func (p *Postgres) writeStandby(primary string) error {
 			kept = append(kept, line)
 		}
 	}
-	kept = append(kept, "primary_conninfo = '"+info+"'", "synchronous_standby_names = ''")
+	kept = append(kept, "primary_conninfo = "+literal(info), "synchronous_standby_names = ''")
 	for path, content := range map[string]string{auto: strings.Join(kept, "\n") + "\n", filepath.Join(p.dataDir(), "standby.signal"): ""} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			return err
@@ -546,7 +513,7 @@ func (p *Postgres) follow(ctx context.Context, primary string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = '"+info+"'"); err != nil {
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = "+literal(info)); err != nil {
 		return err
 	}
 	_, err = conn.Exec(ctx, "SELECT pg_reload_conf()")
@@ -619,3 +586,6 @@ func (p *Postgres) rewind(ctx context.Context, primary, info string) error {
 	}
 	return p.run(ctx, "pg_rewind", "--target-pgdata="+p.dataDir(), "--source-server="+info+" dbname=postgres")
 }
+
+// literal quotes s as an SQL (and postgresql.conf) string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -129,8 +129,10 @@ func offlinePlan(cfg decide.Config, providers *registry.Registry, catalogFile st
 				return nil, fmt.Errorf("cluster %s: provider %q has no built-in catalog: pass --catalog FILE", d.Name(), d.Cluster.Spec.Provider.Name)
 			}
 			clusters = append(clusters, d.Cluster)
-		} else {
+		} else if d.Service != nil {
 			services = append(services, d.Service)
+		} else if d.FailoverGroup != nil {
+			services = append(services, spec.FailoverMembers(d.FailoverGroup)...)
 		}
 	}
 	snap := controller.OfflineSnapshot(providers, catalog, clusters, services)
