@@ -39,6 +39,11 @@ type Capability interface {
 	Exited() <-chan struct{}
 }
 
+// ErrNotYet is what a capability returns (wrapped) when a transition
+// cannot start yet and it changed nothing (the primary is not reachable
+// yet): the member keeps doing what it does and tries again.
+var ErrNotYet = errors.New("not yet")
+
 // Files of a member's directory (written by the agent and the member).
 const (
 	RoleFile   = "role.json"
@@ -164,7 +169,7 @@ func step[C Capability](ctx context.Context, c C, cur applied, as api.FailoverAs
 				cur.epoch = as.Epoch
 				return cur, nil
 			}
-			return cur, errors.New("waiting for the primary's address")
+			return cur, fmt.Errorf("waiting for the primary's address: %w", ErrNotYet)
 		}
 		switch {
 		case cur.role == api.RoleReplica && cur.epoch == as.Epoch && cur.primary == as.Primary:
@@ -181,6 +186,9 @@ func step[C Capability](ctx context.Context, c C, cur applied, as api.FailoverAs
 		}
 	default:
 		return cur, fmt.Errorf("unknown role %q", as.Role)
+	}
+	if errors.Is(err, ErrNotYet) {
+		return cur, err // nothing changed: try again on the next poll
 	}
 	if err != nil {
 		// Not in the role: retried on the next poll; serving nothing meanwhile

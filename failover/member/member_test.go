@@ -2,6 +2,8 @@ package member_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -99,4 +101,53 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("gave up waiting for %s", what)
+}
+
+// fakeCapability records calls; Replicate fails as told.
+type fakeCapability struct {
+	replicateErr error
+	fences       int
+	done         chan struct{}
+}
+
+func (f *fakeCapability) Deploy(context.Context, bool) error      { return nil }
+func (f *fakeCapability) Replicate(context.Context, string) error { return f.replicateErr }
+func (f *fakeCapability) Promote(context.Context) error           { return nil }
+func (f *fakeCapability) Demote(context.Context, string) error    { return nil }
+func (f *fakeCapability) Fence(context.Context) error             { f.fences++; return nil }
+func (f *fakeCapability) Health(context.Context) error            { return nil }
+func (f *fakeCapability) Exited() <-chan struct{}                 { return f.done }
+
+// A transition that cannot start yet changes nothing; one that fails
+// leaves the software fenced, the safe side.
+func TestFailedTransitionFencesOnlyWhenSomethingChanged(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		err    error
+		fences int
+	}{{"not yet", fmt.Errorf("primary unreachable: %w", member.ErrNotYet), 0}, {"failed", errors.New("pg_basebackup failed"), 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			as := api.FailoverAssignment{Group: "kv", Role: api.RoleReplica, Epoch: 1, Primary: "10.0.0.1:5432"}
+			if err := atomicfile.WriteJSON(filepath.Join(dir, member.RoleFile), as); err != nil {
+				t.Fatal(err)
+			}
+			f := &fakeCapability{replicateErr: c.err, done: make(chan struct{})}
+			cfg := member.DefaultConfig(dir)
+			cfg.PollInterval, cfg.Log = time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil))
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- member.Run(ctx, f, cfg) }()
+			eventually(t, "the failure reported", func() bool {
+				var st api.MemberStatus
+				found, _ := atomicfile.ReadJSON(filepath.Join(dir, member.StatusFile), &st)
+				return found && strings.Contains(st.Message, strings.Split(c.err.Error(), ":")[0]) && !st.Serving
+			})
+			cancel()
+			<-done
+			if f.fences != c.fences+1 { // and once more as Run ends
+				t.Fatalf("fenced %d times, want %d", f.fences, c.fences+1)
+			}
+		})
+	}
 }

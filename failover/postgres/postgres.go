@@ -462,7 +462,7 @@ func reachable(ctx context.Context, primary string) error {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", primary)
 	if err != nil {
-		return fmt.Errorf("primary %s not reachable yet: %w", primary, err)
+		return fmt.Errorf("primary %s not reachable (%v): %w", primary, err, member.ErrNotYet)
 	}
 	return conn.Close()
 }
