@@ -344,7 +344,31 @@ type Placement struct {
 	// Scoring is binpack (default: fill machines) or spread (least
 	// allocated machine first).
 	Scoring string `json:"scoring,omitempty"`
+	// Affinity draws the replicas to machines or zones that run replicas
+	// matching a selector; AntiAffinity keeps them away from those.
+	Affinity     []AffinityTerm `json:"affinity,omitempty"`
+	AntiAffinity []AffinityTerm `json:"antiAffinity,omitempty"`
 }
+
+// AffinityTerm selects replicas of any service of the cluster by their
+// service's labels, within a topology (the same machine, or the same
+// zone), as a requirement or a weighted preference.
+type AffinityTerm struct {
+	Selector map[string]string `json:"selector"`
+	Topology string            `json:"topology"`
+	// Mode is required (default) or preferred.
+	Mode   string `json:"mode,omitempty"`
+	Weight int    `json:"weight,omitempty"`
+}
+
+// Affinity modes.
+const (
+	AffinityRequired  = "required"
+	AffinityPreferred = "preferred"
+)
+
+// Required reports whether the term must hold.
+func (t AffinityTerm) Required() bool { return t.Mode != AffinityPreferred }
 
 // Scoring strategies.
 const (

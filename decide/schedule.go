@@ -33,7 +33,7 @@ func runtimeFor(s api.ServiceSpec) string {
 	return scheduler.RuntimeProcess
 }
 
-func toSchedReplica(r *api.Replica, sp api.ServiceSpec, zones []string) scheduler.Replica {
+func toSchedReplica(r *api.Replica, svc *api.Service, sp api.ServiceSpec, zones []string) scheduler.Replica {
 	pl := sp.Placement
 	req := r.Requests
 	req.GPUs = 0 // GPUs are matched by device, from GPU below
@@ -41,7 +41,7 @@ func toSchedReplica(r *api.Replica, sp api.ServiceSpec, zones []string) schedule
 		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
 		Runtime: runtimeFor(sp), Isolation: sp.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
 		Dedicated: pl.Dedicated, SameZone: pl.SameZone, Priority: pl.Priority, Scoring: pl.Scoring, Spread: pl.Spread, ZoneDomains: zones,
-		Preempt: pl.PreemptLowerPriority,
+		Preempt: pl.PreemptLowerPriority, Labels: svc.Metadata.Labels, Affinity: pl.Affinity, AntiAffinity: pl.AntiAffinity,
 	}
 	if g := sp.Resources.GPU; g != nil {
 		sr.GPU = &scheduler.GPUNeed{Count: g.Count, Type: g.Type, MinVRAMGB: g.MinVRAMGB, Preferred: g.Policy == api.GPUPreferred}
@@ -104,7 +104,7 @@ func (p *Pass) buildView(clusters []string) *view {
 		if !ok || !known {
 			continue
 		}
-		sr := toSchedReplica(r, p.specOf(r, svc), v.zones[r.Cluster])
+		sr := toSchedReplica(r, svc, p.specOf(r, svc), v.zones[r.Cluster])
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: r.GPUIndexes})
@@ -141,7 +141,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		if !ok || !v.clusters[r.Cluster] || !p.needsPlace(r) {
 			continue
 		}
-		sr := toSchedReplica(r, p.specOf(r, svc), v.zones[r.Cluster])
+		sr := toSchedReplica(r, svc, p.specOf(r, svc), v.zones[r.Cluster])
 		if len(sr.Spread) > 0 {
 			spread = append(spread, sr)
 		} else {
@@ -182,7 +182,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		for _, e := range result.Evictions {
 			if r := p.replicaByID[e.ReplicaID]; r != nil {
 				if svc := p.services[r.Service]; svc != nil {
-					unplaced = append(unplaced, toSchedReplica(r, p.specOf(r, svc), v.zones[r.Cluster]))
+					unplaced = append(unplaced, toSchedReplica(r, svc, p.specOf(r, svc), v.zones[r.Cluster]))
 				}
 			}
 		}
@@ -230,7 +230,11 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from})
 		p.plan.Capacity.Placements = append(p.plan.Capacity.Placements, planner.ReplicaPlacement{Replica: r.ID, Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
 		if pm := v.machines[pl.MachineID]; pm != nil {
-			pm.Replicas = append(pm.Replicas, byID[pl.ReplicaID])
+			sr := byID[pl.ReplicaID]
+			pm.Replicas = append(pm.Replicas, sr)
+			// A resident from now on: later sessions of the pass see its
+			// labels (affinity) and may preempt it like any other.
+			pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: pl.GPUs})
 		}
 	}
 }
@@ -269,7 +273,7 @@ func (p *Pass) repairSpread(v *view) {
 // moveForSpread moves one replica from the fullest spread domain to the
 // emptiest, if a rule is violated and a machine there has room.
 func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica) bool {
-	sample := toSchedReplica(replicas[0], p.specOf(replicas[0], svc), v.zones[svc.Spec.Cluster])
+	sample := toSchedReplica(replicas[0], svc, p.specOf(replicas[0], svc), v.zones[svc.Spec.Cluster])
 	var eligible []*scheduler.Machine
 	for _, m := range v.joined {
 		if scheduler.Eligible(m, sample) == "" {
@@ -301,7 +305,7 @@ func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica)
 			return ok && domainOf(m.Machine) == fullest
 		})
 		for _, target := range eligible {
-			sr := toSchedReplica(from, p.specOf(from, svc), v.zones[svc.Spec.Cluster])
+			sr := toSchedReplica(from, svc, p.specOf(from, svc), v.zones[svc.Spec.Cluster])
 			if domainOf(target) != emptiest || scheduler.Fits(target, sr) != "" {
 				continue
 			}

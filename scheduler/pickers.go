@@ -19,6 +19,8 @@ type picker interface {
 func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, tally *missTally) picker {
 	binpack := r.Scoring == "" || r.Scoring == api.ScoringBinpack
 	switch {
+	case st.hasAffinity(r):
+		// Affinity counts change with every replica placed: the general picker.
 	case len(r.Spread) == 0 && binpack:
 		return &firstFit{machines: t.machines, withGPU: t.withGPU, tally: tally}
 	case len(r.Spread) == 1 && binpack && r.Spread[0].Key == api.SpreadMachine:
@@ -247,6 +249,10 @@ type scan struct {
 
 func (p *scan) pick(r *Replica) (*Machine, []int) {
 	rules := newSpreadRules(p.eligible, r)
+	var aff *affinity
+	if p.st.hasAffinity(r) {
+		aff = p.st.affinityOf(r)
+	}
 	var best *Machine
 	var bestGPUs []int
 	bestScore := 0.0
@@ -255,6 +261,9 @@ func (p *scan) pick(r *Replica) (*Machine, []int) {
 		if why == "" {
 			why = rules.violation(m)
 		}
+		if why == "" && aff != nil {
+			why = aff.violation(m)
+		}
 		if why != "" {
 			p.tally.add(why)
 			continue
@@ -262,6 +271,9 @@ func (p *scan) pick(r *Replica) (*Machine, []int) {
 		score := packScore(m)
 		if p.spreadScoring {
 			score = -score
+		}
+		if aff != nil {
+			score += 10 * float64(aff.preference(m)) // a preference outweighs any packing difference
 		}
 		if best == nil || score > bestScore {
 			best, bestGPUs, bestScore = m, gpus, score

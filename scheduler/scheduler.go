@@ -114,6 +114,11 @@ type Replica struct {
 	ZoneDomains []string
 	// Preempt lets the replica evict lower-priority residents.
 	Preempt bool
+	// Labels are the replica's service's labels, which affinity terms
+	// select; Affinity and AntiAffinity are its service's terms.
+	Labels       map[string]string
+	Affinity     []api.AffinityTerm
+	AntiAffinity []api.AffinityTerm
 }
 
 // Placement assigns a replica to a machine.
@@ -176,6 +181,7 @@ func NewSession(machines []*Machine) *Session { return &Session{st: newState(mac
 // Place places replicas; with an opener, a replica that fits nowhere gets
 // a new machine when the opener can make one.
 func (s *Session) Place(pending []Replica, open Opener) Result {
+	s.st.learnLabels(pending)
 	res := Result{Unplaced: map[string]string{}}
 	for _, cl := range classesOf(pending, s.demand) {
 		s.st.placeClass(cl, &res, open)
@@ -187,6 +193,7 @@ func (s *Session) Place(pending []Replica, open Opener) Result {
 // (what-if moves need all or nothing; the caller undoes the placements of
 // a failed attempt).
 func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
+	s.st.learnLabels(pending)
 	res := Result{Unplaced: map[string]string{}}
 	for _, cl := range classesOf(pending, s.demand) {
 		s.st.placeClass(cl, &res, nil)
@@ -288,12 +295,22 @@ func interleave(classes []*class, demand api.Resources) []*class {
 		for end < len(classes) && classes[end].replicas[0].Priority == classes[start].replicas[0].Priority {
 			end++
 		}
-		level := append([]*class(nil), classes[start:end]...)
-		sort.SliceStable(level, func(i, j int) bool { return shape(level[i]) < shape(level[j]) })
-		for lo, hi := 0, len(level)-1; lo <= hi; lo, hi = lo+1, hi-1 {
-			out = append(out, level[lo])
-			if lo != hi {
-				out = append(out, level[hi])
+		// Replicas that follow others stay after them (classBefore).
+		var leaders, followers []*class
+		for _, c := range classes[start:end] {
+			if followsOthers(c.replicas[0]) {
+				followers = append(followers, c)
+			} else {
+				leaders = append(leaders, c)
+			}
+		}
+		for _, level := range [][]*class{leaders, followers} {
+			sort.SliceStable(level, func(i, j int) bool { return shape(level[i]) < shape(level[j]) })
+			for lo, hi := 0, len(level)-1; lo <= hi; lo, hi = lo+1, hi-1 {
+				out = append(out, level[lo])
+				if lo != hi {
+					out = append(out, level[hi])
+				}
 			}
 		}
 		start = end
@@ -305,6 +322,11 @@ func classBefore(a, b Replica) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
+	// Replicas that follow others go after them, so that one pass places
+	// both.
+	if fa, fb := followsOthers(a), followsOthers(b); fa != fb {
+		return fb
+	}
 	if a.Requests.MilliCPU != b.Requests.MilliCPU {
 		return a.Requests.MilliCPU > b.Requests.MilliCPU
 	}
@@ -315,6 +337,16 @@ func classBefore(a, b Replica) bool {
 		return a.Service < b.Service
 	}
 	return a.Cluster < b.Cluster
+}
+
+// followsOthers: a required affinity to replicas it is not one of.
+func followsOthers(r Replica) bool {
+	for _, t := range r.Affinity {
+		if t.Required() && !labelsMatch(r.Labels, t.Selector) {
+			return true
+		}
+	}
+	return false
 }
 
 // packScore is the mean share of CPU and memory in use: higher is fuller.

@@ -12,6 +12,11 @@ type state struct {
 	order     []*Machine
 	perClust  map[string]int
 	teeInClus map[string]bool
+	// labels are the labels of each service seen (residents' and
+	// pending replicas'), for affinity selectors.
+	labels map[string]map[string]string
+	// anti are each service's required anti-affinity terms.
+	anti map[string][]api.AffinityTerm
 }
 
 type scored struct {
@@ -31,10 +36,13 @@ func newState(machines []*Machine) *state {
 		return byScore[i].m.ID < byScore[j].m.ID
 	})
 	order := make([]*Machine, len(byScore))
-	st := &state{order: order, perClust: map[string]int{}, teeInClus: map[string]bool{}}
+	st := &state{order: order, perClust: map[string]int{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{}, anti: map[string][]api.AffinityTerm{}}
 	for i, s := range byScore {
 		order[i] = s.m
 		s.m.rank = i
+		for _, res := range s.m.Residents {
+			st.learnLabels([]Replica{res.Replica})
+		}
 		st.perClust[s.m.Cluster]++
 		if s.m.TEE {
 			st.teeInClus[s.m.Cluster] = true
@@ -97,7 +105,7 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 		if !ok && open != nil {
 			hint := zone
 			if hint == "" {
-				hint = zoneHint(pickers)
+				hint = zoneHint(pickers, &rep)
 			}
 			fresh, why := open(&rep, hint)
 			if fresh == nil {
@@ -138,11 +146,17 @@ func pickIn(tiers []tier, pickers []picker, r *Replica) (*Machine, []int, tier, 
 	return nil, nil, tier{}, false
 }
 
-// zoneHint asks a zone-spread picker which zone needs a replica next.
-func zoneHint(pickers []picker) string {
+// zoneHint asks a zone-spread picker which zone needs a replica next, or
+// the affinity terms which zone a new machine must be in.
+func zoneHint(pickers []picker, r *Replica) string {
 	for _, p := range pickers {
-		if zs, ok := p.(*zoneSpread); ok {
-			return zs.leastLoaded()
+		switch p := p.(type) {
+		case *zoneSpread:
+			return p.leastLoaded()
+		case *scan:
+			if p.st.hasAffinity(r) {
+				return p.st.affinityOf(r).zoneHint(r.ZoneDomains)
+			}
 		}
 	}
 	return ""

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -96,6 +97,7 @@ func (s *Server) desiredOf(tx store.Tx, cl *api.Cluster) (kube.Desired, error) {
 	}
 	secrets := s.secretReader(tx)
 	specs := map[string]*api.ServiceSpec{} // by revision: replicas share them
+	labelsOf := map[string]map[string]string{}
 	for _, r := range replicas {
 		if r.Pod == "" {
 			continue
@@ -122,7 +124,11 @@ func (s *Server) desiredOf(tx store.Tx, cl *api.Cluster) (kube.Desired, error) {
 			}
 			d.Secrets[ref.Name][ref.Key] = env[name]
 		}
-		d.Workloads = append(d.Workloads, kube.Workload{Cluster: d.Cluster, Replica: *r, Spec: *sp})
+		labels, err := serviceLabels(tx, labelsOf, r.Service)
+		if err != nil {
+			return d, err
+		}
+		d.Workloads = append(d.Workloads, kube.Workload{Cluster: d.Cluster, Replica: *r, Spec: *sp, Labels: labels})
 	}
 	sort.Slice(d.Workloads, func(i, j int) bool { return d.Workloads[i].Replica.ID < d.Workloads[j].Replica.ID })
 	return d, nil
@@ -170,4 +176,20 @@ func (s *Server) recordPods(cluster string, observed []kube.Observed) {
 	if changed {
 		s.ctrl.Trigger()
 	}
+}
+
+// serviceLabels reads a service's labels once per call.
+func serviceLabels(tx store.Tx, cache map[string]map[string]string, service string) (map[string]string, error) {
+	if labels, ok := cache[service]; ok {
+		return labels, nil
+	}
+	svc, err := tx.GetService(service)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cache[service] = svc.Metadata.Labels
+	return svc.Metadata.Labels, nil
 }

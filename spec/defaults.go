@@ -72,6 +72,13 @@ func DefaultService(s *api.Service) {
 			sp.Ports[i].Protocol = "tcp"
 		}
 	}
+	for _, terms := range [][]api.AffinityTerm{sp.Placement.Affinity, sp.Placement.AntiAffinity} {
+		for i := range terms {
+			if terms[i].Mode == "" {
+				terms[i].Mode = api.AffinityRequired
+			}
+		}
+	}
 	if g := sp.Resources.GPU; g != nil && g.Policy == "" {
 		g.Policy = api.GPURequired
 	}

@@ -492,6 +492,34 @@ func validatePlacement(p api.Placement) ErrorList {
 			errs.add(path+".maxSkew", "must be at least 1")
 		}
 	}
+	errs = append(errs, validateAffinity("spec.placement.affinity", p.Affinity)...)
+	errs = append(errs, validateAffinity("spec.placement.antiAffinity", p.AntiAffinity)...)
+	return errs
+}
+
+// MaxAffinityWeight bounds a preferred term's weight (as Kubernetes does).
+const MaxAffinityWeight = 100
+
+func validateAffinity(path string, terms []api.AffinityTerm) ErrorList {
+	var errs ErrorList
+	for i, t := range terms {
+		at := indexPath(path, i)
+		if len(t.Selector) == 0 {
+			errs.add(at+".selector", "required: the labels of the replicas it selects")
+		}
+		errs = append(errs, validateLabels(at+".selector", t.Selector)...)
+		if t.Topology != api.SpreadMachine && t.Topology != api.SpreadZone {
+			errs.add(at+".topology", "must be machine or zone, got %q", t.Topology)
+		}
+		switch {
+		case t.Mode != api.AffinityRequired && t.Mode != api.AffinityPreferred:
+			errs.add(at+".mode", "must be required or preferred, got %q", t.Mode)
+		case t.Mode == api.AffinityPreferred && (t.Weight < 1 || t.Weight > MaxAffinityWeight):
+			errs.add(at+".weight", "a preferred term needs a weight from 1 to %d", MaxAffinityWeight)
+		case t.Mode == api.AffinityRequired && t.Weight != 0:
+			errs.add(at+".weight", "only preferred terms have a weight")
+		}
+	}
 	return errs
 }
 

@@ -47,6 +47,9 @@ type Workload struct {
 	Cluster string
 	Replica api.Replica
 	Spec    api.ServiceSpec
+	// Labels are the service's labels: the Pod carries them, so that
+	// other services' affinity terms select it.
+	Labels map[string]string
 }
 
 // PodName is the replica's Pod: it is named after the replica, so a
@@ -75,8 +78,12 @@ func PriorityClassName(priority int, preempt bool) string {
 // Pod is the Pod of a workload.
 func Pod(w Workload, s spec.KubernetesSettings) *corev1ac.PodApplyConfiguration {
 	r, sp := w.Replica, w.Spec
-	labels := map[string]string{LabelManagedBy: managedBy, LabelCluster: w.Cluster, LabelService: r.Service,
-		LabelReplica: r.ID, LabelRevision: r.SpecHash}
+	labels := maps.Clone(w.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, map[string]string{LabelManagedBy: managedBy, LabelCluster: w.Cluster, LabelService: r.Service,
+		LabelReplica: r.ID, LabelRevision: r.SpecHash})
 	podSpec := corev1ac.PodSpec().
 		WithContainers(container(w, s)).
 		WithRestartPolicy(corev1.RestartPolicyAlways).
@@ -267,7 +274,34 @@ func affinity(w Workload, s spec.KubernetesSettings) *corev1ac.AffinityApplyConf
 		ensure().WithPodAffinity(corev1ac.PodAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(
 			corev1ac.PodAffinityTerm().WithTopologyKey(zoneKey).WithLabelSelector(serviceSelector(w.Cluster, w.Replica.Service))))
 	}
+	for _, t := range sp.Placement.Affinity {
+		term := podAffinityTerm(w.Cluster, t)
+		if t.Required() {
+			ensure().WithPodAffinity(corev1ac.PodAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(term))
+		} else {
+			ensure().WithPodAffinity(corev1ac.PodAffinity().WithPreferredDuringSchedulingIgnoredDuringExecution(
+				corev1ac.WeightedPodAffinityTerm().WithWeight(int32(t.Weight)).WithPodAffinityTerm(term)))
+		}
+	}
+	for _, t := range sp.Placement.AntiAffinity {
+		term := podAffinityTerm(w.Cluster, t)
+		if t.Required() {
+			ensure().WithPodAntiAffinity(corev1ac.PodAntiAffinity().WithRequiredDuringSchedulingIgnoredDuringExecution(term))
+		} else {
+			ensure().WithPodAntiAffinity(corev1ac.PodAntiAffinity().WithPreferredDuringSchedulingIgnoredDuringExecution(
+				corev1ac.WeightedPodAffinityTerm().WithWeight(int32(t.Weight)).WithPodAffinityTerm(term)))
+		}
+	}
 	return aff
+}
+
+// podAffinityTerm selects the cluster's Gantry Pods whose service has the
+// term's labels, on the same node or in the same zone.
+func podAffinityTerm(cluster string, t api.AffinityTerm) *corev1ac.PodAffinityTermApplyConfiguration {
+	match := maps.Clone(t.Selector)
+	match[LabelCluster] = cluster
+	return corev1ac.PodAffinityTerm().WithTopologyKey(topologyKey(t.Topology)).
+		WithLabelSelector(metav1ac.LabelSelector().WithMatchLabels(match))
 }
 
 func serviceSelector(cluster, service string) *metav1ac.LabelSelectorApplyConfiguration {

@@ -1,0 +1,56 @@
+package planner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// dbReplicas carry app=db and keep one per machine.
+func dbReplicas(n int) []scheduler.Replica {
+	rs := replicas("db", n, 500)
+	for i := range rs {
+		rs[i].Labels = map[string]string{"app": "db"}
+		rs[i].AntiAffinity = []api.AffinityTerm{{Selector: map[string]string{"app": "db"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}
+	}
+	return rs
+}
+
+// The planner opens as many machines as a required anti-affinity forces
+// (4 replicas that would share one machine need 4), and prices them.
+func TestPlannerOpensTheMachinesAntiAffinityForces(t *testing.T) {
+	g := group("g", 0, 0, 10, itype(8))
+	free := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: replicas("db", 4, 500), Now: now})
+	spread := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: dbReplicas(4), Now: now})
+	if len(free.Add) != 1 || len(spread.Add) != 4 || len(spread.Pending) != 0 {
+		t.Fatalf("want 1 machine without the rule and 4 with it: %d and %d (%+v)", len(free.Add), len(spread.Add), spread.Pending)
+	}
+	seen := map[string]bool{}
+	for _, p := range spread.Placements {
+		if seen[p.Machine] {
+			t.Fatalf("two db replicas planned on %s", p.Machine)
+		}
+		seen[p.Machine] = true
+	}
+}
+
+// Consolidation never makes a move that breaks a required anti-affinity:
+// two nearly empty machines, one db replica each, both stay.
+func TestConsolidationKeepsAntiAffinity(t *testing.T) {
+	g := group("g", 2, 0, 5, itype(4))
+	rs := dbReplicas(2)
+	ms := []*Machine{joined("m1", "g", itype(4), time.Hour, rs[0]), joined("m2", "g", itype(4), time.Hour, rs[1])}
+	for i, m := range ms {
+		m.Residents = []scheduler.Resident{{Replica: rs[i]}}
+	}
+	if p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("consolidation broke the anti-affinity: %+v", p.Remove)
+	}
+	plain := replicas("web", 2, 500)
+	ms = []*Machine{joined("m1", "g", itype(4), time.Hour, plain[0]), joined("m2", "g", itype(4), time.Hour, plain[1])}
+	if p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 1 {
+		t.Fatalf("without the rule one machine goes: %+v", p.Remove)
+	}
+}
