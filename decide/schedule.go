@@ -41,7 +41,10 @@ func toSchedReplica(r *api.Replica, svc *api.Service, sp api.ServiceSpec, zones 
 		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
 		Runtime: runtimeFor(sp), Isolation: sp.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
 		Dedicated: pl.Dedicated, SameZone: pl.SameZone, Priority: pl.Priority, Scoring: pl.Scoring, Spread: pl.Spread, ZoneDomains: zones,
-		Preempt: pl.PreemptLowerPriority, Labels: svc.Metadata.Labels, Affinity: pl.Affinity, AntiAffinity: pl.AntiAffinity,
+		Preempt: pl.PreemptLowerPriority, Labels: svc.Metadata.Labels,
+	}
+	if len(pl.Affinity)+len(pl.AntiAffinity) > 0 {
+		sr.Terms = &scheduler.Terms{Affinity: pl.Affinity, AntiAffinity: pl.AntiAffinity}
 	}
 	if g := sp.Resources.GPU; g != nil {
 		sr.GPU = &scheduler.GPUNeed{Count: g.Count, Type: g.Type, MinVRAMGB: g.MinVRAMGB, Preferred: g.Policy == api.GPUPreferred}

@@ -13,7 +13,7 @@ func dbReplicas(n int) []scheduler.Replica {
 	rs := replicas("db", n, 500)
 	for i := range rs {
 		rs[i].Labels = map[string]string{"app": "db"}
-		rs[i].AntiAffinity = []api.AffinityTerm{{Selector: map[string]string{"app": "db"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}
+		rs[i].Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": "db"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
 	}
 	return rs
 }

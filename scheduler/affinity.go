@@ -40,7 +40,7 @@ type termView struct {
 // hasAffinity: r has terms of its own, or other services' required
 // anti-affinity selects it.
 func (st *state) hasAffinity(r *Replica) bool {
-	return len(r.Affinity)+len(r.AntiAffinity) > 0 || len(st.shunnedBy(r)) > 0
+	return r.Terms != nil || len(st.shunnedBy(r)) > 0
 }
 
 // learnLabels records the labels and the required anti-affinity terms of
@@ -53,7 +53,7 @@ func (st *state) learnLabels(rs []Replica) {
 		if _, ok := st.anti[r.Service]; ok {
 			continue
 		}
-		for _, t := range r.AntiAffinity {
+		for _, t := range r.antiAffinity() {
 			if t.Required() {
 				st.anti[r.Service] = append(st.anti[r.Service], t)
 			}
@@ -88,7 +88,7 @@ func (st *state) shunnedBy(r *Replica) []shunned {
 // cluster (r itself is not placed yet, so it never counts).
 func (st *state) affinityOf(r *Replica) *affinity {
 	a := &affinity{st: st}
-	for i, terms := range [][]api.AffinityTerm{r.Affinity, r.AntiAffinity} {
+	for i, terms := range [][]api.AffinityTerm{r.affinity(), r.antiAffinity()} {
 		for _, t := range terms {
 			tv := termView{AffinityTerm: t, anti: i == 1, self: labelsMatch(r.Labels, t.Selector), zones: map[string]int{}}
 			for _, m := range st.order {

@@ -25,10 +25,10 @@ func TestRequiredAntiAffinityAcrossServices(t *testing.T) {
 	var pending []Replica
 	for i := range 2 {
 		r := labelled(replica("pg", i, 500, 256), db)
-		r.AntiAffinity = required(api.SpreadMachine, db)
+		r.Terms = &Terms{AntiAffinity: required(api.SpreadMachine, db)}
 		pending = append(pending, r)
 		r = labelled(replica("mysql", i, 500, 256), db)
-		r.AntiAffinity = required(api.SpreadMachine, db)
+		r.Terms = &Terms{AntiAffinity: required(api.SpreadMachine, db)}
 		pending = append(pending, r)
 	}
 	res := Schedule(ms, pending)
@@ -58,7 +58,7 @@ func TestAntiAffinityKeepsOffLabelledMachines(t *testing.T) {
 	a, b := machine("a", "g", 8000, 16), machine("b", "g", 8000, 16)
 	Schedule([]*Machine{a}, []Replica{labelled(replica("pg", 0, 4000, 256), db)})
 	web := replica("web", 0, 500, 256)
-	web.AntiAffinity = required(api.SpreadMachine, db)
+	web.Terms = &Terms{AntiAffinity: required(api.SpreadMachine, db)}
 	res := Schedule([]*Machine{a, b}, []Replica{web, labelled(replica("pg", 9, 100, 64), db)})
 	if got := placedOn(res, "web-0"); got != "b" {
 		t.Fatalf("web placed on %q, want b (a runs the db)", got)
@@ -81,11 +81,11 @@ func TestRequiredZoneAffinityFollowsTheFirst(t *testing.T) {
 	var pending []Replica
 	for i := range 4 {
 		r := labelled(replica("cache", i, 1000, 256), cache)
-		r.Affinity = required(api.SpreadZone, cache)
+		r.Terms = &Terms{Affinity: required(api.SpreadZone, cache)}
 		pending = append(pending, r)
 	}
 	follower := replica("api", 0, 1000, 256)
-	follower.Affinity = required(api.SpreadZone, cache)
+	follower.Terms = &Terms{Affinity: required(api.SpreadZone, cache)}
 	res := Schedule(ms, append(pending, follower))
 	zones := map[string]bool{}
 	byID := map[string]*Machine{}
@@ -101,7 +101,7 @@ func TestRequiredZoneAffinityFollowsTheFirst(t *testing.T) {
 	// Without any cache, the follower cannot be placed (it does not match
 	// its own selector, so it cannot be the first).
 	alone := replica("api", 1, 1000, 256)
-	alone.Affinity = required(api.SpreadZone, map[string]string{"app": "nothing"})
+	alone.Terms = &Terms{Affinity: required(api.SpreadZone, map[string]string{"app": "nothing"})}
 	if res := Schedule(ms, []Replica{alone}); !strings.Contains(res.Unplaced["api-1"], "affinity: no replica matching app=nothing") {
 		t.Fatalf("want unplaced for want of a match: %+v", res)
 	}
@@ -115,7 +115,7 @@ func TestPreferredAffinityIsAPreference(t *testing.T) {
 	Schedule([]*Machine{a}, []Replica{labelled(replica("cache", 0, 1000, 256), map[string]string{"app": "cache"})})
 	near := func(i int) Replica {
 		r := replica("api", i, 1000, 256)
-		r.Affinity = []api.AffinityTerm{{Selector: map[string]string{"app": "cache"}, Topology: api.SpreadMachine, Mode: api.AffinityPreferred, Weight: 50}}
+		r.Terms = &Terms{Affinity: []api.AffinityTerm{{Selector: map[string]string{"app": "cache"}, Topology: api.SpreadMachine, Mode: api.AffinityPreferred, Weight: 50}}}
 		return r
 	}
 	res := Schedule([]*Machine{a, b}, []Replica{near(0), near(1), labelled(replica("cache", 9, 0, 0), map[string]string{"app": "cache"})})
@@ -130,7 +130,7 @@ func TestPreferredAffinityIsAPreference(t *testing.T) {
 func TestAntiAffinityIsSymmetric(t *testing.T) {
 	a, b := machine("a", "g", 8000, 16), machine("b", "g", 8000, 16)
 	cache := labelled(replica("cache", 0, 4000, 256), map[string]string{"app": "cache"})
-	cache.AntiAffinity = required(api.SpreadMachine, db)
+	cache.Terms = &Terms{AntiAffinity: required(api.SpreadMachine, db)}
 	res := Schedule([]*Machine{a, b}, []Replica{cache, labelled(replica("pg", 0, 500, 256), db)})
 	if placedOn(res, "cache-0") == placedOn(res, "pg-0") {
 		t.Fatalf("the db joined the cache that keeps dbs away: %+v", res.Placements)

@@ -115,10 +115,30 @@ type Replica struct {
 	// Preempt lets the replica evict lower-priority residents.
 	Preempt bool
 	// Labels are the replica's service's labels, which affinity terms
-	// select; Affinity and AntiAffinity are its service's terms.
-	Labels       map[string]string
+	// select; Terms are its service's affinity terms (nil: none, which
+	// keeps the replicas of a large pass small).
+	Labels map[string]string
+	Terms  *Terms
+}
+
+// Terms are a service's affinity and anti-affinity terms.
+type Terms struct {
 	Affinity     []api.AffinityTerm
 	AntiAffinity []api.AffinityTerm
+}
+
+func (r *Replica) affinity() []api.AffinityTerm {
+	if r.Terms == nil {
+		return nil
+	}
+	return r.Terms.Affinity
+}
+
+func (r *Replica) antiAffinity() []api.AffinityTerm {
+	if r.Terms == nil {
+		return nil
+	}
+	return r.Terms.AntiAffinity
 }
 
 // Placement assigns a replica to a machine.
@@ -341,7 +361,7 @@ func classBefore(a, b Replica) bool {
 
 // followsOthers: a required affinity to replicas it is not one of.
 func followsOthers(r Replica) bool {
-	for _, t := range r.Affinity {
+	for _, t := range r.affinity() {
 		if t.Required() && !labelsMatch(r.Labels, t.Selector) {
 			return true
 		}
