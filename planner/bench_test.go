@@ -91,6 +91,12 @@ func BenchmarkPlan20kMixed(b *testing.B) {
 	benchPlan(b, benchReplicas(20000, mixPlain, mixZoneSpread, mixMachineSpread, mixSameZone, mixDedicated))
 }
 
+// BenchmarkPlan200kMixed: ten times that (issue 15's scale).
+func BenchmarkPlan200kMixed(b *testing.B) {
+	b.ReportAllocs()
+	benchPlan(b, benchReplicas(200000, mixPlain, mixZoneSpread, mixMachineSpread, mixSameZone, mixDedicated))
+}
+
 // BenchmarkPlan4kPlain: the plain fifth alone; its cost must be within 5%
 // of the lower bound.
 func BenchmarkPlan4kPlain(b *testing.B) {
@@ -103,12 +109,17 @@ func BenchmarkPlan4kPlain(b *testing.B) {
 
 // BenchmarkConsolidate1000: a full consolidation pass over 1,000 machines
 // running 20,000 replicas (every machine is evaluated).
-func BenchmarkConsolidate1000(b *testing.B) {
+func BenchmarkConsolidate1000(b *testing.B) { benchConsolidate(b, 1000) }
+
+// BenchmarkConsolidate10000: ten times that (issue 15's scale).
+func BenchmarkConsolidate10000(b *testing.B) { benchConsolidate(b, 10000) }
+
+func benchConsolidate(b *testing.B, n int) {
 	it := benchCatalog(32)[31]
-	g := &Group{Cluster: "c", ID: "g", MaxSize: 2000, CapacityType: api.CapacityOnDemand, Runtimes: []string{scheduler.RuntimeDocker},
-		Types: []provisioner.InstanceType{it}, Live: 1000}
-	rs := benchReplicas(20000, mixPlain, mixMachineSpread, mixPlain, mixDedicated, mixPlain)
-	machines := make([]*Machine, 1000)
+	g := &Group{Cluster: "c", ID: "g", MaxSize: 2 * n, CapacityType: api.CapacityOnDemand, Runtimes: []string{scheduler.RuntimeDocker},
+		Types: []provisioner.InstanceType{it}, Live: n}
+	rs := benchReplicas(20*n, mixPlain, mixMachineSpread, mixPlain, mixDedicated, mixPlain)
+	machines := make([]*Machine, n)
 	for i := range machines {
 		machines[i] = &Machine{Machine: newMachine(fmt.Sprintf("m%04d", i), g, it, it.Offerings[0]), Joined: true, CreatedAt: now.Add(-time.Hour)}
 	}

@@ -55,8 +55,13 @@ func cloneAll(ms []*Machine) []*Machine {
 }
 
 // BenchmarkPlace100kOn10k: 100,000 replicas onto 10,000 machines.
-func BenchmarkPlace100kOn10k(b *testing.B) {
-	ms, rs := placementFixture(10000, 100000)
+func BenchmarkPlace100kOn10k(b *testing.B) { benchPlace(b, 10000, 100000) }
+
+// BenchmarkPlace1MOn100k: ten times that (issue 15's scale).
+func BenchmarkPlace1MOn100k(b *testing.B) { benchPlace(b, 100000, 1000000) }
+
+func benchPlace(b *testing.B, machines, replicas int) {
+	ms, rs := placementFixture(machines, replicas)
 	b.ReportAllocs()
 	var heapPeak uint64
 	for b.Loop() {
