@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover/member"
 	"github.com/gantry-dev/gantry/internal/atomicfile"
 )
 
@@ -43,7 +44,7 @@ func (a *Agent) writeRole(f *api.FailoverAssignment) {
 	dir := a.memberDir(f.Group)
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
-		err = atomicfile.WriteJSON(filepath.Join(dir, MemberRoleFile), f)
+		err = atomicfile.WriteJSON(filepath.Join(dir, member.RoleFile), f)
 	}
 	if err != nil {
 		a.log.Error("write failover role", "group", f.Group, "err", err)
@@ -56,12 +57,8 @@ func (a *Agent) writeRole(f *api.FailoverAssignment) {
 
 // memberStatus is what a member last reported of itself.
 func (a *Agent) memberStatus(group string) *api.MemberStatus {
-	var st api.MemberStatus
-	found, err := atomicfile.ReadJSON(filepath.Join(a.memberDir(group), MemberStatusFile), &st)
-	if err != nil || !found {
-		return nil
-	}
-	return &st
+	st, _ := member.ReadStatus(a.memberDir(group))
+	return st
 }
 
 // renewed records a heartbeat the server answered, sent at sentAt: it

@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover/member"
 	"github.com/gantry-dev/gantry/internal/atomicfile"
 )
 
-func member(id, group, role string, command ...string) api.Assignment {
+func memberAssignment(id, group, role string, command ...string) api.Assignment {
 	as := assignment(id, "h1", command...)
 	as.Spec.Failover = &api.FailoverMemberSpec{Group: group, Home: "primary"}
 	as.Failover = &api.FailoverAssignment{Group: group, Role: role, Epoch: 3, LeaseSeconds: 1}
@@ -24,7 +25,7 @@ func member(id, group, role string, command ...string) api.Assignment {
 func TestUnrenewedPrimaryStopsReplicaKeepsRunning(t *testing.T) {
 	fs, dir := startAgent(t)
 	run := "echo $$ > pid; echo '{\"role\":\"primary\",\"epoch\":3,\"serving\":true}' > $GANTRY_FAILOVER_DIR/status.json; exec sleep 300"
-	fs.set(member("pg-0", "pg", api.RolePrimary, "sh", "-c", run), member("other-0", "other", api.RoleReplica, "sh", "-c", "echo $$ > pid; exec sleep 300"))
+	fs.set(memberAssignment("pg-0", "pg", api.RolePrimary, "sh", "-c", run), memberAssignment("other-0", "other", api.RoleReplica, "sh", "-c", "echo $$ > pid; exec sleep 300"))
 	primaryPid := filepath.Join(dir, "replicas", "pg-0", "pid")
 	replicaPid := filepath.Join(dir, "replicas", "other-0", "pid")
 	eventually(t, "both running, the member's report sent", func() bool {
@@ -32,7 +33,7 @@ func TestUnrenewedPrimaryStopsReplicaKeepsRunning(t *testing.T) {
 		return ok && fileExists(primaryPid) && fileExists(replicaPid) && st.Member != nil && st.Member.Serving && st.Member.Epoch == 3
 	})
 	var role api.FailoverAssignment
-	if found, err := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", MemberRoleFile), &role); !found || err != nil || role.Role != api.RolePrimary {
+	if found, err := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", member.RoleFile), &role); !found || err != nil || role.Role != api.RolePrimary {
 		t.Fatalf("role file: %+v %v %v", role, found, err)
 	}
 	primary, replica := strings.TrimSpace(readFile(primaryPid)), strings.TrimSpace(readFile(replicaPid))
@@ -43,21 +44,21 @@ func TestUnrenewedPrimaryStopsReplicaKeepsRunning(t *testing.T) {
 	if !fileExists("/proc/" + replica) {
 		t.Fatal("the replica stopped too")
 	}
-	if found, _ := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", MemberRoleFile), &role); !found || role.Role != api.RoleFenced {
+	if found, _ := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", member.RoleFile), &role); !found || role.Role != api.RoleFenced {
 		t.Fatalf("the member was not told it is fenced: %+v", role)
 	}
 	// The server answers again, and the group made the other side
 	// primary meanwhile: the member is told it is a replica at epoch 4
 	// before it runs again.
-	demoted := member("pg-0", "pg", api.RoleReplica, "sh", "-c", "echo $$ > pid; exec sleep 300")
+	demoted := memberAssignment("pg-0", "pg", api.RoleReplica, "sh", "-c", "echo $$ > pid; exec sleep 300")
 	demoted.Failover.Epoch, demoted.Failover.Primary = 4, "10.0.0.9:5432"
-	fs.set(demoted, member("other-0", "other", api.RoleReplica, "sh", "-c", "echo $$ > pid; exec sleep 300"))
+	fs.set(demoted, memberAssignment("other-0", "other", api.RoleReplica, "sh", "-c", "echo $$ > pid; exec sleep 300"))
 	fs.mu.Lock()
 	fs.down = false
 	fs.mu.Unlock()
 	eventually(t, "the member restarted, told its new role", func() bool {
 		now := strings.TrimSpace(readFile(primaryPid))
-		found, _ := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", MemberRoleFile), &role)
+		found, _ := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", member.RoleFile), &role)
 		return found && role.Role == api.RoleReplica && role.Epoch == 4 && now != "" && now != primary
 	})
 	if _, err := os.Stat("/proc/" + replica); err != nil {

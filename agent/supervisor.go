@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover/member"
 	"github.com/gantry-dev/gantry/runtime"
 )
 
@@ -139,9 +139,9 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 		if env == nil {
 			env = map[string]string{}
 		}
-		env[MemberDirEnv] = s.agent.memberDir(f.Group)
+		env[member.DirEnv] = s.agent.memberDir(f.Group)
 		if role := s.role(); role != nil { // the role at start; the file stays current
-			env["GANTRY_FAILOVER_ROLE"], env["GANTRY_FAILOVER_EPOCH"], env["GANTRY_FAILOVER_PRIMARY"] = role.Role, strconv.FormatInt(role.Epoch, 10), role.Primary
+			maps.Copy(env, member.Environment(role.Role, role.Epoch, role.Primary))
 		}
 	}
 	return runtime.Spec{

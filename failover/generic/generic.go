@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,7 +48,11 @@ func (g *Generic) env(role string, primary string) []string {
 			primary = as.Primary
 		}
 	}
-	return append(os.Environ(), "GANTRY_FAILOVER_ROLE="+role, "GANTRY_FAILOVER_EPOCH="+strconv.FormatInt(epoch, 10), "GANTRY_FAILOVER_PRIMARY="+primary)
+	env := os.Environ()
+	for k, v := range member.Environment(role, epoch, primary) {
+		env = append(env, k+"="+v)
+	}
+	return env
 }
 
 func (g *Generic) start(role, primary string) error {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -44,11 +45,30 @@ type Capability interface {
 // yet): the member keeps doing what it does and tries again.
 var ErrNotYet = errors.New("not yet")
 
-// Files of a member's directory (written by the agent and the member).
+// The member's directory and environment, shared with its agent: the
+// agent writes RoleFile and starts the member with DirEnv set; the member
+// writes StatusFile, which the agent reports.
 const (
 	RoleFile   = "role.json"
 	StatusFile = "status.json"
+	DirEnv     = "GANTRY_FAILOVER_DIR"
 )
+
+// Environment is the role as environment variables: a member's at its
+// start, and the generic capability's command and hooks'.
+func Environment(role string, epoch int64, primary string) map[string]string {
+	return map[string]string{"GANTRY_FAILOVER_ROLE": role, "GANTRY_FAILOVER_EPOCH": strconv.FormatInt(epoch, 10), "GANTRY_FAILOVER_PRIMARY": primary}
+}
+
+// ReadStatus reads what the member last reported (nil when nothing yet).
+func ReadStatus(dir string) (*api.MemberStatus, error) {
+	var st api.MemberStatus
+	found, err := atomicfile.ReadJSON(filepath.Join(dir, StatusFile), &st)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &st, nil
+}
 
 // Config tunes the loop.
 type Config struct {
@@ -201,9 +221,9 @@ func step[C Capability](ctx context.Context, c C, cur applied, as api.FailoverAs
 
 // Dir is the member's directory from its environment.
 func Dir() (string, error) {
-	dir := os.Getenv("GANTRY_FAILOVER_DIR")
+	dir := os.Getenv(DirEnv)
 	if dir == "" {
-		return "", errors.New("GANTRY_FAILOVER_DIR is not set: `gantry member` runs as a failover group's replica, started by its agent")
+		return "", errors.New(DirEnv + " is not set: `gantry member` runs as a failover group's replica, started by its agent")
 	}
 	return dir, os.MkdirAll(dir, 0o700)
 }
