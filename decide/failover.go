@@ -33,10 +33,29 @@ func Instance(r *api.Replica) string {
 	return r.ID + "@" + r.Machine
 }
 
-// InstanceMachine is the machine of an Instance.
+// InstanceMachine is the machine of an Instance; InstanceReplica its
+// replica.
 func InstanceMachine(instance string) string {
 	_, m, _ := strings.Cut(instance, "@")
 	return m
+}
+
+// InstanceReplica is the replica of an Instance.
+func InstanceReplica(instance string) string {
+	r, _, _ := strings.Cut(instance, "@")
+	return r
+}
+
+// SideReplica is the replica that runs a failover side: of its service's
+// replicas (one, or two while it is replaced), the placed one.
+func SideReplica(replicas []*api.Replica) *api.Replica {
+	var out *api.Replica
+	for _, r := range replicas {
+		if out == nil || out.Machine == "" && r.Machine != "" {
+			out = r
+		}
+	}
+	return out
 }
 
 // decideFailover steps every failover group through its state machine
@@ -82,12 +101,13 @@ func (p *Pass) failoverSides(g *api.FailoverGroup, st *failover.State) map[strin
 	for home, cluster := range map[string]string{failover.HomePrimary: g.Spec.Primary.Cluster, failover.HomeReplica: g.Spec.Replica.Cluster} {
 		service := spec.FailoverMemberName(g.Metadata.Name, cluster)
 		s := &machineSide{p: p, st: st, lease: time.Duration(g.Spec.LeaseSeconds) * time.Second}
+		var ofService []*api.Replica
 		for _, r := range p.replicas {
-			if r.Service == service && (s.r == nil || s.r.Machine == "" && r.Machine != "") {
-				s.r = r
+			if r.Service == service {
+				ofService = append(ofService, r)
 			}
 		}
-		if s.r != nil {
+		if s.r = SideReplica(ofService); s.r != nil {
 			s.m = p.machineByID[s.r.Machine]
 		}
 		sides[home] = s

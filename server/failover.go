@@ -165,7 +165,7 @@ func failoverInfo(tx store.Tx, g *api.FailoverGroup) (*api.FailoverGroupInfo, er
 		if err != nil {
 			return nil, err
 		}
-		r := placedReplica(replicas)
+		r := decide.SideReplica(replicas)
 		m.Role, _ = failover.Role(st, side.home, decide.Instance(r))
 		if r != nil {
 			m.Replica, m.Machine, m.State, m.Health = r.ID, r.Machine, string(r.State), r.Health
@@ -183,17 +183,6 @@ func failoverInfo(tx store.Tx, g *api.FailoverGroup) (*api.FailoverGroupInfo, er
 		info.Members = append(info.Members, m)
 	}
 	return info, nil
-}
-
-// placedReplica is a side's replica: the placed one if any.
-func placedReplica(replicas []*api.Replica) *api.Replica {
-	var out *api.Replica
-	for _, r := range replicas {
-		if out == nil || out.Machine == "" && r.Machine != "" {
-			out = r
-		}
-	}
-	return out
 }
 
 func firstPort(g *api.FailoverGroup) string {
@@ -296,8 +285,7 @@ func memberRole(tx store.Tx, r *api.Replica, member *api.FailoverMemberSpec) (*a
 	}
 	as.Role, as.Bootstrap = failover.Role(st, member.Home, decide.Instance(r))
 	if as.Role == api.RoleReplica && st.Holder != "" {
-		holderID, _, _ := strings.Cut(st.Holder, "@")
-		holder, err := tx.GetReplica(holderID)
+		holder, err := tx.GetReplica(decide.InstanceReplica(st.Holder))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}

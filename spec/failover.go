@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover"
 )
 
 // Failover group defaults.
@@ -16,8 +17,6 @@ const (
 	DefaultFailoverInterval    = 1
 	DefaultPostgresBinDir      = "/usr/lib/postgresql/15/bin"
 	DefaultPostgresUser        = "postgres"
-	failoverHomePrimary        = "primary"
-	failoverHomeReplica        = "replica"
 	failoverTemplatePathPrefix = "spec.template"
 )
 
@@ -158,7 +157,7 @@ func FailoverMemberName(group, cluster string) string { return group + "-" + clu
 // replica each, replaced in place (two copies of one side must never
 // run at once), healthy by the group's thresholds.
 func FailoverMembers(g *api.FailoverGroup) []*api.Service {
-	sides := []struct{ cluster, home string }{{g.Spec.Primary.Cluster, failoverHomePrimary}, {g.Spec.Replica.Cluster, failoverHomeReplica}}
+	sides := []struct{ cluster, home string }{{g.Spec.Primary.Cluster, failover.HomePrimary}, {g.Spec.Replica.Cluster, failover.HomeReplica}}
 	out := make([]*api.Service, 0, len(sides))
 	for _, side := range sides {
 		sp := g.Spec.Template
