@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -133,22 +134,28 @@ func (a *affinity) inTopology(m *Machine, t termView) int {
 	return a.st.matching(m, t.Selector)
 }
 
-// violation is why m breaks a required term, or "". As in Kubernetes, a
-// required affinity to replicas that run nowhere yet holds anywhere for a
-// replica that matches its own selector (the first of a group goes where
-// it fits, the others follow it), and nowhere for any other.
+// breaks reports whether a required term fails with n matching replicas
+// in the topology. As in Kubernetes, a required affinity to replicas that
+// run nowhere yet holds anywhere for a replica that matches its own
+// selector (the first of a group goes where it fits, the others follow
+// it), and nowhere for any other.
+func (t termView) breaks(n int) bool {
+	if t.anti {
+		return n > 0
+	}
+	return n == 0 && (t.total > 0 || !t.self)
+}
+
+// violation is why m breaks a required term, or "".
 func (a *affinity) violation(m *Machine) string {
 	for _, t := range a.terms {
-		if !t.Required() {
+		if !t.Required() || !t.breaks(a.inTopology(m, t)) {
 			continue
 		}
-		n := a.inTopology(m, t)
-		switch {
-		case t.anti && n > 0:
+		if t.anti {
 			return fmt.Sprintf("anti-affinity: a replica matching %s on the same %s", selectorString(t.Selector), t.Topology)
-		case !t.anti && n == 0 && (t.total > 0 || !t.self):
-			return fmt.Sprintf("affinity: no replica matching %s on the same %s", selectorString(t.Selector), t.Topology)
 		}
+		return fmt.Sprintf("affinity: no replica matching %s on the same %s", selectorString(t.Selector), t.Topology)
 	}
 	for _, sh := range a.shunned {
 		n := m.ServiceCount[sh.service]
@@ -167,66 +174,56 @@ func (a *affinity) violation(m *Machine) string {
 func (a *affinity) preference(m *Machine) int {
 	score := 0
 	for _, t := range a.terms {
-		if t.Required() {
+		if t.Required() || a.inTopology(m, t) == 0 {
 			continue
 		}
-		n := a.inTopology(m, t)
-		switch {
-		case t.anti && n > 0:
+		if t.anti {
 			score -= t.Weight
-		case !t.anti && n > 0:
+		} else {
 			score += t.Weight
 		}
 	}
 	return score
 }
 
-// zoneHint is a zone where a new machine would keep the required zone
-// terms (the zone of the replicas an affinity follows; one an
-// anti-affinity's replicas are not in), "" when any will do or none can.
+// zoneHint is the first zone (of domains and the zones replicas run in)
+// where a new machine keeps every required zone term, "" when no zone term
+// constrains the replica or no zone can.
 func (a *affinity) zoneHint(domains []string) string {
-	allowed := append([]string(nil), domains...)
-	for _, t := range a.terms {
-		if !t.Required() || t.Topology != api.SpreadZone || t.total == 0 && !t.anti && t.self {
-			continue
-		}
-		var keep []string
-		for z, n := range t.zones {
-			if !t.anti && n > 0 {
-				keep = append(keep, z)
-			}
-		}
-		if t.anti {
-			keep = nil
-			for _, z := range allowed {
-				if t.zones[z] == 0 {
-					keep = append(keep, z)
-				}
-			}
-		} else if len(allowed) > 0 {
-			keep = intersect(keep, allowed)
-		}
-		allowed = keep
+	var zoneTerms []termView
+	var zoneShunned []shunned
+	candidates := map[string]bool{}
+	for _, z := range domains {
+		candidates[z] = true
 	}
-	sort.Strings(allowed)
+	for _, t := range a.terms {
+		if t.Required() && t.Topology == api.SpreadZone {
+			zoneTerms = append(zoneTerms, t)
+		}
+		for z := range t.zones {
+			candidates[z] = true
+		}
+	}
+	for _, sh := range a.shunned {
+		if sh.topology == api.SpreadZone {
+			zoneShunned = append(zoneShunned, sh)
+		}
+	}
+	if len(zoneTerms)+len(zoneShunned) == 0 {
+		return ""
+	}
+	var allowed []string
+	for z := range candidates {
+		ok := !slices.ContainsFunc(zoneTerms, func(t termView) bool { return t.breaks(t.zones[z]) }) &&
+			!slices.ContainsFunc(zoneShunned, func(sh shunned) bool { return sh.zones[z] > 0 })
+		if ok {
+			allowed = append(allowed, z)
+		}
+	}
 	if len(allowed) == 0 {
 		return ""
 	}
-	return allowed[0]
-}
-
-func intersect(a, b []string) []string {
-	in := map[string]bool{}
-	for _, x := range b {
-		in[x] = true
-	}
-	var out []string
-	for _, x := range a {
-		if in[x] {
-			out = append(out, x)
-		}
-	}
-	return out
+	return slices.Min(allowed)
 }
 
 func selectorString(sel map[string]string) string {

@@ -136,3 +136,30 @@ func TestAntiAffinityIsSymmetric(t *testing.T) {
 		t.Fatalf("the db joined the cache that keeps dbs away: %+v", res.Placements)
 	}
 }
+
+// A machine opened for a replica with a required zone term is asked for a
+// zone that keeps the term; one without zone terms is asked for none.
+func TestOpenerIsToldTheZoneTheTermsAllow(t *testing.T) {
+	full := machine("a", "g", 100, 16)
+	full.Zone = "z1"
+	Schedule([]*Machine{full}, []Replica{labelled(replica("pg", 0, 0, 0), db)})
+	hints := map[string]string{}
+	open := func(r *Replica, zone string) (*Machine, string) {
+		hints[r.ID] = zone
+		m := machine("new-"+r.ID, "g", 8000, 16)
+		m.Zone = zone
+		return m, ""
+	}
+	away := replica("web", 0, 1000, 256)
+	away.ZoneDomains = []string{"z1", "z2", "z3"}
+	away.Terms = &Terms{AntiAffinity: required(api.SpreadZone, db)}
+	anywhere := replica("api", 0, 1000, 256)
+	anywhere.ZoneDomains = []string{"z1", "z2"}
+	anywhere.Terms = &Terms{AntiAffinity: required(api.SpreadMachine, db)}
+	for _, r := range []Replica{away, anywhere} { // one session each: neither may land on the other's new machine
+		NewSession([]*Machine{full.Clone()}).Place([]Replica{r, labelled(replica("pg", 9, 0, 0), db)}, open)
+	}
+	if hints["web-0"] != "z2" || hints["api-0"] != "" {
+		t.Fatalf("hints %v: want web kept out of z1 (first allowed: z2), api free", hints)
+	}
+}
