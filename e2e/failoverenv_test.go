@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,42 +216,71 @@ func startWriter(t *testing.T, s *server) (*pgWriter, func()) {
 	return w, func() { cancel(); <-done }
 }
 
+// The writer's pace: a steady stream of commits, not a load test, and a
+// reconnect at most this often while no primary serves (it asks the API
+// where the primary is, like a client would).
+const (
+	writeEvery     = 2 * time.Millisecond
+	reconnectEvery = 50 * time.Millisecond
+)
+
 func (w *pgWriter) run(ctx context.Context) {
 	var conn *pgx.Conn
-	endpoint := ""
-	for id := time.Now().UnixNano(); ctx.Err() == nil; {
-		if conn == nil {
-			g, err := w.s.api.GetFailoverGroup(ctx, "pg")
-			if err != nil || g.Status.Endpoint == "" {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			endpoint = g.Status.Endpoint
-			if conn, err = pgConnect(ctx, endpoint); err != nil {
-				conn = nil
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-		}
-		// Every attempt takes a new id: one that failed may still have
-		// committed (unacknowledged), and must not block the next.
-		id++
-		callCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := conn.Exec(callCtx, "INSERT INTO rows VALUES ($1)", id)
-		cancel()
-		time.Sleep(2 * time.Millisecond) // a steady stream, not a load test
-		if err != nil {
+	defer func() {
+		if conn != nil {
 			conn.Close(context.Background())
-			conn = nil
-			continue
 		}
-		w.mu.Lock()
-		w.acked = append(w.acked, ackedRow{id: id, endpoint: endpoint, at: time.Now()})
-		w.mu.Unlock()
+	}()
+	endpoint := ""
+	for id := time.Now().UnixNano(); ; {
+		pace := writeEvery
+		if conn == nil {
+			endpoint, conn = w.connect(ctx)
+			pace = reconnectEvery
+		}
+		if conn != nil {
+			// Every attempt takes a new id: one that failed may still have
+			// committed (unacknowledged), and must not block the next.
+			id++
+			if w.insert(ctx, conn, id, endpoint) {
+				pace = writeEvery
+			} else {
+				conn.Close(context.Background())
+				conn = nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pace):
+		}
 	}
-	if conn != nil {
-		conn.Close(context.Background())
+}
+
+// connect asks the API where the primary serves and connects to it.
+func (w *pgWriter) connect(ctx context.Context) (string, *pgx.Conn) {
+	g, err := w.s.api.GetFailoverGroup(ctx, "pg")
+	if err != nil || g.Status.Endpoint == "" {
+		return "", nil
 	}
+	conn, err := pgConnect(ctx, g.Status.Endpoint)
+	if err != nil {
+		return "", nil
+	}
+	return g.Status.Endpoint, conn
+}
+
+// insert commits one row and records it when PostgreSQL acknowledged it.
+func (w *pgWriter) insert(ctx context.Context, conn *pgx.Conn, id int64, endpoint string) bool {
+	callCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(callCtx, "INSERT INTO rows VALUES ($1)", id); err != nil {
+		return false
+	}
+	w.mu.Lock()
+	w.acked = append(w.acked, ackedRow{id: id, endpoint: endpoint, at: time.Now()})
+	w.mu.Unlock()
+	return true
 }
 
 func (w *pgWriter) rows() []ackedRow {
@@ -343,11 +371,6 @@ func (p *primarySampler) sample() {
 
 // acceptsWrites: PostgreSQL at endpoint answers and is out of recovery.
 func acceptsWrites(endpoint string) bool {
-	if c, err := net.DialTimeout("tcp", endpoint, 300*time.Millisecond); err != nil {
-		return false
-	} else {
-		c.Close()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	conn, err := pgConnect(ctx, endpoint)

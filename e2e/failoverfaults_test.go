@@ -118,9 +118,13 @@ func startStubbornWriter(t *testing.T, endpoint string) *stubbornWriter {
 	conn.Close(ctx)
 	go func() {
 		defer close(w.done)
-		for ctx.Err() == nil {
+		for {
 			w.try(ctx, endpoint)
-			time.Sleep(20 * time.Millisecond)
+			select { // a client retrying at its own pace
+			case <-ctx.Done():
+				return
+			case <-time.After(reconnectEvery):
+			}
 		}
 	}()
 	return w
