@@ -133,17 +133,15 @@ func (s *Server) handleGetFailoverGroup(w http.ResponseWriter, r *http.Request) 
 	writeJSON(w, http.StatusOK, g)
 }
 
-// failoverState reads a group's state ("" phase: not decided yet).
+// failoverState reads a group's state from the leader's memory ("" phase:
+// not decided yet).
 func failoverState(tx store.Tx, group string) (failover.State, error) {
-	var st failover.State
-	raw, err := tx.GetMemory(decide.FailoverKey(group))
-	if errors.Is(err, store.ErrNotFound) {
-		return st, nil
-	}
+	entries, err := tx.ListMemoryPrefix(decide.FailoverKey(group))
 	if err != nil {
-		return st, err
+		return failover.State{}, err
 	}
-	return st, json.Unmarshal([]byte(raw), &st)
+	mem, err := decide.DecodeMemory(entries)
+	return mem.Failover[group], err
 }
 
 // failoverInfo is a group's status: its phase and epoch, which side is

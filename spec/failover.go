@@ -95,14 +95,12 @@ func ValidateFailoverGroup(g *api.FailoverGroup) ErrorList {
 		errs.add("spec.health", "failureThreshold, successThreshold and intervalSeconds must be at least 1")
 	}
 	errs = append(errs, validateCapability(sp)...)
-	for _, m := range FailoverMembers(g) {
-		for _, e := range ValidateService(m) {
-			if strings.HasPrefix(e.Path, "spec.cluster") || e.Path == "metadata.name" {
-				continue // checked above, in the group's own terms
-			}
-			errs = append(errs, &FieldError{Path: failoverTemplatePathPrefix + strings.TrimPrefix(e.Path, "spec"), Message: e.Message})
+	// Both sides run the template: the first side's service says it all.
+	for _, e := range ValidateService(FailoverMembers(g)[0]) {
+		if strings.HasPrefix(e.Path, "spec.cluster") || e.Path == "metadata.name" {
+			continue // checked above, in the group's own terms
 		}
-		break // both sides share the template
+		errs = append(errs, &FieldError{Path: failoverTemplatePathPrefix + strings.TrimPrefix(e.Path, "spec"), Message: e.Message})
 	}
 	return errs
 }
