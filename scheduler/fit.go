@@ -42,6 +42,9 @@ func gpuShortfall(g *GPUNeed) string {
 // dynamicFit checks free resources, free GPUs (when withGPU) and
 // dedication; it returns the GPU devices to give.
 func dynamicFit(m *Machine, r *Replica, withGPU bool) (string, []int) {
+	if m.excluded {
+		return "being emptied", nil
+	}
 	if r.Dedicated && m.ServiceCount[r.Service] > 0 {
 		return "dedicated: already runs a replica of " + r.Service, nil
 	}

@@ -16,19 +16,32 @@ type picker interface {
 	add(m *Machine)
 }
 
-func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, tally *missTally) picker {
+func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, set *eligibleSet, zone string, classSize int) picker {
 	binpack := r.Scoring == "" || r.Scoring == api.ScoringBinpack
+	// The shared fit index covers the class's machines when the tier is
+	// all of them and a sameZone zone (if any) is known.
+	indexed := t.whole && (!r.SameZone || zone != "")
 	switch {
 	case st.hasAffinity(r):
 		// Affinity counts change with every replica placed: the general picker.
+	case len(r.Spread) == 0 && binpack && indexed:
+		return &indexedFit{index: set.index(zone), withGPU: t.withGPU}
 	case len(r.Spread) == 0 && binpack:
-		return &firstFit{machines: t.machines, withGPU: t.withGPU, tally: tally}
+		return &firstFit{machines: t.machines, withGPU: t.withGPU}
 	case len(r.Spread) == 1 && binpack && r.Spread[0].Key == api.SpreadMachine:
-		return newMachineSpread(r, t, eligible, tally)
+		if indexed {
+			if p := st.newSparseSpread(r, set, zone, classSize); p != nil {
+				return p
+			}
+		}
+		return newMachineSpread(r, t, eligible)
 	case len(r.Spread) == 1 && binpack && r.Spread[0].Key == api.SpreadZone:
-		return newZoneSpread(r, t, eligible, tally)
+		if indexed && zone == "" {
+			return st.newIndexedZoneSpread(r, t, set)
+		}
+		return newZoneSpread(r, t, eligible)
 	}
-	return &scan{st: st, tier: t, eligible: eligible, tally: tally, spreadScoring: !binpack}
+	return &scan{st: st, tier: t, eligible: eligible, spreadScoring: !binpack}
 }
 
 // firstFit walks machines fullest-first; a machine that cannot take this
@@ -37,17 +50,14 @@ type firstFit struct {
 	machines []*Machine
 	pos      int
 	withGPU  bool
-	tally    *missTally
 }
 
 func (p *firstFit) pick(r *Replica) (*Machine, []int) {
 	for p.pos < len(p.machines) {
 		m := p.machines[p.pos]
-		why, gpus := dynamicFit(m, r, p.withGPU)
-		if why == "" {
+		if why, gpus := dynamicFit(m, r, p.withGPU); why == "" {
 			return m, gpus
 		}
-		p.tally.add(why)
 		p.pos++
 	}
 	return nil, nil
@@ -56,6 +66,93 @@ func (p *firstFit) pick(r *Replica) (*Machine, []int) {
 func (p *firstFit) placed(*Machine) {}
 
 func (p *firstFit) add(m *Machine) { p.machines = append(p.machines, m) }
+
+// indexedFit is firstFit over a shared fit index: the search skips ranges
+// of machines without room in one step.
+type indexedFit struct {
+	index   *fitIndex
+	pos     int
+	withGPU bool
+	// skip rejects a machine the index found (sparse spread's rule).
+	skip func(*Machine) bool
+}
+
+func (p *indexedFit) pick(r *Replica) (*Machine, []int) {
+	for {
+		i := p.index.first(p.pos, r.Requests)
+		if i < 0 {
+			p.pos = len(p.index.machines)
+			return nil, nil
+		}
+		m := p.index.machines[i]
+		if p.skip == nil || !p.skip(m) {
+			if why, gpus := dynamicFit(m, r, p.withGPU); why == "" {
+				p.pos = i
+				return m, gpus
+			}
+		}
+		p.pos = i + 1
+	}
+}
+
+func (p *indexedFit) placed(*Machine) {}
+
+// add: opened machines reach the shared index through state.add.
+func (p *indexedFit) add(*Machine) {}
+
+// sparseSpread is machine spread when the service runs on fewer machines
+// than the class may use, so the least-loaded count stays 0 for the whole
+// class: machines without the service first (first fit over the shared
+// index), then, as maxSkew allows, the few that run 1, 2, … replicas.
+type sparseSpread struct {
+	service string
+	maxSkew int
+	empty   indexedFit
+	hosts   []*Machine
+	withGPU bool
+}
+
+func (st *state) newSparseSpread(r *Replica, set *eligibleSet, zone string, classSize int) *sparseSpread {
+	var hosts []*Machine
+	for _, m := range st.hostsOf(r.Service) {
+		if staticFit(m, r) == "" && (zone == "" || m.Zone == zone) {
+			hosts = append(hosts, m)
+		}
+	}
+	idx := set.index(zone)
+	if len(hosts)+classSize >= len(idx.machines) {
+		return nil
+	}
+	svc := r.Service
+	return &sparseSpread{service: svc, maxSkew: r.Spread[0].MaxSkew, hosts: hosts, withGPU: r.GPU != nil && !r.GPU.Preferred,
+		empty: indexedFit{index: idx, withGPU: r.GPU != nil && !r.GPU.Preferred, skip: func(m *Machine) bool { return m.ServiceCount[svc] > 0 }}}
+}
+
+func (p *sparseSpread) pick(r *Replica) (*Machine, []int) {
+	if m, gpus := p.empty.pick(r); m != nil {
+		return m, gpus
+	}
+	for level := 1; level < p.maxSkew; level++ { // count+1-0 ≤ maxSkew
+		for _, m := range p.hosts {
+			if m.ServiceCount[p.service] != level {
+				continue
+			}
+			if why, gpus := dynamicFit(m, r, p.withGPU); why == "" {
+				return m, gpus
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (p *sparseSpread) placed(m *Machine) {
+	if m.ServiceCount[p.service] == 0 { // booked after placed: it now hosts one
+		p.hosts = append(p.hosts, m)
+		sort.Slice(p.hosts, func(i, j int) bool { return p.hosts[i].rank < p.hosts[j].rank })
+	}
+}
+
+func (p *sparseSpread) add(*Machine) {}
 
 // machineSpread keeps the least-loaded machines (for this service) on top
 // of a heap, fullest first among equals.
@@ -66,7 +163,6 @@ type machineSpread struct {
 	min     int
 	maxSkew int
 	withGPU bool
-	tally   *missTally
 }
 
 type spreadItem struct {
@@ -93,8 +189,8 @@ func (h *spreadHeap) Pop() any {
 	return it
 }
 
-func newMachineSpread(r *Replica, t tier, eligible []*Machine, tally *missTally) *machineSpread {
-	p := &machineSpread{service: r.Service, maxSkew: r.Spread[0].MaxSkew, withGPU: t.withGPU, tally: tally, min: -1}
+func newMachineSpread(r *Replica, t tier, eligible []*Machine) *machineSpread {
+	p := &machineSpread{service: r.Service, maxSkew: r.Spread[0].MaxSkew, withGPU: t.withGPU, min: -1}
 	items := make([]spreadItem, len(t.machines))
 	p.h = make(spreadHeap, len(t.machines))
 	for i, m := range t.machines {
@@ -123,11 +219,9 @@ func (p *machineSpread) pick(r *Replica) (*Machine, []int) {
 	for p.h.Len() > 0 {
 		top := p.h[0]
 		if why, gpus := dynamicFit(top.m, r, p.withGPU); why != "" {
-			p.tally.add(why)
 			heap.Pop(&p.h)
 			continue
 		} else if top.count+1-p.min > p.maxSkew {
-			p.tally.add(fmt.Sprintf("machine spread maxSkew %d", p.maxSkew))
 			return nil, nil
 		} else {
 			return top.m, gpus
@@ -159,13 +253,15 @@ type zoneSpread struct {
 	withGPU bool
 	zones   []string
 	counts  map[string]int
-	lists   map[string]*firstFit
+	lists   map[string]picker
 	maxSkew int
-	tally   *missTally
+	// inZone makes the picker of a zone first seen on an opened machine
+	// (nil: the zone's list picker).
+	inZone func(zone string) picker
 }
 
-func newZoneSpread(r *Replica, t tier, eligible []*Machine, tally *missTally) *zoneSpread {
-	p := &zoneSpread{withGPU: t.withGPU, counts: map[string]int{}, lists: map[string]*firstFit{}, maxSkew: r.Spread[0].MaxSkew, tally: tally}
+func newZoneSpread(r *Replica, t tier, eligible []*Machine) *zoneSpread {
+	p := &zoneSpread{withGPU: t.withGPU, counts: map[string]int{}, lists: map[string]picker{}, maxSkew: r.Spread[0].MaxSkew}
 	for _, z := range r.ZoneDomains {
 		p.counts[z] += 0
 	}
@@ -175,10 +271,33 @@ func newZoneSpread(r *Replica, t tier, eligible []*Machine, tally *missTally) *z
 	for _, m := range t.machines {
 		l, ok := p.lists[m.Zone]
 		if !ok {
-			l = &firstFit{withGPU: t.withGPU, tally: tally}
+			l = &firstFit{withGPU: t.withGPU}
 			p.lists[m.Zone] = l
 		}
-		l.machines = append(l.machines, m)
+		l.add(m)
+	}
+	for z := range p.counts {
+		p.zones = append(p.zones, z)
+	}
+	return p
+}
+
+// newIndexedZoneSpread counts the service's replicas per zone from its
+// hosts and searches each zone's shared fit index.
+func (st *state) newIndexedZoneSpread(r *Replica, t tier, set *eligibleSet) *zoneSpread {
+	p := &zoneSpread{withGPU: t.withGPU, counts: map[string]int{}, lists: map[string]picker{}, maxSkew: r.Spread[0].MaxSkew}
+	p.inZone = func(zone string) picker { return &indexedFit{index: set.index(zone), withGPU: t.withGPU} }
+	for _, z := range r.ZoneDomains {
+		p.counts[z] += 0
+	}
+	for _, z := range set.zoneList {
+		p.counts[z] += 0
+		p.lists[z] = p.inZone(z)
+	}
+	for _, m := range st.hostsOf(r.Service) {
+		if staticFit(m, r) == "" {
+			p.counts[m.Zone] += m.ServiceCount[r.Service]
+		}
 	}
 	for z := range p.counts {
 		p.zones = append(p.zones, z)
@@ -200,7 +319,6 @@ func (p *zoneSpread) pick(r *Replica) (*Machine, []int) {
 	lowest := p.counts[p.zones[0]]
 	for _, z := range p.zones {
 		if p.counts[z]+1-lowest > p.maxSkew {
-			p.tally.add(fmt.Sprintf("zone spread maxSkew %d", p.maxSkew))
 			return nil, nil
 		}
 		if l, ok := p.lists[z]; ok {
@@ -221,7 +339,11 @@ func (p *zoneSpread) add(m *Machine) {
 	}
 	l, ok := p.lists[m.Zone]
 	if !ok {
-		l = &firstFit{withGPU: p.withGPU, tally: p.tally}
+		if p.inZone != nil {
+			p.lists[m.Zone] = p.inZone(m.Zone) // the index has the machine already
+			return
+		}
+		l = &firstFit{withGPU: p.withGPU}
 		p.lists[m.Zone] = l
 	}
 	l.add(m)
@@ -243,7 +365,6 @@ type scan struct {
 	st            *state
 	tier          tier
 	eligible      []*Machine
-	tally         *missTally
 	spreadScoring bool
 }
 
@@ -265,7 +386,6 @@ func (p *scan) pick(r *Replica) (*Machine, []int) {
 			why = aff.violation(m)
 		}
 		if why != "" {
-			p.tally.add(why)
 			continue
 		}
 		score := packScore(m)

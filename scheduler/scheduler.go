@@ -52,6 +52,10 @@ type Machine struct {
 	Residents []Resident
 
 	rank int // position in the current pass's placement order
+	// slots are the machine's places in the pass's fit indexes.
+	slots []slot
+	// excluded: a what-if is emptying the machine; nothing goes on it.
+	excluded bool
 }
 
 // Free is what is left to allocate.
@@ -60,6 +64,7 @@ func (m *Machine) Free() api.Resources { return m.Allocatable.Sub(m.Allocated) }
 // Clone copies a machine, so that placing on the copy leaves it as it was.
 func (m *Machine) Clone() *Machine {
 	c := *m
+	c.slots, c.excluded = nil, false
 	c.GPUs = slices.Clone(m.GPUs)
 	c.ServiceCount = maps.Clone(m.ServiceCount)
 	if c.ServiceCount == nil {
@@ -243,6 +248,7 @@ func Assign(m *Machine, r Replica, gpus []int) {
 		m.ServiceCount = map[string]int{}
 	}
 	m.ServiceCount[r.Service]++
+	m.touch()
 }
 
 // Unassign undoes Assign (for what-if simulations).
@@ -260,6 +266,14 @@ func Unassign(m *Machine, r Replica, gpus []int) {
 	if m.ServiceCount[r.Service]--; m.ServiceCount[r.Service] <= 0 {
 		delete(m.ServiceCount, r.Service)
 	}
+	m.touch()
+}
+
+// Exclude keeps a machine out of the session's placements (a what-if that
+// empties it), or lets it back in.
+func (s *Session) Exclude(m *Machine, excluded bool) {
+	m.excluded = excluded
+	m.touch()
 }
 
 type class struct {

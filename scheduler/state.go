@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
@@ -10,13 +11,18 @@ import (
 // id), with each machine's position in that order.
 type state struct {
 	order     []*Machine
-	perClust  map[string]int
+	byCluster map[string][]*Machine
 	teeInClus map[string]bool
 	// labels are the labels of each service seen (residents' and
 	// pending replicas'), for affinity selectors.
 	labels map[string]map[string]string
 	// anti are each service's required anti-affinity terms.
 	anti map[string][]api.AffinityTerm
+	// sets are the machines each static need may use (see staticKey).
+	sets map[string]*eligibleSet
+	// hosts are, per service, machines that run or ran a replica of it in
+	// this pass (entries whose count fell to 0 are left; readers check).
+	hosts map[string][]*Machine
 }
 
 type scored struct {
@@ -36,14 +42,15 @@ func newState(machines []*Machine) *state {
 		return byScore[i].m.ID < byScore[j].m.ID
 	})
 	order := make([]*Machine, len(byScore))
-	st := &state{order: order, perClust: map[string]int{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{}, anti: map[string][]api.AffinityTerm{}}
+	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
+		anti: map[string][]api.AffinityTerm{}, sets: map[string]*eligibleSet{}}
 	for i, s := range byScore {
 		order[i] = s.m
-		s.m.rank = i
+		s.m.rank, s.m.slots = i, nil
 		for _, res := range s.m.Residents {
 			st.learnLabels([]Replica{res.Replica})
 		}
-		st.perClust[s.m.Cluster]++
+		st.byCluster[s.m.Cluster] = append(st.byCluster[s.m.Cluster], s.m)
 		if s.m.TEE {
 			st.teeInClus[s.m.Cluster] = true
 		}
@@ -58,47 +65,73 @@ type tier struct {
 	withGPU  bool
 	tee      bool
 	note     string
+	// whole: the tier is every machine the class may use, so pickers may
+	// search the shared fit index instead of the list.
+	whole bool
 }
 
 // add records a machine opened during the pass.
 func (st *state) add(m *Machine) {
-	m.rank = len(st.order)
+	m.rank, m.slots = len(st.order), nil
 	st.order = append(st.order, m)
-	st.perClust[m.Cluster]++
+	st.byCluster[m.Cluster] = append(st.byCluster[m.Cluster], m)
 	if m.TEE {
 		st.teeInClus[m.Cluster] = true
 	}
+	for _, set := range st.sets {
+		if staticFit(m, &set.sample) == "" {
+			set.add(m)
+		}
+	}
+}
+
+// book assigns a replica and keeps the service's hosts current.
+func (st *state) book(m *Machine, r *Replica, gpus []int) {
+	if st.hosts != nil && m.ServiceCount[r.Service] == 0 {
+		st.hosts[r.Service] = append(st.hosts[r.Service], m)
+	}
+	Assign(m, *r, gpus)
+}
+
+// hostsOf are the machines running the service, in placement order.
+func (st *state) hostsOf(service string) []*Machine {
+	if st.hosts == nil {
+		st.hosts = map[string][]*Machine{}
+		for _, m := range st.order {
+			for svc := range m.ServiceCount {
+				st.hosts[svc] = append(st.hosts[svc], m)
+			}
+		}
+	}
+	var out []*Machine
+	for _, m := range st.hosts[service] {
+		if m.ServiceCount[service] > 0 {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rank < out[j].rank })
+	return slices.CompactFunc(out, func(a, b *Machine) bool { return a == b })
 }
 
 func (st *state) placeClass(cl *class, res *Result, open Opener) {
 	r := cl.replicas[0]
-	tally := &missTally{total: st.perClust[r.Cluster]}
 	if r.Isolation == api.IsolationTEERequired && !st.teeInClus[r.Cluster] && open == nil {
 		for _, rep := range cl.replicas {
 			res.Unplaced[rep.ID] = "no TEE runtime in cluster " + r.Cluster + " (isolation teeRequired: prerequisite missing)"
 		}
 		return
 	}
-	var eligible []*Machine
-	for _, m := range st.order {
-		if m.Cluster != r.Cluster {
-			continue
-		}
-		if why := staticFit(m, &r); why != "" {
-			tally.add(why)
-			continue
-		}
-		eligible = append(eligible, m)
-	}
+	set := st.eligibleFor(&r)
+	eligible := set.machines
 	zone := ""
 	if r.SameZone {
 		zone = sameZoneChoice(eligible, r.Service)
-		eligible = inZone(eligible, zone, tally)
+		eligible = inZone(eligible, zone)
 	}
 	tiers := tiersFor(&r, eligible)
 	pickers := make([]picker, len(tiers))
 	for i, t := range tiers {
-		pickers[i] = st.pickerFor(&r, t, eligible, tally)
+		pickers[i] = st.pickerFor(&r, t, eligible, set, zone, len(cl.replicas))
 	}
 	for _, rep := range cl.replicas {
 		m, gpus, t, ok := pickIn(tiers, pickers, &rep)
@@ -109,7 +142,7 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			}
 			fresh, why := open(&rep, hint)
 			if fresh == nil {
-				res.Unplaced[rep.ID] = tally.reason() + "; " + why
+				res.Unplaced[rep.ID] = st.explain(&rep, zone) + "; " + why
 				continue
 			}
 			st.add(fresh)
@@ -128,12 +161,45 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			m, gpus, t, ok = st.preempt(eligible, tiers, &rep, res)
 		}
 		if !ok {
-			res.Unplaced[rep.ID] = tally.reason()
+			res.Unplaced[rep.ID] = st.explain(&rep, zone)
 			continue
 		}
-		Assign(m, rep, gpus)
+		st.book(m, &rep, gpus)
 		res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
 	}
+}
+
+// explain says why no machine of the cluster takes the replica, the way
+// Kubernetes does: "0/3 machines fit: 2 insufficient cpu, 1 no docker
+// runtime". It walks every machine, so it runs only for a replica left
+// unplaced.
+func (st *state) explain(r *Replica, zone string) string {
+	tally := missTally{total: len(st.byCluster[r.Cluster])}
+	rules := newSpreadRules(st.eligibleFor(r).machines, r)
+	var aff *affinity
+	if st.hasAffinity(r) {
+		aff = st.affinityOf(r)
+	}
+	withGPU := r.GPU != nil && !r.GPU.Preferred
+	for _, m := range st.byCluster[r.Cluster] {
+		why := staticFit(m, r)
+		if why == "" && zone != "" && m.Zone != zone {
+			why = "sameZone: service runs in zone " + zone
+		}
+		if why == "" {
+			why, _ = dynamicFit(m, r, withGPU)
+		}
+		if why == "" {
+			why = rules.violation(m)
+		}
+		if why == "" && aff != nil {
+			why = aff.violation(m)
+		}
+		if why != "" {
+			tally.add(why)
+		}
+	}
+	return tally.reason()
 }
 
 func pickIn(tiers []tier, pickers []picker, r *Replica) (*Machine, []int, tier, bool) {
@@ -166,13 +232,18 @@ func zoneHint(pickers []picker, r *Replica) string {
 // teePreferred, GPU machines first for a preferred GPU.
 func tiersFor(r *Replica, eligible []*Machine) []tier {
 	all := func(*Machine) bool { return true }
-	teeTiers := []tier{{machines: eligible, accepts: all, tee: r.Isolation == api.IsolationTEERequired}}
+	teeTiers := []tier{{machines: eligible, accepts: all, tee: r.Isolation == api.IsolationTEERequired, whole: true}}
 	if r.Isolation == api.IsolationTEEPreferred {
 		isTEE := func(m *Machine) bool { return m.TEE }
 		notTEE := func(m *Machine) bool { return !m.TEE }
 		teeTiers = []tier{
 			{machines: filter(eligible, isTEE), accepts: isTEE, tee: true},
 			{machines: filter(eligible, notTEE), accepts: notTEE, note: "no TEE capacity: running on the standard runtime (isolation teePreferred)"},
+		}
+	}
+	if r.GPU != nil && r.GPU.Preferred {
+		for i := range teeTiers {
+			teeTiers[i].whole = false
 		}
 	}
 	if r.GPU == nil {
@@ -231,13 +302,11 @@ func sameZoneChoice(eligible []*Machine, service string) string {
 	return best
 }
 
-func inZone(ms []*Machine, zone string, tally *missTally) []*Machine {
+func inZone(ms []*Machine, zone string) []*Machine {
 	var out []*Machine
 	for _, m := range ms {
 		if m.Zone == zone {
 			out = append(out, m)
-		} else {
-			tally.add("sameZone: service runs in zone " + zone)
 		}
 	}
 	return out

@@ -1,0 +1,233 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provider/aws"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// The packing quality suite (issue 15): seeded random workloads, each
+// planned from scratch; the plan's cost is compared with its lower bound.
+// Unconstrained workloads must stay within 3% of the LP bound in the worst
+// case, constrained ones within 15% of a bound that counts the machines
+// their rules force.
+
+const (
+	unconstrainedTarget = 0.03
+	constrainedTarget   = 0.15
+)
+
+// workload is one case of the suite.
+type workload struct {
+	name    string
+	group   *Group
+	pending []scheduler.Replica
+}
+
+// suiteCatalog is a catalog the suite draws from.
+type suiteCatalog struct {
+	name  string
+	types func() []provisioner.InstanceType
+	// capacity is the group's capacity-type policy.
+	capacity string
+	reserved api.Resources
+}
+
+func suiteCatalogs(t testing.TB) []suiteCatalog {
+	awsTypes, ok := aws.CatalogFor("us-east-1")
+	if !ok {
+		t.Fatal("the built-in AWS catalog does not load")
+	}
+	general := func() []provisioner.InstanceType { return withoutGPUs(awsTypes) }
+	return []suiteCatalog{
+		{name: "proportional-3-families", types: familyCatalog, capacity: api.CapacityAny},
+		{name: "proportional-1-family", types: func() []provisioner.InstanceType { return benchCatalog(400) }, capacity: api.CapacityAny},
+		{name: "aws-any", types: general, capacity: api.CapacityAny},
+		{name: "aws-onDemand", types: general, capacity: api.CapacityOnDemand},
+		{name: "aws-spot-reserved", types: general, capacity: api.CapacitySpot,
+			reserved: api.Resources{MilliCPU: 100, MemoryBytes: 256 << 20}},
+	}
+}
+
+func withoutGPUs(types []provisioner.InstanceType) []provisioner.InstanceType {
+	var out []provisioner.InstanceType
+	for _, it := range types {
+		if len(it.GPUs) == 0 {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// familyCatalog: compute (2 GiB per vCPU), general (4) and memory (8)
+// families in AWS's sizes, priced in proportion to resources, spot at 40%.
+func familyCatalog() []provisioner.InstanceType {
+	var out []provisioner.InstanceType
+	for _, fam := range []struct {
+		name      string
+		gibPerCPU int64
+	}{{"c", 2}, {"m", 4}, {"r", 8}} {
+		for _, cpus := range []int64{2, 4, 8, 16, 32, 48, 64, 96} {
+			price := 0.02*float64(cpus) + 0.005*float64(cpus*fam.gibPerCPU)
+			out = append(out, provisioner.InstanceType{Name: fmt.Sprintf("%s.%d", fam.name, cpus), MilliCPU: cpus * 1000,
+				MemoryBytes: cpus * fam.gibPerCPU << 30, Offerings: []provisioner.Offering{
+					{Zone: "z1", CapacityType: api.CapacityOnDemand, PricePerHour: price},
+					{Zone: "z2", CapacityType: api.CapacityOnDemand, PricePerHour: price},
+					{Zone: "z3", CapacityType: api.CapacityOnDemand, PricePerHour: price},
+					{Zone: "z1", CapacityType: api.CapacitySpot, PricePerHour: 0.4 * price},
+					{Zone: "z2", CapacityType: api.CapacitySpot, PricePerHour: 0.4 * price},
+				}})
+		}
+	}
+	return out
+}
+
+// shape draws a replica's requests.
+type shape struct {
+	name string
+	draw func(*rand.Rand) api.Resources
+}
+
+func discrete(name string, cpus []int64, mems []int64) shape {
+	return shape{name: name, draw: func(rng *rand.Rand) api.Resources {
+		return api.Resources{MilliCPU: cpus[rng.IntN(len(cpus))], MemoryBytes: mems[rng.IntN(len(mems))] << 20}
+	}}
+}
+
+func continuous(name string, cpuLo, cpuHi, memLo, memHi int64) shape {
+	return shape{name: name, draw: func(rng *rand.Rand) api.Resources {
+		return api.Resources{MilliCPU: cpuLo + rng.Int64N(cpuHi-cpuLo+1), MemoryBytes: (memLo + rng.Int64N(memHi-memLo+1)) << 20}
+	}}
+}
+
+func suiteShapes() []shape {
+	return []shape{
+		discrete("discrete-balanced", []int64{100, 250, 500, 1000, 1500}, []int64{128, 256, 512, 1024, 2048, 4096}),
+		discrete("discrete-cpu-heavy", []int64{250, 500, 1000, 2000, 4000}, []int64{128, 256, 512, 768, 1024, 1536}),
+		discrete("discrete-memory-heavy", []int64{50, 100, 200, 250, 500}, []int64{1024, 2048, 3072, 4096, 6144, 8192}),
+		continuous("continuous-balanced", 100, 1500, 100, 4096),
+		continuous("continuous-cpu-heavy", 500, 4000, 64, 1024),
+		continuous("continuous-memory-heavy", 50, 500, 1024, 8192),
+	}
+}
+
+// rule is a placement constraint the constrained workloads give services.
+type rule func(*scheduler.Replica)
+
+func suiteRules() map[string]rule {
+	return map[string]rule{
+		"zone-spread": func(r *scheduler.Replica) {
+			r.Spread = []api.SpreadRule{{Key: api.SpreadZone, MaxSkew: 1}}
+		},
+		"machine-spread": func(r *scheduler.Replica) {
+			r.Spread = []api.SpreadRule{{Key: api.SpreadMachine, MaxSkew: 1}}
+		},
+		"same-zone": func(r *scheduler.Replica) { r.SameZone = true },
+		"anti-affinity": func(r *scheduler.Replica) {
+			r.Labels = map[string]string{"app": r.Service}
+			r.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": r.Service},
+				Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+		},
+	}
+}
+
+// makeWorkload draws one case from its seed: catalog, shape, size (1,000
+// to 50,000 replicas, log-uniform), services of 5–200 replicas that share
+// their requests or (half the cases) draw each replica's own.
+func makeWorkload(t testing.TB, seed uint64, ruleNames []string) workload {
+	rng := rand.New(rand.NewPCG(seed, 15))
+	cats, shapes := suiteCatalogs(t), suiteShapes()
+	cat := cats[rng.IntN(len(cats))]
+	sh := shapes[rng.IntN(len(shapes))]
+	size := int(math.Round(1000 * math.Pow(50, rng.Float64())))
+	perReplica := rng.IntN(2) == 0
+	rules := suiteRules()
+	var pending []scheduler.Replica
+	for s := 0; len(pending) < size; s++ {
+		n := min(5+rng.IntN(196), size-len(pending))
+		req := sh.draw(rng)
+		var constrain rule
+		if len(ruleNames) > 0 {
+			constrain = rules[ruleNames[s%len(ruleNames)]]
+		}
+		svc := fmt.Sprintf("s%d", s)
+		for i := 0; i < n; i++ {
+			if perReplica {
+				req = sh.draw(rng)
+			}
+			r := scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Service: svc, Cluster: "c", Index: i,
+				Runtime: scheduler.RuntimeDocker, Requests: req}
+			if constrain != nil {
+				constrain(&r)
+			}
+			pending = append(pending, r)
+		}
+	}
+	per := "per-service"
+	if perReplica {
+		per = "per-replica"
+	}
+	g := &Group{Cluster: "c", ID: "g", MaxSize: 1 << 20, CapacityType: cat.capacity, Runtimes: []string{scheduler.RuntimeDocker},
+		Types: cat.types(), Reserved: cat.reserved}
+	name := fmt.Sprintf("seed %d: %s, %s %s, %d replicas", seed, cat.name, sh.name, per, size)
+	if len(ruleNames) > 0 {
+		name += ", " + strings.Join(ruleNames, "+")
+	}
+	return workload{name: name, group: g, pending: pending}
+}
+
+type gapStats struct{ gaps []float64 }
+
+func (s *gapStats) add(g float64) { s.gaps = append(s.gaps, g) }
+
+func (s *gapStats) medianAndWorst() (float64, float64) {
+	sorted := slices.Clone(s.gaps)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2], sorted[len(sorted)-1]
+}
+
+func runSuite(t *testing.T, cases int, seedBase uint64, rules func(i int) []string, target float64) {
+	var stats gapStats
+	worst := ""
+	for i := 0; i < cases; i++ {
+		w := makeWorkload(t, seedBase+uint64(i), rules(i))
+		p := Compute(DefaultConfig(), Input{Groups: []*Group{w.group}, Pending: w.pending, Now: now})
+		if len(p.Pending) != 0 {
+			t.Fatalf("%s: %d replicas left pending, e.g. %+v", w.name, len(p.Pending), p.Pending[0])
+		}
+		if p.NewCapacityCost < p.LowerBound*(1-1e-9) {
+			t.Fatalf("%s: cost %.4f below the lower bound %.4f: the bound is wrong", w.name, p.NewCapacityCost, p.LowerBound)
+		}
+		t.Logf("%s: %d machines, $%.2f/h, bound $%.2f/h, gap %.2f%%", w.name, len(p.Add), p.NewCapacityCost, p.LowerBound, 100*p.Gap)
+		stats.add(p.Gap)
+		if _, w0 := stats.medianAndWorst(); w0 == p.Gap {
+			worst = w.name
+		}
+	}
+	median, worstGap := stats.medianAndWorst()
+	t.Logf("%d workloads: median gap %.2f%%, worst %.2f%% (%s)", cases, 100*median, 100*worstGap, worst)
+	if worstGap > target {
+		t.Errorf("worst gap %.2f%% (%s) above the target %.0f%%", 100*worstGap, worst, 100*target)
+	}
+}
+
+// TestPackingQualityUnconstrained: 50 workloads without placement rules.
+func TestPackingQualityUnconstrained(t *testing.T) {
+	runSuite(t, 50, 1000, func(int) []string { return nil }, unconstrainedTarget)
+}
+
+// TestPackingQualityConstrained: 20 workloads whose services carry spread,
+// same-zone or anti-affinity rules (one kind, or all four in turn).
+func TestPackingQualityConstrained(t *testing.T) {
+	kinds := [][]string{{"zone-spread"}, {"machine-spread"}, {"same-zone"}, {"anti-affinity"},
+		{"zone-spread", "machine-spread", "same-zone", "anti-affinity"}}
+	runSuite(t, 20, 2000, func(i int) []string { return kinds[i%len(kinds)] }, constrainedTarget)
+}
