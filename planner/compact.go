@@ -12,7 +12,8 @@ import (
 // reaches the fixpoint, because emptying a machine only takes free space
 // away from the others: a machine that could not be emptied cannot be
 // later. Applied and planned again, the plan proposes no removal.
-func (p *planning) compact(all []*scheduler.Machine, res *scheduler.Result, pending []scheduler.Replica) {
+func (p *planning) compact(session *scheduler.Session, res *scheduler.Result, pending []scheduler.Replica) {
+	all := session.Machines()
 	byID := make(map[string]scheduler.Replica, len(pending))
 	for _, r := range pending {
 		byID[r.ID] = r
@@ -22,6 +23,10 @@ func (p *planning) compact(all []*scheduler.Machine, res *scheduler.Result, pend
 	for i, pl := range res.Placements {
 		on[pl.MachineID] = append(on[pl.MachineID], byID[pl.ReplicaID])
 		where[pl.ReplicaID] = i
+	}
+	machine := make(map[string]*scheduler.Machine, len(all))
+	for _, m := range all {
+		machine[m.ID] = m
 	}
 	dropped := map[string]bool{}
 	free := map[string]api.Resources{} // per cluster, for a quick "cannot fit" check
@@ -38,7 +43,7 @@ func (p *planning) compact(all []*scheduler.Machine, res *scheduler.Result, pend
 		if !room.Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes}) {
 			continue
 		}
-		if p.moveBin(b, all, on, dropped, res, where) {
+		if p.moveBin(b, session, machine, on, res, where) {
 			free[b.m.Cluster] = free[b.m.Cluster].Sub(b.m.Allocatable)
 			p.added[key]--
 			dropped[b.m.ID] = true
@@ -73,29 +78,22 @@ func (p *planning) compactionOrder(on map[string][]scheduler.Replica, dropped ma
 	return out
 }
 
-// moveBin places a bin's replicas on the other machines; on success the
-// placements follow them, on failure nothing changes.
-func (p *planning) moveBin(b *bin, all []*scheduler.Machine, on map[string][]scheduler.Replica, dropped map[string]bool, res *scheduler.Result, where map[string]int) bool {
-	others := make([]*scheduler.Machine, 0, len(all))
-	for _, m := range all {
-		if m != b.m && !dropped[m.ID] && m.Cluster == b.m.Cluster {
-			others = append(others, m)
-		}
-	}
+// moveBin places a bin's replicas on the other machines of the session;
+// on success the placements follow them and the bin stays out of the
+// session, on failure nothing changes.
+func (p *planning) moveBin(b *bin, session *scheduler.Session, machine map[string]*scheduler.Machine, on map[string][]scheduler.Replica, res *scheduler.Result, where map[string]int) bool {
 	mine := on[b.m.ID]
-	moved, ok := scheduler.NewSession(others).PlaceAll(mine)
+	session.Exclude(b.m, true)
+	moved, ok := session.PlaceAll(mine)
 	byID := map[string]scheduler.Replica{}
 	for _, r := range mine {
 		byID[r.ID] = r
-	}
-	machine := map[string]*scheduler.Machine{}
-	for _, m := range others {
-		machine[m.ID] = m
 	}
 	if !ok {
 		for _, pl := range moved.Placements {
 			scheduler.Unassign(machine[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
 		}
+		session.Exclude(b.m, false)
 		return false
 	}
 	for _, r := range mine {

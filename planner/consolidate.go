@@ -138,10 +138,15 @@ type simulation struct {
 	// free is each cluster's unallocated capacity, for a quick "cannot
 	// possibly fit" check before a full simulation.
 	free map[string]api.Resources
+	// session places what-if moves; removed machines are excluded from it.
+	session *scheduler.Session
+	// idle counts empty machines per cluster/group (removed ones not).
+	idleIn map[string]int
 }
 
 func newSimulation(ms []*Machine) *simulation {
-	s := &simulation{byID: map[string]*scheduler.Machine{}, replicas: map[string][]scheduler.Replica{}, removed: map[string]bool{}, free: map[string]api.Resources{}}
+	s := &simulation{byID: map[string]*scheduler.Machine{}, replicas: map[string][]scheduler.Replica{}, removed: map[string]bool{}, free: map[string]api.Resources{},
+		idleIn: map[string]int{}}
 	for _, m := range ms {
 		if !m.Joined {
 			continue
@@ -151,14 +156,22 @@ func newSimulation(ms []*Machine) *simulation {
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c
 		s.free[c.Cluster] = s.free[c.Cluster].Add(c.Free())
+		if len(c.ServiceCount) == 0 {
+			s.idleIn[Key(c.Cluster, c.Group)]++
+		}
 	}
+	s.session = scheduler.NewSession(s.machines)
 	return s
 }
 
 // remove takes a machine out; what it held must have moved first.
 func (s *simulation) remove(id string) {
 	m := s.byID[id]
+	if len(m.ServiceCount) == 0 {
+		s.idleIn[Key(m.Cluster, m.Group)]--
+	}
 	s.removed[id] = true
+	s.session.Exclude(m, true)
 	s.free[m.Cluster] = s.free[m.Cluster].Sub(m.Free())
 }
 
@@ -171,18 +184,18 @@ func (s *simulation) moveAway(id string, warmPool int) bool {
 	if !room.Fits(api.Resources{MilliCPU: mine.Allocated.MilliCPU, MemoryBytes: mine.Allocated.MemoryBytes, EphemeralBytes: mine.Allocated.EphemeralBytes}) {
 		return false
 	}
-	others := make([]*scheduler.Machine, 0, len(s.machines))
-	for _, o := range s.machines {
-		if o.ID != id && !s.removed[o.ID] && o.Cluster == mine.Cluster {
-			others = append(others, o)
-		}
-	}
-	res, ok := scheduler.NewSession(others).PlaceAll(s.replicas[id])
+	s.session.Exclude(mine, true)
+	res, ok := s.session.PlaceAll(s.replicas[id])
 	byID := map[string]scheduler.Replica{}
 	for _, r := range s.replicas[id] {
 		byID[r.ID] = r
 	}
-	if ok && s.idle(mine.Cluster, mine.Group, id) >= warmPool {
+	key := Key(mine.Cluster, mine.Group)
+	filled := s.filled(res)
+	if ok && s.idleIn[key]-filled[key] >= warmPool {
+		for k, n := range filled {
+			s.idleIn[k] -= n
+		}
 		for _, pl := range res.Placements {
 			s.replicas[pl.MachineID] = append(s.replicas[pl.MachineID], byID[pl.ReplicaID])
 		}
@@ -195,16 +208,26 @@ func (s *simulation) moveAway(id string, warmPool int) bool {
 	for _, pl := range res.Placements {
 		scheduler.Unassign(s.byID[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
 	}
+	s.session.Exclude(mine, false)
 	return false
 }
 
-// idle counts the group's empty machines, but one.
-func (s *simulation) idle(cluster, group, except string) int {
-	n := 0
-	for _, o := range s.machines {
-		if o.Cluster == cluster && o.Group == group && o.ID != except && !s.removed[o.ID] && len(o.ServiceCount) == 0 {
-			n++
+// filled counts, per group, the machines a what-if's placements found
+// empty.
+func (s *simulation) filled(res scheduler.Result) map[string]int {
+	placedOn := map[*scheduler.Machine]int{}
+	for _, pl := range res.Placements {
+		placedOn[s.byID[pl.MachineID]]++
+	}
+	out := map[string]int{}
+	for m, n := range placedOn {
+		total := 0
+		for _, c := range m.ServiceCount {
+			total += c
+		}
+		if total == n {
+			out[Key(m.Cluster, m.Group)]++
 		}
 	}
-	return n
+	return out
 }

@@ -170,7 +170,7 @@ func Compute(cfg Config, in Input) Plan {
 	machines := append(p.cloneMachines(), p.openMinSize()...)
 	session := scheduler.NewSession(machines).Balance(totalDemand(in.Pending))
 	res := session.Place(in.Pending, p.open)
-	p.compact(session.Machines(), &res, in.Pending)
+	p.compact(session, &res, in.Pending)
 	p.dropEmptyBins()
 	p.rightSize()
 	plan := Plan{Desired: map[string]int{}}

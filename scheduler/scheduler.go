@@ -218,6 +218,8 @@ func (s *Session) Place(pending []Replica, open Opener) Result {
 // (what-if moves need all or nothing; the caller undoes the placements of
 // a failed attempt).
 func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
+	s.st.terse = true // a what-if needs no explanation
+	defer func() { s.st.terse = false }()
 	s.st.learnLabels(pending)
 	res := Result{Unplaced: map[string]string{}}
 	for _, cl := range classesOf(pending, s.demand) {

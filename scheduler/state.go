@@ -23,6 +23,8 @@ type state struct {
 	// hosts are, per service, machines that run or ran a replica of it in
 	// this pass (entries whose count fell to 0 are left; readers check).
 	hosts map[string][]*Machine
+	// terse: unplaced replicas get no explanation (what-if passes).
+	terse bool
 }
 
 type scored struct {
@@ -174,6 +176,9 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 // runtime". It walks every machine, so it runs only for a replica left
 // unplaced.
 func (st *state) explain(r *Replica, zone string) string {
+	if st.terse {
+		return "fits nowhere"
+	}
 	tally := missTally{total: len(st.byCluster[r.Cluster])}
 	rules := newSpreadRules(st.eligibleFor(r).machines, r)
 	var aff *affinity
