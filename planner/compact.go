@@ -83,6 +83,11 @@ func (p *planning) compactionOrder(on map[string][]scheduler.Replica, dropped ma
 // session, on failure nothing changes.
 func (p *planning) moveBin(b *bin, session *scheduler.Session, machine map[string]*scheduler.Machine, on map[string][]scheduler.Replica, res *scheduler.Result, where map[string]int) bool {
 	mine := on[b.m.ID]
+	// The replicas leave first, so that spread rules count them where
+	// they go, not where they were.
+	for _, r := range mine {
+		scheduler.Unassign(b.m, r, res.Placements[where[r.ID]].GPUs)
+	}
 	session.Exclude(b.m, true)
 	moved, ok := session.PlaceAll(mine)
 	byID := map[string]scheduler.Replica{}
@@ -94,10 +99,10 @@ func (p *planning) moveBin(b *bin, session *scheduler.Session, machine map[strin
 			scheduler.Unassign(machine[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
 		}
 		session.Exclude(b.m, false)
+		for _, r := range mine {
+			scheduler.Assign(b.m, r, res.Placements[where[r.ID]].GPUs)
+		}
 		return false
-	}
-	for _, r := range mine {
-		scheduler.Unassign(b.m, r, res.Placements[where[r.ID]].GPUs)
 	}
 	for _, pl := range moved.Placements {
 		i := where[pl.ReplicaID]

@@ -167,7 +167,7 @@ func newSimulation(ms []*Machine) *simulation {
 // remove takes a machine out; what it held must have moved first.
 func (s *simulation) remove(id string) {
 	m := s.byID[id]
-	if len(m.ServiceCount) == 0 {
+	if len(s.replicas[id]) == 0 {
 		s.idleIn[Key(m.Cluster, m.Group)]--
 	}
 	s.removed[id] = true
@@ -183,6 +183,12 @@ func (s *simulation) moveAway(id string, warmPool int) bool {
 	room := s.free[mine.Cluster].Sub(mine.Free())
 	if !room.Fits(api.Resources{MilliCPU: mine.Allocated.MilliCPU, MemoryBytes: mine.Allocated.MemoryBytes, EphemeralBytes: mine.Allocated.EphemeralBytes}) {
 		return false
+	}
+	// The replicas leave first, so that spread rules count them where
+	// they go, not where they were (the machine is out of the what-if, so
+	// its GPU devices need no booking).
+	for _, r := range s.replicas[id] {
+		scheduler.Unassign(mine, r, nil)
 	}
 	s.session.Exclude(mine, true)
 	res, ok := s.session.PlaceAll(s.replicas[id])
@@ -209,6 +215,9 @@ func (s *simulation) moveAway(id string, warmPool int) bool {
 		scheduler.Unassign(s.byID[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
 	}
 	s.session.Exclude(mine, false)
+	for _, r := range s.replicas[id] {
+		scheduler.Assign(mine, r, nil)
+	}
 	return false
 }
 

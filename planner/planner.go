@@ -167,10 +167,11 @@ func Compute(cfg Config, in Input) Plan {
 	}
 	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
 	in.Pending = withZoneDomains(in.Pending, in.Groups)
-	machines := append(p.cloneMachines(), p.openMinSize()...)
-	session := scheduler.NewSession(machines).Balance(totalDemand(in.Pending))
-	res := session.Place(in.Pending, p.open)
-	p.compact(session, &res, in.Pending)
+	p.in.Pending = in.Pending
+	res, machines := p.place(in)
+	compaction := scheduler.NewSession(machines)
+	compaction.Learn(in.Pending)
+	p.compact(compaction, &res, in.Pending)
 	p.dropEmptyBins()
 	p.rightSize()
 	plan := Plan{Desired: map[string]int{}}
@@ -182,6 +183,64 @@ func Compute(cfg Config, in Input) Plan {
 	plan.Add, plan.Remove = api.NonNil(plan.Add), api.NonNil(plan.Remove)
 	plan.Placements, plan.Pending = api.NonNil(plan.Placements), api.NonNil(plan.Pending)
 	return plan
+}
+
+// place puts pending replicas on live machines and opens new ones, one
+// priority at a time: replicas with placement rules first (the ordinary
+// opener), then those without fill what room is left, then the rest get
+// machines in the proportions of the LP mix (placeByMix).
+func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
+	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
+	shunned := shunnedServices(in)
+	res := scheduler.Result{Unplaced: map[string]string{}}
+	var opened []*scheduler.Machine
+	for _, level := range byPriority(in.Pending) {
+		var ruled, free []scheduler.Replica
+		for _, r := range level {
+			if shapeable(&r, shunned) {
+				free = append(free, r)
+			} else {
+				ruled = append(ruled, r)
+			}
+		}
+		merge(&res, session.Place(ruled, p.open))
+		filled := session.Fill(free)
+		merge(&res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
+		var rest []scheduler.Replica
+		for _, r := range free {
+			if _, ok := filled.Unplaced[r.ID]; ok {
+				rest = append(rest, r)
+			}
+		}
+		opened = append(opened, p.placeByMix(rest, &res)...)
+	}
+	return res, append(session.Machines(), opened...)
+}
+
+// byPriority groups replicas by priority, highest first.
+func byPriority(rs []scheduler.Replica) [][]scheduler.Replica {
+	levels := map[int][]scheduler.Replica{}
+	var prios []int
+	for _, r := range rs {
+		if _, ok := levels[r.Priority]; !ok {
+			prios = append(prios, r.Priority)
+		}
+		levels[r.Priority] = append(levels[r.Priority], r)
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(prios)))
+	out := make([][]scheduler.Replica, len(prios))
+	for i, pr := range prios {
+		out[i] = levels[pr]
+	}
+	return out
+}
+
+func merge(into *scheduler.Result, part scheduler.Result) {
+	into.Placements = append(into.Placements, part.Placements...)
+	into.Evictions = append(into.Evictions, part.Evictions...)
+	for id, why := range part.Unplaced {
+		into.Unplaced[id] = why
+	}
 }
 
 type planning struct {
@@ -331,17 +390,23 @@ func (p *planning) open(r *scheduler.Replica, zoneHint string) (*scheduler.Machi
 	if ok, why := p.subnetsLeft(r.Cluster); !ok {
 		return nil, "no machine can be added: " + why
 	}
-	cand, why := p.catalog.best(r, zoneHint, func(g *Group) bool { return g.Live+p.added[Key(g.Cluster, g.ID)] < g.MaxSize })
+	cand, why := p.catalog.best(r, zoneHint, p.hasRoom)
 	if cand == nil {
 		return nil, why
 	}
-	key := Key(cand.group.Cluster, cand.group.ID)
-	p.added[key]++
+	return p.openCandidate(cand, r), ""
+}
+
+func (p *planning) hasRoom(g *Group) bool { return g.Live+p.added[Key(g.Cluster, g.ID)] < g.MaxSize }
+
+// openCandidate adds a machine of the candidate's offering, opened for r.
+func (p *planning) openCandidate(cand *candidate, r *scheduler.Replica) *scheduler.Machine {
+	p.added[Key(cand.group.Cluster, cand.group.ID)]++
 	b := &bin{group: cand.group, itype: cand.itype, offering: cand.offering,
 		reason: fmt.Sprintf("pending replicas need capacity (first: %s)", r.ID)}
 	b.m = newMachine(fmt.Sprintf("new-%d", len(p.bins)+1), cand.group, cand.itype, cand.offering)
 	p.bins = append(p.bins, b)
-	return b.m, ""
+	return b.m
 }
 
 func newMachine(id string, g *Group, it provisioner.InstanceType, o provisioner.Offering) *scheduler.Machine {

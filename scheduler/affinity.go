@@ -85,6 +85,26 @@ func (st *state) shunnedBy(r *Replica) []shunned {
 	return out
 }
 
+// selfExclusive: r's only term is a required anti-affinity on machine
+// that selects r's own service and no other (and no other service's term
+// selects r): at most one replica of the service per machine, which the
+// indexed picker enforces like dedication, without counting.
+func (st *state) selfExclusive(r *Replica) bool {
+	if r.Terms == nil || len(r.Terms.Affinity) > 0 || len(r.Terms.AntiAffinity) != 1 {
+		return false
+	}
+	t := r.Terms.AntiAffinity[0]
+	if !t.Required() || t.Topology != api.SpreadMachine || !labelsMatch(r.Labels, t.Selector) {
+		return false
+	}
+	for svc, labels := range st.labels {
+		if svc != r.Service && labelsMatch(labels, t.Selector) {
+			return false
+		}
+	}
+	return len(st.shunnedBy(r)) == 0
+}
+
 // affinityOf counts, for each of r's terms, the matching replicas of r's
 // cluster (r itself is not placed yet, so it never counts).
 func (st *state) affinityOf(r *Replica) *affinity {

@@ -22,6 +22,9 @@ func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, set *eligibl
 	// all of them and a sameZone zone (if any) is known.
 	indexed := t.whole && (!r.SameZone || zone != "")
 	switch {
+	case indexed && len(r.Spread) == 0 && binpack && st.selfExclusive(r):
+		svc := r.Service
+		return &indexedFit{index: set.index(zone), withGPU: t.withGPU, skip: func(m *Machine) bool { return m.ServiceCount[svc] > 0 }}
 	case st.hasAffinity(r):
 		// Affinity counts change with every replica placed: the general picker.
 	case len(r.Spread) == 0 && binpack && indexed:

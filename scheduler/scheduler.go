@@ -214,6 +214,20 @@ func (s *Session) Place(pending []Replica, open Opener) Result {
 	return res
 }
 
+// Learn tells the session about replicas already on its machines (their
+// services' labels and anti-affinity terms), for affinity rules of what
+// it places later.
+func (s *Session) Learn(replicas []Replica) { s.st.learnLabels(replicas) }
+
+// Fill places replicas where there is room, opening nothing; the ones
+// left over are in Unplaced without an explanation (the caller places
+// them elsewhere).
+func (s *Session) Fill(pending []Replica) Result {
+	s.st.terse = true
+	defer func() { s.st.terse = false }()
+	return s.Place(pending, nil)
+}
+
 // PlaceAll places every replica or stops at the first that fits nowhere
 // (what-if moves need all or nothing; the caller undoes the placements of
 // a failed attempt).

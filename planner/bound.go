@@ -1,0 +1,236 @@
+package planner
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// lowerBound is, per cluster, the LP relaxation of buying capacity for the
+// replicas the plan put on new machines: fractional machines of any
+// allowed instance type at its cheapest allowed offering, covering their
+// CPU, memory, ephemeral storage and GPUs — and what their rules force on
+// any plan: at least as many machines as the largest service that keeps
+// one replica per machine (dedicated, or a required anti-affinity on
+// machine to itself), and in every zone of a zone spread the replicas the
+// skew forces there, bought from that zone's offerings. No real plan can
+// cost less.
+func (p *planning) lowerBound(plan *Plan) float64 {
+	byID := make(map[string]scheduler.Replica, len(p.in.Pending))
+	for _, r := range p.in.Pending {
+		byID[r.ID] = r
+	}
+	gpus := map[string]int{}
+	for _, pl := range plan.Placements {
+		gpus[pl.Replica] = len(pl.GPUs)
+	}
+	onNew := map[string][]scheduler.Replica{}
+	var clusters []string
+	for _, nm := range plan.Add {
+		for _, id := range nm.Replicas {
+			r := byID[id]
+			r.Requests.GPUs = gpus[id]
+			if _, ok := onNew[nm.Cluster]; !ok {
+				clusters = append(clusters, nm.Cluster)
+			}
+			onNew[nm.Cluster] = append(onNew[nm.Cluster], r)
+		}
+	}
+	live := p.servicesOnLiveMachines(plan)
+	total := 0.0
+	for _, cluster := range clusters {
+		total += p.clusterBound(cluster, onNew[cluster], live)
+	}
+	return total
+}
+
+// servicesOnLiveMachines: services with a replica on a machine that exists
+// (running or placed there by the plan); their zone spread counts those.
+func (p *planning) servicesOnLiveMachines(plan *Plan) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range p.in.Machines {
+		for svc := range m.ServiceCount {
+			out[svc] = true
+		}
+	}
+	isNew := map[string]bool{}
+	for _, nm := range plan.Add {
+		isNew[nm.Key] = true
+	}
+	service := map[string]string{}
+	for _, r := range p.in.Pending {
+		service[r.ID] = r.Service
+	}
+	for _, pl := range plan.Placements {
+		if !isNew[pl.Machine] {
+			out[service[pl.Replica]] = true
+		}
+	}
+	return out
+}
+
+func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live map[string]bool) float64 {
+	demand := totalDemand(rs) // Requests.GPUs holds the devices placed
+	forcedZones := forcedZoneDemand(rs, live)
+	cols := p.typeColumns(cluster)
+	if len(forcedZones) > 0 {
+		cols = p.zoneColumns(cluster)
+	}
+	var need []float64
+	supply := make([][]float64, len(cols))
+	prices := make([]float64, len(cols))
+	for i, c := range cols {
+		prices[i] = c.price
+	}
+	addRow := func(amount float64, of func(column) float64) {
+		need = append(need, amount)
+		for i, c := range cols {
+			supply[i] = append(supply[i], of(c))
+		}
+	}
+	for _, d := range resourceDims {
+		if d(demand) > 0 {
+			addRow(d(demand), func(c column) float64 { return d(c.alloc) })
+		}
+	}
+	zones := make([]string, 0, len(forcedZones))
+	for z := range forcedZones {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		for _, d := range resourceDims {
+			if amount := d(forcedZones[z]); amount > 0 {
+				addRow(amount, func(c column) float64 {
+					if c.zone != z {
+						return 0
+					}
+					return d(c.alloc)
+				})
+			}
+		}
+	}
+	if k := forcedMachines(rs); k > 0 {
+		addRow(float64(k), func(column) float64 { return 1 })
+	}
+	cost, _ := coverLP(need, supply, prices)
+	return cost
+}
+
+// forcedMachines is the most replicas of one service that must each have
+// a machine of their own.
+func forcedMachines(rs []scheduler.Replica) int {
+	counts := map[string]int{}
+	most := 0
+	for _, r := range rs {
+		if r.Dedicated || selfExclusive(&r) {
+			counts[r.Service]++
+			most = max(most, counts[r.Service])
+		}
+	}
+	return most
+}
+
+// selfExclusive: a required anti-affinity on machine that selects the
+// replica's own service.
+func selfExclusive(r *scheduler.Replica) bool {
+	if r.Terms == nil {
+		return false
+	}
+	for _, t := range r.Terms.AntiAffinity {
+		if t.Required() && t.Topology == api.SpreadMachine && labelsMatch(r.Labels, t.Selector) {
+			return true
+		}
+	}
+	return false
+}
+
+// forcedZoneDemand: for each service with a zone spread and no replica on
+// live machines, n replicas over Z zones with maxSkew s put at least
+// ⌈(n − (Z−1)·s)/Z⌉ in every zone; what they need at the least (the
+// smallest requests, each resource on its own) must be bought in that
+// zone.
+func forcedZoneDemand(rs []scheduler.Replica, live map[string]bool) map[string]api.Resources {
+	byService := map[string][]scheduler.Replica{}
+	for _, r := range rs {
+		if !live[r.Service] && zoneSkew(&r) > 0 && len(r.ZoneDomains) > 1 {
+			byService[r.Service] = append(byService[r.Service], r)
+		}
+	}
+	out := map[string]api.Resources{}
+	for _, group := range byService {
+		zones, skew := group[0].ZoneDomains, zoneSkew(&group[0])
+		n, z := len(group), len(zones)
+		k := int(math.Ceil(float64(n-(z-1)*skew) / float64(z)))
+		if k <= 0 {
+			continue
+		}
+		least := smallestRequests(group, k)
+		for _, zone := range zones {
+			out[zone] = out[zone].Add(least)
+		}
+	}
+	return out
+}
+
+func zoneSkew(r *scheduler.Replica) int {
+	for _, s := range r.Spread {
+		if s.Key == api.SpreadZone {
+			return s.MaxSkew
+		}
+	}
+	return 0
+}
+
+// smallestRequests sums, for each resource on its own, the k smallest
+// requests of the group.
+func smallestRequests(group []scheduler.Replica, k int) api.Resources {
+	sum := func(of func(api.Resources) int64) int64 {
+		vals := make([]int64, len(group))
+		for i, r := range group {
+			vals[i] = of(r.Requests)
+		}
+		slices.Sort(vals)
+		var s int64
+		for _, v := range vals[:k] {
+			s += v
+		}
+		return s
+	}
+	return api.Resources{
+		MilliCPU:       sum(func(r api.Resources) int64 { return r.MilliCPU }),
+		MemoryBytes:    sum(func(r api.Resources) int64 { return r.MemoryBytes }),
+		EphemeralBytes: sum(func(r api.Resources) int64 { return r.EphemeralBytes }),
+	}
+}
+
+// zoneColumns: per instance type and zone, the most generous allocatable
+// and the cheapest allowed offering price there.
+func (p *planning) zoneColumns(cluster string) []column {
+	byKey := map[string]*column{}
+	var order []string
+	for _, c := range p.catalog.plain[cluster] {
+		key := c.itype.Name + "|" + c.offering.Zone
+		col, ok := byKey[key]
+		if !ok {
+			byKey[key] = &column{name: c.itype.Name, zone: c.offering.Zone, alloc: c.alloc, price: c.offering.PricePerHour}
+			order = append(order, key)
+			continue
+		}
+		col.price = math.Min(col.price, c.offering.PricePerHour)
+		col.alloc = maxResources(col.alloc, c.alloc)
+	}
+	out := make([]column, len(order))
+	for i, key := range order {
+		out[i] = *byKey[key]
+	}
+	return out
+}
+
+func maxResources(a, b api.Resources) api.Resources {
+	return api.Resources{MilliCPU: max(a.MilliCPU, b.MilliCPU), MemoryBytes: max(a.MemoryBytes, b.MemoryBytes),
+		EphemeralBytes: max(a.EphemeralBytes, b.EphemeralBytes), GPUs: max(a.GPUs, b.GPUs)}
+}

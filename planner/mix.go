@@ -1,0 +1,229 @@
+package planner
+
+import (
+	"math"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// Replicas without placement rules are packed after the others, on the
+// machines the plan buys for them in the proportions of the LP relaxation's
+// optimal mix of instance types: the relaxation says how much CPU and
+// memory each type should supply; the replicas are split among the types
+// so that each share matches what its type supplies, CPU-heavy replicas to
+// CPU-rich types; each share is then packed on machines of its own type.
+// Without that split the cheapest type per unit of the total demand takes
+// everything, and machines of one shape fill one resource and leave the
+// other idle.
+
+// shapeable: nothing but resources decides where the replica goes, so any
+// machine type of its cluster with room will do.
+func shapeable(r *scheduler.Replica, shunned map[string]bool) bool {
+	return len(r.Spread) == 0 && !r.SameZone && !r.Dedicated && r.Terms == nil && r.GPU == nil &&
+		r.Isolation != api.IsolationTEERequired && r.Isolation != api.IsolationTEEPreferred &&
+		(r.Scoring == "" || r.Scoring == api.ScoringBinpack) && !shunned[r.Service]
+}
+
+// shunnedServices are services whose replicas some required anti-affinity
+// term selects (pending or running): they keep the scheduler's rules.
+func shunnedServices(in Input) map[string]bool {
+	terms := map[string][]api.AffinityTerm{} // by service: its replicas share them
+	labels := map[string]map[string]string{}
+	for _, r := range in.Pending {
+		labels[r.Service] = r.Labels
+		if _, seen := terms[r.Service]; !seen && r.Terms != nil {
+			terms[r.Service] = r.Terms.AntiAffinity
+		}
+	}
+	for _, m := range in.Machines {
+		for _, res := range m.Residents {
+			if _, seen := terms[res.Replica.Service]; !seen && res.Replica.Terms != nil {
+				terms[res.Replica.Service] = res.Replica.Terms.AntiAffinity
+			}
+		}
+	}
+	out := map[string]bool{}
+	for svc, l := range labels {
+		for _, ts := range terms {
+			for _, t := range ts {
+				if t.Required() && labelsMatch(l, t.Selector) {
+					out[svc] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+func labelsMatch(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// share is the replicas one instance type of the mix gets.
+type share struct {
+	itype    string
+	alloc    api.Resources
+	capacity [2]float64 // CPU and memory the type supplies in the mix
+	used     [2]float64
+	replicas []scheduler.Replica
+}
+
+// splitByMix divides a cluster's replicas among the types of the LP mix.
+// Largest replicas first, each to the share it fills least (in its fuller
+// resource after taking it), which keeps every share's CPU and memory in
+// its type's proportion.
+func splitByMix(rs []scheduler.Replica, cols []column, mix []float64) []*share {
+	var shares []*share
+	for i, x := range mix {
+		if x > 1e-9 {
+			shares = append(shares, &share{itype: cols[i].name, alloc: cols[i].alloc,
+				capacity: [2]float64{x * float64(cols[i].alloc.MilliCPU), x * float64(cols[i].alloc.MemoryBytes)}})
+		}
+	}
+	if len(shares) == 0 {
+		return nil
+	}
+	if len(shares) == 2 && splitInWindow(rs, shares) {
+		return shares
+	}
+	demand := totalDemand(rs)
+	size := func(r scheduler.Replica) float64 {
+		return float64(r.Requests.MilliCPU)/math.Max(float64(demand.MilliCPU), 1) + float64(r.Requests.MemoryBytes)/math.Max(float64(demand.MemoryBytes), 1)
+	}
+	order := make([]scheduler.Replica, len(rs))
+	copy(order, rs)
+	sort.SliceStable(order, func(i, j int) bool { return size(order[i]) > size(order[j]) })
+	for _, r := range order {
+		req := [2]float64{float64(r.Requests.MilliCPU), float64(r.Requests.MemoryBytes)}
+		var best *share
+		bestFill := math.Inf(1)
+		for _, s := range shares {
+			if !s.alloc.Fits(r.Requests) {
+				continue
+			}
+			fill := 0.0
+			for d := range req {
+				if s.capacity[d] > 0 {
+					fill = math.Max(fill, (s.used[d]+req[d])/s.capacity[d])
+				} else if req[d] > 0 {
+					fill = math.Inf(1)
+				}
+			}
+			if fill < bestFill {
+				best, bestFill = s, fill
+			}
+		}
+		if best == nil {
+			best = shares[0]
+		}
+		best.used[0] += req[0]
+		best.used[1] += req[1]
+		best.replicas = append(best.replicas, r)
+	}
+	return shares
+}
+
+// placeByMix opens machines for replicas without rules, one LP-mix share
+// at a time, each packed on the offering that suits its own demand
+// (packShare). Replicas no share takes go through the ordinary opener.
+func (p *planning) placeByMix(rs []scheduler.Replica, res *scheduler.Result) []*scheduler.Machine {
+	byCluster := map[string][]scheduler.Replica{}
+	var clusters []string
+	for _, r := range rs {
+		if _, ok := byCluster[r.Cluster]; !ok {
+			clusters = append(clusters, r.Cluster)
+		}
+		byCluster[r.Cluster] = append(byCluster[r.Cluster], r)
+	}
+	sort.Strings(clusters)
+	first := len(p.bins)
+	var left []scheduler.Replica
+	for _, cluster := range clusters {
+		cols := p.typeColumns(cluster)
+		_, mix := lpSolve(totalDemand(byCluster[cluster]), cols)
+		shares := splitByMix(byCluster[cluster], cols, mix)
+		if shares == nil {
+			shares = []*share{{replicas: byCluster[cluster]}}
+		}
+		for _, s := range shares {
+			if len(s.replicas) == 0 {
+				continue
+			}
+			cand := p.shareCandidate(s.replicas)
+			if cand == nil {
+				left = append(left, s.replicas...)
+				continue
+			}
+			left = append(left, p.packOnCandidate(s.replicas, cand, res)...)
+		}
+	}
+	var opened []*scheduler.Machine
+	for _, b := range p.bins[first:] {
+		opened = append(opened, b.m)
+	}
+	if len(left) > 0 {
+		session := scheduler.NewSession(opened).Balance(totalDemand(left))
+		merge(res, session.Place(left, p.open))
+		opened = session.Machines()
+	}
+	return opened
+}
+
+// splitInWindow splits replicas between two types exactly in the LP's
+// proportions: sorted by shape, the memory-rich type takes one contiguous
+// window of shapes and the CPU-rich type both tails, the window placed so
+// that each side gets its type's CPU and its type's memory. It reports
+// false when some replica does not fit a type (the greedy split handles
+// that).
+func splitInWindow(rs []scheduler.Replica, shares []*share) bool {
+	for _, r := range rs {
+		if !shares[0].alloc.Fits(r.Requests) || !shares[1].alloc.Fits(r.Requests) {
+			return false
+		}
+	}
+	rich, lean := shares[0], shares[1] // rich: more memory per CPU
+	if rich.capacity[1]*lean.capacity[0] < lean.capacity[1]*rich.capacity[0] {
+		rich, lean = lean, rich
+	}
+	demand := totalDemand(rs)
+	dc, dm := math.Max(float64(demand.MilliCPU), 1), math.Max(float64(demand.MemoryBytes), 1)
+	// The window's target: the rich type's share of each resource.
+	wantCPU := dc * rich.capacity[0] / (rich.capacity[0] + lean.capacity[0])
+	wantMem := dm * rich.capacity[1] / (rich.capacity[1] + lean.capacity[1])
+	order := make([]scheduler.Replica, len(rs))
+	copy(order, rs)
+	angle := func(r scheduler.Replica) float64 {
+		return math.Atan2(float64(r.Requests.MemoryBytes)/dm, float64(r.Requests.MilliCPU)/dc)
+	}
+	sort.SliceStable(order, func(i, j int) bool { return angle(order[i]) < angle(order[j]) })
+	n := len(order)
+	cpu, mem := make([]float64, n+1), make([]float64, n+1) // prefix sums
+	for i, r := range order {
+		cpu[i+1] = cpu[i] + float64(r.Requests.MilliCPU)
+		mem[i+1] = mem[i] + float64(r.Requests.MemoryBytes)
+	}
+	// For each start, the end that gives the window wantCPU; the window's
+	// memory grows as it slides toward memory-heavy shapes: keep the start
+	// whose memory is closest to wantMem.
+	bestStart, bestEnd, bestMiss := 0, 0, math.Inf(1)
+	for start := 0; start <= n; start++ {
+		end := sort.Search(n-start+1, func(k int) bool { return cpu[start+k]-cpu[start] >= wantCPU }) + start
+		if end > n {
+			break
+		}
+		if miss := math.Abs(mem[end] - mem[start] - wantMem); miss < bestMiss {
+			bestStart, bestEnd, bestMiss = start, end, miss
+		}
+	}
+	rich.replicas = append(rich.replicas, order[bestStart:bestEnd]...)
+	lean.replicas = append(lean.replicas, order[:bestStart]...)
+	lean.replicas = append(lean.replicas, order[bestEnd:]...)
+	return true
+}

@@ -1,0 +1,267 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// openWindow is how many of the machines packShare fills are still open
+// to later replicas; older ones are closed.
+const openWindow = 64
+
+// packShare packs replicas on machines of one allocatable size and
+// returns them as lists of indexes into rs, plus the replicas no empty
+// machine holds. The replicas are first put in an order whose every
+// prefix asks for CPU and memory in the proportion of the whole (a zipper
+// from both ends of the list sorted by shape: memory-heavy ones while CPU
+// runs ahead, CPU-heavy ones while memory does); each then goes to the
+// first open machine with room, else a new one. Each machine so gets CPU
+// and memory in the proportion of the demand, and none is left with one
+// resource full and the other idle.
+func packShare(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfits []int) {
+	demand := totalDemand(rs)
+	dc, dm := math.Max(float64(demand.MilliCPU), 1), math.Max(float64(demand.MemoryBytes), 1)
+	order := make([]int, 0, len(rs))
+	for i, r := range rs {
+		if alloc.Fits(r.Requests) {
+			order = append(order, i)
+		} else {
+			misfits = append(misfits, i)
+		}
+	}
+	angle := func(i int) float64 {
+		return math.Atan2(float64(rs[i].Requests.MemoryBytes)/dm, float64(rs[i].Requests.MilliCPU)/dc)
+	}
+	sort.SliceStable(order, func(a, b int) bool { return angle(order[a]) < angle(order[b]) })
+	type open struct {
+		free api.Resources
+		bin  int
+	}
+	var window []open
+	place := func(i int) {
+		req := rs[i].Requests
+		best, bestLeft := -1, math.Inf(1)
+		for w := range window {
+			if !window[w].free.Fits(req) {
+				continue
+			}
+			rest := window[w].free.Sub(req)
+			if left := float64(rest.MilliCPU)/float64(alloc.MilliCPU) + float64(rest.MemoryBytes)/float64(alloc.MemoryBytes); left < bestLeft {
+				best, bestLeft = w, left
+			}
+		}
+		if best >= 0 {
+			window[best].free = window[best].free.Sub(req)
+			bins[window[best].bin] = append(bins[window[best].bin], i)
+			return
+		}
+		bins = append(bins, []int{i})
+		window = append(window, open{free: alloc.Sub(req), bin: len(bins) - 1})
+		if len(window) > openWindow {
+			window = window[1:]
+		}
+	}
+	var cpu, mem float64
+	for lo, hi := 0, len(order)-1; lo <= hi; {
+		i := order[lo]
+		if cpu > mem {
+			i = order[hi]
+			hi--
+		} else {
+			lo++
+		}
+		cpu += float64(rs[i].Requests.MilliCPU) / dc
+		mem += float64(rs[i].Requests.MemoryBytes) / dm
+		place(i)
+	}
+	return bins, misfits
+}
+
+// shareCandidate is the offering cheapest per unit of the share's own
+// demand (the larger machine among equals) whose group has room and
+// whose empty machine takes the share's first replica.
+func (p *planning) shareCandidate(rs []scheduler.Replica) *candidate {
+	demand := totalDemand(rs)
+	var best *candidate
+	bestCost := math.Inf(1)
+	for _, c := range p.catalog.plain[rs[0].Cluster] {
+		if !p.hasRoom(c.group) || scheduler.Fits(c.empty(), rs[0]) != "" {
+			continue
+		}
+		cost := unitCost(c.offering.PricePerHour, c.alloc, demand)
+		if cost < bestCost*(1-1e-9) || (cost <= bestCost*(1+1e-9) && best != nil && c.alloc.MilliCPU > best.alloc.MilliCPU) {
+			best, bestCost = c, cost
+		}
+	}
+	return best
+}
+
+// packOnCandidate opens the machines packShare fills and books the
+// replicas on them; it returns the replicas left for the ordinary opener
+// (those the candidate's machine cannot hold, and those beyond the
+// group's maxSize or the cluster's subnets).
+func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res *scheduler.Result) []scheduler.Replica {
+	var held []scheduler.Replica
+	var left []scheduler.Replica
+	for _, r := range rs {
+		if scheduler.Fits(cand.empty(), r) == "" {
+			held = append(held, r)
+		} else {
+			left = append(left, r)
+		}
+	}
+	bins, misfits := packShare(held, cand.alloc)
+	cost := p.packCost(bins, held, cand)
+	if ffd, ffdMisfits := packLargestFirst(held, cand); p.packCost(ffd, held, cand) < cost {
+		bins, misfits, cost = ffd, ffdMisfits, p.packCost(ffd, held, cand)
+	}
+	if dot, dotMisfits, ok := packByShapes(held, cand.alloc); ok && p.packCost(dot, held, cand) < cost {
+		bins, misfits = dot, dotMisfits
+	}
+	for _, i := range misfits {
+		left = append(left, held[i])
+	}
+	for _, bin := range bins {
+		if ok, _ := p.subnetsLeft(cand.group.Cluster); !ok || !p.hasRoom(cand.group) {
+			for _, i := range bin {
+				left = append(left, held[i])
+			}
+			continue
+		}
+		m := p.openCandidate(cand, &held[bin[0]])
+		for _, i := range bin {
+			scheduler.Assign(m, held[i], nil)
+			res.Placements = append(res.Placements, scheduler.Placement{ReplicaID: held[i].ID, MachineID: m.ID})
+		}
+	}
+	return left
+}
+
+// packLargestFirst is first fit decreasing over every machine opened so
+// far (the scheduler's own picker): better than packShare when replicas
+// are large next to the machine and gaps need small ones from far back.
+func packLargestFirst(rs []scheduler.Replica, cand *candidate) (bins [][]int, misfits []int) {
+	open := func(r *scheduler.Replica, _ string) (*scheduler.Machine, string) {
+		if scheduler.Fits(cand.empty(), *r) != "" {
+			return nil, "does not fit"
+		}
+		return newMachine(fmt.Sprintf("pack-%d", len(bins)), cand.group, cand.itype, cand.offering), ""
+	}
+	binOf := map[string]int{}
+	index := make(map[string]int, len(rs))
+	for i, r := range rs {
+		index[r.ID] = i
+	}
+	res := scheduler.NewSession(nil).Place(rs, func(r *scheduler.Replica, hint string) (*scheduler.Machine, string) {
+		m, why := open(r, hint)
+		if m != nil {
+			binOf[m.ID] = len(bins)
+			bins = append(bins, nil)
+		}
+		return m, why
+	})
+	for _, pl := range res.Placements {
+		b := binOf[pl.MachineID]
+		bins[b] = append(bins[b], index[pl.ReplicaID])
+	}
+	for id := range res.Unplaced {
+		misfits = append(misfits, index[id])
+	}
+	sort.Ints(misfits)
+	return bins, misfits
+}
+
+// maxShapes bounds the distinct request shapes packByShapes handles (it
+// looks at every shape for every replica it places).
+const maxShapes = 512
+
+// packByShapes fills one machine at a time: it keeps adding a replica of
+// the shape that best matches what the machine has left (the largest dot
+// product of the request and the free resources, both relative to the
+// machine), and opens the next machine when no shape fits. It suits
+// services of many identical replicas that are large next to the machine;
+// ok is false when there are too many distinct shapes.
+func packByShapes(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfits []int, ok bool) {
+	type group struct {
+		req     api.Resources
+		members []int
+	}
+	var groups []*group
+	byReq := map[api.Resources]*group{}
+	for i, r := range rs {
+		if !alloc.Fits(r.Requests) {
+			misfits = append(misfits, i)
+			continue
+		}
+		g := byReq[r.Requests]
+		if g == nil {
+			if len(groups) == maxShapes {
+				return nil, nil, false
+			}
+			g = &group{req: r.Requests}
+			byReq[r.Requests] = g
+			groups = append(groups, g)
+		}
+		g.members = append(g.members, i)
+	}
+	ac, am := math.Max(float64(alloc.MilliCPU), 1), math.Max(float64(alloc.MemoryBytes), 1)
+	left := len(rs) - len(misfits)
+	for left > 0 {
+		free := alloc
+		var bin []int
+		for {
+			var best *group
+			bestScore := -1.0
+			for _, g := range groups {
+				if len(g.members) == 0 || !free.Fits(g.req) {
+					continue
+				}
+				score := float64(g.req.MilliCPU)/ac*float64(free.MilliCPU)/ac + float64(g.req.MemoryBytes)/am*float64(free.MemoryBytes)/am
+				if score > bestScore {
+					best, bestScore = g, score
+				}
+			}
+			if best == nil {
+				break
+			}
+			bin = append(bin, best.members[0])
+			best.members = best.members[1:]
+			free = free.Sub(best.req)
+			left--
+		}
+		bins = append(bins, bin)
+	}
+	return bins, misfits, true
+}
+
+// packCost is what a packing's machines cost once right-sized: each at
+// the cheapest offering of the candidate's group and zone that holds it.
+func (p *planning) packCost(bins [][]int, rs []scheduler.Replica, cand *candidate) float64 {
+	var sizes []*candidate
+	for _, c := range p.catalog.plain[cand.group.Cluster] {
+		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour <= cand.offering.PricePerHour {
+			sizes = append(sizes, c)
+		}
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i].offering.PricePerHour < sizes[j].offering.PricePerHour })
+	total := 0.0
+	for _, bin := range bins {
+		var used api.Resources
+		for _, i := range bin {
+			used = used.Add(rs[i].Requests)
+		}
+		price := cand.offering.PricePerHour
+		for _, c := range sizes {
+			if c.alloc.Fits(used) {
+				price = c.offering.PricePerHour
+				break
+			}
+		}
+		total += price
+	}
+	return total
+}
