@@ -219,6 +219,9 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 
 // byPriority groups replicas by priority, highest first.
 func byPriority(rs []scheduler.Replica) [][]scheduler.Replica {
+	if !slices.ContainsFunc(rs, func(r scheduler.Replica) bool { return r.Priority != rs[0].Priority }) {
+		return [][]scheduler.Replica{rs}
+	}
 	levels := map[int][]scheduler.Replica{}
 	var prios []int
 	for _, r := range rs {

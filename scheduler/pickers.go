@@ -126,6 +126,7 @@ func (st *state) newSparseSpread(r *Replica, set *eligibleSet, zone string, clas
 	if len(hosts)+classSize >= len(idx.machines) {
 		return nil
 	}
+	sort.Slice(hosts, func(i, j int) bool { return hosts[i].rank < hosts[j].rank }) // fullest first at each level
 	svc := r.Service
 	return &sparseSpread{service: svc, maxSkew: r.Spread[0].MaxSkew, hosts: hosts, withGPU: r.GPU != nil && !r.GPU.Preferred,
 		empty: indexedFit{index: idx, withGPU: r.GPU != nil && !r.GPU.Preferred, skip: func(m *Machine) bool { return m.ServiceCount[svc] > 0 }}}

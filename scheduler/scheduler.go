@@ -10,6 +10,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -325,7 +326,15 @@ func classesOf(pending []Replica, demand api.Resources) []*class {
 			return c.replicas[i].ID < c.replicas[j].ID
 		})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return classBefore(out[i].replicas[0], out[j].replicas[0]) })
+	slices.SortStableFunc(out, func(a, b *class) int {
+		switch {
+		case classBefore(&a.replicas[0], &b.replicas[0]):
+			return -1
+		case classBefore(&b.replicas[0], &a.replicas[0]):
+			return 1
+		}
+		return 0
+	})
 	if demand.MilliCPU > 0 && demand.MemoryBytes > 0 {
 		out = interleave(out, demand)
 	}
@@ -355,7 +364,11 @@ func interleave(classes []*class, demand api.Resources) []*class {
 			}
 		}
 		for _, level := range [][]*class{leaders, followers} {
-			sort.SliceStable(level, func(i, j int) bool { return shape(level[i]) < shape(level[j]) })
+			shapes := make(map[*class]float64, len(level))
+			for _, c := range level {
+				shapes[c] = shape(c)
+			}
+			slices.SortStableFunc(level, func(a, b *class) int { return cmp.Compare(shapes[a], shapes[b]) })
 			for lo, hi := 0, len(level)-1; lo <= hi; lo, hi = lo+1, hi-1 {
 				out = append(out, level[lo])
 				if lo != hi {
@@ -368,13 +381,13 @@ func interleave(classes []*class, demand api.Resources) []*class {
 	return out
 }
 
-func classBefore(a, b Replica) bool {
+func classBefore(a, b *Replica) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
 	}
 	// Replicas that follow others go after them, so that one pass places
 	// both.
-	if fa, fb := followsOthers(a), followsOthers(b); fa != fb {
+	if fa, fb := followsOthers(*a), followsOthers(*b); fa != fb {
 		return fb
 	}
 	if a.Requests.MilliCPU != b.Requests.MilliCPU {

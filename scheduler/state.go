@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"slices"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
@@ -22,7 +21,7 @@ type state struct {
 	sets map[string]*eligibleSet
 	// hosts are, per service, machines that run or ran a replica of it in
 	// this pass (entries whose count fell to 0 are left; readers check).
-	hosts map[string][]*Machine
+	hosts map[string]*hostList
 	// terse: unplaced replicas get no explanation (what-if passes).
 	terse bool
 }
@@ -90,29 +89,51 @@ func (st *state) add(m *Machine) {
 // book assigns a replica and keeps the service's hosts current.
 func (st *state) book(m *Machine, r *Replica, gpus []int) {
 	if st.hosts != nil && m.ServiceCount[r.Service] == 0 {
-		st.hosts[r.Service] = append(st.hosts[r.Service], m)
+		st.noteHost(r.Service, m)
 	}
 	Assign(m, *r, gpus)
 }
 
-// hostsOf are the machines running the service, in placement order.
+// hostList is the machines that ran a service in the pass, each once.
+type hostList struct {
+	machines []*Machine
+	listed   map[*Machine]bool
+}
+
+// hostsOf are the machines running the service, in the order they were
+// first seen running it.
 func (st *state) hostsOf(service string) []*Machine {
 	if st.hosts == nil {
-		st.hosts = map[string][]*Machine{}
+		st.hosts = map[string]*hostList{}
 		for _, m := range st.order {
 			for svc := range m.ServiceCount {
-				st.hosts[svc] = append(st.hosts[svc], m)
+				st.noteHost(svc, m)
 			}
 		}
 	}
-	var out []*Machine
-	for _, m := range st.hosts[service] {
+	l := st.hosts[service]
+	if l == nil {
+		return nil
+	}
+	out := make([]*Machine, 0, len(l.machines))
+	for _, m := range l.machines {
 		if m.ServiceCount[service] > 0 {
 			out = append(out, m)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].rank < out[j].rank })
-	return slices.CompactFunc(out, func(a, b *Machine) bool { return a == b })
+	return out
+}
+
+func (st *state) noteHost(service string, m *Machine) {
+	l := st.hosts[service]
+	if l == nil {
+		l = &hostList{listed: map[*Machine]bool{}}
+		st.hosts[service] = l
+	}
+	if !l.listed[m] {
+		l.listed[m] = true
+		l.machines = append(l.machines, m)
+	}
 }
 
 func (st *state) placeClass(cl *class, res *Result, open Opener) {
@@ -127,7 +148,7 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 	eligible := set.machines
 	zone := ""
 	if r.SameZone {
-		zone = sameZoneChoice(eligible, r.Service)
+		zone = st.sameZoneChoice(&r, eligible)
 		eligible = inZone(eligible, zone)
 	}
 	tiers := tiersFor(&r, eligible)
@@ -290,8 +311,31 @@ func filter(ms []*Machine, pred func(*Machine) bool) []*Machine {
 }
 
 // sameZoneChoice is the zone the service already runs in (the one with
-// most replicas), else the zone with the most free CPU.
-func sameZoneChoice(eligible []*Machine, service string) string {
+// most replicas), else the zone with the most free CPU. The service's
+// hosts settle it without a walk over every machine when one zone leads.
+func (st *state) sameZoneChoice(r *Replica, eligible []*Machine) string {
+	running := map[string]int{}
+	for _, m := range st.hostsOf(r.Service) {
+		if staticFit(m, r) == "" {
+			running[m.Zone] += m.ServiceCount[r.Service]
+		}
+	}
+	lead, leaders := "", 0
+	for z, n := range running {
+		switch {
+		case lead == "" || n > running[lead]:
+			lead, leaders = z, 1
+		case n == running[lead]:
+			leaders++
+		}
+	}
+	if leaders == 1 {
+		return lead
+	}
+	return sameZoneByScan(eligible, r.Service)
+}
+
+func sameZoneByScan(eligible []*Machine, service string) string {
 	running := map[string]int{}
 	free := map[string]int64{}
 	for _, m := range eligible {
