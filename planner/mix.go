@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
@@ -130,33 +131,45 @@ func splitByMix(rs []scheduler.Replica, cols []column, mix []float64) []*share {
 	return shares
 }
 
-// placeByMix opens machines for replicas without rules, one LP-mix share
-// at a time, each packed on the offering that suits its own demand
-// (packShare). Replicas no share takes go through the ordinary opener.
-func (p *planning) placeByMix(rs []scheduler.Replica, res *scheduler.Result) []*scheduler.Machine {
-	byCluster := map[string][]scheduler.Replica{}
-	var clusters []string
+// placeByMix opens machines for replicas without rules (or pinned to a
+// zone, see pinZones), per cluster and zone one LP-mix share at a time,
+// each packed on the offering that suits its own demand (packShare). It
+// returns the machines it opened and the replicas it could not place.
+func (p *planning) placeByMix(rs []scheduler.Replica, zones map[string]string, res *scheduler.Result) ([]*scheduler.Machine, []scheduler.Replica) {
+	type where struct{ cluster, zone string }
+	byPlace := map[where][]scheduler.Replica{}
+	var places []where
 	for _, r := range rs {
-		if _, ok := byCluster[r.Cluster]; !ok {
-			clusters = append(clusters, r.Cluster)
+		w := where{r.Cluster, zones[r.ID]}
+		if _, ok := byPlace[w]; !ok {
+			places = append(places, w)
 		}
-		byCluster[r.Cluster] = append(byCluster[r.Cluster], r)
+		byPlace[w] = append(byPlace[w], r)
 	}
-	sort.Strings(clusters)
+	sort.Slice(places, func(i, j int) bool {
+		if places[i].cluster != places[j].cluster {
+			return places[i].cluster < places[j].cluster
+		}
+		return places[i].zone < places[j].zone
+	})
 	first := len(p.bins)
 	var left []scheduler.Replica
-	for _, cluster := range clusters {
-		cols := p.typeColumns(cluster)
-		_, mix := lpSolve(totalDemand(byCluster[cluster]), cols)
-		shares := splitByMix(byCluster[cluster], cols, mix)
+	for _, w := range places {
+		group := byPlace[w]
+		cols := p.typeColumns(w.cluster)
+		if w.zone != "" {
+			cols = slices.DeleteFunc(p.zoneColumns(w.cluster), func(c column) bool { return c.zone != w.zone })
+		}
+		_, mix := lpSolve(totalDemand(group), cols)
+		shares := splitByMix(group, cols, mix)
 		if shares == nil {
-			shares = []*share{{replicas: byCluster[cluster]}}
+			shares = []*share{{replicas: group}}
 		}
 		for _, s := range shares {
 			if len(s.replicas) == 0 {
 				continue
 			}
-			cand := p.shareCandidate(s.replicas)
+			cand := p.shareCandidate(s.replicas, w.zone)
 			if cand == nil {
 				left = append(left, s.replicas...)
 				continue
@@ -168,12 +181,68 @@ func (p *planning) placeByMix(rs []scheduler.Replica, res *scheduler.Result) []*
 	for _, b := range p.bins[first:] {
 		opened = append(opened, b.m)
 	}
-	if len(left) > 0 {
-		session := scheduler.NewSession(opened).Balance(totalDemand(left))
-		merge(res, session.Place(left, p.open))
-		opened = session.Machines()
+	return opened, left
+}
+
+// pinZones picks the zone of replicas whose only rule is about zones and
+// whose service runs nowhere yet, so that they can be packed like
+// replicas without rules, zone by zone: a sameZone service goes to the
+// zone of its cheapest offering; a zone spread deals its replicas to its
+// zones in turn (the first zone turning with each service), which keeps
+// every skew within 1.
+func (p *planning) pinZones(in Input, shunned map[string]bool) map[string]string {
+	live := map[string]bool{}
+	for _, m := range in.Machines {
+		for svc := range m.ServiceCount {
+			live[svc] = true
+		}
 	}
-	return opened
+	byService := map[string][]scheduler.Replica{}
+	var services []string
+	for _, r := range in.Pending {
+		if live[r.Service] || !zonePinnable(&r, shunned) {
+			continue
+		}
+		if _, ok := byService[r.Service]; !ok {
+			services = append(services, r.Service)
+		}
+		byService[r.Service] = append(byService[r.Service], r)
+	}
+	sort.Strings(services)
+	out := map[string]string{}
+	for turn, svc := range services {
+		rs := byService[svc]
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Index < rs[j].Index })
+		if rs[0].SameZone {
+			cand, _ := p.catalog.best(&rs[0], "", p.hasRoom)
+			if cand == nil {
+				continue
+			}
+			for _, r := range rs {
+				out[r.ID] = cand.offering.Zone
+			}
+			continue
+		}
+		zones := rs[0].ZoneDomains
+		for i, r := range rs {
+			out[r.ID] = zones[(i+turn)%len(zones)]
+		}
+	}
+	return out
+}
+
+// zonePinnable: the replica's only rule is sameZone or a zone spread
+// (over known zones), and it could otherwise go anywhere.
+func zonePinnable(r *scheduler.Replica, shunned map[string]bool) bool {
+	plain := *r
+	plain.Spread, plain.SameZone = nil, false
+	if !shapeable(&plain, shunned) {
+		return false
+	}
+	if r.SameZone {
+		return len(r.Spread) == 0
+	}
+	return len(r.Spread) == 1 && r.Spread[0].Key == api.SpreadZone && r.Spread[0].MaxSkew >= 1 && len(r.ZoneDomains) > 0
 }
 
 // splitInWindow splits replicas between two types exactly in the LP's

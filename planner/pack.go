@@ -81,15 +81,15 @@ func packShare(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfi
 	return bins, misfits
 }
 
-// shareCandidate is the offering cheapest per unit of the share's own
-// demand (the larger machine among equals) whose group has room and
+// shareCandidate is the offering (in zone, when set) cheapest per unit of
+// the share's own demand (the larger machine among equals) whose group has room and
 // whose empty machine takes the share's first replica.
-func (p *planning) shareCandidate(rs []scheduler.Replica) *candidate {
+func (p *planning) shareCandidate(rs []scheduler.Replica, zone string) *candidate {
 	demand := totalDemand(rs)
 	var best *candidate
 	bestCost := math.Inf(1)
 	for _, c := range p.catalog.plain[rs[0].Cluster] {
-		if !p.hasRoom(c.group) || scheduler.Fits(c.empty(), rs[0]) != "" {
+		if (zone != "" && c.offering.Zone != zone) || !p.hasRoom(c.group) || scheduler.Fits(c.empty(), rs[0]) != "" {
 			continue
 		}
 		cost := unitCost(c.offering.PricePerHour, c.alloc, demand)
@@ -126,6 +126,9 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 		left = append(left, held[i])
 	}
 	for _, bin := range bins {
+		if len(bin) == 0 {
+			continue
+		}
 		if ok, _ := p.subnetsLeft(cand.group.Cluster); !ok || !p.hasRoom(cand.group) {
 			for _, i := range bin {
 				left = append(left, held[i])
@@ -153,10 +156,13 @@ func packLargestFirst(rs []scheduler.Replica, cand *candidate) (bins [][]int, mi
 	}
 	binOf := map[string]int{}
 	index := make(map[string]int, len(rs))
+	plain := make([]scheduler.Replica, len(rs)) // zone rules were settled by pinZones
 	for i, r := range rs {
 		index[r.ID] = i
+		plain[i] = r
+		plain[i].Spread, plain[i].SameZone, plain[i].ZoneDomains = nil, false, nil
 	}
-	res := scheduler.NewSession(nil).Place(rs, func(r *scheduler.Replica, hint string) (*scheduler.Machine, string) {
+	res := scheduler.NewSession(nil).Place(plain, func(r *scheduler.Replica, hint string) (*scheduler.Machine, string) {
 		m, why := open(r, hint)
 		if m != nil {
 			binOf[m.ID] = len(bins)

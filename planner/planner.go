@@ -192,29 +192,35 @@ func Compute(cfg Config, in Input) Plan {
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
 	shunned := shunnedServices(in)
+	zones := p.pinZones(in, shunned)
 	res := scheduler.Result{Unplaced: map[string]string{}}
-	var opened []*scheduler.Machine
 	for _, level := range byPriority(in.Pending) {
-		var ruled, free []scheduler.Replica
+		var ruled, free, pinned []scheduler.Replica
 		for _, r := range level {
-			if shapeable(&r, shunned) {
+			switch {
+			case shapeable(&r, shunned):
 				free = append(free, r)
-			} else {
+			case zones[r.ID] != "":
+				pinned = append(pinned, r)
+			default:
 				ruled = append(ruled, r)
 			}
 		}
 		merge(&res, session.Place(ruled, p.open))
 		filled := session.Fill(free)
 		merge(&res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
-		var rest []scheduler.Replica
+		rest := pinned
 		for _, r := range free {
 			if _, ok := filled.Unplaced[r.ID]; ok {
 				rest = append(rest, r)
 			}
 		}
-		opened = append(opened, p.placeByMix(rest, &res)...)
+		opened, left := p.placeByMix(rest, zones, &res)
+		session.Add(opened...)
+		session.Learn(rest)
+		merge(&res, session.Place(left, p.open))
 	}
-	return res, append(session.Machines(), opened...)
+	return res, session.Machines()
 }
 
 // byPriority groups replicas by priority, highest first.

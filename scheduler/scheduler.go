@@ -215,6 +215,14 @@ func (s *Session) Place(pending []Replica, open Opener) Result {
 	return res
 }
 
+// Add brings machines opened outside the session into it (with what was
+// booked on them), after the ones it has.
+func (s *Session) Add(machines ...*Machine) {
+	for _, m := range machines {
+		s.st.add(m)
+	}
+}
+
 // Learn tells the session about replicas already on its machines (their
 // services' labels and anti-affinity terms), for affinity rules of what
 // it places later.

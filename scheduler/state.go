@@ -84,6 +84,11 @@ func (st *state) add(m *Machine) {
 			set.add(m)
 		}
 	}
+	if st.hosts != nil {
+		for svc := range m.ServiceCount {
+			st.noteHost(svc, m)
+		}
+	}
 }
 
 // book assigns a replica and keeps the service's hosts current.
