@@ -119,8 +119,10 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 	if ffd, ffdMisfits := packLargestFirst(held, cand); p.packCost(ffd, held, cand) < cost {
 		bins, misfits, cost = ffd, ffdMisfits, p.packCost(ffd, held, cand)
 	}
-	if dot, dotMisfits, ok := packByShapes(held, cand.alloc); ok && p.packCost(dot, held, cand) < cost {
-		bins, misfits = dot, dotMisfits
+	for _, pairs := range []bool{false, true} {
+		if dot, dotMisfits, ok := packByShapes(held, cand.alloc, pairs); ok && p.packCost(dot, held, cand) < cost {
+			bins, misfits, cost = dot, dotMisfits, p.packCost(dot, held, cand)
+		}
 	}
 	for _, i := range misfits {
 		left = append(left, held[i])
@@ -191,13 +193,9 @@ const maxShapes = 512
 // machine), and opens the next machine when no shape fits. It suits
 // services of many identical replicas that are large next to the machine;
 // ok is false when there are too many distinct shapes.
-func packByShapes(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfits []int, ok bool) {
-	type group struct {
-		req     api.Resources
-		members []int
-	}
-	var groups []*group
-	byReq := map[api.Resources]*group{}
+func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool) (bins [][]int, misfits []int, ok bool) {
+	var groups []*shapeGroup
+	byReq := map[api.Resources]*shapeGroup{}
 	for i, r := range rs {
 		if !alloc.Fits(r.Requests) {
 			misfits = append(misfits, i)
@@ -208,7 +206,7 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, mi
 			if len(groups) == maxShapes {
 				return nil, nil, false
 			}
-			g = &group{req: r.Requests}
+			g = &shapeGroup{req: r.Requests}
 			byReq[r.Requests] = g
 			groups = append(groups, g)
 		}
@@ -220,7 +218,7 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, mi
 		free := alloc
 		var bin []int
 		for {
-			var best *group
+			var best *shapeGroup
 			bestScore := -1.0
 			for _, g := range groups {
 				if len(g.members) == 0 || !free.Fits(g.req) {
@@ -233,6 +231,16 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, mi
 			}
 			if best == nil {
 				break
+			}
+			// Near the end, two replicas that fill the rest beat the best
+			// single one.
+			if pair := bestPair(groups, free, ac, am); pairs && pair[0] != nil {
+				single := float64(best.req.MilliCPU)/ac + float64(best.req.MemoryBytes)/am
+				both := float64(pair[0].req.MilliCPU+pair[1].req.MilliCPU)/ac + float64(pair[0].req.MemoryBytes+pair[1].req.MemoryBytes)/am
+				freeSize := float64(free.MilliCPU)/ac + float64(free.MemoryBytes)/am
+				if both > single && both > 0.9*freeSize {
+					best = pair[0]
+				}
 			}
 			bin = append(bin, best.members[0])
 			best.members = best.members[1:]
@@ -270,4 +278,32 @@ func (p *planning) packCost(bins [][]int, rs []scheduler.Replica, cand *candidat
 		total += price
 	}
 	return total
+}
+
+// shapeGroup is the replicas of one request shape still to pack.
+type shapeGroup struct {
+	req     api.Resources
+	members []int
+}
+
+// bestPair is the two replicas (of shapes with replicas left) that fill
+// the most of free together, or nils when no two fit.
+func bestPair(groups []*shapeGroup, free api.Resources, ac, am float64) [2]*shapeGroup {
+	var out [2]*shapeGroup
+	bestSize := -1.0
+	for i, a := range groups {
+		if len(a.members) == 0 || !free.Fits(a.req) {
+			continue
+		}
+		rest := free.Sub(a.req)
+		for _, b := range groups[i:] {
+			if len(b.members) == 0 || (a == b && len(a.members) < 2) || !rest.Fits(b.req) {
+				continue
+			}
+			if size := float64(a.req.MilliCPU+b.req.MilliCPU)/ac + float64(a.req.MemoryBytes+b.req.MemoryBytes)/am; size > bestSize {
+				out, bestSize = [2]*shapeGroup{a, b}, size
+			}
+		}
+	}
+	return out
 }

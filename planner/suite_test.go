@@ -24,13 +24,12 @@ import (
 const (
 	unconstrainedTarget = 0.03
 	constrainedTarget   = 0.15
-	// awsShortfall is how far above the targets the built-in AWS catalog's
-	// workloads are allowed: its largest compute type has 8 vCPU, a
-	// machine holds about ten replicas, and the packing measured here
-	// stays 3.9% above the LP bound unconstrained (17.8% with a zone
-	// spread). Issue 15's targets are not met on that catalog; this keeps
-	// it from getting worse.
-	awsShortfall = 0.03
+	// awsShortfall is how far above the unconstrained target the built-in
+	// AWS catalog's workloads are allowed: its largest compute type has 8
+	// vCPU, so a machine holds about ten replicas, and the packing measured
+	// here stays up to 3.8% above the LP bound (balanced mixes). Issue 15's
+	// 3% is not met on that catalog; this keeps it from getting worse.
+	awsShortfall = 0.01
 )
 
 // workload is one case of the suite.
@@ -213,7 +212,7 @@ func (s *gapStats) medianAndWorst() (float64, float64) {
 	return sorted[len(sorted)/2], sorted[len(sorted)-1]
 }
 
-func runSuite(t *testing.T, cases int, seedBase uint64, rules func(i int) []string, target float64) {
+func runSuite(t *testing.T, cases int, seedBase uint64, rules func(i int) []string, target float64, withShortfall bool) {
 	var stats gapStats
 	worst := ""
 	for i := 0; i < cases; i++ {
@@ -233,8 +232,12 @@ func runSuite(t *testing.T, cases int, seedBase uint64, rules func(i int) []stri
 		if _, w0 := stats.medianAndWorst(); w0 == p.Gap {
 			worst = w.name
 		}
-		if p.Gap > target+w.shortfall {
-			t.Errorf("%s: gap %.2f%% above the target %.0f%%", w.name, 100*p.Gap, 100*(target+w.shortfall))
+		limit := target
+		if withShortfall {
+			limit += w.shortfall
+		}
+		if p.Gap > limit {
+			t.Errorf("%s: gap %.2f%% above the target %.0f%%", w.name, 100*p.Gap, 100*limit)
 		}
 	}
 	median, worstGap := stats.medianAndWorst()
@@ -243,7 +246,7 @@ func runSuite(t *testing.T, cases int, seedBase uint64, rules func(i int) []stri
 
 // TestPackingQualityUnconstrained: 50 workloads without placement rules.
 func TestPackingQualityUnconstrained(t *testing.T) {
-	runSuite(t, 50, 1000, func(int) []string { return nil }, unconstrainedTarget)
+	runSuite(t, 50, 1000, func(int) []string { return nil }, unconstrainedTarget, true)
 }
 
 // TestPackingQualityConstrained: 20 workloads whose services carry spread,
@@ -251,7 +254,7 @@ func TestPackingQualityUnconstrained(t *testing.T) {
 func TestPackingQualityConstrained(t *testing.T) {
 	kinds := [][]string{{"zone-spread"}, {"machine-spread"}, {"same-zone"}, {"anti-affinity"},
 		{"zone-spread", "machine-spread", "same-zone", "anti-affinity"}}
-	runSuite(t, 20, 2000, func(i int) []string { return kinds[i%len(kinds)] }, constrainedTarget)
+	runSuite(t, 20, 2000, func(i int) []string { return kinds[i%len(kinds)] }, constrainedTarget, false)
 }
 
 // checkRules: every placement rule of the workload holds in the plan.
