@@ -213,6 +213,11 @@ func (s *gapStats) medianAndWorst() (float64, float64) {
 }
 
 func runSuite(t *testing.T, cases int, seedBase uint64, rules func(i int) []string, target float64, withShortfall bool) {
+	if raceDetector {
+		// The planner is one goroutine; the detector would only make the
+		// suite take minutes. scripts/test.sh runs it without, on its own.
+		t.Skip("the packing quality suite runs without the race detector (scripts/test.sh: its own step)")
+	}
 	var stats gapStats
 	worst := ""
 	for i := 0; i < cases; i++ {

@@ -81,6 +81,8 @@ needs "Kubernetes API server" ./scripts/kube-up.sh
 clouds='/provider/(aws|gcp|azure|clouds)(/|$)'
 step "tests (race detector on)"
 go test -race -count=1 -timeout 15m $(go list ./... | grep -Ev "$clouds")
+step "packing quality suite (one goroutine: without the race detector)"
+go test -count=1 -run 'TestPackingQuality' ./planner
 step "tests of the cloud providers (against fakes of their APIs)"
 go test -count=1 -timeout 10m $(go list ./... | grep -E "$clouds")
 step "done"
