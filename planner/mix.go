@@ -91,6 +91,10 @@ func splitByMix(rs []scheduler.Replica, cols []column, mix []float64) []*share {
 	if len(shares) == 0 {
 		return nil
 	}
+	if len(shares) == 1 {
+		shares[0].replicas = rs
+		return shares
+	}
 	if len(shares) == 2 && splitInWindow(rs, shares) {
 		return shares
 	}
@@ -266,17 +270,16 @@ func splitInWindow(rs []scheduler.Replica, shares []*share) bool {
 	// The window's target: the rich type's share of each resource.
 	wantCPU := dc * rich.capacity[0] / (rich.capacity[0] + lean.capacity[0])
 	wantMem := dm * rich.capacity[1] / (rich.capacity[1] + lean.capacity[1])
-	order := make([]scheduler.Replica, len(rs))
-	copy(order, rs)
-	angle := func(r scheduler.Replica) float64 {
-		return math.Atan2(float64(r.Requests.MemoryBytes)/dm, float64(r.Requests.MilliCPU)/dc)
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
 	}
-	sort.SliceStable(order, func(i, j int) bool { return angle(order[i]) < angle(order[j]) })
-	n := len(order)
+	idx = byShape(rs, idx, dc, dm)
+	n := len(idx)
 	cpu, mem := make([]float64, n+1), make([]float64, n+1) // prefix sums
-	for i, r := range order {
-		cpu[i+1] = cpu[i] + float64(r.Requests.MilliCPU)
-		mem[i+1] = mem[i] + float64(r.Requests.MemoryBytes)
+	for k, i := range idx {
+		cpu[k+1] = cpu[k] + float64(rs[i].Requests.MilliCPU)
+		mem[k+1] = mem[k] + float64(rs[i].Requests.MemoryBytes)
 	}
 	// For each start, the end that gives the window wantCPU; the window's
 	// memory grows as it slides toward memory-heavy shapes: keep the start
@@ -291,8 +294,12 @@ func splitInWindow(rs []scheduler.Replica, shares []*share) bool {
 			bestStart, bestEnd, bestMiss = start, end, miss
 		}
 	}
-	rich.replicas = append(rich.replicas, order[bestStart:bestEnd]...)
-	lean.replicas = append(lean.replicas, order[:bestStart]...)
-	lean.replicas = append(lean.replicas, order[bestEnd:]...)
+	for k, i := range idx {
+		if k >= bestStart && k < bestEnd {
+			rich.replicas = append(rich.replicas, rs[i])
+		} else {
+			lean.replicas = append(lean.replicas, rs[i])
+		}
+	}
 	return true
 }

@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
@@ -33,10 +35,7 @@ func packShare(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfi
 			misfits = append(misfits, i)
 		}
 	}
-	angle := func(i int) float64 {
-		return math.Atan2(float64(rs[i].Requests.MemoryBytes)/dm, float64(rs[i].Requests.MilliCPU)/dc)
-	}
-	sort.SliceStable(order, func(a, b int) bool { return angle(order[a]) < angle(order[b]) })
+	order = byShape(rs, order, dc, dm)
 	type open struct {
 		free api.Resources
 		bin  int
@@ -116,6 +115,11 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 	}
 	bins, misfits := packShare(held, cand.alloc)
 	cost := p.packCost(bins, held, cand)
+	// Within 0.2% of the share's fluid cost on this offering the other
+	// packings cannot win enough to pay for trying them.
+	if fluid := unitCost(cand.offering.PricePerHour, cand.alloc, totalDemand(held)); cost <= 1.002*fluid {
+		return p.openPacked(held, bins, misfits, left, cand, res)
+	}
 	if ffd, ffdMisfits := packLargestFirst(held, cand); p.packCost(ffd, held, cand) < cost {
 		bins, misfits, cost = ffd, ffdMisfits, p.packCost(ffd, held, cand)
 	}
@@ -124,6 +128,11 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 			bins, misfits, cost = dot, dotMisfits, p.packCost(dot, held, cand)
 		}
 	}
+	return p.openPacked(held, bins, misfits, left, cand, res)
+}
+
+// openPacked opens the machines of a packing and books their replicas.
+func (p *planning) openPacked(held []scheduler.Replica, bins [][]int, misfits []int, left []scheduler.Replica, cand *candidate, res *scheduler.Result) []scheduler.Replica {
 	for _, i := range misfits {
 		left = append(left, held[i])
 	}
@@ -306,4 +315,15 @@ func bestPair(groups []*shapeGroup, free api.Resources, ac, am float64) [2]*shap
 		}
 	}
 	return out
+}
+
+// byShape sorts indexes of rs from CPU-heavy to memory-heavy (the angle of
+// the request with CPU and memory scaled by dc and dm), stable.
+func byShape(rs []scheduler.Replica, order []int, dc, dm float64) []int {
+	angle := make(map[int]float64, len(order))
+	for _, i := range order {
+		angle[i] = math.Atan2(float64(rs[i].Requests.MemoryBytes)/dm, float64(rs[i].Requests.MilliCPU)/dc)
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(angle[a], angle[b]) })
+	return order
 }
