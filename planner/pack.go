@@ -11,9 +11,9 @@ import (
 	"github.com/gantry-dev/gantry/scheduler"
 )
 
-// openWindow is how many of the machines packShare fills are still open
-// to later replicas; older ones are closed.
-const openWindow = 64
+// openWindows are the numbers of machines packShare keeps open to later
+// replicas (older ones are closed); each is tried.
+var openWindows = []int{64, 8, 512}
 
 // packShare packs replicas on machines of one allocatable size and
 // returns them as lists of indexes into rs, plus the replicas no empty
@@ -24,7 +24,7 @@ const openWindow = 64
 // first open machine with room, else a new one. Each machine so gets CPU
 // and memory in the proportion of the demand, and none is left with one
 // resource full and the other idle.
-func packShare(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfits []int) {
+func packShare(rs []scheduler.Replica, alloc api.Resources, openWindow int) (bins [][]int, misfits []int) {
 	demand := totalDemand(rs)
 	dc, dm := math.Max(float64(demand.MilliCPU), 1), math.Max(float64(demand.MemoryBytes), 1)
 	order := make([]int, 0, len(rs))
@@ -113,12 +113,17 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 			left = append(left, r)
 		}
 	}
-	bins, misfits := packShare(held, cand.alloc)
+	bins, misfits := packShare(held, cand.alloc, openWindows[0])
 	cost := p.packCost(bins, held, cand)
 	// Within 0.2% of the share's fluid cost on this offering the other
 	// packings cannot win enough to pay for trying them.
 	if fluid := unitCost(cand.offering.PricePerHour, cand.alloc, totalDemand(held)); cost <= 1.002*fluid {
 		return p.openPacked(held, bins, misfits, left, cand, res)
+	}
+	for _, w := range openWindows[1:] {
+		if zip, zipMisfits := packShare(held, cand.alloc, w); p.packCost(zip, held, cand) < cost {
+			bins, misfits, cost = zip, zipMisfits, p.packCost(zip, held, cand)
+		}
 	}
 	if ffd, ffdMisfits := packLargestFirst(held, cand); p.packCost(ffd, held, cand) < cost {
 		bins, misfits, cost = ffd, ffdMisfits, p.packCost(ffd, held, cand)
