@@ -187,8 +187,10 @@ func Compute(cfg Config, in Input) Plan {
 
 // place puts pending replicas on live machines and opens new ones, one
 // priority at a time: replicas with placement rules first (the ordinary
-// opener), then those without fill what room is left, then the rest get
-// machines in the proportions of the LP mix (placeByMix).
+// opener); then those without fill what room is left; the rest, and those
+// whose only rule is about zones (pinZones), get machines in the
+// proportions of the LP mix (placeByMix); what that leaves goes through
+// the ordinary opener.
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
 	shunned := shunnedServices(in)
