@@ -209,26 +209,7 @@ func smallestRequests(group []scheduler.Replica, k int) api.Resources {
 
 // zoneColumns: per instance type and zone, the most generous allocatable
 // and the cheapest allowed offering price there.
-func (p *planning) zoneColumns(cluster string) []column {
-	byKey := map[string]*column{}
-	var order []string
-	for _, c := range p.catalog.plain[cluster] {
-		key := c.itype.Name + "|" + c.offering.Zone
-		col, ok := byKey[key]
-		if !ok {
-			byKey[key] = &column{name: c.itype.Name, zone: c.offering.Zone, alloc: c.alloc, price: c.offering.PricePerHour}
-			order = append(order, key)
-			continue
-		}
-		col.price = math.Min(col.price, c.offering.PricePerHour)
-		col.alloc = maxResources(col.alloc, c.alloc)
-	}
-	out := make([]column, len(order))
-	for i, key := range order {
-		out[i] = *byKey[key]
-	}
-	return out
-}
+func (p *planning) zoneColumns(cluster string) []column { return p.columns(cluster, true) }
 
 func maxResources(a, b api.Resources) api.Resources {
 	return api.Resources{MilliCPU: max(a.MilliCPU, b.MilliCPU), MemoryBytes: max(a.MemoryBytes, b.MemoryBytes),

@@ -18,23 +18,30 @@ type column struct {
 
 // typeColumns: per instance type, the most generous allocatable and the
 // cheapest allowed offering price (both keep the bound valid).
-func (p *planning) typeColumns(cluster string) []column {
-	byType := map[string]*column{}
+func (p *planning) typeColumns(cluster string) []column { return p.columns(cluster, false) }
+
+// columns merges the cluster's offerings per instance type (and per zone,
+// when perZone): the most generous allocatable, the cheapest price.
+func (p *planning) columns(cluster string, perZone bool) []column {
+	byKey := map[string]*column{}
 	var order []string
 	for _, c := range p.catalog.plain[cluster] {
-		col, ok := byType[c.itype.Name]
+		key, zone := c.itype.Name, ""
+		if perZone {
+			key, zone = c.itype.Name+"|"+c.offering.Zone, c.offering.Zone
+		}
+		col, ok := byKey[key]
 		if !ok {
-			col = &column{name: c.itype.Name, alloc: c.alloc, price: c.offering.PricePerHour}
-			byType[c.itype.Name] = col
-			order = append(order, c.itype.Name)
+			byKey[key] = &column{name: c.itype.Name, zone: zone, alloc: c.alloc, price: c.offering.PricePerHour}
+			order = append(order, key)
 			continue
 		}
 		col.price = math.Min(col.price, c.offering.PricePerHour)
 		col.alloc = maxResources(col.alloc, c.alloc)
 	}
 	out := make([]column, len(order))
-	for i, name := range order {
-		out[i] = *byType[name]
+	for i, key := range order {
+		out[i] = *byKey[key]
 	}
 	return out
 }
