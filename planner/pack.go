@@ -21,7 +21,8 @@ var openWindows = []int{64, 8, 512}
 // prefix asks for CPU and memory in the proportion of the whole (a zipper
 // from both ends of the list sorted by shape: memory-heavy ones while CPU
 // runs ahead, CPU-heavy ones while memory does); each then goes to the
-// first open machine with room, else a new one. Each machine so gets CPU
+// open machine it leaves least room on (of the last openWindow opened),
+// else a new one. Each machine so gets CPU
 // and memory in the proportion of the demand, and none is left with one
 // resource full and the other idle.
 func packShare(rs []scheduler.Replica, alloc api.Resources, openWindow int) (bins [][]int, misfits []int) {
