@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +53,35 @@ func TestConsolidationKeepsAntiAffinity(t *testing.T) {
 	ms = []*Machine{joined("m1", "g", itype(4), time.Hour, plain[0]), joined("m2", "g", itype(4), time.Hour, plain[1])}
 	if p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 1 {
 		t.Fatalf("without the rule one machine goes: %+v", p.Remove)
+	}
+}
+
+// Compaction knows every pending replica's labels: it never moves a
+// replica that keeps away from app=db onto a db machine (it used to, when
+// its what-if session knew only the labels of the replicas it moved).
+func TestCompactionKeepsCrossServiceAntiAffinity(t *testing.T) {
+	awayFromDB := &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": "db"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+	cache := replicas("cache", 1, 250)
+	cache[0].Labels, cache[0].Terms = map[string]string{"app": "cache"}, awayFromDB
+	web := replicas("web", 2, 250)
+	for i := range web {
+		web[i].Terms = &scheduler.Terms{AntiAffinity: awayFromDB.AntiAffinity,
+			Affinity: []api.AffinityTerm{{Selector: map[string]string{"app": "cache"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+	}
+	pending := append(append(dbReplicas(3), cache...), web...)
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{group("g", 0, 1, 4, itype(2))}, Pending: pending, Now: now})
+	if len(p.Add) != 4 || len(p.Pending) != 0 {
+		t.Fatalf("want the 4 machines the rules force: %+v, pending %+v", p.Add, p.Pending)
+	}
+	dbOn := map[string]bool{}
+	for _, pl := range p.Placements {
+		if strings.HasPrefix(pl.Replica, "db-") {
+			dbOn[pl.Machine] = true
+		}
+	}
+	for _, pl := range p.Placements {
+		if !strings.HasPrefix(pl.Replica, "db-") && dbOn[pl.Machine] {
+			t.Fatalf("%s planned next to a db replica on %s: %+v", pl.Replica, pl.Machine, p.Placements)
+		}
 	}
 }
