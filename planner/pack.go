@@ -130,8 +130,10 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 		bins, misfits, cost = ffd, ffdMisfits, p.packCost(ffd, held, cand)
 	}
 	for _, pairs := range []bool{false, true} {
-		if dot, dotMisfits, ok := packByShapes(held, cand.alloc, pairs); ok && p.packCost(dot, held, cand) < cost {
-			bins, misfits, cost = dot, dotMisfits, p.packCost(dot, held, cand)
+		for _, tilt := range shapeTilts {
+			if dot, dotMisfits, ok := packByShapes(held, cand.alloc, pairs, tilt); ok && p.packCost(dot, held, cand) < cost {
+				bins, misfits, cost = dot, dotMisfits, p.packCost(dot, held, cand)
+			}
 		}
 	}
 	return p.openPacked(held, bins, misfits, left, cand, res)
@@ -198,6 +200,11 @@ func packLargestFirst(rs []scheduler.Replica, cand *candidate) (bins [][]int, mi
 	return bins, misfits
 }
 
+// shapeTilts weigh CPU against memory in packByShapes' choice (1±tilt);
+// each is tried, for packings that differ where the balanced choice is
+// stuck.
+var shapeTilts = []float64{0, 0.15, -0.15, 0.3, -0.3, 0.5, -0.5}
+
 // maxShapes bounds the distinct request shapes packByShapes handles (it
 // looks at every shape for every replica it places).
 const maxShapes = 512
@@ -208,7 +215,7 @@ const maxShapes = 512
 // machine), and opens the next machine when no shape fits. It suits
 // services of many identical replicas that are large next to the machine;
 // ok is false when there are too many distinct shapes.
-func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool) (bins [][]int, misfits []int, ok bool) {
+func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool, tilt float64) (bins [][]int, misfits []int, ok bool) {
 	var groups []*shapeGroup
 	byReq := map[api.Resources]*shapeGroup{}
 	for i, r := range rs {
@@ -239,7 +246,7 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool) (bins
 				if len(g.members) == 0 || !free.Fits(g.req) {
 					continue
 				}
-				score := float64(g.req.MilliCPU)/ac*float64(free.MilliCPU)/ac + float64(g.req.MemoryBytes)/am*float64(free.MemoryBytes)/am
+				score := (1+tilt)*float64(g.req.MilliCPU)/ac*float64(free.MilliCPU)/ac + (1-tilt)*float64(g.req.MemoryBytes)/am*float64(free.MemoryBytes)/am
 				if score > bestScore {
 					best, bestScore = g, score
 				}
@@ -247,15 +254,8 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool) (bins
 			if best == nil {
 				break
 			}
-			// Near the end, two replicas that fill the rest beat the best
-			// single one.
-			if pair := bestPair(groups, free, ac, am); pairs && pair[0] != nil {
-				single := float64(best.req.MilliCPU)/ac + float64(best.req.MemoryBytes)/am
-				both := float64(pair[0].req.MilliCPU+pair[1].req.MilliCPU)/ac + float64(pair[0].req.MemoryBytes+pair[1].req.MemoryBytes)/am
-				freeSize := float64(free.MilliCPU)/ac + float64(free.MemoryBytes)/am
-				if both > single && both > 0.9*freeSize {
-					best = pair[0]
-				}
+			if pairs {
+				best = pairOrSingle(groups, best, free, ac, am)
 			}
 			bin = append(bin, best.members[0])
 			best.members = best.members[1:]
@@ -299,6 +299,21 @@ func (p *planning) packCost(bins [][]int, rs []scheduler.Replica, cand *candidat
 type shapeGroup struct {
 	req     api.Resources
 	members []int
+}
+
+// pairOrSingle: near the end of a machine, the first of the two replicas
+// that fill the rest beats the best single one.
+func pairOrSingle(groups []*shapeGroup, best *shapeGroup, free api.Resources, ac, am float64) *shapeGroup {
+	pair := bestPair(groups, free, ac, am)
+	if pair[0] == nil {
+		return best
+	}
+	single := float64(best.req.MilliCPU)/ac + float64(best.req.MemoryBytes)/am
+	both := float64(pair[0].req.MilliCPU+pair[1].req.MilliCPU)/ac + float64(pair[0].req.MemoryBytes+pair[1].req.MemoryBytes)/am
+	if freeSize := float64(free.MilliCPU)/ac + float64(free.MemoryBytes)/am; both > single && both > 0.9*freeSize {
+		return pair[0]
+	}
+	return best
 }
 
 // bestPair is the two replicas (of shapes with replicas left) that fill
