@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
@@ -150,7 +151,7 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 		return
 	}
 	set := st.eligibleFor(&r)
-	eligible := set.machines
+	eligible := slices.Clip(set.machines) // pickers that append get their own copy
 	zone := ""
 	if r.SameZone {
 		zone = st.sameZoneChoice(&r, eligible)
