@@ -141,7 +141,7 @@ func selfExclusive(r *scheduler.Replica) bool {
 		return false
 	}
 	for _, t := range r.Terms.AntiAffinity {
-		if t.Required() && t.Topology == api.SpreadMachine && labelsMatch(r.Labels, t.Selector) {
+		if t.Required() && t.Topology == api.SpreadMachine && api.LabelsMatch(r.Labels, t.Selector) {
 			return true
 		}
 	}

@@ -49,22 +49,13 @@ func shunnedServices(in Input) map[string]bool {
 	for svc, l := range labels {
 		for _, ts := range terms {
 			for _, t := range ts {
-				if t.Required() && labelsMatch(l, t.Selector) {
+				if t.Required() && api.LabelsMatch(l, t.Selector) {
 					out[svc] = true
 				}
 			}
 		}
 	}
 	return out
-}
-
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // share is the replicas one instance type of the mix gets.

@@ -71,7 +71,7 @@ func (st *state) shunnedBy(r *Replica) []shunned {
 			continue // its own terms are r's terms
 		}
 		for _, t := range terms {
-			if labelsMatch(r.Labels, t.Selector) {
+			if api.LabelsMatch(r.Labels, t.Selector) {
 				out = append(out, shunned{service: svc, topology: t.Topology})
 			}
 		}
@@ -94,11 +94,11 @@ func (st *state) selfExclusive(r *Replica) bool {
 		return false
 	}
 	t := r.Terms.AntiAffinity[0]
-	if !t.Required() || t.Topology != api.SpreadMachine || !labelsMatch(r.Labels, t.Selector) {
+	if !t.Required() || t.Topology != api.SpreadMachine || !api.LabelsMatch(r.Labels, t.Selector) {
 		return false
 	}
 	for svc, labels := range st.labels {
-		if svc != r.Service && labelsMatch(labels, t.Selector) {
+		if svc != r.Service && api.LabelsMatch(labels, t.Selector) {
 			return false
 		}
 	}
@@ -111,7 +111,7 @@ func (st *state) affinityOf(r *Replica) *affinity {
 	a := &affinity{st: st}
 	for i, terms := range [][]api.AffinityTerm{r.affinity(), r.antiAffinity()} {
 		for _, t := range terms {
-			tv := termView{AffinityTerm: t, anti: i == 1, self: labelsMatch(r.Labels, t.Selector), zones: map[string]int{}}
+			tv := termView{AffinityTerm: t, anti: i == 1, self: api.LabelsMatch(r.Labels, t.Selector), zones: map[string]int{}}
 			for _, m := range st.order {
 				if m.Cluster != r.Cluster {
 					continue
@@ -139,7 +139,7 @@ func (st *state) affinityOf(r *Replica) *affinity {
 func (st *state) matching(m *Machine, sel map[string]string) int {
 	n := 0
 	for svc, count := range m.ServiceCount {
-		if labels, ok := st.labels[svc]; ok && labelsMatch(labels, sel) {
+		if labels, ok := st.labels[svc]; ok && api.LabelsMatch(labels, sel) {
 			n += count
 		}
 	}

@@ -18,7 +18,7 @@ func staticFit(m *Machine, r *Replica) string {
 		return "not in capacity groups " + strings.Join(r.Groups, ",")
 	case !slices.Contains(m.Runtimes, r.Runtime):
 		return "no " + r.Runtime + " runtime"
-	case !labelsMatch(m.Labels, r.NodeSelector):
+	case !api.LabelsMatch(m.Labels, r.NodeSelector):
 		return "labels do not match nodeSelector"
 	case r.Isolation == api.IsolationTEERequired && !m.TEE:
 		return "no TEE runtime (isolation teeRequired: prerequisite missing)"
@@ -135,13 +135,4 @@ func (t *missTally) reason() string {
 		parts[i] = fmt.Sprintf("%d %s", t.counts[why], why)
 	}
 	return fmt.Sprintf("0/%d machines fit: %s", t.total, strings.Join(parts, ", "))
-}
-
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }

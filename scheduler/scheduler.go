@@ -413,7 +413,7 @@ func classBefore(a, b *Replica) bool {
 // followsOthers: a required affinity to replicas it is not one of.
 func followsOthers(r Replica) bool {
 	for _, t := range r.affinity() {
-		if t.Required() && !labelsMatch(r.Labels, t.Selector) {
+		if t.Required() && !api.LabelsMatch(r.Labels, t.Selector) {
 			return true
 		}
 	}
