@@ -79,6 +79,11 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live map
 	if len(forcedZones) > 0 {
 		cols = p.zoneColumns(cluster)
 	}
+	if most, ok := mostOnOneMachine(rs); ok {
+		for i := range cols {
+			cols[i].alloc = minResources(cols[i].alloc, most)
+		}
+	}
 	var need []float64
 	supply := make([][]float64, len(cols))
 	prices := make([]float64, len(cols))
@@ -132,6 +137,29 @@ func forcedMachines(rs []scheduler.Replica) int {
 		}
 	}
 	return most
+}
+
+// mostOnOneMachine is the most any machine can hold of rs when some keep
+// one replica per machine: the largest replica of each such service plus
+// all the others. ok is false when none do (the machine's size is the
+// only limit).
+func mostOnOneMachine(rs []scheduler.Replica) (api.Resources, bool) {
+	largest := map[string]api.Resources{}
+	var rest api.Resources
+	for _, r := range rs {
+		if r.Dedicated || selfExclusive(&r) {
+			largest[r.Service] = maxResources(largest[r.Service], r.Requests)
+		} else {
+			rest = rest.Add(r.Requests)
+		}
+	}
+	if len(largest) == 0 {
+		return api.Resources{}, false
+	}
+	for _, l := range largest {
+		rest = rest.Add(l)
+	}
+	return rest, true
 }
 
 // selfExclusive: a required anti-affinity on machine that selects the

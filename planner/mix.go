@@ -169,7 +169,11 @@ func (p *planning) placeByMix(rs []scheduler.Replica, zones map[string]string, r
 				left = append(left, s.replicas...)
 				continue
 			}
-			left = append(left, p.packOnCandidate(s.replicas, cand, res)...)
+			stay, moved, other := p.splitLarge(s.replicas, cand, w.zone)
+			left = append(left, p.packOnCandidate(stay, cand, res)...)
+			if len(moved) > 0 {
+				left = append(left, p.packOnCandidate(moved, other, res)...)
+			}
 		}
 	}
 	var opened []*scheduler.Machine

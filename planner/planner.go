@@ -193,22 +193,25 @@ func Compute(cfg Config, in Input) Plan {
 // the ordinary opener.
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
-	shunned := shunnedServices(in)
+	shunned, exclusive := shunnedServices(in), exclusiveServices(in)
 	zones := p.pinZones(in, shunned)
 	res := scheduler.Result{Unplaced: map[string]string{}}
 	for _, level := range byPriority(in.Pending) {
-		var ruled, free, pinned []scheduler.Replica
+		var ruled, free, pinned, alone []scheduler.Replica
 		for _, r := range level {
 			switch {
 			case shapeable(&r, shunned):
 				free = append(free, r)
 			case zones[r.ID] != "":
 				pinned = append(pinned, r)
+			case exclusivePackable(&r, exclusive):
+				alone = append(alone, r)
 			default:
 				ruled = append(ruled, r)
 			}
 		}
 		merge(&res, session.Place(ruled, p.open))
+		p.placeExclusive(session, alone, &res)
 		filled := session.Fill(free)
 		merge(&res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
 		rest := pinned
@@ -223,6 +226,36 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 		merge(&res, session.Place(left, p.open))
 	}
 	return res, session.Machines()
+}
+
+// placeExclusive puts exclusive replicas (see packExclusive) on the room
+// machines have first, then packs the rest, cluster by cluster.
+func (p *planning) placeExclusive(session *scheduler.Session, rs []scheduler.Replica, res *scheduler.Result) {
+	if len(rs) == 0 {
+		return
+	}
+	filled := session.Fill(rs)
+	merge(res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
+	byCluster := map[string][]scheduler.Replica{}
+	var clusters []string
+	for _, r := range rs {
+		if _, ok := filled.Unplaced[r.ID]; !ok {
+			continue
+		}
+		if _, ok := byCluster[r.Cluster]; !ok {
+			clusters = append(clusters, r.Cluster)
+		}
+		byCluster[r.Cluster] = append(byCluster[r.Cluster], r)
+	}
+	sort.Strings(clusters)
+	var left []scheduler.Replica
+	for _, c := range clusters {
+		opened, rest := p.packExclusive(byCluster[c], res)
+		session.Add(opened...)
+		left = append(left, rest...)
+	}
+	session.Learn(rs)
+	merge(res, session.Place(left, p.open))
 }
 
 // byPriority groups replicas by priority, highest first.

@@ -1,0 +1,389 @@
+package planner
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// Replicas whose only rule keeps them one per machine (a required
+// anti-affinity on machine to their own service, and nothing else selects
+// them or is selected by them) are packed together: the largest such
+// service says how many machines any plan needs; the LP relaxation, with
+// that count as a row and each machine's useful size capped at one replica
+// of every service, says which instance types; every service is then
+// dealt over those machines, each replica to the roomiest machine that has
+// none of its service yet, so all of them fill evenly and right-sizing
+// finds each a snug type. The ordinary opener would give the first
+// machines every service and leave the rest holding one large service's
+// replicas apiece.
+
+// exclusiveServices are the services whose required anti-affinity on
+// machine selects their own replicas and no other service's, whose
+// replicas no other service's term selects, and who have no other
+// affinity term.
+func exclusiveServices(in Input) map[string]bool {
+	terms := map[string]*scheduler.Terms{}
+	labels := map[string]map[string]string{}
+	note := func(r *scheduler.Replica) {
+		if _, ok := labels[r.Service]; !ok {
+			labels[r.Service] = r.Labels
+		}
+		if _, ok := terms[r.Service]; !ok && r.Terms != nil {
+			terms[r.Service] = r.Terms
+		}
+	}
+	for i := range in.Pending {
+		note(&in.Pending[i])
+	}
+	for _, m := range in.Machines {
+		for i := range m.Residents {
+			note(&m.Residents[i].Replica)
+		}
+	}
+	out := map[string]bool{}
+	spoiled := map[string]bool{}
+	for svc, ts := range terms {
+		if len(ts.Affinity) > 0 || len(ts.AntiAffinity) == 0 {
+			spoiled[svc] = true
+		}
+		for _, t := range ts.AntiAffinity {
+			selfOnly := t.Required() && t.Topology == api.SpreadMachine
+			for other, l := range labels {
+				if api.LabelsMatch(l, t.Selector) && other != svc {
+					selfOnly = false
+					spoiled[other] = true
+				}
+			}
+			if !selfOnly || !api.LabelsMatch(labels[svc], t.Selector) {
+				spoiled[svc] = true
+			}
+		}
+		out[svc] = true
+	}
+	for svc := range spoiled {
+		delete(out, svc)
+	}
+	return out
+}
+
+// exclusivePackable: the replica's service is exclusive and, its
+// anti-affinity aside, nothing but resources decides where it goes.
+func exclusivePackable(r *scheduler.Replica, exclusive map[string]bool) bool {
+	if !exclusive[r.Service] {
+		return false
+	}
+	plain := *r
+	plain.Terms = nil
+	return shapeable(&plain, nil)
+}
+
+// exclusiveMachine is a machine packExclusive may open.
+type exclusiveMachine struct {
+	cand     *candidate
+	free     api.Resources
+	services map[string]bool
+	replicas []int
+	// takesAll: every replica of the pass passes the machine's static checks.
+	takesAll bool
+}
+
+// exclusiveSlack are the margins over the LP's machine counts tried in
+// turn: dealing replicas one per machine cannot fill machines as the
+// relaxation does, so the first margin that leaves no replica without a
+// machine is kept (right-sizing then trims what the margin left idle).
+var exclusiveSlack = []float64{0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3}
+
+// packExclusive opens machines for exclusive replicas of one cluster (see
+// above) and books them there; it returns the machines it opened and the
+// replicas it could not place.
+func (p *planning) packExclusive(rs []scheduler.Replica, res *scheduler.Result) ([]*scheduler.Machine, []scheduler.Replica) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	byService := map[string][]int{}
+	var services []string
+	for i, r := range rs {
+		if _, ok := byService[r.Service]; !ok {
+			services = append(services, r.Service)
+		}
+		byService[r.Service] = append(byService[r.Service], i)
+	}
+	forced := 0
+	for _, idx := range byService {
+		forced = max(forced, len(idx))
+	}
+	mix := p.exclusiveMix(rs, byService, forced)
+	services = bySize(rs, services, byService, mix)
+	var machines []*exclusiveMachine
+	var left []scheduler.Replica
+	best := math.Inf(1)
+	for _, fit := range []pickRule{roomiest, snuggest} {
+		for _, slack := range exclusiveSlack {
+			dealt, rest, extra := p.dealExclusive(rs, services, byService, mix.fleet(slack), fit)
+			cost := p.dealtCost(dealt, rs)
+			if machines == nil || len(rest) < len(left) || (len(rest) == len(left) && cost < best) {
+				machines, left, best = dealt, rest, cost
+			}
+			if extra == 0 {
+				break
+			}
+		}
+	}
+	var opened []*scheduler.Machine
+	for _, em := range machines {
+		if len(em.replicas) == 0 {
+			continue
+		}
+		if ok, _ := p.subnetsLeft(em.cand.group.Cluster); !ok || !p.hasRoom(em.cand.group) {
+			for _, i := range em.replicas {
+				left = append(left, rs[i])
+			}
+			continue
+		}
+		m := p.openCandidate(em.cand, &rs[em.replicas[0]])
+		for _, i := range em.replicas {
+			scheduler.Assign(m, rs[i], nil)
+			res.Placements = append(res.Placements, scheduler.Placement{ReplicaID: rs[i].ID, MachineID: m.ID})
+		}
+		opened = append(opened, m)
+	}
+	return opened, left
+}
+
+// bySize orders services by their largest replica (against the mix's
+// average machine, each resource on its own), largest first, so that
+// large replicas find machines before every machine is half full.
+func bySize(rs []scheduler.Replica, services []string, byService map[string][]int, mix fleetMix) []string {
+	var cpu, mem, n float64
+	for i, c := range mix.cands {
+		cpu += mix.x[i] * float64(c.alloc.MilliCPU)
+		mem += mix.x[i] * float64(c.alloc.MemoryBytes)
+		n += mix.x[i]
+	}
+	if n == 0 {
+		return services
+	}
+	cpu, mem = cpu/n, mem/n
+	size := map[string]float64{}
+	for _, svc := range services {
+		for _, i := range byService[svc] {
+			req := rs[i].Requests
+			size[svc] = math.Max(size[svc], math.Max(float64(req.MilliCPU)/cpu, float64(req.MemoryBytes)/mem))
+		}
+	}
+	slices.SortStableFunc(services, func(a, b string) int {
+		return cmp.Or(cmp.Compare(size[b], size[a]), cmp.Compare(len(byService[b]), len(byService[a])), cmp.Compare(a, b))
+	})
+	return services
+}
+
+// dealExclusive deals every service's replicas, largest service first,
+// each to the roomiest machine without its service; a replica no machine
+// holds gets a new one (extra counts them).
+func (p *planning) dealExclusive(rs []scheduler.Replica, services []string, byService map[string][]int, machines []*exclusiveMachine, pick pickRule) ([]*exclusiveMachine, []scheduler.Replica, int) {
+	var left []scheduler.Replica
+	extra := 0
+	for _, svc := range services {
+		for _, i := range byService[svc] {
+			m := pick(machines, rs[i])
+			if m == nil {
+				cand := p.shareCandidate(rs[i:i+1], "")
+				if cand == nil {
+					left = append(left, rs[i])
+					continue
+				}
+				m = &exclusiveMachine{cand: cand, free: cand.alloc, services: map[string]bool{}}
+				machines = append(machines, m)
+				extra++
+			}
+			m.free = m.free.Sub(rs[i].Requests)
+			m.services[svc] = true
+			m.replicas = append(m.replicas, i)
+		}
+	}
+	return machines, left, extra
+}
+
+// dealtCost is what the dealt machines cost once right-sized.
+func (p *planning) dealtCost(machines []*exclusiveMachine, rs []scheduler.Replica) float64 {
+	total := 0.0
+	for _, m := range machines {
+		if len(m.replicas) == 0 {
+			continue
+		}
+		var used api.Resources
+		for _, i := range m.replicas {
+			used = used.Add(rs[i].Requests)
+		}
+		total += p.rightSizedPrice(m.cand, used)
+	}
+	return total
+}
+
+// rightSizedPrice is the price of the cheapest offering of the
+// candidate's group and zone that holds used (rightSize's choice).
+func (p *planning) rightSizedPrice(cand *candidate, used api.Resources) float64 {
+	price := cand.offering.PricePerHour
+	for _, c := range p.catalog.plain[cand.group.Cluster] {
+		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour < price && c.alloc.Fits(used) {
+			price = c.offering.PricePerHour
+		}
+	}
+	return price
+}
+
+// fleetMix is the LP relaxation's machines for exclusive replicas.
+type fleetMix struct {
+	cands  []*candidate
+	x      []float64
+	forced int
+}
+
+// exclusiveMix buys the replicas' demand with at least forced machines,
+// each machine's useful size capped at one replica of every service.
+func (p *planning) exclusiveMix(rs []scheduler.Replica, byService map[string][]int, forced int) fleetMix {
+	cluster := rs[0].Cluster
+	var perMachine api.Resources // one replica of every service, the largest
+	for _, idx := range byService {
+		var most api.Resources
+		for _, i := range idx {
+			most = maxResources(most, rs[i].Requests)
+		}
+		perMachine = perMachine.Add(most)
+	}
+	var cols []column
+	var cands []*candidate
+	for _, c := range p.columns(cluster, false) {
+		cand := p.cheapestOfType(cluster, c.name, rs)
+		if cand == nil {
+			continue
+		}
+		c.alloc = minResources(c.alloc, perMachine)
+		cols, cands = append(cols, c), append(cands, cand)
+	}
+	return fleetMix{cands: cands, x: coverWithCount(totalDemand(rs), cols, forced), forced: forced}
+}
+
+// fleet rounds the mix, grown by slack, to whole machines.
+func (mix fleetMix) fleet(slack float64) []*exclusiveMachine {
+	if mix.x == nil {
+		return nil
+	}
+	want := make([]float64, len(mix.x))
+	counts := make([]int, len(mix.x))
+	total, sum := 0, 0.0
+	for i, v := range mix.x {
+		want[i] = v * (1 + slack)
+		counts[i] = int(math.Floor(want[i] + 1e-6))
+		total += counts[i]
+		sum += want[i]
+	}
+	for total < max(mix.forced, int(math.Ceil(sum-1e-6))) {
+		best := 0
+		for i := range want {
+			if want[i]-float64(counts[i]) > want[best]-float64(counts[best]) {
+				best = i
+			}
+		}
+		counts[best]++
+		total++
+	}
+	var out []*exclusiveMachine
+	for i, n := range counts {
+		for k := 0; k < n; k++ {
+			out = append(out, &exclusiveMachine{cand: mix.cands[i], free: mix.cands[i].alloc, services: map[string]bool{}, takesAll: true})
+		}
+	}
+	return out
+}
+
+// coverWithCount solves the covering LP with a row for the machine count.
+func coverWithCount(demand api.Resources, cols []column, forced int) []float64 {
+	need := []float64{float64(forced)}
+	supply := make([][]float64, len(cols))
+	for i := range cols {
+		supply[i] = []float64{1}
+	}
+	for _, d := range resourceDims {
+		if d(demand) > 0 {
+			need = append(need, d(demand))
+			for i, c := range cols {
+				supply[i] = append(supply[i], d(c.alloc))
+			}
+		}
+	}
+	prices := make([]float64, len(cols))
+	for i, c := range cols {
+		prices[i] = c.price
+	}
+	cost, x := coverLP(need, supply, prices)
+	if math.IsInf(cost, 1) {
+		return nil
+	}
+	return x
+}
+
+// cheapestOfType is the cheapest offering of the type whose group has room
+// and whose empty machine takes every replica.
+func (p *planning) cheapestOfType(cluster, name string, rs []scheduler.Replica) *candidate {
+	var best *candidate
+	for _, c := range p.catalog.plain[cluster] {
+		if c.itype.Name != name || !p.hasRoom(c.group) || (best != nil && c.offering.PricePerHour >= best.offering.PricePerHour) {
+			continue
+		}
+		if !slices.ContainsFunc(rs, func(r scheduler.Replica) bool { return scheduler.Fits(c.empty(), r) != "" }) {
+			best = c
+		}
+	}
+	return best
+}
+
+// pickRule chooses a machine for a replica among machines without its
+// service that hold it.
+type pickRule func(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine
+
+// snuggest is the machine without the replica's service that holds it and
+// keeps the least room (both resources, relative to its size) after
+// taking it.
+func snuggest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine {
+	var best *exclusiveMachine
+	bestRoom := math.Inf(1)
+	for _, m := range machines {
+		if m.services[r.Service] || !m.free.Fits(r.Requests) || (!m.takesAll && scheduler.Fits(m.cand.empty(), r) != "") {
+			continue
+		}
+		rest := m.free.Sub(r.Requests)
+		room := float64(rest.MilliCPU)/float64(m.cand.alloc.MilliCPU) + float64(rest.MemoryBytes)/float64(m.cand.alloc.MemoryBytes)
+		if room < bestRoom {
+			best, bestRoom = m, room
+		}
+	}
+	return best
+}
+
+// roomiest is the machine without the replica's service that holds it and
+// keeps the most room (relative to its size) after taking it.
+func roomiest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine {
+	var best *exclusiveMachine
+	bestRoom := math.Inf(-1)
+	for _, m := range machines {
+		if m.services[r.Service] || !m.free.Fits(r.Requests) || (!m.takesAll && scheduler.Fits(m.cand.empty(), r) != "") {
+			continue
+		}
+		rest := m.free.Sub(r.Requests)
+		room := math.Min(float64(rest.MilliCPU)/float64(m.cand.alloc.MilliCPU), float64(rest.MemoryBytes)/float64(m.cand.alloc.MemoryBytes))
+		if room > bestRoom {
+			best, bestRoom = m, room
+		}
+	}
+	return best
+}
+
+func minResources(a, b api.Resources) api.Resources {
+	return api.Resources{MilliCPU: min(a.MilliCPU, b.MilliCPU), MemoryBytes: min(a.MemoryBytes, b.MemoryBytes),
+		EphemeralBytes: min(a.EphemeralBytes, b.EphemeralBytes), GPUs: min(a.GPUs, b.GPUs)}
+}
