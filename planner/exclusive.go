@@ -342,6 +342,11 @@ func (p *planning) cheapestOfType(cluster, name string, rs []scheduler.Replica) 
 	return best
 }
 
+// takes: the machine has none of the replica's service and room for it.
+func (m *exclusiveMachine) takes(r scheduler.Replica) bool {
+	return !m.services[r.Service] && m.free.Fits(r.Requests) && (m.takesAll || scheduler.Fits(m.cand.empty(), r) == "")
+}
+
 // pickRule chooses a machine for a replica among machines without its
 // service that hold it.
 type pickRule func(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine
@@ -353,7 +358,7 @@ func snuggest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachi
 	var best *exclusiveMachine
 	bestRoom := math.Inf(1)
 	for _, m := range machines {
-		if m.services[r.Service] || !m.free.Fits(r.Requests) || (!m.takesAll && scheduler.Fits(m.cand.empty(), r) != "") {
+		if !m.takes(r) {
 			continue
 		}
 		rest := m.free.Sub(r.Requests)
@@ -371,7 +376,7 @@ func roomiest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachi
 	var best *exclusiveMachine
 	bestRoom := math.Inf(-1)
 	for _, m := range machines {
-		if m.services[r.Service] || !m.free.Fits(r.Requests) || (!m.takesAll && scheduler.Fits(m.cand.empty(), r) != "") {
+		if !m.takes(r) {
 			continue
 		}
 		rest := m.free.Sub(r.Requests)

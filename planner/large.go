@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -40,7 +41,7 @@ func (p *planning) splitLarge(rs []scheduler.Replica, cand *candidate, zone stri
 	}
 	// Largest first: those waste the most beside each other.
 	slices.SortStableFunc(large, func(a, b scheduler.Replica) int {
-		return relativeSize(b.Requests, cand.alloc) - relativeSize(a.Requests, cand.alloc)
+		return cmp.Compare(relativeSize(b.Requests, cand.alloc), relativeSize(a.Requests, cand.alloc))
 	})
 	bestStay, bestMoved, bestCost := rs, []scheduler.Replica(nil), math.Inf(1)
 	for _, f := range largeFractions {
@@ -92,10 +93,9 @@ func (p *planning) estimateCost(rs []scheduler.Replica, cand *candidate) float64
 	return math.Min(p.packCost(zip, rs, cand), p.packCost(ffd, rs, cand))
 }
 
-// relativeSize is the request's larger share of the machine, in parts per
-// million (for sorting).
-func relativeSize(req, alloc api.Resources) int {
-	return int(1e6 * math.Max(float64(req.MilliCPU)/math.Max(float64(alloc.MilliCPU), 1), float64(req.MemoryBytes)/math.Max(float64(alloc.MemoryBytes), 1)))
+// relativeSize is the request's larger share of the machine.
+func relativeSize(req, alloc api.Resources) float64 {
+	return math.Max(float64(req.MilliCPU)/math.Max(float64(alloc.MilliCPU), 1), float64(req.MemoryBytes)/math.Max(float64(alloc.MemoryBytes), 1))
 }
 
 // holdsSeveral is the offering cheapest per large replica among those

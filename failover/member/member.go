@@ -62,12 +62,17 @@ func Environment(role string, epoch int64, primary string) map[string]string {
 
 // ReadStatus reads what the member last reported (nil when nothing yet).
 func ReadStatus(dir string) (*api.MemberStatus, error) {
-	var st api.MemberStatus
-	found, err := atomicfile.ReadJSON(filepath.Join(dir, StatusFile), &st)
+	return readFile[api.MemberStatus](dir, StatusFile)
+}
+
+// readFile reads one of the member's JSON files (nil when it is absent).
+func readFile[T any](dir, name string) (*T, error) {
+	var v T
+	found, err := atomicfile.ReadJSON(filepath.Join(dir, name), &v)
 	if err != nil || !found {
 		return nil, err
 	}
-	return &st, nil
+	return &v, nil
 }
 
 // Config tunes the loop.
@@ -88,12 +93,7 @@ func DefaultConfig(dir string) Config {
 
 // ReadRole reads the role the agent wrote.
 func ReadRole(dir string) (*api.FailoverAssignment, error) {
-	var as api.FailoverAssignment
-	found, err := atomicfile.ReadJSON(filepath.Join(dir, RoleFile), &as)
-	if err != nil || !found {
-		return nil, err
-	}
-	return &as, nil
+	return readFile[api.FailoverAssignment](dir, RoleFile)
 }
 
 // applied is what the software was last made to do.
