@@ -79,6 +79,10 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live map
 	if len(forcedZones) > 0 {
 		cols = p.zoneColumns(cluster)
 	}
+	grain := requestGrain(rs)
+	for i := range cols {
+		cols[i].alloc = grain.floor(cols[i].alloc)
+	}
 	if most, ok := mostOnOneMachine(rs); ok {
 		for i := range cols {
 			cols[i].alloc = minResources(cols[i].alloc, most)
@@ -122,6 +126,11 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live map
 		addRow(float64(k), func(column) float64 { return 1 })
 	}
 	cost, _ := coverLP(need, supply, prices)
+	if len(forcedZones) == 0 {
+		if configured, ok := p.configurationBound(cluster, rs, cost); ok && configured > cost {
+			cost = configured
+		}
+	}
 	return cost
 }
 
@@ -242,4 +251,38 @@ func (p *planning) zoneColumns(cluster string) []column { return p.columns(clust
 func maxResources(a, b api.Resources) api.Resources {
 	return api.Resources{MilliCPU: max(a.MilliCPU, b.MilliCPU), MemoryBytes: max(a.MemoryBytes, b.MemoryBytes),
 		EphemeralBytes: max(a.EphemeralBytes, b.EphemeralBytes), GPUs: max(a.GPUs, b.GPUs)}
+}
+
+// grain is the greatest common divisor of the replicas' CPU requests and of
+// their memory requests: what a machine holds of either is a multiple of
+// it, so the part of a machine's allocatable below the next multiple is
+// of no use to any plan (7,900m of CPU holds at most 7,750m of replicas
+// that all ask multiples of 250m).
+type grain struct{ milliCPU, memoryBytes int64 }
+
+func requestGrain(rs []scheduler.Replica) grain {
+	var g grain
+	for _, r := range rs {
+		g.milliCPU = gcd(g.milliCPU, r.Requests.MilliCPU)
+		g.memoryBytes = gcd(g.memoryBytes, r.Requests.MemoryBytes)
+	}
+	return g
+}
+
+// floor rounds the allocatable down to the grain.
+func (g grain) floor(alloc api.Resources) api.Resources {
+	if g.milliCPU > 0 {
+		alloc.MilliCPU -= alloc.MilliCPU % g.milliCPU
+	}
+	if g.memoryBytes > 0 {
+		alloc.MemoryBytes -= alloc.MemoryBytes % g.memoryBytes
+	}
+	return alloc
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

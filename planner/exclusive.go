@@ -19,7 +19,9 @@ import (
 // none of its service yet, so all of them fill evenly and right-sizing
 // finds each a snug type. The ordinary opener would give the first
 // machines every service and leave the rest holding one large service's
-// replicas apiece.
+// replicas apiece. Services whose only rule is a machine spread, and that
+// have no more replicas than those machines, are dealt with them: one
+// replica per machine keeps their spread.
 
 // exclusiveServices are the services whose required anti-affinity on
 // machine selects their own replicas and no other service's, whose
@@ -114,25 +116,28 @@ func (p *planning) packExclusive(rs []scheduler.Replica, res *scheduler.Result) 
 	}
 	forced := 0
 	for _, idx := range byService {
-		forced = max(forced, len(idx))
-	}
-	mix := p.exclusiveMix(rs, byService, forced)
-	services = bySize(rs, services, byService, mix)
-	var machines []*exclusiveMachine
-	var left []scheduler.Replica
-	best := math.Inf(1)
-	for _, fit := range []pickRule{roomiest, snuggest} {
-		for _, slack := range exclusiveSlack {
-			dealt, rest, extra := p.dealExclusive(rs, services, byService, mix.fleet(slack), fit)
-			cost := p.dealtCost(dealt, rs)
-			if machines == nil || len(rest) < len(left) || (len(rest) == len(left) && cost < best) {
-				machines, left, best = dealt, rest, cost
-			}
-			if extra == 0 {
-				break
-			}
+		if selfExclusive(&rs[idx[0]]) {
+			forced = max(forced, len(idx))
 		}
 	}
+	// A spread service is dealt only when the forced machines hold it one
+	// replica each: its replicas then fill their room instead of stacking
+	// up on a few.
+	var left []scheduler.Replica
+	services = slices.DeleteFunc(services, func(svc string) bool {
+		idx := byService[svc]
+		if len(idx) <= forced || selfExclusive(&rs[idx[0]]) {
+			return false
+		}
+		for _, i := range idx {
+			left = append(left, rs[i])
+		}
+		delete(byService, svc)
+		return true
+	})
+	mix := p.exclusiveMix(rs, byService, forced)
+	machines, unplaced := p.dealCheapest(rs, bySize(rs, services, byService, mix), byService, mix)
+	left = append(left, unplaced...)
 	var opened []*scheduler.Machine
 	for _, em := range machines {
 		if len(em.replicas) == 0 {
@@ -144,7 +149,9 @@ func (p *planning) packExclusive(rs []scheduler.Replica, res *scheduler.Result) 
 			}
 			continue
 		}
-		m := p.openCandidate(em.cand, &rs[em.replicas[0]])
+		// Opened at its right size: compaction then has no room to move
+		// replicas into that dealing did not plan.
+		m := p.openCandidate(p.rightSized(em.cand, em.cand.alloc.Sub(em.free)), &rs[em.replicas[0]])
 		for _, i := range em.replicas {
 			scheduler.Assign(m, rs[i], nil)
 			res.Placements = append(res.Placements, scheduler.Placement{ReplicaID: rs[i].ID, MachineID: m.ID})
@@ -154,12 +161,34 @@ func (p *planning) packExclusive(rs []scheduler.Replica, res *scheduler.Result) 
 	return opened, left
 }
 
+// dealCheapest deals the services over the mix's fleet grown by each
+// margin in turn, with each pick rule, and keeps the dealing that leaves
+// fewest replicas out, then costs least once right-sized.
+func (p *planning) dealCheapest(rs []scheduler.Replica, services []string, byService map[string][]int, mix fleetMix) ([]*exclusiveMachine, []scheduler.Replica) {
+	var machines []*exclusiveMachine
+	var unplaced []scheduler.Replica
+	best := math.Inf(1)
+	for _, fit := range []pickRule{roomiest, snuggest} {
+		for _, slack := range exclusiveSlack {
+			dealt, rest, extra := p.dealExclusive(rs, services, byService, mix.fleet(slack), fit)
+			cost := p.dealtCost(dealt, rs)
+			if machines == nil || len(rest) < len(unplaced) || (len(rest) == len(unplaced) && cost < best) {
+				machines, unplaced, best = dealt, rest, cost
+			}
+			if extra == 0 && len(rest) == 0 {
+				break
+			}
+		}
+	}
+	return machines, unplaced
+}
+
 // bySize orders services by their largest replica (against the mix's
 // average machine, each resource on its own), largest first, so that
 // large replicas find machines before every machine is half full.
 func bySize(rs []scheduler.Replica, services []string, byService map[string][]int, mix fleetMix) []string {
 	var cpu, mem, n float64
-	for i, c := range mix.cands {
+	for i, c := range mix.cands[:len(mix.x)] {
 		cpu += mix.x[i] * float64(c.alloc.MilliCPU)
 		mem += mix.x[i] * float64(c.alloc.MemoryBytes)
 		n += mix.x[i]
@@ -182,8 +211,10 @@ func bySize(rs []scheduler.Replica, services []string, byService map[string][]in
 }
 
 // dealExclusive deals every service's replicas, largest service first,
-// each to the roomiest machine without its service; a replica no machine
-// holds gets a new one (extra counts them).
+// each to the machine pick prefers among those without its service; a
+// replica no machine holds gets a new one (extra counts them). One replica
+// per machine keeps a machine spread too: its services have no more
+// replicas than the machines dealt over.
 func (p *planning) dealExclusive(rs []scheduler.Replica, services []string, byService map[string][]int, machines []*exclusiveMachine, pick pickRule) ([]*exclusiveMachine, []scheduler.Replica, int) {
 	var left []scheduler.Replica
 	extra := 0
@@ -219,22 +250,29 @@ func (p *planning) dealtCost(machines []*exclusiveMachine, rs []scheduler.Replic
 		for _, i := range m.replicas {
 			used = used.Add(rs[i].Requests)
 		}
-		total += p.rightSizedPrice(m.cand, used)
+		total += p.rightSized(m.cand, used).offering.PricePerHour
 	}
 	return total
 }
 
-// rightSizedPrice is the price of the cheapest offering of the
-// candidate's group and zone that holds used (rightSize's choice).
-func (p *planning) rightSizedPrice(cand *candidate, used api.Resources) float64 {
-	price := cand.offering.PricePerHour
+// rightSized is the cheapest offering of the candidate's group and zone
+// that holds used (rightSize's choice).
+func (p *planning) rightSized(cand *candidate, used api.Resources) *candidate {
+	best := cand
 	for _, c := range p.catalog.plain[cand.group.Cluster] {
-		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour < price && c.alloc.Fits(used) {
-			price = c.offering.PricePerHour
+		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour < best.offering.PricePerHour && c.alloc.Fits(used) {
+			best = c
 		}
 	}
-	return price
+	return best
 }
+
+// machineCharge is added to every machine of the exclusive mix, as a
+// fraction of the cheapest type's price: among mixes the LP finds about as
+// cheap (on a catalog priced in proportion to resources, all of them), it
+// prefers fewer, larger machines, which dealing fills better (more
+// replicas to a machine leave less of it idle).
+const machineCharge = 0.05
 
 // fleetMix is the LP relaxation's machines for exclusive replicas.
 type fleetMix struct {
@@ -247,11 +285,12 @@ type fleetMix struct {
 // each machine's useful size capped at one replica of every service.
 func (p *planning) exclusiveMix(rs []scheduler.Replica, byService map[string][]int, forced int) fleetMix {
 	cluster := rs[0].Cluster
-	var perMachine api.Resources // one replica of every service, the largest
+	var perMachine, demand api.Resources // per machine: one replica of every service, the largest
 	for _, idx := range byService {
 		var most api.Resources
 		for _, i := range idx {
 			most = maxResources(most, rs[i].Requests)
+			demand = demand.Add(rs[i].Requests)
 		}
 		perMachine = perMachine.Add(most)
 	}
@@ -265,7 +304,14 @@ func (p *planning) exclusiveMix(rs []scheduler.Replica, byService map[string][]i
 		c.alloc = minResources(c.alloc, perMachine)
 		cols, cands = append(cols, c), append(cands, cand)
 	}
-	return fleetMix{cands: cands, x: coverWithCount(totalDemand(rs), cols, forced), forced: forced}
+	least := math.Inf(1)
+	for _, c := range cols {
+		least = math.Min(least, c.price)
+	}
+	for i := range cols {
+		cols[i].price += machineCharge * least
+	}
+	return fleetMix{cands: cands, x: coverWithCount(demand, cols, forced), forced: forced}
 }
 
 // fleet rounds the mix, grown by slack, to whole machines.
@@ -303,10 +349,13 @@ func (mix fleetMix) fleet(slack float64) []*exclusiveMachine {
 
 // coverWithCount solves the covering LP with a row for the machine count.
 func coverWithCount(demand api.Resources, cols []column, forced int) []float64 {
-	need := []float64{float64(forced)}
+	var need []float64
 	supply := make([][]float64, len(cols))
-	for i := range cols {
-		supply[i] = []float64{1}
+	if forced > 0 {
+		need = append(need, float64(forced))
+		for i := range cols {
+			supply[i] = []float64{1}
+		}
 	}
 	for _, d := range resourceDims {
 		if d(demand) > 0 {
@@ -391,4 +440,24 @@ func roomiest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachi
 func minResources(a, b api.Resources) api.Resources {
 	return api.Resources{MilliCPU: min(a.MilliCPU, b.MilliCPU), MemoryBytes: min(a.MemoryBytes, b.MemoryBytes),
 		EphemeralBytes: min(a.EphemeralBytes, b.EphemeralBytes), GPUs: min(a.GPUs, b.GPUs)}
+}
+
+// spreadOnlyServices are the services that run nowhere yet, whose only
+// rule is a machine spread, and whose replicas no required term selects.
+func spreadOnlyServices(in Input, shunned map[string]bool) map[string]bool {
+	live := map[string]bool{}
+	for _, m := range in.Machines {
+		for svc := range m.ServiceCount {
+			live[svc] = true
+		}
+	}
+	out := map[string]bool{}
+	for _, r := range in.Pending {
+		plain := r
+		plain.Spread = nil
+		if !live[r.Service] && len(r.Spread) == 1 && r.Spread[0].Key == api.SpreadMachine && r.Spread[0].MaxSkew >= 1 && shapeable(&plain, shunned) {
+			out[r.Service] = true
+		}
+	}
+	return out
 }

@@ -82,15 +82,20 @@ func fillersFor(moved, small []scheduler.Replica, other *candidate) int {
 	return n
 }
 
-// estimateCost is the cheaper of the zipper's and first fit decreasing's
-// packings of rs on the candidate, right-sized.
+// estimateCost is the cheapest of the zipper's, first fit decreasing's and
+// (for few shapes) the patterns' packings of rs on the candidate,
+// right-sized.
 func (p *planning) estimateCost(rs []scheduler.Replica, cand *candidate) float64 {
 	if len(rs) == 0 {
 		return 0
 	}
 	zip, _ := packShare(rs, cand.alloc, openWindows[0])
 	ffd, _ := packLargestFirst(rs, cand)
-	return math.Min(p.packCost(zip, rs, cand), p.packCost(ffd, rs, cand))
+	cost := math.Min(p.packCost(zip, rs, cand), p.packCost(ffd, rs, cand))
+	if patterns, _, ok := packByPatterns(rs, cand.alloc); ok {
+		cost = math.Min(cost, p.packCost(patterns, rs, cand))
+	}
+	return cost
 }
 
 // relativeSize is the request's larger share of the machine.

@@ -129,6 +129,9 @@ func (p *planning) packOnCandidate(rs []scheduler.Replica, cand *candidate, res 
 	if ffd, ffdMisfits := packLargestFirst(held, cand); p.packCost(ffd, held, cand) < cost {
 		bins, misfits, cost = ffd, ffdMisfits, p.packCost(ffd, held, cand)
 	}
+	if pat, patMisfits, ok := packByPatterns(held, cand.alloc); ok && p.packCost(pat, held, cand) < cost {
+		bins, misfits, cost = pat, patMisfits, p.packCost(pat, held, cand)
+	}
 	for _, pairs := range []bool{false, true} {
 		for _, tilt := range shapeTilts {
 			if dot, dotMisfits, ok := packByShapes(held, cand.alloc, pairs, tilt); ok && p.packCost(dot, held, cand) < cost {

@@ -186,18 +186,20 @@ func Compute(cfg Config, in Input) Plan {
 }
 
 // place puts pending replicas on live machines and opens new ones, one
-// priority at a time: replicas with placement rules first (the ordinary
-// opener); then those without fill what room is left; the rest, and those
+// priority at a time: services that keep one replica per machine first
+// (placeExclusive), then the other replicas with placement rules (the
+// ordinary opener); then those without fill what room is left; the rest, and those
 // whose only rule is about zones (pinZones), get machines in the
 // proportions of the LP mix (placeByMix); what that leaves goes through
 // the ordinary opener.
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
 	shunned, exclusive := shunnedServices(in), exclusiveServices(in)
+	spreadOnly := spreadOnlyServices(in, shunned)
 	zones := p.pinZones(in, shunned)
 	res := scheduler.Result{Unplaced: map[string]string{}}
 	for _, level := range byPriority(in.Pending) {
-		var ruled, free, pinned, alone []scheduler.Replica
+		var ruled, free, pinned, alone, spread []scheduler.Replica
 		for _, r := range level {
 			switch {
 			case shapeable(&r, shunned):
@@ -206,12 +208,23 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 				pinned = append(pinned, r)
 			case exclusivePackable(&r, exclusive):
 				alone = append(alone, r)
+			case spreadOnly[r.Service]:
+				spread = append(spread, r)
 			default:
 				ruled = append(ruled, r)
 			}
 		}
-		merge(&res, session.Place(ruled, p.open))
+		if len(alone) > 0 {
+			// Beside services that keep apart, spread services are dealt
+			// with them (see packExclusive). Alone they keep the
+			// scheduler's spread placement: dealing them packs some mixes
+			// better but scans every machine for every replica.
+			alone = append(alone, spread...)
+		} else {
+			ruled = append(ruled, spread...)
+		}
 		p.placeExclusive(session, alone, &res)
+		merge(&res, session.Place(ruled, p.open))
 		filled := session.Fill(free)
 		merge(&res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
 		rest := pinned

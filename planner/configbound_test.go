@@ -1,0 +1,95 @@
+package planner
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// bruteKnapsack tries every count of every item.
+func bruteKnapsack(items []knapsackItem, room api.Resources, at int) float64 {
+	if at == len(items) {
+		return 0
+	}
+	best := 0.0
+	for n := 0; n <= items[at].most; n++ {
+		taken := times(items[at].size, n)
+		if !room.Fits(taken) {
+			break
+		}
+		best = math.Max(best, float64(n)*items[at].value+bruteKnapsack(items, room.Sub(taken), at+1))
+	}
+	return best
+}
+
+// The branch and bound finds the best choice when it may search to the
+// end, and when cut short its ceiling is never below the best choice (the
+// configuration bound's validity rests on it).
+func TestKnapsackIsExactAndItsCeilingHolds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	room := api.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30}
+	for trial := range 200 {
+		var items []knapsackItem
+		for i := range 2 + rng.IntN(5) {
+			items = append(items, knapsackItem{index: i, value: 0.1 + rng.Float64(), most: 1 + rng.IntN(4),
+				size: api.Resources{MilliCPU: 250 * int64(1+rng.IntN(8)), MemoryBytes: int64(1+rng.IntN(16)) << 28}})
+		}
+		want := bruteKnapsack(items, room, 0)
+		for _, byDensity := range []bool{false, true} {
+			full := solveKnapsack(items, room, 1_000_000, byDensity)
+			if math.Abs(full.value-want) > 1e-9 || math.Abs(full.ceiling-want) > 1e-9 {
+				t.Fatalf("trial %d: found %.4f (ceiling %.4f), best is %.4f", trial, full.value, full.ceiling, want)
+			}
+			var used api.Resources
+			for _, p := range full.picks {
+				used = used.Add(times(items[slicesIndex(items, p.index)].size, p.count))
+			}
+			if !room.Fits(used) {
+				t.Fatalf("trial %d: the choice %+v does not fit", trial, full.picks)
+			}
+			cut := solveKnapsack(items, room, 2, byDensity)
+			if cut.ceiling < want-1e-9 || cut.value > want+1e-9 {
+				t.Fatalf("trial %d: cut search found %.4f with ceiling %.4f, best is %.4f", trial, cut.value, cut.ceiling, want)
+			}
+		}
+	}
+}
+
+func slicesIndex(items []knapsackItem, index int) int {
+	for i, it := range items {
+		if it.index == index {
+			return i
+		}
+	}
+	return -1
+}
+
+// Replicas of 600m, 600m and 700m on a 1,000m type: no machine holds two,
+// so any plan buys three; the plain LP says 1.9 machines, the
+// configuration bound three.
+func TestConfigurationBoundCountsWhatFitsTogether(t *testing.T) {
+	g := group("g", 0, 0, 100, pricedType("one", 1000, 4, 1))
+	pending := append(replicas("s", 2, 600), replicas("t", 1, 700)...)
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: pending, Now: now})
+	if len(p.Add) != 3 || math.Abs(p.LowerBound-3) > 1e-6 || p.Gap > 1e-6 {
+		t.Fatalf("want 3 machines at a bound of $3/h, got %d machines, bound $%.3f/h, gap %.2f%%", len(p.Add), p.LowerBound, 100*p.Gap)
+	}
+}
+
+// What a machine holds of replicas that all ask multiples of 250m is a
+// multiple of 250m: 7,900m of allocatable is worth 7,750m to the bound.
+func TestRequestGrainFloorsTheAllocatable(t *testing.T) {
+	rs := replicas("a", 2, 500)
+	rs = append(rs, replicas("b", 2, 750)...)
+	for i := range rs {
+		rs[i].Requests.MemoryBytes = 384 << 20
+	}
+	rs[0].Requests.MemoryBytes = 128 << 20
+	got := requestGrain(rs).floor(api.Resources{MilliCPU: 7900, MemoryBytes: 1000 << 20, GPUs: 1})
+	want := api.Resources{MilliCPU: 7750, MemoryBytes: 896 << 20, GPUs: 1}
+	if got != want {
+		t.Fatalf("floored to %+v, want %+v", got, want)
+	}
+}
