@@ -219,23 +219,9 @@ const maxShapes = 512
 // services of many identical replicas that are large next to the machine;
 // ok is false when there are too many distinct shapes.
 func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool, tilt float64) (bins [][]int, misfits []int, ok bool) {
-	var groups []*shapeGroup
-	byReq := map[api.Resources]*shapeGroup{}
-	for i, r := range rs {
-		if !alloc.Fits(r.Requests) {
-			misfits = append(misfits, i)
-			continue
-		}
-		g := byReq[r.Requests]
-		if g == nil {
-			if len(groups) == maxShapes {
-				return nil, nil, false
-			}
-			g = &shapeGroup{req: r.Requests}
-			byReq[r.Requests] = g
-			groups = append(groups, g)
-		}
-		g.members = append(g.members, i)
+	groups, misfits, ok := groupByShape(rs, alloc, maxShapes)
+	if !ok {
+		return nil, nil, false
 	}
 	ac, am := math.Max(float64(alloc.MilliCPU), 1), math.Max(float64(alloc.MemoryBytes), 1)
 	left := len(rs) - len(misfits)
@@ -296,6 +282,30 @@ func (p *planning) packCost(bins [][]int, rs []scheduler.Replica, cand *candidat
 		total += price
 	}
 	return total
+}
+
+// groupByShape groups the replicas the allocatable holds by request shape
+// (in order of first appearance) and lists the others as misfits; ok is
+// false past most shapes.
+func groupByShape(rs []scheduler.Replica, alloc api.Resources, most int) (groups []*shapeGroup, misfits []int, ok bool) {
+	byReq := map[api.Resources]*shapeGroup{}
+	for i, r := range rs {
+		if !alloc.Fits(r.Requests) {
+			misfits = append(misfits, i)
+			continue
+		}
+		g := byReq[r.Requests]
+		if g == nil {
+			if len(groups) == most {
+				return nil, nil, false
+			}
+			g = &shapeGroup{req: r.Requests}
+			byReq[r.Requests] = g
+			groups = append(groups, g)
+		}
+		g.members = append(g.members, i)
+	}
+	return groups, misfits, true
 }
 
 // shapeGroup is the replicas of one request shape still to pack.

@@ -25,23 +25,9 @@ const (
 // packByPatterns packs rs on machines of the allocatable size; ok is false
 // when there are too many distinct shapes.
 func packByPatterns(rs []scheduler.Replica, alloc api.Resources) (bins [][]int, misfits []int, ok bool) {
-	var groups []*shapeGroup
-	byReq := map[api.Resources]*shapeGroup{}
-	for i, r := range rs {
-		if !alloc.Fits(r.Requests) {
-			misfits = append(misfits, i)
-			continue
-		}
-		g := byReq[r.Requests]
-		if g == nil {
-			if len(groups) == maxPatternShapes {
-				return nil, nil, false
-			}
-			g = &shapeGroup{req: r.Requests}
-			byReq[r.Requests] = g
-			groups = append(groups, g)
-		}
-		g.members = append(g.members, i)
+	groups, misfits, ok := groupByShape(rs, alloc, maxPatternShapes)
+	if !ok {
+		return nil, nil, false
 	}
 	for {
 		pattern := fullestPattern(groups, alloc)
