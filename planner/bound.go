@@ -50,12 +50,7 @@ func (p *planning) lowerBound(plan *Plan) float64 {
 // servicesOnLiveMachines: services with a replica on a machine that exists
 // (running or placed there by the plan); their zone spread counts those.
 func (p *planning) servicesOnLiveMachines(plan *Plan) map[string]bool {
-	out := map[string]bool{}
-	for _, m := range p.in.Machines {
-		for svc := range m.ServiceCount {
-			out[svc] = true
-		}
-	}
+	out := liveServices(p.in)
 	isNew := map[string]bool{}
 	for _, nm := range plan.Add {
 		isNew[nm.Key] = true

@@ -151,7 +151,7 @@ func (p *planning) packExclusive(rs []scheduler.Replica, res *scheduler.Result) 
 		}
 		// Opened at its right size: compaction then has no room to move
 		// replicas into that dealing did not plan.
-		m := p.openCandidate(p.rightSized(em.cand, em.cand.alloc.Sub(em.free)), &rs[em.replicas[0]])
+		m := p.openCandidate(p.sizesOf(em.cand).holding(em.cand.alloc.Sub(em.free)), &rs[em.replicas[0]])
 		for _, i := range em.replicas {
 			scheduler.Assign(m, rs[i], nil)
 			res.Placements = append(res.Placements, scheduler.Placement{ReplicaID: rs[i].ID, MachineID: m.ID})
@@ -241,30 +241,22 @@ func (p *planning) dealExclusive(rs []scheduler.Replica, services []string, bySe
 
 // dealtCost is what the dealt machines cost once right-sized.
 func (p *planning) dealtCost(machines []*exclusiveMachine, rs []scheduler.Replica) float64 {
+	sizing := map[*candidate]sizes{}
 	total := 0.0
 	for _, m := range machines {
 		if len(m.replicas) == 0 {
 			continue
 		}
+		if _, ok := sizing[m.cand]; !ok {
+			sizing[m.cand] = p.sizesOf(m.cand)
+		}
 		var used api.Resources
 		for _, i := range m.replicas {
 			used = used.Add(rs[i].Requests)
 		}
-		total += p.rightSized(m.cand, used).offering.PricePerHour
+		total += sizing[m.cand].holding(used).offering.PricePerHour
 	}
 	return total
-}
-
-// rightSized is the cheapest offering of the candidate's group and zone
-// that holds used (rightSize's choice).
-func (p *planning) rightSized(cand *candidate, used api.Resources) *candidate {
-	best := cand
-	for _, c := range p.catalog.plain[cand.group.Cluster] {
-		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour < best.offering.PricePerHour && c.alloc.Fits(used) {
-			best = c
-		}
-	}
-	return best
 }
 
 // machineCharge is added to every machine of the exclusive mix, as a
@@ -445,18 +437,24 @@ func minResources(a, b api.Resources) api.Resources {
 // spreadOnlyServices are the services that run nowhere yet, whose only
 // rule is a machine spread, and whose replicas no required term selects.
 func spreadOnlyServices(in Input, shunned map[string]bool) map[string]bool {
-	live := map[string]bool{}
-	for _, m := range in.Machines {
-		for svc := range m.ServiceCount {
-			live[svc] = true
-		}
-	}
+	live := liveServices(in)
 	out := map[string]bool{}
 	for _, r := range in.Pending {
 		plain := r
 		plain.Spread = nil
 		if !live[r.Service] && len(r.Spread) == 1 && r.Spread[0].Key == api.SpreadMachine && r.Spread[0].MaxSkew >= 1 && shapeable(&plain, shunned) {
 			out[r.Service] = true
+		}
+	}
+	return out
+}
+
+// liveServices are the services with a replica on a live machine.
+func liveServices(in Input) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range in.Machines {
+		for svc := range m.ServiceCount {
+			out[svc] = true
 		}
 	}
 	return out

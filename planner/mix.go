@@ -190,12 +190,7 @@ func (p *planning) placeByMix(rs []scheduler.Replica, zones map[string]string, r
 // zones in turn (the first zone turning with each service), which keeps
 // every skew within 1.
 func (p *planning) pinZones(in Input, shunned map[string]bool) map[string]string {
-	live := map[string]bool{}
-	for _, m := range in.Machines {
-		for svc := range m.ServiceCount {
-			live[svc] = true
-		}
-	}
+	live := liveServices(in)
 	byService := map[string][]scheduler.Replica{}
 	var services []string
 	for _, r := range in.Pending {

@@ -259,29 +259,46 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool, tilt 
 // packCost is what a packing's machines cost once right-sized: each at
 // the cheapest offering of the candidate's group and zone that holds it.
 func (p *planning) packCost(bins [][]int, rs []scheduler.Replica, cand *candidate) float64 {
-	var sizes []*candidate
-	for _, c := range p.catalog.plain[cand.group.Cluster] {
-		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour <= cand.offering.PricePerHour {
-			sizes = append(sizes, c)
-		}
-	}
-	sort.Slice(sizes, func(i, j int) bool { return sizes[i].offering.PricePerHour < sizes[j].offering.PricePerHour })
+	sizes := p.sizesOf(cand)
 	total := 0.0
 	for _, bin := range bins {
 		var used api.Resources
 		for _, i := range bin {
 			used = used.Add(rs[i].Requests)
 		}
-		price := cand.offering.PricePerHour
-		for _, c := range sizes {
-			if c.alloc.Fits(used) {
-				price = c.offering.PricePerHour
-				break
-			}
-		}
-		total += price
+		total += sizes.holding(used).offering.PricePerHour
 	}
 	return total
+}
+
+// sizes are the offerings a machine of one candidate can be right-sized
+// to: those of its group and zone that cost less, cheapest first (in
+// catalog order among equals).
+type sizes struct {
+	cand    *candidate
+	cheaper []*candidate
+}
+
+func (p *planning) sizesOf(cand *candidate) sizes {
+	var cheaper []*candidate
+	for _, c := range p.catalog.plain[cand.group.Cluster] {
+		if c.group == cand.group && c.offering.Zone == cand.offering.Zone && c.offering.PricePerHour < cand.offering.PricePerHour {
+			cheaper = append(cheaper, c)
+		}
+	}
+	slices.SortStableFunc(cheaper, func(a, b *candidate) int { return cmp.Compare(a.offering.PricePerHour, b.offering.PricePerHour) })
+	return sizes{cand: cand, cheaper: cheaper}
+}
+
+// holding is the cheapest size that holds used (rightSize's choice): the
+// candidate itself when no cheaper one does.
+func (s sizes) holding(used api.Resources) *candidate {
+	for _, c := range s.cheaper {
+		if c.alloc.Fits(used) {
+			return c
+		}
+	}
+	return s.cand
 }
 
 // groupByShape groups the replicas the allocatable holds by request shape
