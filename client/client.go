@@ -434,3 +434,10 @@ func (c *Client) GetSecret(ctx context.Context, name string) (*api.Secret, error
 	var out api.Secret
 	return &out, c.getJSON(ctx, "/v1/secrets/"+url.PathEscape(name), &out)
 }
+
+// Cost reads the cost view: the fleet's $/hour by cluster and group, and
+// the plan from scratch with its lower bound.
+func (c *Client) Cost(ctx context.Context) (*api.CostReport, error) {
+	var out api.CostReport
+	return &out, c.getJSON(ctx, "/v1/cost", &out)
+}

@@ -61,3 +61,16 @@ func OfflineSnapshot(reg *registry.Registry, catalog []provisioner.InstanceType,
 	snap.Providers = providerInfos(reg)
 	return snap
 }
+
+// FromScratch plans the stored services onto empty clusters, as if no
+// machine ran: the cost view compares the fleet with it and with its
+// lower bound.
+func (c *Controller) FromScratch(ctx context.Context) (decide.Plan, error) {
+	snap, mem, err := c.loadFor(ctx, false)
+	if err != nil {
+		return decide.Plan{}, err
+	}
+	scratch := &decide.Snapshot{Clusters: snap.Clusters, Services: snap.Services, FailoverGroups: snap.FailoverGroups,
+		Catalogs: snap.Catalogs, Providers: snap.Providers, SecretRevisions: snap.SecretRevisions}
+	return decide.Decide(c.cfg.Decide, scratch, mem, c.Clock.Now()), nil
+}

@@ -32,6 +32,7 @@ import (
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/gantry-dev/gantry/target/kube"
+	"github.com/gantry-dev/gantry/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -139,6 +140,11 @@ type Config struct {
 	// PprofListen, when set, serves Go's profiler (net/http/pprof) on
 	// this address, apart from the API: for measuring, never exposed.
 	PprofListen string
+	// CostPlanTTL is how long the cost view's plan from scratch is kept
+	// before it is computed again.
+	CostPlanTTL time.Duration
+	// UI tunes the web dashboard at /ui.
+	UI ui.Config
 }
 
 // DefaultConfig returns defaults for a data directory.
@@ -149,12 +155,14 @@ func DefaultConfig(dataDir string) Config {
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
-		Docker:     dockerprovider.DefaultConfig(""),
-		Store:      StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
-		Leader:     leader.DefaultConfig(),
-		TLS:        DefaultTLSConfig(),
-		Kubernetes: kube.DefaultConfig(),
-		Clock:      clock.RealClock{},
+		Docker:      dockerprovider.DefaultConfig(""),
+		Store:       StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
+		Leader:      leader.DefaultConfig(),
+		TLS:         DefaultTLSConfig(),
+		Kubernetes:  kube.DefaultConfig(),
+		Clock:       clock.RealClock{},
+		CostPlanTTL: 15 * time.Second,
+		UI:          ui.DefaultConfig(),
 	}
 }
 
@@ -196,6 +204,7 @@ type Server struct {
 	rates       *rateLimits
 	promReg     *prometheus.Registry
 	metrics     *metrics.Metrics
+	scratch     scratchPlan
 	// stopping ends the agents' long polls when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -463,8 +472,28 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Handler is the HTTP API.
+// Handler serves the HTTP API and, at /ui, the dashboard over it.
 func (s *Server) Handler() http.Handler {
+	apiMux := s.apiHandler()
+	uiCfg := s.cfg.UI
+	uiCfg.SecureCookie = s.tls != nil
+	dash, err := ui.New(uiCfg, apiMux, s.clock.Now, s.log)
+	if err != nil {
+		s.log.Error("dashboard disabled", "err", err)
+		return apiMux
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui", dash.Handler())
+	mux.Handle("/ui/", dash.Handler())
+	for _, path := range []string{"GET /{$}", "GET /dashboard"} {
+		mux.Handle(path, http.RedirectHandler("/ui/", http.StatusFound))
+	}
+	mux.Handle("/", apiMux)
+	return mux
+}
+
+// apiHandler is the HTTP API alone.
+func (s *Server) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		h := rt.handler
@@ -529,6 +558,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
 		{"GET /v1/replicas/{id}/logs", roleAdmin, s.handleLogs},
 		{"GET /v1/events", roleAdmin, s.handleListEvents},
+		{"GET /v1/cost", roleAdmin, s.handleCost},
 		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
 		{"POST /v1/tokens", roleAdmin, s.handleCreateToken},
 		{"GET /v1/tokens", roleAdmin, s.handleListTokens},

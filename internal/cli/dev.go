@@ -111,6 +111,7 @@ func runDev(ctx context.Context, g *globals, cfg server.Config, data []byte, doc
 	go func() { served <- srv.Run(runCtx) }()
 	fmt.Fprintf(g.out, "gantry dev: server %s, state in %s (log: %s)\n", srv.URL(), cfg.DataDir, logPath)
 	fmt.Fprintln(g.out, plainHTTPNote(srv.URL()))
+	fmt.Fprintf(g.out, "gantry dev: dashboard %s/ui/ (sign in with the admin token in %s)\n", srv.URL(), srv.AdminTokenPath())
 
 	select {
 	case <-srv.Ready():

@@ -64,6 +64,7 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas", Auth: "admin", Response: list[api.Replica]{}, Query: []string{"service", "machine", "cluster"}},
 		{Method: "GET", Path: "/v1/replicas/{id}", Summary: "Get a replica", Auth: "admin", Response: api.Replica{}},
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
+		{Method: "GET", Path: "/v1/cost", Summary: "What the live machines cost by cluster and group, beside a plan of the same services from scratch and its lower bound", Auth: "admin", Response: api.CostReport{}},
 		{Method: "POST", Path: "/v1/join-tokens", Summary: "Mint a join token for a machine Gantry did not launch", Auth: "admin", Request: api.JoinTokenRequest{}, Response: api.JoinTokenResponse{}, Status: 201},
 		{Method: "GET", Path: "/v1/secrets", Summary: "List Secrets: their keys and revisions, never their values", Auth: "admin", Response: list[api.Secret]{}},
 		{Method: "POST", Path: "/v1/secrets", Summary: "Create a Secret (its values are sealed and never answered)", Auth: "admin", Request: api.SecretRequest{}, Response: api.Secret{}, Status: 201},

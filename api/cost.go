@@ -1,0 +1,36 @@
+package api
+
+import "time"
+
+// CostReport is what the fleet costs now, by cluster and group, beside
+// what a plan of the same services onto empty clusters would cost and the
+// lower bound no plan can beat.
+type CostReport struct {
+	PerHour  float64       `json:"perHour"`
+	Clusters []ClusterCost `json:"clusters"`
+	// PlanPerHour is the planner's answer from scratch; LowerBoundPerHour
+	// its LP relaxation's bound.
+	PlanPerHour       float64 `json:"planPerHour"`
+	LowerBoundPerHour float64 `json:"lowerBoundPerHour"`
+	// Gap is PerHour/LowerBoundPerHour − 1 (the fleet now), PlanGap
+	// PlanPerHour/LowerBoundPerHour − 1; both 0 without a bound.
+	Gap     float64 `json:"gap"`
+	PlanGap float64 `json:"planGap"`
+	// PlannedAt is when the plan from scratch was computed (it is kept
+	// for a while: planning a large fleet takes time).
+	PlannedAt time.Time `json:"plannedAt"`
+}
+
+// ClusterCost is one cluster's live machines' $/hour.
+type ClusterCost struct {
+	Name    string      `json:"name"`
+	PerHour float64     `json:"perHour"`
+	Groups  []GroupCost `json:"groups"`
+}
+
+// GroupCost is one capacity group's live machines and their $/hour.
+type GroupCost struct {
+	Group    string  `json:"group"`
+	Machines int     `json:"machines"`
+	PerHour  float64 `json:"perHour"`
+}

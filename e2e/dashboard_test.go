@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gantry-dev/gantry/internal/browser"
+)
+
+const secondCluster = `kind: Cluster
+metadata:
+  name: edge
+spec:
+  provider:
+    name: local
+  capacityGroups:
+    - groupId: small
+      instanceType: local.small
+      minSize: 1
+      maxSize: 1
+`
+
+// TestDashboardFollowsDevLive signs in to the dashboard of `gantry dev`
+// with a read-only token in headless Chromium, and without reloading the
+// page sees a cluster come up, a replica appear and run, and a
+// deployment complete; a screenshot of each page is kept.
+func TestDashboardFollowsDevLive(t *testing.T) {
+	tab := browser.New(t)
+	dir := filepath.Join(t.TempDir(), "state")
+	dashboard := startDev(t, dir)
+	readOnly, stderr, code := runGantry(t, "--data-dir", dir, "token", "create", "--kind", "read-only")
+	if code != 0 {
+		t.Fatalf("token create: %s", stderr)
+	}
+	signIn(t, tab, dashboard, strings.TrimSpace(readOnly))
+
+	run(t, tab, "clusters page", chromedp.Navigate(dashboard), chromedp.WaitVisible(`section[data-cluster="dev"]`), markPage())
+	if _, stderr, code := runGantry(t, "--data-dir", dir, "apply", "-f", writeFile(t, t.TempDir(), "edge.yaml", secondCluster)); code != 0 {
+		t.Fatalf("apply edge: %s", stderr)
+	}
+	waitText(t, tab, `section[data-cluster="edge"] tr[data-group="small"] td.joined`, "1")
+	keepScreenshot(t, tab, "dashboard-clusters.png")
+	assertNotReloaded(t, tab)
+
+	run(t, tab, "service page", chromedp.Navigate(dashboard+"services/hello"), chromedp.WaitVisible(`tr[data-replica="hello-0"]`), markPage())
+	waitCount(t, tab, `tr[data-replica^="hello-"][data-state="running"]`, 3)
+	if _, stderr, code := runGantry(t, "--data-dir", dir, "scale", "service", "hello", "--replicas", "4"); code != 0 {
+		t.Fatalf("scale: %s", stderr)
+	}
+	waitCount(t, tab, `tr[data-replica="hello-3"][data-state="running"]`, 1)
+	changed := strings.Replace(readExample(t), "hello from Gantry", "hello again", 1)
+	changed = strings.Replace(changed, "replicas: 3", "replicas: 4", 1)
+	if _, stderr, code := runGantry(t, "--data-dir", dir, "apply", "-f", writeFile(t, t.TempDir(), "hello.yaml", changed)); code != 0 {
+		t.Fatalf("apply the new revision: %s", stderr)
+	}
+	waitText(t, tab, `section.deployment[data-revision="2"] .deploy-state`, "Complete")
+	keepScreenshot(t, tab, "dashboard-service.png")
+	assertNotReloaded(t, tab)
+
+	for _, page := range []string{"machines", "events", "cost"} {
+		run(t, tab, page+" page", chromedp.Navigate(dashboard+page), chromedp.WaitVisible(`main#view table`))
+		keepScreenshot(t, tab, "dashboard-"+page+".png")
+	}
+}
+
+// startDev runs `gantry dev` on the hello example and returns the
+// dashboard URL it prints.
+func startDev(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "-f", "../examples/hello.yaml")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(waitLimit):
+			_ = cmd.Process.Kill()
+		}
+		killMachines(dir)
+	})
+	lines := linesOf(stdout)
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("gantry dev exited before printing its dashboard")
+			}
+			if rest, found := strings.CutPrefix(line, "gantry dev: dashboard "); found {
+				go func() {
+					for range lines { // keep dev's stdout drained
+					}
+				}()
+				return strings.Fields(rest)[0]
+			}
+		case <-deadline:
+			t.Fatal("gantry dev printed no dashboard URL")
+		}
+	}
+}
+
+func signIn(t *testing.T, tab context.Context, dashboard, token string) {
+	t.Helper()
+	run(t, tab, "a wrong token is refused", chromedp.Navigate(dashboard), chromedp.WaitVisible("#token"),
+		chromedp.SendKeys("#token", "not-a-token"), chromedp.Submit("#token"), chromedp.WaitVisible(".error"))
+	wrong := value(t, tab, "the sign-in error", chromedp.Text(".error"))
+	if !strings.Contains(wrong, "token") {
+		t.Fatalf("a wrong token: %q", wrong)
+	}
+	run(t, tab, "sign in", chromedp.SendKeys("#token", token), chromedp.Submit("#token"), chromedp.WaitVisible("main#view"))
+	location := value(t, tab, "where sign-in leads", chromedp.Location())
+	if strings.Contains(location, token) {
+		t.Fatal("the token is in the URL")
+	}
+}
+
+func run(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, waitLimit)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func value[T any](t *testing.T, tab context.Context, what string, action chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, waitLimit)
+	defer cancel()
+	v, err := chromedp.Run(ctx, action)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// markPage tags the loaded document: a reload would lose the tag.
+func markPage() chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`void (window.gantryLoaded = "once")`)
+}
+
+func assertNotReloaded(t *testing.T, tab context.Context) {
+	t.Helper()
+	mark := value(t, tab, "read the page's tag", chromedp.Evaluate[string](`window.gantryLoaded || "reloaded"`))
+	if mark != "once" {
+		t.Fatal("the page was reloaded: live updates must arrive without one")
+	}
+}
+
+// waitText polls the page (not the server) until selector's text is want.
+func waitText(t *testing.T, tab context.Context, selector, want string) {
+	t.Helper()
+	waitFor(t, selector+" shows "+want, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(selector)+`)||{}).textContent || ""`))
+		return err == nil && strings.TrimSpace(got) == want, "shows " + strings.TrimSpace(got)
+	})
+}
+
+func waitCount(t *testing.T, tab context.Context, selector string, want int) {
+	t.Helper()
+	waitFor(t, itoa(want)+" of "+selector, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+jsString(selector)+`).length`))
+		return err == nil && got >= want, "found " + itoa(got)
+	})
+}
+
+func jsString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+
+func keepScreenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	png := value(t, tab, "screenshot "+name, chromedp.FullScreenshot(100))
+	browser.Keep(t, name, png)
+}
+
+func readExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../examples/hello.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,68 @@
+package ui
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/client"
+)
+
+// stream serves one page's live body as server-sent events: the view is
+// read every LiveInterval and its body sent whenever it differs from the
+// last one sent ("view" events, swapped in by htmx's SSE extension).
+func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	target, err := url.Parse(r.URL.Query().Get("view"))
+	if err != nil || !strings.HasPrefix(target.Path, "/ui/") {
+		http.Error(w, "view: want a dashboard path such as /ui/machines", http.StatusBadRequest)
+		return
+	}
+	v, ok := viewFor(strings.TrimPrefix(target.Path, "/ui/"))
+	if !ok {
+		http.Error(w, "view: no dashboard page "+target.Path, http.StatusBadRequest)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	viewReq := r.Clone(r.Context())
+	viewReq.URL = target
+	ticker := time.NewTicker(d.cfg.LiveInterval)
+	defer ticker.Stop()
+	var last []byte
+	for {
+		body, err := d.body(viewReq, c, v)
+		if err != nil {
+			fmt.Fprintf(w, "event: failed\ndata: %s\n\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			flusher.Flush()
+			return
+		}
+		if !bytes.Equal(last, []byte(body)) {
+			last = []byte(body)
+			writeEvent(w, "view", last)
+			flusher.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func writeEvent(w http.ResponseWriter, name string, data []byte) {
+	fmt.Fprintf(w, "event: %s\n", name)
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		fmt.Fprintf(w, "data: %s\n", line)
+	}
+	fmt.Fprint(w, "\n")
+}

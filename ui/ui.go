@@ -1,0 +1,185 @@
+// Package ui is Gantry's read-only web dashboard, served at /ui: pages
+// rendered on the server from the HTTP API (called in process, with the
+// signed-in token), made live by server-sent events that carry each page's
+// new body when it changes. htmx and its SSE extension, vendored under
+// static/, swap the bodies in; nothing is built before it runs.
+package ui
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/client"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Config tunes the dashboard.
+type Config struct {
+	// SessionTTL is how long a sign-in lasts.
+	SessionTTL time.Duration
+	// LiveInterval is how often a live page is read again; a changed body
+	// is sent at once.
+	LiveInterval time.Duration
+	// PageSize is how many rows a table shows per page.
+	PageSize int
+	// EventLimit is how many of the latest events the events page reads.
+	EventLimit int
+	// SecureCookie marks the session cookie HTTPS-only (the server sets it
+	// when it serves TLS).
+	SecureCookie bool
+}
+
+// DefaultConfig returns the dashboard's defaults.
+func DefaultConfig() Config {
+	return Config{SessionTTL: 12 * time.Hour, LiveInterval: time.Second, PageSize: 100, EventLimit: 500}
+}
+
+// Dashboard serves /ui.
+type Dashboard struct {
+	cfg      Config
+	api      http.Handler
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions
+	pages    *template.Template
+}
+
+// New returns the dashboard over api, the server's own HTTP API handler.
+func New(cfg Config, api http.Handler, now func() time.Time, log *slog.Logger) (*Dashboard, error) {
+	if cfg.PageSize < 1 || cfg.LiveInterval <= 0 || cfg.SessionTTL <= 0 || cfg.EventLimit < 1 {
+		return nil, fmt.Errorf("ui config: PageSize, EventLimit, LiveInterval and SessionTTL must be positive")
+	}
+	pages, err := template.New("").Funcs(funcs()).ParseFS(templateFiles, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("ui templates: %w", err)
+	}
+	return &Dashboard{cfg: cfg, api: api, log: log, now: now, sessions: newSessions(cfg.SessionTTL, now), pages: pages}, nil
+}
+
+// Handler serves /ui and everything under it.
+func (d *Dashboard) Handler() http.Handler {
+	static, _ := fs.Sub(staticFiles, "static")
+	mux := http.NewServeMux()
+	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+	mux.HandleFunc("GET /ui/login", d.loginPage)
+	mux.HandleFunc("POST /ui/login", d.login)
+	mux.HandleFunc("POST /ui/logout", d.logout)
+	mux.HandleFunc("GET /ui/stream", d.signedIn(d.stream))
+	mux.HandleFunc("GET /ui/{view...}", d.signedIn(d.page))
+	return mux
+}
+
+// apiClient calls the API in process, as the holder of token.
+func (d *Dashboard) apiClient(token string) *client.Client {
+	return client.New("http://gantry.ui", token, &http.Client{Transport: inProcess{d.api}})
+}
+
+// inProcess serves a request with the API handler without a network.
+type inProcess struct{ api http.Handler }
+
+func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.api.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *client.Client)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := d.sessions.token(r)
+		if !ok {
+			if r.Header.Get("HX-Request") != "" || strings.HasSuffix(r.URL.Path, "/stream") {
+				http.Error(w, "signed out", http.StatusUnauthorized)
+				return
+			}
+			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		h(w, r, d.apiClient(token))
+	}
+}
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
+	d.render(w, "login", map[string]string{})
+}
+
+// login checks the token by reading the clusters with it: an admin or a
+// read-only token may; a machine credential or a join token may not.
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if token == "" {
+		w.WriteHeader(http.StatusBadRequest)
+		d.render(w, "login", map[string]string{"Error": "token: enter an admin or read-only token"})
+		return
+	}
+	if _, err := d.apiClient(token).ListClusters(r.Context()); err != nil {
+		status, msg := http.StatusUnauthorized, "token: not an admin or read-only token of this server"
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) || (apiErr.Status != http.StatusUnauthorized && apiErr.Status != http.StatusForbidden) {
+			status, msg = http.StatusBadGateway, "the server could not check the token: "+err.Error()
+		}
+		w.WriteHeader(status)
+		d.render(w, "login", map[string]string{"Error": msg})
+		return
+	}
+	d.sessions.start(w, token, d.cfg.SecureCookie)
+	d.log.Info("dashboard sign-in", "remote", r.RemoteAddr)
+	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request) {
+	d.sessions.end(w, r)
+	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// page renders a whole page: the layout around the view's body.
+func (d *Dashboard) page(w http.ResponseWriter, r *http.Request, c *client.Client) {
+	v, ok := viewFor(r.PathValue("view"))
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	body, err := d.body(r, c, v)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, "layout", layoutData{Title: v.title, Nav: v.nav, View: r.URL.RequestURI(), Body: body})
+}
+
+type layoutData struct {
+	Title, Nav, View string
+	Body             template.HTML
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := d.pages.ExecuteTemplate(w, name, data); err != nil {
+		d.log.Warn("dashboard render failed", "template", name, "err", err)
+	}
+}
+
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
+		d.sessions.end(w, r)
+		http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+		return
+	}
+	d.log.Warn("dashboard page failed", "path", r.URL.Path, "err", err)
+	http.Error(w, err.Error(), http.StatusBadGateway)
+}

@@ -1,0 +1,259 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+)
+
+// view is one page: the template that renders its body and what it reads.
+type view struct {
+	template, title, nav string
+	load                 func(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error)
+}
+
+// viewFor maps a path under /ui/ to its view.
+func viewFor(path string) (view, bool) {
+	path = strings.Trim(path, "/")
+	if name, ok := strings.CutPrefix(path, "services/"); ok && name != "" && !strings.Contains(name, "/") {
+		return view{"service", "Service " + name, "services", func(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+			return loadService(ctx, c, name, q, d.cfg.PageSize)
+		}}, true
+	}
+	switch path {
+	case "":
+		return view{"clusters", "Clusters", "clusters", loadClusters}, true
+	case "machines":
+		return view{"machines", "Machines", "machines", loadMachines}, true
+	case "services":
+		return view{"services", "Services", "services", loadServices}, true
+	case "replicas":
+		return view{"replicas", "Replicas", "replicas", loadReplicas}, true
+	case "failover":
+		return view{"failover", "Failover groups", "failover", loadFailover}, true
+	case "events":
+		return view{"events", "Events", "events", loadEvents}, true
+	case "cost":
+		return view{"cost", "Cost", "cost", loadCost}, true
+	}
+	return view{}, false
+}
+
+// body renders a view's body for the request's query.
+func (d *Dashboard) body(r *http.Request, c *client.Client, v view) (template.HTML, error) {
+	data, err := v.load(r.Context(), c, r.URL.Query(), d)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := d.pages.ExecuteTemplate(&buf, v.template, struct {
+		Now  time.Time
+		Data any
+	}{d.now(), data}); err != nil {
+		return "", fmt.Errorf("render %s: %w", v.template, err)
+	}
+	return template.HTML(buf.String()), nil
+}
+
+// pager is one page of a table: rows From..To of Total, and the links to
+// the pages beside it.
+type pager struct {
+	Page, Pages, From, To, Total int
+	Prev, Next                   string
+}
+
+func paginate(total, size int, q url.Values, base string) (lo, hi int, p pager) {
+	p = pager{Page: 1, Total: total, Pages: max(1, (total+size-1)/size)}
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
+		p.Page = min(n, p.Pages)
+	}
+	lo, hi = (p.Page-1)*size, min(total, p.Page*size)
+	p.From, p.To = min(lo+1, total), hi
+	link := func(page int) string {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = vs
+		}
+		v.Set("page", strconv.Itoa(page))
+		return base + "?" + v.Encode()
+	}
+	if p.Page > 1 {
+		p.Prev = link(p.Page - 1)
+	}
+	if p.Page < p.Pages {
+		p.Next = link(p.Page + 1)
+	}
+	return lo, hi, p
+}
+
+type groupRow struct {
+	api.GroupStatus
+	PerHour float64
+}
+
+type clusterRow struct {
+	Cluster api.Cluster
+	Groups  []groupRow
+	PerHour float64
+}
+
+func loadClusters(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
+	clusters, err := c.ListClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	machines, err := c.ListMachines(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	cost := map[[2]string]float64{}
+	for _, m := range machines {
+		cost[[2]string{m.Cluster, m.Group}] += m.PricePerHour
+	}
+	rows := make([]clusterRow, 0, len(clusters))
+	for _, cl := range clusters {
+		row := clusterRow{Cluster: cl}
+		if cl.Status != nil {
+			for _, g := range cl.Status.Groups {
+				perHour := cost[[2]string{cl.Metadata.Name, g.GroupID}]
+				row.Groups = append(row.Groups, groupRow{g, perHour})
+				row.PerHour += perHour
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+type machinesPage struct {
+	Cluster  string
+	Machines []api.Machine
+	Pager    pager
+}
+
+func loadMachines(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+	machines, err := c.ListMachines(ctx, q.Get("cluster"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(machines, func(i, j int) bool {
+		a, b := machines[i], machines[j]
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		return a.ID < b.ID
+	})
+	lo, hi, p := paginate(len(machines), d.cfg.PageSize, q, "/ui/machines")
+	return machinesPage{Cluster: q.Get("cluster"), Machines: machines[lo:hi], Pager: p}, nil
+}
+
+func loadServices(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
+	services, err := c.ListServices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(services, func(i, j int) bool { return services[i].Metadata.Name < services[j].Metadata.Name })
+	return services, nil
+}
+
+type servicePage struct {
+	Service  *api.Service
+	Rollout  *api.Rollout
+	Replicas []api.Replica
+	Pager    pager
+}
+
+func loadService(ctx context.Context, c *client.Client, name string, q url.Values, size int) (any, error) {
+	svc, err := c.GetService(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	rollout, err := c.Rollout(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	replicas, err := c.ListReplicas(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	sortReplicas(replicas)
+	lo, hi, p := paginate(len(replicas), size, q, "/ui/services/"+url.PathEscape(name))
+	return servicePage{Service: svc, Rollout: rollout, Replicas: replicas[lo:hi], Pager: p}, nil
+}
+
+type replicasPage struct {
+	State    string
+	Replicas []api.Replica
+	Pager    pager
+}
+
+func loadReplicas(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+	replicas, err := c.ListReplicas(ctx, q.Get("service"))
+	if err != nil {
+		return nil, err
+	}
+	if state := q.Get("state"); state != "" {
+		kept := replicas[:0]
+		for _, r := range replicas {
+			if string(r.State) == state {
+				kept = append(kept, r)
+			}
+		}
+		replicas = kept
+	}
+	sortReplicas(replicas)
+	lo, hi, p := paginate(len(replicas), d.cfg.PageSize, q, "/ui/replicas")
+	return replicasPage{State: q.Get("state"), Replicas: replicas[lo:hi], Pager: p}, nil
+}
+
+func sortReplicas(replicas []api.Replica) {
+	sort.Slice(replicas, func(i, j int) bool {
+		if replicas[i].Service != replicas[j].Service {
+			return replicas[i].Service < replicas[j].Service
+		}
+		return replicas[i].Index < replicas[j].Index
+	})
+}
+
+func loadFailover(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
+	return c.ListFailoverGroups(ctx)
+}
+
+type eventsPage struct {
+	Kind, Name, Type, Reason string
+	Events                   []api.Event
+}
+
+// loadEvents reads the latest events, newest first; kind and name filter
+// in the API, type and reason here.
+func loadEvents(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+	page := eventsPage{Kind: q.Get("kind"), Name: q.Get("name"), Type: q.Get("type"), Reason: q.Get("reason")}
+	events, err := c.ListEvents(ctx, client.EventQuery{Kind: page.Kind, Name: page.Name, Limit: d.cfg.EventLimit})
+	if err != nil {
+		return nil, err
+	}
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		if (page.Type == "" || e.Type == page.Type) && (page.Reason == "" || strings.EqualFold(e.Reason, page.Reason)) {
+			page.Events = append(page.Events, e)
+		}
+	}
+	return page, nil
+}
+
+func loadCost(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
+	return c.Cost(ctx)
+}
