@@ -5,8 +5,8 @@
 # Docker Engine this script installs and starts when it can; the shared
 # store and HA tests use a PostgreSQL server it starts the same way; the
 # Kubernetes-target tests a real kube-apiserver, etcd, kube-scheduler and
-# kwok that scripts/kube-up.sh builds once and caches), and a short fuzz
-# run of the spec parser.
+# kwok that scripts/kube-up.sh builds once and caches; the dashboard tests
+# Debian's headless Chromium), and a short fuzz run of the spec parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +68,9 @@ needs() {
     echo "test.sh: no $1: its tests will SKIP" >&2
   fi
 }
+
+step "Chromium for the dashboard's browser tests (screenshots and load times kept in ${GANTRY_ARTIFACTS:-artifacts/})"
+needs Chromium ./scripts/chromium-up.sh
 
 step "PostgreSQL for the shared-store and HA tests"
 needs PostgreSQL ./scripts/postgres-up.sh
