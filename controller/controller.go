@@ -195,6 +195,7 @@ func (c *Controller) pass(ctx context.Context) (decide.Plan, error) {
 		c.observed.relist(snap.Inventories)
 		return plan, fmt.Errorf("act: %w", err)
 	}
+	c.recordRollouts(mem, plan.Memory)
 	return plan, nil
 }
 

@@ -17,6 +17,8 @@ type Metrics struct {
 	Heartbeats        *prometheus.CounterVec
 	HeartbeatFlushes  prometheus.Histogram
 	LeaderGauge       prometheus.Gauge
+	Rollouts
+	Requests
 }
 
 // New creates the instruments and registers them.
@@ -53,9 +55,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_leader", Help: "1 while this server leads (runs the control loop), else 0.",
 		}),
 	}
-	reg.MustRegister(m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration,
-		m.Heartbeats, m.HeartbeatFlushes, m.LeaderGauge)
+	m.Rollouts, m.Requests = newRollouts(), newRequests()
+	reg.MustRegister(m.Collectors()...)
 	return m
+}
+
+// Collectors are every instrument of m.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	own := []prometheus.Collector{m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration,
+		m.Heartbeats, m.HeartbeatFlushes, m.LeaderGauge}
+	return append(append(own, m.Rollouts.collectors()...), m.Requests.collectors()...)
 }
 
 // Provisioned counts one launch call.
@@ -101,6 +110,7 @@ func (m *Metrics) Leading(leading bool) {
 			v = 1
 		}
 		m.LeaderGauge.Set(v)
+		m.LeaderChanges.WithLabelValues(map[bool]string{true: "leading", false: "following"}[leading]).Inc()
 	}
 }
 

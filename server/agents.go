@@ -187,6 +187,8 @@ func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.Joi
 // the time) is answered from a read and kept in memory for the next
 // batch; one that changes something is written at once.
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now() // a duration: wall time even under a fake clock
+	defer func() { s.metrics.HeartbeatTook(time.Since(start).Seconds()) }()
 	var req api.HeartbeatRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.writeError(w, r, err)

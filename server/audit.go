@@ -19,19 +19,6 @@ import (
 
 const auditKind = "Audit"
 
-// statusRecorder remembers the status a handler answered.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(status int) {
-	r.status = status
-	r.ResponseWriter.WriteHeader(status)
-}
-
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
 func (p principal) String() string {
 	switch {
 	case p.tokenID != "":

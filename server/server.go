@@ -488,7 +488,8 @@ func (s *Server) Handler() http.Handler {
 	for _, path := range []string{"GET /{$}", "GET /dashboard"} {
 		mux.Handle(path, http.RedirectHandler("/ui/", http.StatusFound))
 	}
-	mux.Handle("/", apiMux)
+	// The dashboard's own calls to the API are not counted as requests.
+	mux.Handle("/", s.instrumented(apiMux))
 	return mux
 }
 

@@ -403,6 +403,9 @@ func TestMetricsAreExposed(t *testing.T) {
 		`gantry_machines{cluster="dev",fleet_state="ready",join_state="joined"} 1`,
 		`gantry_pending_replicas{cluster="dev"} 0`,
 		"gantry_reconcile_duration_seconds_count",
+		`gantry_api_requests_total{code="200",route="POST /v1/join"} 1`,
+		`gantry_api_request_duration_seconds_count{route="POST /v1/apply"} 1`,
+		`gantry_leader_changes_total{to="leading"} 1`,
 		"go_goroutines",
 	} {
 		if !strings.Contains(body, want) {
