@@ -24,6 +24,8 @@ import (
 	"github.com/gantry-dev/gantry/internal/atomicfile"
 	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/runtime"
+	"github.com/gantry-dev/gantry/telemetry"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config is what `gantry agent` is told.
@@ -84,6 +86,9 @@ type Config struct {
 	LeaseStopAfter     float64
 	LeaseCheckInterval time.Duration
 	LeaseStopTimeout   time.Duration
+	// Telemetry tunes the OTLP export to the cluster's monitoring
+	// endpoints (when it has some).
+	Telemetry telemetry.AgentConfig
 }
 
 // DefaultConfig returns the defaults.
@@ -95,6 +100,7 @@ func DefaultConfig() Config {
 		LogPollTimeout: time.Minute, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
 		LeftoverStopTimeout: 10 * time.Second,
 		LeaseStopAfter:      0.75, LeaseCheckInterval: 100 * time.Millisecond, LeaseStopTimeout: time.Second,
+		Telemetry: telemetry.DefaultAgentConfig(),
 	}
 }
 
@@ -119,6 +125,10 @@ type Agent struct {
 	renewedAt time.Time
 	// roles are the failover roles last written, by group.
 	roles map[string]api.FailoverAssignment
+	// telemetry exports over OTLP (nil: no monitoring endpoints);
+	// heartbeats counts into it.
+	telemetry  *telemetry.Agent
+	heartbeats metric.Int64Counter
 }
 
 // New returns an agent using driver to run replicas.
@@ -192,13 +202,14 @@ func (a *Agent) Monitoring() (*api.AgentMonitoring, error) {
 // Run joins (unless a credential is kept from before) and runs the
 // heartbeat loop until ctx ends; then it stops its replicas.
 func (a *Agent) Run(ctx context.Context) error {
-	defer a.stopAll()
+	defer func() { a.stopAll(); a.stopTelemetry() }()
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("agent data dir: %w", err)
 	}
 	if err := a.ensureCredential(ctx); err != nil {
 		return err
 	}
+	a.startTelemetry(ctx)
 	if err := a.findLeftovers(ctx); err != nil {
 		// Not fatal: starting a replica replaces any container left under
 		// its name, so nothing is duplicated; the runtime's own errors
@@ -214,6 +225,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		wait, err := a.heartbeat(ctx)
 		lastReport = time.Now()
+		a.countHeartbeat(ctx, err)
 		switch {
 		case errors.Is(err, ErrMachineGone):
 			return err
@@ -471,6 +483,9 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 		a.mu.Unlock()
 		a.log.Info("starting replica", "replica", as.ReplicaID, "spec", as.SpecHash, "ports", s.hostPorts)
 		go s.run(context.WithoutCancel(ctx))
+		if a.telemetry != nil {
+			go a.shipOutput(untilDone(ctx, s.done), as, adopted == nil)
+		}
 	}
 	a.stopLeftovers(ctx, adoptable)
 }

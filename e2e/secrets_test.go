@@ -29,7 +29,7 @@ spec:
     - {groupId: general, instanceType: local.medium, minSize: 2, maxSize: 4}
   systemReserved: {cpu: 100m, memory: 128Mi}
   monitoring:
-    otlpLogsEndpoint: https://otel.invalid:4318
+    otlpLogsEndpoint: http://127.0.0.1:1/v1/logs # nothing listens: the agents try, fail, and must not leak the header
     headers: [{name: Authorization, secretRef: {name: otlp, key: token}}]
 ---
 kind: Service
