@@ -7,6 +7,9 @@ import (
 	"errors"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/decide"
@@ -73,6 +76,9 @@ func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Con
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ProviderTimeout)
 		defer cancel()
+		ctx, span := c.tracer().Start(ctx, "gantry.provider."+kind, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("gantry.subject", subject), attribute.String("gantry.provider_key", providerKey)))
+		defer span.End()
 		fn(ctx)
 	}()
 }
@@ -183,6 +189,7 @@ func (c *calls) launch(id, key string) {
 		c.Metrics.Provisioned(prov.Name(), result)
 		now := c.Clock.Now()
 		if launchErr != nil {
+			markFailed(trace.SpanFromContext(ctx), launchErr)
 			c.Log.Warn("launch failed", "machine", id, "err", launchErr)
 			c.update(id, func(m *api.Machine) error { return fleet.LaunchFailed(m, launchErr.Error(), now) }, c.outcome(decide.CallLaunch, m, launchErr),
 				api.EventWarning, "LaunchFailed", "provider %s: %v", prov.Name(), launchErr)

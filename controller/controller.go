@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/decide"
@@ -68,6 +70,8 @@ type Deps struct {
 	Log      *slog.Logger
 	// Metrics may be nil.
 	Metrics *metrics.Metrics
+	// Tracer traces passes and provider calls (nil: not traced).
+	Tracer trace.Tracer
 	// LivenessSince is when the server began to record heartbeats
 	// reliably (decide.Snapshot.LivenessSince).
 	LivenessSince func() time.Time
@@ -179,19 +183,24 @@ func (c *Controller) Pass(ctx context.Context) error {
 	return err
 }
 
-func (c *Controller) pass(ctx context.Context) (decide.Plan, error) {
+func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	start := c.Clock.Now()
 	defer func() { c.Metrics.Reconciled(c.Clock.Since(start).Seconds()) }()
+	ctx, span := c.tracer().Start(ctx, "gantry.pass")
+	defer func() { endSpan(span, err) }()
 	snap, mem, err := c.load(ctx)
 	if err != nil {
 		return decide.Plan{}, err
 	}
-	plan := decide.Decide(c.cfg.Decide, snap, mem, c.Clock.Now())
+	plan = c.decide(ctx, snap, mem)
 	c.mu.Lock()
 	c.live = plan.LiveMachines
 	c.mu.Unlock()
 	c.Metrics.SetFleet(fleetCounts(snap))
-	if err := c.act(ctx, snap, mem, plan); err != nil {
+	actCtx, actSpan := c.tracer().Start(ctx, "gantry.act")
+	err = c.act(actCtx, snap, mem, plan)
+	endSpan(actSpan, err)
+	if err != nil {
 		c.observed.relist(snap.Inventories)
 		return plan, fmt.Errorf("act: %w", err)
 	}

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	_ "embed"
@@ -32,6 +33,7 @@ import (
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/gantry-dev/gantry/target/kube"
+	"github.com/gantry-dev/gantry/telemetry"
 	"github.com/gantry-dev/gantry/ui"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -145,6 +147,9 @@ type Config struct {
 	CostPlanTTL time.Duration
 	// UI tunes the web dashboard at /ui.
 	UI ui.Config
+	// Telemetry is where the server sends its traces and metrics over
+	// OTLP (nowhere unless set or OTEL_EXPORTER_OTLP_* say).
+	Telemetry telemetry.ServerConfig
 }
 
 // DefaultConfig returns defaults for a data directory.
@@ -163,6 +168,7 @@ func DefaultConfig(dataDir string) Config {
 		Clock:       clock.RealClock{},
 		CostPlanTTL: 15 * time.Second,
 		UI:          ui.DefaultConfig(),
+		Telemetry:   telemetry.ServerConfig{MetricInterval: 30 * time.Second},
 	}
 }
 
@@ -205,6 +211,7 @@ type Server struct {
 	promReg     *prometheus.Registry
 	metrics     *metrics.Metrics
 	scratch     scratchPlan
+	otel        *telemetry.Server
 	// stopping ends the agents' long polls when the server shuts down.
 	stopping context.Context
 	stop     context.CancelFunc
@@ -304,10 +311,15 @@ func (s *Server) prepare(ctx context.Context) error {
 	if len(s.cfg.AgentServers) > 0 {
 		cc.Calls.ServerURL = strings.Join(s.cfg.AgentServers, ",")
 	}
+	otelCfg := s.cfg.Telemetry
+	otelCfg.Name = cmp.Or(otelCfg.Name, s.cfg.Name, installation)
+	if s.otel, err = telemetry.StartServer(ctx, otelCfg, s.promReg); err != nil {
+		return err
+	}
 	s.fenced, s.passed = leader.Fence(s.store, s.elector), make(chan struct{}, 1)
 	s.kube = kube.New(s.cfg.Kubernetes, s.log, s.clock, s.recordPods, func() { s.ctrl.Trigger() })
 	s.ctrl = controller.New(cc, controller.Deps{Store: s.fenced, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		Metrics: s.metrics, LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
+		Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
 		Kubernetes: s.kube.Observations, AfterPass: s.afterPass})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
@@ -434,6 +446,9 @@ func (s *Server) Run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	_ = s.http.Shutdown(shutdownCtx)
+	if err := s.otel.Shutdown(shutdownCtx); err != nil {
+		s.log.Warn("OTLP export did not finish", "err", err)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

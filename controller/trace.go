@@ -1,0 +1,47 @@
+package controller
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/gantry-dev/gantry/decide"
+)
+
+func (d Deps) tracer() trace.Tracer {
+	if d.Tracer == nil {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return d.Tracer
+}
+
+// decide runs the pure decision in a span that says what it decided.
+func (c *Controller) decide(ctx context.Context, snap *decide.Snapshot, mem decide.Memory) decide.Plan {
+	_, span := c.tracer().Start(ctx, "gantry.decide", trace.WithAttributes(
+		attribute.Int("gantry.machines", len(snap.Machines)), attribute.Int("gantry.replicas", len(snap.Replicas))))
+	defer span.End()
+	plan := decide.Decide(c.cfg.Decide, snap, mem, c.Clock.Now())
+	span.SetAttributes(
+		attribute.Int("gantry.launches", len(plan.Launches)), attribute.Int("gantry.terminates", len(plan.Terminates)),
+		attribute.Int("gantry.assignments", len(plan.Assignments)), attribute.Int("gantry.pending", len(plan.Pending)),
+		attribute.Int("gantry.replicas_created", len(plan.CreateReplicas)), attribute.Int("gantry.replicas_deleted", len(plan.DeleteReplicas)),
+		attribute.Float64("gantry.cost_after_per_hour", plan.Capacity.CostAfter))
+	return plan
+}
+
+// endSpan ends span, marking it failed with err.
+func endSpan(span trace.Span, err error) {
+	markFailed(span, err)
+	span.End()
+}
+
+// markFailed records err on span, if any.
+func markFailed(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+}
