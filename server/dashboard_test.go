@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,15 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/internal/browser"
 	"github.com/gantry-dev/gantry/store"
 )
 
 // signedIn returns a client holding a dashboard session signed in with token.
-func (ts *testServer) signedIn(t *testing.T, token string) (*http.Client, *http.Response) {
+func (ts *testServer) signedIn(t testing.TB, token string) (*http.Client, *http.Response) {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Transport: ts.http.Transport, Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -146,61 +142,9 @@ func getPage(t *testing.T, hc *http.Client, u string) string {
 	return string(body)
 }
 
-// TestDashboardAtScale loads the machines and replicas pages of a fleet of
-// 1,000 machines and 10,000 replicas in Chromium and keeps how long each
-// took to load (an artifact, not an assertion).
-func TestDashboardAtScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fills a store with 11,000 rows")
-	}
-	tab := browser.New(t)
-	ts, _ := withTestCluster(t, func(c *Config) { c.Controller.Interval, c.TLS.Disabled = time.Hour, true })
-	filled := time.Now()
-	fillFleet(t, ts, 1000, 10)
-	t.Logf("stored 1,000 machines and 10,000 replicas in %s", time.Since(filled).Round(time.Millisecond))
-	signInBrowser(t, tab, ts)
-	times := map[string]float64{}
-	for _, p := range []struct{ path, rows, shows string }{
-		{"/ui/machines", `tr[data-machine]`, "1–100 of 1000"},
-		{"/ui/replicas", `tr[data-replica]`, "1–100 of 10000"},
-		{"/ui/replicas?page=57", `tr[data-replica]`, "5601–5700 of 10000"},
-	} {
-		loadCtx, cancel := context.WithTimeout(tab, 2*time.Minute)
-		err := chromedp.Do(loadCtx, chromedp.Navigate(ts.URL()+p.path), chromedp.WaitVisible(`main#view .pager`))
-		if err != nil {
-			cancel()
-			t.Fatalf("%s: %v", p.path, err)
-		}
-		rows, err := chromedp.Run(loadCtx, chromedp.Evaluate[int](`document.querySelectorAll('`+p.rows+`').length`))
-		pager, err2 := chromedp.Run(loadCtx, chromedp.Text(`main#view .pager`))
-		ms, err3 := chromedp.Run(loadCtx, chromedp.Evaluate[float64](`(() => { const n = performance.getEntriesByType("navigation")[0]; return n.domContentLoadedEventEnd - n.startTime })()`))
-		cancel()
-		if err != nil || err2 != nil || err3 != nil {
-			t.Fatalf("%s: %v %v %v", p.path, err, err2, err3)
-		}
-		if rows != 100 || !strings.Contains(pager, p.shows) {
-			t.Fatalf("%s: %d rows, pager %q; want 100 rows and %q", p.path, rows, pager, p.shows)
-		}
-		times[p.path] = ms
-		t.Logf("%s loaded in %.0f ms (navigation start to DOMContentLoaded)", p.path, ms)
-	}
-	out, _ := json.MarshalIndent(map[string]any{"machines": 1000, "replicas": 10000, "loadMillis": times}, "", "  ")
-	browser.Keep(t, "dashboard-load-times.json", out)
-}
-
-func signInBrowser(t *testing.T, tab context.Context, ts *testServer) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, time.Minute)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL()+"/ui/login"), chromedp.WaitVisible("#token"),
-		chromedp.SendKeys("#token", ts.AdminToken()), chromedp.Submit("#token"), chromedp.WaitVisible("main#view")); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
-}
-
 // fillFleet writes machines joined machines to cluster dev, each running
 // perMachine replicas of one of ten services.
-func fillFleet(t *testing.T, ts *testServer, machines, perMachine int) {
+func fillFleet(t testing.TB, ts *testServer, machines, perMachine int) {
 	t.Helper()
 	now := time.Now()
 	err := ts.store.Update(context.Background(), func(tx store.Tx) error {
@@ -242,4 +186,27 @@ func fillFleet(t *testing.T, ts *testServer, machines, perMachine int) {
 			return nil
 		})
 	})
+}
+
+// BenchmarkDashboardReplicasPage renders the first page of the replicas
+// view of a fleet of 1,000 machines and 10,000 replicas, through the whole
+// handler (session, API call in process, template):
+//
+//	go test -run '^$' -bench DashboardReplicasPage -count 6 ./server
+func BenchmarkDashboardReplicasPage(b *testing.B) {
+	ts, _ := withTestCluster(b, func(c *Config) { c.Controller.Interval, c.TLS.Disabled = time.Hour, true })
+	fillFleet(b, ts, 1000, 10)
+	hc, _ := ts.signedIn(b, ts.AdminToken())
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := hc.Get(ts.URL() + "/ui/replicas?page=50")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
 }

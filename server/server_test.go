@@ -48,12 +48,12 @@ type testServer struct {
 // stopNow stops the server's loop and API, as a shutdown does.
 func (ts *testServer) stopNow(t *testing.T) { ts.stop() }
 
-func startServer(t *testing.T, edit func(*Config)) *testServer {
+func startServer(t testing.TB, edit func(*Config)) *testServer {
 	t.Helper()
 	return startServerWith(t, edit, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
-func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testServer {
+func startServerWith(t testing.TB, edit func(*Config), log *slog.Logger) *testServer {
 	t.Helper()
 	cfg := DefaultConfig(t.TempDir())
 	cfg.Listen = "127.0.0.1:0"
@@ -91,14 +91,14 @@ func startServerWith(t *testing.T, edit func(*Config), log *slog.Logger) *testSe
 	return newTestServer(t, srv, stop)
 }
 
-func newTestServer(t *testing.T, srv *Server, stop func()) *testServer {
+func newTestServer(t testing.TB, srv *Server, stop func()) *testServer {
 	t.Helper()
 	hc := trustingClient(t, srv.cfg.DataDir)
 	return &testServer{Server: srv, admin: client.New(srv.URL(), srv.AdminToken(), hc), http: hc, stop: stop}
 }
 
 // trustingClient trusts the CA the server in dataDir wrote, if any.
-func trustingClient(t *testing.T, dataDir string) *http.Client {
+func trustingClient(t testing.TB, dataDir string) *http.Client {
 	t.Helper()
 	caPEM, err := os.ReadFile(CACertPath(dataDir))
 	if errors.Is(err, os.ErrNotExist) {
@@ -115,7 +115,7 @@ func trustingClient(t *testing.T, dataDir string) *http.Client {
 }
 
 // withTestCluster starts a server and applies testCluster to it.
-func withTestCluster(t *testing.T, edit func(*Config)) (*testServer, context.Context) {
+func withTestCluster(t testing.TB, edit func(*Config)) (*testServer, context.Context) {
 	t.Helper()
 	ts := startServer(t, edit)
 	ctx := context.Background()

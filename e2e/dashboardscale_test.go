@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/browser"
+	gantryserver "github.com/gantry-dev/gantry/server"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// TestDashboardAtScale loads the machines and replicas pages of a fleet of
+// 1,000 machines and 10,000 replicas in Chromium and keeps how long each
+// took to load (an artifact, not an assertion). The server runs in
+// process so that the test can write the fleet into its store.
+func TestDashboardAtScale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a store with 11,000 rows")
+	}
+	tab := browser.New(t)
+	url, token, st := inProcessServer(t)
+	filled := time.Now()
+	fillFleet(t, st, 1000, 10)
+	t.Logf("stored 1,000 machines and 10,000 replicas in %s", time.Since(filled).Round(time.Millisecond))
+	run(t, tab, "sign in", chromedp.Navigate(url+"/ui/login"), chromedp.WaitVisible("#token"),
+		chromedp.SendKeys("#token", token), chromedp.Submit("#token"), chromedp.WaitVisible("main#view"))
+	times := map[string]float64{}
+	for _, p := range []struct{ path, rows, shows string }{
+		{"/ui/machines", `tr[data-machine]`, "1–100 of 1000"},
+		{"/ui/replicas", `tr[data-replica]`, "1–100 of 10000"},
+		{"/ui/replicas?page=57", `tr[data-replica]`, "5601–5700 of 10000"},
+	} {
+		run(t, tab, p.path, chromedp.Navigate(url+p.path), chromedp.WaitVisible(`main#view .pager`))
+		rows := value(t, tab, p.path+" rows", chromedp.Evaluate[int](`document.querySelectorAll('`+p.rows+`').length`))
+		pager := value(t, tab, p.path+" pager", chromedp.Text(`main#view .pager`))
+		ms := value(t, tab, p.path+" load time", chromedp.Evaluate[float64](
+			`(() => { const n = performance.getEntriesByType("navigation")[0]; return n.domContentLoadedEventEnd - n.startTime })()`))
+		if rows != 100 || !strings.Contains(pager, p.shows) {
+			t.Fatalf("%s: %d rows, pager %q; want 100 rows and %q", p.path, rows, pager, p.shows)
+		}
+		times[p.path] = ms
+		t.Logf("%s loaded in %.0f ms (navigation start to DOMContentLoaded)", p.path, ms)
+	}
+	out, _ := json.MarshalIndent(map[string]any{"machines": 1000, "replicas": 10000, "loadMillis": times}, "", "  ")
+	browser.Keep(t, "dashboard-load-times.json", out)
+}
+
+// inProcessServer runs a plain-HTTP server in this process with a cluster
+// "dev" and no control-loop pass after the first; it returns its URL, its
+// admin token and its store.
+func inProcessServer(t *testing.T) (string, string, store.Store) {
+	t.Helper()
+	var st store.Store
+	cfg := gantryserver.DefaultConfig(t.TempDir())
+	cfg.Listen, cfg.TLS.Disabled, cfg.Controller.Interval = "127.0.0.1:0", true, time.Hour
+	cfg.WrapStore = func(s store.Store) store.Store { st = s; return s }
+	srv, err := gantryserver.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; srv.Close() })
+	<-srv.Ready()
+	spec := "kind: Cluster\nmetadata: {name: dev}\nspec:\n  capacityGroups:\n    - {groupId: general, instanceType: local.small, minSize: 0, maxSize: 3}\n"
+	if _, err := client.New(srv.URL(), srv.AdminToken(), nil).Apply(ctx, []byte(spec)); err != nil {
+		t.Fatal(err)
+	}
+	return srv.URL(), srv.AdminToken(), st
+}
+
+// fillFleet writes machines joined machines to cluster dev, each running
+// perMachine replicas of one of ten services.
+func fillFleet(t *testing.T, st store.Store, machines, perMachine int) {
+	t.Helper()
+	now := time.Now()
+	err := st.Update(context.Background(), func(tx store.Tx) error {
+		for i := range machines {
+			m := &api.Machine{ID: fmt.Sprintf("m-%04d", i), Cluster: "dev", Group: "general", InstanceType: "local.small", Zone: "local-a",
+				CapacityType: "onDemand", Provider: "local", LaunchKey: fmt.Sprintf("k-%d", i), JoinState: api.JoinJoined, FleetState: api.FleetActive,
+				Capacity: api.Resources{MilliCPU: 16000, MemoryBytes: 64 << 30}, PricePerHour: 0.5, CreatedAt: now, JoinedAt: &now, LastHeartbeat: &now, StateChangedAt: now}
+			if err := tx.CreateMachine(m); err != nil {
+				return err
+			}
+			for j := range perMachine {
+				n := i*perMachine + j
+				r := &api.Replica{ID: fmt.Sprintf("svc%d-%d", n%10, n/10), Service: fmt.Sprintf("svc%d", n%10), Cluster: "dev", Index: n / 10,
+					Machine: m.ID, State: api.ReplicaRunning, Health: api.HealthHealthy, SpecHash: "h", Requests: api.Resources{MilliCPU: 500, MemoryBytes: 1 << 30}, UpdatedAt: now}
+				if err := tx.PutReplica(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
