@@ -314,6 +314,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	otelCfg := s.cfg.Telemetry
 	otelCfg.Name = cmp.Or(otelCfg.Name, s.cfg.Name, installation)
 	if s.otel, err = telemetry.StartServer(ctx, otelCfg, s.promReg); err != nil {
+		s.listener.Close()
 		return err
 	}
 	s.fenced, s.passed = leader.Fence(s.store, s.elector), make(chan struct{}, 1)

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	promBridge "go.opentelemetry.io/contrib/bridges/prometheus"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -64,24 +67,9 @@ func StartServer(ctx context.Context, cfg ServerConfig, gatherer prometheus.Gath
 	if envRes, err := resource.New(ctx, resource.WithFromEnv()); err == nil {
 		res, _ = resource.Merge(res, envRes)
 	}
-	var traceOpts []otlptracehttp.Option
-	var metricOpts []otlpmetrichttp.Option
-	if cfg.Endpoint != "" {
-		traces, err := signalURL(cfg.Endpoint, "/v1/traces")
-		if err != nil {
-			return nil, fmt.Errorf("--otlp-endpoint: %w", err)
-		}
-		metrics, _ := signalURL(cfg.Endpoint, "/v1/metrics")
-		traceOpts = append(traceOpts, otlptracehttp.WithEndpointURL(traces))
-		metricOpts = append(metricOpts, otlpmetrichttp.WithEndpointURL(metrics))
-	}
-	traceExp, err := otlptracehttp.New(ctx, traceOpts...)
+	traceExp, metricExp, err := serverExporters(ctx, cfg.Endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
-	}
-	metricExp, err := otlpmetrichttp.New(ctx, metricOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("OTLP metric exporter: %w", err)
+		return nil, err
 	}
 	reader := sdkmetric.NewPeriodicReader(metricExp, sdkmetric.WithInterval(cfg.MetricInterval),
 		sdkmetric.WithProducer(promBridge.NewMetricProducer(promBridge.WithGatherer(gatherer))))
@@ -89,6 +77,54 @@ func StartServer(ctx context.Context, cfg ServerConfig, gatherer prometheus.Gath
 		traces: sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithBatcher(traceExp)),
 		meters: sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader)),
 	}, nil
+}
+
+// serverExporters makes the trace and metric exporters for the protocol
+// OTEL_EXPORTER_OTLP_PROTOCOL names: http/protobuf (the default) or grpc.
+// The exporters read the other OTEL_EXPORTER_OTLP_* variables themselves;
+// endpoint, when set, overrides theirs.
+func serverExporters(ctx context.Context, endpoint string) (sdktrace.SpanExporter, sdkmetric.Exporter, error) {
+	protocol := cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), "http/protobuf")
+	switch protocol {
+	case "grpc":
+		var traceOpts []otlptracegrpc.Option
+		var metricOpts []otlpmetricgrpc.Option
+		if endpoint != "" {
+			traceOpts = append(traceOpts, otlptracegrpc.WithEndpointURL(endpoint))
+			metricOpts = append(metricOpts, otlpmetricgrpc.WithEndpointURL(endpoint))
+		}
+		traces, err := otlptracegrpc.New(ctx, traceOpts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OTLP/gRPC trace exporter: %w", err)
+		}
+		metrics, err := otlpmetricgrpc.New(ctx, metricOpts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OTLP/gRPC metric exporter: %w", err)
+		}
+		return traces, metrics, nil
+	case "http/protobuf":
+		var traceOpts []otlptracehttp.Option
+		var metricOpts []otlpmetrichttp.Option
+		if endpoint != "" {
+			tracesURL, err := signalURL(endpoint, "/v1/traces")
+			if err != nil {
+				return nil, nil, fmt.Errorf("--otlp-endpoint: %w", err)
+			}
+			metricsURL, _ := signalURL(endpoint, "/v1/metrics")
+			traceOpts = append(traceOpts, otlptracehttp.WithEndpointURL(tracesURL))
+			metricOpts = append(metricOpts, otlpmetrichttp.WithEndpointURL(metricsURL))
+		}
+		traces, err := otlptracehttp.New(ctx, traceOpts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OTLP trace exporter: %w", err)
+		}
+		metrics, err := otlpmetrichttp.New(ctx, metricOpts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("OTLP metric exporter: %w", err)
+		}
+		return traces, metrics, nil
+	}
+	return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: want grpc or http/protobuf, got %q", protocol)
 }
 
 // Tracer is where the server's spans go (nil when not exporting).

@@ -1,4 +1,4 @@
-// Package otlptest is an OTLP/HTTP receiver for tests: it listens on
+// Package otlptest is an OTLP receiver for tests (HTTP, and gRPC): it listens on
 // loopback, decodes what exporters send with the official OTLP protobuf
 // types, and keeps it with the headers it came with.
 package otlptest
@@ -20,7 +20,7 @@ import (
 type Receiver struct {
 	URL string
 
-	srv     *http.Server
+	stop    func()
 	mu      sync.Mutex
 	logs    []LogRecord
 	metrics []string
@@ -53,13 +53,14 @@ func Start() (*Receiver, error) {
 	mux.HandleFunc("POST /v1/logs", r.handle(&collogs.ExportLogsServiceRequest{}, &collogs.ExportLogsServiceResponse{}))
 	mux.HandleFunc("POST /v1/metrics", r.handle(&colmetrics.ExportMetricsServiceRequest{}, &colmetrics.ExportMetricsServiceResponse{}))
 	mux.HandleFunc("POST /v1/traces", r.handle(&coltrace.ExportTraceServiceRequest{}, &coltrace.ExportTraceServiceResponse{}))
-	r.srv = &http.Server{Handler: mux}
-	go func() { _ = r.srv.Serve(ln) }()
+	srv := &http.Server{Handler: mux}
+	r.stop = func() { _ = srv.Close() }
+	go func() { _ = srv.Serve(ln) }()
 	return r, nil
 }
 
 // Close stops listening.
-func (r *Receiver) Close() { _ = r.srv.Close() }
+func (r *Receiver) Close() { r.stop() }
 
 func (r *Receiver) handle(req, resp proto.Message) http.HandlerFunc {
 	return func(w http.ResponseWriter, hr *http.Request) {
