@@ -1,0 +1,127 @@
+package ui
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// fakeAPI answers the reads the pages make with fixed objects, and
+// refuses every token but "good".
+func fakeAPI(t *testing.T) http.Handler {
+	now := time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC)
+	failedOver := now.Add(-time.Hour)
+	answers := map[string]any{
+		"/v1/clusters": map[string]any{"items": []api.Cluster{{Metadata: api.ObjectMeta{Name: "east"},
+			Status: &api.ClusterStatus{Groups: []api.GroupStatus{{GroupID: "general", Desired: 3, Current: 3, Joined: 2, Updated: 3}}}}}},
+		"/v1/machines": map[string]any{"items": []api.Machine{{ID: "m-1", Cluster: "east", Group: "general", PricePerHour: 0.25,
+			Allocatable: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Allocated: api.Resources{MilliCPU: 1500, MemoryBytes: 1 << 30}}}},
+		"/v1/failovergroups": map[string]any{"items": []api.FailoverGroup{{Metadata: api.ObjectMeta{Name: "db"}, Status: &api.FailoverGroupInfo{
+			Phase: "Healthy", Epoch: 4, Primary: "west", LastFailover: &failedOver,
+			Members: []api.FailoverMember{{Cluster: "west", Home: "west", Role: "primary", Serving: true}, {Cluster: "east", Home: "east", Role: "replica"}}}}}},
+		"/v1/events": map[string]any{"items": []api.Event{
+			{ID: 1, Type: "Normal", Reason: "Launched", ObjectKind: "Machine", ObjectName: "m-1", Message: "up"},
+			{ID: 2, Type: "Warning", Reason: "LaunchFailed", ObjectKind: "Machine", ObjectName: "m-2", Message: "no capacity"}}},
+		"/v1/cost": api.CostReport{PerHour: 0.5, PlanPerHour: 0.4, LowerBoundPerHour: 0.25, Gap: 1, PlanGap: 0.6,
+			Clusters: []api.ClusterCost{{Name: "east", PerHour: 0.5, Groups: []api.GroupCost{{Group: "general", Machines: 2, PerHour: 0.5}}}}},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer good" {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"invalid token"}}`)
+			return
+		}
+		answer, ok := answers[r.URL.Path]
+		if !ok {
+			t.Errorf("unexpected API call %s", r.URL)
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(answer)
+	})
+}
+
+func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
+	d, err := New(DefaultConfig(), fakeAPI(t), time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(srv.URL+"/ui/login", url.Values{"token": {"good"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookie := resp.Cookies()
+	if len(cookie) != 1 {
+		t.Fatalf("no session cookie: %v", cookie)
+	}
+	for path, wants := range map[string][]string{
+		"/ui/":                          {`data-cluster="east"`, `<td class="joined">2</td>`},
+		"/ui/machines":                  {`data-machine="m-1"`, `style="width: 75%"`, "1.5/2"},
+		"/ui/failover":                  {`data-group="db"`, "epoch 4", `<td class="role">primary</td>`, `<td class="role">replica</td>`, "1h ago"},
+		"/ui/events?type=Warning":       {"LaunchFailed", "no capacity"},
+		"/ui/events?reason=launched":    {"Launched"},
+		"/ui/cost":                      {"$0.500/h", "$0.250/h", `<strong id="gap">100.0%</strong>`},
+		"/ui/events?kind=Machine&name=": {"LaunchFailed", "Launched"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.AddCookie(cookie[0])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("%s lacks %s", path, want)
+			}
+		}
+	}
+	// the type filter keeps only warnings
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/events?type=Warning", nil)
+	req.AddCookie(cookie[0])
+	resp, _ = http.DefaultClient.Do(req)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), `data-event="1"`) {
+		t.Error("the Warning filter shows a Normal event")
+	}
+}
+
+func TestLoginRefusesAndUnknownPages(t *testing.T) {
+	d, err := New(DefaultConfig(), fakeAPI(t), time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	for token, want := range map[string]int{"": http.StatusBadRequest, "bad": http.StatusUnauthorized} {
+		resp, err := http.PostForm(srv.URL+"/ui/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || !strings.Contains(string(body), "token:") || len(resp.Cookies()) != 0 {
+			t.Errorf("token %q: %d, cookies %v; want %d naming the token field", token, resp.StatusCode, resp.Cookies(), want)
+		}
+	}
+	if _, err := New(Config{}, fakeAPI(t), time.Now, slog.Default()); err == nil {
+		t.Error("a zero config was accepted")
+	}
+}
