@@ -3,7 +3,6 @@ package server
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/store"
 )
 
 // signedIn returns a client holding a dashboard session signed in with token.
@@ -140,73 +138,4 @@ func getPage(t *testing.T, hc *http.Client, u string) string {
 		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
 	}
 	return string(body)
-}
-
-// fillFleet writes machines joined machines to cluster dev, each running
-// perMachine replicas of one of ten services.
-func fillFleet(t testing.TB, ts *testServer, machines, perMachine int) {
-	t.Helper()
-	now := time.Now()
-	err := ts.store.Update(context.Background(), func(tx store.Tx) error {
-		for i := range machines {
-			m := &api.Machine{ID: fmt.Sprintf("m-%04d", i), Cluster: "dev", Group: "general", InstanceType: "local.small", Zone: "local-a",
-				CapacityType: "onDemand", Provider: "local", LaunchKey: fmt.Sprintf("k-%d", i), JoinState: api.JoinJoined, FleetState: api.FleetActive,
-				Capacity: api.Resources{MilliCPU: 16000, MemoryBytes: 64 << 30}, PricePerHour: 0.5, CreatedAt: now, JoinedAt: &now, LastHeartbeat: &now, StateChangedAt: now}
-			if err := tx.CreateMachine(m); err != nil {
-				return err
-			}
-			for j := range perMachine {
-				n := i*perMachine + j
-				r := &api.Replica{ID: fmt.Sprintf("svc%d-%d", n%10, n/10), Service: fmt.Sprintf("svc%d", n%10), Cluster: "dev", Index: n / 10,
-					Machine: m.ID, State: api.ReplicaRunning, Health: api.HealthHealthy, SpecHash: "h", Requests: api.Resources{MilliCPU: 500, MemoryBytes: 1 << 30}, UpdatedAt: now}
-				if err := tx.PutReplica(r); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No process runs them: mark them gone before the server's cleanup
-	// would terminate each through the local provider.
-	t.Cleanup(func() {
-		_ = ts.store.Update(context.Background(), func(tx store.Tx) error {
-			for i := range machines {
-				m, err := tx.GetMachine(fmt.Sprintf("m-%04d", i))
-				if err != nil {
-					return err
-				}
-				m.FleetState = api.FleetTerminated
-				if err := tx.PutMachine(m); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
-}
-
-// BenchmarkDashboardReplicasPage renders the first page of the replicas
-// view of a fleet of 1,000 machines and 10,000 replicas, through the whole
-// handler (session, API call in process, template):
-//
-//	go test -run '^$' -bench DashboardReplicasPage -count 6 ./server
-func BenchmarkDashboardReplicasPage(b *testing.B) {
-	ts, _ := withTestCluster(b, func(c *Config) { c.Controller.Interval, c.TLS.Disabled = time.Hour, true })
-	fillFleet(b, ts, 1000, 10)
-	hc, _ := ts.signedIn(b, ts.AdminToken())
-	b.ResetTimer()
-	for b.Loop() {
-		resp, err := hc.Get(ts.URL() + "/ui/replicas?page=50")
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
 }
