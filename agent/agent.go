@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
@@ -25,7 +27,6 @@ import (
 	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/telemetry"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // Config is what `gantry agent` is told.
