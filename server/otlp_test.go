@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -26,12 +27,12 @@ func TestServerExportsTracesAndMetrics(t *testing.T) {
 			t.Fatalf("span %s: resource %v", sp.Name, sp.Resource)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(strings.Join(rcv.Metrics(), " "), "gantry_reconcile_duration_seconds") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no server metrics over OTLP: %v", rcv.Metrics())
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !rcv.WaitFor(ctx, func() bool {
+		return strings.Contains(strings.Join(rcv.Metrics(), " "), "gantry_reconcile_duration_seconds")
+	}) {
+		t.Fatalf("no server metrics over OTLP: %v", rcv.Metrics())
 	}
 }
 
@@ -55,24 +56,22 @@ func TestServerHonoursOTELEnvironment(t *testing.T) {
 
 func waitForSpans(t *testing.T, rcv *otlptest.Receiver, names ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	missing := func() []string {
 		seen := map[string]bool{}
 		for _, sp := range rcv.Spans() {
 			seen[sp.Name] = true
 		}
-		missing := []string{}
+		var out []string
 		for _, n := range names {
 			if !seen[n] {
-				missing = append(missing, n)
+				out = append(out, n)
 			}
 		}
-		if len(missing) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans missing: %v (seen %v)", missing, seen)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !rcv.WaitFor(ctx, func() bool { return len(missing()) == 0 }) {
+		t.Fatalf("spans missing: %v", missing())
 	}
 }

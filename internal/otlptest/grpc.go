@@ -19,7 +19,7 @@ func StartGRPC() (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Receiver{URL: "http://" + ln.Addr().String()}
+	r := &Receiver{URL: "http://" + ln.Addr().String(), arrived: make(chan struct{}, 1)}
 	srv := grpc.NewServer()
 	collogs.RegisterLogsServiceServer(srv, grpcLogs{r: r})
 	colmetrics.RegisterMetricsServiceServer(srv, grpcMetrics{r: r})

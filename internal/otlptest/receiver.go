@@ -4,6 +4,7 @@
 package otlptest
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ type Receiver struct {
 	URL string
 
 	stop    func()
+	arrived chan struct{} // signalled (without blocking) on each request
 	mu      sync.Mutex
 	logs    []LogRecord
 	metrics []string
@@ -48,7 +50,7 @@ func Start() (*Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Receiver{URL: "http://" + ln.Addr().String()}
+	r := &Receiver{URL: "http://" + ln.Addr().String(), arrived: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/logs", r.handle(&collogs.ExportLogsServiceRequest{}, &collogs.ExportLogsServiceResponse{}))
 	mux.HandleFunc("POST /v1/metrics", r.handle(&colmetrics.ExportMetricsServiceRequest{}, &colmetrics.ExportMetricsServiceResponse{}))
@@ -85,6 +87,12 @@ func (r *Receiver) handle(req, resp proto.Message) http.HandlerFunc {
 func (r *Receiver) keep(msg proto.Message, h http.Header) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() {
+		select {
+		case r.arrived <- struct{}{}:
+		default:
+		}
+	}()
 	r.headers = append(r.headers, h)
 	switch m := msg.(type) {
 	case *collogs.ExportLogsServiceRequest:
@@ -156,4 +164,17 @@ func (r *Receiver) Headers() []http.Header {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]http.Header(nil), r.headers...)
+}
+
+// WaitFor returns true once ok holds, checking it each time a request
+// arrives, or false when ctx ends first.
+func (r *Receiver) WaitFor(ctx context.Context, ok func() bool) bool {
+	for !ok() {
+		select {
+		case <-r.arrived:
+		case <-ctx.Done():
+			return ok()
+		}
+	}
+	return true
 }
