@@ -14,11 +14,13 @@ import (
 	"github.com/gantry-dev/gantry/api"
 )
 
+// testNow is the dashboard's clock in these tests.
+func testNow() time.Time { return time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC) }
+
 // fakeAPI answers the reads the pages make with fixed objects, and
 // refuses every token but "good".
 func fakeAPI(t *testing.T) http.Handler {
-	now := time.Date(2026, 11, 24, 7, 0, 0, 0, time.UTC)
-	failedOver := now.Add(-time.Hour)
+	failedOver := testNow().Add(-time.Hour)
 	answers := map[string]any{
 		"/v1/clusters": map[string]any{"items": []api.Cluster{{Metadata: api.ObjectMeta{Name: "east"},
 			Status: &api.ClusterStatus{Groups: []api.GroupStatus{{GroupID: "general", Desired: 3, Current: 3, Joined: 2, Updated: 3}}}}}},
@@ -50,7 +52,7 @@ func fakeAPI(t *testing.T) http.Handler {
 }
 
 func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
-	d, err := New(DefaultConfig(), fakeAPI(t), time.Now, slog.New(slog.DiscardHandler))
+	d, err := New(DefaultConfig(), fakeAPI(t), testNow, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
 }
 
 func TestLoginRefusesAndUnknownPages(t *testing.T) {
-	d, err := New(DefaultConfig(), fakeAPI(t), time.Now, slog.New(slog.DiscardHandler))
+	d, err := New(DefaultConfig(), fakeAPI(t), testNow, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
