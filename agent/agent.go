@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -206,6 +207,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer func() { a.stopAll(); a.stopTelemetry() }()
 	if err := os.MkdirAll(a.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("agent data dir: %w", err)
+	}
+	if a.cfg.CACertHash != "" && !strings.HasPrefix(a.cfg.ServerURL, "https://") {
+		return fmt.Errorf("server URL %q: %w", a.cfg.ServerURL, pki.ErrPlainHTTP)
 	}
 	if err := a.ensureCredential(ctx); err != nil {
 		return err

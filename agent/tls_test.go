@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log"
 	"log/slog"
@@ -96,5 +97,28 @@ func TestAgentSendsNothingToAnotherServer(t *testing.T) {
 	defer fs.mu.Unlock()
 	if fs.joined.Token != "" {
 		t.Fatal("the server received the join token")
+	}
+}
+
+// A pinned agent pointed at plain http:// refuses to start: the token
+// would cross the network in the clear, pin or not.
+func TestPinnedAgentRefusesPlainHTTP(t *testing.T) {
+	fs := &fakeServer{}
+	srv := httptest.NewServer(fs.handler(t))
+	t.Cleanup(srv.Close)
+	ca, err := pki.NewCA("a CA", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, _ := pki.ParseCertificates(ca.CertPEM)
+	a, _ := pinnedAgent(t, srv.URL, pki.Pin(certs[0]))
+	err = a.Run(context.Background())
+	if !errors.Is(err, pki.ErrPlainHTTP) || !strings.Contains(err.Error(), srv.URL) {
+		t.Fatalf("got %v, want ErrPlainHTTP naming %s", err, srv.URL)
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.joined.Token != "" {
+		t.Fatal("the server received the join token over plain HTTP")
 	}
 }

@@ -5,7 +5,6 @@
 package pki
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -20,8 +19,10 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -166,25 +167,63 @@ func Covers(cert *x509.Certificate, hosts []string, until time.Time) bool {
 
 // PinnedTransport reaches servers whose presented chain includes the CA
 // with that pin, and whose certificate that CA signed for the host
-// dialed. Nothing is sent to a server that fails it.
-func PinnedTransport(pin string) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
+// dialed. Nothing is sent to a server that fails it, nor over plain
+// http:// (the pin would protect nothing there). The check sits in the
+// TLS configuration, not in a dialer, so it holds through an HTTPS proxy
+// too: Go's transport tunnels through CONNECT and then uses
+// TLSClientConfig, never DialTLSContext. The host a certificate must name
+// is not in the TLS connection state when it is an IP address, so each
+// host gets a transport of its own that knows it.
+func PinnedTransport(pin string) http.RoundTripper {
+	return &pinnedTransport{pin: pin, proxy: http.ProxyFromEnvironment, byHost: map[string]*http.Transport{}}
+}
+
+// ErrPlainHTTP is a pinned client's refusal of an http:// URL.
+var ErrPlainHTTP = errors.New("refusing plain http:// with a CA pin: the server's URL must be https://")
+
+type pinnedTransport struct {
+	pin    string
+	proxy  func(*http.Request) (*url.URL, error)
+	mu     sync.Mutex
+	byHost map[string]*http.Transport
+}
+
+func (p *pinnedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" {
+		if r.Body != nil {
+			r.Body.Close()
 		}
-		d := tls.Dialer{Config: &tls.Config{
-			MinVersion: tls.VersionTLS12,
-			ServerName: host,
-			// The chain is verified against the pinned CA in
-			// VerifyConnection instead of the system's roots.
-			InsecureSkipVerify: true, //nolint:gosec
-			VerifyConnection:   func(cs tls.ConnectionState) error { return verifyPinned(cs, pin, host) },
-		}}
-		return d.DialContext(ctx, network, addr)
+		return nil, fmt.Errorf("%s: %w", r.URL.Redacted(), ErrPlainHTTP)
 	}
+	return p.forHost(r.URL.Hostname()).RoundTrip(r)
+}
+
+func (p *pinnedTransport) forHost(host string) *http.Transport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t, ok := p.byHost[host]; ok {
+		return t
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = p.proxy
+	t.TLSClientConfig = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: host,
+		// The chain is verified against the pinned CA in VerifyConnection
+		// instead of the system's roots.
+		InsecureSkipVerify: true, //nolint:gosec
+		VerifyConnection:   func(cs tls.ConnectionState) error { return verifyPinned(cs, p.pin, host) },
+	}
+	p.byHost[host] = t
 	return t
+}
+
+func (p *pinnedTransport) CloseIdleConnections() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.byHost {
+		t.CloseIdleConnections()
+	}
 }
 
 func verifyPinned(cs tls.ConnectionState, pin, host string) error {
