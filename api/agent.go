@@ -109,6 +109,10 @@ type JoinTokenRequest struct {
 	Cluster string `json:"cluster"`
 	Group   string `json:"group"`
 	TTL     string `json:"ttl,omitempty"`
+	// Reusable is how many machines the token may join: 0 or 1, one
+	// (the default, as kubeadm's tokens are for one use unless told);
+	// -1 no limit until it expires.
+	Reusable int `json:"reusable,omitempty"`
 }
 
 // JoinTokenResponse returns a join token.

@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/internal/randid"
 	"github.com/gantry-dev/gantry/provider/external"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
@@ -21,6 +22,9 @@ import (
 
 // handleJoin exchanges a join token for a machine credential.
 func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
+	if s.authBlocked(w, r) {
+		return
+	}
 	var req api.JoinRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -31,6 +35,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	if !stored {
 		var err error
 		if claims, err = s.verifySignedJoin(req); err != nil {
+			if httpErr, ok := errors.AsType[*httpError](err); ok && httpErr.status == http.StatusUnauthorized {
+				s.authFailed(r)
+			}
 			s.writeError(w, r, err)
 			return
 		}
@@ -83,6 +90,9 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 			api.FormatCPU(m.Capacity.MilliCPU), api.FormatBytes(m.Capacity.MemoryBytes), m.Runtimes)
 	})
 	if err != nil {
+		if httpErr, ok := errors.AsType[*httpError](err); ok && httpErr.status == http.StatusUnauthorized {
+			s.authFailed(r)
+		}
 		s.writeError(w, r, err)
 		return
 	}
@@ -166,9 +176,20 @@ func (s *Server) machineForJoin(tx store.Tx, claims auth.JoinClaims, req api.Joi
 		if !m.Live() || m.FleetState == api.FleetTerminating {
 			return nil, false, errorf(http.StatusGone, "gone", "", "machine %s is %s", m.ID, m.FleetState)
 		}
+		if m.JoinedAt != nil {
+			// A launched machine's token is for its first join only: it
+			// stays on the machine's disk or in its user data, and must not
+			// let its holder take the machine's credential.
+			return nil, false, errorf(http.StatusUnauthorized, "unauthorized", "token", "machine %s has joined already: its join token is used up", m.ID)
+		}
 		return m, false, nil
 	}
 	id := req.MachineID
+	if id != "" {
+		if err := spec.ValidateMachineID(id); err != nil {
+			return nil, false, errorf(http.StatusBadRequest, "invalid", "machineId", "%v", err)
+		}
+	}
 	if id == "" {
 		id = fmt.Sprintf("%s-%s-%s", claims.Cluster, claims.Group, claims.Nonce[:6])
 	}
@@ -405,7 +426,8 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleCreateJoinToken mints a join token for a machine Gantry did not
-// launch (bare metal, a machine made by hand).
+// launch (bare metal, a machine made by hand). It is a stored join token,
+// counted at each join: single-use unless the request says Reusable.
 func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 	var req api.JoinTokenRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
@@ -421,18 +443,32 @@ func (s *Server) handleCreateJoinToken(w http.ResponseWriter, r *http.Request) {
 		}
 		ttl = d
 	}
-	err := s.store.View(r.Context(), func(tx store.Tx) error { return checkGroup(tx, req.Cluster, req.Group) })
+	maxUses := 1
+	switch {
+	case req.Reusable > 1:
+		maxUses = req.Reusable
+	case req.Reusable == -1:
+		maxUses = 0
+	case req.Reusable < 0:
+		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", "reusable", "reusable: want a number of machines, or -1 for no limit; got %d", req.Reusable))
+		return
+	}
+	now := s.clock.Now().UTC()
+	expires := now.Add(ttl)
+	tok := &api.Token{ID: "tk-" + randid.Hex(8), Kind: api.TokenJoin, Description: "join-token", Cluster: req.Cluster, Group: req.Group,
+		CreatedAt: now, ExpiresAt: &expires, MaxUses: maxUses}
+	secret := auth.NewJoinToken(tok.ID, s.caPin())
+	err := s.store.Update(r.Context(), func(tx store.Tx) error {
+		if err := checkGroup(tx, req.Cluster, req.Group); err != nil {
+			return err
+		}
+		return tx.PutToken(tok, auth.HashSecret(secret))
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	expires := s.clock.Now().Add(ttl)
-	token, err := s.signer.Mint(auth.JoinClaims{Cluster: req.Cluster, Group: req.Group, ExpiresAt: expires})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, api.JoinTokenResponse{Token: token, ExpiresAt: expires.UTC(), CACertHash: s.caPin()})
+	writeJSON(w, http.StatusCreated, api.JoinTokenResponse{Token: secret, ExpiresAt: expires, CACertHash: s.caPin()})
 }
 
 // checkGroup: the cluster exists and has the capacity group.

@@ -73,8 +73,14 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
+		if s.authBlocked(w, r) {
+			return
+		}
 		p, err := s.authenticate(r)
 		if err != nil {
+			if apiErr, ok := errors.AsType[*httpError](err); ok && apiErr.status == http.StatusUnauthorized {
+				s.authFailed(r)
+			}
 			s.writeError(w, r, err)
 			return
 		}

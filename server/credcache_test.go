@@ -32,7 +32,7 @@ func TestCredentialCache(t *testing.T) {
 // A caller over its rate of mutating calls gets 429 naming the limit, and
 // the call changes nothing; reads and other callers are not limited.
 func TestMutatingCallsAreRateLimited(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.MutatingRate, c.MutatingBurst = 0.001, 2 })
+	ts := startServer(t, func(c *Config) { c.RateLimits.MutatingRate, c.RateLimits.MutatingBurst = 0.001, 2 })
 	body := []byte(testCluster)
 	for range 2 {
 		if status, eb := ts.do(t, "POST", "/v1/apply", ts.AdminToken(), "application/yaml", body); status != 200 {

@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/controller"
+	"github.com/gantry-dev/gantry/internal/ratelimit"
 	"github.com/gantry-dev/gantry/internal/version"
 	"github.com/gantry-dev/gantry/leader"
 	"github.com/gantry-dev/gantry/metrics"
@@ -83,10 +84,9 @@ type Config struct {
 	// LogAttachTimeout the longest `gantry logs` waits for the agent.
 	LogPollWait      time.Duration
 	LogAttachTimeout time.Duration
-	// MutatingRate and MutatingBurst limit each caller's mutating calls
-	// (per token; per address for joins); 0 disables the limit.
-	MutatingRate  float64
-	MutatingBurst int
+	// RateLimits bound mutating calls per caller and failed
+	// authentications per address.
+	RateLimits RateLimits
 	// CredentialCacheTTL is how long a verified machine credential is
 	// accepted without reading the store again (0: always read).
 	CredentialCacheTTL time.Duration
@@ -156,8 +156,9 @@ type Config struct {
 func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
-		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 10 * time.Second, MutatingRate: 50, MutatingBurst: 100,
+		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 10 * time.Second,
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
+		RateLimits:     DefaultRateLimits(),
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker:      dockerprovider.DefaultConfig(""),
@@ -242,7 +243,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
-		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.MutatingRate, cfg.MutatingBurst), lock: lock, ready: make(chan struct{})}
+		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
@@ -493,6 +494,11 @@ func (s *Server) Handler() http.Handler {
 	apiMux := s.apiHandler()
 	uiCfg := s.cfg.UI
 	uiCfg.SecureCookie = s.tls != nil
+	limits := s.cfg.RateLimits
+	uiCfg.SignInFailures = ratelimit.Config{PerSecond: limits.AuthFailureRate, Burst: limits.AuthFailureBurst, MaxKeys: limits.Callers, ReportEvery: limits.AuditEvery}
+	uiCfg.SignInRefused = func(r *http.Request, l *ratelimit.Limiter, address string) {
+		s.auditRejection(l, r, address, "SignInLimited")
+	}
 	dash, err := ui.New(uiCfg, apiMux, s.clock.Now, s.log)
 	if err != nil {
 		s.log.Error("dashboard disabled", "err", err)

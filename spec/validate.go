@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -548,4 +549,21 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// machineIDRe is a DNS label: what a hand-joined machine may call itself.
+var machineIDRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// ValidateMachineID checks the id a machine asks for when it joins by
+// hand: a DNS label (lowercase letters, digits, hyphens; at most 63), so
+// it is safe in paths, credentials, names and terminals.
+func ValidateMachineID(id string) error {
+	if len(id) > 63 || !machineIDRe.MatchString(id) {
+		shown := id
+		if len(shown) > 70 {
+			shown = shown[:70] + "…"
+		}
+		return fmt.Errorf("%q is not a valid machine id (lowercase letters, digits and hyphens, starting and ending with a letter or digit, at most 63 characters)", shown)
+	}
+	return nil
 }

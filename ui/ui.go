@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/ratelimit"
 )
 
 //go:embed templates/*.html
@@ -40,11 +41,18 @@ type Config struct {
 	// SecureCookie marks the session cookie HTTPS-only (the server sets it
 	// when it serves TLS).
 	SecureCookie bool
+	// SignInFailures limits failed sign-ins per client address (the
+	// server sets it from its own limit of failed authentications).
+	SignInFailures ratelimit.Config
+	// SignInRefused, when set, hears of each sign-in refused for too many
+	// failures (the server audits them).
+	SignInRefused func(r *http.Request, limit *ratelimit.Limiter, address string)
 }
 
 // DefaultConfig returns the dashboard's defaults.
 func DefaultConfig() Config {
-	return Config{SessionTTL: 12 * time.Hour, LiveInterval: time.Second, PageSize: 100, EventLimit: 500}
+	return Config{SessionTTL: 12 * time.Hour, LiveInterval: time.Second, PageSize: 100, EventLimit: 500,
+		SignInFailures: ratelimit.Config{PerSecond: 1, Burst: 20, MaxKeys: 10_000}}
 }
 
 // Dashboard serves /ui.
@@ -55,6 +63,8 @@ type Dashboard struct {
 	now      func() time.Time
 	sessions *sessions
 	pages    *template.Template
+	// failures counts failed sign-ins per client address.
+	failures *ratelimit.Limiter
 }
 
 // New returns the dashboard over api, the server's own HTTP API handler.
@@ -66,7 +76,8 @@ func New(cfg Config, api http.Handler, now func() time.Time, log *slog.Logger) (
 	if err != nil {
 		return nil, fmt.Errorf("ui templates: %w", err)
 	}
-	return &Dashboard{cfg: cfg, api: api, log: log, now: now, sessions: newSessions(cfg.SessionTTL, now), pages: pages}, nil
+	return &Dashboard{cfg: cfg, api: api, log: log, now: now, sessions: newSessions(cfg.SessionTTL, now), pages: pages,
+		failures: ratelimit.New(cfg.SignInFailures)}, nil
 }
 
 // Handler serves /ui and everything under it.
@@ -120,6 +131,16 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
 // login checks the token by reading the clusters with it: an admin or a
 // read-only token may; a machine credential or a join token may not.
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+	address := ratelimit.AddressKey(r.RemoteAddr)
+	if d.failures.Exhausted(address, d.now()) {
+		if d.cfg.SignInRefused != nil {
+			d.cfg.SignInRefused(r, d.failures, address)
+		}
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		d.render(w, "login", map[string]string{"Error": "too many failed sign-ins from this address: wait and try again"})
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if token == "" {
 		w.WriteHeader(http.StatusBadRequest)
@@ -131,6 +152,8 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		var apiErr *client.APIError
 		if !errors.As(err, &apiErr) || (apiErr.Status != http.StatusUnauthorized && apiErr.Status != http.StatusForbidden) {
 			status, msg = http.StatusBadGateway, "the server could not check the token: "+err.Error()
+		} else {
+			d.failures.Allow(address, d.now())
 		}
 		w.WriteHeader(status)
 		d.render(w, "login", map[string]string{"Error": msg})

@@ -227,7 +227,7 @@ func kindLower(kind string) string {
 func newJoinTokenCmd(g *globals) *cobra.Command {
 	var req api.JoinTokenRequest
 	cmd := &cobra.Command{
-		Use:   "join-token --cluster NAME --group GROUP",
+		Use:   "join-token --cluster NAME --group GROUP [--reusable N]",
 		Short: "Mint a join token for a machine Gantry did not launch",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -246,5 +246,6 @@ func newJoinTokenCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&req.Cluster, "cluster", "", "cluster the machine joins")
 	cmd.Flags().StringVar(&req.Group, "group", "", "capacity group the machine belongs to")
 	cmd.Flags().StringVar(&req.TTL, "ttl", "", "validity (default: the server's join token TTL)")
+	cmd.Flags().IntVar(&req.Reusable, "reusable", 0, "machines the token may join (default 1; -1 for no limit until it expires)")
 	return cmd
 }

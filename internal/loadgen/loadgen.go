@@ -124,7 +124,7 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 	if _, err := admin.Apply(ctx, fmt.Appendf(nil, clusterSpec, cfg.Cluster, cfg.Machines)); err != nil {
 		return nil, fmt.Errorf("apply the load cluster: %w", err)
 	}
-	tok, err := admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cfg.Cluster, Group: "load", TTL: "24h"})
+	tok, err := admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cfg.Cluster, Group: "load", TTL: "24h", Reusable: -1})
 	if err != nil {
 		return nil, fmt.Errorf("mint a join token: %w", err)
 	}

@@ -18,7 +18,7 @@ func startServer(t testing.TB) (*server.Server, []byte) {
 	cfg.Listen = "127.0.0.1:0"
 	// Joins are limited per client address, and the generator joins
 	// every machine from one: it would take 10,000 / 50 s.
-	cfg.MutatingRate = 0
+	cfg.RateLimits.MutatingRate = 0
 	srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
