@@ -207,3 +207,40 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// unreachableStore hangs every read while cut is set, as a PostgreSQL
+// server behind a dropped network does.
+type unreachableStore struct {
+	store.Store
+	cut *atomic.Bool
+}
+
+func (u unreachableStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	if u.cut.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return u.Store.View(ctx, fn)
+}
+
+// A server whose last writes succeeded but whose store no longer answers
+// is not healthy: /healthz asks the store, bounded in time.
+func TestHealthAsksTheStore(t *testing.T) {
+	var cut atomic.Bool
+	ts := startServer(t, func(c *Config) {
+		c.HealthPing = HealthPing{Timeout: 100 * time.Millisecond, Cache: time.Nanosecond}
+		c.WrapStore = func(s store.Store) store.Store { return unreachableStore{Store: s, cut: &cut} }
+	})
+	if code, _ := ts.get(t, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz before the cut: %d", code)
+	}
+	cut.Store(true)
+	code, body := ts.get(t, "/healthz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "store-unreachable") {
+		t.Fatalf("/healthz with the store cut off: %d %s", code, body)
+	}
+	cut.Store(false)
+	if code, _ := ts.get(t, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz after the store came back: %d", code)
+	}
+}

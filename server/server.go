@@ -42,8 +42,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// handleHealth is 200 while the store accepts writes, 503 with the
-// store's error while it does not; it says whether this server leads.
+// handleHealth is 200 while the store answers and accepts writes, 503
+// with the store's error while it does not; it says whether this server
+// leads. The store is asked (a bounded read, kept for HealthPing.Cache so
+// that callers of this public path cannot load it): a server whose writes
+// last succeeded may have lost its database since.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	v := version.Get()
 	body := map[string]any{"status": "ok", "server": s.elector.Holder(), "leader": s.elector.Leading(), "version": v.Version, "commit": v.Commit}
@@ -51,8 +54,49 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if h := s.store.Health(); !h.Healthy {
 		status = http.StatusServiceUnavailable
 		body["status"], body["error"], body["since"] = "store-unavailable", h.Error, h.Since.UTC().Format(time.RFC3339)
+	} else if err := s.ping.check(r.Context(), s.store, s.clock.Now()); err != nil {
+		status = http.StatusServiceUnavailable
+		body["status"], body["error"] = "store-unreachable", err.Error()
 	}
 	writeJSON(w, status, body)
+}
+
+// HealthPing bounds /healthz's read of the store.
+type HealthPing struct {
+	// Timeout is the longest the read may take before the store counts
+	// as unreachable.
+	Timeout time.Duration
+	// Cache is how long an answer is reused.
+	Cache time.Duration
+}
+
+type storePing struct {
+	cfg    HealthPing
+	mu     sync.Mutex
+	at     time.Time
+	result error
+}
+
+func (p *storePing) check(ctx context.Context, st store.Store, now time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.at.IsZero() && now.Sub(p.at) < p.cfg.Cache && now.After(p.at) {
+		return p.result
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Timeout)
+	defer cancel()
+	err := st.View(ctx, func(tx store.Tx) error {
+		_, err := tx.GetMeta("healthz")
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		err = fmt.Errorf("store did not answer a read within %s: %w", p.cfg.Timeout, err)
+	}
+	p.at, p.result = now, err
+	return err
 }
 
 // OpenAPI is the API's description, served at /v1/openapi.json.
@@ -97,6 +141,8 @@ type Config struct {
 	// heartbeats, per lease of its group: its primary's lease is renewed
 	// with them, and a replica learns a promotion from them.
 	HeartbeatsPerLease int
+	// HealthPing bounds the store read /healthz makes.
+	HealthPing HealthPing
 	// ReadHeaderTimeout and ShutdownTimeout of the HTTP server.
 	ReadHeaderTimeout time.Duration
 	// BodyReadTimeout bounds reading a request's body. IdleTimeout closes
@@ -159,6 +205,7 @@ func DefaultConfig(dataDir string) Config {
 		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 10 * time.Second,
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		RateLimits:     DefaultRateLimits(),
+		HealthPing:     HealthPing{Timeout: 2 * time.Second, Cache: time.Second},
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
 		Docker:      dockerprovider.DefaultConfig(""),
@@ -209,6 +256,7 @@ type Server struct {
 	// credentials are machine credentials verified lately.
 	credentials *credentialCache
 	rates       *rateLimits
+	ping        *storePing
 	promReg     *prometheus.Registry
 	metrics     *metrics.Metrics
 	scratch     scratchPlan
@@ -243,7 +291,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
-		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), lock: lock, ready: make(chan struct{})}
+		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
