@@ -85,6 +85,11 @@ func (l *leakScan) check() {
 // Secret do hold it in their environment (the search would find it).
 func TestSecretValuesLeakNowhere(t *testing.T) {
 	dir := t.TempDir()
+	// A value only the server's environment holds (as its admin token,
+	// encryption key or an environment-sourced Secret would be): no agent
+	// may inherit it.
+	serverOnly := "server-only-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Setenv("GANTRY_TEST_SERVER_ONLY", serverOnly)
 	s := startServer(t, dir, "--local-exit-with-server")
 	scan := &leakScan{t: t, places: map[string][]byte{}, secrets: []string{leakDBPassword, "rotated-" + leakDBPassword, leakOTLPToken}}
 	cli := func(wantCode int, args ...string) string {
@@ -125,12 +130,12 @@ func TestSecretValuesLeakNowhere(t *testing.T) {
 	// A rotation rolls the replicas that use the Secret.
 	cli(0, "secret", "create", "db", "--overwrite", "--from-file", "password="+secretFile("pw", "rotated-"+leakDBPassword))
 	waitFor(t, "the rotated value in the user replicas", func() (bool, string) {
-		for _, pid := range pidsOfService("user") {
+		for _, pid := range pidsOfService(dir, "user") {
 			if !bytes.Contains(environOf(pid), []byte("DB_PASSWORD=rotated-"+leakDBPassword)) {
 				return false, fmt.Sprintf("pid %d still has the old value", pid)
 			}
 		}
-		return len(pidsOfService("user")) == 2, fmt.Sprintf("%d user replicas run", len(pidsOfService("user")))
+		return len(pidsOfService(dir, "user")) == 2, fmt.Sprintf("%d user replicas run", len(pidsOfService(dir, "user")))
 	})
 
 	// A lost machine: its replicas move, with their secrets.
@@ -154,15 +159,23 @@ func TestSecretValuesLeakNowhere(t *testing.T) {
 
 	scanAPI(t, s, scan)
 	scanProcess(scan, "the server", s.cmd.Process.Pid)
+	agents := 0
 	for _, inst := range localInstances(dir) {
 		if inst.PID > 0 && processAlive(inst.PID, inst.ID) {
 			scanProcess(scan, "agent "+inst.ID, inst.PID)
+			agents++
+			if env := environOf(inst.PID); bytes.Contains(env, []byte(serverOnly)) || !bytes.Contains(env, []byte("PATH=")) {
+				t.Errorf("agent %s: its environment holds the server's own variables, or lacks PATH: %q", inst.ID, env)
+			}
 		}
 	}
-	for _, pid := range pidsOfService("bystander") {
+	if agents == 0 {
+		t.Fatal("no agent process found: the scan of agents would look at nothing")
+	}
+	for _, pid := range pidsOfService(dir, "bystander") {
 		scanProcess(scan, "a bystander replica", pid)
 	}
-	users := pidsOfService("user")
+	users := pidsOfService(dir, "user")
 	if len(users) == 0 {
 		t.Fatal("no user replica process found: the scan would look at nothing")
 	}
@@ -249,13 +262,20 @@ func environOf(pid int) []byte {
 }
 
 // pidsOfService finds the replica processes of a service by the
-// GANTRY_SERVICE variable every replica has.
-func pidsOfService(service string) []int {
+// GANTRY_SERVICE variable every replica has, among the children of this
+// test's agents only (other tests on the host may run a "user").
+func pidsOfService(dataDir, service string) []int {
+	agents := map[int]bool{}
+	for _, inst := range localInstances(dataDir) {
+		if inst.PID > 0 {
+			agents[inst.PID] = true
+		}
+	}
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || !agents[parentOf(pid)] {
 			continue
 		}
 		for _, kv := range bytes.Split(environOf(pid), []byte{0}) {
@@ -265,4 +285,19 @@ func pidsOfService(service string) []int {
 		}
 	}
 	return pids
+}
+
+// parentOf reads a process's parent id from /proc (0 when gone).
+func parentOf(pid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: fields start after it.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }

@@ -45,8 +45,18 @@ type Config struct {
 	// left outside its process group (containers of agents using the
 	// docker runtime), by machine name.
 	ReleaseMachine func(ctx context.Context, machineID string) error
-	Logger         *slog.Logger
+	// PassEnv names the variables of this process an agent inherits (when
+	// set here); nothing else of the server's environment reaches it,
+	// since that holds the admin token, the encryption key and secret
+	// values. Default: DefaultPassEnv.
+	PassEnv []string
+	Logger  *slog.Logger
 }
+
+// DefaultPassEnv is what an agent needs of its host's environment: where
+// programs are, a home and temporary directory, the locale, and how to
+// reach the Docker Engine.
+var DefaultPassEnv = []string{"PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL", "DOCKER_HOST", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "GOCOVERDIR"}
 
 type record struct {
 	provisioner.Instance
@@ -74,6 +84,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.PassEnv == nil {
+		cfg.PassEnv = DefaultPassEnv
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider state dir: %w", err)
@@ -173,6 +186,7 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 		args = append(append([]string{}, args...), "--join-token-file", tokenPath)
 	}
 	cmd := exec.Command(p.cfg.AgentBinary, args...)
+	cmd.Env = agentEnv(p.cfg.PassEnv, os.LookupEnv)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p.cfg.ExitWithServer {
@@ -191,6 +205,18 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 		close(done)
 	}()
 	return nil
+}
+
+// agentEnv is the explicit environment of an agent: the variables named
+// in pass that are set.
+func agentEnv(pass []string, lookup func(string) (string, bool)) []string {
+	env := []string{}
+	for _, name := range pass {
+		if v, ok := lookup(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
 }
 
 // Terminate stops the machine's agent (SIGTERM, then SIGKILL of its whole

@@ -244,3 +244,47 @@ func TestAgentStartedButNotRecordedIsAdopted(t *testing.T) {
 		t.Fatal("the adopted agent still runs after terminate")
 	}
 }
+
+// An agent that writes its environment into its data dir, then idles.
+const envDumpingAgent = `#!/bin/sh
+for a in "$@"; do [ "$prev" = --data-dir ] && dir=$a; prev=$a; done
+env > "$dir/env.txt"
+while :; do sleep 1; done
+`
+
+// A local machine's agent gets an explicit, minimal environment: the
+// server's admin token, encryption key and secret values stay with it.
+func TestAgentsDoNotInheritTheServersEnvironment(t *testing.T) {
+	t.Setenv("GANTRY_ADMIN_TOKEN", "admin-token-must-not-leak")
+	t.Setenv("GANTRY_ENCRYPTION_KEY", "encryption-key-must-not-leak")
+	t.Setenv("DB_PASSWORD", "secret-value-must-not-leak")
+	bin := filepath.Join(t.TempDir(), "env-agent")
+	if err := os.WriteFile(bin, []byte(envDumpingAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{AgentBinary: bin, StateDir: t.TempDir(), StopGrace: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.ShutdownAll(context.Background()) })
+	inst, err := p.Launch(context.Background(), launchSpec("env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, p, inst.ID, provisioner.StateRunning)
+	envFile := filepath.Join(p.machineDir(inst.ID), "env.txt")
+	var env []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if env, err = os.ReadFile(envFile); err == nil && strings.Contains(string(env), "PATH=") {
+			break
+		}
+	}
+	if !strings.Contains(string(env), "PATH=") {
+		t.Fatalf("the agent's environment has no PATH: %q", env)
+	}
+	for _, leak := range []string{"must-not-leak", "GANTRY_ADMIN_TOKEN", "GANTRY_ENCRYPTION_KEY", "DB_PASSWORD"} {
+		if strings.Contains(string(env), leak) {
+			t.Fatalf("the agent's environment holds %s:\n%s", leak, env)
+		}
+	}
+}
