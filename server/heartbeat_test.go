@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,9 +102,11 @@ func TestInventoryIsCappedByTheInstanceType(t *testing.T) {
 	var offered api.Resources
 	if err := ts.store.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if offered, err = ts.offered(tx, m); err != nil {
-			return err
+		it, err := ts.instanceType(tx, m)
+		if err != nil || it == nil {
+			return fmt.Errorf("instance type of m1: %v", err)
 		}
+		offered = it.Resources()
 		return tx.CreateMachine(m)
 	}); err != nil {
 		t.Fatal(err)

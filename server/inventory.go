@@ -7,6 +7,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // records what it cut and a launched machine's move (new zone or
 // addresses) as events.
 func (s *Server) checkInventory(tx store.Tx, m *api.Machine, inv api.Inventory, now time.Time) (api.Inventory, error) {
-	offered, err := s.offered(tx, m)
+	offered, err := s.instanceType(tx, m)
 	if err != nil {
 		return inv, err
 	}
@@ -35,27 +36,27 @@ func (s *Server) checkInventory(tx store.Tx, m *api.Machine, inv api.Inventory, 
 	return inv, nil
 }
 
-// offered is what m's instance type offers in its provider's catalog
-// (zero when unknown: a machine joined by hand has no type).
-func (s *Server) offered(tx store.Tx, m *api.Machine) (api.Resources, error) {
+// instanceType is m's instance type in its provider's catalog (nil when
+// unknown: a machine joined by hand has no type).
+func (s *Server) instanceType(tx store.Tx, m *api.Machine) (*provisioner.InstanceType, error) {
 	if m.InstanceType == "" {
-		return api.Resources{}, nil
+		return nil, nil
 	}
 	cl, err := tx.GetCluster(m.Cluster)
 	if errors.Is(err, store.ErrNotFound) {
-		return api.Resources{}, nil
+		return nil, nil
 	}
 	if err != nil {
-		return api.Resources{}, err
+		return nil, err
 	}
 	types, ok := s.registry.Catalog(cl.Spec.Provider)
 	if !ok {
-		return api.Resources{}, nil
+		return nil, nil
 	}
 	for _, it := range types {
 		if it.Name == m.InstanceType {
-			return it.Resources(), nil
+			return &it, nil
 		}
 	}
-	return api.Resources{}, nil
+	return nil, nil
 }
