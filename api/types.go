@@ -427,6 +427,14 @@ type Machine struct {
 	// the machine was launched through.
 	ProviderKey string `json:"providerKey,omitempty"`
 	ProviderID  string `json:"providerId,omitempty"`
+	// InstanceKnownAt is when Gantry learned ProviderID (the launch's
+	// answer, or a list that found the instance by its tags): a list
+	// begun before then cannot say the instance is gone.
+	InstanceKnownAt *time.Time `json:"instanceKnownAt,omitempty"`
+	// ReportedInstance is the instance id the agent saw on its machine
+	// (cloud metadata, its launch arguments), reported at join; only the
+	// provider's answer or its tags make it the ProviderID.
+	ReportedInstance string `json:"reportedInstance,omitempty"`
 	// TemplateHash is the group template the machine was launched with.
 	TemplateHash string            `json:"templateHash,omitempty"`
 	LaunchKey    string            `json:"launchKey"`

@@ -40,7 +40,9 @@ func (machines) Decide(p *Pass, clusters []string) {
 // intent whose instance exists gets it (the call's answer was lost), a
 // machine whose instance is gone is terminated, and a tagged instance no
 // live machine owns is terminated once older than OrphanGrace. Machines
-// recorded after the list began are not judged by it.
+// recorded after the list began are not judged by it, nor is an instance
+// Gantry learned of after the list began (its launch answered while the
+// list ran): an observation older than what it would judge says nothing.
 func (p *Pass) recoverInstances() {
 	keys := make([]string, 0, len(p.snap.Inventories))
 	for k := range p.snap.Inventories {
@@ -63,7 +65,7 @@ func (p *Pass) recoverInstances() {
 				if err := fleet.Launched(m, inst, p.now); err == nil {
 					p.plan.Adoptions = append(p.plan.Adoptions, Adoption{Machine: m.ID, Instance: inst})
 				}
-			case !found && m.ProviderID != "" && m.FleetState != api.FleetTerminating:
+			case !found && m.ProviderID != "" && m.FleetState != api.FleetTerminating && instanceKnownBefore(m, inv.At):
 				p.terminate(m, CauseVanished, "instance "+m.ProviderID+" no longer exists", false)
 			}
 		}
@@ -74,6 +76,16 @@ func (p *Pass) recoverInstances() {
 			}
 		}
 	}
+}
+
+// instanceKnownBefore: Gantry knew m's instance before at (machines of
+// before the time was kept count from their creation).
+func instanceKnownBefore(m *api.Machine, at time.Time) bool {
+	known := m.CreatedAt
+	if m.InstanceKnownAt != nil {
+		known = *m.InstanceKnownAt
+	}
+	return known.Before(at)
 }
 
 // listProviders asks for the tagged instances of every provider in use

@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -250,4 +251,29 @@ func terminated(p decide.Plan, id string) *decide.Terminate {
 		}
 	}
 	return nil
+}
+
+// A fresh leader lists its provider in the same pass that records its
+// first launch intents: the list may finish before the launches are
+// answered, and must not then judge the instances they made as gone
+// (every fresh `gantry dev` launched, killed and relaunched its machines).
+func TestAListOlderThanALaunchAnswerDoesNotJudgeIt(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 5))
+	m := h.Machine("c", "g", "small", launching(h, ""))
+	listBegan := h.Now.Add(time.Millisecond)
+	answered := h.Now.Add(2 * time.Millisecond)
+	if err := fleet.Launched(m, provisioner.Instance{ID: "i-new"}, answered); err != nil {
+		t.Fatal(err)
+	}
+	h.Step(3 * time.Millisecond)
+	h.Snap.Inventories[decidetest.Provider] = decide.Inventory{At: listBegan}
+	if plan := h.Decide(); terminated(plan, m.ID) != nil {
+		t.Fatalf("a list begun before the launch was answered terminated its instance: %+v", plan.Terminates)
+	}
+	h.Step(time.Second)
+	h.Snap.Inventories[decidetest.Provider] = decide.Inventory{At: h.Now}
+	if term := terminated(h.Decide(), m.ID); term == nil || term.Cause != decide.CauseVanished {
+		t.Fatal("a list begun after the answer that lacks the instance must find it vanished")
+	}
 }

@@ -82,6 +82,10 @@ func SetFleetState(m *api.Machine, to api.FleetState, now time.Time) error {
 // agent may have joined before the launch call returned: addresses it
 // reported stay unless the provider knows some.
 func Launched(m *api.Machine, inst provisioner.Instance, now time.Time) error {
+	if m.ProviderID != inst.ID || m.InstanceKnownAt == nil {
+		t := now.UTC()
+		m.InstanceKnownAt = &t
+	}
 	m.ProviderID = inst.ID
 	if len(inst.Addresses) > 0 {
 		m.Addresses = inst.Addresses
