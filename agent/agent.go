@@ -390,7 +390,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 		}
 	}
 	inv := api.Inventory{Capacity: capacity, GPUs: gpus, Runtimes: runtimes, Labels: a.cfg.Labels,
-		Zone: a.cfg.Zone, Version: a.cfg.Version, TemplateVersion: a.cfg.TemplateVersion}
+		Zone: a.cfg.Zone, Version: a.cfg.Version, TemplateVersion: a.cfg.TemplateVersion, InstanceID: a.cfg.ProviderID}
 	if a.cfg.Address != "" {
 		inv.Addresses = []string{a.cfg.Address}
 	}

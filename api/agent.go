@@ -15,6 +15,9 @@ type Inventory struct {
 	// TemplateVersion is the cluster's agent.version the machine was
 	// launched with (its agent is told it at boot).
 	TemplateVersion string `json:"templateVersion,omitempty"`
+	// InstanceID is the provider's id of this machine as the agent sees
+	// it (its launch arguments, the container id, cloud metadata).
+	InstanceID string `json:"instanceId,omitempty"`
 }
 
 // JoinRequest is sent once by a new agent, with its join token.

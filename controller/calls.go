@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -243,16 +244,23 @@ func (c *calls) terminate(id, key, diagnose string) {
 		if diagnose != "" {
 			c.diagnose(ctx, m, prov, diagnose)
 		}
-		if m.ProviderID != "" {
-			if err := prov.Terminate(ctx, m.ProviderID); err != nil {
-				c.Log.Warn("terminate failed; will retry", "machine", id, "instance", m.ProviderID, "err", err)
-				c.recordOutcome(c.outcome(decide.CallTerminate, m, err))
-				return
+		ids, err := c.instancesOf(ctx, m, prov)
+		for _, instance := range ids {
+			if err != nil {
+				break
 			}
+			if err = prov.Terminate(ctx, instance); errors.Is(err, provisioner.ErrNotFound) {
+				err = nil
+			}
+		}
+		if err != nil {
+			c.Log.Warn("terminate failed; will retry", "machine", id, "instance", m.ProviderID, "err", err)
+			c.recordOutcome(c.outcome(decide.CallTerminate, m, err))
+			return
 		}
 		now := c.Clock.Now()
 		c.update(id, func(m *api.Machine) error { return fleet.SetFleetState(m, api.FleetTerminated, now) }, nil,
-			api.EventNormal, "Terminated", "instance %s terminated; subnet %s released", orNone(m.ProviderID), orNone(m.Subnet))
+			api.EventNormal, "Terminated", "instance %s terminated; subnet %s released", orNone(strings.Join(ids, ",")), orNone(m.Subnet))
 	})
 }
 

@@ -121,6 +121,9 @@ func Joined(m *api.Machine, inv api.Inventory, now time.Time) error {
 
 // ApplyInventory records what the agent reports of its machine.
 func ApplyInventory(m *api.Machine, inv api.Inventory) {
+	if inv.InstanceID != "" {
+		m.ReportedInstance = inv.InstanceID
+	}
 	m.Capacity = inv.Capacity
 	m.Runtimes = append([]string(nil), inv.Runtimes...)
 	sort.Strings(m.Runtimes)
