@@ -33,14 +33,24 @@ type calls struct {
 	observed *observations
 	done     func()
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// term is the leadership term's context: calls run under it and are
+	// cancelled when the term ends, so none outlives the lease's margin.
+	term     context.Context
 	inflight map[string]bool
 	slots    map[string]chan struct{}
 	wg       sync.WaitGroup
 }
 
 func newCalls(cfg CallConfig, d Deps, observed *observations, done func()) *calls {
-	return &calls{cfg: cfg, Deps: d, observed: observed, done: done, inflight: map[string]bool{}, slots: map[string]chan struct{}{}}
+	return &calls{cfg: cfg, Deps: d, observed: observed, done: done, term: context.Background(), inflight: map[string]bool{}, slots: map[string]chan struct{}{}}
+}
+
+// setTerm makes ctx the context of the calls started from now on.
+func (c *calls) setTerm(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.term = ctx
 }
 
 // start runs fn in a worker unless a call for the same subject runs; the
@@ -54,6 +64,7 @@ func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Con
 		return
 	}
 	c.inflight[key] = true
+	term := c.term
 	slot, ok := c.slots[providerKey]
 	if !ok {
 		slot = make(chan struct{}, max(c.cfg.Concurrency, 1))
@@ -69,13 +80,17 @@ func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Con
 			c.mu.Unlock()
 			c.done()
 		}()
-		slot <- struct{}{}
+		select {
+		case slot <- struct{}{}:
+		case <-term.Done():
+			return
+		}
 		defer func() { <-slot }()
-		if c.Leading != nil && !c.Leading() {
+		if (c.Leading != nil && !c.Leading()) || term.Err() != nil {
 			c.Log.Warn("provider call skipped: this server no longer leads", "call", kind, "subject", subject)
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ProviderTimeout)
+		ctx, cancel := context.WithTimeout(term, c.cfg.ProviderTimeout)
 		defer cancel()
 		ctx, span := c.tracer().Start(ctx, "gantry.provider."+kind, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(attribute.String("gantry.subject", subject), attribute.String("gantry.provider_key", providerKey)))
@@ -83,6 +98,11 @@ func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Con
 		fn(ctx)
 	}()
 }
+
+// termEnded says a call's context was cancelled because its leadership
+// term ended (not timed out): what it did not finish is the next
+// leader's to do, and nothing of it is recorded.
+func termEnded(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
 func (c *calls) inFlight() map[string]bool {
 	c.mu.Lock()
@@ -189,6 +209,12 @@ func (c *calls) launch(id, key string) {
 		}
 		c.Metrics.Provisioned(prov.Name(), result)
 		now := c.Clock.Now()
+		if launchErr != nil && termEnded(ctx) {
+			// The intent stays: the next leader sends it again, with the
+			// same idempotency key.
+			c.Log.Warn("launch cancelled: the leadership term ended", "machine", id)
+			return
+		}
 		if launchErr != nil {
 			markFailed(trace.SpanFromContext(ctx), launchErr)
 			c.Log.Warn("launch failed", "machine", id, "err", launchErr)
@@ -252,6 +278,9 @@ func (c *calls) terminate(id, key, diagnose string) {
 			if err = prov.Terminate(ctx, instance); errors.Is(err, provisioner.ErrNotFound) {
 				err = nil
 			}
+		}
+		if err != nil && termEnded(ctx) {
+			return
 		}
 		if err != nil {
 			c.Log.Warn("terminate failed; will retry", "machine", id, "instance", m.ProviderID, "err", err)

@@ -132,12 +132,19 @@ func (c *Controller) HeartbeatInterval() time.Duration {
 func (c *Controller) Ready() <-chan struct{} { return c.ready }
 
 // Run runs passes until ctx ends, then waits for the provider calls under
-// way. It runs once per leadership term: what the last term observed of
-// the providers is forgotten, the store is the memory.
+// way, which run under ctx and so end with it. It runs once per
+// leadership term (ctx is the term's): what the last term observed of the
+// providers is forgotten, the store is the memory.
 func (c *Controller) Run(ctx context.Context) {
 	ticker := c.Clock.NewTicker(c.cfg.Interval)
 	defer ticker.Stop()
-	defer c.calls.wait()
+	c.calls.setTerm(ctx)
+	defer func() {
+		// The term's calls are cancelled with it (ctx): waiting for them
+		// takes only as long as a provider takes to see that.
+		c.calls.wait()
+		c.calls.setTerm(context.Background())
+	}()
 	c.observed.reset()
 	for {
 		began := c.Clock.Now()

@@ -33,6 +33,9 @@ func (c *calls) fence(f decide.Fence, key string) {
 				}
 			}
 		}
+		if err != nil && termEnded(ctx) {
+			return
+		}
 		if err != nil {
 			c.Log.Warn("fence not confirmed; will retry", "machine", m.ID, "group", f.Group, "err", err)
 		}
