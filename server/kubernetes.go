@@ -137,7 +137,7 @@ func (s *Server) desiredOf(tx store.Tx, cl *api.Cluster) (kube.Desired, error) {
 // recordPods records what a cluster's pod watch observed, through the
 // replica state machine, as heartbeats do for machines: a batch in one
 // transaction.
-func (s *Server) recordPods(cluster string, observed []kube.Observed) {
+func (s *Server) recordPods(cluster string, observed []kube.Observed) error {
 	changed := false
 	err := s.fenced.Update(context.Background(), func(tx store.Tx) error {
 		replicas, err := tx.ListReplicas(store.ReplicaFilter{Cluster: cluster})
@@ -170,12 +170,12 @@ func (s *Server) recordPods(cluster string, observed []kube.Observed) {
 		return nil
 	})
 	if err != nil {
-		s.log.Warn("record Pod states", "cluster", cluster, "err", err)
-		return
+		return fmt.Errorf("record Pod states of cluster %s: %w", cluster, err)
 	}
 	if changed {
 		s.ctrl.Trigger()
 	}
+	return nil
 }
 
 // serviceLabels reads a service's labels once per call.

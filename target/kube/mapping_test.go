@@ -53,12 +53,13 @@ func newHarness(t *testing.T, config map[string]string) *harness {
 	return h
 }
 
-func (h *harness) report(_ string, obs []kube.Observed) {
+func (h *harness) report(_ string, obs []kube.Observed) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, o := range obs {
 		h.observed[o.Status.ReplicaID] = o.Status
 	}
+	return nil
 }
 
 func (h *harness) status(id string) api.ReplicaStatus {
@@ -329,7 +330,7 @@ func TestAPIErrorsAreTyped(t *testing.T) {
 			if errs != nil {
 				t.Fatal(errs)
 			}
-			targets := kube.New(kube.DefaultConfig(), slog.New(slog.DiscardHandler), clock.RealClock{}, func(string, []kube.Observed) {}, func() {})
+			targets := kube.New(kube.DefaultConfig(), slog.New(slog.DiscardHandler), clock.RealClock{}, func(string, []kube.Observed) error { return nil }, func() {})
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); targets.Run(ctx) }()

@@ -44,7 +44,7 @@ type Targets struct {
 	cfg    Config
 	log    *slog.Logger
 	clock  clock.Clock
-	report func(cluster string, obs []Observed)
+	report func(cluster string, obs []Observed) error
 	notify func()
 
 	mu      sync.Mutex
@@ -71,7 +71,7 @@ type running struct {
 // New returns the targets. report receives the Pods' states by cluster;
 // notify is called when what a decision depends on changed (an API
 // server's health, a cluster's RuntimeClasses).
-func New(cfg Config, log *slog.Logger, clk clock.Clock, report func(cluster string, obs []Observed), notify func()) *Targets {
+func New(cfg Config, log *slog.Logger, clk clock.Clock, report func(cluster string, obs []Observed) error, notify func()) *Targets {
 	return &Targets{cfg: cfg, log: log, clock: clk, report: report, notify: notify, running: map[string]*running{}}
 }
 
@@ -149,7 +149,7 @@ func (t *Targets) retireLocked(name string, r *running) {
 
 func (t *Targets) startLocked(d Desired, key string) (*running, error) {
 	client, err := Client(d.Settings, t.cfg)
-	w := newWatch(t.cfg, t.log, t.clock, client, func(obs []Observed) { t.report(d.Cluster, obs) }, t.notify)
+	w := newWatch(t.cfg, t.log, t.clock, client, func(obs []Observed) error { return t.report(d.Cluster, obs) }, t.notify)
 	if err != nil {
 		// The watch is kept to report why: its condition says so.
 		w.recordCall(err)

@@ -57,7 +57,7 @@ type watch struct {
 	log    *slog.Logger
 	clock  clock.Clock
 	client kubernetes.Interface
-	report func([]Observed)
+	report func([]Observed) error
 	notify func()
 	wake   chan struct{}
 
@@ -84,7 +84,7 @@ type watch struct {
 	reportable chan struct{}
 }
 
-func newWatch(cfg Config, log *slog.Logger, clk clock.Clock, client kubernetes.Interface, report func([]Observed), notify func()) *watch {
+func newWatch(cfg Config, log *slog.Logger, clk clock.Clock, client kubernetes.Interface, report func([]Observed) error, notify func()) *watch {
 	return &watch{cfg: cfg, log: log, clock: clk, client: client, report: report, notify: notify,
 		wake: make(chan struct{}, 1), applied: map[string]string{}, unreported: map[string]Observed{}, reportable: make(chan struct{}, 1)}
 }
@@ -167,13 +167,9 @@ func (w *watch) start(ctx context.Context, d Desired) {
 	podInformer := ns.Core().V1().Pods().Informer()
 	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.observePod(obj) },
-		UpdateFunc: func(old, obj any) {
-			o, _ := old.(*corev1.Pod)
-			n, _ := obj.(*corev1.Pod)
-			if o == nil || n == nil || o.ResourceVersion != n.ResourceVersion {
-				w.observePod(obj) // not a resync of what was seen
-			}
-		},
+		// A resync hands every Pod over again: reported again, a state a
+		// failed write lost is not lost for good.
+		UpdateFunc: func(_, obj any) { w.observePod(obj) },
 		DeleteFunc: func(any) { w.poke() },
 	})
 	w.onWatchError(podInformer, "list Pods")
@@ -285,13 +281,22 @@ func (w *watch) observePod(obj any) {
 }
 
 // reportStates hands the queued states to the reporter, a batch at a time,
-// until ctx ends.
+// until ctx ends. A batch the reporter could not record goes back in the
+// queue (where a newer state of the same Pod has not replaced it) and is
+// tried again after a backoff.
 func (w *watch) reportStates(ctx context.Context) {
+	backoff := time.Duration(0)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.reportable:
+		if backoff > 0 {
+			if !w.sleep(ctx, backoff) {
+				return
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.reportable:
+			}
 		}
 		w.mu.Lock()
 		batch := make([]Observed, 0, len(w.unreported))
@@ -300,7 +305,24 @@ func (w *watch) reportStates(ctx context.Context) {
 		}
 		w.unreported = map[string]Observed{}
 		w.mu.Unlock()
-		w.report(batch)
+		if len(batch) == 0 {
+			backoff = 0
+			continue
+		}
+		err := w.report(batch)
+		if err == nil {
+			backoff = 0
+			continue
+		}
+		w.log.Warn("record Pod states; will retry", "pods", len(batch), "err", err)
+		w.mu.Lock()
+		for _, o := range batch {
+			if _, newer := w.unreported[o.Pod]; !newer {
+				w.unreported[o.Pod] = o
+			}
+		}
+		w.mu.Unlock()
+		backoff = min(max(2*backoff, w.cfg.Backoff), w.cfg.MaxBackoff)
 	}
 }
 

@@ -48,7 +48,7 @@ func TestFailedCallsBackOff(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(rc)
 	clk := clocktesting.NewFakeClock(time.Now())
 	cfg := DefaultConfig()
-	w := newWatch(cfg, slog.New(slog.DiscardHandler), clk, client, func([]Observed) {}, func() {})
+	w := newWatch(cfg, slog.New(slog.DiscardHandler), clk, client, func([]Observed) error { return nil }, func() {})
 	settings, _ := spec.KubernetesConfig(api.ProviderSpec{Name: api.ProviderKubernetes})
 	d := Desired{Cluster: "c", Settings: settings}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -85,7 +85,7 @@ func TestFailedCallsBackOff(t *testing.T) {
 // by someone else first is deleted.
 func TestDeletingWhatIsGoneSucceeds(t *testing.T) {
 	env := kubetest.New(t)
-	w := newWatch(DefaultConfig(), slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), env.Client, func([]Observed) {}, func() {})
+	w := newWatch(DefaultConfig(), slog.New(slog.DiscardHandler), clocktesting.NewFakeClock(time.Now()), env.Client, func([]Observed) error { return nil }, func() {})
 	err := w.delete(context.Background(), "Pod gone-0", func(ctx context.Context) error {
 		return env.Client.CoreV1().Pods("default").Delete(ctx, kubetest.Name("gone"), metav1.DeleteOptions{})
 	})
