@@ -450,7 +450,7 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 	a.mu.Lock()
 	var stopping []*supervisor
 	for id, s := range a.supervisors {
-		if as, ok := want[id]; !ok || as.SpecHash != s.assignment.SpecHash {
+		if as, ok := want[id]; !ok || as.SpecHash != s.assignment.SpecHash || as.Incarnation != s.assignment.Incarnation {
 			stopping = append(stopping, s)
 			delete(a.supervisors, id)
 		}

@@ -46,7 +46,7 @@ func newSupervisor(a *Agent, as api.Assignment, adopted runtime.Task) (*supervis
 		ports = adopted.HostPorts()
 	}
 	s := &supervisor{agent: a, assignment: as, adopted: adopted, hostPorts: ports, failover: as.Failover, stop: make(chan struct{}), done: make(chan struct{})}
-	s.status = api.ReplicaStatus{ReplicaID: as.ReplicaID, SpecHash: as.SpecHash, State: api.ReplicaStarting, Health: api.HealthUnknown, HostPorts: ports}
+	s.status = api.ReplicaStatus{ReplicaID: as.ReplicaID, Incarnation: as.Incarnation, SpecHash: as.SpecHash, State: api.ReplicaStarting, Health: api.HealthUnknown, HostPorts: ports}
 	return s, nil
 }
 

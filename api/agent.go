@@ -59,13 +59,15 @@ type HeartbeatRequest struct {
 
 // ReplicaStatus is an agent's view of one replica.
 type ReplicaStatus struct {
-	ReplicaID string         `json:"replicaId"`
-	SpecHash  string         `json:"specHash"`
-	State     ReplicaState   `json:"state"`
-	Health    Health         `json:"health,omitempty"`
-	Message   string         `json:"message,omitempty"`
-	Restarts  int            `json:"restarts"`
-	HostPorts map[string]int `json:"hostPorts,omitempty"`
+	ReplicaID string `json:"replicaId"`
+	// Incarnation is the assignment's, echoed.
+	Incarnation string         `json:"incarnation,omitempty"`
+	SpecHash    string         `json:"specHash"`
+	State       ReplicaState   `json:"state"`
+	Health      Health         `json:"health,omitempty"`
+	Message     string         `json:"message,omitempty"`
+	Restarts    int            `json:"restarts"`
+	HostPorts   map[string]int `json:"hostPorts,omitempty"`
 	// Node is the Kubernetes node a Pod runs on (pod watches only).
 	Node string `json:"node,omitempty"`
 	// Member is a failover member's own report.
@@ -83,10 +85,12 @@ type HeartbeatResponse struct {
 // Assignment is a replica the machine must run, with everything needed to
 // run it.
 type Assignment struct {
-	ReplicaID string      `json:"replicaId"`
-	Service   string      `json:"service"`
-	SpecHash  string      `json:"specHash"`
-	Spec      ServiceSpec `json:"spec"`
+	ReplicaID string `json:"replicaId"`
+	// Incarnation is the replica's (its status reports echo it).
+	Incarnation string      `json:"incarnation,omitempty"`
+	Service     string      `json:"service"`
+	SpecHash    string      `json:"specHash"`
+	Spec        ServiceSpec `json:"spec"`
 	// SecretEnv are the values of Spec.SecretEnv, for this machine only.
 	SecretEnv map[string]string `json:"secretEnv,omitempty"`
 	Requests  Resources         `json:"requests"`

@@ -570,6 +570,11 @@ type Replica struct {
 	Cluster string `json:"cluster"`
 	Index   int    `json:"index"`
 	Machine string `json:"machine,omitempty"`
+	// Incarnation tells this placement of the replica from an earlier one
+	// under the same id (a replica deleted and made again, placed again
+	// on the same machine): its runner echoes it, and a report of another
+	// incarnation is not this replica's.
+	Incarnation string `json:"incarnation,omitempty"`
 	// PreviousMachine keeps running the replica while it moves off a
 	// draining machine, until the copy on Machine runs.
 	PreviousMachine string         `json:"previousMachine,omitempty"`

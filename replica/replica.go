@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -95,6 +96,11 @@ func Assign(r *api.Replica, p Placement, moving bool, now time.Time) error {
 	if err := check(r, api.ReplicaAssigned); err != nil {
 		return err
 	}
+	if !moving {
+		// The old copy of a moving replica keeps its incarnation until the
+		// new one runs; reports are told apart by their machine meanwhile.
+		r.Incarnation = strconv.FormatInt(now.UnixNano(), 36)
+	}
 	r.Machine, r.Pod, r.State, r.Reason, r.UpdatedAt = p.Machine, p.Pod, api.ReplicaAssigned, "", now.UTC()
 	r.GPUIndexes, r.Note, r.RuntimeClass, r.Address = slices.Clone(p.GPUs), p.Note, "", p.Address
 	r.Health, r.HostPorts, r.Member = "", nil, nil
@@ -179,7 +185,8 @@ type Applied struct {
 }
 
 // Apply applies a report to the replicas its holder holds; statuses of
-// replicas held elsewhere (or gone) are ignored.
+// replicas held elsewhere (or gone), or of another incarnation or
+// revision under the same id (an old process's last words), are ignored.
 func Apply(held []*api.Replica, rep Report, now time.Time) ([]Applied, error) {
 	byID := map[string]*api.Replica{}
 	for _, r := range held {
@@ -188,7 +195,7 @@ func Apply(held []*api.Replica, rep Report, now time.Time) ([]Applied, error) {
 	var out []Applied
 	for _, st := range rep.Statuses {
 		r, ok := byID[st.ReplicaID]
-		if !ok {
+		if !ok || differs(st.Incarnation, r.Incarnation) || differs(st.SpecHash, r.SpecHash) {
 			continue
 		}
 		c, err := Observe(r, st, rep.Address, now)
@@ -200,6 +207,12 @@ func Apply(held []*api.Replica, rep Report, now time.Time) ([]Applied, error) {
 		}
 	}
 	return out, nil
+}
+
+// differs: both are known and not the same (a runner that does not echo
+// a field cannot be judged by it).
+func differs(reported, recorded string) bool {
+	return reported != "" && recorded != "" && reported != recorded
 }
 
 func memberEqual(a, b *api.MemberStatus) bool {

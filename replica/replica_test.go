@@ -105,3 +105,38 @@ func TestPodReplicaFollowsItsWatch(t *testing.T) {
 		t.Fatal("a machine's replica took a Pod-only state")
 	}
 }
+
+// Replica ids are reused: a report from an earlier incarnation (the old
+// process of a replica made again under its id on the same machine) or
+// of another revision does not land on the new replica.
+func TestReportsOfAnotherIncarnationAreIgnored(t *testing.T) {
+	old := New("web-0", "web", "c", 0, "h1", api.Resources{}, now)
+	if err := Assign(old, Placement{Machine: "m1"}, false, now); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Second)
+	r := New("web-0", "web", "c", 0, "h1", api.Resources{}, later)
+	if err := Assign(r, Placement{Machine: "m1"}, false, later); err != nil {
+		t.Fatal(err)
+	}
+	if r.Incarnation == "" || r.Incarnation == old.Incarnation {
+		t.Fatalf("incarnations %q and %q: want two different ones", old.Incarnation, r.Incarnation)
+	}
+	report := func(st api.ReplicaStatus) []Applied {
+		st.ReplicaID, st.State = "web-0", api.ReplicaRunning
+		applied, err := Apply([]*api.Replica{r}, Report{Holder: "m1", Statuses: []api.ReplicaStatus{st}}, later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return applied
+	}
+	if got := report(api.ReplicaStatus{Incarnation: old.Incarnation, SpecHash: "h1"}); len(got) != 0 || r.State != api.ReplicaAssigned {
+		t.Fatalf("the old incarnation's report landed: %+v", r)
+	}
+	if got := report(api.ReplicaStatus{Incarnation: r.Incarnation, SpecHash: "h0"}); len(got) != 0 {
+		t.Fatal("another revision's report landed")
+	}
+	if got := report(api.ReplicaStatus{Incarnation: r.Incarnation, SpecHash: "h1"}); len(got) != 1 || r.State != api.ReplicaRunning {
+		t.Fatalf("its own report did not land: %+v", r)
+	}
+}

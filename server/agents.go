@@ -352,7 +352,7 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 			s.log.Warn("replica left out of its machine's assignments", "replica", r.ID, "machine", m.ID, "err", err)
 			continue
 		}
-		as := api.Assignment{ReplicaID: r.ID, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
+		as := api.Assignment{ReplicaID: r.ID, Incarnation: r.Incarnation, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
 		if sp.Failover != nil && r.Machine == m.ID {
 			if as.Failover, err = memberRole(tx, r, sp.Failover); err != nil {
 				return nil, err
