@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -118,6 +119,11 @@ type execFile struct {
 	InstanceTypes []provisioner.InstanceType `json:"instanceTypes"`
 	Zones         []string                   `json:"zones"`
 	FlatPrice     float64                    `json:"flatPrice"`
+	// Runtime is what the machines' agents run replicas with (docker or
+	// process): the server plans with it before they report, and scripts
+	// that start the agent read it as {{agent_runtime}}. Default: the
+	// agent block's, else docker.
+	Runtime string `json:"runtime"`
 	// Agent, when set, renders each machine's cloud-init user data, which
 	// downloads the cluster's spec.agent.binaries.
 	Agent *struct {
@@ -159,17 +165,24 @@ func loadExec(path, stateDir string) (*execprov.Provider, string, error) {
 			return nil, "", fmt.Errorf("--exec-config %s: timeout: %w", path, err)
 		}
 	}
-	runtime := ""
+	if err := (cloudinit.Agent{Runtime: f.Runtime}).Validate(); err != nil {
+		return nil, "", fmt.Errorf("--exec-config %s: %s", path, strings.Replace(err.Error(), "agent.runtime", "runtime", 1))
+	}
+	runtime := f.Runtime
 	if f.Agent != nil {
-		agent := cloudinit.Agent{Runtime: f.Agent.Runtime, ExtraArgs: f.Agent.ExtraArgs}
+		agent := cloudinit.Agent{Runtime: cmp.Or(f.Agent.Runtime, f.Runtime), ExtraArgs: f.Agent.ExtraArgs}
 		if err := agent.Validate(); err != nil {
 			return nil, "", fmt.Errorf("--exec-config %s: %w", path, err)
+		}
+		if f.Runtime != "" && f.Agent.Runtime != "" && f.Runtime != f.Agent.Runtime {
+			return nil, "", fmt.Errorf("--exec-config %s: runtime %q and agent.runtime %q disagree", path, f.Runtime, f.Agent.Runtime)
 		}
 		runtime = agent.Runtime
 		cfg.UserData = func(spec provisioner.LaunchSpec) (string, error) {
 			return cloudinit.Render(spec.Bootstrap, agent, cloudinit.Machine{Zone: spec.Zone})
 		}
 	}
+	cfg.AgentRuntime = cmp.Or(runtime, dockerrt.Name)
 	p, err := execprov.New(cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("--exec-config %s: %w", path, err)

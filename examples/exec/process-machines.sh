@@ -7,8 +7,13 @@
 #   process-machines.sh launch|terminate|describe|list|stop|start|console
 #
 # The exec provider passes every value as a GANTRY_* variable (and as
-# shell-quoted {{placeholders}} in the command template). Set GANTRY_BIN to
-# the gantry binary the agents run.
+# shell-quoted {{placeholders}} in the command template). The agents run
+# GANTRY_BIN when it is set (a binary already on this host), else the one
+# the cluster's spec.agent.binaries names for this host's architecture
+# (downloaded and checked against its SHA-256); they run replicas with the
+# exec config's
+# runtime (GANTRY_AGENT_RUNTIME: process or docker), the one the server
+# plans with.
 set -euo pipefail
 
 : "${MACHINES_DIR:?set MACHINES_DIR}"
@@ -34,8 +39,30 @@ alive() {
 start_agent() { # dir
   local dir=$1
   # shellcheck disable=SC2046
-  setsid "$GANTRY_BIN" $(cat "$dir/args") >>"$dir/agent.log" 2>&1 </dev/null &
+  setsid "$(cat "$dir/bin")" $(cat "$dir/args") >>"$dir/agent.log" 2>&1 </dev/null &
   echo $! >"$dir/pid"
+}
+
+# fetch_agent DIR: GANTRY_BIN, or the agent binary for this architecture
+# from spec.agent.binaries, downloaded into DIR and checked; prints its
+# path.
+fetch_agent() {
+  local dir=$1 arch url sum
+  if [[ -n ${GANTRY_BIN:-} ]]; then
+    echo "$GANTRY_BIN"
+    return
+  fi
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64 | arm64) arch=arm64 ;; *) arch=unknown ;; esac
+  url_var="GANTRY_AGENT_BINARY_URL_${arch^^}" sum_var="GANTRY_AGENT_BINARY_SHA256_${arch^^}"
+  url=${!url_var:-} sum=${!sum_var:-}
+  if [[ -z $url ]]; then
+    echo "the cluster names no agent binary for $arch (spec.agent.binaries), and GANTRY_BIN is not set" >&2
+    exit 1
+  fi
+  curl -fsSL --max-time 120 -o "$dir/gantry" "$url" || { echo "download $url failed" >&2; exit 1; }
+  echo "$sum  $dir/gantry" | sha256sum -c --quiet - >&2 || { echo "$url: SHA-256 is not $sum" >&2; exit 1; }
+  chmod 0755 "$dir/gantry"
+  echo "$dir/gantry"
 }
 
 stop_agent() { # dir
@@ -73,9 +100,10 @@ launch)
   [[ -n $tags && $tags != null ]] || tags='{}'
   printf '%s' "$tags" >"$dir/tags.json"
   cp "$GANTRY_JOIN_TOKEN_FILE" "$dir/join-token" && chmod 0600 "$dir/join-token"
+  fetch_agent "$dir" >"$dir/bin"
   # One argument per word: values were checked by the provider or are ours.
   echo "agent --server $GANTRY_SERVER_URL --cluster $GANTRY_CLUSTER --group $GANTRY_GROUP --machine-id $GANTRY_MACHINE \
---provider-id $id --zone ${GANTRY_ZONE:-default} --address 127.0.0.1 --runtime process --data-dir $dir/agent \
+--provider-id $id --zone ${GANTRY_ZONE:-default} --address 127.0.0.1 --runtime ${GANTRY_AGENT_RUNTIME:-process} --data-dir $dir/agent \
 --cpu $GANTRY_CPU --memory $GANTRY_MEMORY_BYTES --join-token-file $dir/join-token\
 ${GANTRY_TEMPLATE_VERSION:+ --template-version $GANTRY_TEMPLATE_VERSION}" >"$dir/args"
   echo running >"$dir/state"

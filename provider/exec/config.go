@@ -35,6 +35,7 @@ var Placeholders = []string{
 	"provider_id", "instance_type", "cpu", "memory_mib", "memory_bytes", "zone", "capacity_type",
 	"labels", "tags", "tags_json", "user_data", "user_data_file", "idempotency_key",
 	"server_url", "cluster", "group", "machine", "join_token_file", "template_version",
+	"agent_runtime", "agent_binary_url_amd64", "agent_binary_sha256_amd64", "agent_binary_url_arm64", "agent_binary_sha256_arm64",
 }
 
 // Config is the exec provider's settings.
@@ -54,6 +55,10 @@ type Config struct {
 	// UserData renders a machine's user data (cloud-init); nil leaves
 	// {{user_data}} empty (scripts that boot the agent themselves).
 	UserData func(provisioner.LaunchSpec) (string, error) `json:"-"`
+	// AgentRuntime is the runtime the machines' agents run replicas with
+	// ({{agent_runtime}}, for scripts that start the agent themselves; the
+	// server plans with it before the agents report). Default docker.
+	AgentRuntime string `json:"-"`
 }
 
 var placeholderRe = regexp.MustCompile(`\{\{\s*([a-z_]+)\s*\}\}`)

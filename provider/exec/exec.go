@@ -155,13 +155,18 @@ func (p *Provider) launchValues(spec provisioner.LaunchSpec, it provisioner.Inst
 			labels[k] = v
 		}
 	}
-	return map[string]string{
+	values := map[string]string{
 		"instance_type": it.Name, "cpu": api.FormatCPU(it.MilliCPU), "memory_mib": strconv.FormatInt(it.MemoryBytes>>20, 10),
 		"memory_bytes": strconv.FormatInt(it.MemoryBytes, 10), "zone": spec.Zone, "capacity_type": cmp.Or(spec.CapacityType, api.CapacityOnDemand),
 		"labels": pairs(labels), "tags": pairs(spec.Tags), "tags_json": string(tagsJSON), "user_data": userData, "user_data_file": userDataFile,
 		"idempotency_key": spec.IdempotencyKey, "server_url": b.ServerURL, "cluster": b.Cluster, "group": b.Group, "machine": b.MachineID,
-		"join_token_file": tokenFile, "template_version": b.TemplateVersion,
-	}, nil
+		"join_token_file": tokenFile, "template_version": b.TemplateVersion, "agent_runtime": cmp.Or(p.cfg.AgentRuntime, "docker"),
+	}
+	for _, arch := range []string{"amd64", "arm64"} {
+		bin := b.AgentBinaries[arch]
+		values["agent_binary_url_"+arch], values["agent_binary_sha256_"+arch] = bin.URL, bin.SHA256
+	}
+	return values, nil
 }
 
 // run executes one command template, killing its process group on

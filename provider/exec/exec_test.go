@@ -2,16 +2,21 @@ package exec_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	execprov "github.com/gantry-dev/gantry/provider/exec"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/provisionertest"
@@ -164,5 +169,58 @@ func TestConfigValidationNamesTheField(t *testing.T) {
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q, got %v", want, err)
 		}
+	}
+}
+
+// The example script runs the agent binary the cluster's
+// spec.agent.binaries names for this host (checked against its SHA-256),
+// with the runtime the server plans with; a binary whose digest differs
+// is refused and no machine starts.
+func TestExampleScriptRunsTheClustersAgentBinary(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
+	t.Cleanup(srv.Close)
+	arch := map[string]string{"amd64": "amd64", "arm64": "arm64"}[goruntime.GOARCH]
+	if arch == "" {
+		t.Skipf("no agent binaries for %s", goruntime.GOARCH)
+	}
+	digest := fmt.Sprintf("%x", sha256.Sum256(body))
+	cfg := scriptConfig(t)
+	cfg.AgentRuntime = "process"
+	cfg.Commands.Launch = strings.Replace(cfg.Commands.Launch, "GANTRY_BIN=", "GANTRY_UNUSED=", 1)
+	p := newProvider(t, cfg)
+	launch := func(key, sum string) (*provisioner.Instance, error) {
+		return p.Launch(context.Background(), provisioner.LaunchSpec{InstanceType: "pm.small", IdempotencyKey: key,
+			Bootstrap: provisioner.Bootstrap{ServerURL: "http://127.0.0.1:9", Cluster: "c", Group: "g", MachineID: "m-" + key, JoinToken: "t",
+				AgentBinaries: map[string]api.AgentBinary{arch: {URL: srv.URL + "/gantry", SHA256: sum}}}})
+	}
+	inst, err := launch("bin-1", digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(context.Background(), inst.ID)
+	machines := strings.Split(strings.Split(cfg.Commands.Launch, "MACHINES_DIR='")[1], "'")[0]
+	dir := filepath.Join(machines, inst.ID)
+	pidText, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exeLink, err := os.Readlink(fmt.Sprintf("/proc/%s/exe", strings.TrimSpace(string(pidText))))
+	if err != nil || exeLink != filepath.Join(dir, "gantry") {
+		t.Fatalf("the machine runs %q (%v), want the downloaded %s", exeLink, err, filepath.Join(dir, "gantry"))
+	}
+	args, _ := os.ReadFile(filepath.Join(dir, "args"))
+	if !strings.Contains(string(args), "--runtime process") {
+		t.Fatalf("agent arguments %q lack the configured runtime", args)
+	}
+	if _, err := launch("bin-2", strings.Repeat("0", 64)); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Fatalf("a binary with another digest: %v, want a refusal naming SHA-256", err)
 	}
 }
