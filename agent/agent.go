@@ -162,6 +162,12 @@ func (a *Agent) caPin() string {
 	return ""
 }
 
+// secretFiles: the driver gives secret values as files.
+func (a *Agent) secretFiles() bool {
+	f, ok := a.driver.(runtime.SecretFiler)
+	return ok && f.SecretFiles()
+}
+
 // ErrMachineGone means the server terminated this machine.
 var ErrMachineGone = errors.New("the server no longer knows this machine as live")
 

@@ -133,7 +133,7 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 			gpuIDs = append(gpuIDs, fmt.Sprint(g.Index))
 		}
 	}
-	env := withSecrets(sp.Env, as.SecretEnv)
+	env, secretFiles := withSecrets(sp.Env, sp.SecretEnv, as.SecretEnv, s.agent.secretFiles())
 	if f := sp.Failover; f != nil {
 		env = maps.Clone(env)
 		if env == nil {
@@ -149,7 +149,7 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: env, WorkingDir: sp.WorkingDir,
 		HostPorts: s.ports(), ContainerPort: containerPorts, MainPort: mainPort, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
 		MilliCPU: as.Requests.MilliCPU, MemoryBytes: as.Requests.MemoryBytes, EphemeralBytes: as.Requests.EphemeralBytes,
-		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass,
+		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass, SecretFiles: secretFiles,
 	}
 }
 
@@ -306,12 +306,27 @@ func (s *supervisor) halt() {
 
 // withSecrets is a replica's environment: its plain values and the
 // values of the Secrets it references.
-func withSecrets(env, secrets map[string]string) map[string]string {
+// withSecrets adds the secret values to the environment, or, where the
+// driver gives files and the spec does not ask for env, returns them as
+// files (each named in the environment by its driver).
+func withSecrets(env map[string]string, refs map[string]api.SecretKeyRef, secrets map[string]string, files bool) (map[string]string, map[string]string) {
 	if len(secrets) == 0 {
-		return env
+		return env, nil
 	}
-	out := make(map[string]string, len(env)+len(secrets))
-	maps.Copy(out, env)
-	maps.Copy(out, secrets)
-	return out
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	var asFiles map[string]string
+	for name, value := range secrets {
+		if files && refs[name].As != api.SecretAsEnv {
+			if asFiles == nil {
+				asFiles = map[string]string{}
+			}
+			asFiles[name] = value
+			continue
+		}
+		out[name] = value
+	}
+	return out, asFiles
 }

@@ -29,3 +29,18 @@ func TestRuntimeSpecCarriesDevicesRuntimeClassAndLimits(t *testing.T) {
 		t.Errorf("limits/ports %+v", sp)
 	}
 }
+
+// Where the driver gives files, secret values are files unless the spec
+// asks for env; elsewhere they are env.
+func TestSecretsAsFilesOrEnv(t *testing.T) {
+	refs := map[string]api.SecretKeyRef{"A": {Name: "s", Key: "a"}, "B": {Name: "s", Key: "b", As: api.SecretAsEnv}}
+	secrets := map[string]string{"A": "va", "B": "vb"}
+	env, files := withSecrets(map[string]string{"PLAIN": "p"}, refs, secrets, true)
+	if env["A"] != "" || env["B"] != "vb" || env["PLAIN"] != "p" || files["A"] != "va" || len(files) != 1 {
+		t.Fatalf("with files: env %v files %v", env, files)
+	}
+	env, files = withSecrets(nil, refs, secrets, false)
+	if env["A"] != "va" || env["B"] != "vb" || files != nil {
+		t.Fatalf("without files: env %v files %v", env, files)
+	}
+}

@@ -35,7 +35,19 @@ type SecretInfo struct {
 type SecretKeyRef struct {
 	Name string `json:"name"`
 	Key  string `json:"key"`
+	// As is how a replica gets the value: "file" (the default where the
+	// runtime can: a file on a tmpfs, named by <NAME>_FILE, so the
+	// engine's `docker inspect` never shows it) or "env" (the variable
+	// itself, visible to whoever may inspect the container). The process
+	// runtime gives every value as env.
+	As string `json:"as,omitempty"`
 }
+
+// Ways a secret value reaches a replica.
+const (
+	SecretAsFile = "file"
+	SecretAsEnv  = "env"
+)
 
 // SecretRequest creates or replaces a Secret's values
 // (POST /v1/secrets, PUT /v1/secrets/{name}).

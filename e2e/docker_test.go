@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -78,7 +79,7 @@ func containersOf(t *testing.T, cli *client.Client, replica string) []string {
 
 func removeReplicaContainers(cli *client.Client, machines []api.Machine) {
 	for _, m := range machines {
-		_ = docker.RemoveReplicas(context.Background(), cli, m.ID)
+		_ = docker.RemoveReplicas(context.Background(), cli, m.ID, docker.DefaultSecretsDir)
 	}
 }
 
@@ -312,3 +313,62 @@ func contains(list []string, s string) bool {
 }
 
 func mustPort(s string) network.Port { return network.MustParsePort(s) }
+
+const dockerSecretSpec = `kind: Cluster
+metadata: {name: dsec}
+spec:
+  capacityGroups:
+    - {groupId: general, instanceType: local.medium, minSize: 1, maxSize: 2}
+---
+kind: Service
+metadata: {name: sweb}
+spec:
+  cluster: dsec
+  image: gantry-e2e:latest
+  command: [/gantry, hello]
+  env: [{name: GREETING, secretRef: {name: greet, key: text}}, {name: VISIBLE, secretRef: {name: greet, key: visible, as: env}}]
+  ports: [{name: http, containerPort: 8080}]
+  replicas: 1
+  resources: {cpu: 250m, memory: 128Mi}
+`
+
+// A secret reaches a container replica as a file (GREETING_FILE) that it
+// reads, and nothing the engine answers shows its value; only a value the
+// spec asks for as env is in the container's environment.
+func TestDockerReplicasGetSecretsAsFiles(t *testing.T) {
+	cli := dockerSetup(t)
+	dir := t.TempDir()
+	s := startServer(t, dir, "--local-exit-with-server", "--local-runtime", "docker")
+	t.Cleanup(func() { removeReplicaContainers(cli, s.machines()) })
+	hidden, visible := fmt.Sprintf("hidden-%d", time.Now().UnixNano()), fmt.Sprintf("visible-%d", time.Now().UnixNano())
+	for name, value := range map[string]string{"text": hidden, "visible": visible} {
+		if err := os.WriteFile(dir+"/"+name, []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, errOut, code := s.gantry("secret", "create", "greet", "--from-file", "text="+dir+"/text", "--from-file", "visible="+dir+"/visible"); code != 0 {
+		t.Fatalf("secret create: %s %s", out, errOut)
+	}
+	s.apply(t, "sweb.yaml", dockerSecretSpec)
+	var r api.Replica
+	waitFor(t, "the replica answering with its secret", func() (bool, string) {
+		rs := s.replicas("sweb")
+		if len(rs) != 1 || rs[0].State != api.ReplicaRunning {
+			return false, fmt.Sprintf("%d replicas", len(rs))
+		}
+		r = rs[0]
+		body, ok := answers(r)
+		return ok && strings.HasPrefix(body, hidden), fmt.Sprintf("%s: %q", r.State, body)
+	})
+	inspected, err := cli.ContainerInspect(context.Background(), docker.ContainerName(r.Machine, r.ID), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(inspected)
+	if strings.Contains(string(raw), hidden) {
+		t.Fatal("docker inspect shows the secret value")
+	}
+	if !contains(inspected.Container.Config.Env, "VISIBLE="+visible) {
+		t.Fatalf("the value asked for as env is not in the environment: %v", inspected.Container.Config.Env)
+	}
+}

@@ -121,7 +121,7 @@ func removeNetwork(cli *client.Client, network string) {
 	list, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("network", network)})
 	for _, c := range list.Items {
 		if machine := c.Labels["gantry.dev/machine"]; machine != "" {
-			_ = docker.RemoveReplicas(ctx, cli, machine)
+			_ = docker.RemoveReplicas(ctx, cli, machine, docker.DefaultSecretsDir)
 		}
 		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}

@@ -39,6 +39,20 @@ type Spec struct {
 	GPUDeviceIDs []string
 	// RuntimeClass is RuntimeClassTEE when the replica must run sandboxed.
 	RuntimeClass string
+	// SecretFiles are secret values (by environment name) the replica
+	// reads as files in SecretDir, each named in its environment as
+	// <NAME>_FILE. Only drivers that are SecretFilers get them.
+	SecretFiles map[string]string
+}
+
+// SecretDir is where a replica finds its secret files.
+const SecretDir = "/run/gantry/secrets"
+
+// SecretFiler is a driver that gives secret values to its tasks as files
+// rather than in their environment, where its engine would show them
+// (`docker inspect`).
+type SecretFiler interface {
+	SecretFiles() bool
 }
 
 // RuntimeClassTEE asks for the engine's TEE (sandbox) runtime.

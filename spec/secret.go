@@ -119,6 +119,9 @@ func validateSecretEnv(s api.ServiceSpec) ErrorList {
 		case hasKey(s.Env, k):
 			errs.add(path, "also set as a plain value in spec.env")
 		}
+		if ref.As != "" && ref.As != api.SecretAsFile && ref.As != api.SecretAsEnv {
+			errs.add(path+".secretRef.as", "%q: want file (the default: a file named by %s_FILE) or env", ref.As, k)
+		}
 		if ref.Name == "" || ref.Key == "" {
 			errs.add(path+".secretRef", "name and key of a Secret are required")
 		} else if len(validateName(ref.Name)) > 0 || !secretKeyRe.MatchString(ref.Key) {

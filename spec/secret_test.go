@@ -58,6 +58,7 @@ func TestSecretSpecRejects(t *testing.T) {
 		"reserved name":          {"name: DB_PASSWORD, secretRef", "name: GANTRY_X, secretRef", "reserved"},
 		"incomplete ref":         {"{name: db, key: password}", "{name: db}", "name and key of a Secret are required"},
 		"unknown field in entry": {"{name: MODE, value: production}", "{name: MODE, valu: production}", "env[0].valu: unknown field"},
+		"unknown delivery":       {"{name: db, key: password}", "{name: db, key: password, as: volume}", `secretRef.as: "volume": want file`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

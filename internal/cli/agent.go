@@ -73,6 +73,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&dockerCfg.Host, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST or the local socket)")
 	f.StringVar(&dockerCfg.Network, "docker-network", dockerCfg.Network, "network replica containers join")
 	f.StringVar(&dockerCfg.PublishIP, "docker-publish-ip", "", "host address replica ports are published on (default: all)")
+	f.StringVar(&dockerCfg.SecretsDir, "docker-secrets-dir", dockerCfg.SecretsDir, "directory on a tmpfs of the engine's host where replicas' secret files are kept (bind-mounted at "+runtime.SecretDir+")")
 	f.StringVar(&cpu, "cpu", "", "CPU to advertise (default: detected)")
 	f.StringVar(&memory, "memory", "", "memory to advertise (default: detected)")
 	f.StringVar(&disk, "ephemeral-storage", "", "ephemeral storage to advertise (default: detected)")

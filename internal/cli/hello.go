@@ -30,6 +30,14 @@ func newHelloCmd(g *globals) *cobra.Command {
 				listen = net.JoinHostPort("0.0.0.0", port)
 			}
 			greeting := os.Getenv("GREETING")
+			if file := os.Getenv("GREETING_FILE"); file != "" {
+				// A secret greeting, as the docker runtime gives secrets.
+				data, err := os.ReadFile(file)
+				if err != nil {
+					return fmt.Errorf("GREETING_FILE: %w", err)
+				}
+				greeting = string(data)
+			}
 			if greeting == "" {
 				greeting = "hello"
 			}

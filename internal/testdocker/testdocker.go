@@ -61,6 +61,7 @@ func WorkloadImage(t testing.TB, cli *client.Client, name string) string {
 // MaybeRunWorkload runs the workload named by $GANTRY_TEST_WORKLOAD and
 // exits; call it first in TestMain. Workloads:
 //   - http: serve GET / with "hello <GANTRY_REPLICA> <GREETING>" on $PORT
+//     (the greeting read from the file $GREETING_FILE names, if set)
 //   - exit:N: exit with status N after a short while
 //
 // Run as "/gantry probe-ok" or "/gantry probe-fail" (an exec health check
@@ -95,7 +96,16 @@ func serveHTTP() {
 	fmt.Println("workload listening on", os.Getenv("PORT"))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "hello %s %s\n", os.Getenv("GANTRY_REPLICA"), os.Getenv("GREETING"))
+		greeting := os.Getenv("GREETING")
+		if file := os.Getenv("GREETING_FILE"); file != "" {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			greeting = string(data)
+		}
+		fmt.Fprintf(w, "hello %s %s\n", os.Getenv("GANTRY_REPLICA"), greeting)
 	})
 	l, err := net.Listen("tcp", ":"+os.Getenv("PORT"))
 	if err != nil {

@@ -81,15 +81,25 @@ type Config struct {
 	TerminatedRetention time.Duration
 	// AgentArgs are extra flags for every agent.
 	AgentArgs []string
-	Logger    *slog.Logger
+	// SecretsDir is a directory on a tmpfs of this host: each machine's
+	// agent keeps its replicas' secret files in <SecretsDir>/<instance>,
+	// bind-mounted into it at the same path (the engine mounts them into
+	// replica containers from the host's view).
+	SecretsDir string
+	Logger     *slog.Logger
 }
 
 // DefaultConfig returns the defaults for a state directory.
 func DefaultConfig(stateDir string) Config {
 	return Config{
 		SocketPath: "/var/run/docker.sock", Network: "gantry", Image: "gantry:dev", StateDir: stateDir,
-		StopGrace: 10 * time.Second, RequestTimeout: 30 * time.Second, TerminatedRetention: time.Hour,
+		StopGrace: 10 * time.Second, RequestTimeout: 30 * time.Second, TerminatedRetention: time.Hour, SecretsDir: dockerrt.DefaultSecretsDir,
 	}
+}
+
+// secretsDir is where a machine's agent keeps its replicas' secret files.
+func (p *Provider) secretsDir(instance string) string {
+	return filepath.Join(cmp.Or(p.cfg.SecretsDir, dockerrt.DefaultSecretsDir), instance)
 }
 
 // Provider is the docker provisioner.
@@ -245,7 +255,7 @@ func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec pr
 	b := spec.Bootstrap
 	args := []string{"agent", "--server", serverURL, "--cluster", b.Cluster, "--group", b.Group, "--machine-id", b.MachineID,
 		"--provider-id", id, "--zone", Zone, "--data-dir", "/var/lib/gantry", "--runtime", dockerrt.Name,
-		"--docker-network", p.cfg.Network, "--address", gateway, "--join-token-file", joinTokenPath,
+		"--docker-network", p.cfg.Network, "--address", gateway, "--join-token-file", joinTokenPath, "--docker-secrets-dir", p.secretsDir(id),
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", strconv.FormatInt(it.MemoryBytes, 10),
 		"--ephemeral-storage", strconv.FormatInt(it.EphemeralBytes, 10)}
 	if b.TemplateVersion != "" {
@@ -255,7 +265,7 @@ func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec pr
 	cfg := &container.Config{Image: p.cfg.Image, Cmd: args, Labels: labels, Hostname: id}
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode(p.cfg.Network),
-		Binds:       []string{p.cfg.SocketPath + ":/var/run/docker.sock"},
+		Binds:       []string{p.cfg.SocketPath + ":/var/run/docker.sock", p.secretsDir(id) + ":" + p.secretsDir(id)},
 		Resources:   container.Resources{NanoCPUs: it.MilliCPU * 1_000_000, Memory: it.MemoryBytes},
 	}
 	return cfg, host

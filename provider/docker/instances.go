@@ -35,6 +35,7 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if _, err := p.cli.ContainerRemove(rctx, inspected.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return classify("terminate", err)
 	}
+	_ = os.RemoveAll(p.secretsDir(inst.ID))
 	inst.State = provisioner.StateTerminated
 	return p.remember(inst)
 }
@@ -55,7 +56,7 @@ func (p *Provider) stopMachine(ctx context.Context, c container.InspectResponse)
 	if machine == "" {
 		return nil
 	}
-	if err := dockerrt.RemoveReplicas(sctx, p.cli, machine); err != nil {
+	if err := dockerrt.RemoveReplicas(sctx, p.cli, machine, p.secretsDir(strings.TrimPrefix(c.Name, "/"))); err != nil {
 		return classify("stop", err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package docker
 import (
 	"fmt"
 	"maps"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -118,6 +119,9 @@ func environment(s runtime.Spec) []string {
 		env[k] = v
 	}
 	env["GANTRY_REPLICA"], env["GANTRY_SERVICE"], env["GANTRY_MACHINE"] = s.ReplicaID, s.Service, s.MachineID
+	for name := range s.SecretFiles {
+		env[name+"_FILE"] = path.Join(runtime.SecretDir, name)
+	}
 	maps.Copy(env, runtime.PortEnv(s, s.ContainerPort))
 	out := make([]string, 0, len(env))
 	for _, k := range sortedKeys(env) {

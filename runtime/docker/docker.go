@@ -22,6 +22,7 @@ import (
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -46,11 +47,19 @@ type Config struct {
 	// waited for, checking every PortPoll.
 	PortWait time.Duration
 	PortPoll time.Duration
+	// SecretsDir is a directory on a tmpfs of the engine's host where each
+	// replica's secret files are written and bind-mounted (read-only) at
+	// runtime.SecretDir: never on disk, never in the container's config.
+	SecretsDir string
 }
+
+// DefaultSecretsDir is on the host's /dev/shm.
+const DefaultSecretsDir = "/dev/shm/gantry-secrets"
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{Network: "bridge", PullTimeout: 5 * time.Minute, RequestTimeout: 30 * time.Second, PortWait: 10 * time.Second, PortPoll: 100 * time.Millisecond}
+	return Config{Network: "bridge", PullTimeout: 5 * time.Minute, RequestTimeout: 30 * time.Second, PortWait: 10 * time.Second, PortPoll: 100 * time.Millisecond,
+		SecretsDir: DefaultSecretsDir}
 }
 
 // Driver runs containers.
@@ -67,7 +76,11 @@ var (
 	_ runtime.Adopter       = (*Driver)(nil)
 	_ runtime.LogReader     = (*Driver)(nil)
 	_ runtime.RuntimeLister = (*Driver)(nil)
+	_ runtime.SecretFiler   = (*Driver)(nil)
 )
+
+// SecretFiles implements runtime.SecretFiler.
+func (d *Driver) SecretFiles() bool { return true }
 
 // New connects lazily: no engine call is made until the first use.
 func New(cfg Config) (*Driver, error) {
@@ -165,12 +178,21 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	if _, err := d.cli.ContainerRemove(rctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return nil, fmt.Errorf("remove leftover container %s: %w", name, err)
 	}
+	if len(s.SecretFiles) > 0 {
+		dir, err := writeSecretFiles(d.cfg.SecretsDir, name, s.SecretFiles)
+		if err != nil {
+			return nil, err
+		}
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: dir, Target: runtime.SecretDir, ReadOnly: true})
+	}
 	created, err := d.cli.ContainerCreate(rctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
 	if err != nil {
+		removeSecretFiles(d.cfg.SecretsDir, name)
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	if _, err := d.cli.ContainerStart(rctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		d.remove(created.ID)
+		removeSecretFiles(d.cfg.SecretsDir, name)
 		return nil, fmt.Errorf("start container: %w", err)
 	}
 	return d.attach(ctx, created.ID)
@@ -265,8 +287,9 @@ func ReplicasOf(machineID string) client.Filters {
 }
 
 // RemoveReplicas force-removes every replica container of a machine (the
-// machine is gone, and so is anyone to stop them gracefully).
-func RemoveReplicas(ctx context.Context, cli *client.Client, machineID string) error {
+// machine is gone, and so is anyone to stop them gracefully), and their
+// secret files under secretsDir (its agent's --docker-secrets-dir).
+func RemoveReplicas(ctx context.Context, cli *client.Client, machineID, secretsDir string) error {
 	list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: ReplicasOf(machineID)})
 	if err != nil {
 		return fmt.Errorf("list replica containers of %s: %w", machineID, err)
@@ -274,6 +297,9 @@ func RemoveReplicas(ctx context.Context, cli *client.Client, machineID string) e
 	for _, c := range list.Items {
 		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("remove replica container %s: %w", c.ID, err)
+		}
+		for _, name := range c.Names {
+			removeSecretFiles(secretsDir, strings.TrimPrefix(name, "/"))
 		}
 	}
 	return nil

@@ -2,10 +2,12 @@ package docker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -267,3 +269,78 @@ func TestRuntimesReportsDocker(t *testing.T) {
 }
 
 func mustPort(s string) network.Port { return network.MustParsePort(s) }
+
+// Secret values reach the container as files on a tmpfs of the host,
+// bind-mounted read-only, named by <NAME>_FILE: the replica reads them,
+// and nothing the engine answers (inspect) holds them. Stopping the
+// replica removes them.
+func TestSecretValuesAreFilesTheEngineNeverShows(t *testing.T) {
+	e := setup(t)
+	secretsDir := filepath.Join("/dev/shm", "gantry-test-secrets-"+e.machine)
+	t.Cleanup(func() { os.RemoveAll(secretsDir) })
+	cfg := docker.DefaultConfig()
+	cfg.SecretsDir = secretsDir
+	d, err := docker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := "s3cret-" + e.machine
+	spec := e.spec("web-0", "http")
+	delete(spec.Env, "GREETING")
+	spec.SecretFiles = map[string]string{"GREETING": value}
+	task, err := d.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := get(fmt.Sprintf("http://127.0.0.1:%d/", task.HostPorts()["http"]), 10*time.Second)
+	if err != nil || body != "hello web-0 "+value+"\n" {
+		t.Fatalf("the replica read %q (%v), want its secret value", body, err)
+	}
+	inspected, err := e.cli.ContainerInspect(context.Background(), docker.ContainerName(e.machine, "web-0"), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(inspected)
+	if strings.Contains(string(raw), value) {
+		t.Fatal("docker inspect shows the secret value")
+	}
+	if !slices.Contains(inspected.Container.Config.Env, "GREETING_FILE="+runtime.SecretDir+"/GREETING") {
+		t.Fatalf("env %v lacks GREETING_FILE", inspected.Container.Config.Env)
+	}
+	files, _ := filepath.Glob(filepath.Join(secretsDir, "*", "GREETING"))
+	if len(files) != 1 {
+		t.Fatalf("secret files on the host: %v", files)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := task.Stop(ctx, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(secretsDir, "*", "GREETING")); len(files) != 0 {
+		t.Fatalf("secret files left after the replica stopped: %v", files)
+	}
+}
+
+// A secrets directory that is not on a tmpfs is refused: the values never
+// reach a disk.
+func TestSecretFilesNeedATmpfs(t *testing.T) {
+	e := setup(t)
+	cfg := docker.DefaultConfig()
+	// The package's own directory is on the disk the repository is on
+	// (a temporary directory may be a tmpfs).
+	onDisk, err := os.MkdirTemp(".", "secrets-on-disk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(onDisk) })
+	cfg.SecretsDir, _ = filepath.Abs(onDisk)
+	d, err := docker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := e.spec("web-0", "http")
+	spec.SecretFiles = map[string]string{"GREETING": "value"}
+	if _, err := d.Start(context.Background(), spec); err == nil || !strings.Contains(err.Error(), "not on a tmpfs") {
+		t.Fatalf("start with secrets on disk: %v, want a refusal", err)
+	}
+}

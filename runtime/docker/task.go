@@ -86,6 +86,7 @@ func (t *task) Stop(ctx context.Context, timeout time.Duration) error {
 	if _, rmErr := t.driver.cli.ContainerRemove(rmCtx, t.id, client.ContainerRemoveOptions{Force: true}); rmErr != nil && !cerrdefs.IsNotFound(rmErr) {
 		return errors.Join(err, fmt.Errorf("remove container %s: %w", t.name, rmErr))
 	}
+	removeSecretFiles(t.driver.cfg.SecretsDir, t.name)
 	<-t.done
 	return err
 }
