@@ -33,9 +33,17 @@ func (a *Agent) memberDir(group string) string {
 }
 
 // writeRole tells a member its role (when it changed); a role change
-// restarts nothing.
+// restarts nothing. A primary's role carries when its lease runs out for
+// the member: LeaseStopAfter of the lease after the last renewal this
+// agent sent, as the agent's own watch counts it.
 func (a *Agent) writeRole(f *api.FailoverAssignment) {
 	a.mu.Lock()
+	if f.Role == api.RolePrimary && f.LeaseSeconds > 0 && !a.renewedAt.IsZero() {
+		withExpiry := *f
+		expiry := a.renewedAt.Add(a.leaseStop(f.LeaseSeconds)).UTC()
+		withExpiry.LeaseExpiresAt = &expiry
+		f = &withExpiry
+	}
 	last, ok := a.roles[f.Group]
 	a.mu.Unlock()
 	if ok && reflect.DeepEqual(last, *f) {
@@ -109,13 +117,17 @@ func (a *Agent) expiredPrimaries() ([]expiredPrimary, time.Time) {
 		if f == nil || f.Role != api.RolePrimary {
 			continue
 		}
-		limit := time.Duration(float64(time.Duration(f.LeaseSeconds)*time.Second) * a.cfg.LeaseStopAfter)
-		if time.Since(a.renewedAt) > limit {
+		if time.Since(a.renewedAt) > a.leaseStop(f.LeaseSeconds) {
 			out = append(out, expiredPrimary{s: s, role: *f})
 			delete(a.supervisors, id)
 		}
 	}
 	return out, a.renewedAt
+}
+
+// leaseStop is how long after its last renewal a primary stops.
+func (a *Agent) leaseStop(leaseSeconds int) time.Duration {
+	return time.Duration(float64(time.Duration(leaseSeconds)*time.Second) * a.cfg.LeaseStopAfter)
 }
 
 type expiredPrimary struct {

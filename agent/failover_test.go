@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/failover/member"
@@ -35,6 +36,11 @@ func TestUnrenewedPrimaryStopsReplicaKeepsRunning(t *testing.T) {
 	var role api.FailoverAssignment
 	if found, err := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", member.RoleFile), &role); !found || err != nil || role.Role != api.RolePrimary {
 		t.Fatalf("role file: %+v %v %v", role, found, err)
+	}
+	// The member holds the lease too: the role says when it runs out
+	// (LeaseStopAfter of the 1 s lease after the last renewal sent).
+	if role.LeaseExpiresAt == nil || role.LeaseExpiresAt.Sub(time.Now()) > 750*time.Millisecond {
+		t.Fatalf("the primary's role carries lease expiry %v, want within 750ms of now", role.LeaseExpiresAt)
 	}
 	primary, replica := strings.TrimSpace(readFile(primaryPid)), strings.TrimSpace(readFile(replicaPid))
 	fs.mu.Lock()

@@ -151,6 +151,12 @@ type FailoverAssignment struct {
 	Bootstrap    bool               `json:"bootstrap,omitempty"`
 	LeaseSeconds int                `json:"leaseSeconds"`
 	Capability   FailoverCapability `json:"capability"`
+	// LeaseExpiresAt, for a primary, is when the member must stop
+	// serving by itself unless its agent renewed the lease meanwhile
+	// (written by the agent at each renewal, read by the member with the
+	// machine's clock): a primary fences itself even when its agent is
+	// stopped or gone.
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
 }
 
 // MemberStatus is what a member reports of itself (through its agent).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/atomicfile"
+	"k8s.io/utils/clock"
 )
 
 // Capability is what a software must offer to fail over.
@@ -84,11 +85,28 @@ type Config struct {
 	// StepTimeout bounds one transition (a seed can take long).
 	StepTimeout time.Duration
 	Log         *slog.Logger
+	// Clock is the machine's time: a primary whose lease (the role's
+	// LeaseExpiresAt) has passed by it stops serving.
+	Clock clock.WithTicker
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig(dir string) Config {
-	return Config{Dir: dir, PollInterval: 200 * time.Millisecond, StepTimeout: 10 * time.Minute, Log: slog.Default()}
+	return Config{Dir: dir, PollInterval: 200 * time.Millisecond, StepTimeout: 10 * time.Minute, Log: slog.Default(), Clock: clock.RealClock{}}
+}
+
+// leaseOver turns the role of a primary whose lease ran out by the
+// member's own clock into fenced: its agent renews the lease with every
+// heartbeat the server answers, and an agent that is stopped (SIGSTOP),
+// killed or cut off renews nothing, so the member stops by itself, as
+// Patroni's watchdog does.
+func leaseOver(as *api.FailoverAssignment, now time.Time) (*api.FailoverAssignment, string) {
+	if as == nil || as.Role != api.RolePrimary || as.LeaseExpiresAt == nil || now.Before(*as.LeaseExpiresAt) {
+		return as, ""
+	}
+	fenced := *as
+	fenced.Role = api.RoleFenced
+	return &fenced, "lease expired at " + as.LeaseExpiresAt.UTC().Format(time.RFC3339Nano) + " without renewal: stopped serving"
 }
 
 // ReadRole reads the role the agent wrote.
@@ -110,19 +128,26 @@ type applied struct {
 // the software exits by itself (an error: the agent restarts the member).
 func Run[C Capability](ctx context.Context, c C, cfg Config) error {
 	log := cfg.Log
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	var cur applied
-	ticker := time.NewTicker(cfg.PollInterval)
+	ticker := cfg.Clock.NewTicker(cfg.PollInterval)
 	defer ticker.Stop()
 	for {
 		as, err := ReadRole(cfg.Dir)
 		if err != nil {
 			log.Warn("read role", "err", err)
 		}
+		as, expired := leaseOver(as, cfg.Clock.Now())
+		if expired != "" && cur.role == api.RolePrimary {
+			log.Warn("failover primary: "+expired, "epoch", as.Epoch)
+		}
 		status := api.MemberStatus{Role: cur.role, Epoch: cur.epoch}
 		if as != nil {
 			next, err := step(ctx, c, cur, *as, cfg.StepTimeout, log)
 			cur = next
-			status = api.MemberStatus{Role: cur.role, Epoch: cur.epoch}
+			status = api.MemberStatus{Role: cur.role, Epoch: cur.epoch, Message: expired}
 			if err != nil {
 				status.Message = err.Error()
 				log.Warn("role not taken yet", "role", as.Role, "epoch", as.Epoch, "err", err)
@@ -151,7 +176,7 @@ func Run[C Capability](ctx context.Context, c C, cfg Config) error {
 			return err
 		case <-exited:
 			return errors.New("the software stopped by itself")
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 	}
 }
