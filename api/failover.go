@@ -62,9 +62,19 @@ const (
 
 // PostgresCapability runs PostgreSQL streaming replication.
 type PostgresCapability struct {
-	// Synchronous makes every commit wait for the replica (no acknowledged
-	// write is lost by a failover; writes wait while the replica is down).
+	// Synchronous makes every commit wait for the replica while it
+	// streams. When it stops, commits wait until the server has recorded
+	// that the primary has no synchronous standby; then the primary
+	// acknowledges alone, and an automatic failover will not promote the
+	// replica until it is synchronous again (no acknowledged write is
+	// lost by an automatic failover; `gantry failover promote
+	// --accept-data-loss` may lose some).
 	Synchronous bool `json:"synchronous,omitempty"`
+	// MaximumLagBytes, without Synchronous, is how far (bytes of WAL) the
+	// replica may have been behind the primary's last report for an
+	// automatic failover to promote it (default 1 MiB; what it lacks is
+	// lost).
+	MaximumLagBytes int64 `json:"maximumLagBytes,omitempty"`
 	// BinDir holds initdb, pg_basebackup, pg_rewind and postgres.
 	BinDir string `json:"binDir,omitempty"`
 	// User is the operating-system user PostgreSQL runs as when the agent
@@ -111,19 +121,28 @@ type FailoverGroupInfo struct {
 	Endpoint     string           `json:"endpoint,omitempty"`
 	Members      []FailoverMember `json:"members"`
 	LastFailover *time.Time       `json:"lastFailover,omitempty"`
+	// SyncStandby is the cluster whose member every commit of the
+	// primary waits for, as of the primary's last report ("" none: an
+	// automatic failover of a synchronous group would lose writes, and
+	// does not happen).
+	SyncStandby string `json:"syncStandby,omitempty"`
 }
 
 // FailoverMember is one side as observed.
 type FailoverMember struct {
-	Cluster  string `json:"cluster"`
-	Service  string `json:"service"`
-	Home     string `json:"home"`
-	Role     string `json:"role"`
-	Replica  string `json:"replica,omitempty"`
-	Machine  string `json:"machine,omitempty"`
-	Endpoint string `json:"endpoint,omitempty"`
-	State    string `json:"state,omitempty"`
-	Health   Health `json:"health,omitempty"`
+	// Replication is what the member's software last reported of its
+	// replication (WAL positions, streaming, the standby a primary waits
+	// for).
+	Replication *ReplicationStatus `json:"replication,omitempty"`
+	Cluster     string             `json:"cluster"`
+	Service     string             `json:"service"`
+	Home        string             `json:"home"`
+	Role        string             `json:"role"`
+	Replica     string             `json:"replica,omitempty"`
+	Machine     string             `json:"machine,omitempty"`
+	Endpoint    string             `json:"endpoint,omitempty"`
+	State       string             `json:"state,omitempty"`
+	Health      Health             `json:"health,omitempty"`
 	// Serving is what the member itself last reported: it acts in its
 	// role at Epoch.
 	Serving bool  `json:"serving"`
@@ -157,6 +176,10 @@ type FailoverAssignment struct {
 	// machine's clock): a primary fences itself even when its agent is
 	// stopped or gone.
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	// SyncStandby, for a primary, is the standby (by name) the server
+	// recorded as synchronous: a synchronous primary stops waiting for a
+	// standby that stopped streaming only once this is "".
+	SyncStandby string `json:"syncStandby,omitempty"`
 }
 
 // MemberStatus is what a member reports of itself (through its agent).
@@ -165,7 +188,33 @@ type MemberStatus struct {
 	Epoch   int64  `json:"epoch"`
 	Serving bool   `json:"serving"`
 	Message string `json:"message,omitempty"`
+	// Replication is what the software reports of its replication (the
+	// postgres capability), when it serves.
+	Replication *ReplicationStatus `json:"replication,omitempty"`
 }
+
+// ReplicationStatus is a member's replication as its software reports it.
+// Positions are bytes of WAL (a PostgreSQL LSN as a number).
+type ReplicationStatus struct {
+	// Name is how the primary knows this standby (application_name).
+	Name     string `json:"name,omitempty"`
+	Timeline int64  `json:"timeline,omitempty"`
+	// FlushPosition: a primary's WAL written to disk.
+	FlushPosition uint64 `json:"flushPosition,omitempty"`
+	// ReceivedPosition and ReplayedPosition: a standby's WAL received from
+	// the primary (and flushed), and applied.
+	ReceivedPosition uint64 `json:"receivedPosition,omitempty"`
+	ReplayedPosition uint64 `json:"replayedPosition,omitempty"`
+	// Streaming: a standby's WAL receiver streams from the primary.
+	Streaming bool `json:"streaming,omitempty"`
+	// SyncStandby: on a primary, the standby (by Name) every commit waits
+	// for; "" when it acknowledges commits alone.
+	SyncStandby string `json:"syncStandby,omitempty"`
+}
+
+// DefaultMaximumLagBytes is an asynchronous group's limit for automatic
+// failover.
+const DefaultMaximumLagBytes = 1 << 20
 
 // FailoverMemberSpec marks a service as one side of a group (set by the
 // server when it expands the group).
@@ -182,8 +231,11 @@ type FailoverRequest struct {
 	Action string `json:"action"`
 }
 
-// Manual failover actions.
+// Manual failover actions. FailoverPromoteAcceptDataLoss promotes a
+// replica that was not synchronous (or lagged) as of the failed primary's
+// last report: the writes it lacks are lost.
 const (
-	FailoverPromote = "promote"
-	FailoverRevert  = "revert"
+	FailoverPromote               = "promote"
+	FailoverPromoteAcceptDataLoss = "promote-accept-data-loss"
+	FailoverRevert                = "revert"
 )

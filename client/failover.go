@@ -29,5 +29,9 @@ func (c *Client) DeleteFailoverGroup(ctx context.Context, name string) error {
 // RequestFailover asks a group to promote its replica side or to revert
 // to its spec's primary side (api.FailoverPromote, api.FailoverRevert).
 func (c *Client) RequestFailover(ctx context.Context, name, action string) error {
-	return c.do(ctx, http.MethodPost, "/v1/failovergroups/"+url.PathEscape(name)+"/"+url.PathEscape(action), "", nil, nil)
+	path := "/v1/failovergroups/" + url.PathEscape(name) + "/" + url.PathEscape(action)
+	if action == api.FailoverPromoteAcceptDataLoss {
+		path = "/v1/failovergroups/" + url.PathEscape(name) + "/" + api.FailoverPromote + "?acceptDataLoss=true"
+	}
+	return c.do(ctx, http.MethodPost, path, "", nil, nil)
 }

@@ -76,7 +76,7 @@ func (p *Pass) decideFailover() {
 		request := p.mem.FailoverRequests[name]
 		delete(p.mem.FailoverRequests, name)
 		group := failover.Group{Name: name, Sides: map[string]string{failover.HomePrimary: "cluster " + g.Spec.Primary.Cluster, failover.HomeReplica: "cluster " + g.Spec.Replica.Cluster}, Automatic: g.Spec.Mode == api.FailoverAutomatic,
-			Lease: time.Duration(g.Spec.LeaseSeconds) * time.Second, FenceMargin: time.Duration(g.Spec.FenceMarginSeconds) * time.Second}
+			Lease: time.Duration(g.Spec.LeaseSeconds) * time.Second, FenceMargin: time.Duration(g.Spec.FenceMarginSeconds) * time.Second, Data: DataRule(g.Spec.Capability)}
 		d := failover.Step(group, st, sides, request, p.now)
 		for _, e := range d.Events {
 			typ := api.EventNormal
@@ -93,6 +93,20 @@ func (p *Pass) decideFailover() {
 	}
 	keepKeys(p.mem.Failover, func(k string) bool { return live[k] })
 	keepKeys(p.mem.FailoverRequests, func(k string) bool { return live[k] })
+}
+
+// DataRule is the rule that keeps a capability's automatic failovers
+// from losing acknowledged writes (the postgres capability reports its
+// replication; others do not, and promote as before).
+func DataRule(c api.FailoverCapability) failover.DataRule {
+	if c.Name != api.CapabilityPostgres || c.Postgres == nil {
+		return failover.DataRule{}
+	}
+	lag := c.Postgres.MaximumLagBytes
+	if lag <= 0 {
+		lag = api.DefaultMaximumLagBytes
+	}
+	return failover.DataRule{Enforced: true, Synchronous: c.Postgres.Synchronous, MaximumLag: uint64(lag)}
 }
 
 // failoverSides are a group's two sides as machine sides.
@@ -207,6 +221,13 @@ func (s *machineSide) Stopped(epoch int64) bool {
 }
 
 func (s *machineSide) LeaseExpiry() time.Time { return s.st.Renewed.Add(s.lease) }
+
+func (s *machineSide) Replication() *api.ReplicationStatus {
+	if s.r == nil || s.r.Member == nil {
+		return nil
+	}
+	return s.r.Member.Replication
+}
 
 func (s *machineSide) Fence() failover.FenceState {
 	m := s.p.machineByID[InstanceMachine(s.st.Holder)]

@@ -45,6 +45,14 @@ func members(h *decidetest.Harness, down ...string) {
 		}
 		role, _ := failover.Role(st, home, decide.Instance(r))
 		r.Member = &api.MemberStatus{Role: role, Epoch: st.Epoch, Serving: role != api.RoleFenced}
+		// PostgreSQL's replication, caught up: the primary at WAL position
+		// 100, the replica having received all of it.
+		switch role {
+		case api.RolePrimary:
+			r.Member.Replication = &api.ReplicationStatus{FlushPosition: 100}
+		case api.RoleReplica:
+			r.Member.Replication = &api.ReplicationStatus{Name: "standby-" + r.Machine, ReceivedPosition: 100, Streaming: true}
+		}
 		r.Address, r.HostPorts = "10.0.0.1", map[string]int{"postgres": 5432}
 	}
 }

@@ -70,6 +70,9 @@ type Side interface {
 	LeaseExpiry() time.Time
 	// Fence is how far fencing its machine has come.
 	Fence() FenceState
+	// Replication is what its software last reported of its replication
+	// (nil: nothing, or a capability that does not report).
+	Replication() *api.ReplicationStatus
 }
 
 // Group is what the orchestration needs of a group's spec.
@@ -80,6 +83,19 @@ type Group struct {
 	Automatic   bool
 	Lease       time.Duration
 	FenceMargin time.Duration
+	// Data is the rule an automatic failover keeps so as not to lose
+	// acknowledged writes (the postgres capability's).
+	Data DataRule
+}
+
+// DataRule: when Enforced, an automatic failover promotes only a replica
+// that was the synchronous standby as of the primary's last report
+// (Synchronous), or within MaximumLag bytes of the primary's last
+// reported position (asynchronous).
+type DataRule struct {
+	Enforced    bool
+	Synchronous bool
+	MaximumLag  uint64
 }
 
 // State is a group's durable memory.
@@ -100,6 +116,17 @@ type State struct {
 	FenceTried     *time.Time `json:"fenceTried,omitempty"`
 	FenceConfirmed bool       `json:"fenceConfirmed,omitempty"`
 	FenceError     string     `json:"fenceError,omitempty"`
+	// SyncStandby is the instance the primary last reported every commit
+	// waits for ("" none), SyncStandbyName its name there; PrimaryPosition
+	// the primary's last reported WAL position. They outlive the primary:
+	// what they say of its last report decides whether a failover may
+	// promote without losing acknowledged writes.
+	SyncStandby     string `json:"syncStandby,omitempty"`
+	SyncStandbyName string `json:"syncStandbyName,omitempty"`
+	PrimaryPosition uint64 `json:"primaryPosition,omitempty"`
+	// AcceptDataLoss: a manual promote that may lose writes (the replica
+	// was not synchronous) was asked for.
+	AcceptDataLoss bool `json:"acceptDataLoss,omitempty"`
 	// Renewed is when the holder's lease was last known renewed.
 	Renewed      time.Time  `json:"renewed"`
 	Since        time.Time  `json:"since"`
@@ -176,6 +203,7 @@ type stepper[S Side] struct {
 }
 
 func (d *stepper[S]) step(request string) {
+	d.recordReplication()
 	switch d.st.Phase {
 	case PhaseInitializing:
 		d.initialize()
@@ -234,12 +262,16 @@ func (d *stepper[S]) watch(request string) {
 	p, r := d.primary(), d.replica()
 	replicaReady := r.Healthy(api.RoleReplica, d.st.Epoch)
 	primaryLost := p.Failed() || p.Instance() != d.st.Holder
+	promotable, notPromotable := d.promotable(r)
 	switch {
 	case request == api.FailoverRevert && d.st.Primary == HomePrimary:
 		d.event(true, "RevertIgnored", "the primary side is primary already")
 	case request != "" && !replicaReady:
 		d.event(true, "RequestRefused", "%s refused: %s is not a healthy replica", request, d.side(Other(d.st.Primary)))
+	case request != "" && !promotable && request != api.FailoverPromoteAcceptDataLoss:
+		d.event(true, "RequestRefused", "%s refused: %s; `gantry failover promote --accept-data-loss` promotes it anyway, losing those writes", request, notPromotable)
 	case request != "" && primaryLost:
+		d.st.AcceptDataLoss = request == api.FailoverPromoteAcceptDataLoss
 		d.startFence(fmt.Sprintf("manual %s of a failed primary", request))
 		return
 	case request != "":
@@ -249,8 +281,14 @@ func (d *stepper[S]) watch(request string) {
 		return
 	}
 	switch {
-	case primaryLost && d.g.Automatic && replicaReady:
+	case primaryLost && d.g.Automatic && replicaReady && promotable:
 		d.startFence("primary failed")
+	case primaryLost && d.g.Automatic && replicaReady:
+		why := "primary failed; not promoting the replica: " + notPromotable + " (`gantry failover promote --accept-data-loss` promotes it anyway)"
+		if d.st.Phase != PhasePrimaryFailed || d.st.Message != why {
+			d.event(true, "NotPromoting", "%s", why)
+		}
+		d.to(PhasePrimaryFailed, why)
 	case primaryLost:
 		why := "primary failed; waiting for `gantry failover promote`"
 		if !replicaReady {
@@ -309,7 +347,62 @@ func (d *stepper[S]) fence() {
 		d.st.Message = "old primary fenced; waiting for the replica to be healthy before promoting it"
 		return
 	}
+	if ok, why := d.promotable(target); !ok {
+		d.st.Message = "old primary fenced; not promoting the replica: " + why
+		return
+	}
 	d.promote("failover")
+}
+
+// recordReplication keeps what the serving primary reports: the standby
+// its commits wait for, and its WAL position. Only a primary that serves
+// in its role at this epoch is believed.
+func (d *stepper[S]) recordReplication() {
+	if !d.g.Data.Enforced || d.st.Phase == PhaseFencing || d.st.Phase == PhasePromoting {
+		return
+	}
+	p, r := d.primary(), d.replica()
+	rep := p.Replication()
+	if rep == nil || p.Instance() != d.st.Holder || !p.Healthy(api.RolePrimary, d.st.Epoch) {
+		return
+	}
+	d.st.PrimaryPosition = rep.FlushPosition
+	sync, name := "", ""
+	if rep.SyncStandby != "" {
+		if standby := r.Replication(); standby != nil && standby.Name == rep.SyncStandby && r.Instance() != "" {
+			sync, name = r.Instance(), rep.SyncStandby
+		}
+	}
+	if sync != d.st.SyncStandby {
+		if sync == "" {
+			d.event(true, "SynchronousStandbyLost", "%s no longer waits for %s: it acknowledges writes alone, and an automatic failover will not promote %s until it is synchronous again",
+				d.side(d.st.Primary), d.side(Other(d.st.Primary)), d.side(Other(d.st.Primary)))
+		} else {
+			d.event(false, "SynchronousStandby", "every commit of %s now waits for %s", d.side(d.st.Primary), d.side(Other(d.st.Primary)))
+		}
+	}
+	d.st.SyncStandby, d.st.SyncStandbyName = sync, name
+}
+
+// promotable says whether promoting target loses no acknowledged write,
+// by what the primary last reported, or why not.
+func (d *stepper[S]) promotable(target S) (bool, string) {
+	switch {
+	case !d.g.Data.Enforced || d.st.AcceptDataLoss:
+		return true, ""
+	case d.g.Data.Synchronous && (d.st.SyncStandby == "" || target.Instance() != d.st.SyncStandby):
+		return false, d.side(Other(d.st.Primary)) + " was not the synchronous standby as of the primary's last report (writes acknowledged since may be missing)"
+	case d.g.Data.Synchronous:
+		return true, ""
+	}
+	rep := target.Replication()
+	if rep == nil {
+		return false, d.side(Other(d.st.Primary)) + " has not reported its WAL position"
+	}
+	if rep.ReceivedPosition < d.st.PrimaryPosition && d.st.PrimaryPosition-rep.ReceivedPosition > d.g.Data.MaximumLag {
+		return false, fmt.Sprintf("%s was %d bytes behind the primary's last report (limit %d)", d.side(Other(d.st.Primary)), d.st.PrimaryPosition-rep.ReceivedPosition, d.g.Data.MaximumLag)
+	}
+	return true, ""
 }
 
 // switchover waits for the primary to report it stopped serving, then
@@ -335,6 +428,7 @@ func (d *stepper[S]) promote(how string) {
 	d.st.Epoch++
 	d.st.Primary, d.st.Holder = d.st.Target, d.sides[d.st.Target].Instance()
 	d.st.FenceMachine, d.st.FenceConfirmed, d.st.FenceError = "", false, ""
+	d.st.SyncStandby, d.st.SyncStandbyName, d.st.PrimaryPosition, d.st.AcceptDataLoss = "", "", 0, false
 	now := d.now
 	d.st.LastFailover = &now
 	d.to(PhasePromoting, d.side(d.st.Primary)+" is being promoted")

@@ -18,6 +18,8 @@ type fakeSide struct {
 	renewed time.Time
 	lease   time.Duration
 	fence   failover.FenceState
+	// replication is what its software reports of its replication.
+	replication *api.ReplicationStatus
 }
 
 func (s *fakeSide) Instance() string { return s.instance }
@@ -30,6 +32,12 @@ func (s *fakeSide) Stopped(epoch int64) bool {
 }
 func (s *fakeSide) LeaseExpiry() time.Time     { return s.renewed.Add(s.lease) }
 func (s *fakeSide) Fence() failover.FenceState { return s.fence }
+func (s *fakeSide) Replication() *api.ReplicationStatus {
+	if s.down {
+		return nil
+	}
+	return s.replication
+}
 
 // world runs the state machine against two fake sides and a fake clock;
 // the members take the roles they are given at once, like an agent

@@ -169,7 +169,10 @@ func failoverInfo(tx store.Tx, g *api.FailoverGroup) (*api.FailoverGroupInfo, er
 			m.Replica, m.Machine, m.State, m.Health = r.ID, r.Machine, string(r.State), r.Health
 			m.Endpoint = decide.Endpoint(r, firstPort(g))
 			if r.Member != nil {
-				m.Serving, m.Epoch = r.Member.Serving, r.Member.Epoch
+				m.Serving, m.Epoch, m.Replication = r.Member.Serving, r.Member.Epoch, r.Member.Replication
+			}
+			if st.SyncStandby != "" && st.SyncStandby == decide.Instance(r) {
+				info.SyncStandby = side.cluster
 			}
 		}
 		if side.home == st.Primary && st.Phase != "" {
@@ -221,6 +224,14 @@ func (s *Server) handleDeleteFailoverGroup(w http.ResponseWriter, r *http.Reques
 func (s *Server) handleFailoverRequest(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
+		action := action
+		switch accept := r.URL.Query().Get("acceptDataLoss"); {
+		case accept == "true" && action == api.FailoverPromote:
+			action = api.FailoverPromoteAcceptDataLoss
+		case accept != "" && accept != "false":
+			s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", "acceptDataLoss", "acceptDataLoss: want true or false on promote, got %q", accept))
+			return
+		}
 		err := s.store.Update(r.Context(), func(tx store.Tx) error {
 			if _, err := tx.GetFailoverGroup(name); err != nil {
 				return err
@@ -282,6 +293,9 @@ func memberRole(tx store.Tx, r *api.Replica, member *api.FailoverMemberSpec) (*a
 		return as, nil // the leader has not seen the group yet
 	}
 	as.Role, as.Bootstrap = failover.Role(st, member.Home, decide.Instance(r))
+	if as.Role == api.RolePrimary {
+		as.SyncStandby = st.SyncStandbyName
+	}
 	if as.Role == api.RoleReplica && st.Holder != "" {
 		holder, err := tx.GetReplica(decide.InstanceReplica(st.Holder))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {

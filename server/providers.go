@@ -42,7 +42,9 @@ func (s *Server) prepareProviders(exe string) error {
 		if err != nil {
 			return err
 		}
-		localCfg.ReleaseMachine = func(ctx context.Context, machineID string) error { return dockerrt.RemoveReplicas(ctx, cli, machineID, dockerrt.DefaultSecretsDir) }
+		localCfg.ReleaseMachine = func(ctx context.Context, machineID string) error {
+			return dockerrt.RemoveReplicas(ctx, cli, machineID, dockerrt.DefaultSecretsDir)
+		}
 	}
 	if s.local, err = local.New(localCfg); err != nil {
 		return err

@@ -120,6 +120,12 @@ func validateCapability(sp api.FailoverGroupSpec) ErrorList {
 		if env := c.Postgres.PasswordEnv; env != "" && !hasKey(sp.Template.SecretEnv, env) && !hasKey(sp.Template.Env, env) {
 			errs.add("spec.capability.postgres.passwordEnv", "%q is not an env entry of spec.template", env)
 		}
+		switch lag := c.Postgres.MaximumLagBytes; {
+		case lag < 0:
+			errs.add("spec.capability.postgres.maximumLagBytes", "%d: must not be negative (0: the default, %d)", lag, api.DefaultMaximumLagBytes)
+		case lag > 0 && c.Postgres.Synchronous:
+			errs.add("spec.capability.postgres.maximumLagBytes", "only without synchronous: a synchronous group promotes only its synchronous standby")
+		}
 	case api.CapabilityGeneric:
 		if c.Postgres != nil {
 			errs.add("spec.capability.postgres", "only with name postgres")

@@ -41,6 +41,13 @@ type Capability interface {
 	Exited() <-chan struct{}
 }
 
+// Reporter is a capability that reports its replication (positions, the
+// standby a primary waits for) and keeps it in step with what the server
+// recorded of it (role.SyncStandby).
+type Reporter interface {
+	Replication(ctx context.Context, role api.FailoverAssignment) (*api.ReplicationStatus, error)
+}
+
 // ErrNotYet is what a capability returns (wrapped) when a transition
 // cannot start yet and it changed nothing (the primary is not reachable
 // yet): the member keeps doing what it does and tries again.
@@ -158,6 +165,7 @@ func Run[C Capability](ctx context.Context, c C, cfg Config) error {
 				status.Message = "not serving: " + err.Error()
 			} else {
 				status.Serving = true
+				status.Replication, status.Message = report(ctx, c, as, status.Message)
 			}
 		}
 		if err := atomicfile.WriteJSON(filepath.Join(cfg.Dir, StatusFile), status); err != nil {
@@ -179,6 +187,19 @@ func Run[C Capability](ctx context.Context, c C, cfg Config) error {
 		case <-ticker.C():
 		}
 	}
+}
+
+// report asks a Reporter for its replication (nothing of others).
+func report[C Capability](ctx context.Context, c C, as *api.FailoverAssignment, message string) (*api.ReplicationStatus, string) {
+	r, ok := any(c).(Reporter)
+	if !ok || as == nil {
+		return nil, message
+	}
+	st, err := r.Replication(ctx, *as)
+	if err != nil {
+		return nil, "replication: " + err.Error()
+	}
+	return st, message
 }
 
 // step moves the software toward the role it is told.

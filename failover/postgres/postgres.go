@@ -5,8 +5,10 @@
 // primary; promotion is pg_promote(); a former primary follows the new
 // one after pg_rewind (or is seeded afresh when the rewind fails). With
 // synchronous replication, a primary waits for its replica's flush on
-// every commit while a replica streams, and runs alone (asynchronously)
-// while none does, as Patroni's non-strict synchronous mode does.
+// every commit while a replica streams; when none does, it goes on
+// waiting until the server has recorded that it has no synchronous
+// standby, and only then acknowledges alone, as Patroni's synchronous
+// mode does with its /sync key (see Replication).
 package postgres
 
 import (
@@ -62,8 +64,6 @@ type Postgres struct {
 	server *member.Child
 	mu     sync.Mutex
 	conn   *pgx.Conn
-	// syncOn is the synchronous_standby_names this primary last set.
-	syncOn *bool
 }
 
 // DefaultDataRoot is where a root agent's members keep PostgreSQL's files.
@@ -309,9 +309,6 @@ func (p *Postgres) dropConn() {
 // is sent to a connected replica first), immediate if it takes too long.
 func (p *Postgres) Fence(ctx context.Context) error {
 	p.dropConn()
-	p.mu.Lock()
-	p.syncOn = nil
-	p.mu.Unlock()
 	if !p.running() {
 		return nil
 	}
@@ -347,49 +344,12 @@ func (p *Postgres) Health(ctx context.Context) error {
 		p.dropConn()
 		return err
 	}
-	if !inRecovery {
-		if p.isStandby() {
-			return errors.New("still a standby")
-		}
-		return p.keepSynchronous(ctx, conn)
+	if !inRecovery && p.isStandby() {
+		return errors.New("still a standby")
 	}
-	// A standby is ready to be promoted whether or not it streams now:
-	// when the primary dies, streaming stops first. With synchronous
-	// replication it holds every acknowledged commit.
-	return nil
-}
-
-// keepSynchronous has a primary wait for its replica's flush while one
-// streams, and not while none does.
-func (p *Postgres) keepSynchronous(ctx context.Context, conn *pgx.Conn) error {
-	if !p.cfg.Synchronous {
-		return nil
-	}
-	var streaming bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_replication WHERE state = 'streaming')").Scan(&streaming); err != nil {
-		p.dropConn()
-		return err
-	}
-	p.mu.Lock()
-	same := p.syncOn != nil && *p.syncOn == streaming
-	p.mu.Unlock()
-	if same {
-		return nil
-	}
-	names := ""
-	if streaming {
-		names = "*"
-	}
-	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
-		return err
-	}
-	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-		return err
-	}
-	p.cfg.Log.Info("synchronous replication", "on", streaming)
-	p.mu.Lock()
-	p.syncOn = &streaming
-	p.mu.Unlock()
+	// A standby serves whether or not it streams now (when the primary
+	// dies, streaming stops first); whether promoting it would lose
+	// acknowledged commits is told by Replication's reports.
 	return nil
 }
 
@@ -472,7 +432,7 @@ func (p *Postgres) conninfo(primary string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("primary address %q: %w", primary, err)
 	}
-	return fmt.Sprintf("host=%s port=%s user=postgres passfile=%s application_name=gantry", host, port, p.passfile()), nil
+	return fmt.Sprintf("host=%s port=%s user=postgres passfile=%s application_name=%s", host, port, p.passfile(), p.standbyName()), nil
 }
 
 // writeStandby makes the stopped data a standby of primary.

@@ -64,7 +64,7 @@ func newFailoverCmd(g *globals) *cobra.Command {
 }
 
 func failoverAction(g *globals, action, short string) *cobra.Command {
-	var wait bool
+	var wait, acceptDataLoss bool
 	var timeout, poll time.Duration
 	cmd := &cobra.Command{
 		Use:               action + " NAME",
@@ -80,10 +80,14 @@ func failoverAction(g *globals, action, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := c.RequestFailover(cmd.Context(), args[0], action); err != nil {
+			request := action
+			if acceptDataLoss {
+				request = api.FailoverPromoteAcceptDataLoss
+			}
+			if err := c.RequestFailover(cmd.Context(), args[0], request); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "failovergroup/%s %s requested\n", args[0], action)
+			fmt.Fprintf(g.out, "failovergroup/%s %s requested\n", args[0], request)
 			if !wait {
 				return nil
 			}
@@ -91,6 +95,9 @@ func failoverAction(g *globals, action, short string) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the new primary serves and the other side replicates from it (phase Healthy)")
+	if action == api.FailoverPromote {
+		cmd.Flags().BoolVar(&acceptDataLoss, "accept-data-loss", false, "promote even a replica that was not synchronous (or lagged) as of the failed primary's last report: the writes it lacks are lost")
+	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	cmd.Flags().DurationVar(&poll, "poll-interval", 500*time.Millisecond, "how often --wait reads the group")
 	return cmd
@@ -126,6 +133,23 @@ func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string,
 	}
 }
 
+// walPosition shows a member's WAL position as PostgreSQL writes an LSN:
+// a primary's flushed, a standby's received (and whether it streams).
+func walPosition(r *api.ReplicationStatus) string {
+	if r == nil {
+		return "-"
+	}
+	lsn := func(p uint64) string { return fmt.Sprintf("%X/%X", p>>32, p&0xffffffff) }
+	if r.Name == "" {
+		return "flushed " + lsn(r.FlushPosition)
+	}
+	streaming := "not streaming"
+	if r.Streaming {
+		streaming = "streaming"
+	}
+	return "received " + lsn(r.ReceivedPosition) + " (" + streaming + ")"
+}
+
 func printFailoverStatus(w io.Writer, fg *api.FailoverGroup) {
 	st := fg.Status
 	fmt.Fprintf(w, "Name:      %s\nPhase:     %s\nEpoch:     %d\nPrimary:   %s\nEndpoint:  %s\nMode:      %s\n", fg.Metadata.Name, st.Phase, st.Epoch,
@@ -136,9 +160,12 @@ func printFailoverStatus(w io.Writer, fg *api.FailoverGroup) {
 	if st.LastFailover != nil {
 		fmt.Fprintf(w, "Last failover: %s\n", st.LastFailover.UTC().Format(time.RFC3339))
 	}
-	t := &table{header: []string{"CLUSTER", "HOME", "ROLE", "SERVING", "EPOCH", "REPLICA", "MACHINE", "ENDPOINT", "HEALTH"}}
+	if fg.Spec.Capability.Name == api.CapabilityPostgres {
+		fmt.Fprintf(w, "Synchronous standby: %s\n", orDash(st.SyncStandby))
+	}
+	t := &table{header: []string{"CLUSTER", "HOME", "ROLE", "SERVING", "EPOCH", "REPLICA", "MACHINE", "ENDPOINT", "HEALTH", "WAL"}}
 	for _, m := range st.Members {
-		t.add(m.Cluster, m.Home, m.Role, strconv.FormatBool(m.Serving), strconv.FormatInt(m.Epoch, 10), orDash(m.Replica), orDash(m.Machine), orDash(m.Endpoint), orDash(string(m.Health)))
+		t.add(m.Cluster, m.Home, m.Role, strconv.FormatBool(m.Serving), strconv.FormatInt(m.Epoch, 10), orDash(m.Replica), orDash(m.Machine), orDash(m.Endpoint), orDash(string(m.Health)), walPosition(m.Replication))
 	}
 	fmt.Fprintln(w, "Members:")
 	_ = t.print(w, false)
