@@ -46,6 +46,8 @@ func TestFailoverPostgres(t *testing.T) {
 	s.waitGroup(t, "the old side back as a replica", func(g *api.FailoverGroupInfo) bool { return g.Phase == "Healthy" })
 	w, stopWriter = startWriter(t, s)
 	for _, step := range []struct{ action, primary string }{{"revert", "east"}, {"promote", "west"}, {"revert", "east"}} {
+		// A planned switchover goes to the synchronous standby only.
+		s.waitGroup(t, step.primary+" the synchronous standby", func(g *api.FailoverGroupInfo) bool { return g.Phase == "Healthy" && g.SyncStandby == step.primary })
 		epoch := s.group(t).Epoch
 		if out, errOut, code := s.gantry("failover", step.action, "pg", "--wait"); code != 0 {
 			t.Fatalf("failover %s: %s%s", step.action, out, errOut)

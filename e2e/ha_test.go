@@ -40,6 +40,10 @@ type haCluster struct {
 	machines string
 	config   string
 	servers  []*haServer
+	// local: the servers make machines with the local provider (each
+	// keeps its own data dir; the machines are agent processes this host
+	// shows to every server).
+	local bool
 }
 
 type haServer struct {
@@ -47,10 +51,12 @@ type haServer struct {
 	cmd                         *exec.Cmd
 }
 
-func newHA(t *testing.T, n int, db string) *haCluster {
+func newHA(t *testing.T, n int, db string) *haCluster { return newHAWith(t, n, db, false) }
+
+func newHAWith(t *testing.T, n int, db string, local bool) *haCluster {
 	t.Helper()
 	dir := t.TempDir()
-	h := &haCluster{t: t, dir: dir, db: db, machines: filepath.Join(dir, "machines")}
+	h := &haCluster{t: t, dir: dir, db: db, machines: filepath.Join(dir, "machines"), local: local}
 	h.config = scriptExecConfig(t, dir, h.machines)
 	var urls []string
 	for i := range n {
@@ -69,6 +75,9 @@ func newHA(t *testing.T, n int, db string) *haCluster {
 			}
 		}
 		killScriptMachines(h.machines)
+		for _, s := range h.servers {
+			killMachines(s.dataDir)
+		}
 	})
 	for _, s := range h.servers {
 		h.start(s, urls)
@@ -99,6 +108,10 @@ func (h *haCluster) start(s *haServer, urls []string) {
 	args = append(args, haLeaseArgs...)
 	args = append(args, "--store", h.db, "--name", s.name, "--listen", hostPort(s.url), "--advertise-url", s.url,
 		"--agent-servers", strings.Join(urls, ","), "--exec-config", h.config)
+	if h.local {
+		// Agents outlive the server that launched them, as machines do.
+		args = append(args, "--local-exit-with-server=false")
+	}
 	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		h.t.Fatal(err)

@@ -233,7 +233,8 @@ func (s *Server) handleFailoverRequest(action string) http.HandlerFunc {
 			return
 		}
 		err := s.store.Update(r.Context(), func(tx store.Tx) error {
-			if _, err := tx.GetFailoverGroup(name); err != nil {
+			g, err := tx.GetFailoverGroup(name)
+			if err != nil {
 				return err
 			}
 			st, err := failoverState(tx, name)
@@ -242,6 +243,9 @@ func (s *Server) handleFailoverRequest(action string) http.HandlerFunc {
 			}
 			if err := requestAllowed(st, action); err != nil {
 				return err
+			}
+			if rule := decide.DataRule(g.Spec.Capability); rule.Enforced && rule.Synchronous && st.SyncStandby == "" && action != api.FailoverPromoteAcceptDataLoss {
+				return errorf(http.StatusConflict, "conflict", "", "the replica side is not the primary's synchronous standby (as of the primary's last report): promoting it could lose acknowledged writes; wait until `gantry failover status` names it, or promote with --accept-data-loss")
 			}
 			value, _ := json.Marshal(action)
 			if err := tx.PutMemory(decide.FailoverRequestKey(name), string(value)); err != nil {

@@ -27,7 +27,7 @@ import (
 // and registers them with the others; none contacts anything until the
 // first cluster uses it. Providers with per-cluster settings (a cloud
 // region) are made on first use.
-func (s *Server) prepareProviders(exe string) error {
+func (s *Server) prepareProviders(exe, installation string) error {
 	if s.cfg.LocalRuntime == "" {
 		s.cfg.LocalRuntime = "process"
 	}
@@ -35,6 +35,7 @@ func (s *Server) prepareProviders(exe string) error {
 	localCfg := local.Config{
 		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
 		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: append([]string{"--runtime", s.cfg.LocalRuntime}, s.cfg.LocalAgentArgs...), Logger: s.log,
+		Installation: installation,
 	}
 	if s.cfg.LocalRuntime == dockerrt.Name {
 		// A killed agent's containers outlive it; they go with its machine.

@@ -348,7 +348,7 @@ func (s *Server) prepare(ctx context.Context) error {
 			return fmt.Errorf("find own executable for local agents: %w", err)
 		}
 	}
-	if err := s.prepareProviders(exe); err != nil {
+	if err := s.prepareProviders(exe, installation); err != nil {
 		return err
 	}
 	s.promReg = prometheus.NewRegistry()

@@ -78,6 +78,12 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&memory, "memory", "", "memory to advertise (default: detected)")
 	f.StringVar(&disk, "ephemeral-storage", "", "ephemeral storage to advertise (default: detected)")
 	f.StringArrayVar(&labels, "label", nil, "machine label key=value; repeatable")
+	// What a launching provider wrote on the machine, as a cloud keeps an
+	// instance's tags and type: the local provider finds its machines on
+	// the host by these arguments (from any server).
+	f.StringArrayVar(new([]string), "tag", nil, "provider tag key=value of this machine; repeatable (set by the provider that launched it)")
+	f.StringVar(new(string), "instance-type", "", "instance type of this machine (set by the provider that launched it)")
+	f.StringVar(new(string), "capacity-type", "", "capacity type of this machine (set by the provider that launched it)")
 	f.StringVar(&cfg.CACertHash, "ca-cert-hash", os.Getenv("GANTRY_CA_CERT_HASH"), "pin of the server's CA, sha256:<hex> (default: the one the join token carries)")
 	f.StringVar(&tokenFile, "join-token-file", "", "file with the join token (default: $GANTRY_JOIN_TOKEN)")
 	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "first wait before restarting a crashed replica (doubles per crash)")

@@ -1,7 +1,10 @@
 // Package local is the provider whose machines are `gantry agent` processes
 // on this host. Each machine advertises the resources of its instance type
-// from a small built-in catalog. State is kept in a file so a restarted
-// server finds its machines again (List by tags), like a cloud would.
+// from a small built-in catalog. An agent's arguments carry its instance's
+// id, type and tags, as a cloud keeps them: any server of the
+// installation (a restarted one, or another taking over the lead) finds
+// the machines on this host by them (List by tags). A file keeps what the
+// host cannot show: instances pending or stopped by this server.
 package local
 
 import (
@@ -13,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +45,10 @@ type Config struct {
 	ExitWithServer bool
 	// AgentArgs are extra flags for every agent.
 	AgentArgs []string
+	// Installation is the installation's id (the servers sharing a
+	// store): machines tagged with it that another server launched are
+	// found on the host and adopted ("" adopts nothing).
+	Installation string
 	// ReleaseMachine, when set, removes what a halted machine's replicas
 	// left outside its process group (containers of agents using the
 	// docker runtime), by machine name.
@@ -124,7 +132,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 		ID: id, State: provisioner.StatePending, InstanceType: it.Name, CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand),
 		Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags),
 	}}
-	r.Args = p.agentArgs(id, it, spec.Bootstrap)
+	r.Args = p.agentArgs(id, it, r.CapacityType, spec.Tags, spec.Bootstrap)
 	p.records[id] = r
 	if err := p.save(); err != nil {
 		delete(p.records, id)
@@ -135,13 +143,19 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	return &inst, nil
 }
 
-func (p *Provider) agentArgs(id string, it provisioner.InstanceType, b provisioner.Bootstrap) []string {
+// agentArgs are a machine's agent's arguments. They carry the instance's
+// id, type and tags, as a cloud keeps them with the instance: any server
+// of the installation finds the machine on this host by them (hostscan.go).
+func (p *Provider) agentArgs(id string, it provisioner.InstanceType, capacityType string, tags map[string]string, b provisioner.Bootstrap) []string {
 	args := []string{"agent",
 		"--server", b.ServerURL, "--cluster", b.Cluster, "--group", b.Group, "--machine-id", b.MachineID,
 		"--zone", Zone, "--address", "127.0.0.1",
 		"--data-dir", p.machineDir(id),
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", fmt.Sprint(it.MemoryBytes), "--ephemeral-storage", fmt.Sprint(it.EphemeralBytes),
-		"--provider-id", id,
+		"--provider-id", id, "--instance-type", it.Name, "--capacity-type", capacityType,
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		args = append(args, "--tag", k+"="+tags[k])
 	}
 	if b.TemplateVersion != "" {
 		args = append(args, "--template-version", b.TemplateVersion)
@@ -239,6 +253,10 @@ func (p *Provider) Stop(ctx context.Context, id string) error {
 func (p *Provider) halt(ctx context.Context, id string, during, final provisioner.State) error {
 	p.mu.Lock()
 	r, ok := p.records[id]
+	if !ok {
+		p.adoptFromHost()
+		r, ok = p.records[id]
+	}
 	if !ok || r.State == provisioner.StateTerminated || (r.State == final) {
 		p.mu.Unlock()
 		return nil
@@ -303,6 +321,10 @@ func (p *Provider) Describe(ctx context.Context, id string) (*provisioner.Instan
 	defer p.mu.Unlock()
 	r, ok := p.records[id]
 	if !ok {
+		p.adoptFromHost()
+		r, ok = p.records[id]
+	}
+	if !ok {
 		return nil, provisioner.Errorf(provisioner.KindNotFound, "describe", "instance %s", id)
 	}
 	inst := p.refresh(r)
@@ -313,6 +335,7 @@ func (p *Provider) Describe(ctx context.Context, id string) (*provisioner.Instan
 func (p *Provider) List(ctx context.Context, f provisioner.Filter) ([]provisioner.Instance, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.adoptFromHost()
 	var out []provisioner.Instance
 	for _, r := range p.records {
 		if inst := p.refresh(r); f.Matches(inst) {
