@@ -120,6 +120,7 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, pay
 		return nil, fmt.Errorf("%s %s: no gantry server URL", method, path)
 	}
 	var lastErr error
+	var tried []string // what the servers before the last one said
 	for _, base := range urls {
 		resp, err := c.sendTo(ctx, base, method, path, contentType, payload)
 		if err == nil && !unavailable(resp.StatusCode) {
@@ -130,15 +131,30 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, pay
 			if len(urls) == 1 {
 				return resp, nil
 			}
-			resp.Body.Close()
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			err = unavailableError(resp)
 		}
-		lastErr = fmt.Errorf("gantry server at %s: %s %s: %w", base, method, path, err)
+		if lastErr != nil {
+			tried = append(tried, lastErr.Error())
+		}
+		lastErr = fmt.Errorf("gantry server at %s: %w", base, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, lastErr
+	// Every server's reason is told; the last one's error is wrapped.
+	return nil, fmt.Errorf("%s %s: %s%w", method, path, strings.Join(append(tried, ""), "; "), lastErr)
+}
+
+// unavailableError says why a server could not serve: the message of its
+// error body, not only its status.
+func unavailableError(resp *http.Response) error {
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb api.ErrorBody
+	if json.Unmarshal(data, &eb) == nil && eb.Error.Message != "" {
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, eb.Error.Message)
+	}
+	return fmt.Errorf("HTTP %d", resp.StatusCode)
 }
 
 func unavailable(status int) bool {
