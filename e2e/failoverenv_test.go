@@ -334,8 +334,12 @@ type primarySampler struct {
 }
 
 func startSampler(t *testing.T, s *server) (*primarySampler, func()) {
+	return startSamplerEvery(t, s, 100*time.Millisecond)
+}
+
+func startSamplerEvery(t *testing.T, s *server, interval time.Duration) (*primarySampler, func()) {
 	p := &primarySampler{s: s, endpoints: map[string]bool{}}
-	stop := every(100*time.Millisecond, p.sample)
+	stop := every(interval, p.sample)
 	return p, stop
 }
 

@@ -44,6 +44,11 @@ type haCluster struct {
 	// keeps its own data dir; the machines are agent processes this host
 	// shows to every server).
 	local bool
+	// agentServers, when set, are the URLs agents reach the servers at
+	// (proxies the test can cut), in the servers' order; extra are more
+	// flags for every server.
+	agentServers []string
+	extra        []string
 }
 
 type haServer struct {
@@ -54,9 +59,15 @@ type haServer struct {
 func newHA(t *testing.T, n int, db string) *haCluster { return newHAWith(t, n, db, false) }
 
 func newHAWith(t *testing.T, n int, db string, local bool) *haCluster {
+	return newHAConfigured(t, n, db, local, nil, nil)
+}
+
+// newHAConfigured starts n servers; proxies, when set, makes the address
+// agents reach each server at (it is given the server's address).
+func newHAConfigured(t *testing.T, n int, db string, local bool, proxy func(serverAddr string) string, extra []string) *haCluster {
 	t.Helper()
 	dir := t.TempDir()
-	h := &haCluster{t: t, dir: dir, db: db, machines: filepath.Join(dir, "machines"), local: local}
+	h := &haCluster{t: t, dir: dir, db: db, machines: filepath.Join(dir, "machines"), local: local, extra: extra}
 	h.config = scriptExecConfig(t, dir, h.machines)
 	var urls []string
 	for i := range n {
@@ -65,6 +76,9 @@ func newHAWith(t *testing.T, n int, db string, local bool) *haCluster {
 		s.logPath = s.dataDir + ".log"
 		urls = append(urls, s.url)
 		h.servers = append(h.servers, s)
+		if proxy != nil {
+			h.agentServers = append(h.agentServers, "https://"+proxy(hostPort(s.url)))
+		}
 	}
 	t.Cleanup(func() {
 		for _, s := range h.servers {
@@ -106,8 +120,13 @@ func (h *haCluster) start(s *haServer, urls []string) {
 	h.t.Helper()
 	args := append([]string{"server", "--data-dir", s.dataDir}, serverArgs...)
 	args = append(args, haLeaseArgs...)
+	agentServers := urls
+	if len(h.agentServers) > 0 {
+		agentServers = h.agentServers
+	}
 	args = append(args, "--store", h.db, "--name", s.name, "--listen", hostPort(s.url), "--advertise-url", s.url,
-		"--agent-servers", strings.Join(urls, ","), "--exec-config", h.config)
+		"--agent-servers", strings.Join(agentServers, ","), "--exec-config", h.config)
+	args = append(args, h.extra...)
 	if h.local {
 		// Agents outlive the server that launched them, as machines do.
 		args = append(args, "--local-exit-with-server=false")

@@ -351,7 +351,16 @@ func (d *stepper[S]) fence() {
 		d.st.Message = "old primary fenced; not promoting the replica: " + why
 		return
 	}
-	d.promote("failover")
+	how := "failover"
+	if rep := target.Replication(); d.g.Data.Enforced && !d.g.Data.Synchronous && rep != nil {
+		lag := uint64(0)
+		if d.st.PrimaryPosition > rep.ReceivedPosition {
+			lag = d.st.PrimaryPosition - rep.ReceivedPosition
+		}
+		// Asynchronous: what the replica lacked is lost; say how much.
+		how = fmt.Sprintf("failover (asynchronous: the replica was %d bytes behind the primary's last report; writes after that report may be lost)", lag)
+	}
+	d.promote(how)
 }
 
 // recordReplication keeps what the serving primary reports: the standby
