@@ -39,7 +39,7 @@ func TestUnrenewedPrimaryStopsReplicaKeepsRunning(t *testing.T) {
 	}
 	// The member holds the lease too: the role says when it runs out
 	// (LeaseStopAfter of the 1 s lease after the last renewal sent).
-	if role.LeaseExpiresAt == nil || role.LeaseExpiresAt.Sub(time.Now()) > 750*time.Millisecond {
+	if role.LeaseExpiresAt == nil || time.Until(*role.LeaseExpiresAt) > 750*time.Millisecond {
 		t.Fatalf("the primary's role carries lease expiry %v, want within 750ms of now", role.LeaseExpiresAt)
 	}
 	primary, replica := strings.TrimSpace(readFile(primaryPid)), strings.TrimSpace(readFile(replicaPid))

@@ -83,7 +83,19 @@ needs "Kubernetes API server" ./scripts/kube-up.sh
 # alone takes minutes on 2 cores. Everything else runs with it.
 clouds='/provider/(aws|gcp|azure|clouds)(/|$)'
 step "tests (race detector on)"
-go test -race -count=1 -timeout 15m $(go list ./... | grep -Ev "$clouds")
+go test -race -count=1 -timeout 15m -skip '^TestFaultSchedule$' $(go list ./... | grep -Ev "$clouds")
+step "fault schedule: ${GANTRY_FAULT_RUNS:-20} seeded schedules of kills, pauses and partitions on a PostgreSQL failover group and 3 servers (GANTRY_FAULT_RUNS=500 for the soak)"
+fault_log=$(mktemp "${TMPDIR:-/tmp}/gantry-fault-schedule.XXXXXX")
+set +e
+go test -count=1 -timeout 30m -run '^TestFaultSchedule$' -v ./e2e 2>&1 | tee "$fault_log" |
+  grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS)|faultschedule_test.go:[0-9]+: (seed|kill|stop|fault)|^ +(kill|stop|partition)-'
+fault_status=${PIPESTATUS[0]}
+set -e
+if [[ $fault_status != 0 ]]; then
+  echo "test.sh: the fault schedule failed; its whole output: $fault_log (the last 200 lines follow)" >&2
+  tail -200 "$fault_log" >&2
+  exit 1
+fi
 step "packing quality suite (one goroutine: without the race detector)"
 go test -count=1 -run 'TestPackingQuality' ./planner
 step "tests of the cloud providers (against fakes of their APIs)"
