@@ -28,6 +28,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/telemetry"
+	"k8s.io/utils/clock"
 )
 
 // Config is what `gantry agent` is told.
@@ -88,6 +89,9 @@ type Config struct {
 	LeaseStopAfter     float64
 	LeaseCheckInterval time.Duration
 	LeaseStopTimeout   time.Duration
+	// LeaseClock is the time failover leases are counted in: when a
+	// renewal was sent, when a primary must stop (tests step a fake one).
+	LeaseClock clock.WithTicker
 	// Telemetry tunes the OTLP export to the cluster's monitoring
 	// endpoints (when it has some).
 	Telemetry telemetry.AgentConfig
@@ -102,7 +106,8 @@ func DefaultConfig() Config {
 		LogPollTimeout: time.Minute, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
 		LeftoverStopTimeout: 10 * time.Second,
 		LeaseStopAfter:      0.75, LeaseCheckInterval: 100 * time.Millisecond, LeaseStopTimeout: time.Second,
-		Telemetry: telemetry.DefaultAgentConfig(),
+		LeaseClock: clock.RealClock{},
+		Telemetry:  telemetry.DefaultAgentConfig(),
 	}
 }
 
@@ -160,6 +165,14 @@ func (a *Agent) caPin() string {
 		return cf.CACertHash
 	}
 	return ""
+}
+
+// leaseClock is the clock failover leases are counted in.
+func (a *Agent) leaseClock() clock.WithTicker {
+	if a.cfg.LeaseClock == nil {
+		return clock.RealClock{}
+	}
+	return a.cfg.LeaseClock
 }
 
 // secretFiles: the driver gives secret values as files.
@@ -407,7 +420,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 // heartbeat reports status, applies the answer, and returns the interval
 // the server asks for.
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
-	sentAt := time.Now()
+	sentAt := a.leaseClock().Now()
 	resp, err := a.client.Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses()})
 	if client.IsStatus(err, http.StatusGone) || client.IsStatus(err, http.StatusNotFound) {
 		a.log.Warn("server says this machine is gone; stopping replicas", "machine", a.machineID)

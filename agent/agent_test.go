@@ -85,6 +85,11 @@ func startAgent(t *testing.T) (*fakeServer, string) {
 
 func startAgentAs(t *testing.T, templateVersion string) (*fakeServer, string, *Agent) {
 	t.Helper()
+	return startAgentWith(t, func(c *Config) { c.TemplateVersion = templateVersion })
+}
+
+func startAgentWith(t *testing.T, edit func(*Config)) (*fakeServer, string, *Agent) {
+	t.Helper()
 	fs := &fakeServer{}
 	srv := httptest.NewServer(fs.handler(t))
 	t.Cleanup(srv.Close)
@@ -92,7 +97,7 @@ func startAgentAs(t *testing.T, templateVersion string) (*fakeServer, string, *A
 	cfg := DefaultConfig()
 	cfg.ServerURL, cfg.Cluster, cfg.DataDir, cfg.JoinToken = srv.URL, "c", dir, "gjt1.token"
 	cfg.RestartBackoff, cfg.MaxRestartBackoff, cfg.MinReportGap = 100*time.Millisecond, 400*time.Millisecond, 10*time.Millisecond
-	cfg.TemplateVersion = templateVersion
+	edit(&cfg)
 	a := New(cfg, process.New(process.Config{Dir: filepath.Join(dir, "replicas")}), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

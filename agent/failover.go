@@ -85,13 +85,13 @@ func (a *Agent) renewed(sentAt time.Time) {
 // counts from when it received that renewal, which is later). This
 // overrides "keep running while the server is away", for primaries only.
 func (a *Agent) watchLeases(ctx context.Context) {
-	ticker := time.NewTicker(a.cfg.LeaseCheckInterval)
+	ticker := a.leaseClock().NewTicker(a.cfg.LeaseCheckInterval)
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-ticker.C():
 		}
 		expired, renewedAt := a.expiredPrimaries()
 		for _, e := range expired {
@@ -117,7 +117,7 @@ func (a *Agent) expiredPrimaries() ([]expiredPrimary, time.Time) {
 		if f == nil || f.Role != api.RolePrimary {
 			continue
 		}
-		if time.Since(a.renewedAt) > a.leaseStop(f.LeaseSeconds) {
+		if a.leaseClock().Since(a.renewedAt) > a.leaseStop(f.LeaseSeconds) {
 			out = append(out, expiredPrimary{s: s, role: *f})
 			delete(a.supervisors, id)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/failover/member"
 	"github.com/gantry-dev/gantry/internal/atomicfile"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func memberAssignment(id, group, role string, command ...string) api.Assignment {
@@ -69,5 +70,42 @@ func TestUnrenewedPrimaryStopsReplicaKeepsRunning(t *testing.T) {
 	})
 	if _, err := os.Stat("/proc/" + replica); err != nil {
 		t.Fatal("the replica restarted")
+	}
+}
+
+// The agent's own lease watch on an injected clock: a primary whose
+// renewals stop being answered is stopped once LeaseStopAfter of its lease
+// has passed since the last renewal sent, not a moment before — without
+// the test waiting for time to pass.
+func TestLeaseSelfStopOnAFakeClock(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fs, dir, _ := startAgentWith(t, func(c *Config) { c.LeaseClock, c.LeaseCheckInterval = clk, 10*time.Millisecond })
+	run := "echo $$ > pid; echo '{\"role\":\"primary\",\"epoch\":3,\"serving\":true}' > $GANTRY_FAILOVER_DIR/status.json; exec sleep 300"
+	as := memberAssignment("pg-0", "pg", api.RolePrimary, "sh", "-c", run)
+	as.Failover.LeaseSeconds = 8 // the agent stops the primary 6 s after the last renewal sent
+	fs.set(as)
+	pidFile := filepath.Join(dir, "replicas", "pg-0", "pid")
+	eventually(t, "the primary running", func() bool { st, ok := fs.status("pg-0"); return ok && fileExists(pidFile) && st.Member != nil })
+	pid := strings.TrimSpace(readFile(pidFile))
+	fs.mu.Lock()
+	fs.down = true
+	fs.mu.Unlock()
+	tick := func(d time.Duration) {
+		t.Helper()
+		eventually(t, "the lease watch waiting on its clock", clk.HasWaiters)
+		clk.Step(d)
+		eventually(t, "the lease watch to look", clk.HasWaiters)
+	}
+	for range 5 { // 5 s since the last renewal: within 0.75 × 8 s
+		tick(time.Second)
+	}
+	if !fileExists("/proc/" + pid) {
+		t.Fatal("the primary stopped before LeaseStopAfter of its lease")
+	}
+	tick(1100 * time.Millisecond)
+	eventually(t, "the primary stopped", func() bool { return !fileExists("/proc/" + pid) })
+	var role api.FailoverAssignment
+	if found, _ := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", member.RoleFile), &role); !found || role.Role != api.RoleFenced {
+		t.Fatalf("the member was not told it is fenced: %+v", role)
 	}
 }

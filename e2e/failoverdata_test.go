@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,4 +85,41 @@ func TestStaleStandbyIsNotPromoted(t *testing.T) {
 		return g.Epoch == before.Epoch+1 && g.Primary == "west" && g.Endpoint != ""
 	})
 	t.Logf("%s; promoted only with --accept-data-loss", failed.Message)
+}
+
+// The primary's agent is stopped (SIGSTOP): it renews nothing and stops
+// nothing, but the member holds the lease itself and fences PostgreSQL
+// when the lease's end passes by its clock — before the lease has run out
+// for the server (before, PostgreSQL stayed writable until the server's
+// fence, 22 s with a 10 s lease). The group then fails over.
+func TestStoppedAgentsPrimaryFencesItself(t *testing.T) {
+	s := startFailover(t, nil)
+	before := s.group(t)
+	primary := memberOf(before, before.Primary)
+	agent := agentPID(primary.Machine)
+	if agent == 0 {
+		t.Fatal("no agent process for the primary's machine")
+	}
+	if !acceptsWrites(primary.Endpoint) {
+		t.Fatal("the primary does not accept writes before the fault")
+	}
+	stopped := time.Now()
+	if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(agent, syscall.SIGCONT) })
+	var fenced time.Duration
+	waitFor(t, "the primary fenced by its member", func() (bool, string) {
+		if acceptsWrites(primary.Endpoint) {
+			return false, "still accepts writes"
+		}
+		fenced = time.Since(stopped)
+		return true, ""
+	})
+	const lease = 4 * time.Second
+	if fenced >= lease {
+		t.Fatalf("the primary accepted writes %.2f s after its agent stopped: not before its lease (%s) ran out", fenced.Seconds(), lease)
+	}
+	s.waitGroup(t, "the replica promoted", func(g *api.FailoverGroupInfo) bool { return g.Epoch == before.Epoch+1 && g.Endpoint != "" })
+	t.Logf("the primary stopped accepting writes %.2f s after its agent was stopped (lease %s)", fenced.Seconds(), lease)
 }
