@@ -132,8 +132,14 @@ func (p *Pass) failoverSides(g *api.FailoverGroup, st *failover.State) map[strin
 
 // renewLease keeps when the holder's lease was last renewed: its
 // machine's last heartbeat, but never before this server recorded
-// heartbeats reliably (a new leader gives a full lease).
+// heartbeats reliably (a new leader gives a full lease). Once the server
+// has taken the role back (fencing, switching over), heartbeats renew
+// nothing: the holder is told it is fenced, and a machine that keeps
+// heartbeating must not hold the lease forever.
 func (p *Pass) renewLease(st *failover.State, primary *machineSide) {
+	if st.Phase == failover.PhaseFencing || st.Phase == failover.PhaseSwitchover {
+		return
+	}
 	m := p.machineByID[InstanceMachine(st.Holder)]
 	if m == nil || !m.Live() {
 		return // it renews nothing more; the last known renewal stands

@@ -192,3 +192,29 @@ func TestUnfenceablePrimaryPromotedAfterLeaseAndMargin(t *testing.T) {
 		t.Fatal("no FenceUnconfirmed event")
 	}
 }
+
+// A primary that fails while its machine keeps heartbeating (its
+// PostgreSQL crashed, or its member fenced itself) is fenced once its
+// lease has run out: heartbeats after the server took the role back renew
+// nothing (they used to renew the lease for ever, and the group waited in
+// Fencing with the old primary's lease always ahead).
+func TestFailedPrimaryOnAHeartbeatingMachineIsFenced(t *testing.T) {
+	h, _ := healthyGroup(t, nil)
+	fenced := false
+	for i := 0; i < 30 && !fenced; i++ {
+		h.Join()
+		h.Run()
+		for _, m := range h.Snap.Machines {
+			beat := h.Now
+			m.LastHeartbeat = &beat // every machine heartbeats, the primary's too
+		}
+		h.ReplicaByID("pg-east-0").Health = api.HealthUnhealthy
+		p := h.Pass()
+		members(h)
+		fenced = len(p.Fences) > 0
+		h.Step(time.Second)
+	}
+	if !fenced {
+		t.Fatalf("the failed primary was never fenced: %+v", h.Memory.Failover["pg"])
+	}
+}
