@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ import (
 func newAgentCmd(g *globals) *cobra.Command {
 	cfg := agent.DefaultConfig()
 	dockerCfg := docker.DefaultConfig()
-	var cpu, memory, disk, runtimeName, tokenFile, logFormat, logLevel string
+	var cpu, memory, disk, runtimeName, tokenFile, providerIDFile, logFormat, logLevel string
 	var labels []string
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -42,6 +43,9 @@ func newAgentCmd(g *globals) *cobra.Command {
 			}
 			if cfg.JoinToken, err = joinToken(tokenFile); err != nil {
 				return err
+			}
+			if cfg.ProviderID == "" && providerIDFile != "" {
+				cfg.ProviderID = readProviderID(providerIDFile, log)
 			}
 			if cfg.CACertHash != "" && !pki.ValidPin(cfg.CACertHash) {
 				return fmt.Errorf("--ca-cert-hash %q: want sha256: and 64 hex digits (printed by `gantry token create --kind join`)", cfg.CACertHash)
@@ -65,6 +69,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Group, "group", "", "capacity group of this machine")
 	f.StringVar(&cfg.MachineID, "machine-id", "", "machine name (set by the provider that launched it)")
 	f.StringVar(&cfg.ProviderID, "provider-id", "", "the provider's id of this machine")
+	f.StringVar(&providerIDFile, "provider-id-file", "", "file holding the provider's id of this machine (written at boot from the cloud's metadata; ignored when absent)")
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this machine")
 	f.StringVar(&cfg.TemplateVersion, "template-version", "", "the cluster's agent.version this machine was launched with (reported to the server)")
 	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
@@ -155,4 +160,21 @@ func parseLabels(pairs []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// readProviderID reads the instance id the boot script wrote from the
+// cloud's metadata; without it the agent joins all the same (the server
+// finds the instance by its tags).
+func readProviderID(path string, log *slog.Logger) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		log.Warn("no instance id from the cloud's metadata", "file", path, "err", err)
+		return ""
+	}
+	id := strings.TrimSpace(string(data))
+	if len(id) > 256 || strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r > '~' }) {
+		log.Warn("ignoring an instance id that is not printable ASCII", "file", path)
+		return ""
+	}
+	return id
 }

@@ -132,7 +132,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 }
 
 func (p *Provider) runInput(spec provisioner.LaunchSpec, s Settings) (*ec2.RunInstancesInput, error) {
-	userData, err := cloudinit.Render(spec.Bootstrap, s.Agent, cloudinit.Machine{Zone: spec.Zone})
+	userData, err := cloudinit.Render(spec.Bootstrap, s.Agent, cloudinit.Machine{Zone: spec.Zone, InstanceIDCommand: cloudinit.AWSInstanceID})
 	if err != nil {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "user data: %v", err)
 	}

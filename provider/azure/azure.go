@@ -120,7 +120,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 }
 
 func (p *Provider) vmModel(name string, spec provisioner.LaunchSpec, s Settings) (armcompute.VirtualMachine, error) {
-	userData, err := cloudinit.Render(spec.Bootstrap, s.Agent, cloudinit.Machine{Zone: spec.Zone})
+	userData, err := cloudinit.Render(spec.Bootstrap, s.Agent, cloudinit.Machine{Zone: spec.Zone, InstanceIDCommand: cloudinit.AzureInstanceID})
 	if err != nil {
 		return armcompute.VirtualMachine{}, provisioner.Errorf(provisioner.KindInvalid, "launch", "user data: %v", err)
 	}

@@ -168,7 +168,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 }
 
 func (p *Provider) instanceResource(spec provisioner.LaunchSpec, s Settings, zone string) (*computepb.Instance, error) {
-	userData, err := cloudinit.Render(spec.Bootstrap, s.Agent, cloudinit.Machine{Zone: zone})
+	userData, err := cloudinit.Render(spec.Bootstrap, s.Agent, cloudinit.Machine{Zone: zone, InstanceIDCommand: cloudinit.GCPInstanceID})
 	if err != nil {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "user data: %v", err)
 	}

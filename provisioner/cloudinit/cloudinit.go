@@ -32,7 +32,23 @@ type Machine struct {
 	Zone string
 	// Labels become --label flags.
 	Labels map[string]string
+	// InstanceIDCommand, when set, is a shell command the boot script runs
+	// to learn the machine's instance id from its cloud's metadata service
+	// (best effort): the agent reports it at join, so a machine whose
+	// launch answer was lost is known by its instance.
+	InstanceIDCommand string
 }
+
+// Instance id lookups from each cloud's metadata service, as the id its
+// provider names instances by.
+const (
+	AWSInstanceID   = `t=$(curl -fsS -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token) && curl -fsS -m 5 -H "X-aws-ec2-metadata-token: $t" http://169.254.169.254/latest/meta-data/instance-id`
+	GCPInstanceID   = `z=$(curl -fsS -m 5 -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/instance/zone) && n=$(curl -fsS -m 5 -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/instance/name) && echo "${z##*/}/$n"`
+	AzureInstanceID = `curl -fsS -m 5 -H 'Metadata: true' 'http://169.254.169.254/metadata/instance/compute/name?api-version=2021-02-01&format=text'`
+)
+
+// InstanceIDPath is where the boot script keeps the instance id.
+const InstanceIDPath = "/etc/gantry/instance-id"
 
 // Paths on the machine.
 const (
@@ -108,7 +124,7 @@ func Render(b provisioner.Bootstrap, a Agent, m Machine) (string, error) {
 		WriteFiles: []file{
 			{Path: JoinTokenPath, Permissions: "0600", Owner: "root:root", Content: b.JoinToken},
 			{Path: UnitPath, Permissions: "0644", Owner: "root:root", Content: unit(b, a, m)},
-			{Path: InstallPath, Permissions: "0755", Owner: "root:root", Content: bootScript(b.AgentBinaries)},
+			{Path: InstallPath, Permissions: "0755", Owner: "root:root", Content: bootScript(b.AgentBinaries, m.InstanceIDCommand)},
 		},
 		RunCmd: [][]string{{InstallPath}},
 		// Boot output goes to the console too, where providers can read it.
@@ -129,6 +145,9 @@ func unit(b provisioner.Bootstrap, a Agent, m Machine) string {
 	}
 	args := []string{BinaryPath, "agent", "--server", b.ServerURL, "--cluster", b.Cluster, "--group", b.Group,
 		"--machine-id", b.MachineID, "--data-dir", DataDir, "--runtime", runtime, "--join-token-file", JoinTokenPath}
+	if m.InstanceIDCommand != "" {
+		args = append(args, "--provider-id-file", InstanceIDPath)
+	}
 	if m.Zone != "" {
 		args = append(args, "--zone", m.Zone)
 	}
@@ -167,6 +186,15 @@ WantedBy=multi-user.target
 `, after, strings.Join(quoted, " "))
 }
 
+// instanceIDStep writes the instance id the metadata service gives, if it
+// answers (the agent joins without it otherwise).
+func instanceIDStep(command string) string {
+	if command == "" {
+		return ""
+	}
+	return "(" + command + ") > " + InstanceIDPath + ".tmp 2>/dev/null && mv " + InstanceIDPath + ".tmp " + InstanceIDPath + " || rm -f " + InstanceIDPath + ".tmp\n"
+}
+
 // systemdQuote quotes one ExecStart argument: double quotes, with
 // backslash, quote, and the specifier and variable characters escaped.
 func systemdQuote(s string) string {
@@ -181,7 +209,7 @@ func shellQuote(s string) string {
 
 // bootScript downloads, verifies and installs the binary, then starts the
 // agent, printing a marker before each step.
-func bootScript(binaries map[string]api.AgentBinary) string {
+func bootScript(binaries map[string]api.AgentBinary, instanceIDCommand string) string {
 	var sb strings.Builder
 	sb.WriteString(`#!/bin/sh
 set -eu
@@ -220,7 +248,7 @@ chmod 0755 "$tmp"
 mv "$tmp" ` + BinaryPath + `
 mkdir -p ` + DataDir + `
 chmod 0700 ` + DataDir + `
-step start-agent
+` + instanceIDStep(instanceIDCommand) + `step start-agent
 systemctl daemon-reload
 systemctl enable --now gantry-agent.service || fail "systemctl start gantry-agent"
 step done

@@ -84,7 +84,7 @@ func TestRenderIsValidCloudConfig(t *testing.T) {
 func TestBootScriptQuotesValues(t *testing.T) {
 	binaries := testBinaries()
 	binaries["amd64"] = api.AgentBinary{URL: "https://x.example.com/a'b$(touch /tmp/pwned)\"c", SHA256: strings.Repeat("c", 64)}
-	script := bootScript(binaries)
+	script := bootScript(binaries, "")
 	if err := exec.Command("sh", "-n", "-c", script).Run(); err != nil {
 		t.Fatalf("boot script is not valid sh: %v\n%s", err, script)
 	}
@@ -128,5 +128,28 @@ func TestLastMarkerAndTail(t *testing.T) {
 	}
 	if got := Tail(console, 2); got != "curl: (6) Could not resolve host\ncloud-init[123]: [gantry-boot] failed: download https://x" {
 		t.Errorf("tail %q", got)
+	}
+}
+
+// On a cloud, the boot script asks the metadata service for the instance
+// id (as each provider names instances) and the agent reads it, so it
+// reports its instance at join; the script stays valid shell whether the
+// service answers or not.
+func TestInstanceIDFromTheCloudsMetadata(t *testing.T) {
+	for name, command := range map[string]string{"aws": AWSInstanceID, "gcp": GCPInstanceID, "azure": AzureInstanceID} {
+		out, err := Render(testBootstrap(), testAgent(), Machine{Zone: "z", InstanceIDCommand: command})
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := bootScript(testBinaries(), command)
+		if err := exec.Command("sh", "-n", "-c", script).Run(); err != nil {
+			t.Fatalf("%s: boot script is not valid sh: %v", name, err)
+		}
+		if !strings.Contains(script, InstanceIDPath) || !strings.Contains(out, `"--provider-id-file" "`+InstanceIDPath+`"`) {
+			t.Fatalf("%s: the instance id does not reach the agent:\n%s", name, out)
+		}
+	}
+	if out, _ := Render(testBootstrap(), testAgent(), Machine{}); strings.Contains(out, "--provider-id-file") {
+		t.Fatal("without a metadata command the agent is told of a file nobody writes")
 	}
 }
