@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -191,7 +192,9 @@ type pgWriter struct {
 }
 
 type ackedRow struct {
-	id       int64
+	id int64
+	// endpoint is where the row was written, with the group's epoch when
+	// the writer connected there (host:port@epoch).
 	endpoint string
 	at       time.Time
 }
@@ -267,7 +270,7 @@ func (w *pgWriter) connect(ctx context.Context) (string, *pgx.Conn) {
 	if err != nil {
 		return "", nil
 	}
-	return g.Status.Endpoint, conn
+	return fmt.Sprintf("%s@%d", g.Status.Endpoint, g.Status.Epoch), conn
 }
 
 // insert commits one row and records it when PostgreSQL acknowledged it.
@@ -293,7 +296,7 @@ func (w *pgWriter) rows() []ackedRow {
 // before, after t0.
 func (w *pgWriter) firstAfter(t0 time.Time, before string) (ackedRow, bool) {
 	for _, r := range w.rows() {
-		if r.at.After(t0) && r.endpoint != before {
+		if address, _, _ := strings.Cut(r.endpoint, "@"); r.at.After(t0) && address != before {
 			return r, true
 		}
 	}
