@@ -41,6 +41,12 @@ const pgPassword = "e2e-pg-password"
 // lease 4 s; east's agents reach the server at eastAPI when set (a proxy
 // the test can cut).
 func failoverSpec(binDir, dataRoot, eastAPI string) string {
+	return failoverGroupSpec(binDir, dataRoot, eastAPI, "synchronous: true")
+}
+
+// failoverGroupSpec is failoverSpec with the postgres capability's mode
+// (its settings before passwordEnv, binDir and dataRoot).
+func failoverGroupSpec(binDir, dataRoot, eastAPI, mode string) string {
 	agent := ""
 	if eastAPI != "" {
 		agent = "\n  agent:\n    apiUrl: " + eastAPI
@@ -72,7 +78,7 @@ spec:
   replica: {cluster: west}
   capability:
     name: postgres
-    postgres: {synchronous: true, passwordEnv: PGPASS, binDir: %s, dataRoot: %s}
+    postgres: {%s, passwordEnv: PGPASS, binDir: %s, dataRoot: %s}
   template:
     ports: [{name: postgres}]
     env:
@@ -81,7 +87,7 @@ spec:
     resources: {cpu: 500m, memory: 512Mi}
   health: {failureThreshold: 2, successThreshold: 1, intervalSeconds: 1}
   leaseSeconds: 4
-`, agent, binDir, dataRoot)
+`, agent, mode, binDir, dataRoot)
 }
 
 // needPostgres skips without PostgreSQL 15's binaries, except on CI.

@@ -2,9 +2,7 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +16,9 @@ import (
 // the replica only after, and a client that keeps writing to the old
 // primary's address never succeeds after the promotion.
 func TestFailoverPartitionedPrimaryStopsItself(t *testing.T) {
-	var proxy *tcpProxy
+	var proxy *pidProxy
 	s := startFailover(t, func(serverURL string) string {
-		proxy = startProxy(t, hostPort(serverURL))
+		proxy = startPIDProxy(t, hostPort(serverURL))
 		return strings.Replace(serverURL, hostPort(serverURL), proxy.addr(), 1)
 	}, "--reschedule-grace", "10m") // only the failover may stop the partitioned machine
 	sampler, stopSampler := startSampler(t, s)
@@ -28,7 +26,7 @@ func TestFailoverPartitionedPrimaryStopsItself(t *testing.T) {
 	old := startStubbornWriter(t, before.Endpoint)
 
 	cut := time.Now()
-	proxy.cut()
+	proxy.cutAll()
 	after := s.waitGroup(t, "the replica promoted", func(g *api.FailoverGroupInfo) bool {
 		return g.Epoch == before.Epoch+1 && g.Primary == "west" && g.Endpoint != ""
 	})
@@ -164,63 +162,4 @@ func (w *stubbornWriter) stop() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastOK
-}
-
-// tcpProxy forwards to a server until cut: then it closes every
-// connection and refuses new ones, as a network partition would.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	isCut  bool
-}
-
-func startProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go p.serve()
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.isCut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
-		go func() { _, _ = io.Copy(c, up); c.Close() }()
-	}
-}
-
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }

@@ -13,16 +13,18 @@ import (
 	"testing"
 )
 
-// pidProxy forwards TCP to a server, and can cut the connections of
-// chosen processes (an agent partitioned from the servers) while serving
-// everyone else: which process a loopback connection comes from is told by
-// the socket's inode (/proc/net/tcp) among the process's descriptors.
+// pidProxy forwards TCP to a server, and can cut everyone (a network
+// partition) or the connections of chosen processes (an agent partitioned
+// from the servers) while serving everyone else: which process a loopback
+// connection comes from is told by the socket's inode (/proc/net/tcp)
+// among the process's descriptors.
 type pidProxy struct {
 	ln      net.Listener
 	target  string
 	mu      sync.Mutex
 	conns   map[net.Conn]connInfo
 	blocked map[int]bool
+	all     bool
 }
 
 type connInfo struct {
@@ -37,7 +39,7 @@ func startPIDProxy(t *testing.T, target string) *pidProxy {
 		t.Fatal(err)
 	}
 	p := &pidProxy{ln: ln, target: target, conns: map[net.Conn]connInfo{}, blocked: map[int]bool{}}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { ln.Close(); p.cutAll() })
 	go p.serve()
 	return p
 }
@@ -52,7 +54,7 @@ func (p *pidProxy) serve() {
 		}
 		inode := clientInode(c)
 		p.mu.Lock()
-		if p.ownedByBlocked(inode) {
+		if p.all || p.ownedByBlocked(inode) {
 			p.mu.Unlock()
 			c.Close()
 			continue
@@ -95,10 +97,22 @@ func (p *pidProxy) cut(pid int) {
 	}
 }
 
+// cutAll closes every connection and refuses new ones, until heal.
+func (p *pidProxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.all = true
+	for c, info := range p.conns {
+		c.Close()
+		info.upstream.Close()
+		delete(p.conns, c)
+	}
+}
+
 func (p *pidProxy) heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.blocked = map[int]bool{}
+	p.blocked, p.all = map[int]bool{}, false
 }
 
 // ownedByBlocked: callers hold p.mu.

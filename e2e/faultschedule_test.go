@@ -90,47 +90,11 @@ func envInt(t *testing.T, name string, def int) int {
 const faultMaxLag = 1 << 20
 
 func faultGroupSpec(binDir, dataRoot string, synchronous bool) string {
-	mode := "{synchronous: true"
+	mode := "synchronous: true"
 	if !synchronous {
-		mode = fmt.Sprintf("{maximumLagBytes: %d", faultMaxLag)
+		mode = fmt.Sprintf("maximumLagBytes: %d", faultMaxLag)
 	}
-	return fmt.Sprintf(`
-kind: Cluster
-metadata: {name: east}
-spec:
-  provider: {name: local}
-  capacityGroups:
-    - {groupId: db, instanceType: local.medium, minSize: 1, maxSize: 2}
----
-kind: Cluster
-metadata: {name: west}
-spec:
-  provider: {name: local}
-  capacityGroups:
-    - {groupId: db, instanceType: local.medium, minSize: 1, maxSize: 2}
----
-kind: Secret
-metadata: {name: pg}
-spec:
-  keys: {password: {env: GANTRY_E2E_PG_PASSWORD}}
----
-kind: FailoverGroup
-metadata: {name: pg}
-spec:
-  primary: {cluster: east}
-  replica: {cluster: west}
-  capability:
-    name: postgres
-    postgres: %s, passwordEnv: PGPASS, binDir: %s, dataRoot: %s}
-  template:
-    ports: [{name: postgres}]
-    env:
-      - name: PGPASS
-        secretRef: {name: pg, key: password}
-    resources: {cpu: 500m, memory: 512Mi}
-  health: {failureThreshold: 2, successThreshold: 1, intervalSeconds: 1}
-  leaseSeconds: 4
-`, mode, binDir, dataRoot)
+	return failoverGroupSpec(binDir, dataRoot, "", mode)
 }
 
 // faultEnv is one control plane and group that schedules run against.

@@ -276,12 +276,18 @@ func (h *haCluster) fleetTrue(want int) (bool, string) {
 }
 
 func haSpec(minSize int, version string) string {
+	return haSpecOf("exec", "pm.medium", minSize, version)
+}
+
+// haSpecOf is the HA tests' cluster ha of a provider and instance type,
+// with a service web of 3 replicas at version.
+func haSpecOf(provider, instanceType string, minSize int, version string) string {
 	return fmt.Sprintf(`kind: Cluster
 metadata: {name: ha}
 spec:
-  provider: {name: exec}
+  provider: {name: %s}
   capacityGroups:
-    - {groupId: general, instanceType: pm.medium, minSize: %d, maxSize: 4}
+    - {groupId: general, instanceType: %s, minSize: %d, maxSize: 4}
 ---
 kind: Service
 metadata: {name: web}
@@ -295,7 +301,7 @@ spec:
   healthCheck:
     http: {port: http, path: /healthz}
     intervalSeconds: 1
-`, minSize, version)
+`, provider, instanceType, minSize, version)
 }
 
 func seeded(t *testing.T) *rand.Rand {

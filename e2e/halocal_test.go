@@ -12,27 +12,6 @@ import (
 	"github.com/gantry-dev/gantry/store/postgres/pgtest"
 )
 
-const haLocalSpec = `kind: Cluster
-metadata: {name: ha}
-spec:
-  provider: {name: local}
-  capacityGroups:
-    - {groupId: general, instanceType: local.medium, minSize: 2, maxSize: 4}
----
-kind: Service
-metadata: {name: web}
-spec:
-  cluster: ha
-  command: [gantry, hello]
-  env: {VERSION: "1"}
-  ports: [{name: http}]
-  replicas: 3
-  resources: {cpu: 500m, memory: 256Mi}
-  healthCheck:
-    http: {port: http, path: /healthz}
-    intervalSeconds: 1
-`
-
 // placement is what must not change when the leader does: each live
 // machine's instance, and where each replica runs and how often it
 // restarted.
@@ -69,7 +48,7 @@ func (h *haCluster) placement(t *testing.T) (map[string]string, map[string]strin
 func TestHALocalMachinesSurviveALeaderKill(t *testing.T) {
 	h := newHAWith(t, 3, pgtest.URL(t), true)
 	first := h.leader()
-	h.apply(haLocalSpec)
+	h.apply(haSpecOf("local", "local.medium", 2, "1"))
 	waitFor(t, "web answering", func() (bool, string) { return h.webAnswers("1") })
 	instances, where := h.placement(t)
 
