@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/store/postgres/pgtest"
 )
 
@@ -156,14 +157,23 @@ func draw(seed uint64) ([]fault, []time.Duration) {
 // schedule runs one seed's faults with a writer and the sampler, heals
 // everything, and checks the histories; false when a check failed.
 func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool {
-	ok := true
-	t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+	return t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				e.logEvents(t)
+			}
+		})
 		e.healthy(t)
 		faults, pauses := draw(seed)
 		before := e.server.group(t)
 		sampler, stopSampler := startSamplerEvery(t, e.server, 50*time.Millisecond)
 		w, stopWriter := startWriter(t, e.server)
 		for i, f := range faults {
+			// Each fault starts from a safe state: a healthy group whose
+			// synchronous standby is recorded. Without it, a second fault
+			// that kills a primary before its new replica is synchronous
+			// leaves, rightly, no replica to promote without losing writes.
+			e.healthy(t)
 			time.Sleep(pauses[i])
 			rto := e.inject(t, f)
 			totals.fault(f.kind, rto)
@@ -188,9 +198,24 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 		sampler.check(t)
 		checkWriteHistory(t, w.rows())
 		e.checkFleet(t)
-		ok = !t.Failed()
 	})
-	return ok
+}
+
+// logEvents prints the events of the group and the machines, for a
+// failed schedule.
+func (e *faultEnv) logEvents(t *testing.T) {
+	events, err := e.h.api().ListEvents(context.Background(), client.EventQuery{Limit: 400})
+	if err != nil {
+		t.Logf("events: %v", err)
+		return
+	}
+	var b strings.Builder
+	for _, ev := range events {
+		if ev.ObjectKind == api.KindFailoverGroup || ev.ObjectKind == "Machine" || ev.ObjectKind == "Replica" {
+			fmt.Fprintf(&b, "%s %s %s/%s %s: %s\n", ev.Time.Format("15:04:05.000"), ev.Type, ev.ObjectKind, ev.ObjectName, ev.Reason, ev.Message)
+		}
+	}
+	t.Logf("events:\n%s", b.String())
 }
 
 // healthy waits for the group to be Healthy, the synchronous one with its
@@ -209,9 +234,7 @@ func (e *faultEnv) healthy(t *testing.T) {
 // led.
 func (e *faultEnv) inject(t *testing.T, f fault) time.Duration {
 	t.Helper()
-	// A fault hits the primary that serves now (an earlier fault may still
-	// be failing it over).
-	g := e.server.waitGroup(t, "a serving primary", func(g *api.FailoverGroupInfo) bool { return g.Endpoint != "" })
+	g := e.server.group(t)
 	primary := primaryMachine(g)
 	agent := agentPID(primary)
 	switch f.kind {
