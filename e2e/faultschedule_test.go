@@ -66,7 +66,11 @@ func TestFaultSchedule(t *testing.T) {
 			env := newFaultEnv(t, synchronous)
 			for i := range n {
 				s := seed + mi*n + i
-				if !env.schedule(t, uint64(s), totals) {
+				ok := env.schedule(t, uint64(s), totals)
+				if (i+1)%10 == 0 {
+					t.Log(totals.summary()) // so far, for a soak stopped early
+				}
+				if !ok {
 					t.Fatalf("schedule of seed %d failed: replay with GANTRY_FAULT_SEED=%d GANTRY_FAULT_RUNS=1 GANTRY_FAULT_MODE=%s",
 						s, s, map[bool]string{true: "sync", false: "async"}[synchronous])
 				}
@@ -168,6 +172,7 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 		before := e.server.group(t)
 		sampler, stopSampler := startSamplerEvery(t, e.server, 50*time.Millisecond)
 		w, stopWriter := startWriter(t, e.server)
+		var windows []faultWindow
 		for i, f := range faults {
 			// Each fault starts from a safe state: a healthy group whose
 			// synchronous standby is recorded. Without it, a second fault
@@ -175,8 +180,12 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 			// leaves, rightly, no replica to promote without losing writes.
 			e.healthy(t)
 			time.Sleep(pauses[i])
+			if len(windows) > 0 {
+				windows[len(windows)-1].end = time.Now()
+			}
+			windows = append(windows, faultWindow{kind: f.kind, start: time.Now()})
 			rto := e.inject(t, f)
-			totals.fault(f.kind, rto)
+			totals.leader(f.kind, rto)
 			t.Logf("seed %d: %s for %s", seed, f.kind, f.duration)
 		}
 		e.healAll(t)
@@ -184,7 +193,11 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 		// Writes after the last heal reach the final primary too.
 		n := len(w.rows())
 		waitFor(t, "writes after the heal", func() (bool, string) { return len(w.rows()) > n+10, "" })
+		windows[len(windows)-1].end = time.Now()
 		stopWriter()
+		for _, win := range windows {
+			totals.outage(win.kind, win.longestGap(w.rows()))
+		}
 		stopSampler()
 		after := e.server.group(t)
 		lost := e.lostRows(t, w)
@@ -542,12 +555,34 @@ func memberPID(agent int) int {
 	return 0
 }
 
+// faultWindow is the time from a fault's start to the next one's (or the
+// schedule's end).
+type faultWindow struct {
+	kind       string
+	start, end time.Time
+}
+
+// longestGap is the recovery time a client saw: the longest time in the
+// window with no write acknowledged (from its start to the first write
+// acknowledged in it, between two, or to its end).
+func (w faultWindow) longestGap(rows []ackedRow) time.Duration {
+	last, longest := w.start, time.Duration(0)
+	for _, r := range rows {
+		if r.at.Before(w.start) || r.at.After(w.end) {
+			continue
+		}
+		longest, last = max(longest, r.at.Sub(last)), r.at
+	}
+	return max(longest, w.end.Sub(last))
+}
+
 // faultTotals are a soak's figures.
 type faultTotals struct {
 	mu        sync.Mutex
 	runs      int
 	faults    map[string]int
-	rto       map[string][]time.Duration
+	outages   map[string][]time.Duration
+	leaders   map[string][]time.Duration
 	lost      int
 	split     int
 	failovers int
@@ -555,15 +590,24 @@ type faultTotals struct {
 }
 
 func newFaultTotals() *faultTotals {
-	return &faultTotals{faults: map[string]int{}, rto: map[string][]time.Duration{}}
+	return &faultTotals{faults: map[string]int{}, outages: map[string][]time.Duration{}, leaders: map[string][]time.Duration{}}
 }
 
-func (f *faultTotals) fault(kind string, rto time.Duration) {
+// outage counts a fault with the longest time its client wrote nothing.
+func (f *faultTotals) outage(kind string, d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.faults[kind]++
-	if rto > 0 {
-		f.rto[kind] = append(f.rto[kind], rto)
+	f.outages[kind] = append(f.outages[kind], d)
+}
+
+// leader records how long a fault of the leader left the servers without
+// one.
+func (f *faultTotals) leader(kind string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d > 0 {
+		f.leaders[kind] = append(f.leaders[kind], d)
 	}
 }
 
@@ -589,11 +633,17 @@ func (f *faultTotals) summary() string {
 	}
 	fmt.Fprintf(&b, "fault schedule: %d runs, %d faults, %d failovers, %d lost acknowledged writes (in %d runs), %d split-brain samples\n",
 		f.runs, total, f.failovers, f.lost, f.lossyRuns, f.split)
+	quantiles := func(d []time.Duration) string {
+		slices.Sort(d)
+		return fmt.Sprintf("p50 %.2fs p99 %.2fs", d[len(d)/2].Seconds(), d[min(len(d)-1, len(d)*99/100)].Seconds())
+	}
 	for _, kind := range faultKinds {
 		fmt.Fprintf(&b, "  %-32s %4d", kind, f.faults[kind])
-		if d := f.rto[kind]; len(d) > 0 {
-			slices.Sort(d)
-			fmt.Fprintf(&b, "  leader after p50 %.2fs p99 %.2fs", d[len(d)/2].Seconds(), d[min(len(d)-1, len(d)*99/100)].Seconds())
+		if d := f.outages[kind]; len(d) > 0 {
+			fmt.Fprintf(&b, "  writes resumed (longest gap) %s", quantiles(d))
+		}
+		if d := f.leaders[kind]; len(d) > 0 {
+			fmt.Fprintf(&b, "  new leader %s", quantiles(d))
 		}
 		b.WriteString("\n")
 	}
