@@ -167,18 +167,19 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 				e.logEvents(t)
 			}
 		})
-		e.healthy(t)
+		e.recover(t, totals)
 		faults, pauses := draw(seed)
 		before := e.server.group(t)
 		sampler, stopSampler := startSamplerEvery(t, e.server, 50*time.Millisecond)
 		w, stopWriter := startWriter(t, e.server)
 		var windows []faultWindow
+		forced := false
 		for i, f := range faults {
 			// Each fault starts from a safe state: a healthy group whose
 			// synchronous standby is recorded. Without it, a second fault
 			// that kills a primary before its new replica is synchronous
 			// leaves, rightly, no replica to promote without losing writes.
-			e.healthy(t)
+			forced = e.recover(t, totals) || forced
 			time.Sleep(pauses[i])
 			if len(windows) > 0 {
 				windows[len(windows)-1].end = time.Now()
@@ -189,7 +190,7 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 			t.Logf("seed %d: %s for %s", seed, f.kind, f.duration)
 		}
 		e.healAll(t)
-		e.healthy(t)
+		forced = e.recover(t, totals) || forced
 		// Writes after the last heal reach the final primary too.
 		n := len(w.rows())
 		waitFor(t, "writes after the heal", func() (bool, string) { return len(w.rows()) > n+10, "" })
@@ -201,6 +202,12 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 		stopSampler()
 		after := e.server.group(t)
 		lost := e.lostRows(t, w)
+		if forced {
+			// What a promotion forced with --accept-data-loss lost is what
+			// it accepted; counted apart.
+			totals.forced(lost)
+			lost = 0
+		}
 		totals.run(lost, len(sampler.split), int(after.Epoch-before.Epoch))
 		if e.synchronous && lost > 0 {
 			t.Errorf("%d acknowledged writes missing from the final primary (synchronous)", lost)
@@ -231,14 +238,42 @@ func (e *faultEnv) logEvents(t *testing.T) {
 	t.Logf("events:\n%s", b.String())
 }
 
+// recover waits for the group to be healthy; when it refuses to promote a
+// replica that may lack acknowledged writes (the primary died while it had
+// no synchronous standby: unavailable, not unsafe), it is counted and the
+// promotion forced with --accept-data-loss, as an operator would. It says
+// whether it forced one.
+func (e *faultEnv) recover(t *testing.T, totals *faultTotals) bool {
+	t.Helper()
+	g := e.server.waitGroup(t, "the group healthy, or refusing to promote", func(g *api.FailoverGroupInfo) bool {
+		return e.isHealthy(g) || refusing(g)
+	})
+	if !refusing(g) {
+		return false
+	}
+	totals.refusal()
+	t.Logf("the group refuses to promote (%s): forcing it with --accept-data-loss", g.Message)
+	if err := e.h.api().RequestFailover(context.Background(), "pg", api.FailoverPromoteAcceptDataLoss); err != nil {
+		t.Fatalf("promote --accept-data-loss: %v", err)
+	}
+	e.healthy(t)
+	return true
+}
+
+func refusing(g *api.FailoverGroupInfo) bool {
+	return g.Phase == "PrimaryFailed" && strings.Contains(g.Message, "not promoting the replica")
+}
+
+func (e *faultEnv) isHealthy(g *api.FailoverGroupInfo) bool {
+	return g.Phase == "Healthy" && g.Endpoint != "" && (!e.synchronous || g.SyncStandby != "")
+}
+
 // healthy waits for the group to be Healthy, the synchronous one with its
 // synchronous standby recorded (a schedule starts from a group that can
 // fail over without loss).
 func (e *faultEnv) healthy(t *testing.T) {
 	t.Helper()
-	e.server.waitGroup(t, "the group healthy", func(g *api.FailoverGroupInfo) bool {
-		return g.Phase == "Healthy" && g.Endpoint != "" && (!e.synchronous || g.SyncStandby != "")
-	})
+	e.server.waitGroup(t, "the group healthy", e.isHealthy)
 }
 
 // inject applies a fault for its duration and undoes it (a killed server
@@ -587,6 +622,22 @@ type faultTotals struct {
 	split     int
 	failovers int
 	lossyRuns int
+	// refusals are automatic promotions refused (no synchronous standby);
+	// forcedLost the writes then lost by promote --accept-data-loss.
+	refusals   int
+	forcedLost int
+}
+
+func (f *faultTotals) refusal() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refusals++
+}
+
+func (f *faultTotals) forced(lost int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.forcedLost += lost
 }
 
 func newFaultTotals() *faultTotals {
@@ -631,8 +682,8 @@ func (f *faultTotals) summary() string {
 	for _, n := range f.faults {
 		total += n
 	}
-	fmt.Fprintf(&b, "fault schedule: %d runs, %d faults, %d failovers, %d lost acknowledged writes (in %d runs), %d split-brain samples\n",
-		f.runs, total, f.failovers, f.lost, f.lossyRuns, f.split)
+	fmt.Fprintf(&b, "fault schedule: %d runs, %d faults, %d failovers, %d lost acknowledged writes (in %d runs), %d split-brain samples; %d automatic promotions refused (forced: %d writes lost)\n",
+		f.runs, total, f.failovers, f.lost, f.lossyRuns, f.split, f.refusals, f.forcedLost)
 	quantiles := func(d []time.Duration) string {
 		slices.Sort(d)
 		return fmt.Sprintf("p50 %.2fs p99 %.2fs", d[len(d)/2].Seconds(), d[min(len(d)-1, len(d)*99/100)].Seconds())

@@ -99,3 +99,21 @@ func TestAsynchronousPromotionKeepsTheLagLimit(t *testing.T) {
 		})
 	}
 }
+
+// The primary's report is what says whom its commits wait for: a standby
+// whose own report is missing for a moment (a health check timed out) is
+// still the synchronous standby it names; a standby replaced by a new
+// instance is not.
+func TestMissingStandbyReportKeepsTheRecord(t *testing.T) {
+	w, _, replica := syncWorld(t)
+	replica.replication = nil
+	w.advance(time.Second, 1)
+	if w.st.SyncStandby != replica.instance {
+		t.Fatalf("a missing standby report dropped the record: %+v", w.st)
+	}
+	replica.instance = "pg-west-0@m9" // placed again: a new instance, empty
+	w.advance(time.Second, 1)
+	if w.st.SyncStandby != "" {
+		t.Fatalf("a new instance inherited the synchronous standby record: %+v", w.st)
+	}
+}

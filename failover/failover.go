@@ -377,10 +377,15 @@ func (d *stepper[S]) recordReplication() {
 	}
 	d.st.PrimaryPosition = rep.FlushPosition
 	sync, name := "", ""
-	if rep.SyncStandby != "" {
-		if standby := r.Replication(); standby != nil && standby.Name == rep.SyncStandby && r.Instance() != "" {
-			sync, name = r.Instance(), rep.SyncStandby
-		}
+	switch standby := r.Replication(); {
+	case rep.SyncStandby == "" || r.Instance() == "":
+	case standby != nil && standby.Name == rep.SyncStandby:
+		sync, name = r.Instance(), rep.SyncStandby
+	case standby == nil && rep.SyncStandby == d.st.SyncStandbyName && r.Instance() == d.st.SyncStandby:
+		// The primary still waits for the standby it named before; the
+		// standby's own report is missing this time (a health check that
+		// timed out): the record stands.
+		sync, name = d.st.SyncStandby, d.st.SyncStandbyName
 	}
 	if sync != d.st.SyncStandby {
 		if sync == "" {
