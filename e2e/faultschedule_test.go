@@ -253,6 +253,7 @@ func (e *faultEnv) recover(t *testing.T, totals *faultTotals) bool {
 	}
 	totals.refusal()
 	t.Logf("the group refuses to promote (%s): forcing it with --accept-data-loss", g.Message)
+	e.logEvents(t)
 	if err := e.h.api().RequestFailover(context.Background(), "pg", api.FailoverPromoteAcceptDataLoss); err != nil {
 		t.Fatalf("promote --accept-data-loss: %v", err)
 	}
