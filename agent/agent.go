@@ -130,6 +130,8 @@ type Agent struct {
 	changed   chan struct{}
 	// renewedAt is when the last heartbeat the server answered was sent.
 	renewedAt time.Time
+	// sequence is the last heartbeat's Sequence.
+	sequence int64
 	// roles are the failover roles last written, by group.
 	roles map[string]api.FailoverAssignment
 	// telemetry exports over OTLP (nil: no monitoring endpoints);
@@ -165,6 +167,15 @@ func (a *Agent) caPin() string {
 		return cf.CACertHash
 	}
 	return ""
+}
+
+// nextSequence numbers a heartbeat: its send time, and always more than
+// the last one's.
+func (a *Agent) nextSequence() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.sequence = max(a.sequence+1, time.Now().UnixNano())
+	return a.sequence
 }
 
 // leaseClock is the clock failover leases are counted in.
@@ -421,7 +432,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 // the server asks for.
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	sentAt := a.leaseClock().Now()
-	resp, err := a.client.Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses()})
+	resp, err := a.client.Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()})
 	if client.IsStatus(err, http.StatusGone) || client.IsStatus(err, http.StatusNotFound) {
 		a.log.Warn("server says this machine is gone; stopping replicas", "machine", a.machineID)
 		a.reconcile(ctx, nil)

@@ -55,6 +55,10 @@ type AgentMonitoring struct {
 type HeartbeatRequest struct {
 	Replicas  []ReplicaStatus `json:"replicas"`
 	Inventory *Inventory      `json:"inventory,omitempty"`
+	// Sequence grows with every heartbeat of a machine (its send time in
+	// nanoseconds): a heartbeat a server holds and applies late (it was
+	// paused, or slow) must not undo a newer one applied by another.
+	Sequence int64 `json:"sequence,omitempty"`
 }
 
 // ReplicaStatus is an agent's view of one replica.

@@ -466,6 +466,9 @@ type Machine struct {
 	// replicas move once the reschedule grace has passed.
 	UnreachableSince *time.Time `json:"unreachableSince,omitempty"`
 	StateChangedAt   time.Time  `json:"stateChangedAt"`
+	// ReportSequence is the Sequence of the last heartbeat whose report
+	// was applied: an older one is stale.
+	ReportSequence int64 `json:"reportSequence,omitempty"`
 }
 
 // ManualLaunchKey is the launch key of every machine joined by hand

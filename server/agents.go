@@ -250,6 +250,12 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if m.UnreachableSince != nil {
 			return nil
 		}
+		if stale(m, req) {
+			// Newer news of this machine were applied: answer, change nothing.
+			quiet = true
+			assignments, err = s.assignmentsOf(tx, m, append(replicas, leaving...))
+			return err
+		}
 		changed, err := replica.Apply(replicas, reportOf(m, req), now)
 		if err != nil || len(changed) > 0 {
 			return err
@@ -267,6 +273,11 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 		return err
 	})
 	return assignments, quiet, err
+}
+
+// stale: a newer heartbeat of the machine was applied already.
+func stale(m *api.Machine, req api.HeartbeatRequest) bool {
+	return req.Sequence != 0 && req.Sequence <= m.ReportSequence
 }
 
 func reportOf(m *api.Machine, req api.HeartbeatRequest) replica.Report {
@@ -289,6 +300,17 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 		}
 		if !m.Live() {
 			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", id)
+		}
+		if stale(m, req) {
+			replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
+			if err != nil {
+				return err
+			}
+			assignments, err = s.assignmentsOf(tx, m, replicas)
+			return err
+		}
+		if req.Sequence > m.ReportSequence {
+			m.ReportSequence = req.Sequence
 		}
 		if fleet.Heartbeat(m, now) {
 			if err := store.Record(tx, now, api.EventNormal, "Reachable", "Machine", id, "heartbeats again; its replicas stay"); err != nil {

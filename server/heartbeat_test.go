@@ -10,6 +10,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -169,5 +170,41 @@ func TestMutatingCallsAreAudited(t *testing.T) {
 		if calls[i] != want[i] {
 			t.Fatalf("audit trail %q, want %q", calls, want)
 		}
+	}
+}
+
+// A heartbeat applied late (its server was paused, or slow) must not undo
+// a newer one another server applied: an older sequence is stale.
+func TestStaleHeartbeatChangesNothing(t *testing.T) {
+	ts, ctx := withTestCluster(t, nil)
+	credential := ts.joinManual(t, "dev", "m1")
+	now := time.Now().UTC()
+	r := replica.New("web-0", "web", "dev", 0, "h1", api.Resources{}, now)
+	if err := replica.Assign(r, replica.Placement{Machine: "m1"}, false, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.store.Update(ctx, func(tx store.Tx) error { return tx.PutReplica(r) }); err != nil {
+		t.Fatal(err)
+	}
+	agent := client.New(ts.URL(), credential, ts.http)
+	report := func(seq int64, state api.ReplicaState) {
+		t.Helper()
+		st := api.ReplicaStatus{ReplicaID: "web-0", Incarnation: r.Incarnation, SpecHash: "h1", State: state, Health: api.HealthHealthy}
+		if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{Replicas: []api.ReplicaStatus{st}, Sequence: seq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	report(200, api.ReplicaRunning)
+	report(100, api.ReplicaCrashed) // sent before, applied after
+	got, err := ts.admin.GetReplica(ctx, "web-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.ReplicaRunning {
+		t.Fatalf("a stale heartbeat set the replica %s, want it still running", got.State)
+	}
+	report(300, api.ReplicaCrashed)
+	if got, _ := ts.admin.GetReplica(ctx, "web-0"); got.State != api.ReplicaCrashed {
+		t.Fatalf("a newer heartbeat was not applied: %s", got.State)
 	}
 }
