@@ -208,7 +208,8 @@ type ackedRow struct {
 func startWriter(t *testing.T, s *server) (*pgWriter, func()) {
 	t.Helper()
 	w := &pgWriter{s: s}
-	conn, err := pgConnect(context.Background(), s.group(t).Endpoint)
+	g := s.waitGroup(t, "a serving primary", func(g *api.FailoverGroupInfo) bool { return g.Endpoint != "" })
+	conn, err := pgConnect(context.Background(), g.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
