@@ -66,6 +66,8 @@ func TestFailoverSurvivesServerKills(t *testing.T) {
 		return g.Phase == "Healthy" && g.Epoch == before.Epoch+1 && g.Primary == "west"
 	})
 
+	// A switchover goes to the synchronous standby only.
+	s.waitGroup(t, "east the synchronous standby", func(g *api.FailoverGroupInfo) bool { return g.SyncStandby == "east" })
 	epoch := s.group(t).Epoch
 	if _, errOut, code := s.gantry("failover", "revert", "pg"); code != 0 {
 		t.Fatalf("revert: %s", errOut)
