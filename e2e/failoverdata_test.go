@@ -57,8 +57,9 @@ func TestStaleStandbyIsNotPromoted(t *testing.T) {
 	failed := s.waitGroup(t, "the group waiting in PrimaryFailed", func(g *api.FailoverGroupInfo) bool {
 		return g.Phase == "PrimaryFailed" && strings.Contains(g.Message, "not the synchronous standby")
 	})
-	// Two leases later it has still not promoted the stale standby.
-	time.Sleep(8 * time.Second)
+	// Many control-loop passes later (counted, not slept) it has still not
+	// promoted the stale standby.
+	waitPasses(t, s.dataDir, s.url, 40)
 	if g := s.group(t); g.Epoch != before.Epoch || g.Primary != "east" {
 		t.Fatalf("the stale standby was promoted: %+v", *g)
 	}

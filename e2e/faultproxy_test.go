@@ -88,13 +88,7 @@ func (p *pidProxy) cut(pid int) {
 	defer p.mu.Unlock()
 	p.blocked[pid] = true
 	owned := socketInodes(pid)
-	for c, info := range p.conns {
-		if owned[info.inode] {
-			c.Close()
-			info.upstream.Close()
-			delete(p.conns, c)
-		}
-	}
+	p.closeWhere(func(info connInfo) bool { return owned[info.inode] })
 }
 
 // cutAll closes every connection and refuses new ones, until heal.
@@ -102,10 +96,17 @@ func (p *pidProxy) cutAll() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.all = true
+	p.closeWhere(func(connInfo) bool { return true })
+}
+
+// closeWhere closes the connections match picks. Callers hold p.mu.
+func (p *pidProxy) closeWhere(match func(connInfo) bool) {
 	for c, info := range p.conns {
-		c.Close()
-		info.upstream.Close()
-		delete(p.conns, c)
+		if match(info) {
+			c.Close()
+			info.upstream.Close()
+			delete(p.conns, c)
+		}
 	}
 }
 
