@@ -212,7 +212,15 @@ func TestExampleScriptRunsTheClustersAgentBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exeLink, err := os.Readlink(fmt.Sprintf("/proc/%s/exe", strings.TrimSpace(string(pidText))))
+	// The script starts the agent through setsid, which execs the binary
+	// in the same process: wait until that exec has happened.
+	exeLink, err := "", error(nil)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		exeLink, err = os.Readlink(fmt.Sprintf("/proc/%s/exe", strings.TrimSpace(string(pidText))))
+		if err != nil || exeLink == filepath.Join(dir, "gantry") {
+			break
+		}
+	}
 	if err != nil || exeLink != filepath.Join(dir, "gantry") {
 		t.Fatalf("the machine runs %q (%v), want the downloaded %s", exeLink, err, filepath.Join(dir, "gantry"))
 	}
