@@ -61,6 +61,11 @@ type Config struct {
 	FirstProbeDelay time.Duration
 	// RequestTimeout bounds each call to the server.
 	RequestTimeout time.Duration
+	// HeartbeatAttemptTimeout bounds a heartbeat's call to one server:
+	// past it the next server is tried, so a server that hangs (stopped,
+	// cut off without a reset) does not keep this machine's heartbeats
+	// from the others until a new leader counts it lost.
+	HeartbeatAttemptTimeout time.Duration
 	// RetryInterval is the wait after a failed heartbeat (capped by the
 	// heartbeat interval).
 	RetryInterval time.Duration
@@ -101,7 +106,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		RestartBackoff: time.Second, MaxRestartBackoff: time.Minute, StableAfter: 30 * time.Second,
-		FirstProbeDelay: 200 * time.Millisecond, RequestTimeout: 10 * time.Second, RetryInterval: time.Second,
+		FirstProbeDelay: 200 * time.Millisecond, RequestTimeout: 10 * time.Second, HeartbeatAttemptTimeout: 2 * time.Second, RetryInterval: time.Second,
 		MinReportGap: 200 * time.Millisecond, GPUProbeTimeout: 10 * time.Second,
 		LogPollTimeout: time.Minute, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
 		LeftoverStopTimeout: 10 * time.Second,
@@ -432,7 +437,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 // the server asks for.
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	sentAt := a.leaseClock().Now()
-	resp, err := a.client.Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()})
+	resp, err := a.client.WithAttemptTimeout(a.cfg.HeartbeatAttemptTimeout).Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()})
 	if client.IsStatus(err, http.StatusGone) || client.IsStatus(err, http.StatusNotFound) {
 		a.log.Warn("server says this machine is gone; stopping replicas", "machine", a.machineID)
 		a.reconcile(ctx, nil)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
@@ -24,6 +25,9 @@ type Client struct {
 	servers *servers
 	token   string
 	http    *http.Client
+	// attempt bounds the call to each server (0: only ctx and the HTTP
+	// client's timeout do): past it, the next server is tried.
+	attempt time.Duration
 }
 
 // New returns a client of the servers in baseURL (one URL, or several
@@ -57,6 +61,15 @@ func (c *Client) SetServers(urls []string) { c.servers.set(urls) }
 func (c *Client) WithToken(token string) *Client {
 	cp := *c
 	cp.token = token
+	return &cp
+}
+
+// WithAttemptTimeout returns a copy that gives each server at most d to
+// answer before it tries the next one: a server that hangs (stopped,
+// partitioned without a reset) does not hold the whole call.
+func (c *Client) WithAttemptTimeout(d time.Duration) *Client {
+	cp := *c
+	cp.attempt = d
 	return &cp
 }
 
@@ -166,8 +179,13 @@ func (c *Client) sendTo(ctx context.Context, base, method, path, contentType str
 	if payload != nil {
 		body = bytes.NewReader(payload)
 	}
+	cancel := context.CancelFunc(func() {})
+	if c.attempt > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.attempt)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	if contentType != "" {
@@ -178,13 +196,27 @@ func (c *Client) sendTo(ctx context.Context, base, method, path, contentType str
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		cancel()
 		var urlErr *url.Error
 		if errors.As(err, &urlErr) {
 			err = urlErr.Err
 		}
 		return nil, err
 	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// cancelOnClose ends an attempt's context once its body is read.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, out any) error {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -57,5 +58,32 @@ func TestAllServersDown(t *testing.T) {
 	a.Close()
 	if _, err := New(a.URL, "", nil).GetCluster(context.Background(), "x"); err == nil {
 		t.Fatal("a server that is down must fail the call")
+	}
+}
+
+// A server that accepts the call and never answers (stopped, or cut off
+// without a reset) holds a call no longer than the attempt timeout: the
+// next server answers it, and is tried first from then on.
+func TestAttemptTimeoutMovesPastAHangingServer(t *testing.T) {
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(release); hanging.Close() })
+	healthy := clusterServer(t, "healthy", http.StatusOK)
+	c := New(hanging.URL+","+healthy.URL, "", nil).WithAttemptTimeout(50 * time.Millisecond)
+	// The call's own deadline is far longer: only the attempt timeout can
+	// move it on in time.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := c.GetCluster(ctx, "x")
+	if err != nil || got.Metadata.Name != "healthy" {
+		t.Fatalf("GetCluster: %+v %v", got, err)
+	}
+	if first := c.Servers()[0]; first != healthy.URL {
+		t.Fatalf("current server %s, want the one that answered (%s)", first, healthy.URL)
 	}
 }
