@@ -21,6 +21,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/gantry-dev/gantry/agent/names"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
@@ -100,6 +101,11 @@ type Config struct {
 	// Telemetry tunes the OTLP export to the cluster's monitoring
 	// endpoints (when it has some).
 	Telemetry telemetry.AgentConfig
+	// DNS is where the agent answers its cluster's names (Listen ""
+	// answers none); NamesPollTimeout bounds one wait for new names (the
+	// server answers sooner, when they change or its own wait ends).
+	DNS              names.Config
+	NamesPollTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
@@ -113,6 +119,7 @@ func DefaultConfig() Config {
 		LeaseStopAfter:      0.75, LeaseCheckInterval: 100 * time.Millisecond, LeaseStopTimeout: time.Second,
 		LeaseClock: clock.RealClock{},
 		Telemetry:  telemetry.DefaultAgentConfig(),
+		DNS:        names.DefaultConfig(), NamesPollTimeout: time.Minute,
 	}
 }
 
@@ -143,6 +150,11 @@ type Agent struct {
 	// heartbeats counts into it.
 	telemetry  *telemetry.Agent
 	heartbeats metric.Int64Counter
+	// dns answers the cluster's names (nil: none); inventorySent says
+	// whether this run reported its inventory (its DNS address may differ
+	// from the last run's).
+	dns           *names.Server
+	inventorySent bool
 }
 
 // New returns an agent using driver to run replicas.
@@ -246,6 +258,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.CACertHash != "" && !strings.HasPrefix(a.cfg.ServerURL, "https://") {
 		return fmt.Errorf("server URL %q: %w", a.cfg.ServerURL, pki.ErrPlainHTTP)
 	}
+	logCtx, stopLogs := context.WithCancel(ctx)
+	defer stopLogs()
+	if err := a.startDNS(logCtx); err != nil {
+		return err
+	}
 	if err := a.ensureCredential(ctx); err != nil {
 		return err
 	}
@@ -256,9 +273,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		// show in the replicas' status.
 		a.log.Warn("could not look for replicas left running", "err", err)
 	}
-	logCtx, stopLogs := context.WithCancel(ctx)
-	defer stopLogs()
 	go a.serveLogRequests(logCtx)
+	go a.watchNames(logCtx)
 	go a.watchLeases(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}
@@ -360,6 +376,7 @@ func (a *Agent) join(ctx context.Context) error {
 			if err := a.keepCredential(credentialFile{MachineID: resp.MachineID, Credential: resp.Credential, Monitoring: resp.Monitoring, Servers: a.client.Servers(), CACertHash: a.cfg.CACertHash}); err != nil {
 				return err
 			}
+			a.inventorySent = true
 			a.log.Info("joined", "machine", resp.MachineID, "server", a.client.Servers()[0])
 			return nil
 		}
@@ -429,6 +446,9 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 	if a.cfg.Address != "" {
 		inv.Addresses = []string{a.cfg.Address}
 	}
+	if a.dns != nil {
+		inv.DNSAddress = a.dns.Addr()
+	}
 	inv.Hostname, _ = os.Hostname()
 	return inv
 }
@@ -437,7 +457,12 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 // the server asks for.
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	sentAt := a.leaseClock().Now()
-	resp, err := a.client.WithAttemptTimeout(a.cfg.HeartbeatAttemptTimeout).Heartbeat(ctx, a.machineID, api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()})
+	req := api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()}
+	if !a.inventorySent {
+		inv := a.inventory(ctx)
+		req.Inventory = &inv
+	}
+	resp, err := a.client.WithAttemptTimeout(a.cfg.HeartbeatAttemptTimeout).Heartbeat(ctx, a.machineID, req)
 	if client.IsStatus(err, http.StatusGone) || client.IsStatus(err, http.StatusNotFound) {
 		a.log.Warn("server says this machine is gone; stopping replicas", "machine", a.machineID)
 		a.reconcile(ctx, nil)
@@ -451,6 +476,7 @@ func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	a.renewed(sentAt)
+	a.inventorySent = true
 	a.learnServers(resp.Servers)
 	a.reconcile(ctx, resp.Assignments)
 	interval, err := time.ParseDuration(resp.HeartbeatInterval)

@@ -144,6 +144,13 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 			maps.Copy(env, member.Environment(role.Role, role.Epoch, role.Primary))
 		}
 	}
+	if dns := s.agent.DNSAddress(); dns != "" {
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[DNSEnv] = dns
+	}
 	return runtime.Spec{
 		ReplicaID: as.ReplicaID, Service: as.Service, MachineID: s.agent.machineID, SpecHash: as.SpecHash,
 		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: env, WorkingDir: sp.WorkingDir,

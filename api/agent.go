@@ -18,6 +18,9 @@ type Inventory struct {
 	// InstanceID is the provider's id of this machine as the agent sees
 	// it (its launch arguments, the container id, cloud metadata).
 	InstanceID string `json:"instanceId,omitempty"`
+	// DNSAddress is where the agent answers its cluster's names
+	// (host:port).
+	DNSAddress string `json:"dnsAddress,omitempty"`
 }
 
 // JoinRequest is sent once by a new agent, with its join token.

@@ -435,6 +435,8 @@ type Machine struct {
 	// (cloud metadata, its launch arguments), reported at join; only the
 	// provider's answer or its tags make it the ProviderID.
 	ReportedInstance string `json:"reportedInstance,omitempty"`
+	// DNSAddress is where the machine's agent answers its cluster's names.
+	DNSAddress string `json:"dnsAddress,omitempty"`
 	// TemplateHash is the group template the machine was launched with.
 	TemplateHash string            `json:"templateHash,omitempty"`
 	LaunchKey    string            `json:"launchKey"`

@@ -137,6 +137,9 @@ func ApplyInventory(m *api.Machine, inv api.Inventory) {
 	if inv.TemplateVersion != "" {
 		m.TemplateVersion = inv.TemplateVersion
 	}
+	if inv.DNSAddress != "" {
+		m.DNSAddress = inv.DNSAddress
+	}
 	if len(inv.Labels) > 0 {
 		labels := make(map[string]string, len(m.Labels)+len(inv.Labels))
 		for k, v := range m.Labels {

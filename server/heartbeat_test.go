@@ -10,7 +10,6 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/client"
-	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -178,18 +177,21 @@ func TestMutatingCallsAreAudited(t *testing.T) {
 func TestStaleHeartbeatChangesNothing(t *testing.T) {
 	ts, ctx := withTestCluster(t, nil)
 	credential := ts.joinManual(t, "dev", "m1")
-	now := time.Now().UTC()
-	r := replica.New("web-0", "web", "dev", 0, "h1", api.Resources{}, now)
-	if err := replica.Assign(r, replica.Placement{Machine: "m1"}, false, now); err != nil {
+	// A replica of a real service: one of no service is the control
+	// loop's to delete, whatever its heartbeats say.
+	if _, err := ts.admin.Apply(ctx, []byte(webService)); err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.store.Update(ctx, func(tx store.Tx) error { return tx.PutReplica(r) }); err != nil {
-		t.Fatal(err)
-	}
+	var r *api.Replica
+	waitFor(t, 10*time.Second, "web-0 placed on m1", func() bool {
+		got, err := ts.admin.GetReplica(ctx, "web-0")
+		r = got
+		return err == nil && got.Machine == "m1"
+	})
 	agent := client.New(ts.URL(), credential, ts.http)
 	report := func(seq int64, state api.ReplicaState) {
 		t.Helper()
-		st := api.ReplicaStatus{ReplicaID: "web-0", Incarnation: r.Incarnation, SpecHash: "h1", State: state, Health: api.HealthHealthy}
+		st := api.ReplicaStatus{ReplicaID: "web-0", Incarnation: r.Incarnation, SpecHash: r.SpecHash, State: state, Health: api.HealthHealthy}
 		if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{Replicas: []api.ReplicaStatus{st}, Sequence: seq}); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +206,7 @@ func TestStaleHeartbeatChangesNothing(t *testing.T) {
 		t.Fatalf("a stale heartbeat set the replica %s, want it still running", got.State)
 	}
 	report(300, api.ReplicaCrashed)
-	if got, _ := ts.admin.GetReplica(ctx, "web-0"); got.State != api.ReplicaCrashed {
-		t.Fatalf("a newer heartbeat was not applied: %s", got.State)
+	if got, err := ts.admin.GetReplica(ctx, "web-0"); err != nil || got.State != api.ReplicaCrashed {
+		t.Fatalf("a newer heartbeat was not applied: %+v %v", got, err)
 	}
 }

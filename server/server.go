@@ -128,6 +128,8 @@ type Config struct {
 	// LogAttachTimeout the longest `gantry logs` waits for the agent.
 	LogPollWait      time.Duration
 	LogAttachTimeout time.Duration
+	// Names tunes how agents learn their cluster's DNS names.
+	Names NamesConfig
 	// RateLimits bound mutating calls per caller and failed
 	// authentications per address.
 	RateLimits RateLimits
@@ -205,6 +207,7 @@ func DefaultConfig(dataDir string) Config {
 		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 10 * time.Second,
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		RateLimits:     DefaultRateLimits(),
+		Names:          DefaultNamesConfig(),
 		HealthPing:     HealthPing{Timeout: 2 * time.Second, Cache: time.Second},
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
@@ -251,6 +254,7 @@ type Server struct {
 	advertise string
 	http      *http.Server
 	logs      *logHub
+	names     *namesHub
 	statuses  ingest.Sink
 	beats     *heartbeats
 	// credentials are machine credentials verified lately.
@@ -293,6 +297,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
 		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
+	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
 		st.Close()
@@ -479,6 +484,11 @@ func (s *Server) Run(ctx context.Context) error {
 		s.flushHeartbeats(loopCtx)
 	}()
 	go s.signalReady(loopCtx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.refreshNames(loopCtx)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.Serve(s.listener) }()
 	if s.cfg.PprofListen != "" {
@@ -609,6 +619,7 @@ func (s *Server) routes() []route {
 		{"DELETE /v1/failovergroups/{name}", roleAdmin, s.handleDeleteFailoverGroup},
 		{"POST /v1/failovergroups/{name}/promote", roleAdmin, s.handleFailoverRequest(api.FailoverPromote)},
 		{"POST /v1/failovergroups/{name}/revert", roleAdmin, s.handleFailoverRequest(api.FailoverRevert)},
+		{"GET /v1/services/{name}/endpoints", roleAdmin, s.handleServiceEndpoints},
 		{"GET /v1/services/{name}/rollout", roleAdmin, s.handleGetRollout},
 		{"POST /v1/services/{name}/rollout/undo", roleAdmin, s.handleRolloutUndo},
 		{"POST /v1/services/{name}/rollout/restart", roleAdmin, s.handleRolloutRestart},
@@ -638,6 +649,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/machines/{id}/heartbeat", roleMachine, s.handleHeartbeat},
 		{"GET /v1/machines/{id}/assignments", roleMachine, s.handleAssignments},
 		{"GET /v1/machines/{id}/log-requests", roleMachine, s.handleLogRequests},
+		{"GET /v1/machines/{id}/names", roleMachine, s.handleMachineNames},
 		{"POST /v1/machines/{id}/log-streams/{stream}", roleMachine, s.handleLogChunk},
 	}
 }

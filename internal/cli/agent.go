@@ -94,6 +94,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.RestartBackoff, "restart-backoff", cfg.RestartBackoff, "first wait before restarting a crashed replica (doubles per crash)")
 	f.DurationVar(&cfg.MaxRestartBackoff, "max-restart-backoff", cfg.MaxRestartBackoff, "longest wait between restarts")
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout-agent", cfg.RequestTimeout, "timeout of each call to the server")
+	f.StringVar(&cfg.DNS.Listen, "dns-listen", cfg.DNS.Listen, "where to answer the cluster's names over UDP and TCP (port 0: any free port, the same as the last run's when it is free; empty: answer none)")
+	f.DurationVar(&cfg.DNS.TTL, "dns-ttl", cfg.DNS.TTL, "TTL of the DNS answers")
 	f.DurationVar(&cfg.HeartbeatAttemptTimeout, "heartbeat-attempt-timeout", cfg.HeartbeatAttemptTimeout, "longest a heartbeat waits for one server before it tries the next")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level")

@@ -174,6 +174,7 @@ func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services 
 			ready := allReady(mine, services)
 			if ready && !wasReady {
 				printReady(w, mine)
+				printNames(w, mine, machines)
 			}
 			wasReady = ready
 		}
@@ -247,6 +248,28 @@ func printReady(w io.Writer, replicas []api.Replica) {
 	}
 	_ = t.print(w, false)
 	fmt.Fprintln(w, "\nIn another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
+}
+
+// printNames tells where each service's name is answered: any machine's
+// agent of its cluster answers it (replicas find theirs in GANTRY_DNS).
+func printNames(w io.Writer, replicas []api.Replica, machines []api.Machine) {
+	resolver := map[string]string{}
+	for _, m := range machines {
+		if m.DNSAddress != "" && m.Live() && resolver[m.Cluster] == "" {
+			resolver[m.Cluster] = m.DNSAddress
+		}
+	}
+	named := map[string]bool{}
+	for _, r := range replicas {
+		dns := resolver[r.Cluster]
+		if dns == "" || named[r.Service] {
+			continue
+		}
+		named[r.Service] = true
+		host, port, _ := net.SplitHostPort(dns)
+		fmt.Fprintf(w, "Name %s answered at %s (dig @%s -p %s %s SRV); replicas read the resolver from $GANTRY_DNS\n",
+			api.ServiceName(r.Service, r.Cluster), dns, host, port, api.ServiceName(r.Service, r.Cluster))
+	}
 }
 
 // plainHTTPNote says that dev serves plain HTTP, and warns when that is

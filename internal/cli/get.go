@@ -27,8 +27,10 @@ func canonicalKind(s string) (string, error) {
 		return "secrets", nil
 	case "failovergroup", "failovergroups", "fg":
 		return "failovergroups", nil
+	case "endpoints", "endpoint", "ep":
+		return "endpoints", nil
 	}
-	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events, secrets or failovergroups)", s)
+	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events, secrets, failovergroups or endpoints)", s)
 }
 
 func clusterTable(list []api.Cluster) *table {
@@ -133,6 +135,37 @@ func replicaTable(list []api.Replica) *table {
 			orDash(r.Reason), r.SpecHash, api.FormatCPU(r.Requests.MilliCPU), api.FormatBytes(r.Requests.MemoryBytes))
 	}
 	return t
+}
+
+// endpointsTable: a service's name, how many of its replicas it answers,
+// and where; wide adds each replica left out, with why.
+func endpointsTable(list []api.ServiceEndpoints) *table {
+	t := &table{header: []string{"SERVICE", "NAME", "SERVING", "ENDPOINTS"}, wide: []string{"NOT SERVING"}}
+	for _, s := range list {
+		var in, out []string
+		for _, e := range s.Endpoints {
+			if e.Serving {
+				in = append(in, endpointAddress(e))
+			} else {
+				out = append(out, e.Replica+": "+e.Reason)
+			}
+		}
+		t.add(s.Service, s.Name, fmt.Sprintf("%d/%d", len(in), len(s.Endpoints)), orDash(strings.Join(in, ",")), orDash(strings.Join(out, "; ")))
+	}
+	return t
+}
+
+// endpointAddress is address:port of an endpoint's first port by name.
+func endpointAddress(e api.Endpoint) string {
+	names := make([]string, 0, len(e.Ports))
+	for name := range e.Ports {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return e.Address
+	}
+	return fmt.Sprintf("%s:%d", e.Address, e.Ports[names[0]])
 }
 
 func eventTable(list []api.Event) *table {

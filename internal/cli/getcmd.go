@@ -31,7 +31,7 @@ type getOptions struct {
 func newGetCmd(g *globals) *cobra.Command {
 	var o getOptions
 	cmd := &cobra.Command{
-		Use:               "get (clusters|services|machines|replicas|events|secrets|failovergroups) [NAME]",
+		Use:               "get (clusters|services|machines|replicas|events|secrets|failovergroups|endpoints) [NAME]",
 		Short:             "List resources, or show one",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeKindThenName(g),

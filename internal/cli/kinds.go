@@ -31,10 +31,30 @@ func fetchObjects(ctx context.Context, c *client.Client, kind, name string, afte
 	case "failovergroups":
 		list, err := listOrOne(ctx, name, c.ListFailoverGroups, c.GetFailoverGroup)
 		return anySlice(list), err
+	case "endpoints":
+		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.ServiceEndpoints, error) { return allEndpoints(ctx, c) }, c.ServiceEndpoints)
+		return anySlice(list), err
 	}
 	q := client.EventQuery{Limit: 200, Name: name, AfterID: afterEvent}
 	list, err := c.ListEvents(ctx, q)
 	return anySlice(list), err
+}
+
+// allEndpoints are every service's endpoints.
+func allEndpoints(ctx context.Context, c *client.Client) ([]api.ServiceEndpoints, error) {
+	services, err := c.ListServices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.ServiceEndpoints, 0, len(services))
+	for _, s := range services {
+		set, err := c.ServiceEndpoints(ctx, s.Metadata.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *set)
+	}
+	return out, nil
 }
 
 func listOrOne[T any](ctx context.Context, name string, list func(context.Context) ([]T, error), get func(context.Context, string) (*T, error)) ([]T, error) {
@@ -73,6 +93,8 @@ func objectName(obj any) string {
 		return o.ID
 	case api.Event:
 		return fmt.Sprint(o.ID)
+	case api.ServiceEndpoints:
+		return o.Service
 	}
 	return ""
 }
@@ -112,6 +134,8 @@ func tableOf(kind string, objs []any) *table {
 		return secretTable(typed[api.Secret](objs))
 	case "failovergroups":
 		return failoverTable(typed[api.FailoverGroup](objs))
+	case "endpoints":
+		return endpointsTable(typed[api.ServiceEndpoints](objs))
 	}
 	return eventTable(typed[api.Event](objs))
 }
@@ -141,7 +165,7 @@ func completeKindThenName(g *globals) func(*cobra.Command, []string, string) ([]
 		switch len(args) {
 		case 0:
 			var out []string
-			for _, k := range []string{"clusters", "services", "machines", "replicas", "events", "secrets", "failovergroups"} {
+			for _, k := range []string{"clusters", "services", "machines", "replicas", "events", "secrets", "failovergroups", "endpoints"} {
 				if strings.HasPrefix(k, toComplete) {
 					out = append(out, k)
 				}

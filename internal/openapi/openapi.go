@@ -50,6 +50,7 @@ func Operations() []Operation {
 		{Method: "DELETE", Path: "/v1/failovergroups/{name}", Summary: "Delete a failover group and both its services", Auth: "admin", Response: map[string]string{}},
 		{Method: "POST", Path: "/v1/failovergroups/{name}/promote", Summary: "Promote the replica side: a planned switchover, or a fenced failover when the primary failed", Auth: "admin", Response: map[string]string{}, Status: 202},
 		{Method: "POST", Path: "/v1/failovergroups/{name}/revert", Summary: "Switch back to the spec's primary side (a planned switchover)", Auth: "admin", Response: map[string]string{}, Status: 202},
+		{Method: "GET", Path: "/v1/services/{name}/endpoints", Summary: "Every replica of a service with whether its name answers it, and why", Auth: "admin", Response: api.ServiceEndpoints{}},
 		{Method: "GET", Path: "/v1/services/{name}/rollout", Summary: "A service's deployment and revisions (newest last)", Auth: "admin", Response: api.Rollout{}},
 		{Method: "POST", Path: "/v1/services/{name}/rollout/undo", Summary: "Return a service to an earlier revision (default: the last good one before the current)", Auth: "admin", Request: api.RolloutUndo{}, Response: api.Service{}},
 		{Method: "POST", Path: "/v1/services/{name}/rollout/restart", Summary: "Replace every replica through a new revision that runs the same thing", Auth: "admin", Response: api.Service{}},
@@ -79,6 +80,7 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/v1/machines/{id}/assignments", Summary: "The replicas assigned to a machine", Auth: "machine", Response: list[api.Assignment]{}},
 		{Method: "GET", Path: "/v1/replicas/{id}/logs", Summary: "Stream a replica's output (text), relayed from its machine's agent", Auth: "admin", Response: "", Query: []string{"follow", "tail"}},
 		{Method: "GET", Path: "/v1/machines/{id}/log-requests", Summary: "Long poll: the log requests waiting for this machine's agent", Auth: "machine", Response: list[api.LogRequest]{}},
+		{Method: "GET", Path: "/v1/machines/{id}/names", Summary: "Long poll: the DNS names of the machine's cluster, once their version differs from version", Auth: "machine", Response: api.ClusterNames{}, Query: []string{"version"}},
 		{Method: "POST", Path: "/v1/machines/{id}/log-streams/{stream}", Summary: "One chunk of a log stream from the agent (410: the reader left)", Auth: "machine", Request: "bytes", Response: "", Status: 204, Query: []string{"eof", "error"}},
 	}
 }

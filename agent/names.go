@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/agent/names"
+)
+
+// DNSEnv tells a replica where its machine's agent answers the cluster's
+// names (host:port).
+const DNSEnv = "GANTRY_DNS"
+
+// dnsAddressFile keeps the address the DNS server listened on, so that a
+// restarted agent answers at the same one (replicas that outlive it keep
+// theirs) and reports its inventory again only when it moved.
+const dnsAddressFile = "dns-address"
+
+// startDNS starts the DNS server, at the address of the last run when it
+// is free; a server that cannot listen is logged, and the agent runs on
+// without one.
+func (a *Agent) startDNS(ctx context.Context) error {
+	if a.cfg.DNS.Listen == "" {
+		a.inventorySent = true
+		return nil
+	}
+	path := filepath.Join(a.cfg.DataDir, dnsAddressFile)
+	last, _ := os.ReadFile(path)
+	prev := strings.TrimSpace(string(last))
+	var srv *names.Server
+	if prev != "" && strings.HasSuffix(a.cfg.DNS.Listen, ":0") {
+		cfg := a.cfg.DNS
+		cfg.Listen = prev
+		srv = names.New(cfg, a.log)
+		if err := srv.Start(ctx); err != nil {
+			a.log.Info("the last run's DNS address is taken; listening on another", "address", prev, "err", err)
+			srv = nil
+		}
+	}
+	if srv == nil {
+		srv = names.New(a.cfg.DNS, a.log)
+		if err := srv.Start(ctx); err != nil {
+			// Names are not worth the machine: it runs its replicas without.
+			a.log.Error("cannot answer the cluster's names", "err", err)
+			a.inventorySent = true
+			return nil
+		}
+	}
+	a.dns = srv
+	a.inventorySent = srv.Addr() == prev
+	if srv.Addr() != prev {
+		if err := os.WriteFile(path, []byte(srv.Addr()+"\n"), 0o600); err != nil {
+			a.log.Warn("keep the DNS address", "err", err)
+		}
+	}
+	a.log.Info("answering the cluster's names", "dns", srv.Addr())
+	return nil
+}
+
+// DNSAddress is where the agent answers names ("" when it does not).
+func (a *Agent) DNSAddress() string {
+	if a.dns == nil {
+		return ""
+	}
+	return a.dns.Addr()
+}
+
+// watchNames keeps the DNS server's names current: each call returns as
+// soon as the cluster's names differ from the version the agent holds.
+func (a *Agent) watchNames(ctx context.Context) {
+	if a.dns == nil {
+		return
+	}
+	for ctx.Err() == nil {
+		pollCtx, cancel := context.WithTimeout(ctx, a.cfg.NamesPollTimeout)
+		got, err := a.pollClient().MachineNames(pollCtx, a.machineID, a.dns.Version())
+		cancel()
+		if err == nil {
+			if got.Version != a.dns.Version() {
+				a.dns.Set(*got)
+				a.log.Debug("names changed", "version", got.Version, "records", len(got.Records))
+			}
+			continue
+		}
+		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+			a.log.Debug("names poll failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(a.cfg.RetryInterval):
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/endpoints"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// NamesConfig tunes how agents learn their cluster's names.
+type NamesConfig struct {
+	// Refresh is how often a watched cluster's names are computed again
+	// (an agent's answers lag the store by at most this, plus the time to
+	// answer its poll).
+	Refresh time.Duration
+	// Wait is the longest an agent's poll for new names is held.
+	Wait time.Duration
+	// Forget is how long a cluster no agent asked about stays computed.
+	Forget time.Duration
+}
+
+// DefaultNamesConfig returns the defaults.
+func DefaultNamesConfig() NamesConfig {
+	return NamesConfig{Refresh: 250 * time.Millisecond, Wait: 25 * time.Second, Forget: time.Minute}
+}
+
+// namesHub keeps each watched cluster's names and wakes the agents'
+// polls when they change: one computation per cluster per Refresh,
+// however many agents wait.
+type namesHub struct {
+	cfg     NamesConfig
+	compute func(ctx context.Context, cluster string) (api.ClusterNames, error)
+	now     func() time.Time
+
+	mu       sync.Mutex
+	clusters map[string]*watchedNames
+}
+
+type watchedNames struct {
+	current api.ClusterNames
+	// changed is closed (and replaced) when current changes.
+	changed chan struct{}
+	asked   time.Time
+}
+
+func newNamesHub(cfg NamesConfig, now func() time.Time, compute func(context.Context, string) (api.ClusterNames, error)) *namesHub {
+	return &namesHub{cfg: cfg, compute: compute, now: now, clusters: map[string]*watchedNames{}}
+}
+
+// wait returns the cluster's names once their version differs from
+// version, or after Wait with the same ones.
+func (h *namesHub) wait(ctx context.Context, cluster, version string) (api.ClusterNames, error) {
+	w, err := h.watched(ctx, cluster)
+	if err != nil {
+		return api.ClusterNames{}, err
+	}
+	timer := time.NewTimer(h.cfg.Wait)
+	defer timer.Stop()
+	for {
+		h.mu.Lock()
+		cur, changed := w.current, w.changed
+		w.asked = h.now()
+		h.mu.Unlock()
+		if cur.Version != version {
+			return cur, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return cur, nil
+		case <-ctx.Done():
+			return cur, nil
+		}
+	}
+}
+
+// watched is a cluster's entry, computed at once the first time.
+func (h *namesHub) watched(ctx context.Context, cluster string) (*watchedNames, error) {
+	h.mu.Lock()
+	w, ok := h.clusters[cluster]
+	h.mu.Unlock()
+	if ok {
+		return w, nil
+	}
+	names, err := h.compute(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w, ok := h.clusters[cluster]; ok {
+		return w, nil
+	}
+	w = &watchedNames{current: names, changed: make(chan struct{}), asked: h.now()}
+	h.clusters[cluster] = w
+	return w, nil
+}
+
+// refresh computes every watched cluster's names again, waking the polls
+// of those that changed, and forgets the clusters no one asked about.
+func (h *namesHub) refresh(ctx context.Context) error {
+	h.mu.Lock()
+	var clusters []string
+	for name, w := range h.clusters {
+		if h.now().Sub(w.asked) > h.cfg.Forget {
+			delete(h.clusters, name)
+			continue
+		}
+		clusters = append(clusters, name)
+	}
+	h.mu.Unlock()
+	var errs []error
+	for _, cluster := range clusters {
+		names, err := h.compute(ctx, cluster)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		h.mu.Lock()
+		if w := h.clusters[cluster]; w != nil && w.current.Version != names.Version {
+			w.current = names
+			close(w.changed)
+			w.changed = make(chan struct{})
+		}
+		h.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// refreshNames keeps the watched clusters' names current until ctx ends.
+func (s *Server) refreshNames(ctx context.Context) {
+	ticker := s.clock.NewTicker(s.cfg.Names.Refresh)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+		if err := s.names.refresh(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("compute names", "err", err)
+		}
+	}
+}
+
+// clusterNames computes a cluster's names from the store.
+func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterNames, error) {
+	var out api.ClusterNames
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		services, err := tx.ListServices()
+		if err != nil {
+			return err
+		}
+		var sets []api.ServiceEndpoints
+		for _, svc := range services {
+			if svc.Spec.Cluster != cluster {
+				continue
+			}
+			set, err := serviceEndpoints(tx, svc)
+			if err != nil {
+				return err
+			}
+			sets = append(sets, set)
+		}
+		groups, err := groupPrimaries(tx, cluster)
+		if err != nil {
+			return err
+		}
+		out = endpoints.Names(cluster, sets, groups)
+		return nil
+	})
+	return out, err
+}
+
+// serviceEndpoints is a service's endpoints as the store holds them.
+func serviceEndpoints(tx store.Tx, svc *api.Service) (api.ServiceEndpoints, error) {
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{Service: svc.Metadata.Name})
+	if err != nil {
+		return api.ServiceEndpoints{}, err
+	}
+	machines := map[string]*api.Machine{}
+	for _, r := range replicas {
+		if r.Machine == "" || machines[r.Machine] != nil {
+			continue
+		}
+		m, err := tx.GetMachine(r.Machine)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return api.ServiceEndpoints{}, err
+		}
+		machines[m.ID] = m
+	}
+	return endpoints.Of(svc, replicas, machines), nil
+}
+
+// groupPrimaries are the serving primaries of the failover groups with a
+// side in cluster (nil while none serves: fencing, promoting, failed).
+func groupPrimaries(tx store.Tx, cluster string) (map[string]*api.Endpoint, error) {
+	groups, err := tx.ListFailoverGroups()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*api.Endpoint{}
+	for _, g := range groups {
+		if g.Spec.Primary.Cluster != cluster && g.Spec.Replica.Cluster != cluster {
+			continue
+		}
+		out[g.Metadata.Name] = nil
+		info, err := failoverInfo(tx, g)
+		if err != nil {
+			return nil, err
+		}
+		if info.Endpoint == "" {
+			continue
+		}
+		for _, m := range info.Members {
+			if m.Cluster != info.Primary || m.Replica == "" {
+				continue
+			}
+			r, err := tx.GetReplica(m.Replica)
+			if err != nil {
+				return nil, err
+			}
+			e := api.Endpoint{Replica: r.ID, Machine: r.Machine, Address: r.Address, Weight: endpoints.DefaultWeight, Serving: true, Reason: "serving primary"}
+			for _, p := range g.Spec.Template.Ports {
+				if port := r.HostPorts[p.Name]; port > 0 {
+					if e.Ports == nil {
+						e.Ports = map[string]int{}
+					}
+					e.Ports[p.Name] = port
+				}
+			}
+			out[g.Metadata.Name] = &e
+		}
+	}
+	return out, nil
+}
+
+// handleServiceEndpoints: GET /v1/services/{name}/endpoints, every
+// replica of the service with whether it takes traffic and why.
+func (s *Server) handleServiceEndpoints(w http.ResponseWriter, r *http.Request) {
+	var out api.ServiceEndpoints
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		svc, err := tx.GetService(r.PathValue("name"))
+		if err != nil {
+			return err
+		}
+		out, err = serviceEndpoints(tx, svc)
+		return err
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleMachineNames: GET /v1/machines/{id}/names?version=V, the names of
+// the machine's cluster, held until their version differs from V.
+func (s *Server) handleMachineNames(w http.ResponseWriter, r *http.Request) {
+	var cluster string
+	err := s.store.View(r.Context(), func(tx store.Tx) error {
+		m, err := tx.GetMachine(r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		if !m.Live() {
+			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", m.ID)
+		}
+		cluster = m.Cluster
+		return nil
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	names, err := s.names.wait(r.Context(), cluster, r.URL.Query().Get("version"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, names)
+}

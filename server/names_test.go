@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+)
+
+const webService = `kind: Service
+metadata: {name: web}
+spec:
+  cluster: dev
+  command: ["sleep", "1000"]
+  ports: [{name: http}]
+  replicas: 1
+  resources: {cpu: 100m, memory: 64Mi}
+`
+
+// A service's endpoints follow its replica's reports: in the name once
+// it runs, out (with why) once it crashes; an agent waiting for its
+// cluster's names is answered when they change, with the new version,
+// and a machine of another cluster sees none of them.
+func TestEndpointsFollowReplicasAndWakeTheAgentsPoll(t *testing.T) {
+	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Refresh = 20 * time.Millisecond })
+	join := func(cluster, id string) *client.Client {
+		tok, err := ts.admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cluster, Group: "general"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := ts.admin.Join(ctx, api.JoinRequest{Token: tok.Token, Cluster: cluster, MachineID: id,
+			Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}, Runtimes: []string{"process"},
+				Addresses: []string{"127.0.0.7"}, DNSAddress: "127.0.0.1:5353"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.New(ts.URL(), resp.Credential, ts.http)
+	}
+	agent, stranger := join("dev", "m1"), join("other", "m2")
+	if m, err := ts.admin.GetMachine(ctx, "m1"); err != nil || m.DNSAddress != "127.0.0.1:5353" {
+		t.Fatalf("the machine's DNS address: %+v %v", m, err)
+	}
+	if _, err := ts.admin.Apply(ctx, []byte(webService)); err != nil {
+		t.Fatal(err)
+	}
+	var placed *api.Replica
+	waitFor(t, 10*time.Second, "web-0 placed on m1", func() bool {
+		r, err := ts.admin.GetReplica(ctx, "web-0")
+		placed = r
+		return err == nil && r.Machine == "m1"
+	})
+	set, err := ts.admin.ServiceEndpoints(ctx, "web")
+	if err != nil || len(set.Endpoints) != 1 || set.Endpoints[0].Serving {
+		t.Fatalf("endpoints before it runs: %+v %v, want web-0 not serving", set, err)
+	}
+	first, err := agent.MachineNames(ctx, "m1", "")
+	if err != nil || first.Cluster != "dev" || len(first.Records) != 1 || len(first.Records[0].Targets) != 0 {
+		t.Fatalf("names before it runs: %+v %v, want web.dev.gantry. with no target", first, err)
+	}
+	report := func(state api.ReplicaState) {
+		t.Helper()
+		st := api.ReplicaStatus{ReplicaID: "web-0", Incarnation: placed.Incarnation, SpecHash: placed.SpecHash, State: state,
+			HostPorts: map[string]int{"http": 18080}}
+		if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{Replicas: []api.ReplicaStatus{st}, Sequence: time.Now().UnixNano()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The poll waits for a version other than the agent's; the running
+	// report changes the names while it waits.
+	type answer struct {
+		names *api.ClusterNames
+		err   error
+	}
+	waiting := make(chan answer, 1)
+	go func() {
+		n, err := agent.MachineNames(ctx, "m1", first.Version)
+		waiting <- answer{n, err}
+	}()
+	report(api.ReplicaRunning)
+	got := <-waiting
+	if got.err != nil || got.names.Version == first.Version {
+		t.Fatalf("the waiting poll: %+v %v, want the names after the change", got.names, got.err)
+	}
+	if targets := got.names.Records[0].Targets; len(targets) != 1 || targets[0].Address != "127.0.0.7" || targets[0].Ports["http"] != 18080 {
+		t.Fatalf("web's targets %+v, want 127.0.0.7:18080", targets)
+	}
+	report(api.ReplicaCrashed)
+	set, err = ts.admin.ServiceEndpoints(ctx, "web")
+	if err != nil || set.Endpoints[0].Serving || set.Endpoints[0].Reason != "not running (crashed)" {
+		t.Fatalf("endpoints after a crash: %+v %v", set, err)
+	}
+	after, err := agent.MachineNames(ctx, "m1", got.names.Version)
+	if err != nil || len(after.Records[0].Targets) != 0 {
+		t.Fatalf("names after a crash: %+v %v, want web with no target", after, err)
+	}
+	other, err := stranger.MachineNames(ctx, "m2", "")
+	if err != nil || other.Cluster != "other" || len(other.Records) != 0 {
+		t.Fatalf("a machine of cluster other: %+v %v, want no names", other, err)
+	}
+	if _, err := agent.MachineNames(context.Background(), "m2", ""); !client.IsStatus(err, 403) {
+		t.Fatalf("m1's credential asking for m2's names: %v, want 403", err)
+	}
+}
