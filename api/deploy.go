@@ -28,6 +28,12 @@ type UpdatePolicy struct {
 	Paused bool `json:"paused,omitempty"`
 	// RevisionHistory is how many old revisions are kept (default 10).
 	RevisionHistory *int `json:"revisionHistory,omitempty"`
+	// DrainSeconds is how long a serving replica that a deployment, a
+	// scale-down or a deletion removes stays out of the service's name
+	// (still running) before it is stopped: long enough for every agent's
+	// DNS to drop it and the clients' cached answers to expire (default
+	// 3: the agents' DNS TTL of 1 s, plus 2). 0 stops it at once.
+	DrainSeconds *int `json:"drainSeconds,omitempty"`
 }
 
 // Defaults of an update policy (spec.Default writes them into stored
@@ -37,6 +43,7 @@ const (
 	DefaultMaxUnavailable          = 0
 	DefaultProgressDeadlineSeconds = 600
 	DefaultRevisionHistory         = 10
+	DefaultDrainSeconds            = 3
 )
 
 // Surge is MaxSurge with its default.
@@ -57,6 +64,11 @@ func (u UpdatePolicy) ProgressDeadline() time.Duration {
 		return DefaultProgressDeadlineSeconds * time.Second
 	}
 	return time.Duration(u.ProgressDeadlineSeconds) * time.Second
+}
+
+// Drain is DrainSeconds with its default, as a duration.
+func (u UpdatePolicy) Drain() time.Duration {
+	return time.Duration(intOr(u.DrainSeconds, DefaultDrainSeconds)) * time.Second
 }
 
 // MinHealthy is MinHealthySeconds as a duration.

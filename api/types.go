@@ -605,8 +605,13 @@ type Replica struct {
 	Node   string            `json:"node,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Member is what a failover group's member last said of itself.
-	Member    *MemberStatus `json:"member,omitempty"`
-	UpdatedAt time.Time     `json:"updatedAt"`
+	Member *MemberStatus `json:"member,omitempty"`
+	// RetiringSince: the replica is being removed (RetireReason says
+	// why). It is out of its service's name and keeps running until its
+	// service's drain time has passed; then it is deleted and stops.
+	RetiringSince *time.Time `json:"retiringSince,omitempty"`
+	RetireReason  string     `json:"retireReason,omitempty"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
 }
 
 // ReplicaState is where a replica is in its life. Package replica owns its

@@ -156,7 +156,27 @@ func (w *writer) replicas(plan decide.Plan) error {
 			return err
 		}
 	}
+	for _, d := range plan.RetireReplicas {
+		if err := w.retire(d); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// retire takes a replica out of its service's name; it runs on until a
+// later pass finds it drained and deletes it.
+func (w *writer) retire(d decide.ReplicaDelete) error {
+	r, err := w.tx.GetReplica(d.ID)
+	if done, err := skip(err); done || r.RetiringSince != nil {
+		return err
+	}
+	now := w.now.UTC()
+	r.RetiringSince, r.RetireReason = &now, d.Reason
+	if err := w.tx.PutReplica(r); err != nil {
+		return err
+	}
+	return w.record(api.EventNormal, "Retiring", "Replica", d.ID, "out of service %s's name, stopping once drained: %s", d.Service, d.Reason)
 }
 
 // reverts return services whose deployment failed to their last good

@@ -54,14 +54,18 @@ type Pass struct {
 	replicas    []*api.Replica
 	replicaByID map[string]*api.Replica
 	services    map[string]*api.Service
-	// deleting are the replicas this pass deletes.
+	// deleting are the replicas this pass deletes (or retires).
 	deleting map[string]bool
+	// retiring are replicas out of their names, running until drained:
+	// gone for every decision but the machines' usage.
+	retiring []*api.Replica
 	live     int
 }
 
 // Decide decides one pass.
 func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	p := newPass(cfg, snap, mem, now)
+	p.finishRetiring()
 	p.syncReplicas()
 	p.foldOutcomes()
 	// The machine target always runs: machines of deleted clusters still
@@ -99,6 +103,11 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	}
 	sort.Slice(p.machines, func(i, j int) bool { return p.machines[i].ID < p.machines[j].ID })
 	for _, r := range snap.Replicas {
+		if r.RetiringSince != nil {
+			c := *r
+			p.retiring = append(p.retiring, &c)
+			continue
+		}
 		p.addReplica(r)
 	}
 	for _, s := range snap.Services {

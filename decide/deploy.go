@@ -348,7 +348,9 @@ func (x *deployment) roll() {
 		}
 		p.deleteReplica(r, fmt.Sprintf("replaced by revision %d", x.rev.Number))
 	}
-	total := len(x.fresh) + remaining
+	// Retiring replicas still run (out of the name): they count against
+	// maxSurge, so a deployment never runs more than it allows.
+	total := len(x.fresh) + remaining + p.retiringCount(x.svc.Metadata.Name)
 	var missing []int
 	for i := 0; i < desired; i++ {
 		if !freshAt[i] {

@@ -148,7 +148,7 @@ func (p *Pass) detectLost() {
 // more, or whose deadline has passed.
 func (p *Pass) finishDrains() {
 	holds := map[string]int{}
-	for _, r := range p.replicas {
+	for _, r := range append(slices.Clip(p.replicas), p.retiring...) {
 		holds[r.Machine]++
 		if r.PreviousMachine != "" {
 			holds[r.PreviousMachine]++

@@ -15,6 +15,9 @@ type Plan struct {
 	// Replicas to create and to delete.
 	CreateReplicas []*api.Replica
 	DeleteReplicas []ReplicaDelete
+	// RetireReplicas take serving replicas out of their names; they are
+	// deleted once drained.
+	RetireReplicas []ReplicaDelete
 	// Reverts return services whose deployment failed to their last good
 	// revision.
 	Reverts []Revert

@@ -2,7 +2,9 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/replica"
@@ -36,7 +38,7 @@ func (p *Pass) syncReplicas() {
 // revision, while an older replica of the index still holds it).
 func (p *Pass) createReplica(rev api.Revision, index int) *api.Replica {
 	id := replica.ID(rev.Service, index)
-	for n := 0; p.replicaByID[id] != nil; n++ {
+	for n := 0; p.replicaByID[id] != nil || p.idRetiring(id); n++ {
 		id = fmt.Sprintf("%s-r%d", replica.ID(rev.Service, index), rev.Number)
 		if n > 0 {
 			id = fmt.Sprintf("%s-r%d-%d", replica.ID(rev.Service, index), rev.Number, n)
@@ -49,13 +51,73 @@ func (p *Pass) createReplica(rev api.Revision, index int) *api.Replica {
 }
 
 // deleteReplica removes a replica (its agent stops it); the pass drops
-// it at the end of syncReplicas.
+// it at the end of syncReplicas. A replica that may be taking traffic
+// retires first: out of its name, stopped once drained.
 func (p *Pass) deleteReplica(r *api.Replica, why string) {
 	if p.deleting[r.ID] {
 		return
 	}
 	p.deleting[r.ID] = true
-	p.plan.DeleteReplicas = append(p.plan.DeleteReplicas, ReplicaDelete{ID: r.ID, Service: r.Service, Reason: why})
+	step := ReplicaDelete{ID: r.ID, Service: r.Service, Reason: why}
+	if p.drainOf(r) > 0 && r.State == api.ReplicaRunning && r.Machine != "" && targetOf(p.cluster(r.Cluster)) == (machines{}) {
+		p.plan.RetireReplicas = append(p.plan.RetireReplicas, step)
+		return
+	}
+	p.plan.DeleteReplicas = append(p.plan.DeleteReplicas, step)
+}
+
+// idRetiring: a retiring replica holds id (until it is deleted).
+func (p *Pass) idRetiring(id string) bool {
+	return slices.ContainsFunc(p.retiring, func(r *api.Replica) bool { return r.ID == id })
+}
+
+// drainOf is how long a replica stays out of its name before it stops.
+func (p *Pass) drainOf(r *api.Replica) time.Duration {
+	if svc := p.services[r.Service]; svc != nil {
+		return svc.Spec.Update.Drain()
+	}
+	return api.UpdatePolicy{}.Drain()
+}
+
+// cluster is a cluster of the snapshot (an empty one when deleted: its
+// replicas are machines' to stop).
+func (p *Pass) cluster(name string) *api.Cluster {
+	if c := p.snap.Clusters[name]; c != nil {
+		return c
+	}
+	return &api.Cluster{}
+}
+
+// drained: a retiring replica has been out of its name long enough.
+func (p *Pass) drained(r *api.Replica) bool {
+	return p.now.Sub(*r.RetiringSince) >= p.drainOf(r)
+}
+
+// retiringCount is how many replicas of service run out of their name:
+// retired by an earlier pass and not drained yet, or by this one.
+func (p *Pass) retiringCount(service string) int {
+	n := 0
+	for _, r := range p.retiring {
+		if r.Service == service && !p.drained(r) {
+			n++
+		}
+	}
+	for _, d := range p.plan.RetireReplicas {
+		if d.Service == service {
+			n++
+		}
+	}
+	return n
+}
+
+// finishRetiring deletes the retiring replicas that have drained.
+func (p *Pass) finishRetiring() {
+	for _, r := range p.retiring {
+		if p.drained(r) {
+			p.plan.DeleteReplicas = append(p.plan.DeleteReplicas, ReplicaDelete{ID: r.ID, Service: r.Service,
+				Reason: fmt.Sprintf("drained for %s: %s", p.drainOf(r), r.RetireReason)})
+		}
+	}
 }
 
 func (p *Pass) dropDeleted() {

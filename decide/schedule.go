@@ -101,7 +101,7 @@ func (p *Pass) buildView(clusters []string) *view {
 			v.launching = append(v.launching, pm.Machine)
 		}
 	}
-	for _, r := range p.replicas {
+	for _, r := range append(slices.Clip(p.replicas), p.retiring...) { // retiring ones run until drained
 		pm, ok := v.machines[r.Machine]
 		svc, known := p.services[r.Service]
 		if !ok || !known {

@@ -176,10 +176,14 @@ func TestDeploymentRollsWithinItsBounds(t *testing.T) {
 	})
 }
 
+// ids are the replicas in service (a retiring one is on its way out, and
+// its id may be taken again once it is gone).
 func ids(rs []api.Replica) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range rs {
-		out[r.ID] = true
+		if r.RetiringSince == nil {
+			out[r.ID] = true
+		}
 	}
 	return out
 }

@@ -52,6 +52,8 @@ func endpointOf(svc *api.Service, r *api.Replica, m *api.Machine) api.Endpoint {
 // whyNotServing says why a replica takes no traffic ("" when it does).
 func whyNotServing(svc *api.Service, r *api.Replica, m *api.Machine) string {
 	switch {
+	case r.RetiringSince != nil:
+		return "retiring: " + r.RetireReason
 	case r.Machine == "":
 		return "not placed yet"
 	case m == nil || !m.Live():

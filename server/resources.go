@@ -515,7 +515,7 @@ func serviceStatus(svc *api.Service, replicas []*api.Replica, deployments map[st
 		st.Revision, st.Deployment, st.Updated, st.Available = d.Number, d.State, d.Updated, d.Available
 	}
 	for _, r := range replicas {
-		if r.Service != svc.Metadata.Name {
+		if r.Service != svc.Metadata.Name || r.RetiringSince != nil { // a retiring replica is on its way out
 			continue
 		}
 		switch r.State {

@@ -46,6 +46,9 @@ func validateUpdate(u api.UpdatePolicy) ErrorList {
 	if u.MinHealthySeconds < 0 {
 		errs.add("spec.update.minHealthySeconds", "must be 0 or more")
 	}
+	if u.DrainSeconds != nil && *u.DrainSeconds < 0 {
+		errs.add("spec.update.drainSeconds", "must be 0 or more, got %d", *u.DrainSeconds)
+	}
 	if u.ProgressDeadlineSeconds < 0 {
 		errs.add("spec.update.progressDeadlineSeconds", "must be 0 or more")
 	} else if u.ProgressDeadlineSeconds > 0 && u.ProgressDeadlineSeconds <= u.MinHealthySeconds {

@@ -132,6 +132,7 @@ func TestParseRejects(t *testing.T) {
 		{"autoPromote without canary", baseService + "  update: {autoPromote: true}\n", 1, "spec.update.autoPromote: needs canary replicas"},
 		{"negative surge", baseService + "  update: {maxSurge: -1}\n", 1, "spec.update.maxSurge: must be 0 or more"},
 		{"deadline within minHealthy", baseService + "  update: {minHealthySeconds: 30, progressDeadlineSeconds: 20}\n", 1, "spec.update.progressDeadlineSeconds: must be greater than minHealthySeconds (30)"},
+		{"negative drain", baseService + "  update: {drainSeconds: -1}\n", 1, "spec.update.drainSeconds: must be 0 or more, got -1"},
 		{"duplicate name", baseCluster + "---\n" + baseCluster, 2, `metadata.name: duplicate Cluster "dev" (first in document 1)`},
 		{"error in second document", baseCluster + "---\n" + strings.Replace(baseService, "replicas", "replicas", 1) + "  replicas: -1\n", 2, "spec.replicas: must be between 0 and 10000"},
 		{"image or command", strings.Replace(baseService, "command: [server]", "args: [x]", 1), 1, "spec: one of image or command is required"},

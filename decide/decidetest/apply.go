@@ -81,6 +81,14 @@ func (h *Harness) applyReplicas(p decide.Plan) {
 	for _, d := range p.DeleteReplicas {
 		h.Snap.Replicas = slices.DeleteFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.ID == d.ID })
 	}
+	for _, d := range p.RetireReplicas {
+		for _, r := range h.Snap.Replicas {
+			if r.ID == d.ID && r.RetiringSince == nil {
+				now := h.Now
+				r.RetiringSince, r.RetireReason = &now, d.Reason
+			}
+		}
+	}
 }
 
 func (h *Harness) terminate(t decide.Terminate) {

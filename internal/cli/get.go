@@ -131,8 +131,12 @@ func ReplicaURL(r api.Replica) string {
 func replicaTable(list []api.Replica) *table {
 	t := &table{header: []string{"NAME", "SERVICE", "MACHINE", "STATE", "HEALTH", "RESTARTS", "URL", "REASON"}, wide: []string{"SPEC", "CPU", "MEMORY"}}
 	for _, r := range list {
-		t.add(r.ID, r.Service, orDash(cmp.Or(r.Machine, r.Node)), string(r.State), orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)),
-			orDash(r.Reason), r.SpecHash, api.FormatCPU(r.Requests.MilliCPU), api.FormatBytes(r.Requests.MemoryBytes))
+		state, reason := string(r.State), r.Reason
+		if r.RetiringSince != nil {
+			state, reason = "retiring", r.RetireReason
+		}
+		t.add(r.ID, r.Service, orDash(cmp.Or(r.Machine, r.Node)), state, orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)),
+			orDash(reason), r.SpecHash, api.FormatCPU(r.Requests.MilliCPU), api.FormatBytes(r.Requests.MemoryBytes))
 	}
 	return t
 }
