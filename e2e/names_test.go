@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,5 +92,108 @@ func TestDevServicesCallEachOtherByName(t *testing.T) {
 			body, ok := get(u + "/call")
 			return ok && strings.Contains(body, "called api.dev.gantry.") && strings.Contains(body, "api here"), body
 		})
+	}
+}
+
+// nameClient sends a request every interval to a service found by name,
+// as a client with a caching resolver does: the SRV answer is kept for
+// its TTL, each request goes to one of its targets.
+type nameClient struct {
+	resolver, name string
+	mu             sync.Mutex
+	ok, failed     int
+	failures       []string
+	cached         []string
+	cachedUntil    time.Time
+}
+
+func (c *nameClient) targets() []string {
+	if time.Now().Before(c.cachedUntil) {
+		return c.cached
+	}
+	m := new(dns.Msg)
+	m.SetQuestion(c.name, dns.TypeSRV)
+	m.SetEdns0(4096, false)
+	resp, _, err := (&dns.Client{Timeout: time.Second, UDPSize: 4096}).Exchange(m, c.resolver)
+	if err != nil {
+		return c.cached // a resolver that does not answer: keep the last answer
+	}
+	addrs := map[string]string{}
+	for _, rr := range resp.Extra {
+		if a, ok := rr.(*dns.A); ok {
+			addrs[a.Hdr.Name] = a.A.String()
+		}
+	}
+	var out []string
+	ttl := time.Second
+	for _, rr := range resp.Answer {
+		if srv, ok := rr.(*dns.SRV); ok && addrs[srv.Target] != "" {
+			out = append(out, net.JoinHostPort(addrs[srv.Target], strconv.Itoa(int(srv.Port))))
+			ttl = min(ttl, time.Duration(srv.Hdr.Ttl)*time.Second)
+		}
+	}
+	c.cached, c.cachedUntil = out, time.Now().Add(ttl)
+	return out
+}
+
+func (c *nameClient) send() {
+	targets := c.targets()
+	ok, why := false, "no target"
+	if len(targets) > 0 {
+		target := targets[rand.IntN(len(targets))]
+		body, answered := get("http://" + target + "/")
+		ok, why = answered, target+": "+body
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ok {
+		c.ok++
+		return
+	}
+	c.failed++
+	if len(c.failures) < 10 {
+		c.failures = append(c.failures, time.Now().Format("15:04:05.000")+" "+why)
+	}
+}
+
+// A client that finds a service by name (an agent's DNS, answers cached
+// for their TTL) and sends a request every 10 ms loses none through a
+// rolling deployment of 6 replicas and a scale from 6 to 2: a replica
+// leaves the name before it stops, and enters it once it serves.
+func TestNamesKeepServingThroughDeploymentAndScaleDown(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--local-exit-with-server")
+	s.apply(t, "v1.yaml", deployment(6, "v1", ""))
+	waitFor(t, "6 replicas answering", func() (bool, string) { return allAnswer(s.replicas("web"), 6) })
+	var resolver string
+	waitFor(t, "a machine answering names", func() (bool, string) {
+		machines, err := s.api.ListMachines(context.Background(), "")
+		for _, m := range machines {
+			if m.DNSAddress != "" {
+				resolver = m.DNSAddress
+			}
+		}
+		return resolver != "", fmt.Sprint(err)
+	})
+	c := &nameClient{resolver: resolver, name: "_http._tcp.web.e2e.gantry."}
+	waitFor(t, "the name answering all 6", func() (bool, string) { return len(c.targets()) == 6, fmt.Sprint(c.cached) })
+	stop := every(10*time.Millisecond, c.send)
+	if out, errOut, code := s.gantry("apply", "--wait", "-f", writeFile(t, s.dataDir, "v2.yaml", deployment(6, "v2", ""))); code != 0 {
+		stop()
+		t.Fatalf("apply --wait: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := s.gantry("scale", "service", "web", "--replicas", "2"); code != 0 {
+		stop()
+		t.Fatalf("scale: exit %d %s%s", code, out, errOut)
+	}
+	waitFor(t, "2 replicas left", func() (bool, string) {
+		rs := s.replicas("web")
+		return len(rs) == 2, fmt.Sprintf("%d replicas", len(rs))
+	})
+	stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Logf("%d requests answered, %d failed", c.ok, c.failed)
+	if c.failed > 0 || c.ok < 500 {
+		t.Fatalf("%d of %d requests failed (want 0 of at least 500): %v", c.failed, c.ok+c.failed, c.failures)
 	}
 }

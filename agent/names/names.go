@@ -148,6 +148,16 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	s.mu.RLock()
 	resp.Rcode = s.answer(resp, q, name)
 	s.mu.RUnlock()
+	if _, udp := w.LocalAddr().(*net.UDPAddr); udp {
+		// An answer larger than the client takes over UDP is cut, with
+		// the TC bit: the client asks again over TCP.
+		size := dns.MinMsgSize
+		if opt := req.IsEdns0(); opt != nil {
+			size = max(int(opt.UDPSize()), dns.MinMsgSize)
+			resp.SetEdns0(opt.UDPSize(), false)
+		}
+		resp.Truncate(size)
+	}
 	_ = w.WriteMsg(resp)
 }
 

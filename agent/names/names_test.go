@@ -2,6 +2,7 @@ package names_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sort"
@@ -107,5 +108,32 @@ func TestAnswersTheClustersNames(t *testing.T) {
 	}
 	if s.Version() != "v2" {
 		t.Errorf("version %q, want v2", s.Version())
+	}
+}
+
+// An answer too large for UDP is cut with the TC bit (the client asks
+// again over TCP, which answers it whole); a client that offers a larger
+// buffer (EDNS0) gets it whole over UDP.
+func TestLargeAnswersAreTruncatedOverUDP(t *testing.T) {
+	s := startServer(t)
+	var targets []api.Endpoint
+	for i := range 40 {
+		targets = append(targets, api.Endpoint{Replica: fmt.Sprintf("web-%d", i), Address: fmt.Sprintf("127.0.1.%d", i+1),
+			Ports: map[string]int{"http": 20000 + i}, Weight: 1, Serving: true})
+	}
+	s.Set(webNames("v1", targets...))
+	udp := query(t, s, "udp", "web.dev.gantry.", dns.TypeSRV)
+	if !udp.Truncated || len(udp.Answer) >= 40 {
+		t.Errorf("SRV of 40 targets over UDP: truncated %v with %d answers, want TC and fewer", udp.Truncated, len(udp.Answer))
+	}
+	if tcp := query(t, s, "tcp", "web.dev.gantry.", dns.TypeSRV); tcp.Truncated || len(tcp.Answer) != 40 {
+		t.Errorf("over TCP: truncated %v with %d answers, want all 40", tcp.Truncated, len(tcp.Answer))
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("web.dev.gantry.", dns.TypeSRV)
+	m.SetEdns0(8192, false)
+	resp, _, err := (&dns.Client{UDPSize: 8192}).Exchange(m, s.Addr())
+	if err != nil || resp.Truncated || len(resp.Answer) != 40 {
+		t.Errorf("with EDNS0 8192: %v, truncated %v, %d answers", err, resp != nil && resp.Truncated, len(resp.Answer))
 	}
 }
