@@ -14,7 +14,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 )
 
-func startServer(t *testing.T) *names.Server {
+func startServer(t testing.TB) *names.Server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
