@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +24,22 @@ func TestFailoverPostgres(t *testing.T) {
 	waitFor(t, "rows committed", func() (bool, string) { return len(w.rows()) >= 50, "" })
 
 	before := s.group(t)
+	// The group's name, as the replica's machine answers it, sampled every
+	// 50 ms through the failover: the old primary, then (after fencing,
+	// when it answers none) the new one, never both, never the old again.
+	names, stopNames := startNameSampler(t, machineDNS(t, s, memberMachine(before, "west")), "_postgres._tcp.pg.west.gantry.", 50*time.Millisecond)
 	killed := time.Now()
 	killMachine(t, s.dataDir, primaryMachine(before))
 	after := s.waitGroup(t, "the replica promoted", func(g *api.FailoverGroupInfo) bool {
 		return g.Epoch == before.Epoch+1 && g.Primary == "west" && g.Endpoint != ""
 	})
+	waitFor(t, "the name answering the new primary", func() (bool, string) {
+		names.mu.Lock()
+		defer names.mu.Unlock()
+		return slices.Contains(names.answers, after.Endpoint), strings.Join(names.answers, " ")
+	})
+	stopNames()
+	names.checkFollows(t, before.Endpoint, after.Endpoint)
 	var resumed ackedRow
 	waitFor(t, "writes on the new primary", func() (bool, string) {
 		var ok bool
@@ -69,4 +83,27 @@ func TestFailoverPostgres(t *testing.T) {
 			t.Fatalf("status lacks %q:\n%s", want, status)
 		}
 	}
+}
+
+func memberMachine(g *api.FailoverGroupInfo, cluster string) string {
+	for _, m := range g.Members {
+		if m.Cluster == cluster {
+			return m.Machine
+		}
+	}
+	return ""
+}
+
+// machineDNS is where a machine's agent answers names.
+func machineDNS(t *testing.T, s *server, machine string) string {
+	t.Helper()
+	var addr string
+	waitFor(t, "machine "+machine+" answering names", func() (bool, string) {
+		m, err := s.api.GetMachine(context.Background(), machine)
+		if err == nil {
+			addr = m.DNSAddress
+		}
+		return addr != "", fmt.Sprint(err)
+	})
+	return addr
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,5 +196,56 @@ func TestNamesKeepServingThroughDeploymentAndScaleDown(t *testing.T) {
 	t.Logf("%d requests answered, %d failed", c.ok, c.failed)
 	if c.failed > 0 || c.ok < 500 {
 		t.Fatalf("%d of %d requests failed (want 0 of at least 500): %v", c.failed, c.ok+c.failed, c.failures)
+	}
+}
+
+// nameSampler asks a resolver for a name's SRV every interval and keeps
+// the distinct answers in the order they came (an answer: its targets as
+// address:port, sorted, joined by commas; "" for none).
+type nameSampler struct {
+	mu      sync.Mutex
+	answers []string
+	samples int
+	both    []string // answers with more than one target
+}
+
+func startNameSampler(t *testing.T, resolver, name string, interval time.Duration) (*nameSampler, func()) {
+	t.Helper()
+	ns := &nameSampler{}
+	c := &nameClient{resolver: resolver, name: name}
+	stop := every(interval, func() {
+		c.cachedUntil = time.Time{} // every sample asks the resolver
+		targets := c.targets()
+		slices.Sort(targets)
+		answer := strings.Join(targets, ",")
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		ns.samples++
+		if len(targets) > 1 {
+			ns.both = append(ns.both, answer)
+		}
+		if n := len(ns.answers); n == 0 || ns.answers[n-1] != answer {
+			ns.answers = append(ns.answers, answer)
+		}
+	})
+	return ns, stop
+}
+
+// checkFollows: the name never answered two targets, answered from before
+// to after, and never answered before again once it had answered after.
+func (ns *nameSampler) checkFollows(t *testing.T, before, after string) {
+	t.Helper()
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	t.Logf("name answers over %d samples: %q", ns.samples, ns.answers)
+	if len(ns.both) > 0 {
+		t.Errorf("the name answered several primaries at once: %v", ns.both)
+	}
+	first := slices.Index(ns.answers, after)
+	if first < 0 || slices.Index(ns.answers, before) < 0 {
+		t.Fatalf("the name never answered %s then %s: %q", before, after, ns.answers)
+	}
+	if slices.Contains(ns.answers[first:], before) {
+		t.Fatalf("the name answered the old primary %s again after the new one %s: %q", before, after, ns.answers)
 	}
 }
