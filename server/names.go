@@ -148,7 +148,8 @@ func (s *Server) refreshNames(ctx context.Context) {
 	}
 }
 
-// clusterNames computes a cluster's names from the store.
+// clusterNames computes a cluster's names from the store: one read of
+// its services, replicas and machines.
 func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterNames, error) {
 	var out api.ClusterNames
 	err := s.store.View(ctx, func(tx store.Tx) error {
@@ -156,16 +157,27 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 		if err != nil {
 			return err
 		}
+		replicas, err := tx.ListReplicas(store.ReplicaFilter{Cluster: cluster})
+		if err != nil {
+			return err
+		}
+		machines, err := tx.ListMachines(store.MachineFilter{Cluster: cluster, LiveOnly: true})
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*api.Machine, len(machines))
+		for _, m := range machines {
+			byID[m.ID] = m
+		}
+		byService := map[string][]*api.Replica{}
+		for _, r := range replicas {
+			byService[r.Service] = append(byService[r.Service], r)
+		}
 		var sets []api.ServiceEndpoints
 		for _, svc := range services {
-			if svc.Spec.Cluster != cluster {
-				continue
+			if svc.Spec.Cluster == cluster {
+				sets = append(sets, endpoints.Of(svc, byService[svc.Metadata.Name], byID))
 			}
-			set, err := serviceEndpoints(tx, svc)
-			if err != nil {
-				return err
-			}
-			sets = append(sets, set)
 		}
 		groups, err := groupPrimaries(tx, cluster)
 		if err != nil {
