@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -165,6 +166,7 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 		t.Cleanup(func() {
 			if t.Failed() {
 				e.logEvents(t)
+				e.logMembers(t)
 			}
 		})
 		e.recover(t, totals)
@@ -236,6 +238,50 @@ func (e *faultEnv) logEvents(t *testing.T) {
 		}
 	}
 	t.Logf("events:\n%s", b.String())
+}
+
+// logMembers prints the end of the output of the group's members, and
+// of their machines' agents, still on disk: what a failed schedule needs
+// to be understood (the test's directory goes with it).
+func (e *faultEnv) logMembers(t *testing.T) {
+	g, err := e.server.api.GetFailoverGroup(context.Background(), "pg")
+	if err != nil || g.Status == nil {
+		t.Logf("members: %v", err)
+		return
+	}
+	mine := map[string]bool{}
+	for _, m := range g.Status.Members {
+		mine[m.Machine] = true
+	}
+	_ = filepath.WalkDir(e.h.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		member := strings.Contains(path, "/replicas/pg-") && d.Name() == "output.log"
+		agent := d.Name() == "agent.log" && mine[filepath.Base(filepath.Dir(path))]
+		if !member && !agent {
+			return nil
+		}
+		if member && !mine[machineOfReplicaLog(path)] {
+			return nil
+		}
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		t.Logf("%s (last %d lines):\n%s", path, min(len(lines), 60), strings.Join(lines[max(0, len(lines)-60):], "\n"))
+		return nil
+	})
+}
+
+// machineOfReplicaLog is the machine whose agent keeps a replica's log
+// (…/machines/<machine>/…/replicas/<replica>/output.log), "" if none.
+func machineOfReplicaLog(path string) string {
+	parts := strings.Split(path, string(filepath.Separator))
+	for i := len(parts) - 1; i > 0; i-- {
+		if parts[i-1] == "machines" {
+			return parts[i]
+		}
+	}
+	return ""
 }
 
 // recover waits for the group to be healthy; when it refuses to promote a
