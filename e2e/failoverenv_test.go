@@ -125,8 +125,8 @@ func pgDataRoot(t *testing.T) string {
 	return dir
 }
 
-// startFailover starts a server, applies the group and waits until it
-// is healthy.
+// startFailover starts a server, applies the (synchronous) group and
+// waits until it is healthy with its synchronous standby recorded.
 func startFailover(t *testing.T, eastAPI func(serverURL string) string, extra ...string) *server {
 	t.Helper()
 	bin := needPostgres(t)
@@ -138,7 +138,12 @@ func startFailover(t *testing.T, eastAPI func(serverURL string) string, extra ..
 		apiURL = eastAPI(s.url)
 	}
 	s.apply(t, "pg.yaml", failoverSpec(bin, root, apiURL))
-	s.waitGroup(t, "the group healthy", func(g *api.FailoverGroupInfo) bool { return g.Phase == "Healthy" })
+	// Healthy, and the synchronous standby recorded: only then may an
+	// automatic failover promote without losing a write (a test that
+	// fails the primary sooner sees the group rightly refuse).
+	s.waitGroup(t, "the group healthy, its synchronous standby recorded", func(g *api.FailoverGroupInfo) bool {
+		return g.Phase == "Healthy" && g.SyncStandby != ""
+	})
 	return s
 }
 
