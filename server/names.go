@@ -39,6 +39,8 @@ type namesHub struct {
 
 	mu       sync.Mutex
 	clusters map[string]*watchedNames
+	// first serialises the first computation of a cluster's names.
+	first sync.Mutex
 }
 
 type watchedNames struct {
@@ -79,26 +81,33 @@ func (h *namesHub) wait(ctx context.Context, cluster, version string) (api.Clust
 	}
 }
 
-// watched is a cluster's entry, computed at once the first time.
+// watched is a cluster's entry, computed at once the first time (once:
+// the agents of a cluster that all ask when a server starts wait for one
+// computation).
 func (h *namesHub) watched(ctx context.Context, cluster string) (*watchedNames, error) {
-	h.mu.Lock()
-	w, ok := h.clusters[cluster]
-	h.mu.Unlock()
-	if ok {
+	if w := h.entry(cluster); w != nil {
+		return w, nil
+	}
+	h.first.Lock()
+	defer h.first.Unlock()
+	if w := h.entry(cluster); w != nil {
 		return w, nil
 	}
 	names, err := h.compute(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}
+	w := &watchedNames{current: names, changed: make(chan struct{}), asked: h.now()}
+	h.mu.Lock()
+	h.clusters[cluster] = w
+	h.mu.Unlock()
+	return w, nil
+}
+
+func (h *namesHub) entry(cluster string) *watchedNames {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w, ok := h.clusters[cluster]; ok {
-		return w, nil
-	}
-	w = &watchedNames{current: names, changed: make(chan struct{}), asked: h.now()}
-	h.clusters[cluster] = w
-	return w, nil
+	return h.clusters[cluster]
 }
 
 // refresh computes every watched cluster's names again, waking the polls
