@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/provider/external"
+	gantryserver "github.com/gantry-dev/gantry/server"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -45,10 +49,10 @@ func BenchmarkNamesChangeReachesAgents(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						ready <- struct{}{}
-						got, err := c.MachineNames(context.Background(), fmt.Sprintf("m-%04d", i), version)
+						got, err := pollVersion(hc, url, token, fmt.Sprintf("m-%04d", i), version)
 						mu.Lock()
 						defer mu.Unlock()
-						if err != nil || got.Version == version {
+						if err != nil || got == version {
 							b.Errorf("agent %d: %v, version unchanged", i, err)
 							return
 						}
@@ -79,22 +83,51 @@ func BenchmarkNamesChangeReachesAgents(b *testing.B) {
 	}
 }
 
+// pollVersion is one agent's names poll, reading the answer's version
+// and its whole body without decoding it: each agent decodes on its own
+// machine, not in this process.
+func pollVersion(hc *http.Client, url, token, machine, version string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, url+"/v1/machines/"+machine+"/names?version="+version, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return resp.Header.Get(gantryserver.NamesVersionHeader), nil
+}
+
 // fillServingFleet writes joined machines to cluster dev, each running
 // perMachine serving replicas of one of ten services (which it writes too).
 func fillServingFleet(t testing.TB, st store.Store, machines, perMachine int) {
 	t.Helper()
 	now := time.Now()
 	err := st.Update(context.Background(), func(tx store.Tx) error {
+		// Replicas of the services' current revision, as many as they
+		// declare, on machines joined by hand: the control loop has
+		// nothing to change.
+		hashes := map[string]string{}
 		for s := range 10 {
+			n := machines * perMachine / 10
 			svc := &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: fmt.Sprintf("svc%d", s)},
-				Spec: api.ServiceSpec{Cluster: "dev", Command: []string{"x"}, Ports: []api.Port{{Name: "http"}}}}
+				Spec: api.ServiceSpec{Cluster: "dev", Command: []string{"x"}, Ports: []api.Port{{Name: "http"}}, Replicas: &n}}
+			hashes[svc.Metadata.Name] = spec.RevisionHash(svc.Spec, nil)
 			if err := tx.PutService(svc); err != nil {
 				return err
 			}
 		}
 		for i := range machines {
 			m := &api.Machine{ID: fmt.Sprintf("m-%04d", i), Cluster: "dev", Group: "general", InstanceType: "local.small", Zone: "local-a",
-				CapacityType: "onDemand", Provider: "local", LaunchKey: fmt.Sprintf("k-%d", i), JoinState: api.JoinJoined, FleetState: api.FleetActive,
+				CapacityType: "onDemand", Provider: external.Name, ProviderKey: external.Name, LaunchKey: api.ManualLaunchKey, JoinState: api.JoinJoined, FleetState: api.FleetActive,
 				Addresses: []string{fmt.Sprintf("10.%d.%d.1", i/250, i%250)}, Capacity: api.Resources{MilliCPU: 16000, MemoryBytes: 64 << 30},
 				PricePerHour: 0.5, CreatedAt: now, JoinedAt: &now, LastHeartbeat: &now, StateChangedAt: now}
 			if err := tx.CreateMachine(m); err != nil {
@@ -103,7 +136,7 @@ func fillServingFleet(t testing.TB, st store.Store, machines, perMachine int) {
 			for j := range perMachine {
 				n := i*perMachine + j
 				r := &api.Replica{ID: fmt.Sprintf("svc%d-%d", n%10, n/10), Service: fmt.Sprintf("svc%d", n%10), Cluster: "dev", Index: n / 10,
-					Machine: m.ID, State: api.ReplicaRunning, Health: api.HealthHealthy, SpecHash: "h", Address: m.Addresses[0],
+					Machine: m.ID, State: api.ReplicaRunning, Health: api.HealthHealthy, SpecHash: hashes[fmt.Sprintf("svc%d", n%10)], Address: m.Addresses[0],
 					HostPorts: map[string]int{"http": 20000 + j}, Requests: api.Resources{MilliCPU: 500, MemoryBytes: 1 << 30}, UpdatedAt: now}
 				if err := tx.PutReplica(r); err != nil {
 					return err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -45,6 +46,8 @@ type namesHub struct {
 
 type watchedNames struct {
 	current api.ClusterNames
+	// encoded is current as JSON, encoded once for every poll it answers.
+	encoded []byte
 	// changed is closed (and replaced) when current changes.
 	changed chan struct{}
 	asked   time.Time
@@ -57,28 +60,40 @@ func newNamesHub(cfg NamesConfig, now func() time.Time, compute func(context.Con
 // wait returns the cluster's names once their version differs from
 // version, or after Wait with the same ones.
 func (h *namesHub) wait(ctx context.Context, cluster, version string) (api.ClusterNames, error) {
+	names, _, err := h.waitEncoded(ctx, cluster, version)
+	return names, err
+}
+
+// waitEncoded is wait with the names' JSON (shared: not to be changed).
+func (h *namesHub) waitEncoded(ctx context.Context, cluster, version string) (api.ClusterNames, []byte, error) {
 	w, err := h.watched(ctx, cluster)
 	if err != nil {
-		return api.ClusterNames{}, err
+		return api.ClusterNames{}, nil, err
 	}
 	timer := time.NewTimer(h.cfg.Wait)
 	defer timer.Stop()
 	for {
 		h.mu.Lock()
-		cur, changed := w.current, w.changed
+		cur, encoded, changed := w.current, w.encoded, w.changed
 		w.asked = h.now()
 		h.mu.Unlock()
 		if cur.Version != version {
-			return cur, nil
+			return cur, encoded, nil
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			return cur, nil
+			return cur, encoded, nil
 		case <-ctx.Done():
-			return cur, nil
+			return cur, encoded, nil
 		}
 	}
+}
+
+// encodeNames is names as the poll answers them.
+func encodeNames(names api.ClusterNames) []byte {
+	body, _ := json.Marshal(names) // plain data: cannot fail
+	return append(body, '\n')
 }
 
 // watched is a cluster's entry, computed at once the first time (once:
@@ -97,7 +112,7 @@ func (h *namesHub) watched(ctx context.Context, cluster string) (*watchedNames, 
 	if err != nil {
 		return nil, err
 	}
-	w := &watchedNames{current: names, changed: make(chan struct{}), asked: h.now()}
+	w := &watchedNames{current: names, encoded: encodeNames(names), changed: make(chan struct{}), asked: h.now()}
 	h.mu.Lock()
 	h.clusters[cluster] = w
 	h.mu.Unlock()
@@ -131,8 +146,16 @@ func (h *namesHub) refresh(ctx context.Context) error {
 			continue
 		}
 		h.mu.Lock()
+		w := h.clusters[cluster]
+		stale := w != nil && w.current.Version != names.Version
+		h.mu.Unlock()
+		if !stale {
+			continue
+		}
+		encoded := encodeNames(names) // outside the lock: polls go on meanwhile
+		h.mu.Lock()
 		if w := h.clusters[cluster]; w != nil && w.current.Version != names.Version {
-			w.current = names
+			w.current, w.encoded = names, encoded
 			close(w.changed)
 			w.changed = make(chan struct{})
 		}
@@ -302,10 +325,15 @@ func (s *Server) handleMachineNames(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	names, err := s.names.wait(r.Context(), cluster, r.URL.Query().Get("version"))
+	names, encoded, err := s.names.waitEncoded(r.Context(), cluster, r.URL.Query().Get("version"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, names)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(NamesVersionHeader, names.Version)
+	_, _ = w.Write(encoded)
 }
+
+// NamesVersionHeader carries the version of the names a poll answers.
+const NamesVersionHeader = "Gantry-Names-Version"
