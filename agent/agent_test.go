@@ -39,7 +39,7 @@ func (f *fakeServer) handler(t *testing.T) http.Handler {
 		f.joined = req
 		f.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(api.JoinResponse{MachineID: "m1", Credential: "gmc1.m1.secret", HeartbeatInterval: "50ms",
-			Monitoring: &api.AgentMonitoring{LogsEndpoint: "https://otlp.example.com/v1/logs", Headers: map[string]string{"Authorization": "s3cr3t"}}})
+			Monitoring: &api.AgentMonitoring{LogsEndpoint: "https://127.0.0.1:9/v1/logs", Headers: map[string]string{"Authorization": "s3cr3t"}}})
 	})
 	mux.HandleFunc("POST /v1/machines/m1/heartbeat", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -218,7 +218,7 @@ func TestJoinKeepsMonitoringAndReportsTemplateVersion(t *testing.T) {
 	fs, dir, a := startAgentAs(t, "v7")
 	eventually(t, "credential file", func() bool { return fileExists(filepath.Join(dir, "credential.json")) })
 	m, err := a.Monitoring()
-	if err != nil || m == nil || m.LogsEndpoint != "https://otlp.example.com/v1/logs" || m.Headers["Authorization"] != "s3cr3t" {
+	if err != nil || m == nil || m.LogsEndpoint != "https://127.0.0.1:9/v1/logs" || m.Headers["Authorization"] != "s3cr3t" {
 		t.Fatalf("monitoring %+v %v", m, err)
 	}
 	fs.mu.Lock()

@@ -86,7 +86,7 @@ func TestJoinDeliversMonitoring(t *testing.T) {
 	t.Setenv("GANTRY_TEST_OTLP_TOKEN", "s3cr3t-value")
 	logs := &lockedBuffer{}
 	ts := startServerLogging(t, logs)
-	spec := strings.Replace(testCluster, "spec:\n", "spec:\n  monitoring:\n    otlpLogsEndpoint: https://otlp.example.com/v1/logs\n    headers: [{name: Authorization, secretRef: {env: GANTRY_TEST_OTLP_TOKEN}}]\n", 1)
+	spec := strings.Replace(testCluster, "spec:\n", "spec:\n  monitoring:\n    otlpLogsEndpoint: https://127.0.0.1:9/v1/logs\n    headers: [{name: Authorization, secretRef: {env: GANTRY_TEST_OTLP_TOKEN}}]\n", 1)
 	if _, err := ts.admin.Apply(context.Background(), []byte(spec)); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestJoinDeliversMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := resp.Monitoring
-	if m == nil || m.LogsEndpoint != "https://otlp.example.com/v1/logs" || m.Headers["Authorization"] != "s3cr3t-value" {
+	if m == nil || m.LogsEndpoint != "https://127.0.0.1:9/v1/logs" || m.Headers["Authorization"] != "s3cr3t-value" {
 		t.Fatalf("monitoring %+v", m)
 	}
 	machine, err := ts.admin.GetMachine(context.Background(), "m1")
