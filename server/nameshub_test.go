@@ -21,40 +21,48 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clockMu sync.Mutex
 	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	// The first computation waits until every first asker has started.
+	release := make(chan struct{})
 	h := newNamesHub(NamesConfig{Wait: time.Minute, Forget: time.Minute}, clock, func(ctx context.Context, cluster string) (api.ClusterNames, error) {
 		computed.Add(1)
-		time.Sleep(10 * time.Millisecond) // long enough for the first askers to meet
+		<-release
 		return api.ClusterNames{Cluster: cluster, Version: version.Load().(string)}, nil
 	})
 	ctx := context.Background()
-	var wg sync.WaitGroup
+	var wg, started sync.WaitGroup
 	for range 50 {
 		wg.Add(1)
+		started.Add(1)
 		go func() {
 			defer wg.Done()
+			started.Done()
 			if got, err := h.wait(ctx, "dev", ""); err != nil || got.Version != "v1" {
 				t.Errorf("first ask: %+v %v", got, err)
 			}
 		}()
 	}
+	started.Wait()
+	close(release)
 	wg.Wait()
 	if n := computed.Load(); n != 1 {
 		t.Fatalf("50 first asks computed the names %d times, want once", n)
+	}
+	h.mu.Lock()
+	changed := h.clusters["dev"].changed
+	h.mu.Unlock()
+	if err := h.refresh(ctx); err != nil { // same version: nobody wakes
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+		t.Fatal("a refresh that changed nothing woke the polls")
+	default:
 	}
 	woken := make(chan string, 1)
 	go func() {
 		got, _ := h.wait(ctx, "dev", "v1")
 		woken <- got.Version
 	}()
-	time.Sleep(20 * time.Millisecond)
-	if err := h.refresh(ctx); err != nil { // same version: nobody wakes
-		t.Fatal(err)
-	}
-	select {
-	case v := <-woken:
-		t.Fatalf("a refresh that changed nothing woke a poll (version %s)", v)
-	case <-time.After(50 * time.Millisecond):
-	}
 	version.Store("v2")
 	if err := h.refresh(ctx); err != nil {
 		t.Fatal(err)

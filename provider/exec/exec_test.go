@@ -23,9 +23,17 @@ import (
 )
 
 // TestMain lets the test binary stand in for `gantry agent` in the
-// example script's machines: it idles until stopped.
+// example script's machines: it calls its --server once (a test may wait
+// for that call: the agent runs), then idles until stopped.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		for i, arg := range os.Args {
+			if arg == "--server" && i+1 < len(os.Args) {
+				if resp, err := http.Post(os.Args[i+1]+"/v1/join", "application/json", strings.NewReader("{}")); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}
 		stop := make(chan os.Signal, 1)
 		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 		<-stop
@@ -187,6 +195,16 @@ func TestExampleScriptRunsTheClustersAgentBinary(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) }))
 	t.Cleanup(srv.Close)
+	// The agent's first call (its join) says it runs: setsid has exec'd it.
+	joined := make(chan struct{}, 1)
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case joined <- struct{}{}:
+		default:
+		}
+		http.Error(w, "not a gantry server", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(control.Close)
 	arch := map[string]string{"amd64": "amd64", "arm64": "arm64"}[goruntime.GOARCH]
 	if arch == "" {
 		t.Skipf("no agent binaries for %s", goruntime.GOARCH)
@@ -198,7 +216,7 @@ func TestExampleScriptRunsTheClustersAgentBinary(t *testing.T) {
 	p := newProvider(t, cfg)
 	launch := func(key, sum string) (*provisioner.Instance, error) {
 		return p.Launch(context.Background(), provisioner.LaunchSpec{InstanceType: "pm.small", IdempotencyKey: key,
-			Bootstrap: provisioner.Bootstrap{ServerURL: "http://127.0.0.1:9", Cluster: "c", Group: "g", MachineID: "m-" + key, JoinToken: "t",
+			Bootstrap: provisioner.Bootstrap{ServerURL: control.URL, Cluster: "c", Group: "g", MachineID: "m-" + key, JoinToken: "t",
 				AgentBinaries: map[string]api.AgentBinary{arch: {URL: srv.URL + "/gantry", SHA256: sum}}}})
 	}
 	inst, err := launch("bin-1", digest)
@@ -212,15 +230,13 @@ func TestExampleScriptRunsTheClustersAgentBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The script starts the agent through setsid, which execs the binary
-	// in the same process: wait until that exec has happened.
-	exeLink, err := "", error(nil)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		exeLink, err = os.Readlink(fmt.Sprintf("/proc/%s/exe", strings.TrimSpace(string(pidText))))
-		if err != nil || exeLink == filepath.Join(dir, "gantry") {
-			break
-		}
+	select {
+	case <-joined:
+	case <-time.After(time.Minute):
+		agentLog, _ := os.ReadFile(filepath.Join(dir, "agent.log"))
+		t.Fatalf("the machine's agent never called the server; its log:\n%s", agentLog)
 	}
+	exeLink, err := os.Readlink(fmt.Sprintf("/proc/%s/exe", strings.TrimSpace(string(pidText))))
 	if err != nil || exeLink != filepath.Join(dir, "gantry") {
 		t.Fatalf("the machine runs %q (%v), want the downloaded %s", exeLink, err, filepath.Join(dir, "gantry"))
 	}
