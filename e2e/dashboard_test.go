@@ -74,7 +74,32 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 // dashboard URL it prints.
 func startDev(t *testing.T, dir string) string {
 	t.Helper()
-	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "-f", "../examples/hello.yaml")
+	lines := runDev(t, dir, "../examples/hello.yaml")
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("gantry dev exited before printing its dashboard")
+			}
+			if rest, found := strings.CutPrefix(line, "gantry dev: dashboard "); found {
+				go func() {
+					for range lines { // keep dev's stdout drained
+					}
+				}()
+				return strings.Fields(rest)[0]
+			}
+		case <-deadline:
+			t.Fatal("gantry dev printed no dashboard URL")
+		}
+	}
+}
+
+// runDev runs `gantry dev -f spec` on dir until the test ends (then
+// Ctrl-C, and no machine left), and returns its output's lines.
+func runDev(t *testing.T, dir, spec string) <-chan string {
+	t.Helper()
+	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "-f", spec)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -94,25 +119,7 @@ func startDev(t *testing.T, dir string) string {
 		}
 		killMachines(dir)
 	})
-	lines := linesOf(stdout)
-	deadline := time.After(waitLimit)
-	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatal("gantry dev exited before printing its dashboard")
-			}
-			if rest, found := strings.CutPrefix(line, "gantry dev: dashboard "); found {
-				go func() {
-					for range lines { // keep dev's stdout drained
-					}
-				}()
-				return strings.Fields(rest)[0]
-			}
-		case <-deadline:
-			t.Fatal("gantry dev printed no dashboard URL")
-		}
-	}
+	return linesOf(stdout)
 }
 
 func signIn(t *testing.T, tab context.Context, dashboard, token string) {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,27 +23,7 @@ import (
 // over SRV, each with its port.
 func TestDevServicesCallEachOtherByName(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
-	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "-f", "../examples/two-services.yaml")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(waitLimit):
-			_ = cmd.Process.Kill()
-		}
-		killMachines(dir)
-	})
-	lines := linesOf(stdout)
+	lines := runDev(t, dir, "../examples/two-services.yaml")
 	nameLine := regexp.MustCompile(`^Name api\.dev\.gantry\. answered at (\S+) `)
 	var webURLs []string
 	resolver := ""

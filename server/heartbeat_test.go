@@ -179,15 +179,7 @@ func TestStaleHeartbeatChangesNothing(t *testing.T) {
 	credential := ts.joinManual(t, "dev", "m1")
 	// A replica of a real service: one of no service is the control
 	// loop's to delete, whatever its heartbeats say.
-	if _, err := ts.admin.Apply(ctx, []byte(webService)); err != nil {
-		t.Fatal(err)
-	}
-	var r *api.Replica
-	waitFor(t, 10*time.Second, "web-0 placed on m1", func() bool {
-		got, err := ts.admin.GetReplica(ctx, "web-0")
-		r = got
-		return err == nil && got.Machine == "m1"
-	})
+	r := applyWebOnM1(t, ts)
 	agent := client.New(ts.URL(), credential, ts.http)
 	report := func(seq int64, state api.ReplicaState) {
 		t.Helper()

@@ -19,6 +19,23 @@ spec:
   resources: {cpu: 100m, memory: 64Mi}
 `
 
+// applyWebOnM1 applies webService and waits for its replica to be
+// placed on machine m1 (the only machine of cluster dev).
+func applyWebOnM1(t *testing.T, ts *testServer) *api.Replica {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := ts.admin.Apply(ctx, []byte(webService)); err != nil {
+		t.Fatal(err)
+	}
+	var placed *api.Replica
+	waitFor(t, 10*time.Second, "web-0 placed on m1", func() bool {
+		r, err := ts.admin.GetReplica(ctx, "web-0")
+		placed = r
+		return err == nil && r.Machine == "m1"
+	})
+	return placed
+}
+
 // A service's endpoints follow its replica's reports: in the name once
 // it runs, out (with why) once it crashes; an agent waiting for its
 // cluster's names is answered when they change, with the new version,
@@ -42,15 +59,7 @@ func TestEndpointsFollowReplicasAndWakeTheAgentsPoll(t *testing.T) {
 	if m, err := ts.admin.GetMachine(ctx, "m1"); err != nil || m.DNSAddress != "127.0.0.1:5353" {
 		t.Fatalf("the machine's DNS address: %+v %v", m, err)
 	}
-	if _, err := ts.admin.Apply(ctx, []byte(webService)); err != nil {
-		t.Fatal(err)
-	}
-	var placed *api.Replica
-	waitFor(t, 10*time.Second, "web-0 placed on m1", func() bool {
-		r, err := ts.admin.GetReplica(ctx, "web-0")
-		placed = r
-		return err == nil && r.Machine == "m1"
-	})
+	placed := applyWebOnM1(t, ts)
 	set, err := ts.admin.ServiceEndpoints(ctx, "web")
 	if err != nil || len(set.Endpoints) != 1 || set.Endpoints[0].Serving {
 		t.Fatalf("endpoints before it runs: %+v %v, want web-0 not serving", set, err)

@@ -173,8 +173,7 @@ func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services 
 			reportReplicas(w, mine, replicaState)
 			ready := allReady(mine, services)
 			if ready && !wasReady {
-				printReady(w, mine)
-				printNames(w, mine, machines)
+				printReady(w, mine, machines)
 			}
 			wasReady = ready
 		}
@@ -239,7 +238,7 @@ func allReady(replicas []api.Replica, services map[string]bool) bool {
 	return true
 }
 
-func printReady(w io.Writer, replicas []api.Replica) {
+func printReady(w io.Writer, replicas []api.Replica, machines []api.Machine) {
 	sort.Slice(replicas, func(i, j int) bool { return replicas[i].ID < replicas[j].ID })
 	fmt.Fprintln(w, "\nAll replicas are running:")
 	t := &table{header: []string{"REPLICA", "MACHINE", "HEALTH", "URL"}}
@@ -247,7 +246,9 @@ func printReady(w io.Writer, replicas []api.Replica) {
 		t.add(r.ID, r.Machine, orDash(string(r.Health)), orDash(ReplicaURL(r)))
 	}
 	_ = t.print(w, false)
-	fmt.Fprintln(w, "\nIn another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
+	fmt.Fprintln(w)
+	printNames(w, replicas, machines)
+	fmt.Fprintln(w, "In another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
 }
 
 // printNames tells where each service's name is answered: any machine's
