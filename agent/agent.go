@@ -21,6 +21,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/gantry-dev/gantry/agent/ingress"
 	"github.com/gantry-dev/gantry/agent/names"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
@@ -106,6 +107,9 @@ type Config struct {
 	// server answers sooner, when they change or its own wait ends).
 	DNS              names.Config
 	NamesPollTimeout time.Duration
+	// Ingress is how an edge machine runs HAProxy for the cluster's
+	// exposed ports (its Dir defaults to DataDir/ingress).
+	Ingress ingress.Config
 }
 
 // DefaultConfig returns the defaults.
@@ -120,6 +124,7 @@ func DefaultConfig() Config {
 		LeaseClock: clock.RealClock{},
 		Telemetry:  telemetry.DefaultAgentConfig(),
 		DNS:        names.DefaultConfig(), NamesPollTimeout: time.Minute,
+		Ingress:    ingress.DefaultConfig(""),
 	}
 }
 
@@ -155,6 +160,10 @@ type Agent struct {
 	// from the last run's).
 	dns           *names.Server
 	inventorySent bool
+	// routes carries the latest exposed ports this machine serves to
+	// the goroutine that applies them to HAProxy (a newer replaces an
+	// older one not taken yet).
+	routes chan []api.IngressRoute
 }
 
 // New returns an agent using driver to run replicas.
@@ -162,6 +171,7 @@ func New(cfg Config, driver runtime.Driver, log *slog.Logger) *Agent {
 	a := &Agent{
 		cfg: cfg, driver: driver, log: log, machineID: cfg.MachineID,
 		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1), roles: map[string]api.FailoverAssignment{},
+		routes: make(chan []api.IngressRoute, 1),
 	}
 	a.cfg.CACertHash = a.caPin()
 	if a.cfg.CACertHash != "" {
@@ -275,6 +285,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.serveLogRequests(logCtx)
 	go a.watchNames(logCtx)
+	go a.serveIngress(logCtx)
 	go a.watchLeases(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}

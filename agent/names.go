@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantry-dev/gantry/agent/ingress"
 	"github.com/gantry-dev/gantry/agent/names"
+	"github.com/gantry-dev/gantry/api"
 )
 
 // DNSEnv tells a replica where its machine's agent answers the cluster's
@@ -69,20 +71,23 @@ func (a *Agent) DNSAddress() string {
 	return a.dns.Addr()
 }
 
-// watchNames keeps the DNS server's names current: each call returns as
-// soon as the cluster's names differ from the version the agent holds.
+// watchNames keeps the DNS server's names and the exposed ports this
+// machine serves current: each call returns as soon as the cluster's
+// names differ from the version the agent holds.
 func (a *Agent) watchNames(ctx context.Context) {
-	if a.dns == nil {
-		return
-	}
+	version := ""
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, a.cfg.NamesPollTimeout)
-		got, err := a.pollClient().MachineNames(pollCtx, a.machineID, a.dns.Version())
+		got, err := a.pollClient().MachineNames(pollCtx, a.machineID, version)
 		cancel()
 		if err == nil {
-			if got.Version != a.dns.Version() {
-				a.dns.Set(*got)
-				a.log.Debug("names changed", "version", got.Version, "records", len(got.Records))
+			if got.Version != version {
+				version = got.Version
+				if a.dns != nil {
+					a.dns.Set(*got)
+				}
+				a.offerRoutes(a.routesServed(*got))
+				a.log.Debug("names changed", "version", got.Version, "records", len(got.Records), "exposed", len(got.Ingress))
 			}
 			continue
 		}
@@ -93,6 +98,69 @@ func (a *Agent) watchNames(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(a.cfg.RetryInterval):
+		}
+	}
+}
+
+// routesServed are the exposed ports this machine serves: all of the
+// cluster's on an edge machine, none elsewhere.
+func (a *Agent) routesServed(n api.ClusterNames) []api.IngressRoute {
+	if !n.Serves(a.cfg.Group) {
+		return nil
+	}
+	return n.Ingress
+}
+
+// offerRoutes hands routes to serveIngress, replacing any it has not
+// taken yet.
+func (a *Agent) offerRoutes(routes []api.IngressRoute) {
+	for {
+		select {
+		case a.routes <- routes:
+			return
+		default:
+		}
+		select {
+		case <-a.routes:
+		default:
+		}
+	}
+}
+
+// serveIngress has HAProxy serve the latest routes; a failed change is
+// tried again after RetryInterval (HAProxy keeps serving the last one
+// it took). HAProxy stops with the agent.
+func (a *Agent) serveIngress(ctx context.Context) {
+	cfg := a.cfg.Ingress
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(a.cfg.DataDir, "ingress")
+	}
+	cfg.Log = a.log.With("component", "ingress")
+	proxy := ingress.New(cfg)
+	defer proxy.Stop()
+	var pending []api.IngressRoute
+	retry := (<-chan time.Time)(nil)
+	missing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case pending = <-a.routes:
+		case <-retry:
+		}
+		retry = nil
+		if len(pending) > 0 {
+			if err := proxy.Available(); err != nil {
+				if !missing {
+					a.log.Error("cannot serve the cluster's exposed ports", "err", err)
+				}
+				missing = true
+				continue
+			}
+		}
+		if err := proxy.Apply(ctx, pending); err != nil && ctx.Err() == nil {
+			a.log.Error("exposed ports not served as wanted; trying again", "err", err)
+			retry = time.After(a.cfg.RetryInterval)
 		}
 	}
 }

@@ -47,4 +47,60 @@ type ClusterNames struct {
 	Cluster string       `json:"cluster"`
 	Version string       `json:"version"`
 	Records []NameRecord `json:"records"`
+	// Ingress are the cluster's exposed ports, which its edge machines
+	// serve.
+	Ingress []IngressRoute `json:"ingress,omitempty"`
+	// EdgeGroups are the capacity groups whose machines serve Ingress
+	// (none: every machine of the cluster does).
+	EdgeGroups []string `json:"edgeGroups,omitempty"`
+}
+
+// Serves says whether the machines of a capacity group serve the
+// cluster's exposed ports.
+func (n ClusterNames) Serves(group string) bool {
+	if len(n.EdgeGroups) == 0 {
+		return true
+	}
+	for _, g := range n.EdgeGroups {
+		if g == group {
+			return true
+		}
+	}
+	return false
+}
+
+// Expose is a public port of a service on its cluster's edge machines.
+type Expose struct {
+	// Port is the port edge machines listen on.
+	Port int `json:"port"`
+	// TargetPort names the service's port the traffic goes to (default:
+	// its first).
+	TargetPort string `json:"targetPort,omitempty"`
+	// Protocol is http (requests balanced one by one, retried on another
+	// replica when one cannot be reached) or tcp (connections balanced).
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Expose protocols.
+const (
+	ExposeHTTP = "http"
+	ExposeTCP  = "tcp"
+)
+
+// IngressRoute is one exposed port as edge machines serve it: the
+// serving replicas behind it, each at its address and target port.
+type IngressRoute struct {
+	// Name is the service (or failover group) exposed.
+	Name     string          `json:"name"`
+	Port     int             `json:"port"`
+	Protocol string          `json:"protocol"`
+	Backends []IngressTarget `json:"backends"`
+}
+
+// IngressTarget is one replica behind an exposed port.
+type IngressTarget struct {
+	Replica string `json:"replica"`
+	Address string `json:"address"`
+	Port    int    `json:"port"`
+	Weight  int    `json:"weight"`
 }

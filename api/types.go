@@ -140,7 +140,14 @@ type CapacityGroup struct {
 	// WarmPoolState is running (idle machines kept running) or stopped
 	// (kept stopped, started again on scale-up before any launch).
 	WarmPoolState string `json:"warmPoolState,omitempty"`
+	// Role "edge": the group's machines serve the cluster's exposed
+	// ports (when no group of a cluster is edge, every machine does).
+	Role string `json:"role,omitempty"`
 }
+
+// RoleEdge is the role of a capacity group whose machines serve the
+// cluster's exposed ports.
+const RoleEdge = "edge"
 
 // Warm pool states.
 const (
@@ -248,6 +255,10 @@ type ServiceSpec struct {
 	StopTimeoutSeconds int                     `json:"stopTimeoutSeconds,omitempty"`
 	// Update is how a new revision replaces the old one.
 	Update UpdatePolicy `json:"update,omitempty"`
+	// Expose publishes the service's serving replicas on its cluster's
+	// edge machines, through the agents' HAProxy (not a revision: no
+	// replica changes when it does).
+	Expose []Expose `json:"expose,omitempty"`
 	// RestartedAt is set by `gantry rollout restart`: a new revision that
 	// runs the same thing.
 	RestartedAt string `json:"restartedAt,omitempty"`
@@ -582,7 +593,12 @@ type Replica struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// PreviousMachine keeps running the replica while it moves off a
 	// draining machine, until the copy on Machine runs.
-	PreviousMachine string         `json:"previousMachine,omitempty"`
+	PreviousMachine string `json:"previousMachine,omitempty"`
+	// PreviousAddress and PreviousPorts are where the copy on
+	// PreviousMachine serves while the new one starts (it stays in the
+	// service's endpoints until then).
+	PreviousAddress string         `json:"previousAddress,omitempty"`
+	PreviousPorts   map[string]int `json:"previousPorts,omitempty"`
 	State           ReplicaState   `json:"state"`
 	Reason          string         `json:"reason,omitempty"`
 	Health          Health         `json:"health,omitempty"`

@@ -153,7 +153,7 @@ func (p *Pass) terminate(m *api.Machine, cause, why string, diagnose bool) {
 	unassigned := "machine " + m.ID + " is terminating: " + why
 	for _, r := range p.replicas {
 		if r.PreviousMachine == m.ID {
-			r.PreviousMachine = ""
+			replica.EndMove(r)
 		}
 		if r.Machine == m.ID {
 			replica.ToPending(r, unassigned, p.now)

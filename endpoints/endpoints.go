@@ -26,27 +26,50 @@ func Of(svc *api.Service, replicas []*api.Replica, machines map[string]*api.Mach
 		if r.Service != svc.Metadata.Name {
 			continue
 		}
-		out.Endpoints = append(out.Endpoints, endpointOf(svc, r, machines[r.Machine]))
+		out.Endpoints = append(out.Endpoints, endpointOf(svc, r, machines))
 	}
 	sort.Slice(out.Endpoints, func(i, j int) bool { return out.Endpoints[i].Replica < out.Endpoints[j].Replica })
 	return out
 }
 
-func endpointOf(svc *api.Service, r *api.Replica, m *api.Machine) api.Endpoint {
-	e := api.Endpoint{Replica: r.ID, Machine: r.Machine, Address: r.Address, Weight: DefaultWeight}
-	for _, p := range svc.Spec.Ports {
-		if port := r.HostPorts[p.Name]; port > 0 {
-			if e.Ports == nil {
-				e.Ports = map[string]int{}
-			}
-			e.Ports[p.Name] = port
-		}
+func endpointOf(svc *api.Service, r *api.Replica, machines map[string]*api.Machine) api.Endpoint {
+	if e, ok := leavingCopy(svc, r, machines); ok {
+		return e
 	}
-	e.Reason = whyNotServing(svc, r, m)
+	e := api.Endpoint{Replica: r.ID, Machine: r.Machine, Address: r.Address, Weight: DefaultWeight, Ports: portsOf(svc, r.HostPorts)}
+	e.Reason = whyNotServing(svc, r, machines[r.Machine])
 	if e.Reason == "" {
 		e.Serving, e.Reason = true, "serving"
 	}
 	return e
+}
+
+func portsOf(svc *api.Service, hostPorts map[string]int) map[string]int {
+	var out map[string]int
+	for _, p := range svc.Spec.Ports {
+		if port := hostPorts[p.Name]; port > 0 {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[p.Name] = port
+		}
+	}
+	return out
+}
+
+// leavingCopy is the endpoint of a moving replica whose new copy does
+// not run yet: the old copy, which serves until then, when its machine
+// is reachable.
+func leavingCopy(svc *api.Service, r *api.Replica, machines map[string]*api.Machine) (api.Endpoint, bool) {
+	if r.PreviousMachine == "" || r.PreviousAddress == "" || r.State == api.ReplicaRunning || r.RetiringSince != nil {
+		return api.Endpoint{}, false
+	}
+	m := machines[r.PreviousMachine]
+	if m == nil || !m.Live() || m.UnreachableSince != nil || m.FleetState == api.FleetTerminating {
+		return api.Endpoint{}, false
+	}
+	return api.Endpoint{Replica: r.ID, Machine: r.PreviousMachine, Address: r.PreviousAddress, Ports: portsOf(svc, r.PreviousPorts),
+		Weight: DefaultWeight, Serving: true, Reason: "serving on " + r.PreviousMachine + " until its copy on " + r.Machine + " runs"}, true
 }
 
 // whyNotServing says why a replica takes no traffic ("" when it does).
@@ -91,8 +114,8 @@ func Serving(set api.ServiceEndpoints) []api.Endpoint {
 // under its name, and each failover group's serving primary (groups maps
 // a group's name to that endpoint, nil while none serves). Version
 // changes whenever an answer does.
-func Names(cluster string, services []api.ServiceEndpoints, groups map[string]*api.Endpoint) api.ClusterNames {
-	out := api.ClusterNames{Cluster: cluster, Records: []api.NameRecord{}}
+func Names(cluster string, services []api.ServiceEndpoints, groups map[string]*api.Endpoint, ingress []api.IngressRoute, edgeGroups []string) api.ClusterNames {
+	out := api.ClusterNames{Cluster: cluster, Records: []api.NameRecord{}, EdgeGroups: edgeGroups}
 	for _, set := range services {
 		if set.Cluster == cluster {
 			out.Records = append(out.Records, api.NameRecord{Name: set.Name, Targets: Serving(set)})
@@ -106,12 +129,42 @@ func Names(cluster string, services []api.ServiceEndpoints, groups map[string]*a
 		out.Records = append(out.Records, rec)
 	}
 	sort.Slice(out.Records, func(i, j int) bool { return out.Records[i].Name < out.Records[j].Name })
-	out.Version = version(out.Records)
+	out.Ingress = append([]api.IngressRoute(nil), ingress...)
+	sort.Slice(out.Ingress, func(i, j int) bool { return out.Ingress[i].Port < out.Ingress[j].Port })
+	out.Version = version(out)
 	return out
 }
 
-func version(records []api.NameRecord) string {
-	body, _ := json.Marshal(records) // plain data: cannot fail
+// Ingress are the routes of a service's exposed ports: its serving
+// endpoints, each at the port its expose targets.
+func Ingress(svc *api.Service, set api.ServiceEndpoints) []api.IngressRoute {
+	var out []api.IngressRoute
+	for _, e := range svc.Spec.Expose {
+		route := api.IngressRoute{Name: svc.Metadata.Name, Port: e.Port, Protocol: e.Protocol, Backends: []api.IngressTarget{}}
+		for _, ep := range Serving(set) {
+			if port := ep.Ports[e.TargetPort]; port > 0 {
+				route.Backends = append(route.Backends, api.IngressTarget{Replica: ep.Replica, Address: ep.Address, Port: port, Weight: ep.Weight})
+			}
+		}
+		out = append(out, route)
+	}
+	return out
+}
+
+// EdgeGroups are the groups of a cluster whose role is edge.
+func EdgeGroups(c *api.Cluster) []string {
+	var out []string
+	for _, g := range c.Spec.CapacityGroups {
+		if g.Role == api.RoleEdge {
+			out = append(out, g.GroupID)
+		}
+	}
+	return out
+}
+
+func version(names api.ClusterNames) string {
+	names.Version = ""
+	body, _ := json.Marshal(names) // plain data: cannot fail
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:12])
 }

@@ -1,6 +1,7 @@
 package endpoints_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -82,16 +83,67 @@ func TestNamesVersionFollowsTheAnswers(t *testing.T) {
 	elsewhere.Cluster = "prod"
 	primary := &api.Endpoint{Replica: "pg-east-0", Address: "127.0.0.1", Ports: map[string]int{"postgres": 5432}, Serving: true}
 
-	a := endpoints.Names("dev", []api.ServiceEndpoints{web, elsewhere}, map[string]*api.Endpoint{"pg": primary})
+	a := endpoints.Names("dev", []api.ServiceEndpoints{web, elsewhere}, map[string]*api.Endpoint{"pg": primary}, nil, nil)
 	if len(a.Records) != 2 || a.Records[0].Name != "pg.dev.gantry." || a.Records[1].Name != "web.dev.gantry." || len(a.Records[0].Targets) != 1 {
 		t.Fatalf("records %+v, want pg (its primary) and web of cluster dev only", a.Records)
 	}
-	same := endpoints.Names("dev", []api.ServiceEndpoints{web}, map[string]*api.Endpoint{"pg": primary})
+	same := endpoints.Names("dev", []api.ServiceEndpoints{web}, map[string]*api.Endpoint{"pg": primary}, nil, nil)
 	if same.Version != a.Version {
 		t.Errorf("the same answers gave versions %s and %s", a.Version, same.Version)
 	}
-	fencing := endpoints.Names("dev", []api.ServiceEndpoints{web}, map[string]*api.Endpoint{"pg": nil})
+	fencing := endpoints.Names("dev", []api.ServiceEndpoints{web}, map[string]*api.Endpoint{"pg": nil}, nil, nil)
 	if fencing.Version == a.Version || len(fencing.Records[0].Targets) != 0 {
 		t.Errorf("a group with no serving primary: %+v (version %s, before %s), want no target and a new version", fencing.Records[0], fencing.Version, a.Version)
+	}
+}
+
+// An exposed port routes to the serving replicas only, at the port it
+// targets; a change of its backends is a new version of the names.
+func TestIngressRoutesTheServingReplicas(t *testing.T) {
+	machines := map[string]*api.Machine{"ok": {ID: "ok", FleetState: api.FleetActive}}
+	svc := webService(true)
+	svc.Spec.Ports = append(svc.Spec.Ports, api.Port{Name: "admin"})
+	svc.Spec.Expose = []api.Expose{{Port: 8080, TargetPort: "http", Protocol: api.ExposeHTTP}, {Port: 9090, TargetPort: "admin", Protocol: api.ExposeTCP}}
+	serving := running("web-0", "ok")
+	serving.HostPorts["admin"] = 20001
+	retiring := running("web-1", "ok")
+	since := time.Now()
+	retiring.RetiringSince = &since
+	set := endpoints.Of(svc, []*api.Replica{serving, retiring}, machines)
+
+	routes := endpoints.Ingress(svc, set)
+	if len(routes) != 2 {
+		t.Fatalf("routes %+v, want one per exposed port", routes)
+	}
+	want := []api.IngressTarget{{Replica: "web-0", Address: "127.0.0.1", Port: 20000, Weight: endpoints.DefaultWeight}}
+	if routes[0].Port != 8080 || routes[0].Protocol != api.ExposeHTTP || !reflect.DeepEqual(routes[0].Backends, want) {
+		t.Errorf("port 8080: %+v, want http to web-0's http port only", routes[0])
+	}
+	if routes[1].Port != 9090 || len(routes[1].Backends) != 1 || routes[1].Backends[0].Port != 20001 {
+		t.Errorf("port 9090: %+v, want web-0's admin port", routes[1])
+	}
+
+	before := endpoints.Names("dev", []api.ServiceEndpoints{set}, nil, routes, nil)
+	set.Endpoints[0].Serving = false
+	after := endpoints.Names("dev", []api.ServiceEndpoints{set}, nil, endpoints.Ingress(svc, set), nil)
+	if before.Version == after.Version || len(after.Ingress) != 2 || len(after.Ingress[0].Backends) != 0 {
+		t.Errorf("no serving replica: %+v (version %s, before %s), want empty backends and a new version", after.Ingress, after.Version, before.Version)
+	}
+}
+
+// A replica moving off a draining machine serves from its old copy until
+// the new one runs, and no longer once the old machine goes away.
+func TestAMovingReplicaServesFromItsOldCopy(t *testing.T) {
+	machines := map[string]*api.Machine{"old": {ID: "old", FleetState: api.FleetDraining}, "new": {ID: "new", FleetState: api.FleetActive}}
+	r := running("web-0", "new")
+	r.State, r.Address, r.HostPorts = api.ReplicaStarting, "10.0.0.2", nil
+	r.PreviousMachine, r.PreviousAddress, r.PreviousPorts = "old", "10.0.0.1", map[string]int{"http": 20000}
+	e := endpoints.Of(webService(true), []*api.Replica{r}, machines).Endpoints[0]
+	if !e.Serving || e.Machine != "old" || e.Address != "10.0.0.1" || e.Ports["http"] != 20000 {
+		t.Fatalf("moving: %+v, want served by its copy on old at 10.0.0.1:20000", e)
+	}
+	machines["old"].FleetState = api.FleetTerminating
+	if e := endpoints.Of(webService(true), []*api.Replica{r}, machines).Endpoints[0]; e.Serving {
+		t.Fatalf("old machine terminating: %+v, want not serving", e)
 	}
 }

@@ -70,7 +70,7 @@ func UnassignReplicas(tx store.Tx, machineID, why string, now time.Time) error {
 		return err
 	}
 	for _, r := range moving {
-		r.PreviousMachine = ""
+		replica.EndMove(r)
 		if err := tx.PutReplica(r); err != nil {
 			return err
 		}

@@ -89,6 +89,9 @@ func Assign(r *api.Replica, p Placement, moving bool, now time.Time) error {
 			return fmt.Errorf("replica %s: cannot move from %q (already moving from %q)", r.ID, r.Machine, r.PreviousMachine)
 		}
 		r.PreviousMachine = r.Machine
+		if r.State == api.ReplicaRunning && r.Address != "" {
+			r.PreviousAddress, r.PreviousPorts = r.Address, r.HostPorts
+		}
 		r.State = api.ReplicaPending // the new copy starts from nothing
 	} else if r.Machine != "" || r.Pod != "" {
 		return fmt.Errorf("replica %s: already placed on %s%s", r.ID, r.Machine, r.Pod)
@@ -155,10 +158,16 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 		r.Address = address
 	}
 	if handover {
-		c.HandedOver, r.PreviousMachine = r.PreviousMachine, ""
+		c.HandedOver = r.PreviousMachine
+		EndMove(r)
 	}
 	c.Changed = true
 	return c, nil
+}
+
+// EndMove forgets the copy a replica was moving off (it stops).
+func EndMove(r *api.Replica) {
+	r.PreviousMachine, r.PreviousAddress, r.PreviousPorts = "", "", nil
 }
 
 // Available reports whether a replica runs and passes its health check

@@ -72,6 +72,9 @@ needs() {
 step "Chromium for the dashboard's browser tests (screenshots and load times kept in ${GANTRY_ARTIFACTS:-artifacts/})"
 needs Chromium ./scripts/chromium-up.sh
 
+step "HAProxy for the ingress tests"
+needs HAProxy ./scripts/haproxy-up.sh
+
 step "PostgreSQL for the shared-store and HA tests"
 needs PostgreSQL ./scripts/postgres-up.sh
 

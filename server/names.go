@@ -206,16 +206,25 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 			byService[r.Service] = append(byService[r.Service], r)
 		}
 		var sets []api.ServiceEndpoints
+		var ingress []api.IngressRoute
 		for _, svc := range services {
 			if svc.Spec.Cluster == cluster {
-				sets = append(sets, endpoints.Of(svc, byService[svc.Metadata.Name], byID))
+				set := endpoints.Of(svc, byService[svc.Metadata.Name], byID)
+				sets = append(sets, set)
+				ingress = append(ingress, endpoints.Ingress(svc, set)...)
 			}
 		}
 		groups, err := groupPrimaries(tx, cluster)
 		if err != nil {
 			return err
 		}
-		out = endpoints.Names(cluster, sets, groups)
+		var edge []string
+		if c, err := tx.GetCluster(cluster); err == nil {
+			edge = endpoints.EdgeGroups(c)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		out = endpoints.Names(cluster, sets, groups, ingress, edge)
 		return nil
 	})
 	return out, err
@@ -229,17 +238,19 @@ func serviceEndpoints(tx store.Tx, svc *api.Service) (api.ServiceEndpoints, erro
 	}
 	machines := map[string]*api.Machine{}
 	for _, r := range replicas {
-		if r.Machine == "" || machines[r.Machine] != nil {
-			continue
+		for _, id := range []string{r.Machine, r.PreviousMachine} {
+			if id == "" || machines[id] != nil {
+				continue
+			}
+			m, err := tx.GetMachine(id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return api.ServiceEndpoints{}, err
+			}
+			machines[m.ID] = m
 		}
-		m, err := tx.GetMachine(r.Machine)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return api.ServiceEndpoints{}, err
-		}
-		machines[m.ID] = m
 	}
 	return endpoints.Of(svc, replicas, machines), nil
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +113,50 @@ func TestEndpointsFollowReplicasAndWakeTheAgentsPoll(t *testing.T) {
 	if _, err := agent.MachineNames(context.Background(), "m2", ""); !client.IsStatus(err, 403) {
 		t.Fatalf("m1's credential asking for m2's names: %v, want 403", err)
 	}
+}
+
+// An exposed port reaches the agents with the names (the serving
+// replicas behind it, and which groups serve it); a port another
+// service of the cluster exposes is refused, naming the field and the
+// service, and changes nothing.
+func TestExposedPortsReachTheAgentsAndAreNotShared(t *testing.T) {
+	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Refresh = 20 * time.Millisecond })
+	exposed := webService + "  expose: [{port: 8080}]\n"
+	if _, err := ts.admin.Apply(ctx, []byte(exposed)); err != nil {
+		t.Fatal(err)
+	}
+	agent := ts.joinManual(t, "dev", "m1")
+	names, err := client.New(ts.URL(), agent, ts.http).MachineNames(ctx, "m1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.IngressRoute{Name: "web", Port: 8080, Protocol: api.ExposeHTTP, Backends: []api.IngressTarget{}}
+	if len(names.Ingress) != 1 || !reflect.DeepEqual(names.Ingress[0], want) || !names.Serves("general") {
+		t.Fatalf("ingress %+v (edge groups %v), want web's port 8080 served by every group, no backend yet", names.Ingress, names.EdgeGroups)
+	}
+
+	before := ts.stateFingerprint(t)
+	api2 := strings.ReplaceAll(exposed, "name: web", "name: api")
+	_, err = ts.admin.Apply(ctx, []byte(api2))
+	var apiErr *client.APIError
+	if !errorAs(err, &apiErr) || apiErr.Status != 422 || apiErr.Field != "spec.expose[0].port" || !strings.Contains(apiErr.Message, "exposed by service web") {
+		t.Fatalf("a second service on port 8080: %v, want 422 on spec.expose[0].port naming web", err)
+	}
+	if after := ts.stateFingerprint(t); after != before {
+		t.Fatal("the refused apply changed the state")
+	}
+	// Moving the port from one service to another in one apply is fine.
+	moved := webService + "---\n" + api2
+	if _, err := ts.admin.Apply(ctx, []byte(moved)); err != nil {
+		t.Fatalf("moving port 8080 from web to api: %v", err)
+	}
+
+	edge := strings.Replace(testCluster, "{groupId: general, instanceType: local.small, minSize: 0", "{groupId: general, role: edge, instanceType: local.small, minSize: 1", 1)
+	if _, err := ts.admin.Apply(ctx, []byte(edge)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the edge group in the names", func() bool {
+		n, err := client.New(ts.URL(), agent, ts.http).MachineNames(ctx, "m1", "")
+		return err == nil && reflect.DeepEqual(n.EdgeGroups, []string{"general"}) && !n.Serves("gpu")
+	})
 }

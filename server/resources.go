@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -124,6 +126,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		}
 		out = append(out, a)
 	}
+	if err := checkExposedPorts(tx, docs); err != nil {
+		return nil, err
+	}
 	for _, d := range docs {
 		if d.FailoverGroup == nil {
 			continue
@@ -135,6 +140,51 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		out = append(out, as...)
 	}
 	return out, nil
+}
+
+// checkExposedPorts refuses a port two services of a cluster expose:
+// the stored services as the request leaves them.
+func checkExposedPorts(tx store.Tx, docs []spec.Document) error {
+	services := map[string]*api.Service{}
+	stored, err := tx.ListServices()
+	if err != nil {
+		return err
+	}
+	for _, svc := range stored {
+		services[svc.Metadata.Name] = svc
+	}
+	docOf := map[string]int{}
+	for _, d := range docs {
+		if d.Service != nil {
+			services[d.Service.Metadata.Name], docOf[d.Service.Metadata.Name] = d.Service, d.Index
+		}
+	}
+	type key struct {
+		cluster string
+		port    int
+	}
+	owner := map[key]string{}
+	names := make([]string, 0, len(services))
+	for name := range services {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		return docOf[names[i]] < docOf[names[j]] || docOf[names[i]] == docOf[names[j]] && names[i] < names[j]
+	})
+	// Stored services first (not in the request: index 0 sorts first),
+	// so the error names the document that takes a port already taken.
+	for _, name := range names {
+		svc := services[name]
+		for i, e := range svc.Spec.Expose {
+			k := key{svc.Spec.Cluster, e.Port}
+			if other, taken := owner[k]; taken && other != name {
+				return locate(spec.ErrorList{{Path: fmt.Sprintf("spec.expose[%d].port", i),
+					Message: fmt.Sprintf("port %d of cluster %s is exposed by service %s already", e.Port, svc.Spec.Cluster, other)}}, docOf[name])
+			}
+			owner[k] = name
+		}
+	}
+	return nil
 }
 
 func locate(err error, doc int) error {

@@ -72,6 +72,15 @@ func DefaultService(s *api.Service) {
 			sp.Ports[i].Protocol = "tcp"
 		}
 	}
+	for i := range sp.Expose {
+		e := &sp.Expose[i]
+		if e.Protocol == "" {
+			e.Protocol = api.ExposeHTTP
+		}
+		if e.TargetPort == "" && len(sp.Ports) > 0 {
+			e.TargetPort = sp.Ports[0].Name
+		}
+	}
 	for _, terms := range [][]api.AffinityTerm{sp.Placement.Affinity, sp.Placement.AntiAffinity} {
 		for i := range terms {
 			if terms[i].Mode == "" {

@@ -167,6 +167,7 @@ func FailoverMembers(g *api.FailoverGroup) []*api.Service {
 		sp := g.Spec.Template
 		replicas := 1
 		sp.Cluster, sp.Replicas = side.cluster, &replicas
+		sp.Expose = nil // the group's name is exposed: its primary only
 		sp.Failover = &api.FailoverMemberSpec{Group: g.Metadata.Name, Home: side.home}
 		// The member is `gantry member` (resolved to the agent's own
 		// binary), which runs the software in the role it is told.

@@ -10,12 +10,11 @@ import (
 )
 
 // RevisionHash identifies a revision of a service: every field except the
-// replica count and the update policy, and the revisions of the Secrets
+// replica count, the update policy and the exposed ports, and the revisions of the Secrets
 // it uses (secretRevisions, by name). A change is a new revision, which a
 // deployment rolls out.
 func RevisionHash(s api.ServiceSpec, secretRevisions map[string]string) string {
-	s.Replicas = nil
-	s.Update = api.UpdatePolicy{}
+	s = Template(s)
 	data, _ := json.Marshal(s)
 	for _, name := range SecretNames(s) {
 		data = fmt.Appendf(data, "\x00%s=%s", name, secretRevisions[name])
@@ -25,16 +24,17 @@ func RevisionHash(s api.ServiceSpec, secretRevisions map[string]string) string {
 }
 
 // Template is the part of a spec a revision keeps: all but the replica
-// count and the update policy.
+// count, the update policy and the exposed ports.
 func Template(s api.ServiceSpec) api.ServiceSpec {
 	s.Replicas = nil
 	s.Update = api.UpdatePolicy{}
+	s.Expose = nil
 	return s
 }
 
 // WithTemplate is current with the template of a revision: its replica
-// count and update policy stay.
+// count, update policy and exposed ports stay.
 func WithTemplate(current, revision api.ServiceSpec) api.ServiceSpec {
-	revision.Replicas, revision.Update = current.Replicas, current.Update
+	revision.Replicas, revision.Update, revision.Expose = current.Replicas, current.Update, current.Expose
 	return revision
 }

@@ -136,6 +136,9 @@ func validateServiceOnKubernetes(svc *api.Service) ErrorList {
 	if len(sp.Placement.CapacityGroups) > 0 {
 		errs.add("spec.placement.capacityGroups", "a kubernetes cluster has no capacity groups")
 	}
+	if len(sp.Expose) > 0 {
+		errs.add("spec.expose", "not on a kubernetes cluster: it has no Gantry edge machines (use the cluster's own Ingress or a LoadBalancer Service)")
+	}
 	for i, p := range sp.Ports {
 		if len(p.Name) > 15 {
 			errs.add(indexPath("spec.ports", i)+".name", "%q is longer than the 15 characters Kubernetes allows a port name", p.Name)

@@ -219,6 +219,12 @@ func validateGroup(path string, g api.CapacityGroup, catalog []provisioner.Insta
 	if g.WarmPoolState != api.WarmRunning && g.WarmPoolState != api.WarmStopped {
 		errs.add(path+".warmPoolState", "unknown warm pool state %q (want running or stopped)", g.WarmPoolState)
 	}
+	switch {
+	case g.Role != "" && g.Role != api.RoleEdge:
+		errs.add(path+".role", "unknown role %q (want edge, or none)", g.Role)
+	case g.Role == api.RoleEdge && g.MinSize < 1:
+		errs.add(path+".minSize", "an edge group keeps at least 1 machine: its machines serve the cluster's exposed ports")
+	}
 	if !contains([]string{api.CapacityOnDemand, api.CapacitySpot, api.CapacityAny}, g.CapacityType) {
 		errs.add(path+".capacityType", "unknown capacity type %q (want onDemand, spot or any)", g.CapacityType)
 	}
@@ -394,6 +400,7 @@ func ValidateService(svc *api.Service) ErrorList {
 			errs.add(path+".protocol", "unknown protocol %q (want tcp or udp)", p.Protocol)
 		}
 	}
+	errs = append(errs, validateExpose(s.Expose, ports)...)
 	errs = append(errs, validateResources(s.Resources)...)
 	if s.HealthCheck != nil {
 		errs = append(errs, validateHealthCheck(*s.HealthCheck, ports)...)
@@ -404,6 +411,32 @@ func ValidateService(svc *api.Service) ErrorList {
 	errs = append(errs, validatePlacement(s.Placement)...)
 	errs = append(errs, validateUpdate(s.Update)...)
 	errs = append(errs, validateRunnable(s)...)
+	return errs
+}
+
+// validateExpose checks a service's exposed ports against its ports.
+func validateExpose(exposed []api.Expose, ports map[string]bool) ErrorList {
+	var errs ErrorList
+	public := map[int]bool{}
+	for i, e := range exposed {
+		path := indexPath("spec.expose", i)
+		switch {
+		case e.Port < 1 || e.Port > 65535:
+			errs.add(path+".port", "must be between 1 and 65535, got %d", e.Port)
+		case public[e.Port]:
+			errs.add(path+".port", "port %d is exposed twice", e.Port)
+		}
+		public[e.Port] = true
+		switch {
+		case len(ports) == 0:
+			errs.add(path, "the service declares no ports to expose (spec.ports)")
+		case !ports[e.TargetPort]:
+			errs.add(path+".targetPort", "port %q is not declared in spec.ports", e.TargetPort)
+		}
+		if e.Protocol != api.ExposeHTTP && e.Protocol != api.ExposeTCP {
+			errs.add(path+".protocol", "unknown protocol %q (want http or tcp)", e.Protocol)
+		}
+	}
 	return errs
 }
 

@@ -99,7 +99,7 @@ func (h *Harness) terminate(t decide.Terminate) {
 	}
 	for _, r := range h.Snap.Replicas {
 		if r.PreviousMachine == m.ID {
-			r.PreviousMachine = ""
+			replica.EndMove(r)
 		}
 		if r.Machine == m.ID {
 			replica.ToPending(r, "machine "+m.ID+" is terminating: "+t.Reason, h.Now)

@@ -96,6 +96,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.RequestTimeout, "request-timeout-agent", cfg.RequestTimeout, "timeout of each call to the server")
 	f.StringVar(&cfg.DNS.Listen, "dns-listen", cfg.DNS.Listen, "where to answer the cluster's names over UDP and TCP (port 0: any free port, the same as the last run's when it is free; empty: answer none)")
 	f.DurationVar(&cfg.DNS.TTL, "dns-ttl", cfg.DNS.TTL, "TTL of the DNS answers")
+	f.StringVar(&cfg.Ingress.Binary, "haproxy", cfg.Ingress.Binary, "HAProxy executable serving the cluster's exposed ports on an edge machine")
+	f.StringVar(&cfg.Ingress.BindAddress, "ingress-address", cfg.Ingress.BindAddress, "address exposed ports listen on (default: all of the machine's)")
 	f.DurationVar(&cfg.HeartbeatAttemptTimeout, "heartbeat-attempt-timeout", cfg.HeartbeatAttemptTimeout, "longest a heartbeat waits for one server before it tries the next")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level")
