@@ -124,7 +124,7 @@ func DefaultConfig() Config {
 		LeaseClock: clock.RealClock{},
 		Telemetry:  telemetry.DefaultAgentConfig(),
 		DNS:        names.DefaultConfig(), NamesPollTimeout: time.Minute,
-		Ingress:    ingress.DefaultConfig(""),
+		Ingress: ingress.DefaultConfig(""),
 	}
 }
 
