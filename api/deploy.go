@@ -22,6 +22,10 @@ type UpdatePolicy struct {
 	// Canary replicas of a new revision start first, beside the old ones;
 	// the rest follow once promoted.
 	Canary int `json:"canary,omitempty"`
+	// CanaryWeight is the percent of requests the canaries take, together,
+	// until promoted (the ingress's and the SRV answers' weights); 0: each
+	// serving replica takes an equal share.
+	CanaryWeight int `json:"canaryWeight,omitempty"`
 	// AutoPromote promotes the canaries once they are all available.
 	AutoPromote bool `json:"autoPromote,omitempty"`
 	// Paused stops a deployment where it is (`gantry rollout pause`).

@@ -14,6 +14,8 @@ func ServiceName(name, cluster string) string {
 type Endpoint struct {
 	Replica string `json:"replica"`
 	Machine string `json:"machine,omitempty"`
+	// Revision is the replica's revision (its spec hash).
+	Revision string `json:"revision,omitempty"`
 	// Address is where the replica is reached (the machine's address in
 	// host network mode); Ports its named ports there.
 	Address string         `json:"address,omitempty"`

@@ -188,3 +188,63 @@ func logEdgeAgents(t *testing.T, dataDir string) {
 		}
 	}
 }
+
+// A canary with canaryWeight 10 takes 10% ± 3% of 2,000 requests through
+// the exposed port while it waits for promotion; once promoted, the new
+// revision takes them all.
+func TestIngressSendsTheCanaryItsWeight(t *testing.T) {
+	needHAProxy(t)
+	s := startServer(t, t.TempDir(), "--local-exit-with-server")
+	t.Cleanup(func() {
+		if t.Failed() {
+			logEdgeAgents(t, s.dataDir)
+		}
+	})
+	port := freeTCPPort(t)
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	s.apply(t, "v1.yaml", edgeSpec(4, "v1", port, ""))
+	waitFor(t, "4 replicas of v1 behind the exposed port", func() (bool, string) {
+		if ok, why := allAnswer(s.replicas("web"), 4); !ok {
+			return false, why
+		}
+		c := newIngressClient(url)
+		c.send()
+		return c.ok == 1, strings.Join(c.failures, "")
+	})
+	canary := strings.Replace(edgeSpec(4, "v2", port, ""), "update: {maxSurge: 1, maxUnavailable: 0, progressDeadlineSeconds: 12}",
+		"update: {canary: 1, canaryWeight: 10, progressDeadlineSeconds: 120}", 1)
+	s.apply(t, "v2.yaml", canary)
+	waitFor(t, "the canary serving behind the exposed port", func() (bool, string) {
+		out, _, _ := s.gantry("rollout", "status", "web")
+		if !strings.Contains(out, "WaitingPromotion: 1/4 updated, 1 available, 4 old") {
+			return false, out
+		}
+		c := newIngressClient(url)
+		for range 50 {
+			c.send()
+		}
+		return c.bodies["v2"] > 0, fmt.Sprint(c.bodies)
+	})
+	c := newIngressClient(url)
+	for range 2000 {
+		c.send()
+	}
+	share := float64(c.bodies["v2"]) / 2000
+	t.Logf("the canary answered %d of 2000 requests (%.1f%%): %v", c.bodies["v2"], 100*share, c.bodies)
+	if c.failed > 0 || share < 0.07 || share > 0.13 {
+		t.Fatalf("canary share %.3f with %d failures %v, want 10%% ± 3%% and none", share, c.failed, c.failures)
+	}
+	if out, errOut, code := s.gantry("rollout", "promote", "web"); code != 0 {
+		t.Fatalf("rollout promote: exit %d %s%s", code, out, errOut)
+	}
+	if out, errOut, code := s.gantry("rollout", "status", "web", "-w"); code != 0 || !strings.Contains(out, "Complete") {
+		t.Fatalf("rollout status -w after promote: exit %d\n%s%s", code, out, errOut)
+	}
+	waitFor(t, "v2 answering every request through the exposed port", func() (bool, string) {
+		c := newIngressClient(url)
+		for range 100 {
+			c.send()
+		}
+		return c.bodies["v2"] == 100, fmt.Sprint(c.bodies)
+	})
+}

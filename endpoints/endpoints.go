@@ -36,7 +36,7 @@ func endpointOf(svc *api.Service, r *api.Replica, machines map[string]*api.Machi
 	if e, ok := leavingCopy(svc, r, machines); ok {
 		return e
 	}
-	e := api.Endpoint{Replica: r.ID, Machine: r.Machine, Address: r.Address, Weight: DefaultWeight, Ports: portsOf(svc, r.HostPorts)}
+	e := api.Endpoint{Replica: r.ID, Machine: r.Machine, Revision: r.SpecHash, Address: r.Address, Weight: DefaultWeight, Ports: portsOf(svc, r.HostPorts)}
 	e.Reason = whyNotServing(svc, r, machines[r.Machine])
 	if e.Reason == "" {
 		e.Serving, e.Reason = true, "serving"
@@ -68,7 +68,7 @@ func leavingCopy(svc *api.Service, r *api.Replica, machines map[string]*api.Mach
 	if m == nil || !m.Live() || m.UnreachableSince != nil || m.FleetState == api.FleetTerminating {
 		return api.Endpoint{}, false
 	}
-	return api.Endpoint{Replica: r.ID, Machine: r.PreviousMachine, Address: r.PreviousAddress, Ports: portsOf(svc, r.PreviousPorts),
+	return api.Endpoint{Replica: r.ID, Machine: r.PreviousMachine, Revision: r.SpecHash, Address: r.PreviousAddress, Ports: portsOf(svc, r.PreviousPorts),
 		Weight: DefaultWeight, Serving: true, Reason: "serving on " + r.PreviousMachine + " until its copy on " + r.Machine + " runs"}, true
 }
 
@@ -97,6 +97,43 @@ func whyNotServing(svc *api.Service, r *api.Replica, m *api.Machine) string {
 		return "no port reported yet"
 	}
 	return ""
+}
+
+// canaryScale multiplies the weights of a canary split, so that each
+// side's share is kept to a percent or better and HAProxy's largest
+// weight (256) is never passed.
+const canaryScale = 2
+
+// WeighCanary splits a service's requests during a canary: while dep
+// (its current deployment) waits for promotion, the serving replicas of
+// the new revision take CanaryWeight percent together and the others
+// the rest, each side shared equally. Otherwise it leaves set as is.
+func WeighCanary(set *api.ServiceEndpoints, svc *api.Service, dep *api.Deployment) {
+	weight := svc.Spec.Update.CanaryWeight
+	if weight <= 0 || dep == nil || dep.Done() || dep.Promoted || svc.Spec.Update.Canary == 0 {
+		return
+	}
+	var canaries, others int
+	for _, e := range set.Endpoints {
+		switch {
+		case !e.Serving:
+		case e.Revision == dep.Revision:
+			canaries++
+		default:
+			others++
+		}
+	}
+	if canaries == 0 || others == 0 {
+		return
+	}
+	for i := range set.Endpoints {
+		e := &set.Endpoints[i]
+		if e.Revision == dep.Revision {
+			e.Weight = max(1, weight*canaryScale/canaries)
+		} else {
+			e.Weight = max(1, (100-weight)*canaryScale/others)
+		}
+	}
 }
 
 // Serving is the serving endpoints of a set.

@@ -1,6 +1,7 @@
 package endpoints_test
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -145,5 +146,42 @@ func TestAMovingReplicaServesFromItsOldCopy(t *testing.T) {
 	machines["old"].FleetState = api.FleetTerminating
 	if e := endpoints.Of(webService(true), []*api.Replica{r}, machines).Endpoints[0]; e.Serving {
 		t.Fatalf("old machine terminating: %+v, want not serving", e)
+	}
+}
+
+// During a canary the new revision's serving replicas take the canary
+// weight together, the old ones the rest; before the canaries serve, and
+// once promoted, every replica weighs the same.
+func TestCanaryWeightSplitsRequestsByRevision(t *testing.T) {
+	machines := map[string]*api.Machine{"ok": {ID: "ok", FleetState: api.FleetActive}}
+	svc := webService(true)
+	svc.Spec.Update.Canary, svc.Spec.Update.CanaryWeight = 1, 10
+	var replicas []*api.Replica
+	for i, rev := range []string{"old", "old", "old", "old", "new"} {
+		r := running(fmt.Sprintf("web-%d", i), "ok")
+		r.SpecHash = rev
+		replicas = append(replicas, r)
+	}
+	dep := &api.Deployment{Service: "web", Revision: "new", State: api.DeployProgressing}
+	set := endpoints.Of(svc, replicas, machines)
+	endpoints.WeighCanary(&set, svc, dep)
+	total, canary := 0, 0
+	for _, e := range set.Endpoints {
+		total += e.Weight
+		if e.Revision == "new" {
+			canary += e.Weight
+		}
+	}
+	if canary*100 != 10*total {
+		t.Fatalf("canary weight %d of %d, want 10%%: %+v", canary, total, set.Endpoints)
+	}
+	for _, dep := range []*api.Deployment{{Revision: "new", State: api.DeployProgressing, Promoted: true}, {Revision: "new", State: api.DeployComplete}, nil} {
+		set := endpoints.Of(svc, replicas, machines)
+		endpoints.WeighCanary(&set, svc, dep)
+		for _, e := range set.Endpoints {
+			if e.Weight != endpoints.DefaultWeight {
+				t.Fatalf("deployment %+v: %s weighs %d, want the default", dep, e.Replica, e.Weight)
+			}
+		}
 	}
 }

@@ -210,6 +210,9 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 		for _, svc := range services {
 			if svc.Spec.Cluster == cluster {
 				set := endpoints.Of(svc, byService[svc.Metadata.Name], byID)
+				if err := weighCanary(tx, &set, svc); err != nil {
+					return err
+				}
 				sets = append(sets, set)
 				ingress = append(ingress, endpoints.Ingress(svc, set)...)
 			}
@@ -252,7 +255,25 @@ func serviceEndpoints(tx store.Tx, svc *api.Service) (api.ServiceEndpoints, erro
 			machines[m.ID] = m
 		}
 	}
-	return endpoints.Of(svc, replicas, machines), nil
+	set := endpoints.Of(svc, replicas, machines)
+	return set, weighCanary(tx, &set, svc)
+}
+
+// weighCanary gives a service's canaries their share of requests while
+// its deployment waits for promotion (a read only for services with a
+// canary weight).
+func weighCanary(tx store.Tx, set *api.ServiceEndpoints, svc *api.Service) error {
+	if svc.Spec.Update.CanaryWeight == 0 {
+		return nil
+	}
+	deployments, err := deploymentsOf(tx, svc.Metadata.Name)
+	if err != nil {
+		return err
+	}
+	if dep, ok := deployments[svc.Metadata.Name]; ok {
+		endpoints.WeighCanary(set, svc, &dep)
+	}
+	return nil
 }
 
 // groupPrimaries are the serving primaries of the failover groups with a

@@ -57,6 +57,12 @@ func validateUpdate(u api.UpdatePolicy) ErrorList {
 	if u.Canary < 0 {
 		errs.add("spec.update.canary", "must be 0 or more")
 	}
+	switch {
+	case u.CanaryWeight < 0 || u.CanaryWeight > 99:
+		errs.add("spec.update.canaryWeight", "must be a percent of requests, between 0 and 99 (promote to send them all), got %d", u.CanaryWeight)
+	case u.CanaryWeight > 0 && u.Canary == 0:
+		errs.add("spec.update.canaryWeight", "needs canary replicas (spec.update.canary) to send requests to")
+	}
 	if u.AutoPromote && u.Canary == 0 {
 		errs.add("spec.update.autoPromote", "needs canary replicas to promote")
 	}

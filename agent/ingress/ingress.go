@@ -145,9 +145,9 @@ func (p *Proxy) configFile() string   { return filepath.Join(p.cfg.Dir, "haproxy
 func (p *Proxy) adminSocket() string  { return filepath.Join(p.socketDir(), "admin.sock") }
 func (p *Proxy) masterSocket() string { return filepath.Join(p.socketDir(), "master.sock") }
 
-// maxSocketPath is the longest Unix socket path Linux takes (108 bytes
-// with its terminating NUL), less the sockets' names.
-const maxSocketPath = 107 - len("master.sock") - 1
+// maxSocketPath is the longest directory of a Unix socket HAProxy takes
+// (97 bytes for the whole path), less the sockets' names.
+const maxSocketPath = 97 - len("/master.sock")
 
 // socketDir holds the sockets: Dir, or when Dir is too deep for a Unix
 // socket's path, a directory of its own under the system's temporary

@@ -221,3 +221,21 @@ func TestProxyReportsAPortItCannotTake(t *testing.T) {
 	}
 	t.Logf("error: %v", err)
 }
+
+// A directory too deep for HAProxy's socket paths (97 bytes) gets its
+// sockets elsewhere, one directory per ingress directory.
+func TestSocketsOfADeepDirectoryFit(t *testing.T) {
+	deep := New(DefaultConfig("/tmp/" + strings.Repeat("d", 120) + "/ingress"))
+	other := New(DefaultConfig("/tmp/" + strings.Repeat("e", 120) + "/ingress"))
+	for _, sock := range []string{deep.adminSocket(), deep.masterSocket()} {
+		if len(sock) > 97 {
+			t.Errorf("%s: %d bytes, want at most 97", sock, len(sock))
+		}
+	}
+	if deep.socketDir() == other.socketDir() {
+		t.Error("two deep directories share their sockets' directory")
+	}
+	if short := New(DefaultConfig("/var/lib/gantry/ingress")); short.socketDir() != "/var/lib/gantry/ingress" {
+		t.Errorf("a short directory keeps its sockets: %s", short.socketDir())
+	}
+}
