@@ -285,7 +285,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.serveLogRequests(logCtx)
 	go a.watchNames(logCtx)
-	go a.serveIngress(logCtx)
+	ingressDone := make(chan struct{})
+	go func() {
+		defer close(ingressDone)
+		a.serveIngress(logCtx)
+	}()
+	defer func() { stopLogs(); <-ingressDone }() // HAProxy stopped before the agent exits
 	go a.watchLeases(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}

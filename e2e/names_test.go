@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -20,16 +21,25 @@ import (
 // The README's two-services example: in `gantry dev` (host network
 // mode), web's replicas find api's by name through their machine's
 // agent ($GANTRY_DNS) and call them; the name answers both api replicas
-// over SRV, each with its port.
+// over SRV, each with its port; web's exposed port (this run's own, not
+// the example's 8080) serves the same through HAProxy.
 func TestDevServicesCallEachOtherByName(t *testing.T) {
+	needHAProxy(t)
 	dir := filepath.Join(t.TempDir(), "state")
-	lines := runDev(t, dir, "../examples/two-services.yaml")
+	example, err := os.ReadFile("../examples/two-services.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(freeTCPPort(t))
+	own := strings.Replace(string(example), "- port: 8080", "- port: "+port, 1)
+	lines := runDev(t, dir, writeFile(t, t.TempDir(), "two-services.yaml", own))
 	nameLine := regexp.MustCompile(`^Name api\.dev\.gantry\. answered at (\S+) `)
+	exposedLine := regexp.MustCompile(`^Exposed web \(port http\) at (http://\S+),`)
 	var webURLs []string
-	resolver := ""
+	resolver, exposed := "", ""
 	var transcript strings.Builder
 	deadline := time.After(waitLimit)
-	for resolver == "" {
+	for resolver == "" || exposed == "" {
 		select {
 		case line, ok := <-lines:
 			if !ok {
@@ -43,8 +53,11 @@ func TestDevServicesCallEachOtherByName(t *testing.T) {
 			if m := nameLine.FindStringSubmatch(line); m != nil {
 				resolver = m[1]
 			}
+			if m := exposedLine.FindStringSubmatch(line); m != nil {
+				exposed = m[1]
+			}
 		case <-deadline:
-			t.Fatalf("no name printed:\n%s", transcript.String())
+			t.Fatalf("no name or exposed port printed:\n%s", transcript.String())
 		}
 	}
 	go func() {
@@ -66,7 +79,10 @@ func TestDevServicesCallEachOtherByName(t *testing.T) {
 		}
 		return true, ""
 	})
-	for _, u := range webURLs {
+	if exposed != "http://127.0.0.1:"+port {
+		t.Fatalf("exposed at %s, want port %s", exposed, port)
+	}
+	for _, u := range append(webURLs, exposed) {
 		waitFor(t, "web calling api by name from "+u, func() (bool, string) {
 			body, ok := get(u + "/call")
 			return ok && strings.Contains(body, "called api.dev.gantry.") && strings.Contains(body, "api here"), body

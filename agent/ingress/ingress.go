@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -204,14 +205,26 @@ func (p *Proxy) start(ctx context.Context, l *layout) error {
 	defer output.Close()
 	cmd := exec.Command(p.cfg.Binary, "-W", "-S", p.masterSocket(), "-f", p.configFile())
 	cmd.Stdout, cmd.Stderr, cmd.Dir = output, output, p.cfg.Dir
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start HAProxy: %w", err)
-	}
-	exited := make(chan struct{})
+	// HAProxy dies with the agent (its workers with their master): a
+	// restarted agent starts its own, and none is left serving an old
+	// configuration. The parent-death signal follows the thread that
+	// started the process, so that thread stays locked until it exits.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	started, exited := make(chan error, 1), make(chan struct{})
 	go func() {
+		goruntime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(exited)
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("start HAProxy: %w", err)
+	}
 	p.master, p.exited = cmd, exited
 	if err := p.waitAnswering(ctx, ""); err != nil {
 		p.stopLocked()

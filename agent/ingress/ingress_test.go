@@ -91,7 +91,9 @@ func replica(t *testing.T, name string) api.IngressTarget {
 func newProxy(t *testing.T) *Proxy {
 	t.Helper()
 	cfg := DefaultConfig(t.TempDir())
-	cfg.BindAddress, cfg.Room = "127.0.0.1", 4
+	// A worker a reload replaced may keep a client's connection open
+	// until the stop's grace ends: a short one keeps the test short.
+	cfg.BindAddress, cfg.Room, cfg.StopTimeout = "127.0.0.1", 4, 500*time.Millisecond
 	p := New(cfg)
 	if err := p.Available(); err != nil {
 		t.Fatal(err)

@@ -7,12 +7,15 @@ import (
 	"net"
 	neturl "net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/endpoints"
 	"github.com/gantry-dev/gantry/provider/clouds"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/spec"
@@ -174,6 +177,8 @@ func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services 
 			ready := allReady(mine, services)
 			if ready && !wasReady {
 				printReady(w, mine, machines)
+				printExposed(ctx, w, c, services, machines)
+				fmt.Fprintln(w, "In another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
 			}
 			wasReady = ready
 		}
@@ -248,7 +253,50 @@ func printReady(w io.Writer, replicas []api.Replica, machines []api.Machine) {
 	_ = t.print(w, false)
 	fmt.Fprintln(w)
 	printNames(w, replicas, machines)
-	fmt.Fprintln(w, "In another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
+}
+
+// printExposed tells where each exposed port of the spec's services is
+// served: the first address of a machine of its cluster that serves it.
+func printExposed(ctx context.Context, w io.Writer, c *client.Client, services map[string]bool, machines []api.Machine) {
+	all, err := c.ListServices(ctx)
+	if err != nil {
+		return
+	}
+	clusters := map[string]*api.Cluster{}
+	for _, svc := range all {
+		if !services[svc.Metadata.Name] || len(svc.Spec.Expose) == 0 {
+			continue
+		}
+		if _, ok := clusters[svc.Spec.Cluster]; !ok {
+			clusters[svc.Spec.Cluster], _ = c.GetCluster(ctx, svc.Spec.Cluster)
+		}
+		host := edgeAddress(clusters[svc.Spec.Cluster], machines)
+		for _, e := range svc.Spec.Expose {
+			scheme := map[string]string{api.ExposeHTTP: "http://", api.ExposeTCP: "tcp://"}[e.Protocol]
+			fmt.Fprintf(w, "Exposed %s (port %s) at %s%s, through HAProxy on the cluster's edge machines\n",
+				svc.Metadata.Name, e.TargetPort, scheme, net.JoinHostPort(host, strconv.Itoa(e.Port)))
+		}
+		if _, err := exec.LookPath("haproxy"); err != nil {
+			if _, err := os.Stat("/usr/sbin/haproxy"); err != nil {
+				fmt.Fprintln(w, "  HAProxy is not installed: exposed ports are not served until it is (Debian: apt-get install haproxy)")
+			}
+		}
+	}
+}
+
+// edgeAddress is the address of a live machine of cluster c that serves
+// its exposed ports (127.0.0.1 when none is known yet).
+func edgeAddress(c *api.Cluster, machines []api.Machine) string {
+	if c == nil {
+		return "127.0.0.1"
+	}
+	names := api.ClusterNames{EdgeGroups: endpoints.EdgeGroups(c)}
+	for _, m := range machines {
+		if m.Cluster == c.Metadata.Name && m.Live() && names.Serves(m.Group) && len(m.Addresses) > 0 {
+			return m.Addresses[0]
+		}
+	}
+	return "127.0.0.1"
 }
 
 // printNames tells where each service's name is answered: any machine's

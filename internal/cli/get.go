@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/endpoints"
 	"github.com/spf13/cobra"
 )
 
@@ -148,9 +149,12 @@ func endpointsTable(list []api.ServiceEndpoints) *table {
 	for _, s := range list {
 		var in, out []string
 		for _, e := range s.Endpoints {
-			if e.Serving {
+			switch {
+			case e.Serving && e.Weight != endpoints.DefaultWeight:
+				in = append(in, fmt.Sprintf("%s (weight %d)", endpointAddress(e), e.Weight))
+			case e.Serving:
 				in = append(in, endpointAddress(e))
-			} else {
+			default:
 				out = append(out, e.Replica+": "+e.Reason)
 			}
 		}
