@@ -18,7 +18,12 @@ import (
 // trip, losing nothing; at no sampled instant do two sides accept
 // writes.
 func TestFailoverPostgres(t *testing.T) {
-	s := startFailover(t, nil)
+	needHAProxy(t)
+	port := freeTCPPort(t)
+	exposed := func(spec string) string {
+		return strings.Replace(spec, "    ports: [{name: postgres}]\n", fmt.Sprintf("    ports: [{name: postgres}]\n    expose: [{port: %d}]\n", port), 1)
+	}
+	s := startFailoverEdited(t, exposed, nil)
 	sampler, stopSampler := startSampler(t, s)
 	w, stopWriter := startWriter(t, s)
 	waitFor(t, "rows committed", func() (bool, string) { return len(w.rows()) >= 50, "" })
@@ -28,6 +33,20 @@ func TestFailoverPostgres(t *testing.T) {
 	// 50 ms through the failover: the old primary, then (after fencing,
 	// when it answers none) the new one, never both, never the old again.
 	names, stopNames := startNameSampler(t, machineDNS(t, s, memberMachine(before, "west")), "_postgres._tcp.pg.west.gantry.", 50*time.Millisecond)
+	// And the group's exposed port (HAProxy on every machine of both
+	// clusters, sharing the port on this host): a connection through it
+	// reaches the primary or nothing, never a replica, and never the old
+	// primary once the new one answered.
+	waitFor(t, "the exposed port reaching the primary", func() (bool, string) {
+		answer, err := primaryBehind(port)
+		return answer == before.Endpoint, fmt.Sprint(answer, err)
+	})
+	ingress, stopIngress := startIngressSampler(t, port, 50*time.Millisecond)
+	waitFor(t, "the exposed port sampled", func() (bool, string) {
+		ingress.mu.Lock()
+		defer ingress.mu.Unlock()
+		return slices.Contains(ingress.answers, before.Endpoint), strings.Join(ingress.answers, " ")
+	})
 	killed := time.Now()
 	killMachine(t, s.dataDir, primaryMachine(before))
 	after := s.waitGroup(t, "the replica promoted", func(g *api.FailoverGroupInfo) bool {
@@ -40,6 +59,13 @@ func TestFailoverPostgres(t *testing.T) {
 	})
 	stopNames()
 	names.checkFollows(t, before.Endpoint, after.Endpoint)
+	waitFor(t, "the exposed port reaching the new primary", func() (bool, string) {
+		ingress.mu.Lock()
+		defer ingress.mu.Unlock()
+		return slices.Contains(ingress.answers, after.Endpoint), strings.Join(ingress.answers, " ")
+	})
+	stopIngress()
+	ingress.checkFollows(t, before.Endpoint, after.Endpoint)
 	var resumed ackedRow
 	waitFor(t, "writes on the new primary", func() (bool, string) {
 		var ok bool
@@ -106,4 +132,52 @@ func machineDNS(t *testing.T, s *server, machine string) string {
 		return addr != "", fmt.Sprint(err)
 	})
 	return addr
+}
+
+// primaryBehind connects through an exposed port and says which server
+// answered (127.0.0.1:<its port>), or "" when none did; an answer from a
+// server in recovery (a replica) is an error.
+func primaryBehind(port int) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := pgConnect(ctx, fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	var inRecovery bool
+	var serverPort int
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery(), current_setting('port')::int").Scan(&inRecovery, &serverPort); err != nil {
+		return "", err
+	}
+	answer := fmt.Sprintf("127.0.0.1:%d", serverPort)
+	if inRecovery {
+		return answer, fmt.Errorf("%s answered through the exposed port in recovery (a replica)", answer)
+	}
+	return answer, nil
+}
+
+// startIngressSampler connects through an exposed port every interval
+// and keeps the distinct servers that answered, in order ("" for none);
+// an answer from a replica is kept as "replica <server>", which
+// checkFollows never expects.
+func startIngressSampler(t *testing.T, port int, interval time.Duration) (*nameSampler, func()) {
+	t.Helper()
+	ns := &nameSampler{}
+	stop := every(interval, func() {
+		answer, err := primaryBehind(port)
+		if err != nil && answer != "" {
+			answer = "replica " + answer
+		}
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		ns.samples++
+		if strings.HasPrefix(answer, "replica ") {
+			ns.both = append(ns.both, answer)
+		}
+		if n := len(ns.answers); n == 0 || ns.answers[n-1] != answer {
+			ns.answers = append(ns.answers, answer)
+		}
+	})
+	return ns, stop
 }

@@ -129,6 +129,12 @@ func pgDataRoot(t *testing.T) string {
 // waits until it is healthy with its synchronous standby recorded.
 func startFailover(t *testing.T, eastAPI func(serverURL string) string, extra ...string) *server {
 	t.Helper()
+	return startFailoverEdited(t, nil, eastAPI, extra...)
+}
+
+// startFailoverEdited is startFailover with the spec passed through edit.
+func startFailoverEdited(t *testing.T, edit func(spec string) string, eastAPI func(serverURL string) string, extra ...string) *server {
+	t.Helper()
 	bin := needPostgres(t)
 	t.Setenv("GANTRY_E2E_PG_PASSWORD", pgPassword)
 	root := pgDataRoot(t)
@@ -137,7 +143,11 @@ func startFailover(t *testing.T, eastAPI func(serverURL string) string, extra ..
 	if eastAPI != nil {
 		apiURL = eastAPI(s.url)
 	}
-	s.apply(t, "pg.yaml", failoverSpec(bin, root, apiURL))
+	spec := failoverSpec(bin, root, apiURL)
+	if edit != nil {
+		spec = edit(spec)
+	}
+	s.apply(t, "pg.yaml", spec)
 	// Healthy, and the synchronous standby recorded: only then may an
 	// automatic failover promote without losing a write (a test that
 	// fails the primary sooner sees the group rightly refuse).

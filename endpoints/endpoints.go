@@ -199,6 +199,22 @@ func EdgeGroups(c *api.Cluster) []string {
 	return out
 }
 
+// GroupIngress are the routes of a failover group's exposed ports: its
+// serving primary alone (no backend while none serves: fencing,
+// promoting), at the port each targets.
+func GroupIngress(g *api.FailoverGroup, primary *api.Endpoint) []api.IngressRoute {
+	var out []api.IngressRoute
+	for _, e := range g.Spec.Template.Expose {
+		route := api.IngressRoute{Name: g.Metadata.Name, Port: e.Port, Protocol: e.Protocol, Backends: []api.IngressTarget{}}
+		if primary != nil && primary.Ports[e.TargetPort] > 0 {
+			route.Backends = append(route.Backends, api.IngressTarget{Replica: primary.Replica, Address: primary.Address,
+				Port: primary.Ports[e.TargetPort], Weight: primary.Weight})
+		}
+		out = append(out, route)
+	}
+	return out
+}
+
 func version(names api.ClusterNames) string {
 	names.Version = ""
 	body, _ := json.Marshal(names) // plain data: cannot fail

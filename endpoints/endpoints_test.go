@@ -185,3 +185,19 @@ func TestCanaryWeightSplitsRequestsByRevision(t *testing.T) {
 		}
 	}
 }
+
+// A failover group's exposed port routes to its serving primary alone,
+// and to nothing while none serves.
+func TestGroupIngressRoutesThePrimaryOnly(t *testing.T) {
+	g := &api.FailoverGroup{Metadata: api.ObjectMeta{Name: "pg"}, Spec: api.FailoverGroupSpec{Template: api.ServiceSpec{
+		Ports: []api.Port{{Name: "postgres"}}, Expose: []api.Expose{{Port: 5432, TargetPort: "postgres", Protocol: api.ExposeTCP}}}}}
+	primary := &api.Endpoint{Replica: "pg-east-0", Address: "10.0.0.1", Ports: map[string]int{"postgres": 20000}, Weight: 1, Serving: true}
+	routes := endpoints.GroupIngress(g, primary)
+	want := []api.IngressRoute{{Name: "pg", Port: 5432, Protocol: api.ExposeTCP, Backends: []api.IngressTarget{{Replica: "pg-east-0", Address: "10.0.0.1", Port: 20000, Weight: 1}}}}
+	if !reflect.DeepEqual(routes, want) {
+		t.Fatalf("routes %+v, want the primary only", routes)
+	}
+	if routes := endpoints.GroupIngress(g, nil); len(routes) != 1 || len(routes[0].Backends) != 0 {
+		t.Fatalf("no serving primary: %+v, want the port with no backend (connections refused)", routes)
+	}
+}

@@ -221,6 +221,15 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 		if err != nil {
 			return err
 		}
+		exposing, err := tx.ListFailoverGroups()
+		if err != nil {
+			return err
+		}
+		for _, g := range exposing {
+			if primary, ok := groups[g.Metadata.Name]; ok {
+				ingress = append(ingress, endpoints.GroupIngress(g, primary)...)
+			}
+		}
 		var edge []string
 		if c, err := tx.GetCluster(cluster); err == nil {
 			edge = endpoints.EdgeGroups(c)

@@ -142,46 +142,63 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 	return out, nil
 }
 
-// checkExposedPorts refuses a port two services of a cluster expose:
-// the stored services as the request leaves them.
+// checkExposedPorts refuses a port two services (or failover groups) of
+// a cluster expose: the stored ones as the request leaves them.
 func checkExposedPorts(tx store.Tx, docs []spec.Document) error {
-	services := map[string]*api.Service{}
-	stored, err := tx.ListServices()
+	type exposer struct {
+		what, path string
+		clusters   []string
+		expose     []api.Expose
+		doc        int // 0: stored, not in the request
+	}
+	all := map[string]exposer{}
+	services, err := tx.ListServices()
 	if err != nil {
 		return err
 	}
-	for _, svc := range stored {
-		services[svc.Metadata.Name] = svc
+	for _, svc := range services {
+		all["service "+svc.Metadata.Name] = exposer{"service " + svc.Metadata.Name, "spec", []string{svc.Spec.Cluster}, svc.Spec.Expose, 0}
 	}
-	docOf := map[string]int{}
+	groups, err := tx.ListFailoverGroups()
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		all["group "+g.Metadata.Name] = exposer{"failover group " + g.Metadata.Name, "spec.template", []string{g.Spec.Primary.Cluster, g.Spec.Replica.Cluster}, g.Spec.Template.Expose, 0}
+	}
 	for _, d := range docs {
-		if d.Service != nil {
-			services[d.Service.Metadata.Name], docOf[d.Service.Metadata.Name] = d.Service, d.Index
+		switch {
+		case d.Service != nil:
+			all["service "+d.Name()] = exposer{"service " + d.Name(), "spec", []string{d.Service.Spec.Cluster}, d.Service.Spec.Expose, d.Index}
+		case d.FailoverGroup != nil:
+			g := d.FailoverGroup
+			all["group "+d.Name()] = exposer{"failover group " + d.Name(), "spec.template", []string{g.Spec.Primary.Cluster, g.Spec.Replica.Cluster}, g.Spec.Template.Expose, d.Index}
 		}
 	}
+	// Stored ones first, then the request's in order: the error names
+	// the document that takes a port already taken.
+	list := make([]exposer, 0, len(all))
+	for _, e := range all {
+		list = append(list, e)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		return list[i].doc < list[j].doc || list[i].doc == list[j].doc && list[i].what < list[j].what
+	})
 	type key struct {
 		cluster string
 		port    int
 	}
 	owner := map[key]string{}
-	names := make([]string, 0, len(services))
-	for name := range services {
-		names = append(names, name)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		return docOf[names[i]] < docOf[names[j]] || docOf[names[i]] == docOf[names[j]] && names[i] < names[j]
-	})
-	// Stored services first (not in the request: index 0 sorts first),
-	// so the error names the document that takes a port already taken.
-	for _, name := range names {
-		svc := services[name]
-		for i, e := range svc.Spec.Expose {
-			k := key{svc.Spec.Cluster, e.Port}
-			if other, taken := owner[k]; taken && other != name {
-				return locate(spec.ErrorList{{Path: fmt.Sprintf("spec.expose[%d].port", i),
-					Message: fmt.Sprintf("port %d of cluster %s is exposed by service %s already", e.Port, svc.Spec.Cluster, other)}}, docOf[name])
+	for _, e := range list {
+		for i, ex := range e.expose {
+			for _, cluster := range e.clusters {
+				k := key{cluster, ex.Port}
+				if other, taken := owner[k]; taken && other != e.what {
+					return locate(spec.ErrorList{{Path: fmt.Sprintf("%s.expose[%d].port", e.path, i),
+						Message: fmt.Sprintf("port %d of cluster %s is exposed by %s already", ex.Port, cluster, other)}}, e.doc)
+				}
+				owner[k] = e.what
 			}
-			owner[k] = name
 		}
 	}
 	return nil

@@ -43,6 +43,15 @@ func DefaultFailoverGroup(g *api.FailoverGroup) {
 	if h.IntervalSeconds == 0 {
 		h.IntervalSeconds = DefaultFailoverInterval
 	}
+	for i := range sp.Template.Expose {
+		e := &sp.Template.Expose[i]
+		if e.Protocol == "" {
+			e.Protocol = api.ExposeTCP // a database's clients hold connections
+		}
+		if e.TargetPort == "" && len(sp.Template.Ports) > 0 {
+			e.TargetPort = sp.Template.Ports[0].Name
+		}
+	}
 	if c := &sp.Capability; c.Name == api.CapabilityPostgres {
 		if c.Postgres == nil {
 			c.Postgres = &api.PostgresCapability{}
@@ -95,6 +104,13 @@ func ValidateFailoverGroup(g *api.FailoverGroup) ErrorList {
 		errs.add("spec.health", "failureThreshold, successThreshold and intervalSeconds must be at least 1")
 	}
 	errs = append(errs, validateCapability(sp)...)
+	ports := map[string]bool{}
+	for _, p := range sp.Template.Ports {
+		ports[p.Name] = true
+	}
+	for _, e := range validateExpose(sp.Template.Expose, ports) {
+		errs = append(errs, &FieldError{Path: failoverTemplatePathPrefix + strings.TrimPrefix(e.Path, "spec"), Message: e.Message})
+	}
 	// Both sides run the template: the first side's service says it all.
 	for _, e := range ValidateService(FailoverMembers(g)[0]) {
 		if strings.HasPrefix(e.Path, "spec.cluster") || e.Path == "metadata.name" {
