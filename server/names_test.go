@@ -165,6 +165,13 @@ func TestExposedPortsReachTheAgentsAndAreNotShared(t *testing.T) {
 	if !errorAs(err, &apiErr) || apiErr.Field != "spec.template.expose[0].port" || !strings.Contains(apiErr.Message, "exposed by service web") {
 		t.Fatalf("a group on port 8080 of dev: %v, want 422 on spec.template.expose[0].port naming web", err)
 	}
+	// A service named like a group with a side in its cluster is
+	// refused: both would be db.dev.gantry.
+	clash := strings.ReplaceAll(strings.Replace(group, "expose: [{port: 8080}]", "expose: [{port: 9090}]", 1), "name: db}", "name: web}")
+	_, err = ts.admin.Apply(ctx, []byte(clash))
+	if !errorAs(err, &apiErr) || apiErr.Field != "metadata.name" || !strings.Contains(apiErr.Message, "web.dev.gantry.") {
+		t.Fatalf("a group named like service web of dev: %v, want 422 on metadata.name", err)
+	}
 	// Moving the port from one service to another in one apply is fine.
 	moved := webService + "---\n" + api2
 	if _, err := ts.admin.Apply(ctx, []byte(moved)); err != nil {

@@ -129,6 +129,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 	if err := checkExposedPorts(tx, docs); err != nil {
 		return nil, err
 	}
+	if err := checkNameClash(tx, docs); err != nil {
+		return nil, err
+	}
 	for _, d := range docs {
 		if d.FailoverGroup == nil {
 			continue
@@ -198,6 +201,48 @@ func checkExposedPorts(tx store.Tx, docs []spec.Document) error {
 						Message: fmt.Sprintf("port %d of cluster %s is exposed by %s already", ex.Port, cluster, other)}}, e.doc)
 				}
 				owner[k] = e.what
+			}
+		}
+	}
+	return nil
+}
+
+// checkNameClash refuses a service and a failover group of one name in
+// one cluster: both would answer <name>.<cluster>.gantry.
+func checkNameClash(tx store.Tx, docs []spec.Document) error {
+	inRequest := map[string]*api.FailoverGroup{}
+	for _, d := range docs {
+		if d.FailoverGroup != nil {
+			inRequest[d.Name()] = d.FailoverGroup
+		}
+	}
+	for _, d := range docs {
+		switch {
+		case d.Service != nil && d.Service.Spec.Failover == nil:
+			g, err := inRequest[d.Name()], error(nil)
+			if g == nil {
+				g, err = tx.GetFailoverGroup(d.Name())
+			}
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if c := d.Service.Spec.Cluster; c == g.Spec.Primary.Cluster || c == g.Spec.Replica.Cluster {
+				return locate(spec.ErrorList{{Path: "metadata.name", Message: fmt.Sprintf("failover group %s has a side in cluster %s: both would be %s", g.Metadata.Name, c, api.ServiceName(g.Metadata.Name, c))}}, d.Index)
+			}
+		case d.FailoverGroup != nil:
+			g := d.FailoverGroup
+			svc, err := tx.GetService(d.Name())
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if c := svc.Spec.Cluster; svc.Spec.Failover == nil && (c == g.Spec.Primary.Cluster || c == g.Spec.Replica.Cluster) {
+				return locate(spec.ErrorList{{Path: "metadata.name", Message: fmt.Sprintf("service %s runs in cluster %s: both would be %s", svc.Metadata.Name, c, api.ServiceName(svc.Metadata.Name, c))}}, d.Index)
 			}
 		}
 	}
