@@ -38,12 +38,12 @@ func TestPlanKeepsEachReplicaInItsSlot(t *testing.T) {
 		t.Fatalf("second plan %+v, want slot 0 freed, b kept in 1, c in 2 (free before)", slots)
 	}
 	cmds := runtimeCommands(first, second)
-	want := []string{
-		"set server exposed-8080/s0 state maint",
+	want := []string{ // the newcomer enters before the leaver leaves
 		"set server exposed-8080/s1 addr 127.0.0.1 port 20000",
 		"set server exposed-8080/s2 addr 127.0.0.1 port 20001",
 		"set server exposed-8080/s2 weight 1",
 		"set server exposed-8080/s2 state ready",
+		"set server exposed-8080/s0 state maint",
 	}
 	if strings.Join(cmds, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(cmds, "\n"), strings.Join(want, "\n"))
@@ -69,7 +69,7 @@ func haproxyOrSkip(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -80,7 +80,7 @@ func freePort(t *testing.T) int {
 }
 
 // replica is an HTTP server answering its name.
-func replica(t *testing.T, name string) api.IngressTarget {
+func replica(t testing.TB, name string) api.IngressTarget {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
 	t.Cleanup(srv.Close)

@@ -136,9 +136,11 @@ func (l *layout) sameShape(o *layout) bool {
 	return true
 }
 
-// runtimeCommands turn prev's servers into next's (same shape).
+// runtimeCommands turn prev's servers into next's (same shape): the
+// servers that come or change first, then those that leave, so that a
+// backend whose replicas are all replaced at once is never empty.
 func runtimeCommands(prev, next *layout) []string {
-	var cmds []string
+	var cmds, leaving []string
 	for i, r := range next.routes {
 		for j, s := range r.slots {
 			old := prev.routes[i].slots[j]
@@ -147,7 +149,7 @@ func runtimeCommands(prev, next *layout) []string {
 			}
 			server := backendName(r.port) + "/" + serverName(j)
 			if s.replica == "" {
-				cmds = append(cmds, "set server "+server+" state maint")
+				leaving = append(leaving, "set server "+server+" state maint")
 				continue
 			}
 			if s.address != old.address || s.port != old.port {
@@ -161,7 +163,7 @@ func runtimeCommands(prev, next *layout) []string {
 			}
 		}
 	}
-	return cmds
+	return append(cmds, leaving...)
 }
 
 func backendName(port int) string { return "exposed-" + strconv.Itoa(port) }
