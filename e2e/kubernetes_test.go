@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -164,6 +165,27 @@ func TestKubernetesTarget(t *testing.T) {
 		if err != nil || svc.Spec.Selector[kube.LabelService] != "web" || svc.Spec.Ports[0].Port != 8080 {
 			t.Errorf("Service web: %v %+v", err, svc)
 		}
+	})
+	t.Run("endpoints are the Pods' addresses from the API server, under the Service's name", func(t *testing.T) {
+		waitFor(t, "web's endpoints matching its Pods", func() (bool, string) {
+			set, err := k.s.api.ServiceEndpoints(context.Background(), "web")
+			if err != nil {
+				return false, err.Error()
+			}
+			want := map[string]bool{}
+			for _, p := range k.pods(t, "web") {
+				if p.Status.PodIP != "" {
+					want[p.Status.PodIP+":8080"] = true
+				}
+			}
+			got := map[string]bool{}
+			for _, e := range set.Endpoints {
+				if e.Serving {
+					got[fmt.Sprintf("%s:%d", e.Address, e.Ports["http"])] = true
+				}
+			}
+			return set.Name == "web."+k.ns+".svc" && len(want) == 3 && maps.Equal(got, want), fmt.Sprintf("%s: %v, Pods %v", set.Name, got, want)
+		})
 	})
 	t.Run("GPU required lands on the GPU node", func(t *testing.T) {
 		waitFor(t, "trainer running on the GPU node", func() (bool, string) {

@@ -33,6 +33,9 @@ func Of(svc *api.Service, replicas []*api.Replica, machines map[string]*api.Mach
 }
 
 func endpointOf(svc *api.Service, r *api.Replica, machines map[string]*api.Machine) api.Endpoint {
+	if r.Pod != "" {
+		return podEndpoint(svc, r)
+	}
 	if e, ok := leavingCopy(svc, r, machines); ok {
 		return e
 	}
@@ -55,6 +58,40 @@ func portsOf(svc *api.Service, hostPorts map[string]int) map[string]int {
 		}
 	}
 	return out
+}
+
+// podEndpoint is a replica that runs as a Pod on a Kubernetes cluster:
+// reached at the Pod's address (from the API server) and its container
+// ports, serving once the Pod runs and is ready.
+func podEndpoint(svc *api.Service, r *api.Replica) api.Endpoint {
+	e := api.Endpoint{Replica: r.ID, Machine: r.Node, Revision: r.SpecHash, Address: r.Address, Weight: DefaultWeight}
+	for _, p := range svc.Spec.Ports {
+		if p.ContainerPort > 0 {
+			if e.Ports == nil {
+				e.Ports = map[string]int{}
+			}
+			e.Ports[p.Name] = p.ContainerPort
+		}
+	}
+	switch {
+	case r.RetiringSince != nil:
+		e.Reason = "retiring: " + r.RetireReason
+	case r.State != api.ReplicaRunning:
+		e.Reason = "not running (" + string(r.State) + ")"
+	case svc.Spec.HealthCheck != nil && r.Health != api.HealthHealthy:
+		e.Reason = "not ready (" + string(r.Health) + ")"
+	case r.Address == "":
+		e.Reason = "no Pod address yet"
+	default:
+		e.Serving, e.Reason = true, "serving (Pod "+r.Pod+")"
+	}
+	return e
+}
+
+// KubernetesName is the name a service answers on a Kubernetes cluster:
+// the Service Gantry creates for it in its namespace.
+func KubernetesName(service, namespace string) string {
+	return service + "." + namespace + ".svc"
 }
 
 // leavingCopy is the endpoint of a moving replica whose new copy does

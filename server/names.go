@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/endpoints"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -265,6 +266,15 @@ func serviceEndpoints(tx store.Tx, svc *api.Service) (api.ServiceEndpoints, erro
 		}
 	}
 	set := endpoints.Of(svc, replicas, machines)
+	c, err := tx.GetCluster(svc.Spec.Cluster)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return set, err
+	}
+	if c != nil && c.Kubernetes() {
+		// The cluster's own DNS answers the Service Gantry made for it.
+		settings, _ := spec.KubernetesConfig(c.Spec.Provider)
+		set.Name = endpoints.KubernetesName(svc.Metadata.Name, settings.Namespace)
+	}
 	return set, weighCanary(tx, &set, svc)
 }
 
