@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -164,6 +165,11 @@ type Agent struct {
 	// the goroutine that applies them to HAProxy (a newer replaces an
 	// older one not taken yet).
 	routes chan []api.IngressRoute
+	// conditions are the agent's own (IngressReady), by type; a change
+	// sets resendInventory, which the next heartbeat carries.
+	conditionsMu    sync.Mutex
+	conditions      map[string]api.Condition
+	resendInventory atomic.Bool
 }
 
 // New returns an agent using driver to run replicas.
@@ -466,7 +472,56 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 		inv.DNSAddress = a.dns.Addr()
 	}
 	inv.Hostname, _ = os.Hostname()
+	inv.Conditions = a.conditionList()
 	return inv
+}
+
+// setCondition records one of the agent's conditions; a change of its
+// status or reason is reported at the next heartbeat.
+func (a *Agent) setCondition(typ string, ok bool, reason, message string) {
+	status := map[bool]string{true: "True", false: "False"}[ok]
+	a.conditionsMu.Lock()
+	old, had := a.conditions[typ]
+	changed := !had || old.Status != status || old.Reason != reason || old.Message != message
+	if changed {
+		if a.conditions == nil {
+			a.conditions = map[string]api.Condition{}
+		}
+		since := time.Now().UTC()
+		if had && old.Status == status {
+			since = old.LastTransitionTime
+		}
+		a.conditions[typ] = api.Condition{Type: typ, Status: status, Reason: reason, Message: message, LastTransitionTime: since}
+	}
+	a.conditionsMu.Unlock()
+	if changed {
+		a.resendInventory.Store(true)
+		a.nudge()
+	}
+}
+
+// clearCondition forgets one of the agent's conditions (the part it
+// reports on is not in use).
+func (a *Agent) clearCondition(typ string) {
+	a.conditionsMu.Lock()
+	_, had := a.conditions[typ]
+	delete(a.conditions, typ)
+	a.conditionsMu.Unlock()
+	if had {
+		a.resendInventory.Store(true)
+		a.nudge()
+	}
+}
+
+func (a *Agent) conditionList() []api.Condition {
+	a.conditionsMu.Lock()
+	defer a.conditionsMu.Unlock()
+	out := make([]api.Condition, 0, len(a.conditions))
+	for _, c := range a.conditions {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
 }
 
 // heartbeat reports status, applies the answer, and returns the interval
@@ -474,7 +529,8 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	sentAt := a.leaseClock().Now()
 	req := api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()}
-	if !a.inventorySent {
+	resend := a.resendInventory.Swap(false)
+	if !a.inventorySent || resend {
 		inv := a.inventory(ctx)
 		req.Inventory = &inv
 	}
@@ -489,6 +545,9 @@ func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 		return a.cfg.RetryInterval, a.join(ctx)
 	}
 	if err != nil {
+		if resend {
+			a.resendInventory.Store(true)
+		}
 		return 0, err
 	}
 	a.renewed(sentAt)

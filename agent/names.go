@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,12 +156,42 @@ func (a *Agent) serveIngress(ctx context.Context) {
 					a.log.Error("cannot serve the cluster's exposed ports", "err", err)
 				}
 				missing = true
+				a.setCondition(api.ConditionIngressReady, false, "HAProxyMissing", err.Error())
 				continue
 			}
 		}
-		if err := proxy.Apply(ctx, pending); err != nil && ctx.Err() == nil {
+		err := proxy.Apply(ctx, pending)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
 			a.log.Error("exposed ports not served as wanted; trying again", "err", err)
+			a.setCondition(api.ConditionIngressReady, false, "ProxyFailed", lastLine(err.Error(), maxConditionMessage))
 			retry = time.After(a.cfg.RetryInterval)
+		case len(pending) == 0:
+			a.clearCondition(api.ConditionIngressReady)
+		default:
+			a.setCondition(api.ConditionIngressReady, true, "Serving", "HAProxy serves port(s) "+portList(pending))
 		}
 	}
+}
+
+// maxConditionMessage bounds a condition's message (HAProxy's errors
+// carry its whole output).
+const maxConditionMessage = 400
+
+// lastLine keeps the end of s, at most n bytes.
+func lastLine(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+func portList(routes []api.IngressRoute) string {
+	ports := make([]string, 0, len(routes))
+	for _, r := range routes {
+		ports = append(ports, strconv.Itoa(r.Port))
+	}
+	return strings.Join(ports, ", ")
 }

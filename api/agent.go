@@ -21,6 +21,8 @@ type Inventory struct {
 	// DNSAddress is where the agent answers its cluster's names
 	// (host:port).
 	DNSAddress string `json:"dnsAddress,omitempty"`
+	// Conditions are the agent's own (the machine's are replaced by them).
+	Conditions []Condition `json:"conditions,omitempty"`
 }
 
 // JoinRequest is sent once by a new agent, with its join token.

@@ -212,6 +212,10 @@ const (
 	// server refuses or fails Gantry's calls: they are retried with
 	// backoff.
 	ConditionKubernetesReady = "KubernetesReady"
+	// ConditionIngressReady is False while an edge machine's agent cannot
+	// serve the cluster's exposed ports (no HAProxy, a port taken, a
+	// configuration refused), with why.
+	ConditionIngressReady = "IngressReady"
 )
 
 // GroupStatus reports a capacity group's machine counts.
@@ -448,6 +452,9 @@ type Machine struct {
 	ReportedInstance string `json:"reportedInstance,omitempty"`
 	// DNSAddress is where the machine's agent answers its cluster's names.
 	DNSAddress string `json:"dnsAddress,omitempty"`
+	// Conditions are what the machine's agent reports of its own parts
+	// (IngressReady on an edge machine).
+	Conditions []Condition `json:"conditions,omitempty"`
 	// TemplateHash is the group template the machine was launched with.
 	TemplateHash string            `json:"templateHash,omitempty"`
 	LaunchKey    string            `json:"launchKey"`

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/api"
 )
 
 // needHAProxy finds HAProxy (scripts/test.sh installs it); on CI its
@@ -246,5 +248,48 @@ func TestIngressSendsTheCanaryItsWeight(t *testing.T) {
 			c.send()
 		}
 		return c.bodies["v2"] == 100, fmt.Sprint(c.bodies)
+	})
+}
+
+// An edge machine whose HAProxy cannot take an exposed port (another
+// program holds it) says so in its IngressReady condition, and serves
+// it once the port is free.
+func TestIngressReportsAPortItCannotTake(t *testing.T) {
+	needHAProxy(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := taken.Addr().(*net.TCPAddr).Port
+	s := startServer(t, t.TempDir(), "--local-exit-with-server")
+	s.apply(t, "web.yaml", edgeSpec(1, "v1", port, ""))
+	edge := func() (api.Condition, string) {
+		machines, err := s.api.ListMachines(context.Background(), "")
+		for _, m := range machines {
+			if m.Group == "edge" && m.Live() {
+				for _, c := range m.Conditions {
+					if c.Type == api.ConditionIngressReady {
+						return c, ""
+					}
+				}
+				return api.Condition{}, fmt.Sprintf("%s: %+v", m.ID, m.Conditions)
+			}
+		}
+		return api.Condition{}, fmt.Sprint("no edge machine ", err)
+	}
+	waitFor(t, "IngressReady False on the edge machine", func() (bool, string) {
+		c, why := edge()
+		return c.Status == "False" && c.Reason == "ProxyFailed", fmt.Sprintf("%+v %s", c, why)
+	})
+	c, _ := edge()
+	t.Logf("IngressReady: %s %s: %s", c.Status, c.Reason, c.Message)
+	taken.Close()
+	waitFor(t, "IngressReady True once the port is free", func() (bool, string) {
+		c, why := edge()
+		return c.Status == "True", fmt.Sprintf("%+v %s", c, why)
+	})
+	waitFor(t, "the port answering", func() (bool, string) {
+		body, ok := get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		return ok && strings.HasPrefix(body, "v1"), body
 	})
 }

@@ -140,6 +140,7 @@ func ApplyInventory(m *api.Machine, inv api.Inventory) {
 	if inv.DNSAddress != "" {
 		m.DNSAddress = inv.DNSAddress
 	}
+	m.Conditions = inv.Conditions
 	if len(inv.Labels) > 0 {
 		labels := make(map[string]string, len(m.Labels)+len(inv.Labels))
 		for k, v := range m.Labels {

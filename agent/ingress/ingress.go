@@ -14,12 +14,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -203,6 +205,7 @@ func (p *Proxy) start(ctx context.Context, l *layout) error {
 		return fmt.Errorf("HAProxy log: %w", err)
 	}
 	defer output.Close()
+	before, _ := output.Seek(0, io.SeekEnd)
 	cmd := exec.Command(p.cfg.Binary, "-W", "-S", p.masterSocket(), "-f", p.configFile())
 	cmd.Stdout, cmd.Stderr, cmd.Dir = output, output, p.cfg.Dir
 	// HAProxy dies with the agent (its workers with their master): a
@@ -228,7 +231,7 @@ func (p *Proxy) start(ctx context.Context, l *layout) error {
 	p.master, p.exited = cmd, exited
 	if err := p.waitAnswering(ctx, ""); err != nil {
 		p.stopLocked()
-		return fmt.Errorf("HAProxy did not start (see %s): %w", output.Name(), err)
+		return fmt.Errorf("HAProxy did not start (log %s): %w: %s", output.Name(), err, alerts(output.Name(), before))
 	}
 	p.cfg.Log.Info("HAProxy serving the exposed ports", "ports", l.ports(), "pid", cmd.Process.Pid)
 	return nil
@@ -295,4 +298,18 @@ func (l *layout) ports() []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// alerts are the last of HAProxy's ALERT lines in its log from offset on
+// (why this start failed).
+func alerts(log string, offset int64) string {
+	data, _ := os.ReadFile(log)
+	data = data[min(offset, int64(len(data))):]
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "[ALERT]") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(out[max(0, len(out)-2):], "; ")
 }
