@@ -41,7 +41,7 @@ func BenchmarkIngressChange(b *testing.B) {
 			if err := p.Apply(ctx, []api.IngressRoute{web}); err != nil {
 				b.Fatal(err)
 			}
-			failed, stop := load("http://127.0.0.1:"+strconv.Itoa(port))
+			failed, stop := load("http://127.0.0.1:" + strconv.Itoa(port))
 			b.ResetTimer()
 			for i := range b.N {
 				routes := []api.IngressRoute{web}
