@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// postmasterPID is the pid in the postmaster.pid of a machine's member
+// data directory (0 when there is none).
+func postmasterPID(t *testing.T, machine string) int {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(os.TempDir(), "gantry-e2e-pg-*", machine, "*", "data", "postmaster.pid"))
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.SplitN(string(data), "\n", 2)[0]); err == nil {
+			return pid
+		}
+	}
+	return 0
+}
+
+// A primary whose PostgreSQL dies right after its promotion (a replica
+// cloned seconds before, as in the fault schedule's seed 476) serves
+// again: its member restarts and recovers the same data, at the same
+// epoch, and the group is healthy again.
+func TestPromotedPrimaryRecoversFromAPostgresCrash(t *testing.T) {
+	s := startFailover(t, nil)
+	before := s.group(t)
+	// West is cloned afresh: the east primary's machine dies, west takes
+	// over, east comes back as a new machine seeded from west.
+	killMachine(t, s.dataDir, primaryMachine(before))
+	s.waitGroup(t, "west promoted, east a new replica", func(g *api.FailoverGroupInfo) bool {
+		return g.Phase == "Healthy" && g.Primary == "west" && g.SyncStandby == "east"
+	})
+	// Now west's machine dies: the freshly cloned east is promoted, and
+	// its PostgreSQL is killed as soon as it serves as primary.
+	mid := s.group(t)
+	killMachine(t, s.dataDir, primaryMachine(mid))
+	promoted := s.waitGroup(t, "east promoted", func(g *api.FailoverGroupInfo) bool {
+		return g.Primary == "east" && g.Endpoint != "" && g.Epoch > mid.Epoch
+	})
+	machine := memberMachine(promoted, "east")
+	pid := postmasterPID(t, machine)
+	if pid == 0 {
+		t.Fatalf("no postmaster.pid for machine %s", machine)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill postmaster %d: %v", pid, err)
+	}
+	t.Logf("killed the new primary's postmaster %d on %s at epoch %d", pid, machine, promoted.Epoch)
+	s.waitGroup(t, "the group healthy again, east primary", func(g *api.FailoverGroupInfo) bool {
+		return g.Phase == "Healthy" && g.Primary == "east"
+	})
+	g := s.group(t)
+	for _, m := range g.Members {
+		if m.Cluster == "east" && (!m.Serving || m.Epoch < promoted.Epoch) {
+			t.Fatalf("east member %+v, want serving at epoch %d or later", m, promoted.Epoch)
+		}
+	}
+}
