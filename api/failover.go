@@ -147,6 +147,9 @@ type FailoverMember struct {
 	// role at Epoch.
 	Serving bool  `json:"serving"`
 	Epoch   int64 `json:"epoch"`
+	// Message is the member's own word on why it does not serve, or is
+	// not in its role yet (its last error).
+	Message string `json:"message,omitempty"`
 }
 
 // Failover roles, as told to members.

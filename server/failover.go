@@ -169,7 +169,7 @@ func failoverInfo(tx store.Tx, g *api.FailoverGroup) (*api.FailoverGroupInfo, er
 			m.Replica, m.Machine, m.State, m.Health = r.ID, r.Machine, string(r.State), r.Health
 			m.Endpoint = decide.Endpoint(r, firstPort(g))
 			if r.Member != nil {
-				m.Serving, m.Epoch, m.Replication = r.Member.Serving, r.Member.Epoch, r.Member.Replication
+				m.Serving, m.Epoch, m.Replication, m.Message = r.Member.Serving, r.Member.Epoch, r.Member.Replication, r.Member.Message
 			}
 			if st.SyncStandby != "" && st.SyncStandby == decide.Instance(r) {
 				info.SyncStandby = side.cluster

@@ -169,4 +169,9 @@ func printFailoverStatus(w io.Writer, fg *api.FailoverGroup) {
 	}
 	fmt.Fprintln(w, "Members:")
 	_ = t.print(w, false)
+	for _, m := range st.Members {
+		if m.Message != "" {
+			fmt.Fprintf(w, "  %s: %s\n", m.Cluster, m.Message)
+		}
+	}
 }
