@@ -187,3 +187,30 @@ func TestExposedPortsReachTheAgentsAndAreNotShared(t *testing.T) {
 		return err == nil && reflect.DeepEqual(n.EdgeGroups, []string{"general"}) && !n.Serves("gpu")
 	})
 }
+
+// Clusters on one network get containerCidrs that do not overlap: the
+// default moves to the next free /16, a named one that overlaps is
+// refused, and a cluster that exists keeps its own.
+func TestContainerCIDRsOfANetworkDoNotOverlap(t *testing.T) {
+	ts, ctx := withTestCluster(t, nil)
+	cidrs := map[string]string{}
+	list, err := ts.admin.ListClusters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list {
+		cidrs[c.Metadata.Name] = c.Spec.ContainerCIDR
+	}
+	if cidrs["dev"] != "10.244.0.0/16" || cidrs["other"] != "10.245.0.0/16" {
+		t.Fatalf("containerCidrs %v, want dev 10.244.0.0/16 and other (same host) 10.245.0.0/16", cidrs)
+	}
+	if _, err := ts.admin.Apply(ctx, []byte(testCluster)); err != nil {
+		t.Fatalf("re-applying both: %v", err)
+	}
+	third := "kind: Cluster\nmetadata: {name: third}\nspec:\n  containerCidr: 10.245.128.0/17\n  capacityGroups:\n    - {groupId: general, instanceType: local.small, minSize: 0, maxSize: 3}\n"
+	_, err = ts.admin.Apply(ctx, []byte(third))
+	var apiErr *client.APIError
+	if !errorAs(err, &apiErr) || apiErr.Field != "spec.containerCidr" || !strings.Contains(apiErr.Message, "overlaps cluster other's 10.245.0.0/16") {
+		t.Fatalf("an overlapping containerCidr: %v, want 422 on spec.containerCidr naming other", err)
+	}
+}

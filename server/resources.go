@@ -3,8 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -103,6 +106,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if errs := stampHeaderSecrets(secrets, secretValues, d.Cluster); errs != nil {
 			return nil, locate(errs, d.Index)
 		}
+		if err := s.placeContainerCIDR(tx, d.Cluster, inRequest); err != nil {
+			return nil, locate(err, d.Index)
+		}
 		a, err := admitCluster(tx, d.Cluster)
 		if err != nil {
 			return nil, locate(err, d.Index)
@@ -143,6 +149,86 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		out = append(out, as...)
 	}
 	return out, nil
+}
+
+// placeContainerCIDR keeps a new cluster's containerCidr off those of
+// the clusters on its network (the same provider key: the same host,
+// account and region, …): the default one moves to the first /16 from
+// it that none holds; one the spec names is refused when it overlaps.
+// A cluster that exists keeps its own (it is immutable); a spec with the
+// default (no containerCidr written) is taken to mean that one.
+func (s *Server) placeContainerCIDR(tx store.Tx, c *api.Cluster, inRequest map[string]*api.Cluster) error {
+	if c.Kubernetes() || c.Spec.ContainerCIDR == "" {
+		return nil
+	}
+	existing, err := tx.GetCluster(c.Metadata.Name)
+	switch {
+	case err == nil:
+		// A spec that names none (the default) keeps the one placed.
+		if c.Spec.ContainerCIDR == spec.DefaultContainerCIDR && existing.Spec.ContainerCIDR != "" {
+			c.Spec.ContainerCIDR = existing.Spec.ContainerCIDR
+		}
+		return nil
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	key, err := s.registry.Key(c.Spec.Provider)
+	if err != nil {
+		return err
+	}
+	stored, err := tx.ListClusters()
+	if err != nil {
+		return err
+	}
+	var taken []netip.Prefix
+	owners := map[netip.Prefix]string{}
+	for _, other := range append(stored, slices.Collect(maps.Values(inRequest))...) {
+		if other.Metadata.Name == c.Metadata.Name || other.Kubernetes() {
+			continue
+		}
+		if k, err := s.registry.Key(other.Spec.Provider); err != nil || k != key {
+			continue
+		}
+		if p, err := netip.ParsePrefix(other.Spec.ContainerCIDR); err == nil {
+			taken, owners[p] = append(taken, p), other.Metadata.Name
+		}
+	}
+	want, err := netip.ParsePrefix(c.Spec.ContainerCIDR)
+	if err != nil {
+		return nil // validation names it
+	}
+	overlapping := func(p netip.Prefix) (netip.Prefix, bool) {
+		for _, t := range taken {
+			if t.Overlaps(p) {
+				return t, true
+			}
+		}
+		return netip.Prefix{}, false
+	}
+	other, clash := overlapping(want)
+	if !clash {
+		return nil
+	}
+	if c.Spec.ContainerCIDR != spec.DefaultContainerCIDR {
+		return spec.ErrorList{{Path: "spec.containerCidr", Message: fmt.Sprintf("%s overlaps cluster %s's %s on the same network (provider %s): pick another", want, owners[other], other, key)}}
+	}
+	for next, ok := nextPrefix(want); ok; next, ok = nextPrefix(next) {
+		if _, clash := overlapping(next); !clash {
+			c.Spec.ContainerCIDR = next.String()
+			return nil
+		}
+	}
+	return spec.ErrorList{{Path: "spec.containerCidr", Message: "every /16 from " + want.String() + " is held by a cluster on this network: name one"}}
+}
+
+// nextPrefix is the prefix of the same size right after p (false past
+// the end of the private 10.0.0.0/8).
+func nextPrefix(p netip.Prefix) (netip.Prefix, bool) {
+	a := p.Addr().As4()
+	step := uint32(1) << (32 - p.Bits())
+	n := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) + step
+	next := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), p.Bits())
+	return next, next.Addr().As4()[0] == 10
 }
 
 // checkExposedPorts refuses a port two services (or failover groups) of
