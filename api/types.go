@@ -606,6 +606,10 @@ type Replica struct {
 	// service's endpoints until then).
 	PreviousAddress string         `json:"previousAddress,omitempty"`
 	PreviousPorts   map[string]int `json:"previousPorts,omitempty"`
+	// HandedOverAt is when the copy on Machine began to run: the one on
+	// PreviousMachine, out of the endpoints since, stops once it has
+	// drained (the service's drainSeconds).
+	HandedOverAt *time.Time `json:"handedOverAt,omitempty"`
 	State           ReplicaState   `json:"state"`
 	Reason          string         `json:"reason,omitempty"`
 	Health          Health         `json:"health,omitempty"`

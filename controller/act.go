@@ -161,7 +161,27 @@ func (w *writer) replicas(plan decide.Plan) error {
 			return err
 		}
 	}
+	for _, id := range plan.EndMoves {
+		if err := w.endMove(id); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// endMove stops the drained old copy of a moved replica (its machine
+// runs it no more).
+func (w *writer) endMove(id string) error {
+	r, err := w.tx.GetReplica(id)
+	if done, err := skip(err); done || !replica.Draining(r) {
+		return err
+	}
+	from := r.PreviousMachine
+	replica.EndMove(r)
+	if err := w.tx.PutReplica(r); err != nil {
+		return err
+	}
+	return w.record(api.EventNormal, "Drained", "Replica", id, "the copy on %s drained and stops", from)
 }
 
 // retire takes a replica out of its service's name; it runs on until a

@@ -66,6 +66,7 @@ type Pass struct {
 func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	p := newPass(cfg, snap, mem, now)
 	p.finishRetiring()
+	p.finishHandovers()
 	p.syncReplicas()
 	p.foldOutcomes()
 	// The machine target always runs: machines of deleted clusters still

@@ -89,7 +89,20 @@ func TestDrainMovesNewCopyFirst(t *testing.T) {
 		t.Fatal("terminated while the old copy still runs")
 	}
 	h.Run()
-	if plan = h.Pass(); len(plan.Terminates) != 1 || plan.Terminates[0].Machine != old.ID {
+	// The new copy runs: the old one leaves the endpoints and drains
+	// (drainSeconds) before it stops and the machine goes.
+	if plan = h.Pass(); len(plan.Terminates) != 0 || len(plan.EndMoves) != 0 {
+		t.Fatalf("the old copy stopped before it drained: %+v %+v", plan.EndMoves, plan.Terminates)
+	}
+	h.Step(api.UpdatePolicy{}.Drain())
+	plan = h.Pass()
+	if len(plan.EndMoves) != 1 || plan.EndMoves[0] != "web-0" {
+		t.Fatalf("want web-0's old copy stopped once drained: %+v", plan.EndMoves)
+	}
+	if len(plan.Terminates) == 0 {
+		plan = h.Pass()
+	}
+	if len(plan.Terminates) != 1 || plan.Terminates[0].Machine != old.ID {
 		t.Fatalf("want the drained machine terminated: %+v", plan.Terminates)
 	}
 }

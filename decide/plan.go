@@ -18,6 +18,9 @@ type Plan struct {
 	// RetireReplicas take serving replicas out of their names; they are
 	// deleted once drained.
 	RetireReplicas []ReplicaDelete
+	// EndMoves stop the old copies of moved replicas that have drained
+	// since their handover (replica ids).
+	EndMoves []string
 	// Reverts return services whose deployment failed to their last good
 	// revision.
 	Reverts []Revert

@@ -120,6 +120,17 @@ func (p *Pass) finishRetiring() {
 	}
 }
 
+// finishHandovers stops the old copies of moved replicas once drained:
+// out of the endpoints since the new copy ran, for drainSeconds.
+func (p *Pass) finishHandovers() {
+	for _, r := range p.replicas {
+		if replica.Draining(r) && p.now.Sub(*r.HandedOverAt) >= p.drainOf(r) {
+			p.plan.EndMoves = append(p.plan.EndMoves, r.ID)
+			replica.EndMove(r)
+		}
+	}
+}
+
 func (p *Pass) dropDeleted() {
 	kept := p.replicas[:0]
 	for _, r := range p.replicas {

@@ -153,8 +153,9 @@ func (c *nameClient) send() {
 
 // A client that finds a service by name (an agent's DNS, answers cached
 // for their TTL) and sends a request every 10 ms loses none through a
-// rolling deployment of 6 replicas and a scale from 6 to 2: a replica
-// leaves the name before it stops, and enters it once it serves.
+// rolling deployment of 6 replicas, a scale from 6 to 2 and the drain of
+// a machine running one of them: a replica (or a moved replica's old
+// copy) leaves the name before it stops, and enters it once it serves.
 func TestNamesKeepServingThroughDeploymentAndScaleDown(t *testing.T) {
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	s.apply(t, "v1.yaml", deployment(6, "v1", ""))
@@ -184,6 +185,13 @@ func TestNamesKeepServingThroughDeploymentAndScaleDown(t *testing.T) {
 		rs := s.replicas("web")
 		return len(rs) == 2, fmt.Sprintf("%d replicas", len(rs))
 	})
+	// A drained machine's replica moves, new copy first; its old copy
+	// leaves the name once the new one runs, and stops drainSeconds later.
+	drained := s.replicas("web")[0].Machine
+	if out, errOut, code := s.gantry("drain", drained, "--wait"); code != 0 {
+		stop()
+		t.Fatalf("drain %s: exit %d %s%s", drained, code, out, errOut)
+	}
 	stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()

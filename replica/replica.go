@@ -140,7 +140,7 @@ func (c Change) StateChanged() bool { return c.From != "" }
 // Observe applies what the replica's runner (agent, pod) reports of it.
 func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time) (Change, error) {
 	var c Change
-	handover := r.PreviousMachine != "" && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
+	handover := r.PreviousMachine != "" && r.HandedOverAt == nil && st.State == api.ReplicaRunning && st.Health != api.HealthUnhealthy
 	if r.State == st.State && r.Health == st.Health && r.Restarts == st.Restarts && r.Reason == st.Message &&
 		maps.Equal(r.HostPorts, st.HostPorts) && (address == "" || r.Address == address) && r.Node == st.Node && !handover &&
 		memberEqual(r.Member, st.Member) {
@@ -158,8 +158,10 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 		r.Address = address
 	}
 	if handover {
+		// The old copy leaves the endpoints now and stops once drained.
 		c.HandedOver = r.PreviousMachine
-		EndMove(r)
+		at := now.UTC()
+		r.HandedOverAt = &at
 	}
 	c.Changed = true
 	return c, nil
@@ -167,13 +169,17 @@ func Observe(r *api.Replica, st api.ReplicaStatus, address string, now time.Time
 
 // EndMove forgets the copy a replica was moving off (it stops).
 func EndMove(r *api.Replica) {
-	r.PreviousMachine, r.PreviousAddress, r.PreviousPorts = "", "", nil
+	r.PreviousMachine, r.PreviousAddress, r.PreviousPorts, r.HandedOverAt = "", "", nil, nil
 }
+
+// Draining reports whether a replica's old copy, handed over, is
+// draining on PreviousMachine.
+func Draining(r *api.Replica) bool { return r.PreviousMachine != "" && r.HandedOverAt != nil }
 
 // Available reports whether a replica runs and passes its health check
 // (where it has one).
 func Available(r *api.Replica) bool {
-	return r.State == api.ReplicaRunning && r.Health != api.HealthUnhealthy && r.PreviousMachine == ""
+	return r.State == api.ReplicaRunning && r.Health != api.HealthUnhealthy && (r.PreviousMachine == "" || r.HandedOverAt != nil)
 }
 
 // Report is what the runner of some replicas observed of them: an agent

@@ -46,8 +46,16 @@ func TestAssignAndMove(t *testing.T) {
 		t.Fatalf("move: %+v %v", r, err)
 	}
 	c, err := Observe(r, api.ReplicaStatus{State: api.ReplicaRunning, Health: api.HealthHealthy}, "10.0.0.2", now)
-	if err != nil || c.HandedOver != "m1" || r.PreviousMachine != "" || r.Address != "10.0.0.2" || !c.StateChanged() {
+	// Handed over: the new copy serves; the old one drains on m1.
+	if err != nil || c.HandedOver != "m1" || !Draining(r) || r.PreviousMachine != "m1" || r.Address != "10.0.0.2" || !c.StateChanged() || !Available(r) {
 		t.Fatalf("handover: %+v %+v %v", r, c, err)
+	}
+	if c, _ := Observe(r, api.ReplicaStatus{State: api.ReplicaRunning, Health: api.HealthHealthy}, "10.0.0.2", now.Add(time.Second)); c.HandedOver != "" {
+		t.Fatalf("a second report handed over again: %+v", c)
+	}
+	EndMove(r)
+	if r.PreviousMachine != "" || r.HandedOverAt != nil || Draining(r) {
+		t.Fatalf("after the drain: %+v", r)
 	}
 }
 

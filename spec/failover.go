@@ -190,6 +190,8 @@ func FailoverMembers(g *api.FailoverGroup) []*api.Service {
 		sp.Command = append([]string{"gantry", "member", "--"}, g.Spec.Template.Command...)
 		zero, one := 0, 1
 		sp.Update.MaxSurge, sp.Update.MaxUnavailable = &zero, &one
+		// The group's name is its drain: a member's old copy stops at once.
+		sp.Update.DrainSeconds = &zero
 		if sp.HealthCheck == nil && len(sp.Ports) > 0 {
 			sp.HealthCheck = &api.HealthCheck{TCP: &api.TCPCheck{Port: sp.Ports[0].Name}}
 		}

@@ -81,6 +81,13 @@ func (h *Harness) applyReplicas(p decide.Plan) {
 	for _, d := range p.DeleteReplicas {
 		h.Snap.Replicas = slices.DeleteFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.ID == d.ID })
 	}
+	for _, id := range p.EndMoves {
+		for _, r := range h.Snap.Replicas {
+			if r.ID == id && replica.Draining(r) {
+				replica.EndMove(r)
+			}
+		}
+	}
 	for _, d := range p.RetireReplicas {
 		for _, r := range h.Snap.Replicas {
 			if r.ID == d.ID && r.RetiringSince == nil {

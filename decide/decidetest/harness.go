@@ -276,6 +276,6 @@ func (h *Harness) steady() bool {
 }
 
 func quiet(p decide.Plan) bool {
-	return len(p.CreateReplicas)+len(p.Reverts)+len(p.DeleteReplicas)+len(p.RetireReplicas)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
+	return len(p.CreateReplicas)+len(p.Reverts)+len(p.DeleteReplicas)+len(p.RetireReplicas)+len(p.EndMoves)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
 		len(p.Drains)+len(p.Terminates)+len(p.TerminateCalls)+len(p.Assignments)+len(p.Evictions)+len(p.Unreachable)+len(p.Adoptions)+len(p.Orphans) == 0
 }
