@@ -1,0 +1,199 @@
+// Package mesh is a machine's side of a cluster's encrypted overlay: a
+// WireGuard interface (userspace WireGuard over a TUN device, which
+// needs no kernel module) that carries the cluster's containerCidr to
+// the other machines, each peer allowed its own /24. The private key is
+// made on the machine and never leaves it; only the public key and the
+// endpoint go to the server, which hands every machine its peers.
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.zx2c4.com/wireguard/conn"
+	"golang.zx2c4.com/wireguard/device"
+	"golang.zx2c4.com/wireguard/tun"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// Config is how the overlay runs on a machine.
+type Config struct {
+	// Interface names the WireGuard interface.
+	Interface string
+	// ListenPort is WireGuard's UDP port.
+	ListenPort int
+	// MTU of the interface (WireGuard's 80 bytes of overhead below the
+	// network's 1500).
+	MTU int
+	// KeyFile keeps the private key (made at the first start, mode 0600).
+	KeyFile string
+	// KeepAlive is how often a peer is sent a keepalive (through NAT).
+	KeepAlive time.Duration
+	Log       *slog.Logger
+}
+
+// DefaultConfig returns the defaults, the key under dir.
+func DefaultConfig(dir string) Config {
+	return Config{Interface: "gantry0", ListenPort: 51820, MTU: 1420, KeyFile: filepath.Join(dir, "mesh.key"),
+		KeepAlive: 25 * time.Second, Log: slog.Default()}
+}
+
+// Peer is another machine of the cluster as the overlay sees it.
+type Peer struct {
+	// PublicKey is its WireGuard public key (base64).
+	PublicKey string
+	// Endpoint is where its WireGuard listens (host:port).
+	Endpoint string
+	// Subnets are what it carries: its /24.
+	Subnets []netip.Prefix
+}
+
+// Mesh is the running overlay interface.
+type Mesh struct {
+	cfg  Config
+	key  wgtypes.Key
+	dev  *device.Device
+	link netlink.Link
+}
+
+// Start brings up the interface with this machine's address in the
+// overlay (its /24's first address, as a /32) and a route to the whole
+// containerCidr through it; the machine's own /24, routed locally, is
+// more specific and stays off the overlay.
+func Start(cfg Config, address netip.Addr, cluster netip.Prefix) (*Mesh, error) {
+	key, err := loadOrMakeKey(cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	tdev, err := tun.CreateTUN(cfg.Interface, cfg.MTU)
+	if err != nil {
+		return nil, fmt.Errorf("create the overlay's TUN device %s (needs /dev/net/tun and CAP_NET_ADMIN): %w", cfg.Interface, err)
+	}
+	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: func(format string, args ...any) {
+		cfg.Log.Warn("wireguard: " + fmt.Sprintf(format, args...))
+	}}
+	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
+	m := &Mesh{cfg: cfg, key: key, dev: dev}
+	if err := m.configure(address, cluster); err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Mesh) configure(address netip.Addr, cluster netip.Prefix) error {
+	if err := m.dev.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=%d\n", hexKey(m.key), m.cfg.ListenPort)); err != nil {
+		return fmt.Errorf("configure WireGuard: %w", err)
+	}
+	if err := m.dev.Up(); err != nil {
+		return fmt.Errorf("WireGuard up: %w", err)
+	}
+	link, err := netlink.LinkByName(m.cfg.Interface)
+	if err != nil {
+		return fmt.Errorf("overlay interface %s: %w", m.cfg.Interface, err)
+	}
+	m.link = link
+	addr := &netlink.Addr{IPNet: &net.IPNet{IP: address.AsSlice(), Mask: net.CIDRMask(address.BitLen(), address.BitLen())}}
+	if err := netlink.AddrReplace(link, addr); err != nil {
+		return fmt.Errorf("address %s on %s: %w", address, m.cfg.Interface, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("set %s up: %w", m.cfg.Interface, err)
+	}
+	dst := &net.IPNet{IP: cluster.Addr().AsSlice(), Mask: net.CIDRMask(cluster.Bits(), cluster.Addr().BitLen())}
+	if err := netlink.RouteReplace(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: dst, Src: address.AsSlice()}); err != nil {
+		return fmt.Errorf("route %s through %s: %w", cluster, m.cfg.Interface, err)
+	}
+	return nil
+}
+
+// PublicKey is what the server hands the other machines (base64).
+func (m *Mesh) PublicKey() string { return m.key.PublicKey().String() }
+
+// SetPeers replaces the peers: a machine that left is gone from them at
+// once (its traffic is refused from then on).
+func (m *Mesh) SetPeers(peers []Peer) error {
+	var b strings.Builder
+	b.WriteString("replace_peers=true\n")
+	for _, p := range peers {
+		pub, err := wgtypes.ParseKey(p.PublicKey)
+		if err != nil {
+			return fmt.Errorf("peer key %q: %w", p.PublicKey, err)
+		}
+		endpoint, err := net.ResolveUDPAddr("udp", p.Endpoint)
+		if err != nil {
+			return fmt.Errorf("peer endpoint %q: %w", p.Endpoint, err)
+		}
+		fmt.Fprintf(&b, "public_key=%s\nendpoint=%s\npersistent_keepalive_interval=%d\nreplace_allowed_ips=true\n",
+			hexKey(pub), endpoint, int(m.cfg.KeepAlive.Seconds()))
+		for _, s := range p.Subnets {
+			fmt.Fprintf(&b, "allowed_ip=%s\n", s)
+		}
+	}
+	if err := m.dev.IpcSet(b.String()); err != nil {
+		return fmt.Errorf("set WireGuard peers: %w", err)
+	}
+	return nil
+}
+
+// Traffic is what the interface sent and received, in bytes, over all
+// peers (WireGuard's own counters).
+func (m *Mesh) Traffic() (rx, tx int64, err error) {
+	state, err := m.dev.IpcGet()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(state, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "rx_bytes":
+			rx += n
+		case "tx_bytes":
+			tx += n
+		}
+	}
+	return rx, tx, nil
+}
+
+// Close takes the interface down and removes it.
+func (m *Mesh) Close() {
+	m.dev.Close()
+}
+
+func hexKey(k wgtypes.Key) string { return fmt.Sprintf("%x", k[:]) }
+
+// loadOrMakeKey reads the machine's private key, or makes and keeps one.
+func loadOrMakeKey(path string) (wgtypes.Key, error) {
+	data, err := os.ReadFile(path)
+	if err == nil {
+		key, err := wgtypes.ParseKey(strings.TrimSpace(string(data)))
+		if err != nil {
+			return wgtypes.Key{}, fmt.Errorf("overlay key %s: %w", path, err)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return wgtypes.Key{}, fmt.Errorf("overlay key: %w", err)
+	}
+	key, err := wgtypes.GeneratePrivateKey()
+	if err != nil {
+		return wgtypes.Key{}, fmt.Errorf("make the overlay key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return wgtypes.Key{}, err
+	}
+	if err := os.WriteFile(path, []byte(key.String()+"\n"), 0o600); err != nil {
+		return wgtypes.Key{}, fmt.Errorf("keep the overlay key: %w", err)
+	}
+	return key, nil
+}

@@ -1,0 +1,240 @@
+package mesh
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The two-machine test runs each machine's side in a network namespace
+// of its own: this test binary again, under `ip netns exec`, told its
+// part by these variables.
+const (
+	helperEnv  = "GANTRY_MESH_HELPER" // this side's name: a or b
+	dirEnv     = "GANTRY_MESH_DIR"    // where the sides swap keys and results
+	subnetEnv  = "GANTRY_MESH_SUBNET" // this side's /24
+	listenEnv  = "GANTRY_MESH_LISTEN" // this side's WireGuard endpoint
+	peerEnv    = "GANTRY_MESH_PEER"   // name:subnet:endpoint of the other
+	clusterNet = "10.244.0.0/16"
+)
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(helperEnv); name != "" {
+		if err := helper(name); err != nil {
+			fmt.Fprintln(os.Stderr, "mesh helper:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// helper is one machine: it brings the overlay up, swaps public keys
+// with the other side through the shared directory (the server's part),
+// answers on its /24 address, and calls the other's; told to leave, it
+// drops its peer ("drop") or keeps it, and calls once more.
+func helper(name string) error {
+	dir := os.Getenv(dirEnv)
+	subnet := netip.MustParsePrefix(os.Getenv(subnetEnv))
+	peerName, rest, _ := strings.Cut(os.Getenv(peerEnv), ":")
+	peerSubnet, peerEndpoint, _ := strings.Cut(rest, ":")
+	peerEndpoint = strings.Replace(peerEndpoint, "_", ":", 1)
+	self := subnet.Addr().Next()
+	cfg := DefaultConfig(filepath.Join(dir, name))
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	_, port, _ := net.SplitHostPort(os.Getenv(listenEnv))
+	fmt.Sscan(port, &cfg.ListenPort)
+	m, err := Start(cfg, self, netip.MustParsePrefix(clusterNet))
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	if err := os.WriteFile(filepath.Join(dir, name+".pub"), []byte(m.PublicKey()), 0o600); err != nil {
+		return err
+	}
+	peerKey, err := waitFile(filepath.Join(dir, peerName+".pub"))
+	if err != nil {
+		return err
+	}
+	peer := Peer{PublicKey: peerKey, Endpoint: peerEndpoint, Subnets: []netip.Prefix{netip.MustParsePrefix(peerSubnet)}}
+	if err := m.SetPeers([]Peer{peer}); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(self.String(), "7000"))
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "%s\n", name)
+			c.Close()
+		}
+	}()
+	peerAddr := net.JoinHostPort(netip.MustParsePrefix(peerSubnet).Addr().Next().String(), "7000")
+	answer := call(peerAddr, 20*time.Second)
+	rx, tx, _ := m.Traffic()
+	route, _ := exec.Command("ip", "route", "get", netip.MustParsePrefix(peerSubnet).Addr().Next().String()).Output()
+	result := fmt.Sprintf("answer=%s rx=%d tx=%d route=%s", answer, rx, tx, strings.TrimSpace(string(route)))
+	if err := os.WriteFile(filepath.Join(dir, name+".result"), []byte(result), 0o600); err != nil {
+		return err
+	}
+	what, err := waitFile(filepath.Join(dir, name+".leave"))
+	if err != nil {
+		return err
+	}
+	if what == "drop" {
+		if err := m.SetPeers(nil); err != nil {
+			return err
+		}
+	}
+	after := call(peerAddr, 2*time.Second)
+	if err := os.WriteFile(filepath.Join(dir, name+".after"), []byte("answer="+after), 0o600); err != nil {
+		return err
+	}
+	_, err = waitFile(filepath.Join(dir, "stop"))
+	return err
+}
+
+// call reads the other side's name at addr, trying until limit ("" when
+// it never answered).
+func call(addr string, limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
+		if err == nil {
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if line != "" {
+				return strings.TrimSpace(line)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return ""
+}
+
+func waitFile(path string) (string, error) {
+	for range 600 {
+		if data, err := os.ReadFile(path); err == nil {
+			return strings.TrimSpace(string(data)), nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return "", fmt.Errorf("no %s within 30 s", path)
+}
+
+// needNetns skips without root, ip(8) or a TUN device (CI runs as root
+// and has them: there their absence fails).
+func needNetns(t *testing.T) {
+	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("CI") == "true" {
+		skip = t.Fatalf
+	}
+	if os.Geteuid() != 0 {
+		skip("the overlay test makes network namespaces: it needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		skip("ip(8) is not installed (Debian package iproute2)")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		skip("no /dev/net/tun: %v", err)
+	}
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// Two machines, each in a network namespace of its own joined by a veth
+// pair (the network between them): each reaches the other's /24 address
+// through the overlay only (the route is the WireGuard interface, whose
+// counters carry the traffic), and once one drops the other from its
+// peers, the other's calls get no answer.
+func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
+	needNetns(t)
+	id := fmt.Sprintf("gm%d", os.Getpid()%100000)
+	nsA, nsB := id+"a", id+"b"
+	run(t, "ip", "netns", "add", nsA)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", nsA).Run() })
+	run(t, "ip", "netns", "add", nsB)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", nsB).Run() })
+	run(t, "ip", "link", "add", id+"va", "netns", nsA, "type", "veth", "peer", "name", id+"vb", "netns", nsB)
+	for _, side := range []struct{ ns, link, addr string }{{nsA, id + "va", "192.168.77.1/30"}, {nsB, id + "vb", "192.168.77.2/30"}} {
+		run(t, "ip", "-n", side.ns, "addr", "add", side.addr, "dev", side.link)
+		run(t, "ip", "-n", side.ns, "link", "set", side.link, "up")
+		run(t, "ip", "-n", side.ns, "link", "set", "lo", "up")
+	}
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sides := []struct{ name, ns, subnet, listen, peer string }{
+		{"a", nsA, "10.244.1.0/24", "192.168.77.1:51820", "b:10.244.2.0/24:192.168.77.2_51820"},
+		{"b", nsB, "10.244.2.0/24", "192.168.77.2:51820", "a:10.244.1.0/24:192.168.77.1_51820"},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var helpers []*exec.Cmd
+	for _, s := range sides {
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", s.ns, exe, "-test.run", "^$")
+		cmd.Env = append(os.Environ(), helperEnv+"="+s.name, dirEnv+"="+dir, subnetEnv+"="+s.subnet, listenEnv+"="+s.listen, peerEnv+"="+s.peer)
+		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		helpers = append(helpers, cmd)
+	}
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(dir, "stop"), nil, 0o600)
+		for _, h := range helpers {
+			_ = h.Wait()
+		}
+	})
+	for _, s := range sides {
+		result, err := waitFile(filepath.Join(dir, s.name+".result"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %s", s.name, result)
+		other := map[string]string{"a": "b", "b": "a"}[s.name]
+		if !strings.Contains(result, "answer="+other+" ") || !strings.Contains(result, "dev gantry0") || strings.Contains(result, "rx=0 ") || strings.Contains(result, "tx=0 ") {
+			t.Fatalf("%s: %s, want %s's answer over the overlay (route through gantry0, WireGuard counters moving)", s.name, result, other)
+		}
+		if key, _ := os.ReadFile(filepath.Join(dir, s.name, "mesh.key")); len(key) == 0 {
+			t.Fatalf("%s kept no private key", s.name)
+		}
+	}
+	// a drops b (b left the cluster, as a's next peer list says): b,
+	// which still has a as its peer, can no longer reach a.
+	_ = os.WriteFile(filepath.Join(dir, "a.leave"), []byte("drop"), 0o600)
+	if _, err := waitFile(filepath.Join(dir, "a.after")); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "b.leave"), []byte("keep"), 0o600)
+	after, err := waitFile(filepath.Join(dir, "b.after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != "answer=" {
+		t.Fatalf("b after a dropped it: %s, want no answer", after)
+	}
+}
