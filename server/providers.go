@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,13 @@ func (s *Server) prepareProviders(exe, installation string) error {
 		AgentBinary: exe, StateDir: filepath.Join(s.cfg.DataDir, "local"), StopGrace: s.cfg.LocalStopGrace,
 		ExitWithServer: s.cfg.LocalExitWithServer, AgentArgs: append([]string{"--runtime", s.cfg.LocalRuntime}, s.cfg.LocalAgentArgs...), Logger: s.log,
 		Installation: installation,
+	}
+	if s.cfg.LocalNetnsBridge != "" {
+		prefix, err := netip.ParsePrefix(s.cfg.LocalNetnsCIDR)
+		if err != nil {
+			return fmt.Errorf("--local-netns-cidr %q: %w", s.cfg.LocalNetnsCIDR, err)
+		}
+		localCfg.Netns = &local.Netns{Bridge: s.cfg.LocalNetnsBridge, Prefix: prefix}
 	}
 	if s.cfg.LocalRuntime == dockerrt.Name {
 		// A killed agent's containers outlive it; they go with its machine.

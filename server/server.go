@@ -166,6 +166,11 @@ type Config struct {
 	LocalStopGrace      time.Duration
 	LocalExitWithServer bool
 	LocalAgentArgs      []string
+	// LocalNetnsBridge and LocalNetnsCIDR put each local machine in a
+	// network namespace of its own on that bridge (which holds the
+	// prefix's first address); empty: machines share the host's network.
+	LocalNetnsBridge string
+	LocalNetnsCIDR   string
 	// LocalRuntime is the runtime local machines' agents use: process, or
 	// docker for containers on this host's engine.
 	LocalRuntime string

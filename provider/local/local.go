@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,10 @@ type Config struct {
 	// since that holds the admin token, the encryption key and secret
 	// values. Default: DefaultPassEnv.
 	PassEnv []string
-	Logger  *slog.Logger
+	// Netns, when set, puts each machine in a network namespace of its
+	// own on a bridge of the host (see Netns).
+	Netns  *Netns
+	Logger *slog.Logger
 }
 
 // DefaultPassEnv is what an agent needs of its host's environment: where
@@ -71,6 +75,19 @@ type record struct {
 	Key  string   `json:"key"`
 	PID  int      `json:"pid"`
 	Args []string `json:"args"`
+	// Address is the machine's (127.0.0.1, or its namespace's).
+	Address string `json:"address,omitempty"`
+}
+
+// addressesTaken are the addresses of machines not terminated.
+func (p *Provider) addressesTaken() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range p.records {
+		if r.State != provisioner.StateTerminated && r.Address != "" {
+			out[r.Address] = true
+		}
+	}
+	return out
 }
 
 // Provider is the local provisioner.
@@ -132,7 +149,15 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 		ID: id, State: provisioner.StatePending, InstanceType: it.Name, CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand),
 		Zone: Zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags),
 	}}
-	r.Args = p.agentArgs(id, it, r.CapacityType, spec.Tags, spec.Bootstrap)
+	r.Address = "127.0.0.1"
+	if p.cfg.Netns.Enabled() {
+		addr, err := p.cfg.Netns.address(p.addressesTaken())
+		if err != nil {
+			return nil, provisioner.Errorf(provisioner.KindInsufficientCapacity, "launch", "%v", err)
+		}
+		r.Address = addr.String()
+	}
+	r.Args = p.agentArgs(id, r.Address, it, r.CapacityType, spec.Tags, spec.Bootstrap)
 	p.records[id] = r
 	if err := p.save(); err != nil {
 		delete(p.records, id)
@@ -146,10 +171,10 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 // agentArgs are a machine's agent's arguments. They carry the instance's
 // id, type and tags, as a cloud keeps them with the instance: any server
 // of the installation finds the machine on this host by them (hostscan.go).
-func (p *Provider) agentArgs(id string, it provisioner.InstanceType, capacityType string, tags map[string]string, b provisioner.Bootstrap) []string {
+func (p *Provider) agentArgs(id, address string, it provisioner.InstanceType, capacityType string, tags map[string]string, b provisioner.Bootstrap) []string {
 	args := []string{"agent",
 		"--server", b.ServerURL, "--cluster", b.Cluster, "--group", b.Group, "--machine-id", b.MachineID,
-		"--zone", Zone, "--address", "127.0.0.1",
+		"--zone", Zone, "--address", address,
 		"--data-dir", p.machineDir(id),
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", fmt.Sprint(it.MemoryBytes), "--ephemeral-storage", fmt.Sprint(it.EphemeralBytes),
 		"--provider-id", id, "--instance-type", it.Name, "--capacity-type", capacityType,
@@ -199,7 +224,18 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 		}
 		args = append(append([]string{}, args...), "--join-token-file", tokenPath)
 	}
-	cmd := exec.Command(p.cfg.AgentBinary, args...)
+	binary := p.cfg.AgentBinary
+	if n := p.cfg.Netns; n.Enabled() {
+		addr, err := netip.ParseAddr(r.Address)
+		if err != nil {
+			return fmt.Errorf("machine address %q: %w", r.Address, err)
+		}
+		if err := n.create(r.ID, addr); err != nil {
+			return err
+		}
+		binary, args = n.wrap(r.ID, binary, args)
+	}
+	cmd := exec.Command(binary, args...)
 	cmd.Env = agentEnv(p.cfg.PassEnv, os.LookupEnv)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -211,7 +247,7 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 	}
 	r.PID = cmd.Process.Pid
 	r.State = provisioner.StateRunning
-	r.Addresses = []string{"127.0.0.1"}
+	r.Addresses = []string{cmp.Or(r.Address, "127.0.0.1")}
 	done := make(chan struct{})
 	p.exited[r.ID] = done
 	go func() {
@@ -274,6 +310,9 @@ func (p *Provider) halt(ctx context.Context, id string, during, final provisione
 		}
 		// Replicas share the agent's process group: none may outlive it.
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	if p.cfg.Netns.Enabled() {
+		p.cfg.Netns.remove(id)
 	}
 	if release := p.cfg.ReleaseMachine; release != nil {
 		if err := release(ctx, r.Tags[provisioner.TagMachine]); err != nil {
