@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gantry-dev/gantry/agent/ingress"
+	"github.com/gantry-dev/gantry/agent/mesh"
 	"github.com/gantry-dev/gantry/agent/names"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
@@ -111,6 +112,9 @@ type Config struct {
 	// Ingress is how an edge machine runs HAProxy for the cluster's
 	// exposed ports (its Dir defaults to DataDir/ingress).
 	Ingress ingress.Config
+	// Mesh is how a machine of an overlay cluster joins its mesh (its key
+	// is kept in DataDir).
+	Mesh mesh.Config
 }
 
 // DefaultConfig returns the defaults.
@@ -126,6 +130,7 @@ func DefaultConfig() Config {
 		Telemetry:  telemetry.DefaultAgentConfig(),
 		DNS:        names.DefaultConfig(), NamesPollTimeout: time.Minute,
 		Ingress: ingress.DefaultConfig(""),
+		Mesh:    mesh.DefaultConfig(""),
 	}
 }
 
@@ -170,6 +175,9 @@ type Agent struct {
 	conditionsMu    sync.Mutex
 	conditions      map[string]api.Condition
 	resendInventory atomic.Bool
+	// overlay is the machine's side of its cluster's mesh (nil: none).
+	overlayMu sync.Mutex
+	overlay   *mesh.Mesh
 }
 
 // New returns an agent using driver to run replicas.
@@ -297,6 +305,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.serveIngress(logCtx)
 	}()
 	defer func() { stopLogs(); <-ingressDone }() // HAProxy stopped before the agent exits
+	defer a.closeOverlay()
 	go a.watchLeases(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}
@@ -473,6 +482,7 @@ func (a *Agent) inventory(ctx context.Context) api.Inventory {
 	}
 	inv.Hostname, _ = os.Hostname()
 	inv.Conditions = a.conditionList()
+	inv.MeshKey, inv.MeshEndpoint = a.overlayIdentity()
 	return inv
 }
 

@@ -88,6 +88,9 @@ func (a *Agent) watchNames(ctx context.Context) {
 					a.dns.Set(*got)
 				}
 				a.offerRoutes(a.routesServed(*got))
+				if got.Mesh != nil {
+					a.joinOverlay(got.Mesh)
+				}
 				a.log.Debug("names changed", "version", got.Version, "records", len(got.Records), "exposed", len(got.Ingress))
 			}
 			continue

@@ -23,6 +23,10 @@ type Inventory struct {
 	DNSAddress string `json:"dnsAddress,omitempty"`
 	// Conditions are the agent's own (the machine's are replaced by them).
 	Conditions []Condition `json:"conditions,omitempty"`
+	// MeshKey and MeshEndpoint: the machine's overlay public key and
+	// WireGuard endpoint (overlay clusters).
+	MeshKey      string `json:"meshKey,omitempty"`
+	MeshEndpoint string `json:"meshEndpoint,omitempty"`
 }
 
 // JoinRequest is sent once by a new agent, with its join token.

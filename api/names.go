@@ -1,5 +1,7 @@
 package api
 
+import "net/netip"
+
 // NameDomain is the DNS zone agents answer: <service>.<cluster>.gantry.
 const NameDomain = "gantry."
 
@@ -55,6 +57,35 @@ type ClusterNames struct {
 	// EdgeGroups are the capacity groups whose machines serve Ingress
 	// (none: every machine of the cluster does).
 	EdgeGroups []string `json:"edgeGroups,omitempty"`
+	// Mesh is the overlay of a cluster in overlay mode (nil otherwise).
+	Mesh *MeshConfig `json:"mesh,omitempty"`
+}
+
+// MeshConfig is what a machine needs to join its cluster's overlay.
+type MeshConfig struct {
+	// ContainerCIDR is what the overlay carries.
+	ContainerCIDR string `json:"containerCidr"`
+	// Peers are the cluster's live machines with a /24, each machine's
+	// own entry included (its key empty until it reported one).
+	Peers []MeshPeer `json:"peers"`
+}
+
+// MeshPeer is one machine of an overlay.
+type MeshPeer struct {
+	Machine   string `json:"machine"`
+	PublicKey string `json:"publicKey,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	Subnet    string `json:"subnet"`
+}
+
+// MeshAddress is a machine's address in the overlay: its /24's first
+// address ("" for a subnet that does not parse).
+func MeshAddress(subnet string) string {
+	p, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return ""
+	}
+	return p.Masked().Addr().Next().String()
 }
 
 // Serves says whether the machines of a capacity group serve the

@@ -64,6 +64,32 @@ type ClusterSpec struct {
 	Agent      *AgentTemplate `json:"agent,omitempty"`
 	Monitoring *Monitoring    `json:"monitoring,omitempty"`
 	Rollout    RolloutPolicy  `json:"rollout,omitempty"`
+	// Network is how replicas are reached (a template input: a change of
+	// mode rolls the machines).
+	Network *NetworkSpec `json:"network,omitempty"`
+}
+
+// NetworkSpec is a cluster's network.
+type NetworkSpec struct {
+	// Mode is host (replicas on their machine's address, host ports) or
+	// overlay (machines joined by an encrypted WireGuard mesh carrying the
+	// containerCidr; replicas reached at their machine's /24 address).
+	Mode string `json:"mode,omitempty"`
+}
+
+// Network modes.
+const (
+	NetworkHost    = "host"
+	NetworkOverlay = "overlay"
+	NetworkRouted  = "routed"
+)
+
+// NetworkMode is the cluster's network mode (host when unset).
+func (c *Cluster) NetworkMode() string {
+	if c.Spec.Network == nil || c.Spec.Network.Mode == "" {
+		return NetworkHost
+	}
+	return c.Spec.Network.Mode
 }
 
 // AgentTemplate is what machines boot with. Every field reaches the
@@ -216,6 +242,9 @@ const (
 	// serve the cluster's exposed ports (no HAProxy, a port taken, a
 	// configuration refused), with why.
 	ConditionIngressReady = "IngressReady"
+	// ConditionNetworkReady is False while an overlay cluster's machine
+	// cannot join the mesh (no TUN device, no permission), with why.
+	ConditionNetworkReady = "NetworkReady"
 )
 
 // GroupStatus reports a capacity group's machine counts.
@@ -452,6 +481,10 @@ type Machine struct {
 	ReportedInstance string `json:"reportedInstance,omitempty"`
 	// DNSAddress is where the machine's agent answers its cluster's names.
 	DNSAddress string `json:"dnsAddress,omitempty"`
+	// MeshKey and MeshEndpoint are the machine's side of its cluster's
+	// overlay: its WireGuard public key and where it listens.
+	MeshKey      string `json:"meshKey,omitempty"`
+	MeshEndpoint string `json:"meshEndpoint,omitempty"`
 	// Conditions are what the machine's agent reports of its own parts
 	// (IngressReady on an edge machine).
 	Conditions []Condition `json:"conditions,omitempty"`
@@ -609,15 +642,15 @@ type Replica struct {
 	// HandedOverAt is when the copy on Machine began to run: the one on
 	// PreviousMachine, out of the endpoints since, stops once it has
 	// drained (the service's drainSeconds).
-	HandedOverAt *time.Time `json:"handedOverAt,omitempty"`
-	State           ReplicaState   `json:"state"`
-	Reason          string         `json:"reason,omitempty"`
-	Health          Health         `json:"health,omitempty"`
-	Restarts        int            `json:"restarts"`
-	HostPorts       map[string]int `json:"hostPorts,omitempty"`
-	Address         string         `json:"address,omitempty"`
-	SpecHash        string         `json:"specHash"`
-	Requests        Resources      `json:"requests"`
+	HandedOverAt *time.Time     `json:"handedOverAt,omitempty"`
+	State        ReplicaState   `json:"state"`
+	Reason       string         `json:"reason,omitempty"`
+	Health       Health         `json:"health,omitempty"`
+	Restarts     int            `json:"restarts"`
+	HostPorts    map[string]int `json:"hostPorts,omitempty"`
+	Address      string         `json:"address,omitempty"`
+	SpecHash     string         `json:"specHash"`
+	Requests     Resources      `json:"requests"`
 	// GPUIndexes are the machine's GPU devices given to this replica.
 	GPUIndexes []int `json:"gpuIndexes,omitempty"`
 	// RuntimeClass is "tee" when the replica runs on the machine's TEE

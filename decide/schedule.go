@@ -223,7 +223,10 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 			continue
 		}
 		placement := replica.Placement{Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note}
-		if len(m.Addresses) > 0 {
+		switch cl := p.snap.Clusters[m.Cluster]; {
+		case cl != nil && cl.NetworkMode() == api.NetworkOverlay && m.Subnet != "":
+			placement.Address = api.MeshAddress(m.Subnet)
+		case len(m.Addresses) > 0:
 			placement.Address = m.Addresses[0]
 		}
 		from := r.Machine

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,6 +45,16 @@ func machineBridge(t *testing.T) (string, netip.Prefix) {
 		}
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+	// The bridge is the machines' network: what crosses it from machine to
+	// machine is not the host's to filter (with bridge netfilter on, as
+	// Docker leaves it, the FORWARD chain's DROP policy would drop it).
+	if _, err := exec.LookPath("iptables"); err == nil {
+		rule := []string{"FORWARD", "-i", name, "-o", name, "-j", "ACCEPT"}
+		if out, err := exec.Command("iptables", append([]string{"-I"}, rule...)...).CombinedOutput(); err != nil {
+			t.Fatalf("iptables: %v: %s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("iptables", append([]string{"-D"}, rule...)...).Run() })
+	}
 	return name, prefix
 }
 
@@ -97,4 +108,172 @@ func TestLocalMachinesInNetworkNamespaces(t *testing.T) {
 			t.Fatalf("replica %s at %s, want its machine's address in %s", r.ID, r.Address, prefix)
 		}
 	}
+}
+
+// getFrom GETs url from inside a network namespace (this test binary,
+// run there); ok is a 200 answer.
+func getFrom(t *testing.T, ns, url string) (string, bool) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, exe)
+	cmd.Env = append(os.Environ(), getEnv+"="+url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("GET %s in %s: %v: %s", url, ns, err, out), false
+	}
+	return string(out), true
+}
+
+const overlaySpec = `kind: Cluster
+metadata: {name: e2e}
+spec:
+  network: {mode: overlay}
+  capacityGroups:
+    - {groupId: general, instanceType: local.medium, minSize: 2, maxSize: 2}
+  systemReserved: {cpu: 100m, memory: 128Mi}
+---
+kind: Service
+metadata: {name: api}
+spec:
+  cluster: e2e
+  command: [gantry, hello]
+  env: {GREETING: api here}
+  ports: [{name: http}]
+  replicas: 2
+  resources: {cpu: 100m, memory: 64Mi}
+  healthCheck: {http: {port: http, path: /healthz}, intervalSeconds: 1}
+  placement: {spread: [{key: machine, maxSkew: 1}]}
+---
+kind: Service
+metadata: {name: web}
+spec:
+  cluster: e2e
+  command: [gantry, hello]
+  env: {GREETING: web here, CALL: api.e2e.gantry.}
+  ports: [{name: http}]
+  replicas: 1
+  resources: {cpu: 100m, memory: 64Mi}
+  healthCheck: {http: {port: http, path: /healthz}, intervalSeconds: 1}
+`
+
+// An overlay cluster's machines, each in a network namespace of its own:
+// each joins the WireGuard mesh (NetworkReady, one peer), replicas are
+// reached at their machine's /24 address, and web calls both api
+// replicas by name — the one on the other machine through the mesh,
+// whose interface counts the traffic.
+func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
+	needNetns(t)
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no /dev/net/tun: %v", err)
+	}
+	bridge, prefix := machineBridge(t)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for _, inst := range localInstances(dir) {
+			_ = exec.Command("ip", "netns", "del", "gantry-"+inst.ID).Run()
+		}
+	})
+	s := startServer(t, dir, "--local-exit-with-server", "--listen", prefix.Addr().Next().String()+":0",
+		"--local-netns-bridge", bridge, "--local-netns-cidr", prefix.String())
+	s.apply(t, "overlay.yaml", overlaySpec)
+	waitFor(t, "both machines in the mesh with one peer each", func() (bool, string) {
+		machines, err := s.api.ListMachines(context.Background(), "")
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		var why []string
+		for _, m := range machines {
+			for _, c := range m.Conditions {
+				if c.Type == api.ConditionNetworkReady {
+					why = append(why, m.ID+": "+c.Status+" "+c.Message)
+					if c.Status == "True" && strings.Contains(c.Message, "1 peer(s)") {
+						ready++
+					}
+				}
+			}
+		}
+		return ready == 2, strings.Join(why, "; ")
+	})
+	var web api.Replica
+	apiMachines := map[string]string{}
+	waitFor(t, "web and both api replicas running at /24 addresses", func() (bool, string) {
+		running := 0
+		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
+			if r.State == api.ReplicaRunning && strings.HasPrefix(r.Address, "10.244.") && strings.HasSuffix(r.Address, ".1") {
+				running++
+			}
+			if r.Service == "web" {
+				web = r
+			} else {
+				apiMachines[r.ID] = r.Machine
+			}
+		}
+		return running == 3, fmt.Sprintf("%d of 3", running)
+	})
+	inst := instanceOf(t, dir, web.Machine)
+	ns := "gantry-" + inst.ID
+	callURL := fmt.Sprintf("http://%s:%d/call", web.Address, web.HostPorts["http"])
+	answered := map[string]bool{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, args := range [][]string{{"-n", ns, "addr"}, {"-n", ns, "route"}} {
+				out, _ := exec.Command("ip", args...).CombinedOutput()
+				t.Logf("ip %v:\n%s", args, out)
+			}
+			out, _ := exec.Command("ip", "netns", "exec", ns, "ss", "-ltn").CombinedOutput()
+			t.Logf("listening in %s:\n%s", ns, out)
+			t.Logf("web %+v", web)
+			for _, r := range append(s.replicas("api"), s.replicas("web")...) {
+				body, _ := getFrom(t, ns, fmt.Sprintf("http://%s:%d/", r.Address, r.HostPorts["http"]))
+				t.Logf("GET %s (%s on %s at %s:%d) from %s: %s", r.ID, r.State, r.Machine, r.Address, r.HostPorts["http"], ns, body)
+			}
+			out, _ = exec.Command("ip", "-n", ns, "-s", "link", "show", "gantry0").CombinedOutput()
+			t.Logf("gantry0: %s", out)
+			machines, _ := s.api.ListMachines(context.Background(), "")
+			for _, m := range machines {
+				t.Logf("machine %s: subnet %s addresses %v mesh %s %s", m.ID, m.Subnet, m.Addresses, m.MeshKey, m.MeshEndpoint)
+			}
+			for _, inst := range localInstances(dir) {
+				log, _ := os.ReadFile(filepath.Join(dir, "local", "machines", inst.ID, "agent.log"))
+				t.Logf("%s agent log:\n%s", inst.ID, log)
+			}
+		}
+	})
+	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
+		body, ok := getFrom(t, ns, callURL)
+		if ok {
+			for id := range apiMachines {
+				if strings.Contains(body, "replica "+id+" ") {
+					answered[id] = true
+				}
+			}
+		}
+		return len(answered) == 2, body
+	})
+	out, err := exec.Command("ip", "-n", ns, "-s", "link", "show", "gantry0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the mesh interface of %s: %v %s", web.Machine, err, out)
+	}
+	t.Logf("%s's gantry0:\n%s", web.Machine, out)
+	if rx := rxBytes(string(out)); rx <= 0 {
+		t.Fatalf("no traffic received through %s's mesh interface (RX %d bytes)", web.Machine, rx)
+	}
+}
+
+// rxBytes is the received bytes in `ip -s link show` output (-1: none).
+func rxBytes(out string) int64 {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "RX:") && i+1 < len(lines) {
+			var n int64
+			if _, err := fmt.Sscan(strings.TrimSpace(lines[i+1]), &n); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

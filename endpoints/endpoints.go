@@ -205,7 +205,28 @@ func Names(cluster string, services []api.ServiceEndpoints, groups map[string]*a
 	sort.Slice(out.Records, func(i, j int) bool { return out.Records[i].Name < out.Records[j].Name })
 	out.Ingress = append([]api.IngressRoute(nil), ingress...)
 	sort.Slice(out.Ingress, func(i, j int) bool { return out.Ingress[i].Port < out.Ingress[j].Port })
-	out.Version = version(out)
+	out.Version = Version(out)
+	return out
+}
+
+// Mesh is a cluster's overlay: every live machine that holds a /24, with
+// its key and endpoint once it reported them.
+func Mesh(containerCIDR string, machines []*api.Machine) *api.MeshConfig {
+	out := &api.MeshConfig{ContainerCIDR: containerCIDR, Peers: []api.MeshPeer{}}
+	holders := map[string]int{}
+	for _, m := range machines {
+		if m.Live() && m.Subnet != "" && m.FleetState != api.FleetTerminating {
+			out.Peers = append(out.Peers, api.MeshPeer{Machine: m.ID, PublicKey: m.MeshKey, Endpoint: m.MeshEndpoint, Subnet: m.Subnet})
+			holders[m.MeshKey]++
+		}
+	}
+	for i, p := range out.Peers {
+		if p.PublicKey != "" && holders[p.PublicKey] > 1 {
+			// A key two machines claim is neither's: no traffic goes to it.
+			out.Peers[i].PublicKey, out.Peers[i].Endpoint = "", ""
+		}
+	}
+	sort.Slice(out.Peers, func(i, j int) bool { return out.Peers[i].Machine < out.Peers[j].Machine })
 	return out
 }
 
@@ -252,7 +273,9 @@ func GroupIngress(g *api.FailoverGroup, primary *api.Endpoint) []api.IngressRout
 	return out
 }
 
-func version(names api.ClusterNames) string {
+// Version identifies a cluster's names: it changes whenever an answer,
+// a route or a peer does.
+func Version(names api.ClusterNames) string {
 	names.Version = ""
 	body, _ := json.Marshal(names) // plain data: cannot fail
 	sum := sha256.Sum256(body)

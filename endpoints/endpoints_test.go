@@ -201,3 +201,24 @@ func TestGroupIngressRoutesThePrimaryOnly(t *testing.T) {
 		t.Fatalf("no serving primary: %+v, want the port with no backend (connections refused)", routes)
 	}
 }
+
+// An overlay's peers are its live machines with a /24 (a leaving one is
+// gone at once); a key two machines claim is neither's.
+func TestMeshPeers(t *testing.T) {
+	machines := []*api.Machine{
+		{ID: "a", Subnet: "10.244.0.0/24", FleetState: api.FleetActive, MeshKey: "ka", MeshEndpoint: "192.0.2.1:51820"},
+		{ID: "b", Subnet: "10.244.1.0/24", FleetState: api.FleetActive, MeshKey: "same", MeshEndpoint: "192.0.2.2:51820"},
+		{ID: "c", Subnet: "10.244.2.0/24", FleetState: api.FleetActive, MeshKey: "same", MeshEndpoint: "192.0.2.3:51820"},
+		{ID: "d", Subnet: "10.244.3.0/24", FleetState: api.FleetTerminating, MeshKey: "kd"},
+		{ID: "e", FleetState: api.FleetActive},
+	}
+	mesh := endpoints.Mesh("10.244.0.0/16", machines)
+	want := []api.MeshPeer{{Machine: "a", PublicKey: "ka", Endpoint: "192.0.2.1:51820", Subnet: "10.244.0.0/24"},
+		{Machine: "b", Subnet: "10.244.1.0/24"}, {Machine: "c", Subnet: "10.244.2.0/24"}}
+	if !reflect.DeepEqual(mesh.Peers, want) {
+		t.Fatalf("peers %+v, want %+v", mesh.Peers, want)
+	}
+	if api.MeshAddress("10.244.3.0/24") != "10.244.3.1" {
+		t.Fatalf("mesh address %s", api.MeshAddress("10.244.3.0/24"))
+	}
+}

@@ -141,6 +141,9 @@ func ApplyInventory(m *api.Machine, inv api.Inventory) {
 		m.DNSAddress = inv.DNSAddress
 	}
 	m.Conditions = inv.Conditions
+	if inv.MeshKey != "" {
+		m.MeshKey, m.MeshEndpoint = inv.MeshKey, inv.MeshEndpoint
+	}
 	if len(inv.Labels) > 0 {
 		labels := make(map[string]string, len(m.Labels)+len(inv.Labels))
 		for k, v := range m.Labels {

@@ -282,7 +282,11 @@ func stale(m *api.Machine, req api.HeartbeatRequest) bool {
 
 func reportOf(m *api.Machine, req api.HeartbeatRequest) replica.Report {
 	report := replica.Report{Holder: m.ID, Statuses: req.Replicas}
-	if len(m.Addresses) > 0 {
+	switch {
+	case m.MeshKey != "" && m.Subnet != "":
+		// On an overlay, replicas are reached at the machine's /24 address.
+		report.Address = api.MeshAddress(m.Subnet)
+	case len(m.Addresses) > 0:
 		report.Address = m.Addresses[0]
 	}
 	return report

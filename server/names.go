@@ -232,12 +232,20 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 			}
 		}
 		var edge []string
+		var mesh *api.MeshConfig
 		if c, err := tx.GetCluster(cluster); err == nil {
 			edge = endpoints.EdgeGroups(c)
+			if c.NetworkMode() == api.NetworkOverlay {
+				mesh = endpoints.Mesh(c.Spec.ContainerCIDR, machines)
+			}
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		out = endpoints.Names(cluster, sets, groups, ingress, edge)
+		if mesh != nil {
+			out.Mesh = mesh
+			out.Version = endpoints.Version(out)
+		}
 		return nil
 	})
 	return out, err

@@ -75,11 +75,24 @@ func TemplateHash(c *api.Cluster, groupID string) string {
 		}
 		mon = &copied
 	}
-	data, err := json.Marshal(struct {
-		Agent      *api.AgentTemplate
-		Monitoring *api.Monitoring
-		Labels     map[string]string
-	}{c.Spec.Agent, mon, labels})
+	var data []byte
+	var err error
+	if mode := c.NetworkMode(); mode != api.NetworkHost {
+		// The network mode is a template input; host (the default) leaves
+		// the hashes of machines launched before it existed unchanged.
+		data, err = json.Marshal(struct {
+			Agent      *api.AgentTemplate
+			Monitoring *api.Monitoring
+			Labels     map[string]string
+			Network    string
+		}{c.Spec.Agent, mon, labels, mode})
+	} else {
+		data, err = json.Marshal(struct {
+			Agent      *api.AgentTemplate
+			Monitoring *api.Monitoring
+			Labels     map[string]string
+		}{c.Spec.Agent, mon, labels})
+	}
 	if err != nil {
 		panic(fmt.Sprintf("spec: template hash: %v", err)) // plain data always marshals
 	}

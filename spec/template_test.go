@@ -36,6 +36,15 @@ func TestTemplateHash(t *testing.T) {
 	if hash(strings.Replace(templated, "maxSize: 3", "maxSize: 9", 1), "s1") != base {
 		t.Error("a size change must not roll machines")
 	}
+	withMode := func(mode string) string {
+		return hash(strings.Replace(templated, "spec:\n", "spec:\n  network: {mode: "+mode+"}\n", 1), "s1")
+	}
+	if withMode("host") != base {
+		t.Error("network mode host (the default) changed the hash of machines launched before it")
+	}
+	if withMode("overlay") == base {
+		t.Error("a change of network mode must roll machines")
+	}
 }
 
 func TestResolveSecretsKeepsOnlyTheHash(t *testing.T) {

@@ -120,6 +120,15 @@ func ValidateCluster(c *api.Cluster, providers Providers) ErrorList {
 		totalMax += g.MaxSize
 	}
 	errs = append(errs, validateCIDR(s.ContainerCIDR, totalMax)...)
+	if n := s.Network; n != nil {
+		switch n.Mode {
+		case "", api.NetworkHost, api.NetworkOverlay:
+		case api.NetworkRouted:
+			errs.add("spec.network.mode", "routed is not built yet: use overlay (an encrypted mesh) or host")
+		default:
+			errs.add("spec.network.mode", "unknown mode %q (want host or overlay)", n.Mode)
+		}
+	}
 	errs = append(errs, validateTemplate(s)...)
 	errs = append(errs, validateAmounts("spec.systemReserved", s.SystemReserved)...)
 	return errs

@@ -41,10 +41,14 @@ type Config struct {
 	Log       *slog.Logger
 }
 
-// DefaultConfig returns the defaults, the key under dir.
+// DefaultConfig returns the defaults, the key under dir ("": the caller
+// names the key file).
 func DefaultConfig(dir string) Config {
-	return Config{Interface: "gantry0", ListenPort: 51820, MTU: 1420, KeyFile: filepath.Join(dir, "mesh.key"),
-		KeepAlive: 25 * time.Second, Log: slog.Default()}
+	cfg := Config{Interface: "gantry0", ListenPort: 51820, MTU: 1420, KeepAlive: 25 * time.Second, Log: slog.Default()}
+	if dir != "" {
+		cfg.KeyFile = filepath.Join(dir, "mesh.key")
+	}
+	return cfg
 }
 
 // Peer is another machine of the cluster as the overlay sees it.
@@ -70,6 +74,10 @@ type Mesh struct {
 // containerCidr through it; the machine's own /24, routed locally, is
 // more specific and stays off the overlay.
 func Start(cfg Config, address netip.Addr, cluster netip.Prefix) (*Mesh, error) {
+	if !filepath.IsAbs(cfg.KeyFile) {
+		// Each machine's key is its own: a relative path could be shared.
+		return nil, fmt.Errorf("overlay key file %q: want an absolute path", cfg.KeyFile)
+	}
 	key, err := loadOrMakeKey(cfg.KeyFile)
 	if err != nil {
 		return nil, err
