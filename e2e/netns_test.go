@@ -58,6 +58,23 @@ func machineBridge(t *testing.T) (string, netip.Prefix) {
 	return name, prefix
 }
 
+// startNetnsServer starts a server whose local machines each run in a
+// network namespace of their own on this run's bridge (removed with the
+// test, with the namespaces).
+func startNetnsServer(t *testing.T) (*server, string, netip.Prefix) {
+	t.Helper()
+	bridge, prefix := machineBridge(t)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		for _, inst := range localInstances(dir) {
+			_ = exec.Command("ip", "netns", "del", "gantry-"+inst.ID).Run()
+		}
+	})
+	s := startServer(t, dir, "--local-exit-with-server", "--listen", prefix.Addr().Next().String()+":0",
+		"--local-netns-bridge", bridge, "--local-netns-cidr", prefix.String())
+	return s, dir, prefix
+}
+
 // netOf is the network namespace of a process.
 func netOf(pid int) string {
 	link, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
@@ -70,15 +87,7 @@ func netOf(pid int) string {
 // answer at the machine's address.
 func TestLocalMachinesInNetworkNamespaces(t *testing.T) {
 	needNetns(t)
-	bridge, prefix := machineBridge(t)
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		for _, inst := range localInstances(dir) {
-			_ = exec.Command("ip", "netns", "del", "gantry-"+inst.ID).Run()
-		}
-	})
-	s := startServer(t, dir, "--local-exit-with-server", "--listen", prefix.Addr().Next().String()+":0",
-		"--local-netns-bridge", bridge, "--local-netns-cidr", prefix.String())
+	s, dir, prefix := startNetnsServer(t)
 	s.apply(t, "web.yaml", deployment(2, "netns", "  placement: {spread: [{key: machine, maxSkew: 1}]}\n"))
 	waitFor(t, "2 replicas answering at their machines' addresses", func() (bool, string) {
 		return allAnswer(s.replicas("web"), 2)
@@ -167,17 +176,12 @@ spec:
 func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 	needNetns(t)
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no /dev/net/tun: %v", err)
+		}
 		t.Skipf("no /dev/net/tun: %v", err)
 	}
-	bridge, prefix := machineBridge(t)
-	dir := t.TempDir()
-	t.Cleanup(func() {
-		for _, inst := range localInstances(dir) {
-			_ = exec.Command("ip", "netns", "del", "gantry-"+inst.ID).Run()
-		}
-	})
-	s := startServer(t, dir, "--local-exit-with-server", "--listen", prefix.Addr().Next().String()+":0",
-		"--local-netns-bridge", bridge, "--local-netns-cidr", prefix.String())
+	s, dir, _ := startNetnsServer(t)
 	s.apply(t, "overlay.yaml", overlaySpec)
 	waitFor(t, "both machines in the mesh with one peer each", func() (bool, string) {
 		machines, err := s.api.ListMachines(context.Background(), "")

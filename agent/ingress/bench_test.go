@@ -2,12 +2,8 @@ package ingress
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +37,7 @@ func BenchmarkIngressChange(b *testing.B) {
 			if err := p.Apply(ctx, []api.IngressRoute{web}); err != nil {
 				b.Fatal(err)
 			}
-			failed, stop := load("http://127.0.0.1:" + strconv.Itoa(port))
+			failed, _, stop := load("http://127.0.0.1:" + strconv.Itoa(port))
 			b.ResetTimer()
 			for i := range b.N {
 				routes := []api.IngressRoute{web}
@@ -60,32 +56,4 @@ func BenchmarkIngressChange(b *testing.B) {
 			b.ReportMetric(float64(failed.Load())/float64(b.N), "failed/op")
 		})
 	}
-}
-
-// load sends requests to url until stopped, counting failures.
-func load(url string) (*atomic.Int64, func()) {
-	var failed atomic.Int64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		client := &http.Client{Timeout: 5 * time.Second}
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			resp, err := client.Get(url)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				failed.Add(1)
-			}
-			if resp != nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		}
-	}()
-	return &failed, func() { close(done); wg.Wait() }
 }

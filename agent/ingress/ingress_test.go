@@ -125,30 +125,7 @@ func TestProxyFollowsItsRoutesWithoutFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var failed, sent atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		client := &http.Client{Timeout: 5 * time.Second}
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			sent.Add(1)
-			resp, err := client.Get(url)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				failed.Add(1)
-			}
-			if resp != nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-		}
-	}()
+	failed, sent, stopLoad := load(url)
 
 	web.Backends = []api.IngressTarget{b, c}
 	if err := p.Apply(ctx, []api.IngressRoute{web}); err != nil {
@@ -172,8 +149,7 @@ func TestProxyFollowsItsRoutesWithoutFailing(t *testing.T) {
 	if got := answers(t, "http://127.0.0.1:"+strconv.Itoa(other), 5); !got["a"] || len(got) != 1 {
 		t.Errorf("the new tcp port answers %v, want a", got)
 	}
-	close(stop)
-	wg.Wait()
+	stopLoad()
 	if failed.Load() != 0 || sent.Load() == 0 {
 		t.Errorf("%d of %d requests failed while the replicas changed and HAProxy reloaded, want 0", failed.Load(), sent.Load())
 	}
@@ -240,4 +216,34 @@ func TestSocketsOfADeepDirectoryFit(t *testing.T) {
 	if short := New(DefaultConfig("/var/lib/gantry/ingress")); short.socketDir() != "/var/lib/gantry/ingress" {
 		t.Errorf("a short directory keeps its sockets: %s", short.socketDir())
 	}
+}
+
+// load sends requests to url one after another until stopped, counting
+// those sent and those that failed.
+func load(url string) (failed, sent *atomic.Int64, stop func()) {
+	failed, sent = new(atomic.Int64), new(atomic.Int64)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		client := &http.Client{Timeout: 5 * time.Second}
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			sent.Add(1)
+			resp, err := client.Get(url)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				failed.Add(1)
+			}
+			if resp != nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	return failed, sent, func() { close(done); wg.Wait() }
 }
