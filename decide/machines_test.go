@@ -290,3 +290,26 @@ func TestAListOlderThanALaunchAnswerDoesNotJudgeIt(t *testing.T) {
 		t.Fatal("a list begun after the answer that lacks the instance must find it vanished")
 	}
 }
+
+// In an overlay cluster a machine takes replicas only once it is in the
+// mesh: not before it reports NetworkReady, nor while that is False.
+func TestOverlayMachinesTakeReplicasOnceInTheMesh(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	h.Snap.Clusters["c"].Spec.Network = &api.NetworkSpec{Mode: api.NetworkOverlay}
+	m := h.Machine("c", "g", "small")
+	h.Service("web", "c", 1, "100m", "64Mi")
+	for _, status := range []string{"", "False"} {
+		m.Conditions = nil
+		if status != "" {
+			m.Conditions = []api.Condition{{Type: api.ConditionNetworkReady, Status: status, Reason: "OverlayFailed"}}
+		}
+		if plan := h.Pass(); len(plan.Assignments) != 0 {
+			t.Fatalf("NetworkReady %q: placed %+v, want nothing on a machine outside the mesh", status, plan.Assignments)
+		}
+	}
+	m.Conditions = []api.Condition{{Type: api.ConditionNetworkReady, Status: "True"}}
+	if plan := h.Pass(); len(plan.Assignments) != 1 || plan.Assignments[0].Placement.Machine != m.ID {
+		t.Fatalf("in the mesh: %+v, want web-0 placed on %s", plan.Assignments, m.ID)
+	}
+}

@@ -79,6 +79,20 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Mach
 	return sm
 }
 
+// inOverlay: a machine of an overlay cluster takes replicas only once it
+// is in the mesh (its NetworkReady is True); others always.
+func inOverlay(m *api.Machine, cl *api.Cluster) bool {
+	if cl.NetworkMode() != api.NetworkOverlay {
+		return true
+	}
+	for _, c := range m.Conditions {
+		if c.Type == api.ConditionNetworkReady {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
 func (p *Pass) buildView(clusters []string) *view {
 	v := &view{clusters: map[string]bool{}, machines: map[string]*planner.Machine{}, zones: map[string][]string{}}
 	for _, name := range clusters {
@@ -95,7 +109,7 @@ func (p *Pass) buildView(clusters []string) *view {
 		pm := &planner.Machine{Machine: p.schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}
 		v.machines[m.ID] = pm
 		switch {
-		case pm.Joined && m.Schedulable():
+		case pm.Joined && m.Schedulable() && inOverlay(m, cl):
 			v.joined = append(v.joined, pm.Machine)
 		case m.Launching():
 			v.launching = append(v.launching, pm.Machine)
