@@ -589,6 +589,7 @@ func (a *Agent) statuses() []api.ReplicaStatus {
 // reconcile starts assigned replicas that do not run, restarts those whose
 // spec changed, and stops those no longer assigned here.
 func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
+	a.overlayAddresses(assignments)
 	want := map[string]api.Assignment{}
 	for _, as := range assignments {
 		want[as.ReplicaID] = as

@@ -97,3 +97,23 @@ func (a *Agent) closeOverlay() {
 		a.overlay = nil
 	}
 }
+
+// overlayAddresses puts the replicas' own addresses (from this machine's
+// /24) on the overlay interface, and takes off those of replicas gone.
+func (a *Agent) overlayAddresses(assignments []api.Assignment) {
+	a.overlayMu.Lock()
+	m := a.overlay
+	a.overlayMu.Unlock()
+	if m == nil {
+		return
+	}
+	var addrs []netip.Addr
+	for _, as := range assignments {
+		if addr, err := netip.ParseAddr(as.Address); err == nil {
+			addrs = append(addrs, addr)
+		}
+	}
+	if err := m.SetLocalAddresses(addrs); err != nil {
+		a.log.Warn("replicas' overlay addresses", "err", err)
+	}
+}

@@ -114,6 +114,9 @@ type Assignment struct {
 	RuntimeClass string `json:"runtimeClass,omitempty"`
 	// Failover is the role of a failover group's member.
 	Failover *FailoverAssignment `json:"failover,omitempty"`
+	// Address is the replica's own address on an overlay machine (from
+	// the machine's /24), which the agent puts on the overlay interface.
+	Address string `json:"address,omitempty"`
 }
 
 // DrainRequest asks for a machine to be drained and removed.

@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 
@@ -77,6 +78,32 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Mach
 		sm.GPUs = append(sm.GPUs, scheduler.GPU{Index: g.Index, Type: g.Type, VRAMGB: g.VRAMGB})
 	}
 	return sm
+}
+
+// overlayAddress is a replica's own address on an overlay machine: the
+// first of its /24 after the machine's own (the first) that no replica
+// of the machine holds — copies moving off it and retiring ones
+// included; the machine's when the /24 is full.
+func (p *Pass) overlayAddress(m *api.Machine) string {
+	subnet, err := netip.ParsePrefix(m.Subnet)
+	if err != nil {
+		return api.MeshAddress(m.Subnet)
+	}
+	held := map[string]bool{api.MeshAddress(m.Subnet): true}
+	for _, r := range append(slices.Clip(p.replicas), p.retiring...) {
+		if r.Machine == m.ID {
+			held[r.Address] = true
+		}
+		if r.PreviousMachine == m.ID {
+			held[r.PreviousAddress] = true
+		}
+	}
+	for a := subnet.Masked().Addr().Next(); subnet.Contains(a.Next()); a = a.Next() {
+		if !held[a.String()] {
+			return a.String()
+		}
+	}
+	return api.MeshAddress(m.Subnet)
 }
 
 // inOverlay: a machine of an overlay cluster takes replicas only once it
@@ -239,7 +266,7 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		placement := replica.Placement{Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note}
 		switch cl := p.snap.Clusters[m.Cluster]; {
 		case cl != nil && cl.NetworkMode() == api.NetworkOverlay && m.Subnet != "":
-			placement.Address = api.MeshAddress(m.Subnet)
+			placement.Address = p.overlayAddress(m)
 		case len(m.Addresses) > 0:
 			placement.Address = m.Addresses[0]
 		}

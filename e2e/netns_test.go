@@ -169,9 +169,9 @@ spec:
 `
 
 // An overlay cluster's machines, each in a network namespace of its own:
-// each joins the WireGuard mesh (NetworkReady, one peer), replicas are
-// reached at their machine's /24 address, and web calls both api
-// replicas by name — the one on the other machine through the mesh,
+// each joins the WireGuard mesh (NetworkReady, one peer), every replica
+// gets an address of its own from its machine's /24, and web calls both
+// api replicas by name — the one on the other machine through the mesh,
 // whose interface counts the traffic.
 func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 	needNetns(t)
@@ -204,19 +204,25 @@ func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 	})
 	var web api.Replica
 	apiMachines := map[string]string{}
-	waitFor(t, "web and both api replicas running at /24 addresses", func() (bool, string) {
+	waitFor(t, "web and both api replicas running, each at an address of its own in its machine's /24", func() (bool, string) {
 		running := 0
+		seen := map[string]bool{}
 		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
-			if r.State == api.ReplicaRunning && strings.HasPrefix(r.Address, "10.244.") && strings.HasSuffix(r.Address, ".1") {
+			if r.State == api.ReplicaRunning && strings.HasPrefix(r.Address, "10.244.") && !strings.HasSuffix(r.Address, ".1") && !seen[r.Address] {
 				running++
 			}
+			seen[r.Address] = true
 			if r.Service == "web" {
 				web = r
 			} else {
 				apiMachines[r.ID] = r.Machine
 			}
 		}
-		return running == 3, fmt.Sprintf("%d of 3", running)
+		var where []string
+		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
+			where = append(where, fmt.Sprintf("%s %s at %s on %s", r.ID, r.State, r.Address, r.Machine))
+		}
+		return running == 3, fmt.Sprintf("%d of 3: %s", running, strings.Join(where, "; "))
 	})
 	inst := instanceOf(t, dir, web.Machine)
 	ns := "gantry-" + inst.ID

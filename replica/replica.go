@@ -7,6 +7,7 @@ package replica
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"time"
@@ -189,8 +190,18 @@ type Report struct {
 	// Holder runs the replicas (a machine id).
 	Holder string
 	// Address is where they answer (the machine's first address).
-	Address  string
+	Address string
+	// Subnet is the holder's /24: a replica whose placement gave it an
+	// address of its own there (an overlay) keeps it.
+	Subnet   string
 	Statuses []api.ReplicaStatus
+}
+
+// ownAddress: addr lies in subnet (a replica's own overlay address).
+func ownAddress(addr, subnet string) bool {
+	a, err1 := netip.ParseAddr(addr)
+	p, err2 := netip.ParsePrefix(subnet)
+	return err1 == nil && err2 == nil && p.Contains(a)
 }
 
 // Applied is one replica a report changed.
@@ -213,7 +224,11 @@ func Apply(held []*api.Replica, rep Report, now time.Time) ([]Applied, error) {
 		if !ok || differs(st.Incarnation, r.Incarnation) || differs(st.SpecHash, r.SpecHash) {
 			continue
 		}
-		c, err := Observe(r, st, rep.Address, now)
+		address := rep.Address
+		if ownAddress(r.Address, rep.Subnet) {
+			address = ""
+		}
+		c, err := Observe(r, st, address, now)
 		if err != nil {
 			return nil, err
 		}

@@ -281,12 +281,11 @@ func stale(m *api.Machine, req api.HeartbeatRequest) bool {
 }
 
 func reportOf(m *api.Machine, req api.HeartbeatRequest) replica.Report {
-	report := replica.Report{Holder: m.ID, Statuses: req.Replicas}
-	switch {
-	case m.MeshKey != "" && m.Subnet != "":
-		// On an overlay, replicas are reached at the machine's /24 address.
-		report.Address = api.MeshAddress(m.Subnet)
-	case len(m.Addresses) > 0:
+	// On an overlay each replica keeps the address its placement gave it
+	// from the machine's /24 (Subnet); elsewhere it is reached at the
+	// machine's.
+	report := replica.Report{Holder: m.ID, Statuses: req.Replicas, Subnet: m.Subnet}
+	if len(m.Addresses) > 0 {
 		report.Address = m.Addresses[0]
 	}
 	return report
@@ -379,6 +378,12 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 			continue
 		}
 		as := api.Assignment{ReplicaID: r.ID, Incarnation: r.Incarnation, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
+		if m.MeshKey != "" {
+			as.Address = r.Address
+			if r.Machine != m.ID {
+				as.Address = r.PreviousAddress // the old copy of a moving replica
+			}
+		}
 		if sp.Failover != nil && r.Machine == m.ID {
 			if as.Failover, err = memberRole(tx, r, sp.Failover); err != nil {
 				return nil, err

@@ -63,10 +63,11 @@ type Peer struct {
 
 // Mesh is the running overlay interface.
 type Mesh struct {
-	cfg  Config
-	key  wgtypes.Key
-	dev  *device.Device
-	link netlink.Link
+	cfg     Config
+	key     wgtypes.Key
+	dev     *device.Device
+	link    netlink.Link
+	address netip.Addr
 }
 
 // Start brings up the interface with this machine's address in the
@@ -90,7 +91,7 @@ func Start(cfg Config, address netip.Addr, cluster netip.Prefix) (*Mesh, error) 
 		cfg.Log.Warn("wireguard: " + fmt.Sprintf(format, args...))
 	}}
 	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
-	m := &Mesh{cfg: cfg, key: key, dev: dev}
+	m := &Mesh{cfg: cfg, key: key, dev: dev, address: address}
 	if err := m.configure(address, cluster); err != nil {
 		dev.Close()
 		return nil, err
@@ -149,6 +150,41 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 	}
 	if err := m.dev.IpcSet(b.String()); err != nil {
 		return fmt.Errorf("set WireGuard peers: %w", err)
+	}
+	return nil
+}
+
+// SetLocalAddresses makes addrs (replicas' own addresses in this
+// machine's /24) the interface's addresses beside the machine's own:
+// packets the overlay brings for them are delivered here.
+func (m *Mesh) SetLocalAddresses(addrs []netip.Addr) error {
+	want := map[netip.Addr]bool{m.address: true}
+	for _, a := range addrs {
+		want[a] = true
+	}
+	have, err := netlink.AddrList(m.link, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("addresses of %s: %w", m.cfg.Interface, err)
+	}
+	for _, h := range have {
+		a, ok := netip.AddrFromSlice(h.IP)
+		if !ok {
+			continue
+		}
+		a = a.Unmap()
+		if want[a] {
+			delete(want, a)
+			continue
+		}
+		if err := netlink.AddrDel(m.link, &h); err != nil {
+			return fmt.Errorf("remove %s from %s: %w", a, m.cfg.Interface, err)
+		}
+	}
+	for a := range want {
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}}
+		if err := netlink.AddrReplace(m.link, addr); err != nil {
+			return fmt.Errorf("address %s on %s: %w", a, m.cfg.Interface, err)
+		}
 	}
 	return nil
 }
