@@ -66,6 +66,9 @@ func (a *Agent) startOverlay(containerCIDR, subnet string) (*mesh.Mesh, error) {
 	if cfg.KeyFile == "" {
 		cfg.KeyFile = filepath.Join(a.cfg.DataDir, "mesh.key")
 	}
+	if abs, err := filepath.Abs(cfg.KeyFile); err == nil {
+		cfg.KeyFile = abs // a relative data dir (gantry dev's .gantry) is still this machine's own
+	}
 	cfg.Log = a.log.With("component", "overlay")
 	m, err := mesh.Start(cfg, addr, cluster)
 	if err != nil {

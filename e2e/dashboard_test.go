@@ -99,7 +99,15 @@ func startDev(t *testing.T, dir string) string {
 // Ctrl-C, and no machine left), and returns its output's lines.
 func runDev(t *testing.T, dir, spec string) <-chan string {
 	t.Helper()
+	return runDevIn(t, "", dir, spec)
+}
+
+// runDevIn is runDev from the working directory cwd ("": this one), where
+// a relative dir is, as `gantry dev`'s default .gantry is.
+func runDevIn(t *testing.T, cwd, dir, spec string) <-chan string {
+	t.Helper()
 	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "-f", spec)
+	cmd.Dir = cwd
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +125,7 @@ func runDev(t *testing.T, dir, spec string) <-chan string {
 		case <-time.After(waitLimit):
 			_ = cmd.Process.Kill()
 		}
-		killMachines(dir)
+		killMachines(filepath.Join(cwd, dir))
 	})
 	return linesOf(stdout)
 }

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,14 +24,15 @@ import (
 // the example's 8080) serves the same through HAProxy.
 func TestDevServicesCallEachOtherByName(t *testing.T) {
 	needHAProxy(t)
-	dir := filepath.Join(t.TempDir(), "state")
+	// As the README runs it: state in a relative .gantry.
+	cwd := t.TempDir()
 	example, err := os.ReadFile("../examples/two-services.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := strconv.Itoa(freeTCPPort(t))
 	own := strings.Replace(string(example), "- port: 8080", "- port: "+port, 1)
-	lines := runDev(t, dir, writeFile(t, t.TempDir(), "two-services.yaml", own))
+	lines := runDevIn(t, cwd, ".gantry", writeFile(t, t.TempDir(), "two-services.yaml", own))
 	nameLine := regexp.MustCompile(`^Name api\.dev\.gantry\. answered at (\S+) `)
 	exposedLine := regexp.MustCompile(`^Exposed web \(port http\) at (http://\S+),`)
 	var webURLs []string

@@ -75,8 +75,14 @@ type Proxy struct {
 	exited chan struct{}
 }
 
-// New returns a proxy not started yet.
-func New(cfg Config) *Proxy { return &Proxy{cfg: cfg} }
+// New returns a proxy not started yet. Its directory is made absolute:
+// HAProxy reads a relative socket path as a network address.
+func New(cfg Config) *Proxy {
+	if abs, err := filepath.Abs(cfg.Dir); err == nil && cfg.Dir != "" {
+		cfg.Dir = abs
+	}
+	return &Proxy{cfg: cfg}
+}
 
 // debianBinary is where Debian installs HAProxy, outside the PATH of
 // users other than root.

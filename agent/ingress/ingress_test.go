@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,6 +216,11 @@ func TestSocketsOfADeepDirectoryFit(t *testing.T) {
 	}
 	if short := New(DefaultConfig("/var/lib/gantry/ingress")); short.socketDir() != "/var/lib/gantry/ingress" {
 		t.Errorf("a short directory keeps its sockets: %s", short.socketDir())
+	}
+	// gantry dev's data dir is relative (.gantry): HAProxy takes a
+	// relative socket path for a network address.
+	if rel := New(DefaultConfig(".gantry/machines/m/ingress")); !filepath.IsAbs(rel.adminSocket()) || !filepath.IsAbs(rel.configFile()) {
+		t.Errorf("a relative directory: socket %s, configuration %s, want absolute paths", rel.adminSocket(), rel.configFile())
 	}
 }
 
