@@ -80,6 +80,18 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Mach
 	return sm
 }
 
+// replicaAddress is where a replica placed on m answers: an address of
+// its own in m's /24 on an overlay, m's first address elsewhere.
+func (p *Pass) replicaAddress(m *api.Machine) string {
+	if cl := p.snap.Clusters[m.Cluster]; cl != nil && cl.NetworkMode() == api.NetworkOverlay && m.Subnet != "" {
+		return p.overlayAddress(m)
+	}
+	if len(m.Addresses) > 0 {
+		return m.Addresses[0]
+	}
+	return ""
+}
+
 // overlayAddress is a replica's own address on an overlay machine: the
 // first of its /24 after the machine's own (the first) that no replica
 // of the machine holds — copies moving off it and retiring ones
@@ -263,13 +275,7 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		if r == nil || m == nil {
 			continue
 		}
-		placement := replica.Placement{Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note}
-		switch cl := p.snap.Clusters[m.Cluster]; {
-		case cl != nil && cl.NetworkMode() == api.NetworkOverlay && m.Subnet != "":
-			placement.Address = p.overlayAddress(m)
-		case len(m.Addresses) > 0:
-			placement.Address = m.Addresses[0]
-		}
+		placement := replica.Placement{Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note, Address: p.replicaAddress(m)}
 		from := r.Machine
 		if err := replica.Assign(r, placement, from != "", p.now); err != nil {
 			continue
@@ -370,10 +376,7 @@ func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *sched
 		return false
 	}
 	pl := res.Placements[0]
-	placement := replica.Placement{Machine: target.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note}
-	if m := p.machineByID[target.ID]; len(m.Addresses) > 0 {
-		placement.Address = m.Addresses[0]
-	}
+	placement := replica.Placement{Machine: target.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note, Address: p.replicaAddress(p.machineByID[target.ID])}
 	from := r.Machine
 	if err := replica.Assign(r, placement, true, p.now); err != nil {
 		return false

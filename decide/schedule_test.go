@@ -154,3 +154,22 @@ func TestCordonedMachineTakesNoNewReplicas(t *testing.T) {
 		t.Fatal("the replica on the cordoned machine moved")
 	}
 }
+
+// On an overlay, every placement — a spread repair's move included —
+// gives the replica an address of its own in its machine's /24.
+func TestOverlayPlacementsTakeAddressesOfTheMachinesSubnet(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 2, 3))
+	h.Snap.Clusters["c"].Spec.Network = &api.NetworkSpec{Mode: api.NetworkOverlay}
+	inMesh := []api.Condition{{Type: api.ConditionNetworkReady, Status: "True"}}
+	full := h.Machine("c", "g", "small", func(m *api.Machine) { m.Subnet, m.Conditions = "10.244.0.0/24", inMesh })
+	empty := h.Machine("c", "g", "small", func(m *api.Machine) { m.Subnet, m.Conditions = "10.244.1.0/24", inMesh })
+	h.Service("web", "c", 3, "200m", "64Mi", spreadOverMachines)
+	for i := 0; i < 3; i++ {
+		h.Replica("web", i, full.ID)
+	}
+	plan := h.Pass()
+	if len(plan.Assignments) != 1 || plan.Assignments[0].Placement.Machine != empty.ID || plan.Assignments[0].Placement.Address != "10.244.1.2" {
+		t.Fatalf("want one move to %s at 10.244.1.2 (the first after the machine's own): %+v", empty.ID, plan.Assignments)
+	}
+}
