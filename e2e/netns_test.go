@@ -204,11 +204,12 @@ func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 	})
 	var web api.Replica
 	apiMachines := map[string]string{}
-	waitFor(t, "web and both api replicas running, each at an address of its own in its machine's /24", func() (bool, string) {
+	waitFor(t, "web and both api replicas running (api on both machines), each at an address of its own in its machine's /24", func() (bool, string) {
 		running := 0
 		seen := map[string]bool{}
 		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
-			if r.State == api.ReplicaRunning && strings.HasPrefix(r.Address, "10.244.") && !strings.HasSuffix(r.Address, ".1") && !seen[r.Address] {
+			settled := r.State == api.ReplicaRunning && r.PreviousMachine == "" // not moving (spread repair)
+			if settled && strings.HasPrefix(r.Address, "10.244.") && !strings.HasSuffix(r.Address, ".1") && !seen[r.Address] {
 				running++
 			}
 			seen[r.Address] = true
@@ -222,7 +223,8 @@ func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
 			where = append(where, fmt.Sprintf("%s %s at %s on %s", r.ID, r.State, r.Address, r.Machine))
 		}
-		return running == 3, fmt.Sprintf("%d of 3: %s", running, strings.Join(where, "; "))
+		spread := len(apiMachines) == 2 && apiMachines["api-0"] != apiMachines["api-1"]
+		return running == 3 && spread, fmt.Sprintf("%d of 3, api on two machines %v: %s", running, spread, strings.Join(where, "; "))
 	})
 	inst := instanceOf(t, dir, web.Machine)
 	ns := "gantry-" + inst.ID
