@@ -115,7 +115,15 @@ type Config struct {
 	// Mesh is how a machine of an overlay cluster joins its mesh (its key
 	// is kept in DataDir).
 	Mesh mesh.Config
+	// MeshAddress is where the other machines reach this one's WireGuard
+	// port: Address when empty; MeshAddressAuto is the address this machine
+	// reaches the server from (a machine container's own, whose Address is
+	// its host's).
+	MeshAddress string
 }
+
+// MeshAddressAuto asks for the address the machine reaches the server from.
+const MeshAddressAuto = "auto"
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
@@ -178,6 +186,8 @@ type Agent struct {
 	// overlay is the machine's side of its cluster's mesh (nil: none).
 	overlayMu sync.Mutex
 	overlay   *mesh.Mesh
+	// meshEndpoint is the address of this machine's WireGuard port.
+	meshEndpoint string
 }
 
 // New returns an agent using driver to run replicas.

@@ -86,7 +86,7 @@ func (a *Agent) watchNames(ctx context.Context) {
 				}
 				a.offerRoutes(a.routesServed(*got))
 				if got.Mesh != nil {
-					a.joinOverlay(got.Mesh)
+					a.joinOverlay(ctx, got.Mesh)
 				}
 				a.log.Debug("names changed", "version", got.Version, "records", len(got.Records), "exposed", len(got.Ingress))
 			}

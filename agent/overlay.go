@@ -1,13 +1,19 @@
 package agent
 
 import (
+	"cmp"
+	"context"
+	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"net/netip"
 	"path/filepath"
 	"strconv"
 
 	"github.com/gantry-dev/gantry/agent/mesh"
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/runtime"
 )
 
 // joinOverlay keeps the machine in its cluster's mesh: it brings the
@@ -15,7 +21,7 @@ import (
 // reported with the inventory, and the server hands it to the others),
 // and replaces the peers with the cluster's other machines that have
 // reported theirs. A machine that cannot join says so in NetworkReady.
-func (a *Agent) joinOverlay(cfg *api.MeshConfig) {
+func (a *Agent) joinOverlay(ctx context.Context, cfg *api.MeshConfig) {
 	var self *api.MeshPeer
 	for i := range cfg.Peers {
 		if cfg.Peers[i].Machine == a.machineID {
@@ -25,7 +31,7 @@ func (a *Agent) joinOverlay(cfg *api.MeshConfig) {
 	if self == nil {
 		return // no /24 yet
 	}
-	m, err := a.startOverlay(cfg.ContainerCIDR, self.Subnet)
+	m, err := a.startOverlay(ctx, cfg.ContainerCIDR, self.Subnet)
 	if err != nil {
 		a.log.Error("cannot join the cluster's overlay", "err", err)
 		a.setCondition(api.ConditionNetworkReady, false, "OverlayFailed", lastLine(err.Error(), maxConditionMessage))
@@ -47,8 +53,9 @@ func (a *Agent) joinOverlay(cfg *api.MeshConfig) {
 	a.setCondition(api.ConditionNetworkReady, true, "Overlay", "WireGuard "+a.cfg.Mesh.Interface+" at "+api.MeshAddress(self.Subnet)+" with "+strconv.Itoa(len(peers))+" peer(s)")
 }
 
-// startOverlay brings the mesh interface up once.
-func (a *Agent) startOverlay(containerCIDR, subnet string) (*mesh.Mesh, error) {
+// startOverlay brings the mesh interface up once, and answers names at
+// the machine's overlay address too (its containers' resolver).
+func (a *Agent) startOverlay(ctx context.Context, containerCIDR, subnet string) (*mesh.Mesh, error) {
 	a.overlayMu.Lock()
 	defer a.overlayMu.Unlock()
 	if a.overlay != nil {
@@ -70,11 +77,21 @@ func (a *Agent) startOverlay(containerCIDR, subnet string) (*mesh.Mesh, error) {
 		cfg.KeyFile = abs // a relative data dir (gantry dev's .gantry) is still this machine's own
 	}
 	cfg.Log = a.log.With("component", "overlay")
+	endpoint, err := a.meshEndpointAddress()
+	if err != nil {
+		return nil, err
+	}
 	m, err := mesh.Start(cfg, addr, cluster)
 	if err != nil {
 		return nil, err
 	}
-	a.overlay = m
+	a.overlay, a.meshEndpoint = m, endpoint
+	if a.dns != nil {
+		dnsAddr := net.JoinHostPort(addr.String(), "53")
+		if err := a.dns.ListenAlso(ctx, dnsAddr); err != nil {
+			a.log.Warn("cannot answer names at the overlay address; containers on the bridge have no resolver", "address", dnsAddr, "err", err)
+		}
+	}
 	a.log.Info("joined the cluster's overlay", "interface", cfg.Interface, "address", addr, "key", m.PublicKey())
 	a.resendInventory.Store(true) // the key and endpoint go to the server
 	a.nudge()
@@ -86,10 +103,37 @@ func (a *Agent) startOverlay(containerCIDR, subnet string) (*mesh.Mesh, error) {
 func (a *Agent) overlayIdentity() (key, endpoint string) {
 	a.overlayMu.Lock()
 	defer a.overlayMu.Unlock()
-	if a.overlay == nil || a.cfg.Address == "" {
+	if a.overlay == nil || a.meshEndpoint == "" {
 		return "", ""
 	}
-	return a.overlay.PublicKey(), net.JoinHostPort(a.cfg.Address, strconv.Itoa(a.cfg.Mesh.ListenPort))
+	return a.overlay.PublicKey(), net.JoinHostPort(a.meshEndpoint, strconv.Itoa(a.cfg.Mesh.ListenPort))
+}
+
+// meshEndpointAddress is the address the other machines send this one's
+// WireGuard traffic to.
+func (a *Agent) meshEndpointAddress() (string, error) {
+	if a.cfg.MeshAddress != MeshAddressAuto {
+		return cmp.Or(a.cfg.MeshAddress, a.cfg.Address), nil
+	}
+	first, _, _ := strings.Cut(a.cfg.ServerURL, ",")
+	u, err := url.Parse(strings.TrimSpace(first))
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("mesh address auto: server URL %q: %v", first, err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	// A UDP "connection" sends nothing: it only picks the route's source.
+	c, err := net.Dial("udp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return "", fmt.Errorf("mesh address auto: the route to the server: %w", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
 func (a *Agent) closeOverlay() {
@@ -107,8 +151,8 @@ func (a *Agent) overlayAddresses(assignments []api.Assignment) {
 	a.overlayMu.Lock()
 	m := a.overlay
 	a.overlayMu.Unlock()
-	if m == nil {
-		return
+	if g, ok := a.driver.(runtime.AddressGiver); m == nil || ok && g.GivesAddresses() {
+		return // containers on the bridge hold their addresses themselves
 	}
 	var addrs []netip.Addr
 	for _, as := range assignments {

@@ -230,7 +230,7 @@ func (c *calls) launch(id, key string) {
 // launchSpec is what the provider gets: the machine, its tags, and the
 // cluster's machine template and provider settings.
 func (c *calls) launchSpec(m *api.Machine, cl *api.Cluster, token string) provisioner.LaunchSpec {
-	b := provisioner.Bootstrap{ServerURL: c.cfg.ServerURL, Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, JoinToken: token}
+	b := provisioner.Bootstrap{ServerURL: c.cfg.ServerURL, Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, JoinToken: token, NetworkMode: cl.NetworkMode()}
 	if a := cl.Spec.Agent; a != nil {
 		if a.APIURL != "" {
 			b.ServerURL = a.APIURL

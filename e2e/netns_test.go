@@ -123,15 +123,22 @@ func TestLocalMachinesInNetworkNamespaces(t *testing.T) {
 // run there); ok is a 200 answer.
 func getFrom(t *testing.T, ns, url string) (string, bool) {
 	t.Helper()
+	return getVia(t, []string{"ip", "netns", "exec", ns}, url)
+}
+
+// getVia GETs url with this test binary run under a command that enters a
+// namespace (`ip netns exec NS`, `nsenter -t PID -n`).
+func getVia(t *testing.T, enter []string, url string) (string, bool) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, exe)
+	cmd := exec.Command(enter[0], append(enter[1:], exe)...)
 	cmd.Env = append(os.Environ(), getEnv+"="+url)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Sprintf("GET %s in %s: %v: %s", url, ns, err, out), false
+		return fmt.Sprintf("GET %s in %v: %v: %s", url, enter, err, out), false
 	}
 	return string(out), true
 }
@@ -183,25 +190,7 @@ func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 	}
 	s, dir, _ := startNetnsServer(t)
 	s.apply(t, "overlay.yaml", overlaySpec)
-	waitFor(t, "both machines in the mesh with one peer each", func() (bool, string) {
-		machines, err := s.api.ListMachines(context.Background(), "")
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var why []string
-		for _, m := range machines {
-			for _, c := range m.Conditions {
-				if c.Type == api.ConditionNetworkReady {
-					why = append(why, m.ID+": "+c.Status+" "+c.Message)
-					if c.Status == "True" && strings.Contains(c.Message, "1 peer(s)") {
-						ready++
-					}
-				}
-			}
-		}
-		return ready == 2, strings.Join(why, "; ")
-	})
+	waitForMesh(t, s, 2)
 	var web api.Replica
 	apiMachines := map[string]string{}
 	waitFor(t, "web and both api replicas running (api on both machines), each at an address of its own in its machine's /24", func() (bool, string) {

@@ -100,6 +100,9 @@ type Bootstrap struct {
 	// AgentBinaries are where a booting machine downloads the gantry
 	// binary, by architecture (the cluster's agent.binaries).
 	AgentBinaries map[string]api.AgentBinary
+	// NetworkMode is the cluster's spec.network.mode: an overlay machine
+	// needs a TUN device and the right to configure its network.
+	NetworkMode string
 }
 
 // Instance is a provider's instance in normalized form.

@@ -6,6 +6,7 @@ package runtime
 import (
 	"context"
 	"io"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,6 +44,28 @@ type Spec struct {
 	// reads as files in SecretDir, each named in its environment as
 	// <NAME>_FILE. Only drivers that are SecretFilers get them.
 	SecretFiles map[string]string
+	// Address is the replica's own address in its machine's /24 (overlay
+	// clusters), "" otherwise. A driver that is an AddressGiver puts the
+	// task in a network namespace of its own at that address; others leave
+	// it to the agent, which puts it on the machine's overlay interface.
+	Address string
+}
+
+// AddressGiver is a driver whose tasks each get a network namespace of
+// their own at Spec.Address (containers on the machine's bridge), where
+// they listen on their container ports.
+type AddressGiver interface {
+	GivesAddresses() bool
+}
+
+// NetworkAttacher puts a task's network namespace on the machine's /24:
+// what a driver that gives addresses calls once the task runs.
+type NetworkAttacher interface {
+	// Gateway is the machine's address on that /24: the tasks' route out
+	// and their resolver.
+	Gateway(addr netip.Addr) netip.Addr
+	// Attach gives process pid's network namespace the address addr.
+	Attach(pid int, addr netip.Addr) error
 }
 
 // SecretDir is where a replica finds its secret files.

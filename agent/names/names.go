@@ -41,8 +41,6 @@ type Server struct {
 	mu      sync.RWMutex
 	records map[string][]api.Endpoint // by lower-case fully-qualified name
 	version string
-	udp     *dns.Server
-	tcp     *dns.Server
 }
 
 // New returns a server with no names yet.
@@ -53,14 +51,29 @@ func New(cfg Config, log *slog.Logger) *Server {
 // Start listens on UDP and TCP at the same port and serves until ctx
 // ends; it returns once both listen.
 func (s *Server) Start(ctx context.Context) error {
-	pc, ln, err := listenBoth(s.cfg.Listen)
+	addr, err := s.serve(ctx, s.cfg.Listen)
 	if err != nil {
 		return err
 	}
-	s.addr = pc.LocalAddr().String()
-	s.udp = &dns.Server{PacketConn: pc, Handler: s}
-	s.tcp = &dns.Server{Listener: ln, Handler: s}
-	for _, srv := range []*dns.Server{s.udp, s.tcp} {
+	s.addr = addr
+	return nil
+}
+
+// ListenAlso answers the same names at one more address (an overlay
+// machine's bridge, where its containers' resolver is) until ctx ends.
+func (s *Server) ListenAlso(ctx context.Context, addr string) error {
+	_, err := s.serve(ctx, addr)
+	return err
+}
+
+func (s *Server) serve(ctx context.Context, addr string) (string, error) {
+	pc, ln, err := listenBoth(addr)
+	if err != nil {
+		return "", err
+	}
+	udp := &dns.Server{PacketConn: pc, Handler: s}
+	tcp := &dns.Server{Listener: ln, Handler: s}
+	for _, srv := range []*dns.Server{udp, tcp} {
 		go func() {
 			if err := srv.ActivateAndServe(); err != nil && ctx.Err() == nil {
 				s.log.Warn("dns server stopped", "err", err)
@@ -69,10 +82,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	go func() {
 		<-ctx.Done()
-		_ = s.udp.Shutdown()
-		_ = s.tcp.Shutdown()
+		_ = udp.Shutdown()
+		_ = tcp.Shutdown()
 	}()
-	return nil
+	return pc.LocalAddr().String(), nil
 }
 
 // anyPortTries is how many free UDP ports are tried, when any port will

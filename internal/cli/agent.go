@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/agent"
+	"github.com/gantry-dev/gantry/agent/bridge"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/pki"
 	"github.com/gantry-dev/gantry/internal/version"
@@ -21,6 +22,7 @@ import (
 func newAgentCmd(g *globals) *cobra.Command {
 	cfg := agent.DefaultConfig()
 	dockerCfg := docker.DefaultConfig()
+	bridgeCfg := bridge.DefaultConfig()
 	var cpu, memory, disk, runtimeName, tokenFile, providerIDFile, logFormat, logLevel string
 	var labels []string
 	cmd := &cobra.Command{
@@ -50,6 +52,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 			if cfg.CACertHash != "" && !pki.ValidPin(cfg.CACertHash) {
 				return fmt.Errorf("--ca-cert-hash %q: want sha256: and 64 hex digits (printed by `gantry token create --kind join`)", cfg.CACertHash)
 			}
+			bridgeCfg.MTU = cfg.Mesh.MTU
+			dockerCfg.Attacher = bridge.New(bridgeCfg)
 			driver, err := newDriver(runtimeName, cfg.DataDir, dockerCfg)
 			if err != nil {
 				return err
@@ -73,6 +77,8 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Zone, "zone", "", "zone of this machine")
 	f.StringVar(&cfg.TemplateVersion, "template-version", "", "the cluster's agent.version this machine was launched with (reported to the server)")
 	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
+	f.StringVar(&cfg.MeshAddress, "mesh-address", "", "address where the cluster's other machines reach this one's WireGuard port in an overlay cluster (default: --address; auto: the address this machine reaches the server from)")
+	f.StringVar(&bridgeCfg.Name, "overlay-bridge", bridgeCfg.Name, "bridge that replica containers of an overlay cluster join at their own addresses")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "agent state: credential, replica logs")
 	f.StringVar(&runtimeName, "runtime", process.Name, "runtime driver for replicas: process or docker")
 	f.StringVar(&dockerCfg.Host, "docker-host", "", "Docker Engine address (default: $DOCKER_HOST or the local socket)")

@@ -268,7 +268,26 @@ func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec pr
 		Binds:       []string{p.cfg.SocketPath + ":/var/run/docker.sock", p.secretsDir(id) + ":" + p.secretsDir(id)},
 		Resources:   container.Resources{NanoCPUs: it.MilliCPU * 1_000_000, Memory: it.MemoryBytes},
 	}
+	if b.NetworkMode == api.NetworkOverlay {
+		overlayMachine(cfg, host)
+	}
 	return cfg, host
+}
+
+// overlayMachine lets a machine container join its cluster's mesh and put
+// its replica containers on its bridge: a TUN device and the right to
+// configure networks (WireGuard), forwarding between the bridge and the
+// mesh, and the host's pids with the right to enter a replica's network
+// namespace (the agent plumbs each replica container as a CNI plugin
+// would; the engine reports replicas by their host pids). The mesh
+// endpoint is the container's own address, not the host's where its
+// replicas' ports were published.
+func overlayMachine(cfg *container.Config, host *container.HostConfig) {
+	cfg.Cmd = append(cfg.Cmd, "--mesh-address", "auto")
+	host.CapAdd = []string{"NET_ADMIN", "SYS_ADMIN"}
+	host.PidMode = "host"
+	host.Devices = []container.DeviceMapping{{PathOnHost: "/dev/net/tun", PathInContainer: "/dev/net/tun", CgroupPermissions: "rwm"}}
+	host.Sysctls = map[string]string{"net.ipv4.ip_forward": "1"}
 }
 
 const joinTokenPath = "/etc/gantry/join-token"

@@ -3,6 +3,8 @@ package docker
 import (
 	"fmt"
 	"maps"
+	"net"
+	"net/netip"
 	"path"
 	"regexp"
 	"sort"
@@ -28,6 +30,9 @@ const (
 	LabelSpecHash = "gantry.dev/spec-hash"
 	// LabelPortPrefix + name records a named port's container port.
 	LabelPortPrefix = "gantry.dev/port."
+	// LabelAddress is the replica's own address on its machine's bridge
+	// (overlay clusters).
+	LabelAddress = "gantry.dev/address"
 	managedByValue  = "gantry"
 )
 
@@ -110,6 +115,34 @@ func containerConfig(s runtime.Spec, networkName string, publishIP string, f eng
 	}
 	return cfg, host, nil
 }
+
+// onOwnAddress turns a create request into one for a container on its
+// machine's bridge at the replica's own address: no network from the
+// engine (the agent plumbs it after start), no published ports (the
+// container's ports are reached at its address), and the machine's agent,
+// at the bridge's address, as its resolver.
+func onOwnAddress(cfg *container.Config, host *container.HostConfig, s runtime.Spec, gateway netip.Addr) error {
+	addr, err := netip.ParseAddr(s.Address)
+	if err != nil {
+		return fmt.Errorf("replica address %q: %w", s.Address, err)
+	}
+	host.NetworkMode = container.NetworkMode(network.NetworkNone)
+	host.PortBindings = nil
+	cfg.ExposedPorts = nil
+	host.DNS = []netip.Addr{gateway}
+	cfg.Labels[LabelAddress] = addr.String()
+	env := cfg.Env[:0:0]
+	for _, kv := range cfg.Env {
+		if !strings.HasPrefix(kv, DNSEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	cfg.Env = append(env, DNSEnv+"="+net.JoinHostPort(gateway.String(), "53"))
+	return nil
+}
+
+// DNSEnv is where a replica finds its machine's resolver (host:port).
+const DNSEnv = "GANTRY_DNS"
 
 // environment is the service's env plus what Gantry tells every replica;
 // PORT is the first named port's container port.

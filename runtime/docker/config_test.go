@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -129,5 +130,36 @@ func TestRuntimeIsTEE(t *testing.T) {
 		if runtime.IsTEE(name) != want {
 			t.Errorf("IsTEE(%q) != %v", name, want)
 		}
+	}
+}
+
+// A replica with an address of its own (an overlay cluster) gets no network
+// from the engine and publishes nothing; its resolver is its machine's agent
+// at the bridge's address, which replaces the one the agent set.
+func TestOnOwnAddressLeavesTheNetworkToTheAgent(t *testing.T) {
+	s := baseSpec()
+	s.Address, s.Env = "10.244.3.7", map[string]string{DNSEnv: "127.0.0.1:5353"}
+	cfg, host, err := containerConfig(s, "gantry-net", "", engineFeatures{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onOwnAddress(cfg, host, s, netip.MustParseAddr("10.244.3.1")); err != nil {
+		t.Fatal(err)
+	}
+	if host.NetworkMode != "none" || len(host.PortBindings) != 0 || len(cfg.ExposedPorts) != 0 {
+		t.Errorf("network %q bindings %v exposed %v: want none and nothing published", host.NetworkMode, host.PortBindings, cfg.ExposedPorts)
+	}
+	if len(host.DNS) != 1 || host.DNS[0].String() != "10.244.3.1" {
+		t.Errorf("resolver %v, want the bridge's address", host.DNS)
+	}
+	if cfg.Labels[LabelAddress] != "10.244.3.7" {
+		t.Errorf("address label %q", cfg.Labels[LabelAddress])
+	}
+	if !slices.Contains(cfg.Env, DNSEnv+"=10.244.3.1:53") || slices.Contains(cfg.Env, DNSEnv+"=127.0.0.1:5353") {
+		t.Errorf("env %v: want GANTRY_DNS at the bridge only", cfg.Env)
+	}
+	s.Address = "not-an-address"
+	if err := onOwnAddress(cfg, host, s, netip.MustParseAddr("10.244.3.1")); err == nil || !strings.Contains(err.Error(), "not-an-address") {
+		t.Errorf("a bad address: %v", err)
 	}
 }

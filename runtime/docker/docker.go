@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +53,10 @@ type Config struct {
 	// replica's secret files are written and bind-mounted (read-only) at
 	// runtime.SecretDir: never on disk, never in the container's config.
 	SecretsDir string
+	// Attacher, when set, puts replicas that have an address of their own
+	// (overlay clusters) on the machine's bridge at that address; without
+	// it every replica joins Network and publishes its ports.
+	Attacher runtime.NetworkAttacher
 }
 
 // DefaultSecretsDir is on the host's /dev/shm.
@@ -77,7 +83,12 @@ var (
 	_ runtime.LogReader     = (*Driver)(nil)
 	_ runtime.RuntimeLister = (*Driver)(nil)
 	_ runtime.SecretFiler   = (*Driver)(nil)
+	_ runtime.AddressGiver  = (*Driver)(nil)
 )
+
+// GivesAddresses implements runtime.AddressGiver: with an attacher, each
+// replica with an address listens at it in a namespace of its own.
+func (d *Driver) GivesAddresses() bool { return d.cfg.Attacher != nil }
 
 // SecretFiles implements runtime.SecretFiler.
 func (d *Driver) SecretFiles() bool { return true }
@@ -169,6 +180,15 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	if err != nil {
 		return nil, err
 	}
+	var addr netip.Addr
+	if s.Address != "" && d.cfg.Attacher != nil {
+		if addr, err = netip.ParseAddr(s.Address); err != nil {
+			return nil, fmt.Errorf("replica address %q: %w", s.Address, err)
+		}
+		if err := onOwnAddress(cfg, host, s, d.cfg.Attacher.Gateway(addr)); err != nil {
+			return nil, err
+		}
+	}
 	if err := d.ensureImage(ctx, s.Image); err != nil {
 		return nil, err
 	}
@@ -195,7 +215,32 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 		removeSecretFiles(d.cfg.SecretsDir, name)
 		return nil, fmt.Errorf("start container: %w", err)
 	}
+	if addr.IsValid() {
+		if err := d.plumb(rctx, created.ID, addr); err != nil {
+			d.remove(created.ID)
+			removeSecretFiles(d.cfg.SecretsDir, name)
+			return nil, err
+		}
+	}
 	return d.attach(ctx, created.ID)
+}
+
+// plumb puts a started container on the machine's bridge at addr. Its
+// process runs from the start without the address for the moment this
+// takes; it is not in any answer before its health check passes.
+func (d *Driver) plumb(ctx context.Context, id string, addr netip.Addr) error {
+	inspected, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect container: %w", err)
+	}
+	c := inspected.Container
+	if c.State == nil || c.State.Pid == 0 {
+		return fmt.Errorf("container exited before it got its address %s", addr)
+	}
+	if err := d.cfg.Attacher.Attach(c.State.Pid, addr); err != nil {
+		return fmt.Errorf("give the container its address %s: %w", addr, err)
+	}
+	return nil
 }
 
 // ensureImage pulls the image unless the engine has it. A pull that fails
@@ -233,6 +278,12 @@ func (d *Driver) attach(ctx context.Context, id string) (*task, error) {
 	}
 	t := &task{driver: d, id: id, name: strings.TrimPrefix(c.Name, "/"), done: make(chan struct{}), stopWait: stopWait,
 		hostPorts: publishedPorts(c), endpoints: endpoints(c, d.cfg.Network)}
+	if addr, ok := ownAddress(c); ok {
+		t.hostPorts, t.endpoints = containerPorts(c.Config.Labels), map[string]string{}
+		for name, cp := range t.hostPorts {
+			t.endpoints[name] = net.JoinHostPort(addr.String(), strconv.Itoa(cp))
+		}
+	}
 	go t.watch(wait)
 	return t, nil
 }
@@ -249,7 +300,8 @@ func (d *Driver) inspectPublished(ctx context.Context, id string) (container.Ins
 		}
 		c := inspected.Container
 		running := c.State != nil && c.State.Running
-		if !running || c.Config == nil || len(publishedPorts(c)) == len(containerPorts(c.Config.Labels)) || time.Now().After(deadline) {
+		_, onBridge := ownAddress(c) // publishes nothing
+		if !running || onBridge || c.Config == nil || len(publishedPorts(c)) == len(containerPorts(c.Config.Labels)) || time.Now().After(deadline) {
 			return c, nil
 		}
 		select {
@@ -258,6 +310,15 @@ func (d *Driver) inspectPublished(ctx context.Context, id string) (container.Ins
 		case <-time.After(d.cfg.PortPoll):
 		}
 	}
+}
+
+// ownAddress is the address of a container on its machine's bridge.
+func ownAddress(c container.InspectResponse) (netip.Addr, bool) {
+	if c.Config == nil {
+		return netip.Addr{}, false
+	}
+	addr, err := netip.ParseAddr(c.Config.Labels[LabelAddress])
+	return addr, err == nil
 }
 
 // Adopt finds the replica containers this machine left behind.
@@ -269,6 +330,12 @@ func (d *Driver) Adopt(ctx context.Context, machineID string) ([]runtime.Adopted
 	}
 	var out []runtime.Adopted
 	for _, c := range list.Items {
+		if addr, err := netip.ParseAddr(c.Labels[LabelAddress]); err == nil && d.cfg.Attacher != nil && c.State == container.StateRunning {
+			// Attached already unless the machine's namespace is new.
+			if err := d.plumb(ctx, c.ID, addr); err != nil {
+				return nil, err
+			}
+		}
 		t, err := d.attach(ctx, c.ID)
 		if cerrdefs.IsNotFound(err) {
 			continue

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
+	"github.com/moby/moby/client"
+)
+
+const dockerOverlaySpec = `kind: Cluster
+metadata: {name: dov}
+spec:
+  provider: {name: docker}
+  network: {mode: overlay}
+  capacityGroups:
+    - {groupId: general, instanceType: docker.medium, minSize: 2, maxSize: 2}
+  systemReserved: {cpu: 100m, memory: 64Mi}
+---
+kind: Service
+metadata: {name: api}
+spec:
+  cluster: dov
+  image: gantry-e2e:latest
+  command: [/gantry, hello]
+  env: {GREETING: api here}
+  ports: [{name: http, containerPort: 8080}]
+  replicas: 2
+  resources: {cpu: 100m, memory: 64Mi}
+  healthCheck: {http: {port: http, path: /healthz}, intervalSeconds: 1}
+  placement: {spread: [{key: machine, maxSkew: 1}]}
+---
+kind: Service
+metadata: {name: web}
+spec:
+  cluster: dov
+  image: gantry-e2e:latest
+  command: [/gantry, hello]
+  env: {GREETING: web here, CALL: api.dov.gantry.}
+  ports: [{name: http, containerPort: 8080}]
+  replicas: 1
+  resources: {cpu: 100m, memory: 64Mi}
+  healthCheck: {http: {port: http, path: /healthz}, intervalSeconds: 1}
+`
+
+// The docker provider's machines in an overlay cluster: each machine
+// container joins the WireGuard mesh, every replica container sits on its
+// machine's bridge at an address of its own (both api replicas listen on
+// the same container port, 8080), its resolver is its machine's agent, and
+// web calls both api replicas by name, the remote one through the mesh.
+func TestDockerProviderOverlay(t *testing.T) {
+	cli := dockerSetup(t)
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no /dev/net/tun: %v", err)
+		}
+		t.Skipf("no /dev/net/tun: %v", err)
+	}
+	network := fmt.Sprintf("gantry-e2e-ov-%d", time.Now().UnixNano()%1_000_000)
+	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeNetwork(cli, network) })
+	s := startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s")
+	s.apply(t, "dov.yaml", dockerOverlaySpec)
+	waitForMesh(t, s, 2)
+	var web api.Replica
+	apiReplicas := map[string]api.Replica{}
+	waitFor(t, "web and both api replicas running on two machines, each at an address of its own on port 8080", func() (bool, string) {
+		running := 0
+		var where []string
+		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
+			where = append(where, fmt.Sprintf("%s %s at %s:%d on %s", r.ID, r.State, r.Address, r.HostPorts["http"], r.Machine))
+			if r.State == api.ReplicaRunning && r.PreviousMachine == "" && strings.HasPrefix(r.Address, "10.244.") && r.HostPorts["http"] == 8080 {
+				running++
+			}
+			if r.Service == "web" {
+				web = r
+			} else {
+				apiReplicas[r.ID] = r
+			}
+		}
+		spread := len(apiReplicas) == 2 && apiReplicas["api-0"].Machine != apiReplicas["api-1"].Machine
+		return running == 3 && spread, strings.Join(where, "; ")
+	})
+	machinePid := machineContainerPid(t, cli, web.Machine)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, args := range [][]string{{"ip", "addr"}, {"ip", "route"}, {"ss", "-lunt"}} {
+				out, _ := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(machinePid), "-n"}, args...)...).CombinedOutput()
+				t.Logf("%v in %s:\n%s", args, web.Machine, out)
+			}
+		}
+	})
+	resolvConf, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/etc/resolv.conf", replicaContainerPid(t, cli, web)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gw := strings.TrimSuffix(web.Address, web.Address[strings.LastIndex(web.Address, ".")+1:]) + "1"; !strings.Contains(string(resolvConf), "nameserver "+gw) {
+		t.Fatalf("web's resolv.conf does not name its machine's agent at %s:\n%s", gw, resolvConf)
+	}
+	callURL := fmt.Sprintf("http://%s:8080/call", web.Address)
+	answered := map[string]bool{}
+	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
+		body, ok := getVia(t, []string{"nsenter", "-t", strconv.Itoa(machinePid), "-n"}, callURL)
+		if ok {
+			for id := range apiReplicas {
+				if strings.Contains(body, "replica "+id+" ") {
+					answered[id] = true
+				}
+			}
+		}
+		return len(answered) == 2, body
+	})
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(machinePid), "-n", "ip", "-s", "link", "show", "gantry0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the mesh interface of %s: %v %s", web.Machine, err, out)
+	}
+	if rx := rxBytes(string(out)); rx <= 0 {
+		t.Fatalf("no traffic received through %s's mesh interface:\n%s", web.Machine, out)
+	}
+}
+
+// waitForMesh waits until n machines report NetworkReady with n-1 peers.
+func waitForMesh(t *testing.T, s *server, n int) {
+	t.Helper()
+	peers := fmt.Sprintf("%d peer(s)", n-1)
+	waitFor(t, fmt.Sprintf("%d machines in the mesh with %s each", n, peers), func() (bool, string) {
+		machines, err := s.api.ListMachines(context.Background(), "")
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		var why []string
+		for _, m := range machines {
+			for _, c := range m.Conditions {
+				if c.Type == api.ConditionNetworkReady {
+					why = append(why, m.ID+": "+c.Status+" "+c.Message)
+					if c.Status == "True" && strings.Contains(c.Message, peers) {
+						ready++
+					}
+				}
+			}
+		}
+		return ready == n, strings.Join(why, "; ")
+	})
+}
+
+// machineContainerPid is the host pid of a docker provider machine.
+func machineContainerPid(t *testing.T, cli *client.Client, machine string) int {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: make(client.Filters).Add("label", "gantry.dev/machine="+machine, "gantry.dev/kind=machine")})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("machine container of %s: %d found (%v)", machine, len(list.Items), err)
+	}
+	return containerPid(t, cli, list.Items[0].ID)
+}
+
+// replicaContainerPid is the host pid of a replica's container.
+func replicaContainerPid(t *testing.T, cli *client.Client, r api.Replica) int {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: make(client.Filters).Add("label", "gantry.dev/replica="+r.ID, "gantry.dev/machine="+r.Machine)})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("container of %s: %d found (%v)", r.ID, len(list.Items), err)
+	}
+	return containerPid(t, cli, list.Items[0].ID)
+}
+
+func containerPid(t *testing.T, cli *client.Client, id string) int {
+	t.Helper()
+	c, err := cli.ContainerInspect(context.Background(), id, client.ContainerInspectOptions{})
+	if err != nil || c.Container.State == nil || c.Container.State.Pid == 0 {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	return c.Container.State.Pid
+}
