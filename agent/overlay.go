@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
-	"strings"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/gantry-dev/gantry/agent/mesh"
 	"github.com/gantry-dev/gantry/api"

@@ -32,8 +32,8 @@ const (
 	LabelPortPrefix = "gantry.dev/port."
 	// LabelAddress is the replica's own address on its machine's bridge
 	// (overlay clusters).
-	LabelAddress = "gantry.dev/address"
-	managedByValue  = "gantry"
+	LabelAddress   = "gantry.dev/address"
+	managedByValue = "gantry"
 )
 
 // engineFeatures is what the engine offers, from `docker info`.
