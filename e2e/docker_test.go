@@ -24,12 +24,22 @@ import (
 // workload (`/gantry hello`) and, for the docker provider, the machine.
 const e2eImage = "gantry-e2e:latest"
 
+// machineExtras is what the server's docker provider adds to the machine
+// image by default (the host's HAProxy), so the tests and their servers
+// build one image, not two in turn under one tag.
+func machineExtras() []string {
+	if haproxy := docker.HostHAProxy(); haproxy != "" {
+		return []string{haproxy}
+	}
+	return nil
+}
+
 func dockerSetup(t *testing.T) *client.Client {
 	t.Helper()
 	cli := testdocker.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := docker.EnsureImage(ctx, cli, e2eImage, gantryBin); err != nil {
+	if err := docker.EnsureImage(ctx, cli, e2eImage, gantryBin, machineExtras()...); err != nil {
 		t.Fatal(err)
 	}
 	return cli

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,13 +16,18 @@ import (
 	"github.com/moby/moby/client"
 )
 
-const dockerOverlaySpec = `kind: Cluster
+func dockerOverlaySpec(greeting string, port int) string {
+	return fmt.Sprintf(dockerOverlayTemplate, greeting, port)
+}
+
+const dockerOverlayTemplate = `kind: Cluster
 metadata: {name: dov}
 spec:
   provider: {name: docker}
   network: {mode: overlay}
   capacityGroups:
     - {groupId: general, instanceType: docker.medium, minSize: 2, maxSize: 2}
+    - {groupId: edge, role: edge, instanceType: docker.small, minSize: 1, maxSize: 1}
   systemReserved: {cpu: 100m, memory: 64Mi}
 ---
 kind: Service
@@ -35,7 +41,7 @@ spec:
   replicas: 2
   resources: {cpu: 100m, memory: 64Mi}
   healthCheck: {http: {port: http, path: /healthz}, intervalSeconds: 1}
-  placement: {spread: [{key: machine, maxSkew: 1}]}
+  placement: {capacityGroups: [general], spread: [{key: machine, maxSkew: 1}]}
 ---
 kind: Service
 metadata: {name: web}
@@ -43,19 +49,24 @@ spec:
   cluster: dov
   image: gantry-e2e:latest
   command: [/gantry, hello]
-  env: {GREETING: web here, CALL: api.dov.gantry.}
+  env: {GREETING: %s, CALL: api.dov.gantry.}
   ports: [{name: http, containerPort: 8080}]
-  replicas: 1
+  expose: [{port: %d}]
+  replicas: 2
   resources: {cpu: 100m, memory: 64Mi}
   healthCheck: {http: {port: http, path: /healthz}, intervalSeconds: 1}
+  placement: {capacityGroups: [general]}
 `
 
 // The docker provider's machines in an overlay cluster: each machine
 // container joins the WireGuard mesh, every replica container sits on its
-// machine's bridge at an address of its own (both api replicas listen on
-// the same container port, 8080), its resolver is its machine's agent, and
-// web calls both api replicas by name, the remote one through the mesh.
+// machine's bridge at an address of its own (all listen on the same
+// container port, 8080), its resolver is its machine's agent, web calls
+// both api replicas by name (the remote one through the mesh), and the
+// edge machine's HAProxy serves web's exposed port through a rolling
+// deployment without a failed request.
 func TestDockerProviderOverlay(t *testing.T) {
+	needHAProxy(t)
 	cli := dockerSetup(t)
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -70,8 +81,9 @@ func TestDockerProviderOverlay(t *testing.T) {
 	}
 	t.Cleanup(func() { removeNetwork(cli, network) })
 	s := startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s")
-	s.apply(t, "dov.yaml", dockerOverlaySpec)
-	waitForMesh(t, s, 2)
+	port := freeTCPPort(t)
+	s.apply(t, "dov.yaml", dockerOverlaySpec("v1", port))
+	waitForMesh(t, s, 3)
 	var web api.Replica
 	apiReplicas := map[string]api.Replica{}
 	waitFor(t, "web and both api replicas running on two machines, each at an address of its own on port 8080", func() (bool, string) {
@@ -83,13 +95,15 @@ func TestDockerProviderOverlay(t *testing.T) {
 				running++
 			}
 			if r.Service == "web" {
-				web = r
+				if r.ID == "web-0" {
+					web = r
+				}
 			} else {
 				apiReplicas[r.ID] = r
 			}
 		}
 		spread := len(apiReplicas) == 2 && apiReplicas["api-0"].Machine != apiReplicas["api-1"].Machine
-		return running == 3 && spread, strings.Join(where, "; ")
+		return running == 4 && spread, strings.Join(where, "; ")
 	})
 	machinePid := machineContainerPid(t, cli, web.Machine)
 	t.Cleanup(func() {
@@ -126,6 +140,52 @@ func TestDockerProviderOverlay(t *testing.T) {
 	}
 	if rx := rxBytes(string(out)); rx <= 0 {
 		t.Fatalf("no traffic received through %s's mesh interface:\n%s", web.Machine, out)
+	}
+	servesThroughARollingDeployment(t, s, cli, network, port)
+}
+
+// servesThroughARollingDeployment sends a request every 10 ms to the edge
+// machine's exposed port while web rolls to v2: none fails.
+func servesThroughARollingDeployment(t *testing.T, s *server, cli *client.Client, network string, port int) {
+	t.Helper()
+	edge := ""
+	machines, err := s.api.ListMachines(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range machines {
+		if m.Group == "edge" {
+			edge = m.ID
+		}
+	}
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{Filters: make(client.Filters).Add("label", "gantry.dev/machine="+edge, "gantry.dev/kind=machine")})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("edge machine container of %q: %v", edge, err)
+	}
+	c, err := cli.ContainerInspect(context.Background(), list.Items[0].ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://%s:%d/", c.Container.NetworkSettings.Networks[network].IPAddress, port)
+	probe := newIngressClient(url)
+	waitFor(t, "the edge machine serving web's exposed port at "+url, func() (bool, string) {
+		probe.send()
+		probe.mu.Lock()
+		defer probe.mu.Unlock()
+		return probe.ok > 0, strings.Join(probe.failures, "; ")
+	})
+	load := newIngressClient(url)
+	stop := sync.OnceFunc(every(10*time.Millisecond, load.send))
+	defer stop()
+	if out, errOut, code := s.gantry("apply", "--wait", "-f", writeFile(t, s.dataDir, "dov2.yaml", dockerOverlaySpec("v2", port))); code != 0 {
+		t.Fatalf("apply --wait v2: %s%s", out, errOut)
+	}
+	stop()
+	load.mu.Lock()
+	defer load.mu.Unlock()
+	t.Logf("%d requests answered (%v), %d failed", load.ok, load.bodies, load.failed)
+	if load.failed > 0 || load.ok < 100 || load.bodies["v2"] == 0 {
+		t.Fatalf("%d of %d requests failed (want 0 of at least 100, v2 among the answers %v): %v", load.failed, load.ok+load.failed, load.bodies, load.failures)
 	}
 }
 

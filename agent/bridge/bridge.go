@@ -81,7 +81,8 @@ func (b *Bridge) Attach(pid int, addr netip.Addr) error {
 		return fmt.Errorf("network namespace of pid %d: %w", pid, err)
 	}
 	defer target.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostName, MTU: b.cfg.MTU, MasterIndex: br.Attrs().Index}, PeerName: peerName}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: hostName, MTU: b.cfg.MTU, MasterIndex: br.Attrs().Index}, PeerName: peerName,
+		PeerHardwareAddr: hardwareAddr(addr)}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("add veth %s: %w", hostName, err)
 	}
@@ -175,6 +176,15 @@ func (b *Bridge) forward() error {
 		return fmt.Errorf("turn forwarding on (%s): %w", b.cfg.ForwardingFile, err)
 	}
 	return nil
+}
+
+// hardwareAddr is the container end's MAC, made from its address (as the
+// CNI bridge plugin once did): an address given to a new container after an
+// old one left keeps its MAC, so the machine's neighbour cache, which still
+// holds the old entry for up to half a minute, sends to the right one.
+func hardwareAddr(addr netip.Addr) net.HardwareAddr {
+	a := addr.As4()
+	return net.HardwareAddr{0x0a, 0x58, a[0], a[1], a[2], a[3]}
 }
 
 // vethNames are the pair's names for an address: unique per address on the

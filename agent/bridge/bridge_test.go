@@ -75,6 +75,9 @@ func TestAttachPutsATaskOnTheMachinesBridge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got, want := eth0.Attrs().HardwareAddr.String(), "0a:58:0a:09:03:02"; got != want {
+		t.Fatalf("eth0 MAC %s, want %s (from its address, so a reused address keeps its MAC)", got, want)
+	}
 	if eth0.Attrs().MTU != DefaultConfig().MTU {
 		t.Fatalf("eth0 MTU %d, want the overlay's %d", eth0.Attrs().MTU, DefaultConfig().MTU)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -68,6 +69,10 @@ type Mesh struct {
 	dev     *device.Device
 	link    netlink.Link
 	address netip.Addr
+
+	mu sync.Mutex
+	// peers is what WireGuard holds, by public key (hex), as last set.
+	peers map[string]string
 }
 
 // Start brings up the interface with this machine's address in the
@@ -91,7 +96,7 @@ func Start(cfg Config, address netip.Addr, cluster netip.Prefix) (*Mesh, error) 
 		cfg.Log.Warn("wireguard: " + fmt.Sprintf(format, args...))
 	}}
 	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
-	m := &Mesh{cfg: cfg, key: key, dev: dev, address: address}
+	m := &Mesh{cfg: cfg, key: key, dev: dev, address: address, peers: map[string]string{}}
 	if err := m.configure(address, cluster); err != nil {
 		dev.Close()
 		return nil, err
@@ -128,11 +133,12 @@ func (m *Mesh) configure(address netip.Addr, cluster netip.Prefix) error {
 // PublicKey is what the server hands the other machines (base64).
 func (m *Mesh) PublicKey() string { return m.key.PublicKey().String() }
 
-// SetPeers replaces the peers: a machine that left is gone from them at
-// once (its traffic is refused from then on).
+// SetPeers makes peers the interface's peers: a machine that left is gone
+// from them at once (its traffic is refused from then on). Only what
+// changed is told to WireGuard: replacing every peer would drop each
+// one's session, and every replica change in the cluster calls this.
 func (m *Mesh) SetPeers(peers []Peer) error {
-	var b strings.Builder
-	b.WriteString("replace_peers=true\n")
+	want := map[string]string{}
 	for _, p := range peers {
 		pub, err := wgtypes.ParseKey(p.PublicKey)
 		if err != nil {
@@ -142,15 +148,34 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 		if err != nil {
 			return fmt.Errorf("peer endpoint %q: %w", p.Endpoint, err)
 		}
+		var b strings.Builder
 		fmt.Fprintf(&b, "public_key=%s\nendpoint=%s\npersistent_keepalive_interval=%d\nreplace_allowed_ips=true\n",
 			hexKey(pub), endpoint, int(m.cfg.KeepAlive.Seconds()))
 		for _, s := range p.Subnets {
 			fmt.Fprintf(&b, "allowed_ip=%s\n", s)
 		}
+		want[hexKey(pub)] = b.String()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	for key := range m.peers {
+		if _, keep := want[key]; !keep {
+			fmt.Fprintf(&b, "public_key=%s\nremove=true\n", key)
+		}
+	}
+	for key, config := range want {
+		if m.peers[key] != config {
+			b.WriteString(config)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
 	}
 	if err := m.dev.IpcSet(b.String()); err != nil {
 		return fmt.Errorf("set WireGuard peers: %w", err)
 	}
+	m.peers = want
 	return nil
 }
 

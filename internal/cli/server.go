@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/gantry-dev/gantry/provider/clouds"
+	dockerrt "github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -98,6 +99,7 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config, cloudCfg *clouds.Config)
 	fs.StringVar(&cfg.LocalRuntime, "local-runtime", cfg.LocalRuntime, "local provider: runtime of its agents, process or docker")
 	fs.StringVar(&cfg.Docker.Network, "docker-network", cfg.Docker.Network, "docker provider: bridge network of machines and replicas")
 	fs.StringVar(&cfg.Docker.Image, "docker-image", cfg.Docker.Image, "docker provider: machine image, built from this binary when missing or stale")
+	fs.StringVar(&cfg.Docker.HAProxy, "docker-haproxy", dockerrt.HostHAProxy(), "docker provider: this host's HAProxy, put in the machine image for edge machines (empty: none)")
 	fs.StringVar(&cfg.Docker.ServerURL, "docker-server-url", "", "docker provider: URL machines dial (default: the advertised URL, loopback replaced by the network gateway)")
 	fs.StringVar(&cfg.ExecConfig, "exec-config", "", "exec provider: settings file (commands, instance types, prices; see docs/providers.md)")
 	fs.DurationVar(&cfg.Docker.StopGrace, "docker-stop-grace", cfg.Docker.StopGrace, "docker provider: time a machine's agent has to stop its replicas")

@@ -67,6 +67,10 @@ type Config struct {
 	// when missing or stale.
 	Image       string
 	AgentBinary string
+	// HAProxy is the host's HAProxy executable, copied into the machine
+	// image (with its libraries) so edge machines serve the cluster's
+	// exposed ports; "" builds machines without one.
+	HAProxy string
 	// ServerURL is what agents dial; by default the server's advertised
 	// URL with a loopback host replaced by the network's gateway.
 	ServerURL string
@@ -153,7 +157,11 @@ func (p *Provider) Prepare(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("find the gantry binary for the machine image: %w", err)
 		}
 	}
-	if err := dockerrt.EnsureImage(ctx, p.cli, p.cfg.Image, binary); err != nil {
+	var extras []string
+	if p.cfg.HAProxy != "" {
+		extras = append(extras, p.cfg.HAProxy)
+	}
+	if err := dockerrt.EnsureImage(ctx, p.cli, p.cfg.Image, binary, extras...); err != nil {
 		return "", classify("prepare", err)
 	}
 	p.gateway = gw

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -31,10 +32,12 @@ var libraryDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
 
 // EnsureImage builds tag FROM scratch with binary as /gantry (its
 // entrypoint), unless the engine already has tag built from the same
-// binary. No registry is involved. A dynamically linked binary (a cgo or
+// files. No registry is involved. A dynamically linked binary (a cgo or
 // race build) gets its ELF interpreter and shared libraries copied in.
-func EnsureImage(ctx context.Context, cli *client.Client, tag, binary string) error {
-	sum, err := fileSHA256(binary)
+// Extras are more of the host's executables (HAProxy for edge machines),
+// copied at their own paths with what they link.
+func EnsureImage(ctx context.Context, cli *client.Client, tag, binary string, extras ...string) error {
+	sum, err := imageSum(binary, extras)
 	if err != nil {
 		return err
 	}
@@ -45,7 +48,7 @@ func EnsureImage(ctx context.Context, cli *client.Client, tag, binary string) er
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("inspect image %s: %w", tag, err)
 	}
-	buildContext, err := imageContext(binary, sum)
+	buildContext, err := imageContext(binary, sum, extras)
 	if err != nil {
 		return err
 	}
@@ -55,6 +58,38 @@ func EnsureImage(ctx context.Context, cli *client.Client, tag, binary string) er
 	}
 	defer resp.Body.Close()
 	return buildResult(resp.Body, tag)
+}
+
+// imageSum is the binary's SHA-256, with the extras' (when any) folded in.
+func imageSum(binary string, extras []string) (string, error) {
+	sum, err := fileSHA256(binary)
+	if err != nil || len(extras) == 0 {
+		return sum, err
+	}
+	h := sha256.New()
+	h.Write([]byte(sum))
+	for _, extra := range extras {
+		s, err := fileSHA256(extra)
+		if err != nil {
+			return "", err
+		}
+		h.Write([]byte(extra + "=" + s))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// HostHAProxy is the host's HAProxy executable ("" when it has none): what
+// the docker provider's machine image carries so edge machines serve the
+// cluster's exposed ports.
+func HostHAProxy() string {
+	for _, candidate := range []string{"haproxy", "/usr/sbin/haproxy"} {
+		if path, err := exec.LookPath(candidate); err == nil {
+			if abs, err := filepath.Abs(path); err == nil {
+				return abs
+			}
+		}
+	}
+	return ""
 }
 
 // buildResult reads the build's JSON stream for an error.
@@ -79,14 +114,19 @@ func buildResult(r io.Reader, tag string) error {
 }
 
 // imageContext is the build context: a Dockerfile and the files it copies.
-func imageContext(binary, sum string) (io.Reader, error) {
+func imageContext(binary, sum string, extras []string) (io.Reader, error) {
 	files := map[string]string{strings.TrimPrefix(BinaryPath, "/"): binary}
-	libs, err := sharedLibraries(binary)
-	if err != nil {
-		return nil, err
-	}
-	for _, lib := range libs {
-		files[strings.TrimPrefix(lib, "/")] = lib
+	for _, exe := range append([]string{binary}, extras...) {
+		if exe != binary {
+			files[strings.TrimPrefix(exe, "/")] = exe
+		}
+		libs, err := sharedLibraries(exe)
+		if err != nil {
+			return nil, err
+		}
+		for _, lib := range libs {
+			files[strings.TrimPrefix(lib, "/")] = lib
+		}
 	}
 	var dockerfile strings.Builder
 	dockerfile.WriteString("FROM scratch\n")
@@ -142,18 +182,44 @@ func sharedLibraries(binary string) ([]string, error) {
 		}
 		out = append(out, strings.TrimRight(string(data), "\x00"))
 	}
-	needed, err := f.ImportedLibraries()
+	seen := map[string]bool{}
+	queue, err := f.ImportedLibraries()
 	if err != nil {
 		return nil, fmt.Errorf("read libraries of %s: %w", binary, err)
 	}
-	for _, lib := range needed {
+	for len(queue) > 0 {
+		lib := queue[0]
+		queue = queue[1:]
+		if seen[lib] {
+			continue
+		}
+		seen[lib] = true
 		path, err := findLibrary(lib)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, path)
+		more, err := importedLibraries(path)
+		if err != nil {
+			return nil, err
+		}
+		queue = append(queue, more...)
 	}
 	return out, nil
+}
+
+// importedLibraries are the libraries a shared library needs in turn.
+func importedLibraries(path string) ([]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	libs, err := f.ImportedLibraries()
+	if err != nil {
+		return nil, fmt.Errorf("read libraries of %s: %w", path, err)
+	}
+	return libs, nil
 }
 
 func findLibrary(name string) (string, error) {
