@@ -285,14 +285,22 @@ func printExposed(ctx context.Context, w io.Writer, c *client.Client, services m
 }
 
 // edgeAddress is the address of a live machine of cluster c that serves
-// its exposed ports (127.0.0.1 when none is known yet).
+// its exposed ports (127.0.0.1 when none is known yet): its own address in
+// an overlay (a docker machine's container, where its HAProxy listens),
+// else the address its agent reports.
 func edgeAddress(c *api.Cluster, machines []api.Machine) string {
 	if c == nil {
 		return "127.0.0.1"
 	}
 	names := api.ClusterNames{EdgeGroups: endpoints.EdgeGroups(c)}
 	for _, m := range machines {
-		if m.Cluster == c.Metadata.Name && m.Live() && names.Serves(m.Group) && len(m.Addresses) > 0 {
+		if m.Cluster != c.Metadata.Name || !m.Live() || !names.Serves(m.Group) {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(m.MeshEndpoint); err == nil && host != "" {
+			return host
+		}
+		if len(m.Addresses) > 0 {
 			return m.Addresses[0]
 		}
 	}
