@@ -121,6 +121,14 @@ func TestDockerProviderOverlay(t *testing.T) {
 	if gw := strings.TrimSuffix(web.Address, web.Address[strings.LastIndex(web.Address, ".")+1:]) + "1"; !strings.Contains(string(resolvConf), "nameserver "+gw) {
 		t.Fatalf("web's resolv.conf does not name its machine's agent at %s:\n%s", gw, resolvConf)
 	}
+	// Between machines, on the provider's network: WireGuard only, never
+	// api's answer in clear.
+	inspected, err := cli.NetworkInspect(context.Background(), network, client.NetworkInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge := "br-" + inspected.Network.ID[:12]
+	wire := startCapture(t, bridge, 51820, []byte("api here"))
 	callURL := fmt.Sprintf("http://%s:8080/call", web.Address)
 	answered := map[string]bool{}
 	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
@@ -134,6 +142,11 @@ func TestDockerProviderOverlay(t *testing.T) {
 		}
 		return len(answered) == 2, body
 	})
+	wireguard, cleartext := wire.stop()
+	t.Logf("between the machines: %d WireGuard datagrams, %d frames with api's answer in clear", wireguard, cleartext)
+	if wireguard == 0 || cleartext > 0 {
+		t.Fatalf("between the machines: %d WireGuard datagrams, %d frames with api's answer in clear (want some, and none)", wireguard, cleartext)
+	}
 	out, err := exec.Command("nsenter", "-t", strconv.Itoa(machinePid), "-n", "ip", "-s", "link", "show", "gantry0").CombinedOutput()
 	if err != nil {
 		t.Fatalf("the mesh interface of %s: %v %s", web.Machine, err, out)
@@ -141,12 +154,22 @@ func TestDockerProviderOverlay(t *testing.T) {
 	if rx := rxBytes(string(out)); rx <= 0 {
 		t.Fatalf("no traffic received through %s's mesh interface:\n%s", web.Machine, out)
 	}
-	servesThroughARollingDeployment(t, s, cli, network, port)
+	url := edgeURL(t, s, cli, network, port)
+	// The capture sees what crosses the bridge between machines: a request
+	// in clear from web's machine to the edge machine's port is seen.
+	control := startCapture(t, bridge, 51820, []byte("/cleartext-control"))
+	waitFor(t, "a request in clear from "+web.Machine+" to the edge machine", func() (bool, string) {
+		body, ok := getVia(t, []string{"nsenter", "-t", strconv.Itoa(machinePid), "-n"}, url+"cleartext-control")
+		return ok, body
+	})
+	if _, seen := control.stop(); seen == 0 {
+		t.Fatal("the capture saw no request in clear between two machines: it cannot tell WireGuard from clear")
+	}
+	servesThroughARollingDeployment(t, s, url, port)
 }
 
-// servesThroughARollingDeployment sends a request every 10 ms to the edge
-// machine's exposed port while web rolls to v2: none fails.
-func servesThroughARollingDeployment(t *testing.T, s *server, cli *client.Client, network string, port int) {
+// edgeURL is the exposed port at the edge machine container's address.
+func edgeURL(t *testing.T, s *server, cli *client.Client, network string, port int) string {
 	t.Helper()
 	edge := ""
 	machines, err := s.api.ListMachines(context.Background(), "")
@@ -166,7 +189,13 @@ func servesThroughARollingDeployment(t *testing.T, s *server, cli *client.Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("http://%s:%d/", c.Container.NetworkSettings.Networks[network].IPAddress, port)
+	return fmt.Sprintf("http://%s:%d/", c.Container.NetworkSettings.Networks[network].IPAddress, port)
+}
+
+// servesThroughARollingDeployment sends a request every 10 ms to the edge
+// machine's exposed port while web rolls to v2: none fails.
+func servesThroughARollingDeployment(t *testing.T, s *server, url string, port int) {
+	t.Helper()
 	probe := newIngressClient(url)
 	waitFor(t, "the edge machine serving web's exposed port at "+url, func() (bool, string) {
 		probe.send()
