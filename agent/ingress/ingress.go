@@ -294,6 +294,9 @@ func (p *Proxy) stopLocked() {
 		_ = p.master.Process.Kill()
 		<-p.exited
 	}
+	if dir := p.socketDir(); dir != p.cfg.Dir {
+		_ = os.RemoveAll(dir) // made for this proxy under the temporary directory
+	}
 }
 
 // ports lists what a layout listens on.

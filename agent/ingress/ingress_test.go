@@ -224,6 +224,31 @@ func TestSocketsOfADeepDirectoryFit(t *testing.T) {
 	}
 }
 
+// The sockets' own directory under the temporary directory goes with the
+// proxy that made it.
+func TestStopRemovesTheSocketsDirectoryItMade(t *testing.T) {
+	haproxyOrSkip(t)
+	cfg := DefaultConfig(filepath.Join(t.TempDir(), strings.Repeat("d", 100), "ingress"))
+	cfg.BindAddress, cfg.Room, cfg.StopTimeout = "127.0.0.1", 4, 500*time.Millisecond
+	p := New(cfg)
+	t.Cleanup(p.Stop)
+	port := freePort(t)
+	if err := p.Apply(context.Background(), []api.IngressRoute{{Name: "web", Port: port, Protocol: api.ExposeHTTP, Backends: []api.IngressTarget{replica(t, "a")}}}); err != nil {
+		t.Fatal(err)
+	}
+	sockets := p.socketDir()
+	if sockets == cfg.Dir {
+		t.Fatalf("%s: a deep directory keeps its sockets elsewhere", sockets)
+	}
+	if _, err := os.Stat(p.adminSocket()); err != nil {
+		t.Fatalf("HAProxy's socket: %v", err)
+	}
+	p.Stop()
+	if _, err := os.Stat(sockets); !os.IsNotExist(err) {
+		t.Fatalf("%s left after Stop: %v", sockets, err)
+	}
+}
+
 // load sends requests to url one after another until stopped, counting
 // those sent and those that failed.
 func load(url string) (failed, sent *atomic.Int64, stop func()) {
