@@ -120,6 +120,9 @@ type Config struct {
 	// reaches the server from (a machine container's own, whose Address is
 	// its host's).
 	MeshAddress string
+	// RoutedLink holds the machine's and its replicas' addresses in a
+	// cluster whose network routes each machine's /24 to it.
+	RoutedLink string
 }
 
 // MeshAddressAuto asks for the address the machine reaches the server from.
@@ -138,7 +141,7 @@ func DefaultConfig() Config {
 		Telemetry:  telemetry.DefaultAgentConfig(),
 		DNS:        names.DefaultConfig(), NamesPollTimeout: time.Minute,
 		Ingress: ingress.DefaultConfig(""),
-		Mesh:    mesh.DefaultConfig(""),
+		Mesh:    mesh.DefaultConfig(""), RoutedLink: "lo",
 	}
 }
 
@@ -186,6 +189,7 @@ type Agent struct {
 	// overlay is the machine's side of its cluster's mesh (nil: none).
 	overlayMu sync.Mutex
 	overlay   *mesh.Mesh
+	routed    *mesh.Routed
 	// meshEndpoint is the address of this machine's WireGuard port.
 	meshEndpoint string
 }

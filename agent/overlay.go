@@ -31,6 +31,10 @@ func (a *Agent) joinOverlay(ctx context.Context, cfg *api.MeshConfig) {
 	if self == nil {
 		return // no /24 yet
 	}
+	if cfg.Mode == api.NetworkRouted {
+		a.joinRouted(ctx, self.Subnet)
+		return
+	}
 	m, err := a.startOverlay(ctx, cfg.ContainerCIDR, self.Subnet)
 	if err != nil {
 		a.log.Error("cannot join the cluster's overlay", "err", err)
@@ -86,16 +90,55 @@ func (a *Agent) startOverlay(ctx context.Context, containerCIDR, subnet string) 
 		return nil, err
 	}
 	a.overlay, a.meshEndpoint = m, endpoint
-	if a.dns != nil {
-		dnsAddr := net.JoinHostPort(addr.String(), "53")
-		if err := a.dns.ListenAlso(ctx, dnsAddr); err != nil {
-			a.log.Warn("cannot answer names at the overlay address; containers on the bridge have no resolver", "address", dnsAddr, "err", err)
-		}
-	}
+	a.answerNamesAt(ctx, addr)
 	a.log.Info("joined the cluster's overlay", "interface", cfg.Interface, "address", addr, "key", m.PublicKey())
 	a.resendInventory.Store(true) // the key and endpoint go to the server
 	a.nudge()
 	return m, nil
+}
+
+// joinRouted holds the machine's addresses for a network that routes its
+// /24 here (network mode routed): no tunnel to bring up.
+func (a *Agent) joinRouted(ctx context.Context, subnet string) {
+	if err := a.startRouted(ctx, subnet); err != nil {
+		a.log.Error("cannot hold the machine's /24", "err", err)
+		a.setCondition(api.ConditionNetworkReady, false, "RoutedFailed", lastLine(err.Error(), maxConditionMessage))
+		return
+	}
+	a.setCondition(api.ConditionNetworkReady, true, "Routed", api.MeshAddress(subnet)+" and "+subnet+" through the provider's network")
+}
+
+func (a *Agent) startRouted(ctx context.Context, subnet string) error {
+	a.overlayMu.Lock()
+	defer a.overlayMu.Unlock()
+	if a.routed != nil {
+		return nil
+	}
+	prefix, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return err
+	}
+	addr := prefix.Masked().Addr().Next()
+	r, err := mesh.StartRouted(a.cfg.RoutedLink, addr, prefix)
+	if err != nil {
+		return err
+	}
+	a.routed = r
+	a.answerNamesAt(ctx, addr)
+	a.log.Info("holding the machine's /24 (routed by the provider's network)", "subnet", subnet, "link", a.cfg.RoutedLink)
+	return nil
+}
+
+// answerNamesAt answers the cluster's names at the machine's own address
+// too (its containers' resolver, on their bridge).
+func (a *Agent) answerNamesAt(ctx context.Context, addr netip.Addr) {
+	if a.dns == nil {
+		return
+	}
+	dnsAddr := net.JoinHostPort(addr.String(), "53")
+	if err := a.dns.ListenAlso(ctx, dnsAddr); err != nil {
+		a.log.Warn("cannot answer names at the machine's own address; containers on the bridge have no resolver", "address", dnsAddr, "err", err)
+	}
 }
 
 // overlayIdentity is the machine's overlay key and WireGuard endpoint
@@ -143,13 +186,22 @@ func (a *Agent) closeOverlay() {
 		a.overlay.Close()
 		a.overlay = nil
 	}
+	if a.routed != nil {
+		a.routed.Close()
+		a.routed = nil
+	}
 }
 
 // overlayAddresses puts the replicas' own addresses (from this machine's
 // /24) on the overlay interface, and takes off those of replicas gone.
 func (a *Agent) overlayAddresses(assignments []api.Assignment) {
 	a.overlayMu.Lock()
-	m := a.overlay
+	var m interface{ SetLocalAddresses([]netip.Addr) error }
+	if a.overlay != nil {
+		m = a.overlay
+	} else if a.routed != nil {
+		m = a.routed
+	}
 	a.overlayMu.Unlock()
 	if g, ok := a.driver.(runtime.AddressGiver); m == nil || ok && g.GivesAddresses() {
 		return // containers on the bridge hold their addresses themselves

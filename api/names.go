@@ -57,12 +57,17 @@ type ClusterNames struct {
 	// EdgeGroups are the capacity groups whose machines serve Ingress
 	// (none: every machine of the cluster does).
 	EdgeGroups []string `json:"edgeGroups,omitempty"`
-	// Mesh is the overlay of a cluster in overlay mode (nil otherwise).
+	// Mesh is the overlay of a cluster in overlay or routed mode (nil
+	// otherwise).
 	Mesh *MeshConfig `json:"mesh,omitempty"`
 }
 
 // MeshConfig is what a machine needs to join its cluster's overlay.
 type MeshConfig struct {
+	// Mode is overlay (a WireGuard mesh between the machines) or routed
+	// (the provider's network routes each machine's /24 to it: the machine
+	// only holds its addresses; keys and endpoints are unused).
+	Mode string `json:"mode,omitempty"`
 	// ContainerCIDR is what the overlay carries.
 	ContainerCIDR string `json:"containerCidr"`
 	// Peers are the cluster's live machines with a /24, each machine's

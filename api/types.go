@@ -84,6 +84,13 @@ const (
 	NetworkRouted  = "routed"
 )
 
+// OwnAddresses: each replica of the cluster has an address of its own in
+// its machine's /24 (overlay and routed modes).
+func (c *Cluster) OwnAddresses() bool {
+	mode := c.NetworkMode()
+	return mode == NetworkOverlay || mode == NetworkRouted
+}
+
 // NetworkMode is the cluster's network mode (host when unset).
 func (c *Cluster) NetworkMode() string {
 	if c.Spec.Network == nil || c.Spec.Network.Mode == "" {

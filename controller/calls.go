@@ -238,7 +238,7 @@ func (c *calls) launchSpec(m *api.Machine, cl *api.Cluster, token string) provis
 		b.TemplateVersion, b.AgentBinaries = a.Version, a.Binaries
 	}
 	return provisioner.LaunchSpec{InstanceType: m.InstanceType, CapacityType: m.CapacityType, Zone: m.Zone, IdempotencyKey: m.LaunchKey,
-		Tags: Tags(m, c.cfg.InstallationID), Bootstrap: b, Region: cl.Spec.Provider.Region, Config: cl.Spec.Provider.Config}
+		Tags: Tags(m, c.cfg.InstallationID), Bootstrap: b, Region: cl.Spec.Provider.Region, Config: cl.Spec.Provider.Config, Subnet: m.Subnet}
 }
 
 // Tags are put on every instance at launch.

@@ -83,7 +83,7 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Mach
 // replicaAddress is where a replica placed on m answers: an address of
 // its own in m's /24 on an overlay, m's first address elsewhere.
 func (p *Pass) replicaAddress(m *api.Machine) string {
-	if cl := p.snap.Clusters[m.Cluster]; cl != nil && cl.NetworkMode() == api.NetworkOverlay && m.Subnet != "" {
+	if cl := p.snap.Clusters[m.Cluster]; cl != nil && cl.OwnAddresses() && m.Subnet != "" {
 		return p.overlayAddress(m)
 	}
 	if len(m.Addresses) > 0 {
@@ -118,10 +118,10 @@ func (p *Pass) overlayAddress(m *api.Machine) string {
 	return api.MeshAddress(m.Subnet)
 }
 
-// inOverlay: a machine of an overlay cluster takes replicas only once it
-// is in the mesh (its NetworkReady is True); others always.
+// inOverlay: a machine of an overlay or routed cluster takes replicas
+// only once its network is up (its NetworkReady is True); others always.
 func inOverlay(m *api.Machine, cl *api.Cluster) bool {
-	if cl.NetworkMode() != api.NetworkOverlay {
+	if !cl.OwnAddresses() {
 		return true
 	}
 	for _, c := range m.Conditions {

@@ -278,3 +278,105 @@ func rxBytes(out string) int64 {
 	}
 	return -1
 }
+
+// A routed cluster's machines, each in a network namespace of its own: the
+// provider's network (the host, the bridge's router) routes each machine's
+// /24 to it, with no tunnel; web calls both api replicas by name, the
+// remote one in clear through the host's route, and a terminated
+// machine's route is gone. The cluster's containerCidr is this run's own:
+// the routes are the host's.
+func TestRoutedNetworkCarriesTrafficBetweenMachines(t *testing.T) {
+	needNetns(t)
+	s, dir, _ := startNetnsServer(t)
+	cidr := fmt.Sprintf("10.%d.0.0/16", 100+os.Getpid()%100)
+	spec := strings.Replace(strings.Replace(overlaySpec, "network: {mode: overlay}", "network: {mode: routed}\n  containerCidr: "+cidr, 1),
+		"10.244.", strings.TrimSuffix(cidr, "0.0/16"), -1)
+	s.apply(t, "routed.yaml", spec)
+	waitFor(t, "both machines routed", func() (bool, string) {
+		machines, err := s.api.ListMachines(context.Background(), "")
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		var why []string
+		for _, m := range machines {
+			for _, c := range m.Conditions {
+				if c.Type == api.ConditionNetworkReady {
+					why = append(why, m.ID+": "+c.Status+" "+c.Reason+" "+c.Message)
+					if c.Status == "True" && c.Reason == "Routed" {
+						ready++
+					}
+				}
+			}
+		}
+		return ready == 2, strings.Join(why, "; ")
+	})
+	prefix := strings.TrimSuffix(cidr, "0.0/16")
+	var web api.Replica
+	apiMachines := map[string]string{}
+	waitFor(t, "web and both api replicas running at addresses of their own in their machines' /24s", func() (bool, string) {
+		running := 0
+		var where []string
+		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
+			where = append(where, fmt.Sprintf("%s %s at %s on %s", r.ID, r.State, r.Address, r.Machine))
+			if r.State == api.ReplicaRunning && r.PreviousMachine == "" && strings.HasPrefix(r.Address, prefix) && !strings.HasSuffix(r.Address, ".1") {
+				running++
+			}
+			if r.Service == "web" {
+				web = r
+			} else {
+				apiMachines[r.ID] = r.Machine
+			}
+		}
+		spread := len(apiMachines) == 2 && apiMachines["api-0"] != apiMachines["api-1"]
+		return running == 3 && spread, strings.Join(where, "; ")
+	})
+	machines, err := s.api.ListMachines(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, _ := exec.Command("ip", "route", "show").Output()
+	for _, m := range machines {
+		if m.Live() && !strings.Contains(string(routes), m.Subnet+" via "+m.Addresses[0]) {
+			t.Fatalf("the host has no route for %s's %s via %s:\n%s", m.ID, m.Subnet, m.Addresses[0], routes)
+		}
+	}
+	ns := "gantry-" + instanceOf(t, dir, web.Machine).ID
+	if out, _ := exec.Command("ip", "-n", ns, "link", "show", "gantry0").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		t.Fatalf("a routed machine has a mesh interface: %s", out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, args := range [][]string{{"-n", ns, "addr"}, {"-n", ns, "route"}, {"route"}} {
+				out, _ := exec.Command("ip", args...).CombinedOutput()
+				t.Logf("ip %v:\n%s", args, out)
+			}
+			for _, inst := range localInstances(dir) {
+				log, _ := os.ReadFile(filepath.Join(dir, "local", "machines", inst.ID, "agent.log"))
+				t.Logf("%s agent log:\n%s", inst.ID, log)
+			}
+		}
+	})
+	callURL := fmt.Sprintf("http://%s:%d/call", web.Address, web.HostPorts["http"])
+	answered := map[string]bool{}
+	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
+		body, ok := getFrom(t, ns, callURL)
+		if ok {
+			for id := range apiMachines {
+				if strings.Contains(body, "replica "+id+" ") {
+					answered[id] = true
+				}
+			}
+		}
+		return len(answered) == 2, body
+	})
+	for _, args := range [][]string{{"delete", "service", "web"}, {"delete", "service", "api"}, {"delete", "cluster", "e2e"}} {
+		if _, errOut, code := s.gantry(args...); code != 0 {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+	}
+	waitFor(t, "the machines' routes gone with them", func() (bool, string) {
+		routes, _ := exec.Command("ip", "route", "show").Output()
+		return !strings.Contains(string(routes), prefix), string(routes)
+	})
+}

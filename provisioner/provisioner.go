@@ -80,6 +80,10 @@ type LaunchSpec struct {
 	// an image, subnets, security groups...
 	Region string
 	Config map[string]string
+	// Subnet is the machine's /24 of the cluster's containerCidr: a
+	// provider whose network routes (network mode routed) routes it to the
+	// instance.
+	Subnet string
 }
 
 // Bootstrap is what the agent on the new machine needs to join, from the

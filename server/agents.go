@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -378,11 +379,12 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 			continue
 		}
 		as := api.Assignment{ReplicaID: r.ID, Incarnation: r.Incarnation, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
-		if m.MeshKey != "" {
-			as.Address = r.Address
-			if r.Machine != m.ID {
-				as.Address = r.PreviousAddress // the old copy of a moving replica
-			}
+		addr := r.Address
+		if r.Machine != m.ID {
+			addr = r.PreviousAddress // the old copy of a moving replica
+		}
+		if inSubnet(m.Subnet, addr) { // overlay and routed: an address of its own
+			as.Address = addr
 		}
 		if sp.Failover != nil && r.Machine == m.ID {
 			if as.Failover, err = memberRole(tx, r, sp.Failover); err != nil {
@@ -526,4 +528,15 @@ func heartbeatInterval(base time.Duration, perLease int, assignments []api.Assig
 		}
 	}
 	return base
+}
+
+// inSubnet: addr lies in the machine's /24 (the replica's own address, in
+// overlay and routed modes).
+func inSubnet(subnet, addr string) bool {
+	p, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(addr)
+	return err == nil && p.Contains(a)
 }

@@ -235,8 +235,9 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 		var mesh *api.MeshConfig
 		if c, err := tx.GetCluster(cluster); err == nil {
 			edge = endpoints.EdgeGroups(c)
-			if c.NetworkMode() == api.NetworkOverlay {
+			if c.OwnAddresses() {
 				mesh = endpoints.Mesh(c.Spec.ContainerCIDR, machines)
+				mesh.Mode = c.NetworkMode()
 			}
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -115,11 +116,25 @@ func BuiltinProviders(in Instances) []registry.Entry {
 		execEntry.Catalog = catalog(in.Exec.InstanceTypes())
 	}
 	return []registry.Entry{
-		{Name: local.Name, Runtimes: []string{cmp.Or(in.LocalRuntime, "process")}, Catalog: catalog(local.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Local)},
+		{Name: local.Name, Runtimes: []string{cmp.Or(in.LocalRuntime, "process")}, Catalog: catalog(local.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Local),
+			Routes: func(api.ProviderSpec) error { return localRoutes(in.Local) }},
 		{Name: dockerprovider.Name, Runtimes: []string{dockerrt.Name}, Catalog: catalog(dockerprovider.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Docker)},
 		execEntry,
 		external.Entry(),
 	}
+}
+
+// localRoutes: the local provider routes machines' /24s when its machines
+// sit in network namespaces on a bridge of the host (it plays the VPC).
+func localRoutes(p provisioner.Provisioner) error {
+	if p == nil {
+		return nil // described only (offline validation): the server checks
+	}
+	router, ok := p.(interface{ Routes() error })
+	if !ok {
+		return errors.New("the local provider routes machines' /24s only with its machines in network namespaces (gantry server --local-netns-bridge)")
+	}
+	return router.Routes()
 }
 
 // execFile is the exec provider's settings file (YAML or JSON).

@@ -1,10 +1,15 @@
 package server
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provider/local"
+	"github.com/gantry-dev/gantry/provider/registry"
 )
 
 const execBase = `commands: {launch: "true", terminate: "true"}
@@ -52,5 +57,38 @@ func TestExecRuntimeReachesThePlanner(t *testing.T) {
 		if _, _, err := loadExec(path, t.TempDir()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error with %q", extra, err, want)
 		}
+	}
+}
+
+// Routed mode is refused where the provider's network does not route each
+// machine's /24: docker and exec always, local unless its machines sit in
+// network namespaces on a bridge of the host; offline validation (no
+// instances) leaves local to the server.
+func TestRoutedModeOnlyWhereTheProviderRoutes(t *testing.T) {
+	plain, err := local.New(local.Config{StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inNamespaces, err := local.New(local.Config{StateDir: t.TempDir(), Netns: &local.Netns{Bridge: "gb-test", Prefix: netip.MustParsePrefix("172.31.250.0/24")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		in       Instances
+		provider string
+		refused  string
+	}{
+		"docker":                 {Instances{}, "docker", "provider docker does not route"},
+		"exec":                   {Instances{}, "exec", "provider exec does not route"},
+		"local, plain processes": {Instances{Local: plain}, "local", "--local-netns-bridge"},
+		"local, namespaces":      {Instances{Local: inNamespaces}, "local", ""},
+		"local, described only":  {Instances{}, "local", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := registry.New(nil, BuiltinProviders(c.in)...).Routes(api.ProviderSpec{Name: c.provider})
+			if c.refused == "" && err != nil || c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)) {
+				t.Fatalf("routed on %s: %v, want %q", c.provider, err, c.refused)
+			}
+		})
 	}
 }

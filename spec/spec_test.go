@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -46,6 +47,12 @@ func (providers) Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) 
 }
 func (providers) RequiresAgentBinaries(name string) bool { return name == "aws" }
 func (providers) AcceptsAgentBinaries(name string) bool  { return name == "aws" || name == "exec" }
+func (providers) Routes(p api.ProviderSpec) error {
+	if p.Name == "local" {
+		return nil
+	}
+	return fmt.Errorf("provider %s does not route each machine's /24 to it", p.Name)
+}
 
 func TestParseValidFile(t *testing.T) {
 	data, err := os.ReadFile("../examples/hello.yaml")
@@ -104,7 +111,8 @@ func TestParseRejects(t *testing.T) {
 		{"malformed CIDR", baseCluster + "  containerCidr: 10.0.0/8\n", 1, `spec.containerCidr: "10.0.0/8" is not a CIDR`},
 		{"too small CIDR", baseCluster + "  containerCidr: 10.0.0.0/25\n", 1, "spec.containerCidr: \"10.0.0.0/25\" is too small"},
 		{"CIDR fewer subnets than machines", baseCluster + "  containerCidr: 10.0.0.0/23\n", 1, "holds 2 /24 subnets, fewer than the 3 machines"},
-		{"routed mode", baseCluster + "  network: {mode: routed}\n", 1, "spec.network.mode: routed is not built yet"},
+		{"routed mode where the provider does not route", strings.Replace(baseCluster, "spec:\n", "spec:\n  provider: {name: exec}\n", 1) + "  network: {mode: routed}\n", 1,
+			"spec.network.mode: routed: provider exec does not route each machine's /24 to it; use overlay"},
 		{"unknown network mode", baseCluster + "  network: {mode: mesh}\n", 1, `spec.network.mode: unknown mode "mesh"`},
 		{"edge group without a machine", strings.Replace(baseCluster, "minSize: 1, maxSize: 3", "minSize: 0, maxSize: 3, role: edge", 1), 1, "an edge group keeps at least 1 machine"},
 		{"CIDR host bits", baseCluster + "  containerCidr: 10.244.1.0/16\n", 1, "has host bits set (did you mean 10.244.0.0/16?)"},

@@ -25,6 +25,9 @@ type Providers interface {
 	// AcceptsAgentBinaries: the provider's machines may download it; the
 	// others run the server's own binary, so binaries would reach nothing.
 	AcceptsAgentBinaries(provider string) bool
+	// Routes says why a provider's network cannot route each machine's
+	// /24 to it (network mode routed) with these settings; nil if it can.
+	Routes(p api.ProviderSpec) error
 }
 
 var (
@@ -124,9 +127,13 @@ func ValidateCluster(c *api.Cluster, providers Providers) ErrorList {
 		switch n.Mode {
 		case "", api.NetworkHost, api.NetworkOverlay:
 		case api.NetworkRouted:
-			errs.add("spec.network.mode", "routed is not built yet: use overlay (an encrypted mesh) or host")
+			if providers != nil {
+				if err := providers.Routes(s.Provider); err != nil {
+					errs.add("spec.network.mode", "routed: %v; use overlay (an encrypted mesh) or host", err)
+				}
+			}
 		default:
-			errs.add("spec.network.mode", "unknown mode %q (want host or overlay)", n.Mode)
+			errs.add("spec.network.mode", "unknown mode %q (want host, overlay or routed)", n.Mode)
 		}
 	}
 	errs = append(errs, validateTemplate(s)...)

@@ -183,13 +183,21 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 // machine's /24) the interface's addresses beside the machine's own:
 // packets the overlay brings for them are delivered here.
 func (m *Mesh) SetLocalAddresses(addrs []netip.Addr) error {
-	want := map[netip.Addr]bool{m.address: true}
+	return setAddresses(m.link, m.address, netip.Prefix{}, addrs)
+}
+
+// setAddresses makes keep and addrs link's addresses (as /32s), removing
+// the others it holds; within, when valid, limits what it removes to that
+// prefix (a link it shares, as lo).
+func setAddresses(link netlink.Link, keep netip.Addr, within netip.Prefix, addrs []netip.Addr) error {
+	name := link.Attrs().Name
+	want := map[netip.Addr]bool{keep: true}
 	for _, a := range addrs {
 		want[a] = true
 	}
-	have, err := netlink.AddrList(m.link, netlink.FAMILY_V4)
+	have, err := netlink.AddrList(link, netlink.FAMILY_V4)
 	if err != nil {
-		return fmt.Errorf("addresses of %s: %w", m.cfg.Interface, err)
+		return fmt.Errorf("addresses of %s: %w", name, err)
 	}
 	for _, h := range have {
 		a, ok := netip.AddrFromSlice(h.IP)
@@ -201,14 +209,17 @@ func (m *Mesh) SetLocalAddresses(addrs []netip.Addr) error {
 			delete(want, a)
 			continue
 		}
-		if err := netlink.AddrDel(m.link, &h); err != nil {
-			return fmt.Errorf("remove %s from %s: %w", a, m.cfg.Interface, err)
+		if within.IsValid() && !within.Contains(a) {
+			continue
+		}
+		if err := netlink.AddrDel(link, &h); err != nil {
+			return fmt.Errorf("remove %s from %s: %w", a, name, err)
 		}
 	}
 	for a := range want {
 		addr := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}}
-		if err := netlink.AddrReplace(m.link, addr); err != nil {
-			return fmt.Errorf("address %s on %s: %w", a, m.cfg.Interface, err)
+		if err := netlink.AddrReplace(link, addr); err != nil {
+			return fmt.Errorf("address %s on %s: %w", a, name, err)
 		}
 	}
 	return nil

@@ -77,6 +77,19 @@ type record struct {
 	Args []string `json:"args"`
 	// Address is the machine's (127.0.0.1, or its namespace's).
 	Address string `json:"address,omitempty"`
+	// Subnet is the machine's /24 the host routes to its namespace (a
+	// cluster in network mode routed).
+	Subnet string `json:"subnet,omitempty"`
+}
+
+// Routes says whether this provider routes each machine's /24 to it: with
+// its machines in network namespaces, the host (the bridge's router, as a
+// VPC's) holds a route for each machine's /24 through its address.
+func (p *Provider) Routes() error {
+	if !p.cfg.Netns.Enabled() {
+		return fmt.Errorf("the local provider routes machines' /24s only with its machines in network namespaces (gantry server --local-netns-bridge)")
+	}
+	return nil
 }
 
 // addressesTaken are the addresses of machines not terminated.
@@ -156,6 +169,9 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 			return nil, provisioner.Errorf(provisioner.KindInsufficientCapacity, "launch", "%v", err)
 		}
 		r.Address = addr.String()
+		if spec.Bootstrap.NetworkMode == api.NetworkRouted {
+			r.Subnet = spec.Subnet
+		}
 	}
 	r.Args = p.agentArgs(id, r.Address, it, r.CapacityType, spec.Tags, spec.Bootstrap)
 	p.records[id] = r
@@ -231,6 +247,10 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 			return fmt.Errorf("machine address %q: %w", r.Address, err)
 		}
 		if err := n.create(r.ID, addr); err != nil {
+			return err
+		}
+		if err := n.route(r.Subnet, addr); err != nil {
+			n.remove(r.ID)
 			return err
 		}
 		binary, args = n.wrap(r.ID, binary, args)
@@ -313,6 +333,7 @@ func (p *Provider) halt(ctx context.Context, id string, during, final provisione
 	}
 	if p.cfg.Netns.Enabled() {
 		p.cfg.Netns.remove(id)
+		p.cfg.Netns.unroute(r.Address)
 	}
 	if release := p.cfg.ReleaseMachine; release != nil {
 		if err := release(ctx, r.Tags[provisioner.TagMachine]); err != nil {

@@ -70,6 +70,26 @@ func (n *Netns) create(id string, addr netip.Addr) error {
 	return nil
 }
 
+// route sends the host's traffic for a machine's /24 ("" for none) to its
+// address on the bridge.
+func (n *Netns) route(subnet string, addr netip.Addr) error {
+	if subnet == "" {
+		return nil
+	}
+	args := []string{"route", "replace", subnet, "via", addr.String(), "dev", n.Bridge}
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("route the machine's /24: ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// unroute removes the host's routes through a machine's address.
+func (n *Netns) unroute(addr string) {
+	if addr != "" {
+		_ = exec.Command("ip", "route", "flush", "via", addr).Run()
+	}
+}
+
 // remove deletes a machine's namespace (its veth pair goes with it).
 func (n *Netns) remove(id string) {
 	_ = exec.Command("ip", "netns", "del", namespace(id)).Run()

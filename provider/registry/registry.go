@@ -45,6 +45,10 @@ type Entry struct {
 	// AgentBinaries says whether its machines download the gantry binary
 	// (a cluster's spec.agent.binaries).
 	AgentBinaries Binaries
+	// Routes says why its network cannot route each machine's /24 to the
+	// machine with a cluster's settings (network mode routed), nil if it
+	// can; a nil Routes never can.
+	Routes func(api.ProviderSpec) error
 }
 
 // Binaries is whether a provider's machines download the agent binary.
@@ -114,6 +118,15 @@ func (r *Registry) RequiresAgentBinaries(name string) bool {
 // AcceptsAgentBinaries implements spec.Providers.
 func (r *Registry) AcceptsAgentBinaries(name string) bool {
 	return r.entries[name].AgentBinaries != BinariesNone
+}
+
+// Routes implements spec.Providers.
+func (r *Registry) Routes(p api.ProviderSpec) error {
+	e, ok := r.entries[p.Name]
+	if !ok || e.Routes == nil {
+		return fmt.Errorf("provider %s does not route each machine's /24 to it", p.Name)
+	}
+	return e.Routes(p)
 }
 
 // Runtimes are what a provider's machines offer before their agents
