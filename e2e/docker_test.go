@@ -22,7 +22,11 @@ import (
 
 // e2eImage holds the gantry binary under test (FROM scratch): it is the
 // workload (`/gantry hello`) and, for the docker provider, the machine.
-const e2eImage = "gantry-e2e:latest"
+// Specs name it by e2eImagePlaceholder, which writeFile replaces with this
+// run's own tag: checkouts testing on one host at once build their own.
+var e2eImage = fmt.Sprintf("gantry-e2e:run%d", os.Getpid())
+
+const e2eImagePlaceholder = "gantry-e2e:latest"
 
 // machineExtras is what the server's docker provider adds to the machine
 // image by default (the host's HAProxy), so the tests and their servers

@@ -62,6 +62,8 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	// This run's image tag goes; the layers other tags share stay.
+	_ = exec.Command("docker", "image", "rm", e2eImage).Run()
 	os.Exit(code)
 }
 
@@ -314,6 +316,7 @@ func processesMentioning(s string) []int {
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	path := filepath.Join(dir, name)
+	content = strings.ReplaceAll(content, e2eImagePlaceholder, e2eImage)
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -41,20 +41,22 @@ func Require(t testing.TB) *client.Client {
 	return cli
 }
 
-// WorkloadImage builds (once per binary) an image whose entrypoint is this
-// test binary; the container runs MaybeRunWorkload's workload.
+// WorkloadImage builds an image whose entrypoint is this test binary (the
+// container runs MaybeRunWorkload's workload), under a tag of this process
+// (test runs on one host at once build their own), removed after the test.
 func WorkloadImage(t testing.TB, cli *client.Client, name string) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag := "gantry-test/" + name + ":latest"
+	tag := fmt.Sprintf("gantry-test/%s:run%d", name, os.Getpid())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := docker.EnsureImage(ctx, cli, tag, exe); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _, _ = cli.ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true}) })
 	return tag
 }
 

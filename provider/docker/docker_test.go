@@ -37,10 +37,34 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	testdocker.MaybeRunWorkload()
-	os.Exit(m.Run())
+	code := m.Run()
+	removeRunResources()
+	os.Exit(code)
 }
 
-const testNetwork = "gantry-provider-test"
+// The network and machine image of this test process: runs on one host at
+// once keep apart, and removeRunResources takes both away.
+var (
+	testNetwork  = fmt.Sprintf("gantry-provider-test-%d", os.Getpid())
+	machineImage = fmt.Sprintf("gantry-test/provider-machine:run%d", os.Getpid())
+)
+
+// removeRunResources removes what this run left on the engine: machine
+// containers on its network, the network and the machine image.
+func removeRunResources() {
+	cli, err := dockerrt.NewClient("")
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	list, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("network", testNetwork)})
+	for _, c := range list.Items {
+		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+	_, _ = cli.NetworkRemove(ctx, testNetwork, client.NetworkRemoveOptions{})
+	_, _ = cli.ImageRemove(ctx, machineImage, client.ImageRemoveOptions{Force: true})
+}
 
 func newProvider(t *testing.T) *docker.Provider {
 	t.Helper()
@@ -50,7 +74,7 @@ func newProvider(t *testing.T) *docker.Provider {
 		t.Fatal(err)
 	}
 	cfg := docker.DefaultConfig(t.TempDir())
-	cfg.Network, cfg.Image, cfg.AgentBinary, cfg.StopGrace = testNetwork, "gantry-test/provider-machine:latest", exe, 2*time.Second
+	cfg.Network, cfg.Image, cfg.AgentBinary, cfg.StopGrace = testNetwork, machineImage, exe, 2*time.Second
 	p, err := docker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
