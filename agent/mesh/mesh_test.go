@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -40,9 +41,10 @@ func TestMain(m *testing.M) {
 }
 
 // helper is one machine: it brings the overlay up, swaps public keys
-// with the other side through the shared directory (the server's part),
-// answers on its /24 address, and calls the other's; told to leave, it
-// drops its peer ("drop") or keeps it, and calls once more.
+// with the other side through FIFOs in the shared directory (the server's
+// part), answers on its /24 address once it knows its peer, and calls the
+// other's once that one answers; told to leave, it drops its peer ("drop")
+// or keeps it, and calls once more.
 func helper(name string) error {
 	dir := os.Getenv(dirEnv)
 	subnet := netip.MustParsePrefix(os.Getenv(subnetEnv))
@@ -59,10 +61,8 @@ func helper(name string) error {
 		return err
 	}
 	defer m.Close()
-	if err := os.WriteFile(filepath.Join(dir, name+".pub"), []byte(m.PublicKey()), 0o600); err != nil {
-		return err
-	}
-	peerKey, err := waitFile(filepath.Join(dir, peerName+".pub"))
+	sent := sendAsync(filepath.Join(dir, name+".pub"), m.PublicKey())
+	peerKey, err := receive(filepath.Join(dir, peerName+".pub"))
 	if err != nil {
 		return err
 	}
@@ -84,6 +84,13 @@ func helper(name string) error {
 			c.Close()
 		}
 	}()
+	if err := <-sent; err != nil {
+		return err
+	}
+	listening := sendAsync(filepath.Join(dir, name+".listening"), "yes")
+	if _, err := receive(filepath.Join(dir, peerName+".listening")); err != nil {
+		return err
+	}
 	peerAddr := net.JoinHostPort(netip.MustParsePrefix(peerSubnet).Addr().Next().String(), "7000")
 	answer := call(peerAddr, 20*time.Second)
 	rx, tx, _ := m.Traffic()
@@ -96,10 +103,13 @@ func helper(name string) error {
 	kept := before > 0 && peerRxBytes(m) >= before
 	route, _ := exec.Command("ip", "route", "get", netip.MustParsePrefix(peerSubnet).Addr().Next().String()).Output()
 	result := fmt.Sprintf("answer=%s rx=%d tx=%d kept=%v route=%s", answer, rx, tx, kept, strings.TrimSpace(string(route)))
-	if err := os.WriteFile(filepath.Join(dir, name+".result"), []byte(result), 0o600); err != nil {
+	if err := <-listening; err != nil {
 		return err
 	}
-	what, err := waitFile(filepath.Join(dir, name+".leave"))
+	if err := send(filepath.Join(dir, name+".result"), result); err != nil {
+		return err
+	}
+	what, err := receive(filepath.Join(dir, name+".leave"))
 	if err != nil {
 		return err
 	}
@@ -109,10 +119,10 @@ func helper(name string) error {
 		}
 	}
 	after := call(peerAddr, 2*time.Second)
-	if err := os.WriteFile(filepath.Join(dir, name+".after"), []byte("answer="+after), 0o600); err != nil {
+	if err := send(filepath.Join(dir, name+".after"), "answer="+after); err != nil {
 		return err
 	}
-	_, err = waitFile(filepath.Join(dir, "stop"))
+	_, err = receive(filepath.Join(dir, name+".stop"))
 	return err
 }
 
@@ -132,32 +142,91 @@ func peerRxBytes(m *Mesh) int64 {
 	return -1
 }
 
-// call reads the other side's name at addr, trying until limit ("" when
-// it never answered).
+// call reads the other side's name at addr, which listens already: one
+// connection, whose SYN the kernel resends while WireGuard's first
+// handshake completes ("" when nothing answered within limit).
 func call(addr string, limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
-		if err == nil {
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if line != "" {
-				return strings.TrimSpace(line)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+	c, err := net.DialTimeout("tcp", addr, limit)
+	if err != nil {
+		return ""
 	}
-	return ""
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(limit))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line)
 }
 
-func waitFile(path string) (string, error) {
-	for range 600 {
-		if data, err := os.ReadFile(path); err == nil {
-			return strings.TrimSpace(string(data)), nil
+// The sides and the test talk through FIFOs the test makes: opening one
+// blocks until the other end is opened, so each message is an event, with
+// no polling. A side that died leaves its partner blocked until the test's
+// deadline kills it.
+var fifos = []string{"pub", "listening", "result", "leave", "after", "stop"}
+
+func makeFIFOs(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		for _, f := range fifos {
+			if err := syscall.Mkfifo(filepath.Join(dir, name+"."+f), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return "", fmt.Errorf("no %s within 30 s", path)
+}
+
+// send writes msg to the FIFO at path once its reader opens it.
+func send(path, msg string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(f, msg); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// sendAsync sends from a goroutine, for a side that must read its peer's
+// message before its own is read.
+func sendAsync(path, msg string) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- send(path, msg) }()
+	return done
+}
+
+// receive reads the message its writer sends to the FIFO at path.
+func receive(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	return strings.TrimSpace(string(data)), err
+}
+
+// receiveWithin is receive for the test, which gives up after limit.
+func receiveWithin(t *testing.T, path string, limit time.Duration) string {
+	t.Helper()
+	type got struct {
+		msg string
+		err error
+	}
+	done := make(chan got, 1)
+	go func() {
+		msg, err := receive(path)
+		done <- got{msg, err}
+	}()
+	select {
+	case g := <-done:
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		return g.msg
+	case <-time.After(limit):
+		t.Fatalf("nothing on %s within %s", path, limit)
+		return ""
+	}
 }
 
 // needNetns skips without root, ip(8) or a TUN device (CI runs as root
@@ -206,6 +275,7 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 		run(t, "ip", "-n", side.ns, "link", "set", "lo", "up")
 	}
 	dir := t.TempDir()
+	makeFIFOs(t, dir, "a", "b")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -227,16 +297,15 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 		helpers = append(helpers, cmd)
 	}
 	t.Cleanup(func() {
-		_ = os.WriteFile(filepath.Join(dir, "stop"), nil, 0o600)
+		for _, s := range sides {
+			sendAsync(filepath.Join(dir, s.name+".stop"), "")
+		}
 		for _, h := range helpers {
-			_ = h.Wait()
+			_ = h.Wait() // killed at the context's deadline if blocked
 		}
 	})
 	for _, s := range sides {
-		result, err := waitFile(filepath.Join(dir, s.name+".result"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		result := receiveWithin(t, filepath.Join(dir, s.name+".result"), 45*time.Second)
 		t.Logf("%s: %s", s.name, result)
 		other := map[string]string{"a": "b", "b": "a"}[s.name]
 		if !strings.Contains(result, "answer="+other+" ") || !strings.Contains(result, "dev gantry0") || strings.Contains(result, "rx=0 ") || strings.Contains(result, "tx=0 ") || !strings.Contains(result, "kept=true ") {
@@ -248,16 +317,10 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 	}
 	// a drops b (b left the cluster, as a's next peer list says): b,
 	// which still has a as its peer, can no longer reach a.
-	_ = os.WriteFile(filepath.Join(dir, "a.leave"), []byte("drop"), 0o600)
-	if _, err := waitFile(filepath.Join(dir, "a.after")); err != nil {
-		t.Fatal(err)
-	}
-	_ = os.WriteFile(filepath.Join(dir, "b.leave"), []byte("keep"), 0o600)
-	after, err := waitFile(filepath.Join(dir, "b.after"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after != "answer=" {
+	sendAsync(filepath.Join(dir, "a.leave"), "drop")
+	receiveWithin(t, filepath.Join(dir, "a.after"), 10*time.Second)
+	sendAsync(filepath.Join(dir, "b.leave"), "keep")
+	if after := receiveWithin(t, filepath.Join(dir, "b.after"), 10*time.Second); after != "answer=" {
 		t.Fatalf("b after a dropped it: %s, want no answer", after)
 	}
 }
