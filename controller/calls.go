@@ -366,7 +366,32 @@ func (c *calls) list(key string) {
 			return
 		}
 		c.observed.listed(key, decide.Inventory{Instances: instances, At: at})
+		if fw, ok := prov.(provisioner.MeshFirewaller); ok {
+			c.sweepMeshFirewalls(ctx, key, fw, instances)
+		}
 	})
+}
+
+// sweepMeshFirewalls lets a provider delete the overlay firewalls it made
+// for clusters that are gone and hold no instance any more.
+func (c *calls) sweepMeshFirewalls(ctx context.Context, key string, fw provisioner.MeshFirewaller, instances []provisioner.Instance) {
+	keep := map[string]bool{}
+	for _, inst := range instances {
+		keep[inst.Tags[provisioner.TagCluster]] = true
+	}
+	err := c.Store.View(ctx, func(tx store.Tx) error {
+		clusters, err := tx.ListClusters()
+		for _, cl := range clusters {
+			keep[cl.Metadata.Name] = true
+		}
+		return err
+	})
+	if err == nil {
+		err = fw.SweepMeshFirewalls(ctx, c.cfg.InstallationID, keep)
+	}
+	if err != nil {
+		c.Log.Warn("sweep the overlays' firewalls", "provider", key, "err", err)
+	}
 }
 
 // warmPool stops or starts a warm-pool machine's instance; a started one

@@ -259,3 +259,39 @@ func await(t *testing.T, p *fake.Provider, what string, cond func() bool) {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
+
+// A provider that opens the overlay's port in a firewall of its own is
+// asked, at each resync, to delete those of clusters that are gone: an
+// overlay cluster's firewall stays while the cluster or one of its
+// instances lives, and goes after both are gone.
+func TestResyncSweepsTheFirewallsOfClustersGone(t *testing.T) {
+	e := newEnv(t)
+	e.apply(strings.Replace(twoMachines, "  agent:", "  network: {mode: overlay}\n  agent:", 1))
+	e.pass()
+	f := e.fakes["fake"]
+	if got := f.Firewalls(); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("firewalls after the overlay cluster's launches: %v", got)
+	}
+	resync := func() {
+		e.clock.Step(e.cfg.Decide.ResyncInterval + time.Second)
+		for range 3 {
+			e.pass()
+		}
+	}
+	resync()
+	if n := len(f.Calls(fake.OpSweep)); n == 0 || !slices.Equal(f.Firewalls(), []string{"c"}) {
+		t.Fatalf("%d sweeps, firewalls %v: want the live cluster's kept", n, f.Firewalls())
+	}
+	e.update(func(tx store.Tx) error { return tx.DeleteCluster("c") })
+	for range 5 {
+		resync()
+	}
+	for _, inst := range f.Instances() {
+		if inst.State != provisioner.StateTerminated {
+			t.Fatalf("%s is %s after its cluster was deleted", inst.ID, inst.State)
+		}
+	}
+	if got := f.Firewalls(); len(got) != 0 {
+		t.Fatalf("firewalls %v after the cluster and its instances are gone", got)
+	}
+}

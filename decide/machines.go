@@ -90,9 +90,14 @@ func instanceKnownBefore(m *api.Machine, at time.Time) bool {
 
 // listProviders asks for the tagged instances of every provider in use
 // that launches machines, when this leader has not listed it yet or not
-// for ResyncInterval.
+// for ResyncInterval. A provider this leader listed before stays listed
+// after its last cluster is deleted: what that cluster left (an instance
+// whose launch answer was lost, an overlay's firewall) is found then.
 func (p *Pass) listProviders() {
 	keys := map[string]bool{}
+	for key := range p.snap.ListedAt {
+		keys[key] = true
+	}
 	for _, cp := range p.snap.Catalogs {
 		if cp.Key != "" {
 			keys[cp.Key] = true

@@ -68,6 +68,21 @@ const (
 	ManagedByValue = "gantry"
 )
 
+// MeshPort is the UDP port of the overlay's WireGuard between a cluster's
+// machines (network mode overlay).
+const MeshPort = 51820
+
+// MeshFirewaller is a provider that opens MeshPort between the machines of
+// an overlay cluster (a security group or firewall rule it makes at the
+// cluster's first overlay launch, unless the cluster names one of its own)
+// and removes what it made once the cluster needs it no more.
+type MeshFirewaller interface {
+	// SweepMeshFirewalls deletes the firewalls it made for this
+	// installation's clusters that are not in keep; one still in use is
+	// left for the next sweep.
+	SweepMeshFirewalls(ctx context.Context, installation string, keep map[string]bool) error
+}
+
 // LaunchSpec is everything a provider needs to make one instance.
 type LaunchSpec struct {
 	InstanceType   string

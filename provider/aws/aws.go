@@ -114,6 +114,13 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	if err != nil {
 		return nil, err
 	}
+	mesh, err := p.meshGroup(ctx, spec, settings)
+	if err != nil {
+		return nil, err
+	}
+	if mesh != "" {
+		input.SecurityGroupIds = append(input.SecurityGroupIds, mesh)
+	}
 	out, err := p.client.RunInstances(ctx, input)
 	if err != nil {
 		return nil, classify("launch", err)

@@ -43,13 +43,19 @@ func classify(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) {
-		if kind, ok := errorKinds[apiErr.ErrorCode()]; ok {
-			return &provisioner.Error{Kind: kind, Op: op, Err: err}
-		}
+	if kind, ok := errorKinds[apiCode(err)]; ok {
+		return &provisioner.Error{Kind: kind, Op: op, Err: err}
 	}
 	return &provisioner.Error{Kind: provisioner.KindTransport, Op: op, Err: err}
+}
+
+// apiCode is an EC2 error's code ("" for none).
+func apiCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
 }
 
 func sortedKeys(m map[string]string) []string {

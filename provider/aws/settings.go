@@ -16,12 +16,16 @@ type Settings struct {
 	// Subnets by zone: the zone's machines launch in that subnet.
 	Subnets          map[string]string
 	SecurityGroupIDs []string
-	InstanceProfile  string
-	Agent            cloudinit.Agent
+	// MeshSecurityGroupID is a group of the user's that opens the overlay's
+	// WireGuard port between the cluster's machines; without it the
+	// provider makes one (overlay clusters only).
+	MeshSecurityGroupID string
+	InstanceProfile     string
+	Agent               cloudinit.Agent
 }
 
 // settingKeys are the known keys of spec.provider.config.
-var settingKeys = append([]string{"imageId", "launchTemplate", "launchTemplateVersion", "subnets", "securityGroupIds", "instanceProfile"},
+var settingKeys = append([]string{"imageId", "launchTemplate", "launchTemplateVersion", "subnets", "securityGroupIds", "meshSecurityGroupId", "instanceProfile"},
 	cloudinit.AgentConfigKeys...)
 
 // ParseSettings reads spec.provider.config, naming the bad key.
@@ -41,7 +45,7 @@ func ParseSettings(cfg map[string]string) (Settings, error) {
 		}
 	}
 	s := Settings{ImageID: cfg["imageId"], LaunchTemplate: cfg["launchTemplate"], LaunchTemplateVersion: cfg["launchTemplateVersion"],
-		SecurityGroupIDs: list(cfg["securityGroupIds"]), InstanceProfile: cfg["instanceProfile"], Subnets: map[string]string{}}
+		SecurityGroupIDs: list(cfg["securityGroupIds"]), MeshSecurityGroupID: cfg["meshSecurityGroupId"], InstanceProfile: cfg["instanceProfile"], Subnets: map[string]string{}}
 	if s.ImageID == "" && s.LaunchTemplate == "" {
 		return s, fmt.Errorf("spec.provider.config.imageId: required (or launchTemplate)")
 	}

@@ -28,6 +28,7 @@ const (
 	OpStop      = "Stop"
 	OpStart     = "Start"
 	OpConsole   = "ConsoleOutput"
+	OpSweep     = "SweepMeshFirewalls"
 )
 
 // Call is one recorded call.
@@ -61,6 +62,8 @@ type Provider struct {
 	inflight map[string]int
 	// changed is closed (and replaced) whenever a call starts or ends.
 	changed chan struct{}
+	// firewalls are the clusters whose overlay firewall it made.
+	firewalls map[string]bool
 }
 
 type record struct {
@@ -76,7 +79,7 @@ func New(name string, catalog []provisioner.InstanceType, clk clock.PassiveClock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Provider{Catalog: provisioner.Catalog{Types: catalog}, name: name, clock: clk,
+	return &Provider{firewalls: map[string]bool{}, Catalog: provisioner.Catalog{Types: catalog}, name: name, clock: clk,
 		instances: map[string]*record{}, nextErrs: map[string][]error{}, allowed: -1, hang: map[string]chan struct{}{},
 		console: map[string]string{}, inflight: map[string]int{}, changed: make(chan struct{})}
 }
@@ -311,6 +314,9 @@ func (p *Provider) launch(spec provisioner.LaunchSpec) (provisioner.Instance, er
 		p.allowed--
 	}
 	p.seq++
+	if spec.Bootstrap.NetworkMode == api.NetworkOverlay {
+		p.firewalls[spec.Bootstrap.Cluster] = true
+	}
 	r := &record{key: spec.IdempotencyKey, Instance: provisioner.Instance{
 		ID: fmt.Sprintf("%s-%04d", p.name, p.seq), State: provisioner.StatePending, InstanceType: it.Name,
 		CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand), Zone: spec.Zone,

@@ -1,6 +1,7 @@
 // Package ec2fake is an in-process fake of the EC2 Query API, for the calls
 // Gantry's aws provider makes: RunInstances, DescribeInstances,
-// TerminateInstances, StopInstances, StartInstances and GetConsoleOutput.
+// TerminateInstances, StopInstances, StartInstances and GetConsoleOutput,
+// and the security group calls of groups.go.
 // It speaks the real wire format (form-encoded requests, XML responses and
 // errors), so the real aws-sdk-go-v2 client runs against it unchanged. It
 // models what makes EC2 hard: idempotency by client token, pagination,
@@ -42,6 +43,8 @@ type Server struct {
 	calls     map[string]int
 	last      map[string]url.Values
 	seq       int
+	groups    map[string]*group
+	subnets   map[string][2]string // vpc, zone
 }
 
 type instance struct {
@@ -140,6 +143,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp, err = s.changeState(r.Form, "StartInstancesResponse", "pending")
 	case "GetConsoleOutput":
 		resp, err = s.consoleOutput(r.Form)
+	case "DescribeSubnets":
+		resp, err = s.describeSubnets(r.Form)
+	case "CreateSecurityGroup":
+		resp, err = s.createSecurityGroup(r.Form)
+	case "AuthorizeSecurityGroupIngress":
+		resp, err = s.authorizeIngress(r.Form)
+	case "DescribeSecurityGroups":
+		resp, err = s.describeSecurityGroups(r.Form)
+	case "DeleteSecurityGroup":
+		resp, err = s.deleteSecurityGroup(r.Form)
 	default:
 		err = &apiError{http.StatusBadRequest, "InvalidAction", "The action " + action + " is not valid for this web service."}
 	}
