@@ -64,13 +64,17 @@ type Config struct {
 
 // Provider is one project and region of Compute Engine.
 type Provider struct {
-	cfg        Config
-	instances  *compute.InstancesClient
-	operations *compute.ZoneOperationsClient
+	cfg         Config
+	instances   *compute.InstancesClient
+	operations  *compute.ZoneOperationsClient
+	firewalls   *compute.FirewallsClient
+	subnetworks *compute.SubnetworksClient
 	provisioner.Catalog
 
 	mu   sync.Mutex
 	gone map[string]provisioner.Instance
+	// meshMade are the overlay firewall rules known to exist.
+	meshMade map[string]bool
 }
 
 var (
@@ -107,7 +111,16 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcp: operations client: %w", err)
 	}
-	return &Provider{cfg: cfg, instances: instances, operations: operations, Catalog: provisioner.Catalog{Types: Catalog(cfg.Zones)}, gone: map[string]provisioner.Instance{}}, nil
+	firewalls, err := compute.NewFirewallsRESTClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gcp: firewalls client: %w", err)
+	}
+	subnetworks, err := compute.NewSubnetworksRESTClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gcp: subnetworks client: %w", err)
+	}
+	return &Provider{cfg: cfg, instances: instances, operations: operations, firewalls: firewalls, subnetworks: subnetworks,
+		Catalog: provisioner.Catalog{Types: Catalog(cfg.Zones)}, gone: map[string]provisioner.Instance{}, meshMade: map[string]bool{}}, nil
 }
 
 // Name implements provisioner.Provisioner.
@@ -146,6 +159,13 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	resource, err := p.instanceResource(spec, s, zone)
 	if err != nil {
 		return nil, err
+	}
+	tag, err := p.meshNetworkTag(ctx, spec, s)
+	if err != nil {
+		return nil, err
+	}
+	if tag != "" {
+		resource.Tags = &computepb.Tags{Items: []string{tag}}
 	}
 	op, err := p.instances.Insert(ctx, &computepb.InsertInstanceRequest{Project: p.cfg.Project, Zone: zone, InstanceResource: resource,
 		RequestId: proto.String(requestID(spec.IdempotencyKey))})

@@ -16,18 +16,22 @@ type Settings struct {
 	Network        string
 	Subnetwork     string
 	ServiceAccount string
+	// MeshNetworkTag is a network tag the user's own firewall rule opens
+	// UDP 51820 between; without it the provider makes a rule (overlay
+	// clusters only).
+	MeshNetworkTag string
 	DiskSizeGB     int64
 	Agent          cloudinit.Agent
 }
 
-var settingKeys = append([]string{"project", "image", "network", "subnetwork", "serviceAccount", "diskSizeGb"}, cloudinit.AgentConfigKeys...)
+var settingKeys = append([]string{"project", "image", "network", "subnetwork", "serviceAccount", "meshNetworkTag", "diskSizeGb"}, cloudinit.AgentConfigKeys...)
 
 // ParseSettings reads spec.provider.config, naming the bad key.
 func ParseSettings(cfg map[string]string) (Settings, error) {
 	if err := knownKeys(cfg, settingKeys, "gcp"); err != nil {
 		return Settings{}, err
 	}
-	s := Settings{Project: cfg["project"], Image: cfg["image"], Network: cfg["network"], Subnetwork: cfg["subnetwork"], ServiceAccount: cfg["serviceAccount"], DiskSizeGB: 20}
+	s := Settings{Project: cfg["project"], Image: cfg["image"], Network: cfg["network"], Subnetwork: cfg["subnetwork"], ServiceAccount: cfg["serviceAccount"], MeshNetworkTag: cfg["meshNetworkTag"], DiskSizeGB: 20}
 	if s.Project == "" {
 		return s, fmt.Errorf("spec.provider.config.project: required for gcp")
 	}

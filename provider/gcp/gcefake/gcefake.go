@@ -1,7 +1,8 @@
 // Package gcefake is an in-process fake of the Compute Engine REST API
 // (compute/v1), for the calls Gantry's gcp provider makes: instances
 // insert, get, list (label filters, pages), delete, stop, start,
-// getSerialPortOutput, and zone operations get. Bodies are the API's JSON
+// getSerialPortOutput, and zone operations get; and the firewall calls of
+// firewalls.go. Bodies are the API's JSON
 // (protojson of the computepb messages the real client parses); the real
 // cloud.google.com/go/compute client runs against it unchanged. Inserts
 // complete through operations, states move on over time, and errors can be
@@ -42,12 +43,16 @@ type Server struct {
 	deleting   map[string]bool
 	seq        int
 	mux        *http.ServeMux
+	// firewalls by name; subnetworks' networks by region/name.
+	firewalls   map[string]*computepb.Firewall
+	subnetworks map[string]string
 }
 
 // New returns an empty fake.
 func New() *Server {
 	s := &Server{PageSize: 5, instances: map[string]*computepb.Instance{}, ops: map[string]*computepb.Operation{},
-		requestIDs: map[string]string{}, failHTTP: map[string][]int{}, deleting: map[string]bool{}}
+		requestIDs: map[string]string{}, failHTTP: map[string][]int{}, deleting: map[string]bool{},
+		firewalls: map[string]*computepb.Firewall{}, subnetworks: map[string]string{}}
 	m := http.NewServeMux()
 	base := "/compute/v1/projects/{project}/zones/{zone}"
 	m.HandleFunc("POST "+base+"/instances", s.insert)
@@ -58,6 +63,7 @@ func New() *Server {
 	m.HandleFunc("POST "+base+"/instances/{name}/start", s.transition("start", "STAGING"))
 	m.HandleFunc("GET "+base+"/instances/{name}/serialPort", s.serialPort)
 	m.HandleFunc("GET "+base+"/operations/{op}", s.operation)
+	s.routeFirewalls(m)
 	s.mux = m
 	return s
 }
