@@ -19,7 +19,7 @@ func TestExecProviderMachinesJoinAndServe(t *testing.T) {
 	s := startServer(t, filepath.Join(dir, "server"), "--local-exit-with-server", "--exec-config", config)
 	// minSize 0: the machines come from the replicas' demand, which the
 	// server plans with the runtime the exec config names.
-	execWeb := strings.NewReplacer("capacityGroups:", "provider: {name: exec}\n  capacityGroups:", "local.medium", "pm.medium", "minSize: 2", "minSize: 0").Replace(webSpec)
+	execWeb := strings.NewReplacer("capacityGroups:", "provider: {name: exec}\n  network: {mode: host}\n  capacityGroups:", "local.medium", "pm.medium", "minSize: 2", "minSize: 0").Replace(webSpec)
 	s.apply(t, "web.yaml", execWeb)
 	waitFor(t, "3 replicas answering on exec machines", func() (bool, string) { return allAnswer(s.replicas("web"), 3) })
 	for _, m := range s.machines() {

@@ -109,7 +109,7 @@ func BuiltinProviders(in Instances) []registry.Entry {
 	catalog := func(types []provisioner.InstanceType) func(api.ProviderSpec) ([]provisioner.InstanceType, bool) {
 		return func(api.ProviderSpec) ([]provisioner.InstanceType, bool) { return types, true }
 	}
-	execEntry := registry.Entry{Name: execprov.Name, Runtimes: []string{cmp.Or(in.ExecRuntime, dockerrt.Name)}, Provisions: true, CanStop: true,
+	execEntry := registry.Entry{Name: execprov.Name, Runtimes: []string{cmp.Or(in.ExecRuntime, dockerrt.Name)}, Provisions: true, CanStop: true, NetworkMode: api.NetworkOverlay,
 		AgentBinaries: registry.BinariesOptional, New: fixed(in.Exec),
 		Unavailable: "not configured on this server (start it with --exec-config FILE)"}
 	if in.Exec != nil {

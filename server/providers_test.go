@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -90,5 +91,46 @@ func TestRoutedModeOnlyWhereTheProviderRoutes(t *testing.T) {
 				t.Fatalf("routed on %s: %v, want %q", c.provider, err, c.refused)
 			}
 		})
+	}
+}
+
+// A new cluster that names no network mode gets its provider's: overlay
+// for exec (its machines may sit anywhere), host for local. An existing
+// cluster applied again without one keeps the mode it has: a default that
+// changed must not roll its machines.
+func TestNewClustersGetTheirProvidersNetworkMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "exec.yaml")
+	if err := os.WriteFile(path, []byte(execBase), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, func(c *Config) { c.ExecConfig = path })
+	ctx := context.Background()
+	cluster := func(name, provider, extra string) []byte {
+		return []byte("kind: Cluster\nmetadata: {name: " + name + "}\nspec:\n  provider: {name: " + provider + "}\n" + extra +
+			"  capacityGroups: [{groupId: g, instanceType: " + map[string]string{"exec": "t", "local": "local.small"}[provider] + ", minSize: 0, maxSize: 1}]\n")
+	}
+	mode := func(name string) string {
+		c, err := ts.admin.GetCluster(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.NetworkMode()
+	}
+	for _, doc := range [][]byte{cluster("anywhere", "exec", ""), cluster("here", "local", ""), cluster("pinned", "exec", "  network: {mode: host}\n")} {
+		if _, err := ts.admin.Apply(ctx, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mode("anywhere"); got != api.NetworkOverlay {
+		t.Errorf("a new exec cluster: %s, want overlay", got)
+	}
+	if got := mode("here"); got != api.NetworkHost {
+		t.Errorf("a new local cluster: %s, want host", got)
+	}
+	if _, err := ts.admin.Apply(ctx, cluster("pinned", "exec", "")); err != nil {
+		t.Fatal(err)
+	}
+	if got := mode("pinned"); got != api.NetworkHost {
+		t.Errorf("an existing host cluster applied without a mode: %s, want host kept", got)
 	}
 }

@@ -109,6 +109,9 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if err := s.placeContainerCIDR(tx, d.Cluster, inRequest); err != nil {
 			return nil, locate(err, d.Index)
 		}
+		if err := s.defaultNetworkMode(tx, d.Cluster); err != nil {
+			return nil, err
+		}
 		a, err := admitCluster(tx, d.Cluster)
 		if err != nil {
 			return nil, locate(err, d.Index)
@@ -344,6 +347,28 @@ func locate(err error, doc int) error {
 		return errorf(http.StatusUnprocessableEntity, "invalid", list[0].Path, "%s", list.Error())
 	}
 	return err
+}
+
+// defaultNetworkMode gives a cluster whose spec names no network mode the
+// one it has (an update never changes it behind the user's back: that
+// would roll every machine), or, new, its provider's default: overlay on
+// the clouds and exec, host elsewhere.
+func (s *Server) defaultNetworkMode(tx store.Tx, c *api.Cluster) error {
+	if c.Spec.Network != nil && c.Spec.Network.Mode != "" || c.Kubernetes() {
+		return nil
+	}
+	old, err := tx.GetCluster(c.Metadata.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if mode := s.registry.NetworkMode(c.Spec.Provider.Name); mode != api.NetworkHost {
+			c.Spec.Network = &api.NetworkSpec{Mode: mode}
+		}
+	case err != nil:
+		return err
+	default:
+		c.Spec.Network = old.Spec.Network
+	}
+	return nil
 }
 
 func admitCluster(tx store.Tx, c *api.Cluster) (admitted, error) {

@@ -107,7 +107,7 @@ func (f *Factory) Entries() []registry.Entry {
 	var out []registry.Entry
 	for _, name := range f.Names() {
 		out = append(out, registry.Entry{
-			Name: name, Runtimes: []string{"docker"}, Provisions: true, CanStop: true, AgentBinaries: registry.BinariesRequired,
+			Name: name, Runtimes: []string{"docker"}, Provisions: true, CanStop: true, AgentBinaries: registry.BinariesRequired, NetworkMode: api.NetworkOverlay,
 			Catalog: Catalog,
 			Check:   func(p api.ProviderSpec) error { _, _, err := f.Key(p); return err },
 			Key:     func(p api.ProviderSpec) string { key, _, _ := f.Key(p); return key },

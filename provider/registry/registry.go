@@ -6,6 +6,7 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -49,6 +50,10 @@ type Entry struct {
 	// machine with a cluster's settings (network mode routed), nil if it
 	// can; a nil Routes never can.
 	Routes func(api.ProviderSpec) error
+	// NetworkMode is the network mode a new cluster of this provider gets
+	// when its spec names none ("" is host): overlay for providers whose
+	// machines may sit on different networks.
+	NetworkMode string
 }
 
 // Binaries is whether a provider's machines download the agent binary.
@@ -118,6 +123,11 @@ func (r *Registry) RequiresAgentBinaries(name string) bool {
 // AcceptsAgentBinaries implements spec.Providers.
 func (r *Registry) AcceptsAgentBinaries(name string) bool {
 	return r.entries[name].AgentBinaries != BinariesNone
+}
+
+// NetworkMode is the mode a new cluster of the provider gets by default.
+func (r *Registry) NetworkMode(provider string) string {
+	return cmp.Or(r.entries[provider].NetworkMode, api.NetworkHost)
 }
 
 // Routes implements spec.Providers.
