@@ -116,9 +116,9 @@ type Config struct {
 	// is kept in DataDir).
 	Mesh mesh.Config
 	// MeshAddress is where the other machines reach this one's WireGuard
-	// port: Address when empty; MeshAddressAuto is the address this machine
-	// reaches the server from (a machine container's own, whose Address is
-	// its host's).
+	// port: Address when empty; MeshAddressAuto (or both empty) is the
+	// address this machine reaches the server from (a machine container's
+	// own, whose Address is its host's; a cloud machine's).
 	MeshAddress string
 	// RoutedLink holds the machine's and its replicas' addresses in a
 	// cluster whose network routes each machine's /24 to it.

@@ -153,10 +153,12 @@ func (a *Agent) overlayIdentity() (key, endpoint string) {
 }
 
 // meshEndpointAddress is the address the other machines send this one's
-// WireGuard traffic to.
+// WireGuard traffic to: --mesh-address, else --address, else (a cloud
+// machine, whose agent is told neither) the address it reaches the server
+// from.
 func (a *Agent) meshEndpointAddress() (string, error) {
-	if a.cfg.MeshAddress != MeshAddressAuto {
-		return cmp.Or(a.cfg.MeshAddress, a.cfg.Address), nil
+	if addr := cmp.Or(a.cfg.MeshAddress, a.cfg.Address); addr != "" && addr != MeshAddressAuto {
+		return addr, nil
 	}
 	first, _, _ := strings.Cut(a.cfg.ServerURL, ",")
 	u, err := url.Parse(strings.TrimSpace(first))
