@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,18 +132,7 @@ func TestDockerProviderOverlay(t *testing.T) {
 	bridge := "br-" + inspected.Network.ID[:12]
 	wire := startCapture(t, bridge, 51820, []byte("api here"))
 	callURL := fmt.Sprintf("http://%s:8080/call", web.Address)
-	answered := map[string]bool{}
-	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
-		body, ok := getVia(t, []string{"nsenter", "-t", strconv.Itoa(machinePid), "-n"}, callURL)
-		if ok {
-			for id := range apiReplicas {
-				if strings.Contains(body, "replica "+id+" ") {
-					answered[id] = true
-				}
-			}
-		}
-		return len(answered) == 2, body
-	})
+	waitForCalls(t, []string{"nsenter", "-t", strconv.Itoa(machinePid), "-n"}, callURL, slices.Collect(maps.Keys(apiReplicas)))
 	wireguard, cleartext := wire.stop()
 	t.Logf("between the machines: %d WireGuard datagrams, %d frames with api's answer in clear", wireguard, cleartext)
 	if wireguard == 0 || cleartext > 0 {
@@ -222,7 +213,14 @@ func servesThroughARollingDeployment(t *testing.T, s *server, url string, port i
 func waitForMesh(t *testing.T, s *server, n int) {
 	t.Helper()
 	peers := fmt.Sprintf("%d peer(s)", n-1)
-	waitFor(t, fmt.Sprintf("%d machines in the mesh with %s each", n, peers), func() (bool, string) {
+	waitForNetworkReady(t, s, n, "in the mesh with "+peers+" each", func(c api.Condition) bool { return strings.Contains(c.Message, peers) })
+}
+
+// waitForNetworkReady waits until n machines report NetworkReady True with
+// a condition that matches.
+func waitForNetworkReady(t *testing.T, s *server, n int, what string, match func(api.Condition) bool) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d machines %s", n, what), func() (bool, string) {
 		machines, err := s.api.ListMachines(context.Background(), "")
 		if err != nil {
 			return false, err.Error()
@@ -232,8 +230,8 @@ func waitForMesh(t *testing.T, s *server, n int) {
 		for _, m := range machines {
 			for _, c := range m.Conditions {
 				if c.Type == api.ConditionNetworkReady {
-					why = append(why, m.ID+": "+c.Status+" "+c.Message)
-					if c.Status == "True" && strings.Contains(c.Message, peers) {
+					why = append(why, m.ID+": "+c.Status+" "+c.Reason+" "+c.Message)
+					if c.Status == "True" && match(c) {
 						ready++
 					}
 				}

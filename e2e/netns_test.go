@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,7 +220,6 @@ func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 	inst := instanceOf(t, dir, web.Machine)
 	ns := "gantry-" + inst.ID
 	callURL := fmt.Sprintf("http://%s:%d/call", web.Address, web.HostPorts["http"])
-	answered := map[string]bool{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, args := range [][]string{{"-n", ns, "addr"}, {"-n", ns, "route"}} {
@@ -244,17 +245,7 @@ func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
-		body, ok := getFrom(t, ns, callURL)
-		if ok {
-			for id := range apiMachines {
-				if strings.Contains(body, "replica "+id+" ") {
-					answered[id] = true
-				}
-			}
-		}
-		return len(answered) == 2, body
-	})
+	waitForCalls(t, []string{"ip", "netns", "exec", ns}, callURL, slices.Collect(maps.Keys(apiMachines)))
 	out, err := exec.Command("ip", "-n", ns, "-s", "link", "show", "gantry0").CombinedOutput()
 	if err != nil {
 		t.Fatalf("the mesh interface of %s: %v %s", web.Machine, err, out)
@@ -292,25 +283,7 @@ func TestRoutedNetworkCarriesTrafficBetweenMachines(t *testing.T) {
 	spec := strings.Replace(strings.Replace(overlaySpec, "network: {mode: overlay}", "network: {mode: routed}\n  containerCidr: "+cidr, 1),
 		"10.244.", strings.TrimSuffix(cidr, "0.0/16"), -1)
 	s.apply(t, "routed.yaml", spec)
-	waitFor(t, "both machines routed", func() (bool, string) {
-		machines, err := s.api.ListMachines(context.Background(), "")
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		var why []string
-		for _, m := range machines {
-			for _, c := range m.Conditions {
-				if c.Type == api.ConditionNetworkReady {
-					why = append(why, m.ID+": "+c.Status+" "+c.Reason+" "+c.Message)
-					if c.Status == "True" && c.Reason == "Routed" {
-						ready++
-					}
-				}
-			}
-		}
-		return ready == 2, strings.Join(why, "; ")
-	})
+	waitForNetworkReady(t, s, 2, "routed", func(c api.Condition) bool { return c.Reason == "Routed" })
 	prefix := strings.TrimSuffix(cidr, "0.0/16")
 	var web api.Replica
 	apiMachines := map[string]string{}
@@ -347,29 +320,13 @@ func TestRoutedNetworkCarriesTrafficBetweenMachines(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, args := range [][]string{{"-n", ns, "addr"}, {"-n", ns, "route"}, {"route"}} {
-				out, _ := exec.Command("ip", args...).CombinedOutput()
-				t.Logf("ip %v:\n%s", args, out)
-			}
-			for _, inst := range localInstances(dir) {
-				log, _ := os.ReadFile(filepath.Join(dir, "local", "machines", inst.ID, "agent.log"))
-				t.Logf("%s agent log:\n%s", inst.ID, log)
-			}
+			out, _ := exec.Command("ip", "route").CombinedOutput()
+			t.Logf("the host's routes:\n%s", out)
+			logMachinesOnFailure(t, ns, dir)
 		}
 	})
 	callURL := fmt.Sprintf("http://%s:%d/call", web.Address, web.HostPorts["http"])
-	answered := map[string]bool{}
-	waitFor(t, "web calling both api replicas by name", func() (bool, string) {
-		body, ok := getFrom(t, ns, callURL)
-		if ok {
-			for id := range apiMachines {
-				if strings.Contains(body, "replica "+id+" ") {
-					answered[id] = true
-				}
-			}
-		}
-		return len(answered) == 2, body
-	})
+	waitForCalls(t, []string{"ip", "netns", "exec", ns}, callURL, slices.Collect(maps.Keys(apiMachines)))
 	for _, args := range [][]string{{"delete", "service", "web"}, {"delete", "service", "api"}, {"delete", "cluster", "e2e"}} {
 		if _, errOut, code := s.gantry(args...); code != 0 {
 			t.Fatalf("%v: %s", args, errOut)
@@ -379,4 +336,36 @@ func TestRoutedNetworkCarriesTrafficBetweenMachines(t *testing.T) {
 		routes, _ := exec.Command("ip", "route", "show").Output()
 		return !strings.Contains(string(routes), prefix), string(routes)
 	})
+}
+
+// waitForCalls waits until web, called at callURL from inside a machine's
+// namespace (enter), has relayed an answer from each api replica by name.
+func waitForCalls(t *testing.T, enter []string, callURL string, ids []string) {
+	t.Helper()
+	answered := map[string]bool{}
+	waitFor(t, "web calling every api replica by name", func() (bool, string) {
+		body, ok := getVia(t, enter, callURL)
+		if ok {
+			for _, id := range ids {
+				if strings.Contains(body, "replica "+id+" ") {
+					answered[id] = true
+				}
+			}
+		}
+		return len(answered) == len(ids), body
+	})
+}
+
+// logMachinesOnFailure prints a namespace's addresses and routes and the
+// local machines' agent logs.
+func logMachinesOnFailure(t *testing.T, ns, dir string) {
+	t.Helper()
+	for _, args := range [][]string{{"-n", ns, "addr"}, {"-n", ns, "route"}} {
+		out, _ := exec.Command("ip", args...).CombinedOutput()
+		t.Logf("ip %v:\n%s", args, out)
+	}
+	for _, inst := range localInstances(dir) {
+		log, _ := os.ReadFile(filepath.Join(dir, "local", "machines", inst.ID, "agent.log"))
+		t.Logf("%s agent log:\n%s", inst.ID, log)
+	}
 }

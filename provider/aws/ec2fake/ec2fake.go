@@ -410,15 +410,22 @@ func (in *instance) xml() instanceXML {
 	if in.State != "terminated" && in.State != "stopped" {
 		x.PrivateIP = in.IP
 	}
-	keys := make([]string, 0, len(in.Tags))
-	for k := range in.Tags {
+	x.Tags = tagsXML(in.Tags)
+	return x
+}
+
+// tagsXML is a tag set, sorted by key.
+func tagsXML(tags map[string]string) []tagXML {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	out := make([]tagXML, 0, len(keys))
 	for _, k := range keys {
-		x.Tags = append(x.Tags, tagXML{k, in.Tags[k]})
+		out = append(out, tagXML{k, tags[k]})
 	}
-	return x
+	return out
 }
 
 type reservationItem struct {

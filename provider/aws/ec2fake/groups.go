@@ -214,14 +214,7 @@ func (g *group) xml() groupXML {
 		}
 		x.Permissions = append(x.Permissions, p)
 	}
-	keys := make([]string, 0, len(g.Tags))
-	for k := range g.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		x.Tags = append(x.Tags, tagXML{k, g.Tags[k]})
-	}
+	x.Tags = tagsXML(g.Tags)
 	return x
 }
 
