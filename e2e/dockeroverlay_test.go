@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/testnet"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/moby/moby/client"
 )
@@ -70,12 +71,7 @@ spec:
 func TestDockerProviderOverlay(t *testing.T) {
 	needHAProxy(t)
 	cli := dockerSetup(t)
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no /dev/net/tun: %v", err)
-		}
-		t.Skipf("no /dev/net/tun: %v", err)
-	}
+	testnet.Require(t, true)
 	network := fmt.Sprintf("gantry-e2e-ov-%d", time.Now().UnixNano()%1_000_000)
 	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
 	if err != nil {

@@ -13,22 +13,8 @@ import (
 	"testing"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/testnet"
 )
-
-// needNetns skips without root or ip(8); on CI (root) their absence fails.
-func needNetns(t *testing.T) {
-	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatalf
-	}
-	if os.Geteuid() != 0 {
-		skip("machines in network namespaces need root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		skip("ip(8) is not installed (Debian package iproute2)")
-	}
-}
 
 // machineBridge makes a bridge of this run with the first address of a
 // /24 of its own, removed with the test.
@@ -88,7 +74,7 @@ func netOf(pid int) string {
 // namespace and reaches the server through the bridge, and its replicas
 // answer at the machine's address.
 func TestLocalMachinesInNetworkNamespaces(t *testing.T) {
-	needNetns(t)
+	testnet.Require(t, false)
 	s, dir, prefix := startNetnsServer(t)
 	s.apply(t, "web.yaml", deployment(2, "netns", "  placement: {spread: [{key: machine, maxSkew: 1}]}\n"))
 	waitFor(t, "2 replicas answering at their machines' addresses", func() (bool, string) {
@@ -183,13 +169,7 @@ spec:
 // api replicas by name — the one on the other machine through the mesh,
 // whose interface counts the traffic.
 func TestOverlayCarriesTrafficBetweenMachines(t *testing.T) {
-	needNetns(t)
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no /dev/net/tun: %v", err)
-		}
-		t.Skipf("no /dev/net/tun: %v", err)
-	}
+	testnet.Require(t, true)
 	s, dir, _ := startNetnsServer(t)
 	s.apply(t, "overlay.yaml", overlaySpec)
 	waitForMesh(t, s, 2)
@@ -277,7 +257,7 @@ func rxBytes(out string) int64 {
 // machine's route is gone. The cluster's containerCidr is this run's own:
 // the routes are the host's.
 func TestRoutedNetworkCarriesTrafficBetweenMachines(t *testing.T) {
-	needNetns(t)
+	testnet.Require(t, false)
 	s, dir, _ := startNetnsServer(t)
 	cidr := fmt.Sprintf("10.%d.0.0/16", 100+os.Getpid()%100)
 	spec := strings.Replace(strings.Replace(overlaySpec, "network: {mode: overlay}", "network: {mode: routed}\n  containerCidr: "+cidr, 1),

@@ -4,12 +4,12 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	goruntime "runtime"
 	"strconv"
 	"testing"
 
+	"github.com/gantry-dev/gantry/internal/testnet"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -20,12 +20,7 @@ import (
 // the machine, reaches the machine through its default route, and a second
 // Attach (a restarted agent) leaves it as it is.
 func TestAttachPutsATaskOnTheMachinesBridge(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root: network namespaces are needed")
-		}
-		t.Skip("needs root for network namespaces")
-	}
+	testnet.Require(t, false)
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	origin, err := netns.Get()

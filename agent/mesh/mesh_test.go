@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/testnet"
 )
 
 // The two-machine test runs each machine's side in a network namespace
@@ -229,25 +231,6 @@ func receiveWithin(t *testing.T, path string, limit time.Duration) string {
 	}
 }
 
-// needNetns skips without root, ip(8) or a TUN device (CI runs as root
-// and has them: there their absence fails).
-func needNetns(t *testing.T) {
-	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatalf
-	}
-	if os.Geteuid() != 0 {
-		skip("the overlay test makes network namespaces: it needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		skip("ip(8) is not installed (Debian package iproute2)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		skip("no /dev/net/tun: %v", err)
-	}
-}
-
 func run(t *testing.T, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
@@ -261,7 +244,7 @@ func run(t *testing.T, args ...string) {
 // counters carry the traffic), and once one drops the other from its
 // peers, the other's calls get no answer.
 func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
-	needNetns(t)
+	testnet.Require(t, true)
 	id := fmt.Sprintf("gm%d", os.Getpid()%100000)
 	nsA, nsB := id+"a", id+"b"
 	run(t, "ip", "netns", "add", nsA)
