@@ -123,6 +123,12 @@ type Config struct {
 	// RoutedLink holds the machine's and its replicas' addresses in a
 	// cluster whose network routes each machine's /24 to it.
 	RoutedLink string
+	// ContainerDNS is an address (port 53) where the agent also answers
+	// names for replica containers that are not on its bridge (host mode),
+	// which do not reach its loopback: "" for none; MeshAddressAuto is the
+	// address it reaches the server from (a docker provider machine's own,
+	// on the network its sibling replica containers share).
+	ContainerDNS string
 }
 
 // MeshAddressAuto asks for the address the machine reaches the server from.
@@ -172,6 +178,9 @@ type Agent struct {
 	// heartbeats counts into it.
 	telemetry  *telemetry.Agent
 	heartbeats metric.Int64Counter
+	// containerDNS is where replica containers reach dns (host:port; "":
+	// nowhere).
+	containerDNS string
 	// dns answers the cluster's names (nil: none); inventorySent says
 	// whether this run reported its inventory (its DNS address may differ
 	// from the last run's).

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,30 @@ func (a *Agent) startDNS(ctx context.Context) error {
 		}
 	}
 	a.log.Info("answering the cluster's names", "dns", srv.Addr())
+	a.answerContainers(ctx)
 	return nil
+}
+
+// answerContainers answers names where replica containers in host mode
+// reach the agent too (ContainerDNS), and tells them so.
+func (a *Agent) answerContainers(ctx context.Context) {
+	addr := a.cfg.ContainerDNS
+	if addr == MeshAddressAuto {
+		var err error
+		if addr, err = a.addressTowardServer(); err != nil {
+			a.log.Warn("no resolver for replica containers", "err", err)
+			return
+		}
+	}
+	if addr == "" {
+		return
+	}
+	listen := net.JoinHostPort(addr, "53")
+	if err := a.dns.ListenAlso(ctx, listen); err != nil {
+		a.log.Warn("no resolver for replica containers", "address", listen, "err", err)
+		return
+	}
+	a.containerDNS = listen
 }
 
 // DNSAddress is where the agent answers names ("" when it does not).

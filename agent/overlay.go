@@ -160,10 +160,20 @@ func (a *Agent) meshEndpointAddress() (string, error) {
 	if addr := cmp.Or(a.cfg.MeshAddress, a.cfg.Address); addr != "" && addr != MeshAddressAuto {
 		return addr, nil
 	}
+	addr, err := a.addressTowardServer()
+	if err != nil {
+		return "", fmt.Errorf("mesh address auto: %w", err)
+	}
+	return addr, nil
+}
+
+// addressTowardServer is the address this machine reaches the (first)
+// server from.
+func (a *Agent) addressTowardServer() (string, error) {
 	first, _, _ := strings.Cut(a.cfg.ServerURL, ",")
 	u, err := url.Parse(strings.TrimSpace(first))
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("mesh address auto: server URL %q: %v", first, err)
+		return "", fmt.Errorf("server URL %q: %v", first, err)
 	}
 	port := u.Port()
 	if port == "" {
@@ -175,7 +185,7 @@ func (a *Agent) meshEndpointAddress() (string, error) {
 	// A UDP "connection" sends nothing: it only picks the route's source.
 	c, err := net.Dial("udp", net.JoinHostPort(u.Hostname(), port))
 	if err != nil {
-		return "", fmt.Errorf("mesh address auto: the route to the server: %w", err)
+		return "", fmt.Errorf("the route to the server: %w", err)
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil

@@ -156,7 +156,7 @@ func (s *supervisor) runtimeSpec() runtime.Spec {
 		Image: sp.Image, Command: sp.Command, Args: sp.Args, Env: env, WorkingDir: sp.WorkingDir,
 		HostPorts: s.ports(), ContainerPort: containerPorts, MainPort: mainPort, StopTimeout: time.Duration(sp.StopTimeoutSeconds) * time.Second,
 		MilliCPU: as.Requests.MilliCPU, MemoryBytes: as.Requests.MemoryBytes, EphemeralBytes: as.Requests.EphemeralBytes,
-		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass, SecretFiles: secretFiles, Address: as.Address,
+		GPUDeviceIDs: gpuIDs, RuntimeClass: as.RuntimeClass, SecretFiles: secretFiles, Address: as.Address, DNS: s.agent.containerDNS,
 	}
 }
 

@@ -205,6 +205,45 @@ func servesThroughARollingDeployment(t *testing.T, s *server, url string, port i
 	}
 }
 
+// In host mode too, a docker machine's replica containers find services by
+// name: their resolver is their machine's agent at its own address on the
+// network they share (the agent's loopback is not theirs), and web calls
+// both api replicas, reached at their published ports.
+func TestDockerProviderHostModeNames(t *testing.T) {
+	cli := dockerSetup(t)
+	network := fmt.Sprintf("gantry-e2e-hn-%d", time.Now().UnixNano()%1_000_000)
+	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeNetwork(cli, network) })
+	s := startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s")
+	spec := strings.NewReplacer("  network: {mode: overlay}\n", "",
+		"    - {groupId: edge, role: edge, instanceType: docker.small, minSize: 1, maxSize: 1}\n", "").Replace(dockerOverlaySpec("v1", freeTCPPort(t)))
+	s.apply(t, "dhn.yaml", spec)
+	var web api.Replica
+	var apiIDs []string
+	waitFor(t, "web and both api replicas running", func() (bool, string) {
+		running := 0
+		apiIDs = nil
+		var where []string
+		for _, r := range append(s.replicas("api"), s.replicas("web")...) {
+			where = append(where, fmt.Sprintf("%s %s at %s:%d", r.ID, r.State, r.Address, r.HostPorts["http"]))
+			if r.State == api.ReplicaRunning {
+				running++
+			}
+			if r.ID == "web-0" {
+				web = r
+			} else if r.Service == "api" {
+				apiIDs = append(apiIDs, r.ID)
+			}
+		}
+		return running == 4, strings.Join(where, "; ")
+	})
+	// From this host's namespace: `env` runs the GET as it is.
+	waitForCalls(t, []string{"env"}, fmt.Sprintf("http://%s:%d/call", web.Address, web.HostPorts["http"]), apiIDs)
+}
+
 // waitForMesh waits until n machines report NetworkReady with n-1 peers.
 func waitForMesh(t *testing.T, s *server, n int) {
 	t.Helper()

@@ -49,6 +49,9 @@ type Spec struct {
 	// task in a network namespace of its own at that address; others leave
 	// it to the agent, which puts it on the machine's overlay interface.
 	Address string
+	// DNS is where a container that is not on its machine's bridge
+	// reaches the machine's resolver (host:port, port 53; "" for none).
+	DNS string
 }
 
 // AddressGiver is a driver whose tasks each get a network namespace of

@@ -79,6 +79,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
 	f.StringVar(&cfg.MeshAddress, "mesh-address", "", "address where the cluster's other machines reach this one's WireGuard port in an overlay cluster (default: --address; auto: the address this machine reaches the server from)")
 	f.StringVar(&cfg.RoutedLink, "routed-link", cfg.RoutedLink, "link that holds this machine's and its process replicas' addresses in a cluster whose network routes each machine's /24 to it (network mode routed)")
+	f.StringVar(&cfg.ContainerDNS, "container-dns", "", "address where replica containers in host mode reach this agent's resolver, port 53 (auto: the address this machine reaches the server from; empty: none)")
 	f.StringVar(&bridgeCfg.Name, "overlay-bridge", bridgeCfg.Name, "bridge that replica containers of an overlay cluster join at their own addresses")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "agent state: credential, replica logs")
 	f.StringVar(&runtimeName, "runtime", process.Name, "runtime driver for replicas: process or docker")

@@ -278,6 +278,10 @@ func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec pr
 	}
 	if b.NetworkMode == api.NetworkOverlay {
 		overlayMachine(cfg, host)
+	} else {
+		// Its replica containers share its network: they reach its
+		// resolver at its own address there.
+		cfg.Cmd = append(cfg.Cmd, "--container-dns", "auto")
 	}
 	return cfg, host
 }

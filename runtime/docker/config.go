@@ -129,15 +129,30 @@ func onOwnAddress(cfg *container.Config, host *container.HostConfig, s runtime.S
 	host.NetworkMode = container.NetworkMode(network.NetworkNone)
 	host.PortBindings = nil
 	cfg.ExposedPorts = nil
-	host.DNS = []netip.Addr{gateway}
 	cfg.Labels[LabelAddress] = addr.String()
+	return withResolver(cfg, host, net.JoinHostPort(gateway.String(), "53"))
+}
+
+// withResolver makes the machine's agent at dns (host:port 53) the
+// container's resolver: in /etc/resolv.conf and in $GANTRY_DNS, which
+// replaces the agent's loopback address a container does not reach.
+func withResolver(cfg *container.Config, host *container.HostConfig, dns string) error {
+	h, _, err := net.SplitHostPort(dns)
+	if err != nil {
+		return fmt.Errorf("resolver %q: %w", dns, err)
+	}
+	addr, err := netip.ParseAddr(h)
+	if err != nil {
+		return fmt.Errorf("resolver %q: %w", dns, err)
+	}
+	host.DNS = []netip.Addr{addr}
 	env := cfg.Env[:0:0]
 	for _, kv := range cfg.Env {
 		if !strings.HasPrefix(kv, DNSEnv+"=") {
 			env = append(env, kv)
 		}
 	}
-	cfg.Env = append(env, DNSEnv+"="+net.JoinHostPort(gateway.String(), "53"))
+	cfg.Env = append(env, DNSEnv+"="+dns)
 	return nil
 }
 

@@ -163,3 +163,26 @@ func TestOnOwnAddressLeavesTheNetworkToTheAgent(t *testing.T) {
 		t.Errorf("a bad address: %v", err)
 	}
 }
+
+// A replica in host mode is told where its machine's agent answers names
+// for containers (the agent's loopback is not the container's).
+func TestWithResolverPointsTheContainerAtItsAgent(t *testing.T) {
+	s := baseSpec()
+	s.Env = map[string]string{DNSEnv: "127.0.0.1:5353"}
+	cfg, host, err := containerConfig(s, "gantry-net", "", engineFeatures{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := withResolver(cfg, host, "172.20.0.3:53"); err != nil {
+		t.Fatal(err)
+	}
+	if len(host.DNS) != 1 || host.DNS[0].String() != "172.20.0.3" || !slices.Contains(cfg.Env, DNSEnv+"=172.20.0.3:53") || slices.Contains(cfg.Env, DNSEnv+"=127.0.0.1:5353") {
+		t.Errorf("resolver %v env %v", host.DNS, cfg.Env)
+	}
+	if string(host.NetworkMode) != "gantry-net" || len(host.PortBindings) != 2 {
+		t.Errorf("network %q bindings %v: a host-mode container keeps its network and ports", host.NetworkMode, host.PortBindings)
+	}
+	if err := withResolver(cfg, host, "no-port"); err == nil {
+		t.Error("a resolver without a port: no error")
+	}
+}

@@ -180,6 +180,11 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	if err != nil {
 		return nil, err
 	}
+	if s.DNS != "" {
+		if err := withResolver(cfg, host, s.DNS); err != nil {
+			return nil, err
+		}
+	}
 	var addr netip.Addr
 	if s.Address != "" && d.cfg.Attacher != nil {
 		if addr, err = netip.ParseAddr(s.Address); err != nil {
