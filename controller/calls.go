@@ -275,15 +275,19 @@ func (c *calls) terminate(id, key, diagnose string) {
 			if err != nil {
 				break
 			}
-			if err = prov.Terminate(ctx, instance); errors.Is(err, provisioner.ErrNotFound) {
-				err = nil
-			}
+			err = confirmGone(ctx, prov, instance, false)
 		}
 		if err != nil && termEnded(ctx) {
 			return
 		}
 		if err != nil {
-			c.Log.Warn("terminate failed; will retry", "machine", id, "instance", m.ProviderID, "err", err)
+			// Its /24 stays held until the instance is gone: a machine that
+			// still runs may still answer at those addresses.
+			log := c.Log.Warn
+			if errors.Is(err, errNotGoneYet) {
+				log = c.Log.Info
+			}
+			log("terminate not confirmed; will retry", "machine", id, "instance", m.ProviderID, "err", err)
 			c.recordOutcome(c.outcome(decide.CallTerminate, m, err))
 			return
 		}

@@ -295,3 +295,55 @@ func TestResyncSweepsTheFirewallsOfClustersGone(t *testing.T) {
 		t.Fatalf("firewalls %v after the cluster and its instances are gone", got)
 	}
 }
+
+// A terminated machine's /24 is released only once its instance is gone:
+// while the provider still shuts it down the machine stays terminating
+// (out of every peer list and name, its /24 held), the call is retried
+// with backoff, and the replacement gets another /24.
+func TestSubnetIsReleasedOnlyOnceTheInstanceIsGone(t *testing.T) {
+	e := newEnv(t)
+	f := e.fakes["fake"]
+	f.SlowTerminate(true)
+	e.apply(twoMachines)
+	e.pass()
+	e.clock.Step(e.cfg.Decide.JoinTimeout + time.Minute)
+	e.pass() // neither joined: both replaced
+	e.pass()
+	subnets := map[string]string{}
+	var leaving []*api.Machine
+	for _, m := range e.machines() {
+		if m.Live() && m.Subnet != "" {
+			if other, taken := subnets[m.Subnet]; taken {
+				t.Fatalf("%s and %s share %s", m.ID, other, m.Subnet)
+			}
+			subnets[m.Subnet] = m.ID
+		}
+		if m.FleetState == api.FleetTerminating {
+			leaving = append(leaving, m)
+		}
+	}
+	if len(leaving) != 2 || len(subnets) != 4 {
+		t.Fatalf("%d machines terminating, %d /24s held: want the 2 replaced ones still holding theirs beside the 2 new", len(leaving), len(subnets))
+	}
+	for _, m := range leaving {
+		f.SetState(m.ProviderID, provisioner.StateTerminated)
+	}
+	e.clock.Step(e.cfg.Decide.MaxTerminateBackoff)
+	e.pass()
+	for _, m := range e.machines() {
+		for _, l := range leaving {
+			if m.ID == l.ID && m.FleetState != api.FleetTerminated {
+				t.Fatalf("%s is %s once its instance is gone", m.ID, m.FleetState)
+			}
+		}
+	}
+	released := 0
+	for _, ev := range e.events("Machine", "") {
+		if ev.Reason == "Terminated" && strings.Contains(ev.Message, "released") {
+			released++
+		}
+	}
+	if released != 2 {
+		t.Fatalf("%d Terminated events releasing a /24, want 2", released)
+	}
+}

@@ -73,6 +73,16 @@ func (c *calls) instancesOf(ctx context.Context, m *api.Machine, prov provisione
 }
 
 func confirmStopped(ctx context.Context, prov provisioner.Provisioner, instance string) error {
+	return confirmGone(ctx, prov, instance, true)
+}
+
+// errNotGoneYet: the provider took the terminate call, and the instance is
+// still shutting down.
+var errNotGoneYet = errors.New("not gone yet")
+
+// confirmGone terminates an instance and confirms the provider has it
+// terminated (or stopped, when that is enough) or knows it no more.
+func confirmGone(ctx context.Context, prov provisioner.Provisioner, instance string, stoppedIsEnough bool) error {
 	if err := prov.Terminate(ctx, instance); err != nil && !errors.Is(err, provisioner.ErrNotFound) {
 		return fmt.Errorf("terminate %s: %w", instance, err)
 	}
@@ -82,8 +92,8 @@ func confirmStopped(ctx context.Context, prov provisioner.Provisioner, instance 
 		return nil
 	case err != nil:
 		return fmt.Errorf("describe %s: %w", instance, err)
-	case inst.State == provisioner.StateTerminated || inst.State == provisioner.StateStopped:
+	case inst.State == provisioner.StateTerminated || stoppedIsEnough && inst.State == provisioner.StateStopped:
 		return nil
 	}
-	return fmt.Errorf("instance %s is still %s", instance, inst.State)
+	return fmt.Errorf("instance %s is still %s: %w", instance, inst.State, errNotGoneYet)
 }

@@ -59,6 +59,8 @@ type Provider struct {
 	hang     map[string]chan struct{}
 	console  map[string]string
 	manual   bool
+	// slowTerminate leaves terminated instances terminating until SetState.
+	slowTerminate bool
 	inflight map[string]int
 	// changed is closed (and replaced) whenever a call starts or ends.
 	changed chan struct{}
@@ -153,6 +155,15 @@ func (p *Provider) ManualBoot(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.manual = on
+}
+
+// SlowTerminate leaves instances terminating after Terminate until
+// SetState moves them on, as a cloud's take a while to shut down; by
+// default Terminate ends them at once.
+func (p *Provider) SlowTerminate(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slowTerminate = on
 }
 
 // SetState moves an instance (for example to make it vanish).
@@ -337,8 +348,11 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return err
 	}
 	p.mu.Lock()
-	if r, ok := p.instances[id]; ok {
+	if r, ok := p.instances[id]; ok && r.State != provisioner.StateTerminated {
 		r.State = provisioner.StateTerminated
+		if p.slowTerminate {
+			r.State = provisioner.StateTerminating
+		}
 	}
 	p.mu.Unlock()
 	done(Call{ID: id})
