@@ -54,14 +54,14 @@ type Provider struct {
 	nextErrs  map[string][]error
 	// allowed launches before the rest fail with insufficient capacity
 	// (-1: no limit); partial launches create the instance but fail.
-	allowed  int
-	partial  int
-	hang     map[string]chan struct{}
-	console  map[string]string
-	manual   bool
+	allowed int
+	partial int
+	hang    map[string]chan struct{}
+	console map[string]string
+	manual  bool
 	// slowTerminate leaves terminated instances terminating until SetState.
 	slowTerminate bool
-	inflight map[string]int
+	inflight      map[string]int
 	// changed is closed (and replaced) whenever a call starts or ends.
 	changed chan struct{}
 	// firewalls are the clusters whose overlay firewall it made.
