@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,15 +73,9 @@ func (a *Agent) answerContainers(ctx context.Context) {
 			return
 		}
 	}
-	if addr == "" {
-		return
+	if addr != "" {
+		a.containerDNS = a.answerNamesAlsoAt(ctx, addr)
 	}
-	listen := net.JoinHostPort(addr, "53")
-	if err := a.dns.ListenAlso(ctx, listen); err != nil {
-		a.log.Warn("no resolver for replica containers", "address", listen, "err", err)
-		return
-	}
-	a.containerDNS = listen
 }
 
 // DNSAddress is where the agent answers names ("" when it does not).

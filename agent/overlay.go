@@ -132,13 +132,22 @@ func (a *Agent) startRouted(ctx context.Context, subnet string) error {
 // answerNamesAt answers the cluster's names at the machine's own address
 // too (its containers' resolver, on their bridge).
 func (a *Agent) answerNamesAt(ctx context.Context, addr netip.Addr) {
+	a.answerNamesAlsoAt(ctx, addr.String())
+}
+
+// answerNamesAlsoAt answers the cluster's names at host, port 53, as well
+// as where the agent's own replicas ask; it returns that address ("" when
+// it cannot listen there: the replicas that would ask have no resolver).
+func (a *Agent) answerNamesAlsoAt(ctx context.Context, host string) string {
 	if a.dns == nil {
-		return
+		return ""
 	}
-	dnsAddr := net.JoinHostPort(addr.String(), "53")
-	if err := a.dns.ListenAlso(ctx, dnsAddr); err != nil {
-		a.log.Warn("cannot answer names at the machine's own address; containers on the bridge have no resolver", "address", dnsAddr, "err", err)
+	listen := net.JoinHostPort(host, "53")
+	if err := a.dns.ListenAlso(ctx, listen); err != nil {
+		a.log.Warn("cannot answer names for containers: they have no resolver", "address", listen, "err", err)
+		return ""
 	}
+	return listen
 }
 
 // overlayIdentity is the machine's overlay key and WireGuard endpoint

@@ -15,7 +15,6 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/testnet"
-	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/moby/moby/client"
 )
 
@@ -72,13 +71,7 @@ func TestDockerProviderOverlay(t *testing.T) {
 	needHAProxy(t)
 	cli := dockerSetup(t)
 	testnet.Require(t, true)
-	network := fmt.Sprintf("gantry-e2e-ov-%d", time.Now().UnixNano()%1_000_000)
-	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeNetwork(cli, network) })
-	s := startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s")
+	s, network := startDockerProviderServer(t, cli, "gantry-e2e-ov")
 	port := freeTCPPort(t)
 	s.apply(t, "dov.yaml", dockerOverlaySpec("v1", port))
 	waitForMesh(t, s, 3)
@@ -211,13 +204,7 @@ func servesThroughARollingDeployment(t *testing.T, s *server, url string, port i
 // both api replicas, reached at their published ports.
 func TestDockerProviderHostModeNames(t *testing.T) {
 	cli := dockerSetup(t)
-	network := fmt.Sprintf("gantry-e2e-hn-%d", time.Now().UnixNano()%1_000_000)
-	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeNetwork(cli, network) })
-	s := startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s")
+	s, _ := startDockerProviderServer(t, cli, "gantry-e2e-hn")
 	spec := strings.NewReplacer("  network: {mode: overlay}\n", "",
 		"    - {groupId: edge, role: edge, instanceType: docker.small, minSize: 1, maxSize: 1}\n", "").Replace(dockerOverlaySpec("v1", freeTCPPort(t)))
 	s.apply(t, "dhn.yaml", spec)

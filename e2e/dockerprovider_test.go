@@ -45,14 +45,7 @@ spec:
 // container's replicas run on the others, and nothing of it is left.
 func TestDockerProviderMachineLoss(t *testing.T) {
 	cli := dockerSetup(t)
-	network := fmt.Sprintf("gantry-e2e-%d", time.Now().UnixNano()%1_000_000)
-	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs after the server is killed.
-	t.Cleanup(func() { removeNetwork(cli, network) })
-	s := startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s")
+	s, _ := startDockerProviderServer(t, cli, "gantry-e2e")
 	s.apply(t, "box.yaml", dockerClusterSpec)
 	waitFor(t, "3 replicas answering on machine containers", func() (bool, string) {
 		rs := s.replicas("boxweb")
@@ -116,6 +109,21 @@ func TestDockerProviderMachineLoss(t *testing.T) {
 
 // removeNetwork removes every container on the test network (the server
 // terminates its machines, unless it was killed) and the network.
+// startDockerProviderServer starts a server whose docker provider puts its
+// machines on a network of this test's own (named after prefix), removed
+// with everything on it once the server is gone.
+func startDockerProviderServer(t *testing.T, cli *client.Client, prefix string) (*server, string) {
+	t.Helper()
+	network := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
+	gateway, err := dockerprovider.EnsureNetwork(context.Background(), cli, network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs after the server is killed.
+	t.Cleanup(func() { removeNetwork(cli, network) })
+	return startServer(t, t.TempDir(), "--listen", gateway+":0", "--docker-network", network, "--docker-image", e2eImage, "--docker-stop-grace", "2s"), network
+}
+
 func removeNetwork(cli *client.Client, network string) {
 	ctx := context.Background()
 	list, _ := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("network", network)})

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,15 +184,15 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 // machine's /24) the interface's addresses beside the machine's own:
 // packets the overlay brings for them are delivered here.
 func (m *Mesh) SetLocalAddresses(addrs []netip.Addr) error {
-	return setAddresses(m.link, m.address, netip.Prefix{}, addrs)
+	return setAddresses(m.link, netip.Prefix{}, append(slices.Clip(addrs), m.address))
 }
 
-// setAddresses makes keep and addrs link's addresses (as /32s), removing
-// the others it holds; within, when valid, limits what it removes to that
-// prefix (a link it shares, as lo).
-func setAddresses(link netlink.Link, keep netip.Addr, within netip.Prefix, addrs []netip.Addr) error {
+// setAddresses makes addrs link's addresses (as /32s), removing the others
+// it holds; within, when valid, limits what it removes to that prefix (a
+// link it shares, as lo).
+func setAddresses(link netlink.Link, within netip.Prefix, addrs []netip.Addr) error {
 	name := link.Attrs().Name
-	want := map[netip.Addr]bool{keep: true}
+	want := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		want[a] = true
 	}

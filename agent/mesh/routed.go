@@ -2,8 +2,8 @@ package mesh
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 )
@@ -36,11 +36,10 @@ func StartRouted(linkName string, address netip.Addr, subnet netip.Prefix) (*Rou
 // SetLocalAddresses makes addrs (replicas' own addresses in this
 // machine's /24) the link's addresses in the /24 beside the machine's own.
 func (r *Routed) SetLocalAddresses(addrs []netip.Addr) error {
-	return setAddresses(r.link, r.address, r.subnet, addrs)
+	return setAddresses(r.link, r.subnet, append(slices.Clip(addrs), r.address))
 }
 
 // Close takes the /24's addresses off the link.
 func (r *Routed) Close() {
-	_ = setAddresses(r.link, r.address, r.subnet, nil)
-	_ = netlink.AddrDel(r.link, &netlink.Addr{IPNet: &net.IPNet{IP: r.address.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	_ = setAddresses(r.link, r.subnet, nil)
 }

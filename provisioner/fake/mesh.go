@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"github.com/gantry-dev/gantry/provisioner"
@@ -42,10 +43,5 @@ func (p *Provider) heldLocked(cluster string) bool {
 func (p *Provider) Firewalls() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.firewalls))
-	for c := range p.firewalls {
-		out = append(out, c)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(p.firewalls))
 }

@@ -273,7 +273,7 @@ func (s *Server) describeInstances(form url.Values) (any, *apiError) {
 			in.hidden--
 			continue
 		}
-		if (len(ids) == 0 || contains(ids, id)) && matches(in, filters) {
+		if (len(ids) == 0 || contains(ids, id)) && matchesFilters(filters, in.Tags, map[string]string{"instance-state-name": in.State}) {
 			matched = append(matched, in)
 		}
 	}
@@ -309,28 +309,6 @@ func (in *instance) advance() {
 	in.State = next
 }
 
-func matches(in *instance, filters map[string][]string) bool {
-	for name, values := range filters {
-		var have string
-		switch {
-		case name == "instance-state-name":
-			have = in.State
-		case strings.HasPrefix(name, "tag:"):
-			v, ok := in.Tags[strings.TrimPrefix(name, "tag:")]
-			if !ok {
-				return false
-			}
-			have = v
-		default:
-			continue
-		}
-		if !contains(values, have) {
-			return false
-		}
-	}
-	return true
-}
-
 func (s *Server) changeState(form url.Values, response, passing string) (any, *apiError) {
 	out := stateChangeResponse{XMLName: xml.Name{Local: response}, RequestID: "req-fake"}
 	for _, id := range indexed(form, "InstanceId") {
@@ -363,6 +341,24 @@ func (s *Server) consoleOutput(form url.Values) (any, *apiError) {
 	}
 	return consoleResponse{RequestID: "req-fake", InstanceID: in.ID, Timestamp: time.Now().UTC().Format(time.RFC3339),
 		Output: base64.StdEncoding.EncodeToString([]byte(in.Console))}, nil
+}
+
+// matchesFilters applies EC2 filters to a resource: tag:K to its tags
+// (absent: no match), the names in fields to those values; others are
+// not filtered on.
+func matchesFilters(filters map[string][]string, tags, fields map[string]string) bool {
+	for name, values := range filters {
+		have, ok := fields[name]
+		if key, isTag := strings.CutPrefix(name, "tag:"); isTag {
+			if have, ok = tags[key]; !ok {
+				return false
+			}
+		}
+		if ok && !contains(values, have) {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(list []string, s string) bool {

@@ -139,7 +139,7 @@ func (s *Server) describeSecurityGroups(form url.Values) (any, *apiError) {
 	}
 	out := groupsResponse{RequestID: "req-fake"}
 	for _, g := range s.sortedGroups() {
-		if (len(ids) == 0 || contains(ids, g.ID)) && g.matches(filters) {
+		if (len(ids) == 0 || contains(ids, g.ID)) && matchesFilters(filters, g.Tags, map[string]string{"group-name": g.Name, "vpc-id": g.VPC}) {
 			out.Groups = append(out.Groups, g.xml())
 		}
 	}
@@ -179,30 +179,6 @@ func (s *Server) sortedGroups() []*group {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-func (g *group) matches(filters map[string][]string) bool {
-	for name, values := range filters {
-		var have string
-		switch {
-		case name == "group-name":
-			have = g.Name
-		case name == "vpc-id":
-			have = g.VPC
-		case len(name) > 4 && name[:4] == "tag:":
-			v, ok := g.Tags[name[4:]]
-			if !ok {
-				return false
-			}
-			have = v
-		default:
-			continue
-		}
-		if !contains(values, have) {
-			return false
-		}
-	}
-	return true
 }
 
 func (g *group) xml() groupXML {
