@@ -21,9 +21,13 @@ type ObjectMeta struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`
 	// Set by the server; ignored on input.
-	Generation int64      `json:"generation,omitempty"`
-	CreatedAt  *time.Time `json:"createdAt,omitempty"`
-	UpdatedAt  *time.Time `json:"updatedAt,omitempty"`
+	Generation int64 `json:"generation,omitempty"`
+	// ResourceVersion is the store revision of the object's last change.
+	// Given on a write, the write happens only if the object is still at
+	// that revision (409 otherwise).
+	ResourceVersion int64      `json:"resourceVersion,omitempty,string"`
+	CreatedAt       *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt       *time.Time `json:"updatedAt,omitempty"`
 }
 
 // Cluster is a pool of machines in capacity groups.
@@ -467,13 +471,15 @@ type ServiceStatus struct {
 
 // Machine is a provisioned machine as Gantry observes it.
 type Machine struct {
-	ID           string `json:"id"`
-	Cluster      string `json:"cluster"`
-	Group        string `json:"group"`
-	InstanceType string `json:"instanceType"`
-	Zone         string `json:"zone,omitempty"`
-	CapacityType string `json:"capacityType,omitempty"`
-	Provider     string `json:"provider"`
+	ID string `json:"id"`
+	// ResourceVersion is the store revision of the machine's last change.
+	ResourceVersion int64  `json:"resourceVersion,omitempty,string"`
+	Cluster         string `json:"cluster"`
+	Group           string `json:"group"`
+	InstanceType    string `json:"instanceType"`
+	Zone            string `json:"zone,omitempty"`
+	CapacityType    string `json:"capacityType,omitempty"`
+	Provider        string `json:"provider"`
 	// ProviderKey names the provider instance (provider, region, account)
 	// the machine was launched through.
 	ProviderKey string `json:"providerKey,omitempty"`
@@ -628,11 +634,13 @@ func (r Resources) NonNegative() bool {
 
 // Replica is one running copy of a service.
 type Replica struct {
-	ID      string `json:"id"`
-	Service string `json:"service"`
-	Cluster string `json:"cluster"`
-	Index   int    `json:"index"`
-	Machine string `json:"machine,omitempty"`
+	ID string `json:"id"`
+	// ResourceVersion is the store revision of the replica's last change.
+	ResourceVersion int64  `json:"resourceVersion,omitempty,string"`
+	Service         string `json:"service"`
+	Cluster         string `json:"cluster"`
+	Index           int    `json:"index"`
+	Machine         string `json:"machine,omitempty"`
 	// Incarnation tells this placement of the replica from an earlier one
 	// under the same id (a replica deleted and made again, placed again
 	// on the same machine): its runner echoes it, and a report of another

@@ -394,12 +394,7 @@ func (c *Client) Logs(ctx context.Context, replicaID string, follow bool, tail i
 	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var eb api.ErrorBody
-		if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
-			eb.Error = api.ErrorDetail{Message: fmt.Sprintf("logs of %s: HTTP %d", replicaID, resp.StatusCode)}
-		}
-		return nil, &APIError{Status: resp.StatusCode, ErrorDetail: eb.Error}
+		return nil, errorResponse(resp, "logs of "+replicaID)
 	}
 	return resp.Body, nil
 }

@@ -95,10 +95,17 @@ func refuseMemberChange(tx store.Tx, name string) error {
 }
 
 func (s *Server) handleListFailoverGroups(w http.ResponseWriter, r *http.Request) {
+	if s.watching(w, r, store.FeedFailoverGroup, watchFilter{}, func(tx store.Tx) ([]any, error) { return listAny(tx.ListFailoverGroups()) }) {
+		return
+	}
 	var out []api.FailoverGroup
+	var rev int64
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
 		groups, err := tx.ListFailoverGroups()
 		if err != nil {
+			return err
+		}
+		if rev, err = tx.Revision(); err != nil {
 			return err
 		}
 		for _, g := range groups {
@@ -113,7 +120,7 @@ func (s *Server) handleListFailoverGroups(w http.ResponseWriter, r *http.Request
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[api.FailoverGroup]{Items: api.NonNil(out)})
+	writeJSON(w, http.StatusOK, list[api.FailoverGroup]{Metadata: &api.ListMeta{ResourceVersion: rev}, Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetFailoverGroup(w http.ResponseWriter, r *http.Request) {

@@ -37,7 +37,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 type list[T any] struct {
-	Items []T `json:"items"`
+	// Metadata: for the kinds in the change feed.
+	Metadata *api.ListMeta `json:"metadata,omitempty"`
+	Items    []T           `json:"items"`
 }
 
 // writeError answers with a JSON error body; internal errors are logged
@@ -57,6 +59,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// secret values.
 		s.log.Error("store unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
 		he = errorf(http.StatusServiceUnavailable, "store-unavailable", "", "the server cannot use its store: %v", err)
+	case errors.Is(err, store.ErrCompacted):
+		he = errorf(http.StatusGone, api.ErrorExpired, "resourceVersion", "%s", err.Error())
+	case errors.Is(err, store.ErrConflict):
+		he = errorf(http.StatusConflict, "conflict", "metadata.resourceVersion", "%s", err.Error())
 	case errors.Is(err, store.ErrExists):
 		he = errorf(http.StatusConflict, "conflict", "", "%s", err.Error())
 	default:

@@ -41,11 +41,28 @@ func withAllocation(tx store.Tx, machines []*api.Machine) error {
 }
 
 func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter := store.MachineFilter{Cluster: q.Get("cluster"), LiveOnly: q.Get("all") == ""}
+	if s.watching(w, r, store.FeedMachine, watchFilter{Cluster: filter.Cluster}, func(tx store.Tx) ([]any, error) { return listAny(tx.ListMachines(filter)) }) {
+		return
+	}
+	page, err := parseListPage(q)
+	if err == nil && len(page.After) > 1 {
+		err = errorf(http.StatusBadRequest, "invalid", "continue", "query parameter continue: not a token of a machine list")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	filter.Page = store.Page{Limit: page.Limit, After: page.After}
 	var out []*api.Machine
-	err := s.store.View(r.Context(), func(tx store.Tx) error {
+	var rev int64
+	err = s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
-		filter := store.MachineFilter{Cluster: r.URL.Query().Get("cluster"), LiveOnly: r.URL.Query().Get("all") == ""}
 		if out, err = tx.ListMachines(filter); err != nil {
+			return err
+		}
+		if rev, err = tx.Revision(); err != nil {
 			return err
 		}
 		return withAllocation(tx, out)
@@ -55,7 +72,12 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.beats.overlay(out)
-	writeJSON(w, http.StatusOK, list[*api.Machine]{Items: api.NonNil(out)})
+	var last []string
+	if len(out) > 0 {
+		last = []string{out[len(out)-1].ID}
+	}
+	meta := page.meta(rev, len(out), last)
+	writeJSON(w, http.StatusOK, list[*api.Machine]{Metadata: &meta, Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
@@ -121,18 +143,41 @@ func (s *Server) handleDrain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	filter := store.ReplicaFilter{Service: q.Get("service"), Machine: q.Get("machine"), Cluster: q.Get("cluster")}
+	watch := watchFilter{Service: filter.Service, Cluster: filter.Cluster, Machine: filter.Machine}
+	if s.watching(w, r, store.FeedReplica, watch, func(tx store.Tx) ([]any, error) { return listAny(tx.ListReplicas(filter)) }) {
+		return
+	}
+	page, err := parseListPage(q)
+	if err == nil && len(page.After) != 0 && len(page.After) != 2 {
+		err = errorf(http.StatusBadRequest, "invalid", "continue", "query parameter continue: not a token of a replica list")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	filter.Page = store.Page{Limit: page.Limit, After: page.After}
 	var out []*api.Replica
-	err := s.store.View(r.Context(), func(tx store.Tx) error {
+	var rev int64
+	err = s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
-		q := r.URL.Query()
-		out, err = tx.ListReplicas(store.ReplicaFilter{Service: q.Get("service"), Machine: q.Get("machine"), Cluster: q.Get("cluster")})
+		if out, err = tx.ListReplicas(filter); err != nil {
+			return err
+		}
+		rev, err = tx.Revision()
 		return err
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[*api.Replica]{Items: api.NonNil(out)})
+	var last []string
+	if len(out) > 0 {
+		last = []string{out[len(out)-1].Service, out[len(out)-1].ID}
+	}
+	meta := page.meta(rev, len(out), last)
+	writeJSON(w, http.StatusOK, list[*api.Replica]{Metadata: &meta, Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetReplica(w http.ResponseWriter, r *http.Request) {

@@ -84,6 +84,9 @@ type admitted struct {
 // fit their cluster — and says what applying them would change. Apply
 // and the dry run (`gantry plan`) both ask it, so they refuse alike.
 func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
+	if err := checkVersions(tx, docs); err != nil {
+		return nil, err
+	}
 	inRequest := map[string]*api.Cluster{}
 	secrets := s.secretReader(tx)
 	out, secretValues, err := s.admitSecrets(secrets, docs)
@@ -542,10 +545,17 @@ func (s *Server) putOne(w http.ResponseWriter, r *http.Request, kind string) {
 }
 
 func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
+	if s.watching(w, r, store.FeedCluster, watchFilter{}, func(tx store.Tx) ([]any, error) { return listAny(tx.ListClusters()) }) {
+		return
+	}
 	var out []api.Cluster
+	var rev int64
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
 		clusters, err := tx.ListClusters()
 		if err != nil {
+			return err
+		}
+		if rev, err = tx.Revision(); err != nil {
 			return err
 		}
 		machines, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
@@ -566,7 +576,7 @@ func (s *Server) handleListClusters(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[api.Cluster]{Items: api.NonNil(out)})
+	writeJSON(w, http.StatusOK, list[api.Cluster]{Metadata: &api.ListMeta{ResourceVersion: rev}, Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
@@ -589,6 +599,15 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
+}
+
+// listAny is a list as objects to encode.
+func listAny[T any](items []*T, err error) ([]any, error) {
+	out := make([]any, len(items))
+	for i, it := range items {
+		out[i] = it
+	}
+	return out, err
 }
 
 // memoryOf reads the control loop's memory, where cluster status comes
@@ -673,10 +692,17 @@ func (s *Server) handleDeleteCluster(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleListServices(w http.ResponseWriter, r *http.Request) {
+	if s.watching(w, r, store.FeedService, watchFilter{}, func(tx store.Tx) ([]any, error) { return listAny(tx.ListServices()) }) {
+		return
+	}
 	var out []api.Service
+	var rev int64
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
 		services, err := tx.ListServices()
 		if err != nil {
+			return err
+		}
+		if rev, err = tx.Revision(); err != nil {
 			return err
 		}
 		replicas, err := tx.ListReplicas(store.ReplicaFilter{})
@@ -697,7 +723,7 @@ func (s *Server) handleListServices(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, list[api.Service]{Items: api.NonNil(out)})
+	writeJSON(w, http.StatusOK, list[api.Service]{Metadata: &api.ListMeta{ResourceVersion: rev}, Items: api.NonNil(out)})
 }
 
 func (s *Server) handleGetService(w http.ResponseWriter, r *http.Request) {

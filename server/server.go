@@ -130,6 +130,8 @@ type Config struct {
 	LogAttachTimeout time.Duration
 	// Names tunes how agents learn their cluster's DNS names.
 	Names NamesConfig
+	// Watch tunes the change feed's watches.
+	Watch WatchConfig
 	// RateLimits bound mutating calls per caller and failed
 	// authentications per address.
 	RateLimits RateLimits
@@ -213,6 +215,7 @@ func DefaultConfig(dataDir string) Config {
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
 		RateLimits:     DefaultRateLimits(),
 		Names:          DefaultNamesConfig(),
+		Watch:          DefaultWatchConfig(),
 		HealthPing:     HealthPing{Timeout: 2 * time.Second, Cache: time.Second},
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,8 +71,32 @@ func decodeStruct(path string, src any, dst reflect.Value, errs *ErrorList) {
 			errs.add(childPath(path, key), "unknown field (expected one of: %s)", strings.Join(fieldNames(fields), ", "))
 			continue
 		}
+		if text, quoted := m[key].(string); quoted && stringOption(dst.Type().Field(idx)) {
+			decodeQuotedInt(childPath(path, key), text, dst.Field(idx), errs)
+			continue
+		}
 		decodeValue(childPath(path, key), m[key], dst.Field(idx), errs)
 	}
+}
+
+// stringOption reports a field that JSON writes as a string (`,string`),
+// such as metadata.resourceVersion: it reads back from one.
+func stringOption(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return slices.Contains(strings.Split(opts, ","), "string")
+}
+
+func decodeQuotedInt(path, text string, dst reflect.Value, errs *ErrorList) {
+	if dst.Kind() != reflect.Int64 && dst.Kind() != reflect.Int {
+		errs.add(path, "cannot decode into %s", dst.Type())
+		return
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		errs.add(path, "expected an integer, got %s", describe(text))
+		return
+	}
+	dst.SetInt(n)
 }
 
 func decodeSlice(path string, src any, dst reflect.Value, errs *ErrorList) {

@@ -50,6 +50,8 @@ type Store interface {
 	// View runs fn in a read-only transaction. Reads never wait behind a
 	// writer.
 	View(ctx context.Context, fn func(Tx) error) error
+	// Changed wakes the followers of the change feed (see feed.go).
+	Notifier
 	Close() error
 }
 
@@ -82,8 +84,13 @@ type LeaseTx interface {
 	CheckLease(l Lease) error
 }
 
-// Tx is what a transaction can read and write.
+// Tx is what a transaction can read and write. Writes of clusters,
+// services, failover groups, machines and replicas go to the change feed
+// (feed.go): each gets the next revision, which the stored object
+// carries as its resourceVersion (the caller's object is left as it is).
 type Tx interface {
+	FeedTx
+
 	GetCluster(name string) (*api.Cluster, error)
 	ListClusters() ([]*api.Cluster, error)
 	PutCluster(c *api.Cluster) error
@@ -161,6 +168,8 @@ type MachineFilter struct {
 	Cluster string
 	// LiveOnly leaves out terminated machines.
 	LiveOnly bool
+	// Page reads one page of the list (key: the machine id).
+	Page
 }
 
 // ReplicaFilter selects replicas; zero fields match all.
@@ -170,6 +179,16 @@ type ReplicaFilter struct {
 	Machine string
 	// PreviousMachine selects replicas moving off that machine.
 	PreviousMachine string
+	// Page reads one page of the list.
+	Page
+}
+
+// Page is one page of a list in its order: at most Limit objects (0: all)
+// after the object of key After (the service and id of a replica, the
+// id of a machine).
+type Page struct {
+	Limit int
+	After []string
 }
 
 // EventFilter selects events, newest last.

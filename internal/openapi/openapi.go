@@ -25,8 +25,17 @@ type Operation struct {
 }
 
 type list[T any] struct {
-	Items []T `json:"items"`
+	Metadata *api.ListMeta `json:"metadata,omitempty"`
+	Items    []T           `json:"items"`
 }
+
+// feedQuery are the query parameters of the lists of the kinds in the
+// change feed (a watch: JSON lines of api.WatchEvent after a revision),
+// after those given.
+func feedQuery(params ...string) []string { return append(params, "watch", "resourceVersion") }
+
+// pagedQuery adds the pages of the long lists.
+func pagedQuery(params ...string) []string { return feedQuery(append(params, "limit", "continue")...) }
 
 // Operations is the API, route by route.
 func Operations() []Operation {
@@ -36,16 +45,16 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/metrics", Summary: "Prometheus metrics (text exposition format)", Response: ""},
 		{Method: "POST", Path: "/v1/apply", Summary: "Create or update the resources of a YAML or JSON spec file, all or none (?dryRun=true: say what would change, write nothing)", Auth: "admin", Request: "yaml", Response: api.ApplyResult{}},
 		{Method: "POST", Path: "/v1/plan", Summary: "Dry run: the control loop's decision with a spec file's resources in place of the live ones (checked as apply checks them); nothing changes", Auth: "admin", Request: "yaml", Response: planner.Plan{}},
-		{Method: "GET", Path: "/v1/clusters", Summary: "List clusters with group status", Auth: "admin", Response: list[api.Cluster]{}},
+		{Method: "GET", Path: "/v1/clusters", Summary: "List clusters with group status, or watch their changes (watch=true)", Auth: "admin", Response: list[api.Cluster]{}, Query: feedQuery()},
 		{Method: "GET", Path: "/v1/clusters/{name}", Summary: "Get a cluster", Auth: "admin", Response: api.Cluster{}},
 		{Method: "PUT", Path: "/v1/clusters/{name}", Summary: "Replace a cluster (update rules apply)", Auth: "admin", Request: "yaml", Response: api.ApplyItem{}},
 		{Method: "DELETE", Path: "/v1/clusters/{name}", Summary: "Delete a cluster that runs no service; its machines are terminated", Auth: "admin", Response: map[string]string{}},
-		{Method: "GET", Path: "/v1/services", Summary: "List services with replica counts", Auth: "admin", Response: list[api.Service]{}},
+		{Method: "GET", Path: "/v1/services", Summary: "List services with replica counts, or watch their changes (watch=true)", Auth: "admin", Response: list[api.Service]{}, Query: feedQuery()},
 		{Method: "GET", Path: "/v1/services/{name}", Summary: "Get a service", Auth: "admin", Response: api.Service{}},
 		{Method: "PUT", Path: "/v1/services/{name}", Summary: "Replace a service", Auth: "admin", Request: "yaml", Response: api.ApplyItem{}},
 		{Method: "DELETE", Path: "/v1/services/{name}", Summary: "Delete a service; its replicas stop", Auth: "admin", Response: map[string]string{}},
 		{Method: "PUT", Path: "/v1/services/{name}/scale", Summary: "Set a service's replica count (not a new revision: nothing restarts)", Auth: "admin", Request: api.ScaleRequest{}, Response: api.Service{}},
-		{Method: "GET", Path: "/v1/failovergroups", Summary: "List failover groups with their phase, epoch and primary", Auth: "admin", Response: list[api.FailoverGroup]{}},
+		{Method: "GET", Path: "/v1/failovergroups", Summary: "List failover groups with their phase, epoch and primary, or watch their changes (watch=true)", Auth: "admin", Response: list[api.FailoverGroup]{}, Query: feedQuery()},
 		{Method: "GET", Path: "/v1/failovergroups/{name}", Summary: "Read a failover group: which side is primary, where it serves (status.endpoint), each member's role", Auth: "admin", Response: api.FailoverGroup{}},
 		{Method: "DELETE", Path: "/v1/failovergroups/{name}", Summary: "Delete a failover group and both its services", Auth: "admin", Response: map[string]string{}},
 		{Method: "POST", Path: "/v1/failovergroups/{name}/promote", Summary: "Promote the replica side: a planned switchover, or a fenced failover when the primary failed", Auth: "admin", Response: map[string]string{}, Status: 202},
@@ -57,12 +66,12 @@ func Operations() []Operation {
 		{Method: "POST", Path: "/v1/services/{name}/rollout/pause", Summary: "Pause the service's deployments where they are", Auth: "admin", Response: api.Service{}},
 		{Method: "POST", Path: "/v1/services/{name}/rollout/resume", Summary: "Resume the service's deployments", Auth: "admin", Response: api.Service{}},
 		{Method: "POST", Path: "/v1/services/{name}/rollout/promote", Summary: "Promote a deployment waiting on its canaries", Auth: "admin", Response: api.Rollout{}},
-		{Method: "GET", Path: "/v1/machines", Summary: "List live machines (all=1 includes terminated)", Auth: "admin", Response: list[api.Machine]{}, Query: []string{"cluster", "all"}},
+		{Method: "GET", Path: "/v1/machines", Summary: "List live machines (all=1 includes terminated) in pages, or watch their changes (watch=true)", Auth: "admin", Response: list[api.Machine]{}, Query: pagedQuery("cluster", "all")},
 		{Method: "GET", Path: "/v1/machines/{id}", Summary: "Get a machine", Auth: "admin", Response: api.Machine{}},
 		{Method: "POST", Path: "/v1/machines/{id}/cordon", Summary: "Cordon a machine: it takes no new replicas; those it runs stay", Auth: "admin", Response: api.Machine{}},
 		{Method: "POST", Path: "/v1/machines/{id}/uncordon", Summary: "Uncordon a machine: it takes new replicas again", Auth: "admin", Response: api.Machine{}},
 		{Method: "POST", Path: "/v1/machines/{id}/drain", Summary: "Drain a machine: its replicas move (new copy running first), then it is terminated", Auth: "admin", Request: api.DrainRequest{}, Response: api.Machine{}},
-		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas", Auth: "admin", Response: list[api.Replica]{}, Query: []string{"service", "machine", "cluster"}},
+		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas in pages, or watch their changes (watch=true)", Auth: "admin", Response: list[api.Replica]{}, Query: pagedQuery("service", "machine", "cluster")},
 		{Method: "GET", Path: "/v1/replicas/{id}", Summary: "Get a replica", Auth: "admin", Response: api.Replica{}},
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
 		{Method: "GET", Path: "/v1/cost", Summary: "What the live machines cost by cluster and group, beside a plan of the same services from scratch and its lower bound", Auth: "admin", Response: api.CostReport{}},

@@ -38,12 +38,18 @@ type Config struct {
 	// server): its locks would otherwise keep the next leader waiting.
 	// Keep it well under the leader lease.
 	IdleInTransactionTimeout time.Duration
+	// ChangeRetention is how long the change feed keeps a change (and a
+	// deletion's tombstone).
+	ChangeRetention time.Duration
+	// ListenRetry is the wait before the change listener connects again
+	// after it lost its connection.
+	ListenRetry time.Duration
 }
 
 // DefaultConfig returns the defaults for a connection string.
 func DefaultConfig(url string) Config {
 	return Config{URL: url, MaxConns: 16, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000,
-		IdleInTransactionTimeout: 5 * time.Second}
+		IdleInTransactionTimeout: 5 * time.Second, ChangeRetention: sqlstore.DefaultRetention, ListenRetry: time.Second}
 }
 
 // Store is the PostgreSQL Store.
@@ -51,6 +57,11 @@ type Store struct {
 	db      *sql.DB
 	cfg     Config
 	dialect *sqlstore.Dialect
+	changed store.Broadcast
+	// stopListening ends the change listener; listening is done when it
+	// has.
+	stopListening context.CancelFunc
+	listening     chan struct{}
 }
 
 var (
@@ -60,6 +71,14 @@ var (
 
 // migrationLock keeps servers that start together from migrating at once.
 const migrationLock = `SELECT pg_advisory_xact_lock(7400740074007400)`
+
+// The change feed: writers of changes hold feedLock until they commit,
+// so revisions from the sequence are taken in commit order; a commit
+// with changes notifies changesChannel.
+const (
+	feedLock       = `SELECT pg_advisory_xact_lock(7400740074007401)`
+	changesChannel = "gantry_changes"
+)
 
 var migrations = []string{
 	`CREATE TABLE clusters (name TEXT PRIMARY KEY, data TEXT NOT NULL);
@@ -82,6 +101,8 @@ var migrations = []string{
 	`CREATE TABLE tokens (id TEXT PRIMARY KEY, hash BYTEA NOT NULL, data TEXT NOT NULL);`,
 	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
 	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
+	`CREATE SEQUENCE revisions;
+	` + sqlstore.FeedMigration("BIGINT"),
 }
 
 // Open connects and migrates the database.
@@ -98,7 +119,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// database/sql keeps 2 idle connections unless told: under load every
 	// other query would open a connection (a PostgreSQL backend fork).
 	db.SetMaxIdleConns(max(cfg.MaxConns, 2))
-	s := &Store{db: db, cfg: cfg, dialect: &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents}}
+	s := &Store{db: db, cfg: cfg}
+	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
+		Lock:       feedLock,
+		Next:       `SELECT nextval('revisions')`,
+		Notify:     `SELECT pg_notify('` + changesChannel + `', '')`,
+		Retention:  cfg.ChangeRetention,
+		PruneEvery: 100,
+		Now:        time.Now,
+		Committed:  s.changed.Fire,
+	}}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -107,11 +137,55 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	listenCtx, stop := context.WithCancel(context.Background())
+	s.stopListening, s.listening = stop, make(chan struct{})
+	go s.listen(listenCtx, *conn)
 	return s, nil
 }
 
-// Close closes the connection pool.
+// Changed implements store.Notifier: commits of this server fire at
+// once, other servers' through PostgreSQL's notifications.
+func (s *Store) Changed() <-chan struct{} { return s.changed.Changed() }
+
+// listen follows the notifications of other servers' commits on a
+// connection of its own, until ctx ends. Losing the connection wakes the
+// followers too (they read the revision again), since a notification may
+// have been missed meanwhile.
+func (s *Store) listen(ctx context.Context, cfg pgx.ConnConfig) {
+	defer close(s.listening)
+	for ctx.Err() == nil {
+		if err := s.listenOnce(ctx, &cfg); err != nil && ctx.Err() == nil {
+			s.changed.Fire()
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.cfg.ListenRetry):
+			}
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+changesChannel); err != nil {
+		return err
+	}
+	s.changed.Fire() // changes committed before LISTEN would be missed
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		s.changed.Fire()
+	}
+}
+
+// Close stops the change listener and closes the connection pool.
 func (s *Store) Close() error {
+	s.stopListening()
+	<-s.listening
 	err := s.db.Close()
 	s.dialect.Closed()
 	return err

@@ -25,6 +25,19 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return openTest(t) })
 }
 
+func TestFeedContract(t *testing.T) {
+	storetest.RunFeed(t, func(t *testing.T, retention time.Duration) store.Store {
+		cfg := DefaultConfig(pgtest.URL(t))
+		cfg.ChangeRetention = retention
+		s, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 // Servers starting together migrate once: the others wait for the lock
 // and find the schema current.
 func TestConcurrentOpenMigratesOnce(t *testing.T) {

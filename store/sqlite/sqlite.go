@@ -31,11 +31,15 @@ type Config struct {
 	// BusyRetries is how many times a write transaction that found the
 	// database locked is run again.
 	BusyRetries int
+	// ChangeRetention is how long the change feed keeps a change (and a
+	// deletion's tombstone).
+	ChangeRetention time.Duration
 }
 
 // DefaultConfig returns the defaults for a path.
 func DefaultConfig(path string) Config {
-	return Config{Path: path, BusyTimeout: 5 * time.Second, MaxEvents: 10000, Readers: 4, BusyRetries: 3}
+	return Config{Path: path, BusyTimeout: 5 * time.Second, MaxEvents: 10000, Readers: 4, BusyRetries: 3,
+		ChangeRetention: sqlstore.DefaultRetention}
 }
 
 // Store is the SQLite Store: one writer connection, and a pool of
@@ -44,6 +48,7 @@ type Store struct {
 	writer, reader *sql.DB
 	cfg            Config
 	dialect        *sqlstore.Dialect
+	changed        store.Broadcast
 }
 
 var _ store.Store = (*Store)(nil)
@@ -60,7 +65,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// One writer: SQLite has one anyway, and this way writes queue here
 	// instead of failing busy.
 	writer.SetMaxOpenConns(1)
-	s := &Store{writer: writer, cfg: cfg, dialect: &sqlstore.Dialect{IsConflict: isConflict, MaxEvents: cfg.MaxEvents}}
+	s := &Store{writer: writer, cfg: cfg}
+	s.dialect = &sqlstore.Dialect{IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
+		// One writer: the next revision is the newest one's successor.
+		Next:       `SELECT COALESCE(MAX(revision), 0) + 1 FROM changes`,
+		Retention:  cfg.ChangeRetention,
+		PruneEvery: 100,
+		Now:        time.Now,
+		Committed:  s.changed.Fire,
+	}}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
 		return nil, err
@@ -118,6 +131,9 @@ func (s *Store) Close() error {
 	s.dialect.Closed()
 	return err
 }
+
+// Changed implements store.Notifier.
+func (s *Store) Changed() <-chan struct{} { return s.changed.Changed() }
 
 // Update runs fn in a write transaction, again when the database was
 // locked by another process.
@@ -186,6 +202,7 @@ var migrations = []string{
 	`CREATE TABLE tokens (id TEXT PRIMARY KEY, hash BLOB NOT NULL, data TEXT NOT NULL);`,
 	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
 	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
+	sqlstore.FeedMigration("INTEGER"),
 }
 
 func (s *Store) migrate(ctx context.Context) error {

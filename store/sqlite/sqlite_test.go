@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
@@ -30,6 +31,19 @@ func openTemp(t *testing.T) store.Store {
 
 func TestContract(t *testing.T) {
 	storetest.Run(t, openTemp)
+}
+
+func TestFeedContract(t *testing.T) {
+	storetest.RunFeed(t, func(t *testing.T, retention time.Duration) store.Store {
+		cfg := DefaultConfig(filepath.Join(t.TempDir(), "gantry.db"))
+		cfg.ChangeRetention = retention
+		s, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
 }
 
 func TestReopenKeepsDataAndSchema(t *testing.T) {

@@ -29,8 +29,18 @@ func (t *tx) GetMachine(id string) (*api.Machine, error) {
 }
 
 func (t *tx) ListMachines(f store.MachineFilter) ([]*api.Machine, error) {
-	rows, err := t.query(machineColumnsSelect+` WHERE (? = '' OR m.cluster = ?) AND (? = 0 OR m.live = 1) ORDER BY m.id`,
-		f.Cluster, f.Cluster, boolInt(f.LiveOnly))
+	query := machineColumnsSelect + ` WHERE (? = '' OR m.cluster = ?) AND (? = 0 OR m.live = 1)`
+	args := []any{f.Cluster, f.Cluster, boolInt(f.LiveOnly)}
+	if len(f.After) == 1 {
+		query += ` AND m.id > ?`
+		args = append(args, f.After[0])
+	}
+	query += ` ORDER BY m.id`
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := t.query(query, args...)
 	if err != nil {
 		return nil, t.dialect.failure("list machines", err)
 	}

@@ -24,6 +24,8 @@ type Dialect struct {
 	IsConflict func(error) bool
 	// MaxEvents bounds the event table; older events are pruned.
 	MaxEvents int
+	// Feed is the change feed's part.
+	Feed Feed
 
 	// statements are prepared once per database (and by database/sql
 	// once per connection): parsing the SQL of every query anew took a
@@ -105,6 +107,10 @@ func (d *Dialect) notFound(kind, name string, err error) error {
 
 // Tx wraps a transaction of db as a store.Tx.
 func (d *Dialect) Tx(ctx context.Context, db *sql.DB, sqlTx *sql.Tx) store.Tx {
+	return d.newTx(ctx, db, sqlTx)
+}
+
+func (d *Dialect) newTx(ctx context.Context, db *sql.DB, sqlTx *sql.Tx) *tx {
 	return &tx{ctx: ctx, db: db, tx: sqlTx, dialect: d, maxEvents: d.MaxEvents}
 }
 
@@ -125,15 +131,25 @@ func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn f
 	if err != nil {
 		return d.failure("begin transaction", err)
 	}
-	if err := fn(d.Tx(ctx, db, sqlTx)); err != nil {
+	t := d.newTx(ctx, db, sqlTx)
+	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
 		return err
 	}
 	if opts != nil && opts.ReadOnly {
 		return sqlTx.Rollback()
 	}
+	if t.wroteChanges && d.Feed.Notify != "" {
+		if err := t.exec("notify the change feed", d.Feed.Notify); err != nil {
+			_ = sqlTx.Rollback()
+			return err
+		}
+	}
 	if err := sqlTx.Commit(); err != nil {
 		return d.failure("commit", err)
+	}
+	if t.wroteChanges && d.Feed.Committed != nil {
+		d.Feed.Committed()
 	}
 	return nil
 }

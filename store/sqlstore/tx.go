@@ -16,6 +16,10 @@ type tx struct {
 	tx        *sql.Tx
 	dialect   *Dialect
 	maxEvents int
+	// revisionsLocked: this transaction holds the feed's lock.
+	revisionsLocked bool
+	// wroteChanges: this transaction wrote to the change feed.
+	wroteChanges bool
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
@@ -100,15 +104,19 @@ func (t *tx) ListClusters() ([]*api.Cluster, error) {
 }
 
 func (t *tx) PutCluster(c *api.Cluster) error {
-	data, err := encode(c)
-	if err != nil {
-		return err
-	}
-	return t.exec("put cluster", `INSERT INTO clusters(name, data) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET data = excluded.data`, c.Metadata.Name, data)
+	return t.putFed(store.FeedCluster, c.Metadata.Name,
+		`INSERT INTO clusters(name, data, revision, created_revision) VALUES (?, ?, ?, ?)
+		 ON CONFLICT(name) DO UPDATE SET data = excluded.data, revision = excluded.revision RETURNING created_revision`,
+		func(rev int64) ([]any, string, error) {
+			v := *c
+			v.Metadata.ResourceVersion = rev
+			data, err := encode(&v)
+			return []any{c.Metadata.Name, data, rev, rev}, data, err
+		})
 }
 
 func (t *tx) DeleteCluster(name string) error {
-	return t.exec("delete cluster", `DELETE FROM clusters WHERE name = ?`, name)
+	return t.deleteFed(store.FeedCluster, name, `DELETE FROM clusters WHERE name = ? RETURNING data`)
 }
 
 func (t *tx) GetService(name string) (*api.Service, error) {
@@ -120,16 +128,19 @@ func (t *tx) ListServices() ([]*api.Service, error) {
 }
 
 func (t *tx) PutService(s *api.Service) error {
-	data, err := encode(s)
-	if err != nil {
-		return err
-	}
-	return t.exec("put service", `INSERT INTO services(name, cluster, data) VALUES (?, ?, ?) ON CONFLICT(name) DO UPDATE SET cluster = excluded.cluster, data = excluded.data`,
-		s.Metadata.Name, s.Spec.Cluster, data)
+	return t.putFed(store.FeedService, s.Metadata.Name,
+		`INSERT INTO services(name, cluster, data, revision, created_revision) VALUES (?, ?, ?, ?, ?)
+		 ON CONFLICT(name) DO UPDATE SET cluster = excluded.cluster, data = excluded.data, revision = excluded.revision RETURNING created_revision`,
+		func(rev int64) ([]any, string, error) {
+			v := *s
+			v.Metadata.ResourceVersion = rev
+			data, err := encode(&v)
+			return []any{s.Metadata.Name, s.Spec.Cluster, data, rev, rev}, data, err
+		})
 }
 
 func (t *tx) DeleteService(name string) error {
-	return t.exec("delete service", `DELETE FROM services WHERE name = ?`, name)
+	return t.deleteFed(store.FeedService, name, `DELETE FROM services WHERE name = ? RETURNING data`)
 }
 
 func (t *tx) GetFailoverGroup(name string) (*api.FailoverGroup, error) {
@@ -141,33 +152,42 @@ func (t *tx) ListFailoverGroups() ([]*api.FailoverGroup, error) {
 }
 
 func (t *tx) PutFailoverGroup(g *api.FailoverGroup) error {
-	data, err := encode(g)
-	if err != nil {
-		return err
-	}
-	return t.exec("put failover group", `INSERT INTO failover_groups(name, data) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET data = excluded.data`, g.Metadata.Name, data)
+	return t.putFed(store.FeedFailoverGroup, g.Metadata.Name,
+		`INSERT INTO failover_groups(name, data, revision, created_revision) VALUES (?, ?, ?, ?)
+		 ON CONFLICT(name) DO UPDATE SET data = excluded.data, revision = excluded.revision RETURNING created_revision`,
+		func(rev int64) ([]any, string, error) {
+			v := *g
+			v.Metadata.ResourceVersion = rev
+			data, err := encode(&v)
+			return []any{g.Metadata.Name, data, rev, rev}, data, err
+		})
 }
 
 func (t *tx) DeleteFailoverGroup(name string) error {
-	return t.exec("delete failover group", `DELETE FROM failover_groups WHERE name = ?`, name)
+	return t.deleteFed(store.FeedFailoverGroup, name, `DELETE FROM failover_groups WHERE name = ? RETURNING data`)
 }
 
 func (t *tx) CreateMachine(m *api.Machine) error {
-	data, err := encode(m)
-	if err != nil {
-		return err
-	}
-	return t.exec("create machine "+m.ID, `INSERT INTO machines(id, cluster, live, subnet, launch_key, data) VALUES (?, ?, ?, ?, ?, ?)`, machineColumns(m, data)...)
+	return t.putFed(store.FeedMachine, m.ID,
+		`INSERT INTO machines(id, cluster, live, subnet, launch_key, data, revision, created_revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING created_revision`,
+		machineRow(m))
 }
 
 func (t *tx) PutMachine(m *api.Machine) error {
-	data, err := encode(m)
-	if err != nil {
-		return err
+	return t.putFed(store.FeedMachine, m.ID,
+		`INSERT INTO machines(id, cluster, live, subnet, launch_key, data, revision, created_revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, live = excluded.live, subnet = excluded.subnet, launch_key = excluded.launch_key, data = excluded.data, revision = excluded.revision
+		 RETURNING created_revision`,
+		machineRow(m))
+}
+
+func machineRow(m *api.Machine) func(rev int64) ([]any, string, error) {
+	return func(rev int64) ([]any, string, error) {
+		v := *m
+		v.ResourceVersion = rev
+		data, err := encode(&v)
+		return append(machineColumns(&v, data), rev, rev), data, err
 	}
-	return t.exec("put machine", `INSERT INTO machines(id, cluster, live, subnet, launch_key, data) VALUES (?, ?, ?, ?, ?, ?)
-		 ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, live = excluded.live, subnet = excluded.subnet, launch_key = excluded.launch_key, data = excluded.data`,
-		machineColumns(m, data)...)
 }
 
 func (t *tx) GetReplica(id string) (*api.Replica, error) {
@@ -175,22 +195,35 @@ func (t *tx) GetReplica(id string) (*api.Replica, error) {
 }
 
 func (t *tx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
-	return listJSON[api.Replica](t, "replicas",
-		`SELECT data FROM replicas WHERE (? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) AND (? = '' OR previous_machine = ?) ORDER BY service, id`,
-		f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine, f.PreviousMachine, f.PreviousMachine)
+	query := `SELECT data FROM replicas WHERE (? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) AND (? = '' OR previous_machine = ?)`
+	args := []any{f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine, f.PreviousMachine, f.PreviousMachine}
+	if len(f.After) == 2 {
+		query += ` AND (service > ? OR (service = ? AND id > ?))`
+		args = append(args, f.After[0], f.After[0], f.After[1])
+	}
+	query += ` ORDER BY service, id`
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return listJSON[api.Replica](t, "replicas", query, args...)
 }
 
 func (t *tx) PutReplica(r *api.Replica) error {
-	data, err := encode(r)
-	if err != nil {
-		return err
-	}
-	return t.exec("put replica", `INSERT INTO replicas(id, cluster, service, machine, previous_machine, data) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine, previous_machine = excluded.previous_machine, data = excluded.data`,
-		r.ID, r.Cluster, r.Service, r.Machine, r.PreviousMachine, data)
+	return t.putFed(store.FeedReplica, r.ID,
+		`INSERT INTO replicas(id, cluster, service, machine, previous_machine, data, revision, created_revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		 ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine, previous_machine = excluded.previous_machine, data = excluded.data, revision = excluded.revision
+		 RETURNING created_revision`,
+		func(rev int64) ([]any, string, error) {
+			v := *r
+			v.ResourceVersion = rev
+			data, err := encode(&v)
+			return []any{r.ID, r.Cluster, r.Service, r.Machine, r.PreviousMachine, data, rev, rev}, data, err
+		})
 }
 
 func (t *tx) DeleteReplica(id string) error {
-	return t.exec("delete replica", `DELETE FROM replicas WHERE id = ?`, id)
+	return t.deleteFed(store.FeedReplica, id, `DELETE FROM replicas WHERE id = ? RETURNING data`)
 }
 
 func (t *tx) AddEvent(e *api.Event) error {

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// ErrStop, returned by a watch's handler, ends the watch without error.
+var ErrStop = errors.New("stop watching")
+
+// WatchOptions tune a watch.
+type WatchOptions struct {
+	// From is the revision to follow from (a list's); 0 starts with
+	// every current object as ADDED.
+	From int64
+	// Reconnect is the wait before the watch is opened again after its
+	// stream broke (default 1 s).
+	Reconnect time.Duration
+}
+
+// Watch follows the changes of the objects of a list path (such as
+// "/v1/replicas?service=web"), calling fn for each event in order,
+// bookmarks included, until ctx ends or fn returns an error (ErrStop:
+// none). A broken stream is opened again after the last revision seen, so
+// fn sees every change once. When the server no longer keeps the changes
+// after that revision, Watch returns an APIError with status 410: list
+// again and watch from the list's revision (or from 0).
+func (c *Client) Watch(ctx context.Context, listPath string, opts WatchOptions, fn func(api.WatchEvent) error) error {
+	if opts.Reconnect <= 0 {
+		opts.Reconnect = time.Second
+	}
+	from := opts.From
+	for {
+		err := c.watchOnce(ctx, listPath, &from, fn)
+		switch {
+		case errors.Is(err, ErrStop):
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		case IsStatus(err, http.StatusGone), isHandlerError(err):
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(opts.Reconnect):
+		}
+	}
+}
+
+// handlerError marks an error of the caller's handler.
+type handlerError struct{ err error }
+
+func (e handlerError) Error() string { return e.err.Error() }
+func (e handlerError) Unwrap() error { return e.err }
+
+func isHandlerError(err error) bool {
+	var h handlerError
+	return errors.As(err, &h)
+}
+
+func (c *Client) watchOnce(ctx context.Context, listPath string, from *int64, fn func(api.WatchEvent) error) error {
+	sep := "?"
+	if strings.Contains(listPath, "?") {
+		sep = "&"
+	}
+	path := listPath + sep + "watch=true&resourceVersion=" + strconv.FormatInt(*from, 10)
+	streaming := *c
+	httpClient := *c.http
+	httpClient.Timeout = 0 // a watch lasts as long as ctx
+	streaming.http = &httpClient
+	streaming.attempt = 0
+	resp, err := streaming.send(ctx, http.MethodGet, path, "", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return errorResponse(resp, "watch "+listPath)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(make([]byte, 64<<10), 64<<20)
+	for lines.Scan() {
+		var e api.WatchEvent
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			return fmt.Errorf("watch %s: decode event: %w", listPath, err)
+		}
+		if e.Type == api.WatchError {
+			var eb api.ErrorBody
+			_ = json.Unmarshal(e.Object, &eb)
+			status := http.StatusInternalServerError
+			if eb.Error.Code == api.ErrorExpired {
+				status = http.StatusGone
+			}
+			return &APIError{Status: status, ErrorDetail: eb.Error}
+		}
+		if err := fn(e); err != nil {
+			return handlerError{err}
+		}
+		if e.ResourceVersion > *from {
+			*from = e.ResourceVersion
+		}
+	}
+	if err := lines.Err(); err != nil {
+		return fmt.Errorf("watch %s: %w", listPath, err)
+	}
+	return fmt.Errorf("watch %s: %w", listPath, io.ErrUnexpectedEOF)
+}
+
+// errorResponse is the APIError of a response with an error status.
+func errorResponse(resp *http.Response, what string) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var eb api.ErrorBody
+	if json.Unmarshal(data, &eb) != nil || eb.Error.Message == "" {
+		eb.Error = api.ErrorDetail{Message: fmt.Sprintf("%s: HTTP %d", what, resp.StatusCode)}
+	}
+	return &APIError{Status: resp.StatusCode, ErrorDetail: eb.Error}
+}

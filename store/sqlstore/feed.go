@@ -1,0 +1,245 @@
+package sqlstore
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/store"
+)
+
+// Feed is what differs per database in the change feed.
+type Feed struct {
+	// Lock, when set, runs once per transaction before its first change:
+	// it holds every other writer of changes off until this one commits,
+	// so that revisions are taken in commit order (PostgreSQL, whose
+	// writers run at once; SQLite has one writer anyway).
+	Lock string
+	// Next returns the next revision.
+	Next string
+	// Notify, when set, runs before the commit of a transaction that
+	// wrote changes, to wake other servers' followers.
+	Notify string
+	// Retention is how long a change is kept.
+	Retention time.Duration
+	// PruneEvery: every this many revisions, changes older than the
+	// retention are pruned.
+	PruneEvery int64
+	// Now is the clock of the changes' times.
+	Now func() time.Time
+	// Committed runs after the commit of a transaction that wrote
+	// changes.
+	Committed func()
+}
+
+// DefaultRetention is how long changes are kept unless configured.
+const DefaultRetention = 10 * time.Minute
+
+// fedTable is where objects of a kind live, and their key column.
+func fedTable(kind string) (table, key string, err error) {
+	switch kind {
+	case store.FeedCluster:
+		return "clusters", "name", nil
+	case store.FeedService:
+		return "services", "name", nil
+	case store.FeedFailoverGroup:
+		return "failover_groups", "name", nil
+	case store.FeedMachine:
+		return "machines", "id", nil
+	case store.FeedReplica:
+		return "replicas", "id", nil
+	}
+	return "", "", fmt.Errorf("kind %q is not in the change feed", kind)
+}
+
+func (t *tx) lockRevisions() error {
+	if t.revisionsLocked || t.dialect.Feed.Lock == "" {
+		return nil
+	}
+	if err := t.exec("lock the change feed", t.dialect.Feed.Lock); err != nil {
+		return err
+	}
+	t.revisionsLocked = true
+	return nil
+}
+
+func (t *tx) nextRevision() (int64, error) {
+	if err := t.lockRevisions(); err != nil {
+		return 0, err
+	}
+	var rev int64
+	if err := t.queryRow(t.dialect.Feed.Next).Scan(&rev); err != nil {
+		return 0, t.dialect.failure("next revision", err)
+	}
+	return rev, nil
+}
+
+// putFed writes an object of the feed with upsert, which ends in
+// RETURNING created_revision; args gives its arguments and the object's
+// document for the revision.
+func (t *tx) putFed(kind, name, upsert string, args func(rev int64) ([]any, string, error)) error {
+	rev, err := t.nextRevision()
+	if err != nil {
+		return err
+	}
+	values, data, err := args(rev)
+	if err != nil {
+		return fmt.Errorf("encode %s %q: %w", kind, name, err)
+	}
+	var createdAt int64
+	if err := t.queryRow(upsert, values...).Scan(&createdAt); err != nil {
+		return t.dialect.failure(fmt.Sprintf("put %s %q", kind, name), err)
+	}
+	return t.record(store.Change{Revision: rev, Kind: kind, Name: name, Created: createdAt == rev, Data: []byte(data)})
+}
+
+// deleteFed deletes an object of the feed with query (… RETURNING data),
+// leaving its last state as the tombstone; deleting nothing records
+// nothing.
+func (t *tx) deleteFed(kind, name, query string) error {
+	if err := t.lockRevisions(); err != nil {
+		return err
+	}
+	var data string
+	switch err := t.queryRow(query, name).Scan(&data); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return t.dialect.failure(fmt.Sprintf("delete %s %q", kind, name), err)
+	}
+	rev, err := t.nextRevision()
+	if err != nil {
+		return err
+	}
+	return t.record(store.Change{Revision: rev, Kind: kind, Name: name, Deleted: true, Data: []byte(data)})
+}
+
+func (t *tx) record(c store.Change) error {
+	f := &t.dialect.Feed
+	now := f.Now().UnixNano()
+	if err := t.exec("record change", `INSERT INTO changes(revision, kind, name, created, deleted, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.Revision, c.Kind, c.Name, boolInt(c.Created), boolInt(c.Deleted), string(c.Data), now); err != nil {
+		return err
+	}
+	t.wroteChanges = true
+	if f.PruneEvery > 0 && c.Revision%f.PruneEvery == 0 {
+		return t.pruneChanges(now-f.Retention.Nanoseconds(), c.Revision)
+	}
+	return nil
+}
+
+// pruneChanges drops the changes made before cutoff, but never the
+// newest (it holds the store's revision), and moves the compacted
+// revision up to the last dropped.
+func (t *tx) pruneChanges(cutoff, newest int64) error {
+	var last int64
+	if err := t.queryRow(`SELECT COALESCE(MAX(revision), 0) FROM changes WHERE at < ? AND revision < ?`, cutoff, newest).Scan(&last); err != nil {
+		return t.dialect.failure("prune changes", err)
+	}
+	if last == 0 {
+		return nil
+	}
+	if err := t.exec("prune changes", `DELETE FROM changes WHERE revision <= ?`, last); err != nil {
+		return err
+	}
+	return t.exec("prune changes", `UPDATE feed SET compacted = ? WHERE id = 1 AND compacted < ?`, last, last)
+}
+
+func (t *tx) Revision() (int64, error) {
+	var rev int64
+	err := t.queryRow(`SELECT COALESCE(MAX(revision), 0) FROM (SELECT MAX(revision) AS revision FROM changes UNION ALL SELECT compacted FROM feed) AS revisions`).Scan(&rev)
+	if err != nil {
+		return 0, t.dialect.failure("read revision", err)
+	}
+	return rev, nil
+}
+
+func (t *tx) compacted() (int64, error) {
+	var rev int64
+	if err := t.queryRow(`SELECT compacted FROM feed WHERE id = 1`).Scan(&rev); err != nil {
+		return 0, t.dialect.failure("read compacted revision", err)
+	}
+	return rev, nil
+}
+
+func (t *tx) Changes(f store.ChangeFilter) ([]store.Change, error) {
+	compacted, err := t.compacted()
+	if err != nil {
+		return nil, err
+	}
+	if f.After < compacted {
+		return nil, fmt.Errorf("changes after %d (compacted up to %d): %w", f.After, compacted, store.ErrCompacted)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	query := `SELECT revision, kind, name, created, deleted, data, at FROM changes WHERE revision > ?`
+	args := []any{f.After}
+	if len(f.Kinds) > 0 {
+		query += ` AND kind IN (?` + strings.Repeat(", ?", len(f.Kinds)-1) + `)`
+		for _, k := range f.Kinds {
+			args = append(args, k)
+		}
+	}
+	rows, err := t.query(query+` ORDER BY revision LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, t.dialect.failure("read changes", err)
+	}
+	defer rows.Close()
+	var out []store.Change
+	for rows.Next() {
+		var c store.Change
+		var created, deleted int
+		var data string
+		var at int64
+		if err := rows.Scan(&c.Revision, &c.Kind, &c.Name, &created, &deleted, &data, &at); err != nil {
+			return nil, t.dialect.failure("read changes", err)
+		}
+		c.Created, c.Deleted, c.Data, c.At = created == 1, deleted == 1, []byte(data), time.Unix(0, at).UTC()
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.dialect.failure("read changes", err)
+	}
+	return out, nil
+}
+
+func (t *tx) CheckVersion(kind, name string, rv int64) error {
+	table, key, err := fedTable(kind)
+	if err != nil {
+		return err
+	}
+	var stored int64
+	switch err := t.queryRow(`SELECT revision FROM `+table+` WHERE `+key+` = ?`, name).Scan(&stored); {
+	case errors.Is(err, sql.ErrNoRows):
+		if rv == 0 {
+			return nil
+		}
+		return fmt.Errorf("%s %q is gone (was at revision %d): %w", kind, name, rv, store.ErrConflict)
+	case err != nil:
+		return t.dialect.failure(fmt.Sprintf("read %s %q", kind, name), err)
+	case rv == 0:
+		return fmt.Errorf("%s %q exists (revision %d): %w", kind, name, stored, store.ErrConflict)
+	case stored != rv:
+		return fmt.Errorf("%s %q is at revision %d, not %d: %w", kind, name, stored, rv, store.ErrConflict)
+	}
+	return nil
+}
+
+// FeedMigration is the schema of the feed for a database whose 64-bit
+// integer type is bigint and whose fed tables exist.
+func FeedMigration(bigint string) string {
+	var b strings.Builder
+	for _, table := range []string{"clusters", "services", "failover_groups", "machines", "replicas"} {
+		fmt.Fprintf(&b, "ALTER TABLE %s ADD COLUMN revision %s NOT NULL DEFAULT 0;\n", table, bigint)
+		fmt.Fprintf(&b, "ALTER TABLE %s ADD COLUMN created_revision %s NOT NULL DEFAULT 0;\n", table, bigint)
+	}
+	fmt.Fprintf(&b, `CREATE TABLE changes (revision %[1]s PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, created INTEGER NOT NULL, deleted INTEGER NOT NULL, data TEXT NOT NULL, at %[1]s NOT NULL);
+CREATE INDEX changes_at ON changes(at);
+CREATE TABLE feed (id INTEGER PRIMARY KEY, compacted %[1]s NOT NULL);
+INSERT INTO feed(id, compacted) VALUES (1, 0);`, bigint)
+	return b.String()
+}
