@@ -126,3 +126,60 @@ func errorResponse(resp *http.Response, what string) error {
 	}
 	return &APIError{Status: resp.StatusCode, ErrorDetail: eb.Error}
 }
+
+// Revision is the store revision a list path is at now (read with a
+// one-object page).
+func (c *Client) Revision(ctx context.Context, listPath string) (int64, error) {
+	sep := "?"
+	if strings.Contains(listPath, "?") {
+		sep = "&"
+	}
+	var out struct {
+		Metadata api.ListMeta `json:"metadata"`
+	}
+	if err := c.getJSON(ctx, listPath+sep+"limit=1", &out); err != nil {
+		return 0, err
+	}
+	return out.Metadata.ResourceVersion, nil
+}
+
+// Changes wakes its caller whenever an object of one of the list paths
+// changes, from now until ctx ends: a loop that reads and shows state
+// waits on it instead of a timer. Wakes coalesce; a watch that had to
+// start again (expired, server gone) wakes too, since it may have missed
+// a change.
+func (c *Client) Changes(ctx context.Context, opts WatchOptions, listPaths ...string) <-chan struct{} {
+	wake := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	if opts.Reconnect <= 0 {
+		opts.Reconnect = time.Second
+	}
+	for _, path := range listPaths {
+		go func() {
+			for ctx.Err() == nil {
+				from, err := c.Revision(ctx, path)
+				if err == nil {
+					err = c.Watch(ctx, path, WatchOptions{From: from, Reconnect: opts.Reconnect}, func(e api.WatchEvent) error {
+						if e.Type != api.WatchBookmark {
+							signal()
+						}
+						return nil
+					})
+				}
+				if err != nil {
+					signal()
+					select {
+					case <-ctx.Done():
+					case <-time.After(opts.Reconnect):
+					}
+				}
+			}
+		}()
+	}
+	return wake
+}

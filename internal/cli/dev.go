@@ -160,13 +160,16 @@ func servicesOf(docs []spec.Document) map[string]bool {
 }
 
 // watchProgress prints each change of machine and replica state until ctx
-// ends, and the table of URLs each time all replicas become ready.
+// ends, and the table of URLs each time all replicas become ready. It
+// reads them again when the change feed says they changed (every is the
+// wait before a broken watch is opened again).
 func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services map[string]bool, every time.Duration) {
 	machineState := map[string]string{}
 	replicaState := map[string]string{}
 	wasReady := false
-	ticker := time.NewTicker(every)
-	defer ticker.Stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := c.Changes(ctx, client.WatchOptions{Reconnect: every}, "/v1/machines", "/v1/replicas")
 	for {
 		machines, errM := c.ListMachines(ctx, "")
 		replicas, errR := c.ListReplicas(ctx, "")
@@ -185,7 +188,7 @@ func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services 
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-changed:
 		}
 	}
 }

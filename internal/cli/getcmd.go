@@ -69,7 +69,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print table rows without the header")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change as it happens")
 	f.DurationVar(&o.since, "since", 0, "events: only those newer than this (such as 10m)")
-	f.DurationVar(&o.poll, "poll-interval", time.Second, "how often -w reads the server")
+	f.DurationVar(&o.poll, "poll-interval", time.Second, "how often -w reads events and secrets (the other kinds are watched, not polled)")
 	return cmd
 }
 
@@ -248,9 +248,36 @@ func printJSONPath(g *globals, template string, single bool, items []item) error
 	return nil
 }
 
+// watchedPaths are the lists whose changes can change a kind's rows (a
+// service's counts come from its replicas, a machine's allocation from
+// the replicas on it); none for the kinds outside the change feed.
+func watchedPaths(kind string) []string {
+	switch kind {
+	case "clusters":
+		return []string{"/v1/clusters", "/v1/machines"}
+	case "services", "endpoints":
+		return []string{"/v1/services", "/v1/replicas"}
+	case "machines":
+		return []string{"/v1/machines", "/v1/replicas"}
+	case "replicas":
+		return []string{"/v1/replicas", "/v1/services"}
+	case "failovergroups":
+		return []string{"/v1/failovergroups", "/v1/replicas", "/v1/machines"}
+	}
+	return nil
+}
+
 // watchLoop prints the list, then each object whose row (or, for
-// structured output, content) changes, reading every poll interval.
+// structured output, content) changes: it reads again when the server's
+// change feed says something changed (events and secrets, outside the
+// feed, every poll interval).
 func (q *getQuery) watchLoop(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var feed <-chan struct{}
+	if paths := watchedPaths(q.kind); paths != nil {
+		feed = q.c.Changes(ctx, client.WatchOptions{}, paths...)
+	}
 	seen := map[string]string{}
 	first := true
 	for {
@@ -272,12 +299,26 @@ func (q *getQuery) watchLoop(ctx context.Context) error {
 			}
 		}
 		first = false
-		select {
-		case <-ctx.Done():
+		if err := waitForChange(ctx, feed, q.opts.poll); err != nil {
 			return nil
-		case <-time.After(q.opts.poll):
 		}
 	}
+}
+
+// waitForChange returns at the next change, or after poll when there is
+// no feed to follow; an error when ctx ends.
+func waitForChange(ctx context.Context, changed <-chan struct{}, poll time.Duration) error {
+	var timer <-chan time.Time
+	if changed == nil {
+		timer = time.After(poll)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-timer:
+	}
+	return nil
 }
 
 // stateKey is an object's content without the times that change by

@@ -269,9 +269,7 @@ func testFollowConcurrentWriters(t *testing.T, s store.Store) {
 			after = c.Revision
 		}
 	}
-	for _, c := range readChanges(t, s, store.ChangeFilter{After: after}) {
-		seen = append(seen, c)
-	}
+	seen = append(seen, readChanges(t, s, store.ChangeFilter{After: after})...)
 	all := readChanges(t, s, store.ChangeFilter{Limit: 10 * writers * writes})
 	if len(all) != 2*writers*writes {
 		t.Fatalf("%d changes in the feed, want %d", len(all), 2*writers*writes)
