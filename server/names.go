@@ -16,9 +16,11 @@ import (
 
 // NamesConfig tunes how agents learn their cluster's names.
 type NamesConfig struct {
-	// Refresh is how often a watched cluster's names are computed again
-	// (an agent's answers lag the store by at most this, plus the time to
-	// answer its poll).
+	// Refresh is how often every watched cluster's names are computed
+	// again whatever the change feed said: a safety net, since names
+	// follow the feed (a cluster's names are computed again as soon as a
+	// change of its replicas, machines, services or the control loop's
+	// memory is committed).
 	Refresh time.Duration
 	// Wait is the longest an agent's poll for new names is held.
 	Wait time.Duration
@@ -28,11 +30,11 @@ type NamesConfig struct {
 
 // DefaultNamesConfig returns the defaults.
 func DefaultNamesConfig() NamesConfig {
-	return NamesConfig{Refresh: 250 * time.Millisecond, Wait: 25 * time.Second, Forget: time.Minute}
+	return NamesConfig{Refresh: 10 * time.Second, Wait: 25 * time.Second, Forget: time.Minute}
 }
 
 // namesHub keeps each watched cluster's names and wakes the agents'
-// polls when they change: one computation per cluster per Refresh,
+// polls when they change: one computation per cluster per change,
 // however many agents wait.
 type namesHub struct {
 	cfg     NamesConfig
@@ -126,9 +128,10 @@ func (h *namesHub) entry(cluster string) *watchedNames {
 	return h.clusters[cluster]
 }
 
-// refresh computes every watched cluster's names again, waking the polls
-// of those that changed, and forgets the clusters no one asked about.
-func (h *namesHub) refresh(ctx context.Context) error {
+// refresh computes the watched clusters' names again (those of only,
+// when it is not nil), waking the polls of those that changed, and
+// forgets the clusters no one asked about.
+func (h *namesHub) refresh(ctx context.Context, only map[string]bool) error {
 	h.mu.Lock()
 	var clusters []string
 	for name, w := range h.clusters {
@@ -136,7 +139,9 @@ func (h *namesHub) refresh(ctx context.Context) error {
 			delete(h.clusters, name)
 			continue
 		}
-		clusters = append(clusters, name)
+		if only == nil || only[name] {
+			clusters = append(clusters, name)
+		}
 	}
 	h.mu.Unlock()
 	var errs []error
@@ -165,18 +170,97 @@ func (h *namesHub) refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// refreshNames keeps the watched clusters' names current until ctx ends.
+// refreshNames keeps the watched clusters' names current until ctx
+// ends: it follows the change feed and computes again the names of the
+// clusters a change touches, and every cluster's each Refresh.
 func (s *Server) refreshNames(ctx context.Context) {
 	ticker := s.clock.NewTicker(s.cfg.Names.Refresh)
 	defer ticker.Stop()
+	rev, err := s.revision(ctx)
 	for {
+		changed := s.store.Changed()
+		if err != nil {
+			// Where the feed was is unknown: start again from now, with
+			// every cluster's names computed afresh.
+			if rev, err = s.revision(ctx); err == nil {
+				s.refreshNamesOf(ctx, nil)
+			}
+		} else {
+			var touched map[string]bool
+			var all bool
+			if touched, all, rev, err = s.touchedClusters(ctx, rev); err == nil && (all || len(touched) > 0) {
+				if all {
+					touched = nil
+				}
+				s.refreshNamesOf(ctx, touched)
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("follow the change feed for names", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
 		case <-ticker.C():
+			s.refreshNamesOf(ctx, nil)
 		}
-		if err := s.names.refresh(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("compute names", "err", err)
+	}
+}
+
+// revision is the store's newest revision.
+func (s *Server) revision(ctx context.Context) (int64, error) {
+	var rev int64
+	err := s.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		rev, err = tx.Revision()
+		return err
+	})
+	return rev, err
+}
+
+func (s *Server) refreshNamesOf(ctx context.Context, clusters map[string]bool) {
+	if err := s.names.refresh(ctx, clusters); err != nil && ctx.Err() == nil {
+		s.log.Warn("compute names", "err", err)
+	}
+}
+
+// touchedClusters reads the changes after rev: the clusters whose names
+// they may change (all: every one's, for a change of a failover group or
+// of the control loop's memory), and the revision read up to.
+func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[string]bool, all bool, next int64, err error) {
+	touched = map[string]bool{}
+	for {
+		var changes []store.Change
+		err := s.store.View(ctx, func(tx store.Tx) error {
+			var err error
+			changes, err = tx.Changes(store.ChangeFilter{After: rev, Limit: s.cfg.Watch.Batch})
+			return err
+		})
+		if err != nil {
+			return nil, false, rev, err
+		}
+		for _, c := range changes {
+			rev = c.Revision
+			switch c.Kind {
+			case store.FeedFailoverGroup, store.FeedMemory:
+				all = true
+			case store.FeedCluster:
+				touched[c.Name] = true
+			default:
+				var o struct {
+					Cluster string `json:"cluster"`
+					Spec    struct {
+						Cluster string `json:"cluster"`
+					} `json:"spec"`
+				}
+				if json.Unmarshal(c.Data, &o) == nil {
+					touched[o.Cluster+o.Spec.Cluster] = true
+				}
+			}
+		}
+		if len(changes) < s.cfg.Watch.Batch {
+			return touched, all, rev, nil
 		}
 	}
 }

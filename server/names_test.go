@@ -42,9 +42,10 @@ func applyWebOnM1(t *testing.T, ts *testServer) *api.Replica {
 // A service's endpoints follow its replica's reports: in the name once
 // it runs, out (with why) once it crashes; an agent waiting for its
 // cluster's names is answered when they change, with the new version,
-// and a machine of another cluster sees none of them.
+// and a machine of another cluster sees none of them. The names follow
+// the change feed: the safety refresh is off (an hour).
 func TestEndpointsFollowReplicasAndWakeTheAgentsPoll(t *testing.T) {
-	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Refresh = 20 * time.Millisecond })
+	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Refresh = time.Hour })
 	join := func(cluster, id string) *client.Client {
 		tok, err := ts.admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cluster, Group: "general"})
 		if err != nil {
@@ -121,7 +122,7 @@ func TestEndpointsFollowReplicasAndWakeTheAgentsPoll(t *testing.T) {
 // service of the cluster exposes is refused, naming the field and the
 // service, and changes nothing.
 func TestExposedPortsReachTheAgentsAndAreNotShared(t *testing.T) {
-	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Refresh = 20 * time.Millisecond })
+	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Refresh = time.Hour })
 	exposed := webService + "  expose: [{port: 8080}]\n"
 	if _, err := ts.admin.Apply(ctx, []byte(exposed)); err != nil {
 		t.Fatal(err)

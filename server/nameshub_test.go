@@ -50,7 +50,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	h.mu.Lock()
 	changed := h.clusters["dev"].changed
 	h.mu.Unlock()
-	if err := h.refresh(ctx); err != nil { // same version: nobody wakes
+	if err := h.refresh(ctx, nil); err != nil { // same version: nobody wakes
 		t.Fatal(err)
 	}
 	select {
@@ -64,7 +64,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 		woken <- got.Version
 	}()
 	version.Store("v2")
-	if err := h.refresh(ctx); err != nil {
+	if err := h.refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if v := <-woken; v != "v2" {
@@ -74,7 +74,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	clockMu.Unlock()
 	before := computed.Load()
-	if err := h.refresh(ctx); err != nil {
+	if err := h.refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h.entry("dev") != nil || computed.Load() != before {

@@ -15,10 +15,10 @@ import (
 // window (deletions included: they are the tombstones), and always the
 // newest change, so that the store's revision survives pruning.
 //
-// Liveness (heartbeat times), events, memory, credentials, tokens and
-// secrets are not in the feed: heartbeats are batched beside the
-// machines and would swamp it, events have their own ids, and secrets
-// must never be streamed.
+// Liveness (heartbeat times), events, credentials, tokens and secrets are
+// not in the feed: heartbeats are batched beside the machines and would
+// swamp it, events have their own ids, and secrets must never be
+// streamed.
 
 // Kinds in the feed.
 const (
@@ -27,6 +27,10 @@ const (
 	FeedFailoverGroup = "FailoverGroup"
 	FeedMachine       = "Machine"
 	FeedReplica       = "Replica"
+	// FeedMemory is the control loop's memory (deployments' progress,
+	// failover phases): a change's Data is the entry's value, and writing
+	// the value an entry holds is no change.
+	FeedMemory = "Memory"
 )
 
 // Errors of the feed.

@@ -50,6 +50,8 @@ func fedTable(kind string) (table, key string, err error) {
 		return "machines", "id", nil
 	case store.FeedReplica:
 		return "replicas", "id", nil
+	case store.FeedMemory:
+		return "memory", "key", nil
 	}
 	return "", "", fmt.Errorf("kind %q is not in the change feed", kind)
 }
@@ -77,8 +79,9 @@ func (t *tx) nextRevision() (int64, error) {
 }
 
 // putFed writes an object of the feed with upsert, which ends in
-// RETURNING created_revision; args gives its arguments and the object's
-// document for the revision.
+// RETURNING created_revision (no row: nothing changed, no change is
+// recorded); args gives its arguments and the object's document for the
+// revision.
 func (t *tx) putFed(kind, name, upsert string, args func(rev int64) ([]any, string, error)) error {
 	rev, err := t.nextRevision()
 	if err != nil {
@@ -89,7 +92,10 @@ func (t *tx) putFed(kind, name, upsert string, args func(rev int64) ([]any, stri
 		return fmt.Errorf("encode %s %q: %w", kind, name, err)
 	}
 	var createdAt int64
-	if err := t.queryRow(upsert, values...).Scan(&createdAt); err != nil {
+	switch err := t.queryRow(upsert, values...).Scan(&createdAt); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // the upsert found nothing to change
+	case err != nil:
 		return t.dialect.failure(fmt.Sprintf("put %s %q", kind, name), err)
 	}
 	return t.record(store.Change{Revision: rev, Kind: kind, Name: name, Created: createdAt == rev, Data: []byte(data)})
@@ -233,7 +239,7 @@ func (t *tx) CheckVersion(kind, name string, rv int64) error {
 // integer type is bigint and whose fed tables exist.
 func FeedMigration(bigint string) string {
 	var b strings.Builder
-	for _, table := range []string{"clusters", "services", "failover_groups", "machines", "replicas"} {
+	for _, table := range []string{"clusters", "services", "failover_groups", "machines", "replicas", "memory"} {
 		fmt.Fprintf(&b, "ALTER TABLE %s ADD COLUMN revision %s NOT NULL DEFAULT 0;\n", table, bigint)
 		fmt.Fprintf(&b, "ALTER TABLE %s ADD COLUMN created_revision %s NOT NULL DEFAULT 0;\n", table, bigint)
 	}

@@ -327,12 +327,17 @@ func (t *tx) GetMemory(key string) (string, error) {
 	return v, nil
 }
 
+// PutMemory writes an entry; writing the value it holds is no change.
 func (t *tx) PutMemory(key, value string) error {
-	return t.exec("put memory", `INSERT INTO memory(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
+	return t.putFed(store.FeedMemory, key,
+		`INSERT INTO memory(key, value, revision, created_revision) VALUES (?, ?, ?, ?)
+		 ON CONFLICT(key) DO UPDATE SET value = excluded.value, revision = excluded.revision WHERE memory.value <> excluded.value
+		 RETURNING created_revision`,
+		func(rev int64) ([]any, string, error) { return []any{key, value, rev, rev}, value, nil })
 }
 
 func (t *tx) DeleteMemory(key string) error {
-	return t.exec("delete memory", `DELETE FROM memory WHERE key = ?`, key)
+	return t.deleteFed(store.FeedMemory, key, `DELETE FROM memory WHERE key = ? RETURNING value`)
 }
 
 // machineColumns are the indexed columns of a machine row: the unique

@@ -25,6 +25,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, retention time.Duration) stor
 	t.Run("Compaction", func(t *testing.T) { testCompaction(t, open(t, time.Nanosecond)) })
 	t.Run("FollowersSeeEveryCommitInOrder", func(t *testing.T) { testFollowConcurrentWriters(t, hour(t)) })
 	t.Run("Notifier", func(t *testing.T) { testNotifier(t, hour(t)) })
+	t.Run("MemoryChanges", func(t *testing.T) { testMemoryChanges(t, hour(t)) })
 	t.Run("ListPages", func(t *testing.T) { testListPages(t, hour(t)) })
 }
 
@@ -63,7 +64,7 @@ func testRevisions(t *testing.T, s store.Store) {
 	m := &api.Machine{ID: "m1", Cluster: "dev", FleetState: api.FleetReady}
 	r := &api.Replica{ID: "web-0", Service: "web", Cluster: "dev", Machine: "m1"}
 	must(t, s.Update(ctx, func(tx store.Tx) error {
-		return errors.Join(tx.PutCluster(c), tx.PutService(svc), tx.CreateMachine(m), tx.PutReplica(r), tx.PutMemory("not", "fed"))
+		return errors.Join(tx.PutCluster(c), tx.PutService(svc), tx.CreateMachine(m), tx.PutReplica(r))
 	}))
 	if c.Metadata.ResourceVersion != 0 || r.ResourceVersion != 0 {
 		t.Errorf("the caller's objects changed: cluster %d, replica %d", c.Metadata.ResourceVersion, r.ResourceVersion)
@@ -348,5 +349,24 @@ func testListPages(t *testing.T, s store.Store) {
 	}))
 	if got := ids(machines); !slices.Equal(got, []string{"m4", "m5"}) {
 		t.Errorf("machines after m3, 2: %v", got)
+	}
+}
+
+// The control loop's memory is in the feed by value: writing the value
+// an entry holds is no change.
+func testMemoryChanges(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	put := func(k, v string) { must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutMemory(k, v) })) }
+	put("deploy/web", "1")
+	put("deploy/web", "1")
+	put("deploy/web", "2")
+	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.DeleteMemory("deploy/web") }))
+	var got []string
+	for _, c := range readChanges(t, s, store.ChangeFilter{Kinds: []string{store.FeedMemory}}) {
+		got = append(got, fmt.Sprintf("%s=%s created=%v deleted=%v", c.Name, c.Data, c.Created, c.Deleted))
+	}
+	want := []string{"deploy/web=1 created=true deleted=false", "deploy/web=2 created=false deleted=false", "deploy/web=2 created=false deleted=true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("memory changes %q, want %q", got, want)
 	}
 }
