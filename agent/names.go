@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/agent/names"
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/endpoints"
 )
 
 // DNSEnv tells a replica where its machine's agent answers the cluster's
@@ -90,14 +92,24 @@ func (a *Agent) DNSAddress() string {
 // machine serves current: each call returns as soon as the cluster's
 // names differ from the version the agent holds.
 func (a *Agent) watchNames(ctx context.Context) {
+	var held api.ClusterNames
 	version := ""
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, a.cfg.NamesPollTimeout)
-		got, err := a.pollClient().MachineNames(pollCtx, a.machineID, version)
+		got, err := a.pollClient().MachineNamesDelta(pollCtx, a.machineID, version)
 		cancel()
+		if err == nil && got.Base != "" {
+			var whole api.ClusterNames
+			if whole, err = endpoints.Apply(held, *got); err != nil {
+				a.log.Warn("names delta does not apply: reading them whole", "err", err)
+				version = ""
+				continue
+			}
+			got = &whole
+		}
 		if err == nil {
 			if got.Version != version {
-				version = got.Version
+				held, version = *got, got.Version
 				if a.dns != nil {
 					a.dns.Set(*got)
 				}

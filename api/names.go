@@ -42,6 +42,9 @@ type ServiceEndpoints struct {
 type NameRecord struct {
 	Name    string     `json:"name"`
 	Targets []Endpoint `json:"targets"`
+	// Removed, in a delta, are the replicas that left the record
+	// (Targets then holds only those added or changed).
+	Removed []string `json:"removed,omitempty"`
 }
 
 // ClusterNames are every name of a cluster, as its agents answer them.
@@ -60,6 +63,15 @@ type ClusterNames struct {
 	// Mesh is the overlay of a cluster in overlay or routed mode (nil
 	// otherwise).
 	Mesh *MeshConfig `json:"mesh,omitempty"`
+
+	// Base, when set, makes these names a delta from the names of that
+	// version (asked for with delta=true): Records are the records that
+	// changed, each with its targets added or changed and the replicas
+	// Removed; RemovedRecords the names gone; Kept the parts (ingress,
+	// edgeGroups, mesh) left as they were and not repeated.
+	Base           string   `json:"base,omitempty"`
+	RemovedRecords []string `json:"removedRecords,omitempty"`
+	Kept           []string `json:"kept,omitempty"`
 }
 
 // MeshConfig is what a machine needs to join its cluster's overlay.

@@ -21,8 +21,18 @@ func (c *Client) ServiceEndpoints(ctx context.Context, service string) (*api.Ser
 // from version (agent; the server holds the call until they do, or its
 // own wait ends: then the same version comes back).
 func (c *Client) MachineNames(ctx context.Context, machineID, version string) (*api.ClusterNames, error) {
+	return c.machineNames(ctx, machineID, url.Values{"version": {version}})
+}
+
+// MachineNamesDelta is MachineNames answered, when the server still
+// knows version, with the difference from it (Base set; endpoints.Apply
+// turns the names of version into the new ones).
+func (c *Client) MachineNamesDelta(ctx context.Context, machineID, version string) (*api.ClusterNames, error) {
+	return c.machineNames(ctx, machineID, url.Values{"version": {version}, "delta": {"true"}})
+}
+
+func (c *Client) machineNames(ctx context.Context, machineID string, q url.Values) (*api.ClusterNames, error) {
 	var out api.ClusterNames
-	q := url.Values{"version": {version}}
 	if err := c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/names?"+q.Encode(), &out); err != nil {
 		return nil, err
 	}

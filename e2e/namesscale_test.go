@@ -88,7 +88,7 @@ func BenchmarkNamesChangeReachesAgents(b *testing.B) {
 // and its whole body without decoding it: each agent decodes on its own
 // machine, not in this process.
 func pollVersion(hc *http.Client, url, token, machine, version string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, url+"/v1/machines/"+machine+"/names?version="+version, nil)
+	req, err := http.NewRequest(http.MethodGet, url+"/v1/machines/"+machine+"/names?delta=true&version="+version, nil)
 	if err != nil {
 		return "", err
 	}

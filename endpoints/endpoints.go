@@ -192,7 +192,9 @@ func Names(cluster string, services []api.ServiceEndpoints, groups map[string]*a
 	out := api.ClusterNames{Cluster: cluster, Records: []api.NameRecord{}, EdgeGroups: edgeGroups}
 	for _, set := range services {
 		if set.Cluster == cluster {
-			out.Records = append(out.Records, api.NameRecord{Name: set.Name, Targets: Serving(set)})
+			targets := Serving(set)
+			sortTargets(targets)
+			out.Records = append(out.Records, api.NameRecord{Name: set.Name, Targets: targets})
 		}
 	}
 	for name, primary := range groups {

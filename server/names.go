@@ -26,11 +26,14 @@ type NamesConfig struct {
 	Wait time.Duration
 	// Forget is how long a cluster no agent asked about stays computed.
 	Forget time.Duration
+	// History is how many earlier versions of a cluster's names are kept
+	// to answer agents holding one of them with the difference only.
+	History int
 }
 
 // DefaultNamesConfig returns the defaults.
 func DefaultNamesConfig() NamesConfig {
-	return NamesConfig{Refresh: 10 * time.Second, Wait: 25 * time.Second, Forget: time.Minute}
+	return NamesConfig{Refresh: 10 * time.Second, Wait: 25 * time.Second, Forget: time.Minute, History: 16}
 }
 
 // namesHub keeps each watched cluster's names and wakes the agents'
@@ -54,6 +57,12 @@ type watchedNames struct {
 	// changed is closed (and replaced) when current changes.
 	changed chan struct{}
 	asked   time.Time
+	// history are the versions before current, newest last.
+	history []api.ClusterNames
+	// deltas are the differences to current from versions of history,
+	// encoded once each for every poll they answer (under diffing).
+	diffing sync.Mutex
+	deltas  map[string][]byte
 }
 
 func newNamesHub(cfg NamesConfig, now func() time.Time, compute func(context.Context, string) (api.ClusterNames, error)) *namesHub {
@@ -63,12 +72,14 @@ func newNamesHub(cfg NamesConfig, now func() time.Time, compute func(context.Con
 // wait returns the cluster's names once their version differs from
 // version, or after Wait with the same ones.
 func (h *namesHub) wait(ctx context.Context, cluster, version string) (api.ClusterNames, error) {
-	names, _, err := h.waitEncoded(ctx, cluster, version)
+	names, _, err := h.waitEncoded(ctx, cluster, version, false)
 	return names, err
 }
 
-// waitEncoded is wait with the names' JSON (shared: not to be changed).
-func (h *namesHub) waitEncoded(ctx context.Context, cluster, version string) (api.ClusterNames, []byte, error) {
+// waitEncoded is wait with the names' JSON (shared: not to be changed);
+// with delta, the JSON is the difference from version when that version
+// is among the kept ones.
+func (h *namesHub) waitEncoded(ctx context.Context, cluster, version string, delta bool) (api.ClusterNames, []byte, error) {
 	w, err := h.watched(ctx, cluster)
 	if err != nil {
 		return api.ClusterNames{}, nil, err
@@ -81,6 +92,11 @@ func (h *namesHub) waitEncoded(ctx context.Context, cluster, version string) (ap
 		w.asked = h.now()
 		h.mu.Unlock()
 		if cur.Version != version {
+			if delta {
+				if d, ok := h.delta(w, cur, version); ok {
+					return cur, d, nil
+				}
+			}
 			return cur, encoded, nil
 		}
 		select {
@@ -91,6 +107,42 @@ func (h *namesHub) waitEncoded(ctx context.Context, cluster, version string) (ap
 			return cur, encoded, nil
 		}
 	}
+}
+
+// delta is the encoded difference from version base to cur, when base
+// is kept: computed by the first poll that asks, then shared.
+func (h *namesHub) delta(w *watchedNames, cur api.ClusterNames, base string) ([]byte, bool) {
+	if base == "" {
+		return nil, false
+	}
+	w.diffing.Lock()
+	defer w.diffing.Unlock()
+	h.mu.Lock()
+	if w.current.Version != cur.Version {
+		h.mu.Unlock()
+		return nil, false // moved on meanwhile: the caller answers cur whole
+	}
+	if d, ok := w.deltas[base]; ok {
+		h.mu.Unlock()
+		return d, true
+	}
+	var from *api.ClusterNames
+	for i := range w.history {
+		if w.history[i].Version == base {
+			from = &w.history[i]
+		}
+	}
+	h.mu.Unlock()
+	if from == nil {
+		return nil, false
+	}
+	d := encodeNames(endpoints.Diff(*from, cur))
+	h.mu.Lock()
+	if w.current.Version == cur.Version {
+		w.deltas[base] = d
+	}
+	h.mu.Unlock()
+	return d, true
 }
 
 // encodeNames is names as the poll answers them.
@@ -115,7 +167,7 @@ func (h *namesHub) watched(ctx context.Context, cluster string) (*watchedNames, 
 	if err != nil {
 		return nil, err
 	}
-	w := &watchedNames{current: names, encoded: encodeNames(names), changed: make(chan struct{}), asked: h.now()}
+	w := &watchedNames{current: names, encoded: encodeNames(names), changed: make(chan struct{}), asked: h.now(), deltas: map[string][]byte{}}
 	h.mu.Lock()
 	h.clusters[cluster] = w
 	h.mu.Unlock()
@@ -161,7 +213,11 @@ func (h *namesHub) refresh(ctx context.Context, only map[string]bool) error {
 		encoded := encodeNames(names) // outside the lock: polls go on meanwhile
 		h.mu.Lock()
 		if w := h.clusters[cluster]; w != nil && w.current.Version != names.Version {
-			w.current, w.encoded = names, encoded
+			w.history = append(w.history, w.current)
+			if len(w.history) > h.cfg.History {
+				w.history = w.history[len(w.history)-h.cfg.History:]
+			}
+			w.current, w.encoded, w.deltas = names, encoded, map[string][]byte{}
 			close(w.changed)
 			w.changed = make(chan struct{})
 		}
@@ -469,7 +525,8 @@ func (s *Server) handleMachineNames(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	names, encoded, err := s.names.waitEncoded(r.Context(), cluster, r.URL.Query().Get("version"))
+	q := r.URL.Query()
+	names, encoded, err := s.names.waitEncoded(r.Context(), cluster, q.Get("version"), q.Get("delta") == "true")
 	if err != nil {
 		s.writeError(w, r, err)
 		return

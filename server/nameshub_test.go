@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/endpoints"
 )
 
 // The hub computes a cluster's names once however many agents ask first,
@@ -79,5 +82,59 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	}
 	if h.entry("dev") != nil || computed.Load() != before {
 		t.Fatal("a cluster no one asked about for Forget is still computed")
+	}
+}
+
+// A poll from a kept version asking for a delta gets the difference,
+// which applied to its names gives the new ones; a poll from a version
+// no longer kept (or not asking) gets them whole.
+func TestNamesHubAnswersKeptVersionsWithTheDifference(t *testing.T) {
+	targets := []api.Endpoint{{Replica: "web-0", Address: "10.0.0.1", Weight: 100, Serving: true}, {Replica: "web-1", Address: "10.0.0.2", Weight: 100, Serving: true}}
+	var current atomic.Value
+	names := func(n int) api.ClusterNames {
+		set := api.ServiceEndpoints{Service: "web", Cluster: "dev", Name: api.ServiceName("web", "dev"), Endpoints: targets[:n]}
+		return endpoints.Names("dev", []api.ServiceEndpoints{set}, nil, nil, nil)
+	}
+	current.Store(names(2))
+	h := newNamesHub(NamesConfig{Wait: time.Minute, Forget: time.Hour, History: 1}, time.Now, func(context.Context, string) (api.ClusterNames, error) {
+		return current.Load().(api.ClusterNames), nil
+	})
+	ctx := context.Background()
+	v1, err := h.wait(ctx, "dev", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Store(names(1))
+	if err := h.refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, data, err := h.waitEncoded(ctx, "dev", v1.Version, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delta api.ClusterNames
+	if err := json.Unmarshal(data, &delta); err != nil {
+		t.Fatal(err)
+	}
+	if delta.Base != v1.Version || len(delta.Records) != 1 || !slices.Equal(delta.Records[0].Removed, []string{"web-1"}) {
+		t.Fatalf("delta from v1: %s", data)
+	}
+	applied, err := endpoints.Apply(v1, delta)
+	if err != nil || applied.Version != names(1).Version {
+		t.Fatalf("applied: %+v %v", applied, err)
+	}
+	current.Store(names(0))
+	if err := h.refresh(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, asked := range []struct {
+		version string
+		delta   bool
+	}{{v1.Version, true}, {applied.Version, false}} {
+		_, data, _ := h.waitEncoded(ctx, "dev", asked.version, asked.delta)
+		var whole api.ClusterNames
+		if err := json.Unmarshal(data, &whole); err != nil || whole.Base != "" || whole.Version != names(0).Version {
+			t.Fatalf("poll from %s (delta %v): %s, want the names whole", asked.version, asked.delta, data)
+		}
 	}
 }

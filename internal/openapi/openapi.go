@@ -89,7 +89,7 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/v1/machines/{id}/assignments", Summary: "The replicas assigned to a machine", Auth: "machine", Response: list[api.Assignment]{}},
 		{Method: "GET", Path: "/v1/replicas/{id}/logs", Summary: "Stream a replica's output (text), relayed from its machine's agent", Auth: "admin", Response: "", Query: []string{"follow", "tail"}},
 		{Method: "GET", Path: "/v1/machines/{id}/log-requests", Summary: "Long poll: the log requests waiting for this machine's agent", Auth: "machine", Response: list[api.LogRequest]{}},
-		{Method: "GET", Path: "/v1/machines/{id}/names", Summary: "Long poll: the DNS names of the machine's cluster, once their version differs from version", Auth: "machine", Response: api.ClusterNames{}, Query: []string{"version"}},
+		{Method: "GET", Path: "/v1/machines/{id}/names", Summary: "Long poll: the DNS names of the machine's cluster, once their version differs from version (with delta=true: the difference from version, when the server still keeps it)", Auth: "machine", Response: api.ClusterNames{}, Query: []string{"version", "delta"}},
 		{Method: "POST", Path: "/v1/machines/{id}/log-streams/{stream}", Summary: "One chunk of a log stream from the agent (410: the reader left)", Auth: "machine", Request: "bytes", Response: "", Status: 204, Query: []string{"eof", "error"}},
 	}
 }
