@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -182,4 +183,28 @@ func (c *Client) Changes(ctx context.Context, opts WatchOptions, listPaths ...st
 		}()
 	}
 	return wake
+}
+
+// ReplicaQuery selects replicas; zero fields match all.
+type ReplicaQuery struct {
+	Service, Cluster, Machine string
+}
+
+// ReplicaPage is one page of replicas.
+type ReplicaPage struct {
+	Metadata api.ListMeta  `json:"metadata"`
+	Items    []api.Replica `json:"items"`
+}
+
+// ListReplicasPage reads one page of at most limit replicas, after the
+// page whose continue token is given ("" for the first).
+func (c *Client) ListReplicasPage(ctx context.Context, q ReplicaQuery, limit int, cont string) (*ReplicaPage, error) {
+	v := url.Values{"limit": {strconv.Itoa(limit)}}
+	for k, val := range map[string]string{"service": q.Service, "cluster": q.Cluster, "machine": q.Machine, "continue": cont} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	var out ReplicaPage
+	return &out, c.getJSON(ctx, "/v1/replicas?"+v.Encode(), &out)
 }

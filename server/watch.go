@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -125,18 +127,26 @@ func (st *watchStream) flush() {
 }
 
 // follow sends the changes after rev as they are committed, until the
-// client goes or the stream fails.
+// client goes or the stream fails. A service's or failover group's
+// status lives in the control loop's memory (a deployment's progress, a
+// group's phase): a change there is sent as a MODIFIED of its object.
 func (s *Server) follow(r *http.Request, st *watchStream, kind string, f watchFilter, rev int64) {
 	ctx := r.Context()
 	bookmark := s.clock.NewTicker(s.cfg.Watch.Bookmark)
 	defer bookmark.Stop()
+	kinds := []string{kind}
+	if kind == store.FeedService || kind == store.FeedFailoverGroup {
+		kinds = append(kinds, store.FeedMemory)
+	}
 	for st.err == nil {
 		changed := s.store.Changed()
 		var changes []store.Change
 		err := s.store.View(ctx, func(tx store.Tx) error {
 			var err error
-			changes, err = tx.Changes(store.ChangeFilter{After: rev, Kinds: []string{kind}, Limit: s.cfg.Watch.Batch})
-			return err
+			if changes, err = tx.Changes(store.ChangeFilter{After: rev, Kinds: kinds, Limit: s.cfg.Watch.Batch}); err != nil {
+				return err
+			}
+			return statusChanges(tx, kind, changes)
 		})
 		if errors.Is(err, store.ErrCompacted) {
 			st.send(api.WatchEvent{Type: api.WatchError, Object: expiredBody(err)})
@@ -151,7 +161,7 @@ func (s *Server) follow(r *http.Request, st *watchStream, kind string, f watchFi
 		}
 		for _, c := range changes {
 			rev = c.Revision
-			if f.matches(c.Data) {
+			if c.Kind == kind && f.matches(c.Data) {
 				st.send(api.WatchEvent{Type: eventType(c), ResourceVersion: c.Revision, Object: c.Data})
 			}
 		}
@@ -168,6 +178,61 @@ func (s *Server) follow(r *http.Request, st *watchStream, kind string, f watchFi
 			st.flush()
 		}
 	}
+}
+
+// statusChanges turns the memory changes among changes into changes of
+// the objects of kind whose status they hold (the object as it is now;
+// none when it is gone or the entry is not a status of kind).
+func statusChanges(tx store.Tx, kind string, changes []store.Change) error {
+	for i, c := range changes {
+		if c.Kind != store.FeedMemory {
+			continue
+		}
+		changes[i].Kind = "" // sent as nothing unless it is a status of kind
+		owner, name := memoryOwner(c.Name)
+		if owner != kind {
+			continue
+		}
+		var obj any
+		var err error
+		switch kind {
+		case store.FeedService:
+			obj, err = tx.GetService(name)
+		case store.FeedFailoverGroup:
+			obj, err = tx.GetFailoverGroup(name)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		changes[i] = store.Change{Revision: c.Revision, Kind: kind, Name: name, Data: data, At: c.At}
+	}
+	return nil
+}
+
+// memoryOwner is the kind and name of the object whose status a memory
+// entry holds ("" when none).
+func memoryOwner(key string) (kind, name string) {
+	owners := []struct{ prefix, kind string }{
+		{decide.DeploymentKey(""), store.FeedService},
+		{decide.PromotionKey(""), store.FeedService},
+		{strings.TrimSuffix(decide.RevisionPrefix(""), "/"), store.FeedService},
+		{decide.FailoverKey(""), store.FeedFailoverGroup},
+		{decide.FailoverRequestKey(""), store.FeedFailoverGroup},
+	}
+	for _, o := range owners {
+		if rest, ok := strings.CutPrefix(key, o.prefix); ok {
+			name, _, _ = strings.Cut(rest, "/")
+			return o.kind, name
+		}
+	}
+	return "", ""
 }
 
 func eventType(c store.Change) string {

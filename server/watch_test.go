@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -300,5 +301,58 @@ func getList(t *testing.T, ts *testServer, path string, out any) {
 	}
 	if err := json.NewDecoder(strings.NewReader(string(data))).Decode(out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A service's status lives in the control loop's memory: a change there
+// reaches a watch of services as a MODIFIED of the service; memory of
+// nothing watched sends nothing.
+func TestServiceWatchSeesItsDeploymentsProgress(t *testing.T) {
+	ts, ctx := withTestCluster(t, nil)
+	if _, err := ts.admin.Apply(ctx, []byte("kind: Service\nmetadata: {name: web}\nspec: {cluster: dev, replicas: 0, command: [sleep, '600']}\n")); err != nil {
+		t.Fatal(err)
+	}
+	from := ts.revision(t)
+	write := func(key, value string) {
+		if err := ts.store.Update(ctx, func(tx store.Tx) error { return tx.PutMemory(key, value) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("unrelated/web", "x")
+	write(decide.DeploymentKey("web"), `{"number": 99}`)
+	// The controller writes memory too: find the revisions of these two.
+	revs := map[string]int64{}
+	if err := ts.store.View(ctx, func(tx store.Tx) error {
+		changes, err := tx.Changes(store.ChangeFilter{After: from, Kinds: []string{store.FeedMemory}, Limit: 10000})
+		for _, c := range changes {
+			if string(c.Data) == "x" || string(c.Data) == `{"number": 99}` {
+				revs[c.Name] = c.Revision
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	unrelated, deployment := revs["unrelated/web"], revs[decide.DeploymentKey("web")]
+	if unrelated == 0 || deployment == 0 {
+		t.Fatalf("memory changes not found: %v", revs)
+	}
+	var got *api.WatchEvent
+	err := ts.admin.Watch(ctx, "/v1/services", client.WatchOptions{From: from}, func(e api.WatchEvent) error {
+		switch e.ResourceVersion {
+		case unrelated:
+			t.Errorf("an unrelated memory entry was sent: %+v", e)
+		case deployment:
+			got = &e
+			return client.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc api.Service
+	if err := json.Unmarshal(got.Object, &svc); err != nil || got.Type != api.WatchModified || svc.Metadata.Name != "web" {
+		t.Fatalf("the deployment's change: %+v (%v), want web MODIFIED", got, err)
 	}
 }

@@ -89,7 +89,7 @@ func newApplyCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "spec file or directory of them (YAML or JSON; - for stdin); repeatable")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the deployments of the services applied; fail if one fails")
-	cmd.Flags().DurationVar(&poll, "poll-interval", time.Second, "how often --wait reads a deployment")
+	cmd.Flags().DurationVar(&poll, "poll-interval", time.Second, "how long --wait waits before it opens a broken watch of a deployment again")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with --wait, give up on a deployment after this long (0: wait as long as it takes)")
 	return cmd
 }

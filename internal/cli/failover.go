@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -99,14 +100,18 @@ func failoverAction(g *globals, action, short string) *cobra.Command {
 		cmd.Flags().BoolVar(&acceptDataLoss, "accept-data-loss", false, "promote even a replica that was not synchronous (or lagged) as of the failed primary's last report: the writes it lacks are lost")
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
-	cmd.Flags().DurationVar(&poll, "poll-interval", 500*time.Millisecond, "how often --wait reads the group")
+	cmd.Flags().DurationVar(&poll, "poll-interval", 500*time.Millisecond, "how long --wait waits before it opens a broken watch of the group again")
 	return cmd
 }
 
 // waitPromoted waits for a new epoch with both sides healthy again,
 // printing each phase it passes.
+// It reads the group again when the change feed says the group (its
+// phase) or a replica (its members) changed.
 func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string, epoch int64, timeout, poll time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	changed := c.Changes(ctx, client.WatchOptions{Reconnect: poll}, "/v1/failovergroups", "/v1/replicas")
 	last := ""
 	for {
 		fg, err := c.GetFailoverGroup(cmd.Context(), name)
@@ -122,13 +127,11 @@ func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string,
 			fmt.Fprintf(g.out, "failovergroup/%s: cluster %s primary at epoch %d, serving at %s; the other side replicates\n", name, st.Primary, st.Epoch, st.Endpoint)
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if waitForChange(ctx, changed, poll) != nil {
+			if err := cmd.Context().Err(); err != nil {
+				return err
+			}
 			return fmt.Errorf("failovergroup/%s: no new primary within %s (phase %s)", name, timeout, st.Phase)
-		}
-		select {
-		case <-cmd.Context().Done():
-			return cmd.Context().Err()
-		case <-time.After(poll):
 		}
 	}
 }

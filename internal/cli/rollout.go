@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -52,7 +53,7 @@ func newRolloutStatusCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the deployment until it completes or fails")
-	cmd.Flags().DurationVar(&poll, "poll-interval", time.Second, "how often -w reads the deployment")
+	cmd.Flags().DurationVar(&poll, "poll-interval", time.Second, "how long -w waits before it opens a broken watch of the deployment again")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "with -w, give up after this long (0: wait as long as it takes)")
 	return cmd
 }
@@ -130,16 +131,19 @@ func (f *follower) followFor(ctx context.Context, timeout time.Duration) error {
 // follow prints each change of the deployment until the generation's
 // revision completes (nil) or fails (an error, also once the service has
 // been reverted).
+// It reads the deployment again when the change feed says the service
+// (its deployment's progress) or its replicas changed.
 func (f *follower) follow(ctx context.Context) error {
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	changed := f.c.Changes(watchCtx, client.WatchOptions{Reconnect: f.poll}, "/v1/services", "/v1/replicas?service="+url.QueryEscape(f.service))
 	for {
 		done, err := f.step(ctx)
 		if done || err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if waitForChange(ctx, changed, f.poll) != nil {
 			return errors.New("interrupted; the deployment goes on")
-		case <-time.After(f.poll):
 		}
 	}
 }

@@ -103,6 +103,9 @@ var migrations = []string{
 	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
 	`CREATE SEQUENCE revisions;
 	` + sqlstore.FeedMigration("BIGINT"),
+	// Replicas list in pages by service and id.
+	`DROP INDEX replicas_service;
+	 CREATE INDEX replicas_service_id ON replicas(service, id);`,
 }
 
 // Open connects and migrates the database.

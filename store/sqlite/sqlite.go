@@ -203,6 +203,9 @@ var migrations = []string{
 	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
 	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
 	sqlstore.FeedMigration("INTEGER"),
+	// Replicas list in pages by service and id.
+	`DROP INDEX replicas_service;
+	 CREATE INDEX replicas_service_id ON replicas(service, id);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
