@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,8 +13,10 @@ import (
 )
 
 // stream serves one page's live body as server-sent events: the view is
-// read every LiveInterval and its body sent whenever it differs from the
-// last one sent ("view" events, swapped in by htmx's SSE extension).
+// read again when the change feed says what it shows changed (every
+// LiveInterval for the views outside the feed) and its body sent
+// whenever it differs from the last one sent ("view" events, swapped in
+// by htmx's SSE extension).
 func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, c *client.Client) {
 	target, err := url.Parse(r.URL.Query().Get("view"))
 	if err != nil || !strings.HasPrefix(target.Path, "/ui/") {
@@ -36,8 +39,17 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, c *client.Cli
 	flusher.Flush()
 	viewReq := r.Clone(r.Context())
 	viewReq.URL = target
-	ticker := time.NewTicker(d.cfg.LiveInterval)
-	defer ticker.Stop()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var changed <-chan struct{}
+	var tick <-chan time.Time
+	if feeds := v.feeds(); feeds != nil {
+		changed = c.Changes(ctx, client.WatchOptions{Reconnect: d.cfg.LiveInterval}, feeds...)
+	} else {
+		ticker := time.NewTicker(d.cfg.LiveInterval)
+		defer ticker.Stop()
+		tick = ticker.C
+	}
 	var last []byte
 	for {
 		body, err := d.body(viewReq, c, v)
@@ -52,9 +64,10 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, c *client.Cli
 			flusher.Flush()
 		}
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-changed:
+		case <-tick:
 		}
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -31,8 +31,9 @@ var staticFiles embed.FS
 type Config struct {
 	// SessionTTL is how long a sign-in lasts.
 	SessionTTL time.Duration
-	// LiveInterval is how often a live page is read again; a changed body
-	// is sent at once.
+	// LiveInterval is how often a live page outside the change feed
+	// (events, cost) is read again, and the wait before a broken watch of
+	// the others is opened again; a changed body is sent at once.
 	LiveInterval time.Duration
 	// PageSize is how many rows a table shows per page.
 	PageSize int
@@ -100,13 +101,53 @@ func (d *Dashboard) apiClient(token string) *client.Client {
 }
 
 // inProcess serves a request with the API handler without a network.
+// The body streams through a pipe, so a watch (which does not end) is
+// read as it is written.
 type inProcess struct{ api http.Handler }
 
 func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.api.ServeHTTP(rec, r)
-	return rec.Result(), nil
+	body, out := io.Pipe()
+	w := &pipeResponse{header: http.Header{}, out: out, started: make(chan struct{})}
+	go func() {
+		t.api.ServeHTTP(w, r)
+		w.WriteHeader(http.StatusOK) // a handler that wrote nothing
+		out.Close()
+	}()
+	select {
+	case <-w.started:
+	case <-r.Context().Done():
+		body.Close()
+		return nil, r.Context().Err()
+	}
+	return &http.Response{StatusCode: w.status, Status: http.StatusText(w.status), Header: w.sent, Body: body, Request: r,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, ContentLength: -1}, nil
 }
+
+// pipeResponse is a ResponseWriter whose body goes into a pipe.
+type pipeResponse struct {
+	header, sent http.Header
+	status       int
+	out          *io.PipeWriter
+	started      chan struct{}
+}
+
+func (p *pipeResponse) Header() http.Header { return p.header }
+
+func (p *pipeResponse) WriteHeader(status int) {
+	if p.sent != nil {
+		return
+	}
+	p.status, p.sent = status, p.header.Clone()
+	close(p.started)
+}
+
+func (p *pipeResponse) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return p.out.Write(b)
+}
+
+// Flush: every write reaches the reader already.
+func (p *pipeResponse) Flush() {}
 
 func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *client.Client)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

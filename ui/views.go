@@ -22,6 +22,17 @@ type view struct {
 	load                 func(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error)
 }
 
+// feeds are the lists whose changes can change a view (none for the
+// views outside the change feed: events and cost, read every
+// LiveInterval).
+func (v view) feeds() []string {
+	switch v.template {
+	case "events", "cost":
+		return nil
+	}
+	return []string{"/v1/clusters", "/v1/services", "/v1/failovergroups", "/v1/machines", "/v1/replicas"}
+}
+
 // viewFor maps a path under /ui/ to its view.
 func viewFor(path string) (view, bool) {
 	path = strings.Trim(path, "/")
