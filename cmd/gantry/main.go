@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/gantry-dev/gantry/internal/cli"
+	"github.com/gantry-dev/gantry/cmd/gantry/cli"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 // An offline plan of a file with a Secret and a failover group plans the
 // group's two services, one machine in each cluster.
 func TestOfflinePlanOfAFailoverGroup(t *testing.T) {
-	data, err := os.ReadFile("../../examples/postgres-failover.yaml")
+	data, err := os.ReadFile("../../../examples/postgres-failover.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
