@@ -100,6 +100,9 @@ type Controller struct {
 
 	mu   sync.Mutex
 	live int
+	// feed is where the passes are in the change feed (the pass
+	// goroutine's alone).
+	feed feedPosition
 }
 
 // New returns a controller.
@@ -212,6 +215,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 		return plan, fmt.Errorf("act: %w", err)
 	}
 	c.recordRollouts(mem, plan.Memory)
+	c.recordDecision(ctx, plan)
 	return plan, nil
 }
 

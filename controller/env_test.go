@@ -46,7 +46,10 @@ func newEnv(t *testing.T, providers ...string) *env {
 	if len(providers) == 0 {
 		providers = []string{"fake"}
 	}
-	db, err := sqlite.Open(context.Background(), sqlite.DefaultConfig(filepath.Join(t.TempDir(), "gantry.db")))
+	clk := clocktesting.NewFakeClock(start)
+	storeCfg := sqlite.DefaultConfig(filepath.Join(t.TempDir(), "gantry.db"))
+	storeCfg.Now = clk.Now
+	db, err := sqlite.Open(context.Background(), storeCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +58,7 @@ func newEnv(t *testing.T, providers ...string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, clock: clocktesting.NewFakeClock(start), store: storetest.Rerun(db), db: db, signer: signer, fakes: map[string]*fake.Provider{},
+	e := &env{t: t, clock: clk, store: storetest.Rerun(db), db: db, signer: signer, fakes: map[string]*fake.Provider{},
 		cfg: DefaultConfig(), liveness: start.Add(-time.Hour)}
 	e.cfg.Calls.ServerURL, e.cfg.Calls.InstallationID = "http://gantry.test", "inst-1"
 	entries := []registry.Entry{external.Entry()}

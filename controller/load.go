@@ -48,6 +48,11 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		if snap.SecretRevisions, err = secretRevisions(tx); err != nil {
 			return err
 		}
+		if take {
+			if err := c.feed.read(tx); err != nil {
+				return err
+			}
+		}
 		entries, err = tx.ListMemory()
 		return err
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
@@ -49,4 +50,37 @@ func TestRolloutMetricsCountTransitions(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, got, c.want)
 		}
 	}
+}
+
+// A decision's latency runs from the oldest change a pass is the first
+// to read to the end of the act step that carries it out; a pass that
+// only sees its own writes, or changes nothing, observes nothing.
+func TestDecisionLatencyRunsFromTheChangeToTheAct(t *testing.T) {
+	e := newEnv(t)
+	m := metrics.New(prometheus.NewRegistry())
+	e.ctrl.Metrics = m
+	e.pass() // learns where the feed is
+	e.apply(twoMachines)
+	e.clock.Step(3 * time.Second)
+	if plan := e.pass(); len(plan.Launches) != 2 {
+		t.Fatalf("launches: %+v", plan.Launches)
+	}
+	count, sum := histogram(t, m.DecisionLatency)
+	if count != 1 || sum != 3 {
+		t.Fatalf("after the launches: %d observations summing to %vs, want 1 of 3s", count, sum)
+	}
+	e.clock.Step(time.Second)
+	e.pass()
+	if count, _ := histogram(t, m.DecisionLatency); count != 1 {
+		t.Fatalf("a pass after its own writes observed a latency (%d observations)", count)
+	}
+}
+
+func histogram(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var out dto.Metric
+	if err := h.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Histogram.GetSampleCount(), out.Histogram.GetSampleSum()
 }

@@ -70,6 +70,17 @@ type Plan struct {
 	LiveMachines int
 }
 
+// Acts reports whether the plan changes anything in the fleet (a
+// replica, a machine, a provider call): what a decision's latency is
+// measured to.
+func (p Plan) Acts() bool {
+	steps := len(p.CreateReplicas) + len(p.DeleteReplicas) + len(p.RetireReplicas) + len(p.EndMoves) + len(p.Reverts) +
+		len(p.Launches) + len(p.LaunchCalls) + len(p.Starts) + len(p.Stops) + len(p.Drains) + len(p.Terminates) +
+		len(p.TerminateCalls) + len(p.Unreachable) + len(p.Fences) + len(p.Adoptions) + len(p.Orphans) +
+		len(p.Evictions) + len(p.Assignments)
+	return steps > 0
+}
+
 // ReplicaDelete removes a replica its service no longer wants.
 type ReplicaDelete struct {
 	ID      string

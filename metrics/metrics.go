@@ -14,6 +14,7 @@ type Metrics struct {
 	Machines          *prometheus.GaugeVec
 	PendingReplicas   *prometheus.GaugeVec
 	ReconcileDuration prometheus.Histogram
+	DecisionLatency   prometheus.Histogram
 	Heartbeats        *prometheus.CounterVec
 	HeartbeatFlushes  prometheus.Histogram
 	LeaderGauge       prometheus.Gauge
@@ -44,6 +45,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_reconcile_duration_seconds", Help: "Duration of one control-loop pass.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
+		DecisionLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gantry_decision_latency_seconds", Help: "Time from the oldest store change a pass read to the end of its act step (its writes and the provider calls it started), for passes that changed something.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gantry_heartbeats_total", Help: "Heartbeats received, by path: quiet (kept in memory, flushed in batches) or changed (written at once).",
 		}, []string{"path"}),
@@ -62,7 +67,7 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // Collectors are every instrument of m.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	own := []prometheus.Collector{m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration,
+	own := []prometheus.Collector{m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration, m.DecisionLatency,
 		m.Heartbeats, m.HeartbeatFlushes, m.LeaderGauge}
 	return append(append(own, m.Rollouts.collectors()...), m.Requests.collectors()...)
 }
@@ -118,6 +123,13 @@ func (m *Metrics) Leading(leading bool) {
 func (m *Metrics) Reconciled(seconds float64) {
 	if m != nil {
 		m.ReconcileDuration.Observe(seconds)
+	}
+}
+
+// Decided observes one decision's latency.
+func (m *Metrics) Decided(seconds float64) {
+	if m != nil {
+		m.DecisionLatency.Observe(seconds)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres"
@@ -26,14 +27,17 @@ type StoreConfig struct {
 
 // openStore opens the configured store; leases is non-nil when several
 // servers may share it.
-func openStore(ctx context.Context, cfg StoreConfig) (store.Store, store.Leases, error) {
+// The change feed's times are the server's clock.
+func openStore(ctx context.Context, cfg StoreConfig, now func() time.Time) (store.Store, store.Leases, error) {
 	switch {
 	case cfg.URL == "":
-		db, err := sqlite.Open(ctx, cfg.SQLite)
+		sc := cfg.SQLite
+		sc.Now = now
+		db, err := sqlite.Open(ctx, sc)
 		return db, nil, err
 	case strings.HasPrefix(cfg.URL, "postgres://") || strings.HasPrefix(cfg.URL, "postgresql://"):
 		pc := cfg.Postgres
-		pc.URL = cfg.URL
+		pc.URL, pc.Now = cfg.URL, now
 		db, err := postgres.Open(ctx, pc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--store: %w", err)

@@ -293,7 +293,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, leases, err := openStore(ctx, cfg.Store)
+	db, leases, err := openStore(ctx, cfg.Store, cfg.Clock.Now)
 	if err != nil {
 		lock.release()
 		return nil, err

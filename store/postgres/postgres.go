@@ -41,6 +41,8 @@ type Config struct {
 	// ChangeRetention is how long the change feed keeps a change (and a
 	// deletion's tombstone).
 	ChangeRetention time.Duration
+	// Now is the clock of the changes' times (nil: the wall clock).
+	Now func() time.Time
 	// ListenRetry is the wait before the change listener connects again
 	// after it lost its connection.
 	ListenRetry time.Duration
@@ -129,7 +131,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Notify:     `SELECT pg_notify('` + changesChannel + `', '')`,
 		Retention:  cfg.ChangeRetention,
 		PruneEvery: 100,
-		Now:        time.Now,
+		Now:        sqlstore.ClockOr(cfg.Now),
 		Committed:  s.changed.Fire,
 	}}
 	if err := db.PingContext(ctx); err != nil {

@@ -34,6 +34,8 @@ type Config struct {
 	// ChangeRetention is how long the change feed keeps a change (and a
 	// deletion's tombstone).
 	ChangeRetention time.Duration
+	// Now is the clock of the changes' times (nil: the wall clock).
+	Now func() time.Time
 }
 
 // DefaultConfig returns the defaults for a path.
@@ -71,7 +73,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Next:       `SELECT COALESCE(MAX(revision), 0) + 1 FROM changes`,
 		Retention:  cfg.ChangeRetention,
 		PruneEvery: 100,
-		Now:        time.Now,
+		Now:        sqlstore.ClockOr(cfg.Now),
 		Committed:  s.changed.Fire,
 	}}
 	if err := s.migrate(ctx); err != nil {

@@ -249,3 +249,11 @@ CREATE TABLE feed (id INTEGER PRIMARY KEY, compacted %[1]s NOT NULL);
 INSERT INTO feed(id, compacted) VALUES (1, 0);`, bigint)
 	return b.String()
 }
+
+// ClockOr is now, or the wall clock when now is nil.
+func ClockOr(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
+}
