@@ -74,9 +74,10 @@ var (
 // migrationLock keeps servers that start together from migrating at once.
 const migrationLock = `SELECT pg_advisory_xact_lock(7400740074007400)`
 
-// The change feed: writers of changes hold feedLock until they commit,
-// so revisions from the sequence are taken in commit order; a commit
-// with changes notifies changesChannel.
+// The change feed: a transaction writes its changes under provisional
+// revisions and, just before it commits, takes feedLock (held until the
+// commit) to renumber them from the sequence, so revisions follow commit
+// order; a commit with changes notifies changesChannel.
 const (
 	feedLock       = `SELECT pg_advisory_xact_lock(7400740074007401)`
 	changesChannel = "gantry_changes"
@@ -104,7 +105,14 @@ var migrations = []string{
 	`CREATE TABLE secrets (name TEXT PRIMARY KEY, data TEXT NOT NULL, sealed TEXT NOT NULL);`,
 	`CREATE TABLE failover_groups (name TEXT PRIMARY KEY, data TEXT NOT NULL);`,
 	`CREATE SEQUENCE revisions;
-	` + sqlstore.FeedMigration("BIGINT"),
+	 CREATE SEQUENCE provisional_revisions;
+	` + sqlstore.FeedMigration("BIGINT") + `
+	 CREATE INDEX clusters_revision ON clusters(revision);
+	 CREATE INDEX services_revision ON services(revision);
+	 CREATE INDEX failover_groups_revision ON failover_groups(revision);
+	 CREATE INDEX machines_revision ON machines(revision);
+	 CREATE INDEX replicas_revision ON replicas(revision);
+	 CREATE INDEX memory_revision ON memory(revision);`,
 	// Replicas list in pages by service and id.
 	`DROP INDEX replicas_service;
 	 CREATE INDEX replicas_service_id ON replicas(service, id);`,
@@ -126,13 +134,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	db.SetMaxIdleConns(max(cfg.MaxConns, 2))
 	s := &Store{db: db, cfg: cfg}
 	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
-		Lock:       feedLock,
-		Next:       `SELECT nextval('revisions')`,
-		Notify:     `SELECT pg_notify('` + changesChannel + `', '')`,
-		Retention:  cfg.ChangeRetention,
-		PruneEvery: 100,
-		Now:        sqlstore.ClockOr(cfg.Now),
-		Committed:  s.changed.Fire,
+		Lock:        feedLock,
+		Next:        `SELECT nextval('revisions')`,
+		Provisional: `SELECT -nextval('provisional_revisions')`,
+		Notify:      `SELECT pg_notify('` + changesChannel + `', '')`,
+		Retention:   cfg.ChangeRetention,
+		PruneEvery:  100,
+		Now:         sqlstore.ClockOr(cfg.Now),
+		Committed:   s.changed.Fire,
 	}}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()

@@ -12,13 +12,19 @@ import (
 
 // Feed is what differs per database in the change feed.
 type Feed struct {
-	// Lock, when set, runs once per transaction before its first change:
-	// it holds every other writer of changes off until this one commits,
-	// so that revisions are taken in commit order (PostgreSQL, whose
-	// writers run at once; SQLite has one writer anyway).
+	// Lock, when set, makes revisions commit-time ones (deferred.go):
+	// a transaction writes its changes under provisional revisions from
+	// Provisional, and just before it commits takes Lock, which holds
+	// every other committer of changes off until this one has committed,
+	// and renumbers them from Next. Revisions then follow commit order
+	// (PostgreSQL, whose writers run at once; SQLite has one writer and
+	// takes its revisions from Next as it writes).
 	Lock string
 	// Next returns the next revision.
 	Next string
+	// Provisional returns the next provisional revision (negative, so
+	// that it never meets a real one).
+	Provisional string
 	// Notify, when set, runs before the commit of a transaction that
 	// wrote changes, to wake other servers' followers.
 	Notify string
@@ -56,23 +62,15 @@ func fedTable(kind string) (table, key string, err error) {
 	return "", "", fmt.Errorf("kind %q is not in the change feed", kind)
 }
 
-func (t *tx) lockRevisions() error {
-	if t.revisionsLocked || t.dialect.Feed.Lock == "" {
-		return nil
-	}
-	if err := t.exec("lock the change feed", t.dialect.Feed.Lock); err != nil {
-		return err
-	}
-	t.revisionsLocked = true
-	return nil
-}
-
+// nextRevision is the revision of a change being written: the real one,
+// or a provisional one renumbered at commit (deferred.go).
 func (t *tx) nextRevision() (int64, error) {
-	if err := t.lockRevisions(); err != nil {
-		return 0, err
+	query := t.dialect.Feed.Next
+	if t.dialect.Feed.deferred() {
+		query = t.dialect.Feed.Provisional
 	}
 	var rev int64
-	if err := t.queryRow(t.dialect.Feed.Next).Scan(&rev); err != nil {
+	if err := t.queryRow(query).Scan(&rev); err != nil {
 		return 0, t.dialect.failure("next revision", err)
 	}
 	return rev, nil
@@ -105,9 +103,6 @@ func (t *tx) putFed(kind, name, upsert string, args func(rev int64) ([]any, stri
 // leaving its last state as the tombstone; deleting nothing records
 // nothing.
 func (t *tx) deleteFed(kind, name, query string) error {
-	if err := t.lockRevisions(); err != nil {
-		return err
-	}
 	var data string
 	switch err := t.queryRow(query, name).Scan(&data); {
 	case errors.Is(err, sql.ErrNoRows):
@@ -130,6 +125,10 @@ func (t *tx) record(c store.Change) error {
 		return err
 	}
 	t.wroteChanges = true
+	if f.deferred() {
+		t.provisional = append(t.provisional, provisional{revision: c.Revision, kind: c.Kind, name: c.Name, deleted: c.Deleted})
+		return nil
+	}
 	if f.PruneEvery > 0 && c.Revision%f.PruneEvery == 0 {
 		return t.pruneChanges(now-f.Retention.Nanoseconds(), c.Revision)
 	}

@@ -139,8 +139,8 @@ func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn f
 	if opts != nil && opts.ReadOnly {
 		return sqlTx.Rollback()
 	}
-	if t.wroteChanges && d.Feed.Notify != "" {
-		if err := t.exec("notify the change feed", d.Feed.Notify); err != nil {
+	if t.wroteChanges {
+		if err := t.beforeCommit(); err != nil {
 			_ = sqlTx.Rollback()
 			return err
 		}

@@ -16,10 +16,10 @@ type tx struct {
 	tx        *sql.Tx
 	dialect   *Dialect
 	maxEvents int
-	// revisionsLocked: this transaction holds the feed's lock.
-	revisionsLocked bool
 	// wroteChanges: this transaction wrote to the change feed.
 	wroteChanges bool
+	// provisional are its changes to renumber at commit (deferred.go).
+	provisional []provisional
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
