@@ -104,14 +104,22 @@ func (t *tx) ListClusters() ([]*api.Cluster, error) {
 }
 
 func (t *tx) PutCluster(c *api.Cluster) error {
-	return t.putFed(store.FeedCluster, c.Metadata.Name,
-		`INSERT INTO clusters(name, data, revision, created_revision) VALUES (?, ?, ?, ?)
+	return t.putNamed(store.FeedCluster, "clusters", c.Metadata.Name, func(rev int64) any {
+		v := *c
+		v.Metadata.ResourceVersion = rev
+		return &v
+	})
+}
+
+// putNamed writes an object of a table of names and documents; at gives
+// the object (a copy) at a revision.
+func (t *tx) putNamed(kind, table, name string, at func(rev int64) any) error {
+	return t.putFed(kind, name,
+		`INSERT INTO `+table+`(name, data, revision, created_revision) VALUES (?, ?, ?, ?)
 		 ON CONFLICT(name) DO UPDATE SET data = excluded.data, revision = excluded.revision RETURNING created_revision`,
 		func(rev int64) ([]any, string, error) {
-			v := *c
-			v.Metadata.ResourceVersion = rev
-			data, err := encode(&v)
-			return []any{c.Metadata.Name, data, rev, rev}, data, err
+			data, err := encode(at(rev))
+			return []any{name, data, rev, rev}, data, err
 		})
 }
 
@@ -152,15 +160,11 @@ func (t *tx) ListFailoverGroups() ([]*api.FailoverGroup, error) {
 }
 
 func (t *tx) PutFailoverGroup(g *api.FailoverGroup) error {
-	return t.putFed(store.FeedFailoverGroup, g.Metadata.Name,
-		`INSERT INTO failover_groups(name, data, revision, created_revision) VALUES (?, ?, ?, ?)
-		 ON CONFLICT(name) DO UPDATE SET data = excluded.data, revision = excluded.revision RETURNING created_revision`,
-		func(rev int64) ([]any, string, error) {
-			v := *g
-			v.Metadata.ResourceVersion = rev
-			data, err := encode(&v)
-			return []any{g.Metadata.Name, data, rev, rev}, data, err
-		})
+	return t.putNamed(store.FeedFailoverGroup, "failover_groups", g.Metadata.Name, func(rev int64) any {
+		v := *g
+		v.Metadata.ResourceVersion = rev
+		return &v
+	})
 }
 
 func (t *tx) DeleteFailoverGroup(name string) error {
