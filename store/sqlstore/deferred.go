@@ -47,7 +47,9 @@ func (t *tx) beforeCommit() error {
 
 // renumber takes the feed's lock and gives the transaction's changes,
 // in the order they were written, the next revisions; the objects they
-// left carry theirs.
+// left carry theirs. (An object made and written again in the same
+// transaction keeps its provisional created_revision: it only tells a
+// later write that it is no creation, which a negative one tells too.)
 func (t *tx) renumber() error {
 	f := &t.dialect.Feed
 	if err := t.exec("lock the change feed", f.Lock); err != nil {
