@@ -279,6 +279,7 @@ func (s *Server) refreshNamesOf(ctx context.Context, clusters map[string]bool) {
 	if err := s.names.refresh(ctx, clusters); err != nil && ctx.Err() == nil {
 		s.log.Warn("compute names", "err", err)
 	}
+	s.fleetViews.forget(func(cluster string) bool { return s.names.entry(cluster) != nil })
 }
 
 // touchedClusters reads the changes after rev: the clusters whose names
@@ -322,7 +323,8 @@ func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[st
 }
 
 // clusterNames computes a cluster's names from the store: one read of
-// its services, replicas and machines.
+// its services, and of the changes of its replicas and machines since
+// the last computation (fleetViews).
 func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterNames, error) {
 	var out api.ClusterNames
 	err := s.store.View(ctx, func(tx store.Tx) error {
@@ -330,11 +332,7 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 		if err != nil {
 			return err
 		}
-		replicas, err := tx.ListReplicas(store.ReplicaFilter{Cluster: cluster})
-		if err != nil {
-			return err
-		}
-		machines, err := tx.ListMachines(store.MachineFilter{Cluster: cluster, LiveOnly: true})
+		replicas, machines, err := s.fleetViews.current(tx, cluster)
 		if err != nil {
 			return err
 		}

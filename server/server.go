@@ -263,8 +263,11 @@ type Server struct {
 	http      *http.Server
 	logs      *logHub
 	names     *namesHub
-	statuses  ingest.Sink
-	beats     *heartbeats
+	// fleetViews keep the replicas and machines of the clusters names
+	// are computed for.
+	fleetViews *fleetViews
+	statuses   ingest.Sink
+	beats      *heartbeats
 	// credentials are machine credentials verified lately.
 	credentials *credentialCache
 	rates       *rateLimits
@@ -305,6 +308,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
 		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
+	s.fleetViews = newFleetViews(cfg.Watch.Batch)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
