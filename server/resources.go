@@ -601,15 +601,6 @@ func (s *Server) handleGetCluster(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, c)
 }
 
-// listAny is a list as objects to encode.
-func listAny[T any](items []*T, err error) ([]any, error) {
-	out := make([]any, len(items))
-	for i, it := range items {
-		out[i] = it
-	}
-	return out, err
-}
-
 // memoryOf reads the control loop's memory, where cluster status comes
 // from (whichever server leads).
 func memoryOf(tx store.Tx) (decide.Memory, error) {

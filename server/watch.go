@@ -235,6 +235,15 @@ func memoryOwner(key string) (kind, name string) {
 	return "", ""
 }
 
+// listAny is a list as objects to encode.
+func listAny[T any](items []*T, err error) ([]any, error) {
+	out := make([]any, len(items))
+	for i, it := range items {
+		out[i] = it
+	}
+	return out, err
+}
+
 func eventType(c store.Change) string {
 	switch {
 	case c.Deleted:
