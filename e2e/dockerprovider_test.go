@@ -144,7 +144,7 @@ func TestDevWithTheDockerProvider(t *testing.T) {
 	network := fmt.Sprintf("gantry-e2e-dev-%d", time.Now().UnixNano()%1_000_000)
 	t.Cleanup(func() { removeNetwork(cli, network) })
 	runDevOnce(t, filepath.Join(t.TempDir(), "state"), 1, "hello from a Gantry container",
-		"--provider", "docker", "-f", "../examples/hello-docker.yaml", "--docker-network", network, "--docker-image", e2eImage)
+		"--provider", "docker", "-f", "../examples/hello-docker.yaml", "--docker-network", network, "--docker-image", e2eImage, "--workload-image", e2eImage)
 	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("network", network)})
 	if err != nil || len(list.Items) != 0 {
 		t.Fatalf("containers left after Ctrl-C: %d (%v)", len(list.Items), err)

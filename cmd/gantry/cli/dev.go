@@ -42,7 +42,7 @@ func devConfig(dataDir string) server.Config {
 func newDevCmd(g *globals) *cobra.Command {
 	cfg := devConfig("")
 	var cloudCfg clouds.Config
-	var file, provider string
+	var file, provider, workloadImage string
 	var progressEvery time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev -f FILE",
@@ -76,7 +76,7 @@ func newDevCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if usesProvider(docs, "docker") {
-				if err := prepareDocker(cmd.Context(), g, &cfg); err != nil {
+				if err := prepareDocker(cmd.Context(), g, &cfg, workloadImage); err != nil {
 					return err
 				}
 			}
@@ -87,7 +87,8 @@ func newDevCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "spec file (YAML or JSON)")
 	cmd.Flags().StringVar(&provider, "provider", "", "run every cluster of the spec on this provider: local (agent processes) or docker (agent containers)")
-	cmd.Flags().DurationVar(&progressEvery, "progress-interval", 500*time.Millisecond, "how often progress is polled")
+	cmd.Flags().DurationVar(&progressEvery, "progress-interval", 500*time.Millisecond, "how long progress waits before it opens a broken watch again")
+	cmd.Flags().StringVar(&workloadImage, "workload-image", devImage, "docker provider: the image the examples' replicas run, built from this binary when missing or stale")
 	serverFlags(cmd.Flags(), &cfg, &cloudCfg)
 	return cmd
 }

@@ -80,10 +80,11 @@ func usesProvider(docs []spec.Document, provider string) bool {
 }
 
 // prepareDocker readies this host's engine for docker machines: the
-// network exists, the gantry:dev image holds this binary, and the server
+// network exists, the machine image and the workload image (the
+// examples': gantry:dev) hold this binary, and the server
 // listens where machine containers reach it (the network's gateway) rather
 // than on loopback.
-func prepareDocker(ctx context.Context, g *globals, cfg *server.Config) error {
+func prepareDocker(ctx context.Context, g *globals, cfg *server.Config, workloadImage string) error {
 	cli, err := docker.NewClient(cfg.Docker.Host)
 	if err != nil {
 		return err
@@ -97,8 +98,8 @@ func prepareDocker(ctx context.Context, g *globals, cfg *server.Config) error {
 	if err != nil {
 		return err
 	}
-	// The machine image, and gantry:dev that the examples' replicas run.
-	for _, tag := range slices.Compact([]string{cfg.Docker.Image, devImage}) {
+	// The machine image, and the one the examples' replicas run.
+	for _, tag := range slices.Compact([]string{cfg.Docker.Image, workloadImage}) {
 		fmt.Fprintf(g.out, "gantry dev: image %s holds %s\n", tag, exe)
 		if err := docker.EnsureImage(ctx, cli, tag, exe); err != nil {
 			return err
