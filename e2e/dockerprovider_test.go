@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -143,8 +144,18 @@ func TestDevWithTheDockerProvider(t *testing.T) {
 	cli := dockerSetup(t)
 	network := fmt.Sprintf("gantry-e2e-dev-%d", time.Now().UnixNano()%1_000_000)
 	t.Cleanup(func() { removeNetwork(cli, network) })
+	// The example on this run's image tag, so that nothing is left under
+	// the shared gantry:dev.
+	example, err := os.ReadFile("../examples/hello-docker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	specFile := filepath.Join(t.TempDir(), "hello-docker.yaml")
+	if err := os.WriteFile(specFile, []byte(strings.ReplaceAll(string(example), "image: gantry:dev", "image: "+e2eImage)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	runDevOnce(t, filepath.Join(t.TempDir(), "state"), 1, "hello from a Gantry container",
-		"--provider", "docker", "-f", "../examples/hello-docker.yaml", "--docker-network", network, "--docker-image", e2eImage, "--workload-image", e2eImage)
+		"--provider", "docker", "-f", specFile, "--docker-network", network, "--docker-image", e2eImage, "--workload-image", e2eImage)
 	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("network", network)})
 	if err != nil || len(list.Items) != 0 {
 		t.Fatalf("containers left after Ctrl-C: %d (%v)", len(list.Items), err)
