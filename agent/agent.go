@@ -189,7 +189,9 @@ type Agent struct {
 	// routes carries the latest exposed ports this machine serves to
 	// the goroutine that applies them to HAProxy (a newer replaces an
 	// older one not taken yet).
-	routes chan []api.IngressRoute
+	routes latest[[]api.IngressRoute]
+	// network carries the latest mesh (peers, mode) to keepNetwork.
+	network latest[*api.MeshConfig]
 	// conditions are the agent's own (IngressReady), by type; a change
 	// sets resendInventory, which the next heartbeat carries.
 	conditionsMu    sync.Mutex
@@ -199,6 +201,9 @@ type Agent struct {
 	overlayMu sync.Mutex
 	overlay   *mesh.Mesh
 	routed    *mesh.Routed
+	// unmasquerade removes the rule that lets replicas reach beyond the
+	// cluster (nil: none).
+	unmasquerade func() error
 	// meshEndpoint is the address of this machine's WireGuard port.
 	meshEndpoint string
 }
@@ -208,7 +213,7 @@ func New(cfg Config, driver runtime.Driver, log *slog.Logger) *Agent {
 	a := &Agent{
 		cfg: cfg, driver: driver, log: log, machineID: cfg.MachineID,
 		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1), roles: map[string]api.FailoverAssignment{},
-		routes: make(chan []api.IngressRoute, 1),
+		routes: newLatest[[]api.IngressRoute](), network: newLatest[*api.MeshConfig](),
 	}
 	a.cfg.CACertHash = a.caPin()
 	if a.cfg.CACertHash != "" {
@@ -327,8 +332,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer close(ingressDone)
 		a.serveIngress(logCtx)
 	}()
-	defer func() { stopLogs(); <-ingressDone }() // HAProxy stopped before the agent exits
-	defer a.closeOverlay()
+	networkDone := make(chan struct{})
+	go func() {
+		defer close(networkDone)
+		a.keepNetwork(logCtx)
+	}()
+	// HAProxy stopped and the overlay down before the agent exits.
+	defer func() { stopLogs(); <-ingressDone; <-networkDone }()
 	go a.watchLeases(logCtx)
 	interval := a.cfg.RetryInterval
 	lastReport := time.Time{}

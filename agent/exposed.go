@@ -20,22 +20,6 @@ func (a *Agent) routesServed(n api.ClusterNames) []api.IngressRoute {
 	return n.Ingress
 }
 
-// offerRoutes hands routes to serveIngress, replacing any it has not
-// taken yet.
-func (a *Agent) offerRoutes(routes []api.IngressRoute) {
-	for {
-		select {
-		case a.routes <- routes:
-			return
-		default:
-		}
-		select {
-		case <-a.routes:
-		default:
-		}
-	}
-}
-
 // serveIngress has HAProxy serve the latest routes; a failed change is
 // tried again after RetryInterval (HAProxy keeps serving the last one
 // it took). HAProxy stops with the agent.

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +29,11 @@ const dnsAddressFile = "dns-address"
 // without one.
 func (a *Agent) startDNS(ctx context.Context) error {
 	if a.cfg.DNS.Listen == "" {
+		a.inventorySent = true
+		return nil
+	}
+	if err := a.resolveDNSListen(); err != nil {
+		a.log.Error("cannot answer the cluster's names", "err", err)
 		a.inventorySent = true
 		return nil
 	}
@@ -64,6 +71,22 @@ func (a *Agent) startDNS(ctx context.Context) error {
 	return nil
 }
 
+// resolveDNSListen puts the address this machine reaches the server from
+// in place of a listen host of MeshAddressAuto ("auto:0"): a machine
+// container's own, reachable from its host, where its loopback is not.
+func (a *Agent) resolveDNSListen() error {
+	host, port, err := net.SplitHostPort(a.cfg.DNS.Listen)
+	if err != nil || host != MeshAddressAuto {
+		return nil
+	}
+	addr, err := a.addressTowardServer()
+	if err != nil {
+		return fmt.Errorf("--dns-listen %s: %w", a.cfg.DNS.Listen, err)
+	}
+	a.cfg.DNS.Listen = net.JoinHostPort(addr, port)
+	return nil
+}
+
 // answerContainers answers names where replica containers in host mode
 // reach the agent too (ContainerDNS), and tells them so.
 func (a *Agent) answerContainers(ctx context.Context) {
@@ -72,6 +95,10 @@ func (a *Agent) answerContainers(ctx context.Context) {
 		var err error
 		if addr, err = a.addressTowardServer(); err != nil {
 			a.log.Warn("no resolver for replica containers", "err", err)
+			return
+		}
+		if ip := net.ParseIP(addr); ip != nil && ip.IsLoopback() {
+			a.log.Warn("no resolver for replica containers: this machine reaches the server over loopback, which containers do not reach; pass --container-dns an address they reach", "address", addr)
 			return
 		}
 	}
@@ -113,9 +140,9 @@ func (a *Agent) watchNames(ctx context.Context) {
 				if a.dns != nil {
 					a.dns.Set(*got)
 				}
-				a.offerRoutes(a.routesServed(*got))
+				a.routes.offer(a.routesServed(*got))
 				if got.Mesh != nil {
-					a.joinOverlay(ctx, got.Mesh)
+					a.network.offer(got.Mesh)
 				}
 				a.log.Debug("names changed", "version", got.Version, "records", len(got.Records), "exposed", len(got.Ingress))
 			}

@@ -16,12 +16,22 @@ import (
 	"github.com/gantry-dev/gantry/runtime"
 )
 
-// joinOverlay keeps the machine in its cluster's mesh: it brings the
+// keepNetwork joins the machine to its cluster's network as the names
+// answers describe it; a join that fails (a TUN device not there yet, an
+// interface name taken, the /24's address refused) is tried again every
+// RetryInterval until it holds or a newer description comes. The overlay
+// goes down when ctx ends.
+func (a *Agent) keepNetwork(ctx context.Context) {
+	defer a.closeOverlay()
+	applyLatest(ctx, a.network, a.cfg.RetryInterval, a.joinNetwork)
+}
+
+// joinNetwork keeps the machine in its cluster's mesh: it brings the
 // WireGuard interface up once the machine has a /24 (its key is then
 // reported with the inventory, and the server hands it to the others),
 // and replaces the peers with the cluster's other machines that have
 // reported theirs. A machine that cannot join says so in NetworkReady.
-func (a *Agent) joinOverlay(ctx context.Context, cfg *api.MeshConfig) {
+func (a *Agent) joinNetwork(ctx context.Context, cfg *api.MeshConfig) error {
 	var self *api.MeshPeer
 	for i := range cfg.Peers {
 		if cfg.Peers[i].Machine == a.machineID {
@@ -29,17 +39,16 @@ func (a *Agent) joinOverlay(ctx context.Context, cfg *api.MeshConfig) {
 		}
 	}
 	if self == nil {
-		return // no /24 yet
+		return nil // no /24 yet
 	}
 	if cfg.Mode == api.NetworkRouted {
-		a.joinRouted(ctx, self.Subnet)
-		return
+		return a.joinRouted(ctx, self.Subnet, cfg.ContainerCIDR)
 	}
 	m, err := a.startOverlay(ctx, cfg.ContainerCIDR, self.Subnet)
 	if err != nil {
 		a.log.Error("cannot join the cluster's overlay", "err", err)
 		a.setCondition(api.ConditionNetworkReady, false, "OverlayFailed", lastLine(err.Error(), maxConditionMessage))
-		return
+		return err
 	}
 	var peers []mesh.Peer
 	for _, p := range cfg.Peers {
@@ -52,9 +61,10 @@ func (a *Agent) joinOverlay(ctx context.Context, cfg *api.MeshConfig) {
 	if err := m.SetPeers(peers); err != nil {
 		a.log.Error("overlay peers", "err", err)
 		a.setCondition(api.ConditionNetworkReady, false, "OverlayFailed", lastLine(err.Error(), maxConditionMessage))
-		return
+		return err
 	}
-	a.setCondition(api.ConditionNetworkReady, true, "Overlay", "WireGuard "+a.cfg.Mesh.Interface+" at "+api.MeshAddress(self.Subnet)+" with "+strconv.Itoa(len(peers))+" peer(s)")
+	a.setCondition(api.ConditionNetworkReady, true, "Overlay", m.Kind()+" WireGuard "+a.cfg.Mesh.Interface+" at "+api.MeshAddress(self.Subnet)+" with "+strconv.Itoa(len(peers))+" peer(s)")
+	return nil
 }
 
 // startOverlay brings the mesh interface up once, and answers names at
@@ -90,6 +100,7 @@ func (a *Agent) startOverlay(ctx context.Context, containerCIDR, subnet string) 
 		return nil, err
 	}
 	a.overlay, a.meshEndpoint = m, endpoint
+	a.masquerade(subnet, cluster)
 	a.answerNamesAt(ctx, addr)
 	a.log.Info("joined the cluster's overlay", "interface", cfg.Interface, "address", addr, "key", m.PublicKey())
 	a.resendInventory.Store(true) // the key and endpoint go to the server
@@ -99,16 +110,17 @@ func (a *Agent) startOverlay(ctx context.Context, containerCIDR, subnet string) 
 
 // joinRouted holds the machine's addresses for a network that routes its
 // /24 here (network mode routed): no tunnel to bring up.
-func (a *Agent) joinRouted(ctx context.Context, subnet string) {
-	if err := a.startRouted(ctx, subnet); err != nil {
+func (a *Agent) joinRouted(ctx context.Context, subnet, containerCIDR string) error {
+	if err := a.startRouted(ctx, subnet, containerCIDR); err != nil {
 		a.log.Error("cannot hold the machine's /24", "err", err)
 		a.setCondition(api.ConditionNetworkReady, false, "RoutedFailed", lastLine(err.Error(), maxConditionMessage))
-		return
+		return err
 	}
 	a.setCondition(api.ConditionNetworkReady, true, "Routed", api.MeshAddress(subnet)+" and "+subnet+" through the provider's network")
+	return nil
 }
 
-func (a *Agent) startRouted(ctx context.Context, subnet string) error {
+func (a *Agent) startRouted(ctx context.Context, subnet, containerCIDR string) error {
 	a.overlayMu.Lock()
 	defer a.overlayMu.Unlock()
 	if a.routed != nil {
@@ -118,12 +130,17 @@ func (a *Agent) startRouted(ctx context.Context, subnet string) error {
 	if err != nil {
 		return err
 	}
+	cluster, err := netip.ParsePrefix(containerCIDR)
+	if err != nil {
+		return err
+	}
 	addr := prefix.Masked().Addr().Next()
 	r, err := mesh.StartRouted(a.cfg.RoutedLink, addr, prefix)
 	if err != nil {
 		return err
 	}
 	a.routed = r
+	a.masquerade(subnet, cluster)
 	a.answerNamesAt(ctx, addr)
 	a.log.Info("holding the machine's /24 (routed by the provider's network)", "subnet", subnet, "link", a.cfg.RoutedLink)
 	return nil
@@ -200,9 +217,28 @@ func (a *Agent) addressTowardServer() (string, error) {
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }
 
+// masquerade lets replicas at their own addresses reach beyond the
+// cluster, from the machine's address (overlayMu held). Without it they
+// still reach the cluster: a failure is logged, not fatal.
+func (a *Agent) masquerade(subnet string, cluster netip.Prefix) {
+	prefix, err := netip.ParsePrefix(subnet)
+	if err == nil {
+		a.unmasquerade, err = mesh.Masquerade(prefix, cluster)
+	}
+	if err != nil {
+		a.log.Warn("replicas at their own addresses cannot reach beyond the cluster", "err", err)
+	}
+}
+
 func (a *Agent) closeOverlay() {
 	a.overlayMu.Lock()
 	defer a.overlayMu.Unlock()
+	if a.unmasquerade != nil {
+		if err := a.unmasquerade(); err != nil {
+			a.log.Warn("remove the replicas' masquerade", "err", err)
+		}
+		a.unmasquerade = nil
+	}
 	if a.overlay != nil {
 		a.overlay.Close()
 		a.overlay = nil

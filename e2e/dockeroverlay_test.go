@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,8 +21,13 @@ import (
 	"github.com/moby/moby/client"
 )
 
-func dockerOverlaySpec(greeting string, port int) string {
-	return fmt.Sprintf(dockerOverlayTemplate, greeting, port)
+// dockerOverlaySpec is the overlay cluster; web calls egress ("": none)
+// at /egress.
+func dockerOverlaySpec(greeting string, port int, egress string) string {
+	if egress != "" {
+		egress = ", EGRESS: '" + egress + "'"
+	}
+	return fmt.Sprintf(dockerOverlayTemplate, greeting, egress, port)
 }
 
 const dockerOverlayTemplate = `kind: Cluster
@@ -51,7 +59,7 @@ spec:
   cluster: dov
   image: gantry-e2e:latest
   command: [/gantry, hello]
-  env: {GREETING: %s, CALL: api.dov.gantry.}
+  env: {GREETING: %s, CALL: api.dov.gantry.%s}
   ports: [{name: http, containerPort: 8080}]
   expose: [{port: %d}]
   replicas: 2
@@ -73,7 +81,8 @@ func TestDockerProviderOverlay(t *testing.T) {
 	testnet.Require(t, true)
 	s, network := startDockerProviderServer(t, cli, "gantry-e2e-ov")
 	port := freeTCPPort(t)
-	s.apply(t, "dov.yaml", dockerOverlaySpec("v1", port))
+	egress := serveOutsideTheCluster(t, s)
+	s.apply(t, "dov.yaml", dockerOverlaySpec("v1", port, egress))
 	waitForMesh(t, s, 3)
 	var web api.Replica
 	apiReplicas := map[string]api.Replica{}
@@ -127,6 +136,12 @@ func TestDockerProviderOverlay(t *testing.T) {
 	if wireguard == 0 || cleartext > 0 {
 		t.Fatalf("between the machines: %d WireGuard datagrams, %d frames with api's answer in clear (want some, and none)", wireguard, cleartext)
 	}
+	// Beyond the cluster: the host's address on the provider's network,
+	// which answers a replica only through its machine's masquerade.
+	waitFor(t, "web reaching an address beyond the cluster", func() (bool, string) {
+		body, ok := getVia(t, []string{"nsenter", "-t", strconv.Itoa(machinePid), "-n"}, fmt.Sprintf("http://%s:8080/egress", web.Address))
+		return ok && strings.Contains(body, outsideAnswer), body
+	})
 	out, err := exec.Command("nsenter", "-t", strconv.Itoa(machinePid), "-n", "ip", "-s", "link", "show", "gantry0").CombinedOutput()
 	if err != nil {
 		t.Fatalf("the mesh interface of %s: %v %s", web.Machine, err, out)
@@ -145,7 +160,7 @@ func TestDockerProviderOverlay(t *testing.T) {
 	if _, seen := control.stop(); seen == 0 {
 		t.Fatal("the capture saw no request in clear between two machines: it cannot tell WireGuard from clear")
 	}
-	servesThroughARollingDeployment(t, s, url, port)
+	servesThroughARollingDeployment(t, s, url, port, egress)
 }
 
 // edgeURL is the exposed port at the edge machine container's address.
@@ -174,7 +189,7 @@ func edgeURL(t *testing.T, s *server, cli *client.Client, network string, port i
 
 // servesThroughARollingDeployment sends a request every 10 ms to the edge
 // machine's exposed port while web rolls to v2: none fails.
-func servesThroughARollingDeployment(t *testing.T, s *server, url string, port int) {
+func servesThroughARollingDeployment(t *testing.T, s *server, url string, port int, egress string) {
 	t.Helper()
 	probe := newIngressClient(url)
 	waitFor(t, "the edge machine serving web's exposed port at "+url, func() (bool, string) {
@@ -186,7 +201,7 @@ func servesThroughARollingDeployment(t *testing.T, s *server, url string, port i
 	load := newIngressClient(url)
 	stop := sync.OnceFunc(every(10*time.Millisecond, load.send))
 	defer stop()
-	if out, errOut, code := s.gantry("apply", "--wait", "-f", writeFile(t, s.dataDir, "dov2.yaml", dockerOverlaySpec("v2", port))); code != 0 {
+	if out, errOut, code := s.gantry("apply", "--wait", "-f", writeFile(t, s.dataDir, "dov2.yaml", dockerOverlaySpec("v2", port, egress))); code != 0 {
 		t.Fatalf("apply --wait v2: %s%s", out, errOut)
 	}
 	stop()
@@ -206,7 +221,7 @@ func TestDockerProviderHostModeNames(t *testing.T) {
 	cli := dockerSetup(t)
 	s, _ := startDockerProviderServer(t, cli, "gantry-e2e-hn")
 	spec := strings.NewReplacer("  network: {mode: overlay}\n", "",
-		"    - {groupId: edge, role: edge, instanceType: docker.small, minSize: 1, maxSize: 1}\n", "").Replace(dockerOverlaySpec("v1", freeTCPPort(t)))
+		"    - {groupId: edge, role: edge, instanceType: docker.small, minSize: 1, maxSize: 1}\n", "").Replace(dockerOverlaySpec("v1", freeTCPPort(t), ""))
 	s.apply(t, "dhn.yaml", spec)
 	var web api.Replica
 	var apiIDs []string
@@ -290,4 +305,28 @@ func containerPid(t *testing.T, cli *client.Client, id string) int {
 		t.Fatalf("inspect %s: %v", id, err)
 	}
 	return c.Container.State.Pid
+}
+
+// outsideAnswer is what serveOutsideTheCluster answers.
+const outsideAnswer = "answered from outside the cluster"
+
+// serveOutsideTheCluster answers HTTP at the server's host address (on
+// the provider's network, outside every cluster's containerCidr) and
+// returns its URL.
+func serveOutsideTheCluster(t *testing.T, s *server) string {
+	t.Helper()
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(u.Hostname(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s, to %s\n", outsideAnswer, r.RemoteAddr)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String() + "/"
 }

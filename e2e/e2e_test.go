@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/miekg/dns"
 	"io"
 	"os"
 	"os/exec"
@@ -249,7 +250,9 @@ func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...stri
 	var urls []string
 	var transcript strings.Builder
 	deadline := time.After(waitLimit)
-	for ready := false; !ready || len(urls) < 3; {
+	nameLine := regexp.MustCompile(`^Name (\S+) answered at (\S+) `)
+	var name, resolver string
+	for ready := false; !ready || len(urls) < 3 || resolver == ""; {
 		select {
 		case line, ok := <-lines:
 			if !ok {
@@ -263,6 +266,9 @@ func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...stri
 				fields := strings.Fields(line)
 				urls = append(urls, fields[len(fields)-1])
 			}
+			if m := nameLine.FindStringSubmatch(line); m != nil {
+				name, resolver = m[1], m[2]
+			}
 		case <-deadline:
 			t.Fatalf("run %d: replicas not running:\n%s", run, transcript.String())
 		}
@@ -273,6 +279,17 @@ func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...stri
 			t.Fatalf("run %d: %s answered %q", run, u, body)
 		}
 	}
+	// The resolver it prints answers from this host (a machine
+	// container's loopback would not).
+	waitFor(t, "the printed resolver "+resolver+" answering "+name, func() (bool, string) {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		resp, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, resolver)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(resp.Answer) == 3, resp.String()
+	})
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

@@ -114,6 +114,9 @@ func BuiltinProviders(in Instances) []registry.Entry {
 		Unavailable: "not configured on this server (start it with --exec-config FILE)"}
 	if in.Exec != nil {
 		execEntry.Catalog = catalog(in.Exec.InstanceTypes())
+		if router, ok := in.Exec.(interface{ Routes() error }); ok {
+			execEntry.Routes = func(api.ProviderSpec) error { return router.Routes() }
+		}
 	}
 	return []registry.Entry{
 		{Name: local.Name, Runtimes: []string{cmp.Or(in.LocalRuntime, "process")}, Catalog: catalog(local.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Local),

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	execprov "github.com/gantry-dev/gantry/provider/exec"
+	"github.com/gantry-dev/gantry/provisioner"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -74,16 +76,26 @@ func TestRoutedModeOnlyWhereTheProviderRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	execWith := func(route, unroute string) *execprov.Provider {
+		p, err := execprov.New(execprov.Config{Commands: execprov.Commands{Launch: "true", Terminate: "true", Route: route, Unroute: unroute},
+			InstanceTypes: []provisioner.InstanceType{{Name: "t", MilliCPU: 1000, MemoryBytes: 1 << 30}}, FlatPrice: 1, StateDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	for name, c := range map[string]struct {
 		in       Instances
 		provider string
 		refused  string
 	}{
-		"docker":                 {Instances{}, "docker", "provider docker does not route"},
-		"exec":                   {Instances{}, "exec", "provider exec does not route"},
-		"local, plain processes": {Instances{Local: plain}, "local", "--local-netns-bridge"},
-		"local, namespaces":      {Instances{Local: inNamespaces}, "local", ""},
-		"local, described only":  {Instances{}, "local", ""},
+		"docker":                   {Instances{}, "docker", "provider docker does not route"},
+		"exec, described only":     {Instances{}, "exec", "provider exec does not route"},
+		"exec without route hooks": {Instances{Exec: execWith("", "")}, "exec", "commands.route and commands.unroute"},
+		"exec with route hooks":    {Instances{Exec: execWith("ip route replace {{subnet}} via 192.0.2.1", "ip route del {{subnet}}")}, "exec", ""},
+		"local, plain processes":   {Instances{Local: plain}, "local", "--local-netns-bridge"},
+		"local, namespaces":        {Instances{Local: inNamespaces}, "local", ""},
+		"local, described only":    {Instances{}, "local", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := registry.New(nil, BuiltinProviders(c.in)...).Routes(api.ProviderSpec{Name: c.provider})

@@ -1,9 +1,10 @@
 // Package mesh is a machine's side of a cluster's encrypted overlay: a
-// WireGuard interface (userspace WireGuard over a TUN device, which
-// needs no kernel module) that carries the cluster's containerCidr to
-// the other machines, each peer allowed its own /24. The private key is
-// made on the machine and never leaves it; only the public key and the
-// endpoint go to the server, which hands every machine its peers.
+// WireGuard interface that carries the cluster's containerCidr to the
+// other machines, each peer allowed its own /24. The kernel's WireGuard
+// where the kernel has it, else userspace WireGuard over a TUN device
+// (which needs no module). The private key is made on the machine and
+// never leaves it; only the public key and the endpoint go to the
+// server, which hands every machine its peers.
 package mesh
 
 import (
@@ -15,22 +16,29 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.zx2c4.com/wireguard/conn"
-	"golang.zx2c4.com/wireguard/device"
-	"golang.zx2c4.com/wireguard/tun"
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
+)
+
+// Backends of the WireGuard interface.
+const (
+	// BackendAuto is the kernel's WireGuard when the kernel has it, else
+	// userspace.
+	BackendAuto      = "auto"
+	BackendKernel    = "kernel"
+	BackendUserspace = "userspace"
 )
 
 // Config is how the overlay runs on a machine.
 type Config struct {
 	// Interface names the WireGuard interface.
 	Interface string
+	// Backend is BackendAuto, BackendKernel or BackendUserspace.
+	Backend string
 	// ListenPort is WireGuard's UDP port.
 	ListenPort int
 	// MTU of the interface (WireGuard's 80 bytes of overhead below the
@@ -46,7 +54,7 @@ type Config struct {
 // DefaultConfig returns the defaults, the key under dir ("": the caller
 // names the key file).
 func DefaultConfig(dir string) Config {
-	cfg := Config{Interface: "gantry0", ListenPort: 51820, MTU: 1420, KeepAlive: 25 * time.Second, Log: slog.Default()}
+	cfg := Config{Interface: "gantry0", Backend: BackendAuto, ListenPort: 51820, MTU: 1420, KeepAlive: 25 * time.Second, Log: slog.Default()}
 	if dir != "" {
 		cfg.KeyFile = filepath.Join(dir, "mesh.key")
 	}
@@ -67,13 +75,23 @@ type Peer struct {
 type Mesh struct {
 	cfg     Config
 	key     wgtypes.Key
-	dev     *device.Device
+	wg      wireguard
 	link    netlink.Link
 	address netip.Addr
 
 	mu sync.Mutex
-	// peers is what WireGuard holds, by public key (hex), as last set.
-	peers map[string]string
+	// peers is what WireGuard holds, by public key, as last set.
+	peers map[wgtypes.Key]wgtypes.PeerConfig
+}
+
+// wireguard is one WireGuard implementation behind the interface.
+type wireguard interface {
+	// kind is "kernel" or "userspace".
+	kind() string
+	configure(wgtypes.Config) error
+	// traffic is the bytes received and sent, over all peers.
+	traffic() (rx, tx int64, err error)
+	close()
 }
 
 // Start brings up the interface with this machine's address in the
@@ -89,28 +107,44 @@ func Start(cfg Config, address netip.Addr, cluster netip.Prefix) (*Mesh, error) 
 	if err != nil {
 		return nil, err
 	}
-	tdev, err := tun.CreateTUN(cfg.Interface, cfg.MTU)
+	wg, err := openWireGuard(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("create the overlay's TUN device %s (needs /dev/net/tun and CAP_NET_ADMIN): %w", cfg.Interface, err)
+		return nil, err
 	}
-	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: func(format string, args ...any) {
-		cfg.Log.Warn("wireguard: " + fmt.Sprintf(format, args...))
-	}}
-	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
-	m := &Mesh{cfg: cfg, key: key, dev: dev, address: address, peers: map[string]string{}}
+	m := &Mesh{cfg: cfg, key: key, wg: wg, address: address, peers: map[wgtypes.Key]wgtypes.PeerConfig{}}
 	if err := m.configure(address, cluster); err != nil {
-		dev.Close()
+		wg.close()
 		return nil, err
 	}
 	return m, nil
 }
 
-func (m *Mesh) configure(address netip.Addr, cluster netip.Prefix) error {
-	if err := m.dev.IpcSet(fmt.Sprintf("private_key=%s\nlisten_port=%d\n", hexKey(m.key), m.cfg.ListenPort)); err != nil {
-		return fmt.Errorf("configure WireGuard: %w", err)
+// openWireGuard makes the interface with the configured backend; auto
+// tries the kernel first and says why it fell back.
+func openWireGuard(cfg Config) (wireguard, error) {
+	switch cfg.Backend {
+	case BackendKernel:
+		return openKernel(cfg)
+	case BackendUserspace:
+		return openUserspace(cfg)
+	case BackendAuto, "":
+		wg, err := openKernel(cfg)
+		if err == nil {
+			return wg, nil
+		}
+		cfg.Log.Info("no kernel WireGuard: using userspace WireGuard", "reason", err)
+		return openUserspace(cfg)
 	}
-	if err := m.dev.Up(); err != nil {
-		return fmt.Errorf("WireGuard up: %w", err)
+	return nil, fmt.Errorf("overlay backend %q: want %s, %s or %s", cfg.Backend, BackendAuto, BackendKernel, BackendUserspace)
+}
+
+// Kind is the WireGuard in use: "kernel" or "userspace".
+func (m *Mesh) Kind() string { return m.wg.kind() }
+
+func (m *Mesh) configure(address netip.Addr, cluster netip.Prefix) error {
+	port := m.cfg.ListenPort
+	if err := m.wg.configure(wgtypes.Config{PrivateKey: &m.key, ListenPort: &port}); err != nil {
+		return fmt.Errorf("configure WireGuard: %w", err)
 	}
 	link, err := netlink.LinkByName(m.cfg.Interface)
 	if err != nil {
@@ -139,7 +173,8 @@ func (m *Mesh) PublicKey() string { return m.key.PublicKey().String() }
 // changed is told to WireGuard: replacing every peer would drop each
 // one's session, and every replica change in the cluster calls this.
 func (m *Mesh) SetPeers(peers []Peer) error {
-	want := map[string]string{}
+	keepAlive := m.cfg.KeepAlive
+	want := map[wgtypes.Key]wgtypes.PeerConfig{}
 	for _, p := range peers {
 		pub, err := wgtypes.ParseKey(p.PublicKey)
 		if err != nil {
@@ -149,35 +184,37 @@ func (m *Mesh) SetPeers(peers []Peer) error {
 		if err != nil {
 			return fmt.Errorf("peer endpoint %q: %w", p.Endpoint, err)
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "public_key=%s\nendpoint=%s\npersistent_keepalive_interval=%d\nreplace_allowed_ips=true\n",
-			hexKey(pub), endpoint, int(m.cfg.KeepAlive.Seconds()))
+		pc := wgtypes.PeerConfig{PublicKey: pub, Endpoint: endpoint, PersistentKeepaliveInterval: &keepAlive, ReplaceAllowedIPs: true}
 		for _, s := range p.Subnets {
-			fmt.Fprintf(&b, "allowed_ip=%s\n", s)
+			pc.AllowedIPs = append(pc.AllowedIPs, net.IPNet{IP: s.Addr().AsSlice(), Mask: net.CIDRMask(s.Bits(), s.Addr().BitLen())})
 		}
-		want[hexKey(pub)] = b.String()
+		want[pub] = pc
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var b strings.Builder
+	var change []wgtypes.PeerConfig
 	for key := range m.peers {
 		if _, keep := want[key]; !keep {
-			fmt.Fprintf(&b, "public_key=%s\nremove=true\n", key)
+			change = append(change, wgtypes.PeerConfig{PublicKey: key, Remove: true})
 		}
 	}
-	for key, config := range want {
-		if m.peers[key] != config {
-			b.WriteString(config)
+	for key, pc := range want {
+		if had, ok := m.peers[key]; !ok || !samePeer(had, pc) {
+			change = append(change, pc)
 		}
 	}
-	if b.Len() == 0 {
+	if len(change) == 0 {
 		return nil
 	}
-	if err := m.dev.IpcSet(b.String()); err != nil {
+	if err := m.wg.configure(wgtypes.Config{Peers: change}); err != nil {
 		return fmt.Errorf("set WireGuard peers: %w", err)
 	}
 	m.peers = want
 	return nil
+}
+
+func samePeer(a, b wgtypes.PeerConfig) bool {
+	return a.Endpoint.String() == b.Endpoint.String() && fmt.Sprint(a.AllowedIPs) == fmt.Sprint(b.AllowedIPs)
 }
 
 // SetLocalAddresses makes addrs (replicas' own addresses in this
@@ -228,30 +265,10 @@ func setAddresses(link netlink.Link, within netip.Prefix, addrs []netip.Addr) er
 
 // Traffic is what the interface sent and received, in bytes, over all
 // peers (WireGuard's own counters).
-func (m *Mesh) Traffic() (rx, tx int64, err error) {
-	state, err := m.dev.IpcGet()
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(state, "\n") {
-		k, v, _ := strings.Cut(line, "=")
-		n, _ := strconv.ParseInt(v, 10, 64)
-		switch k {
-		case "rx_bytes":
-			rx += n
-		case "tx_bytes":
-			tx += n
-		}
-	}
-	return rx, tx, nil
-}
+func (m *Mesh) Traffic() (rx, tx int64, err error) { return m.wg.traffic() }
 
 // Close takes the interface down and removes it.
-func (m *Mesh) Close() {
-	m.dev.Close()
-}
-
-func hexKey(k wgtypes.Key) string { return fmt.Sprintf("%x", k[:]) }
+func (m *Mesh) Close() { m.wg.close() }
 
 // loadOrMakeKey reads the machine's private key, or makes and keeps one.
 func loadOrMakeKey(path string) (wgtypes.Key, error) {

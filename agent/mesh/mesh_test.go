@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/internal/testnet"
+	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
 // The two-machine test runs each machine's side in a network namespace
@@ -104,7 +105,7 @@ func helper(name string) error {
 	}
 	kept := before > 0 && peerRxBytes(m) >= before
 	route, _ := exec.Command("ip", "route", "get", netip.MustParsePrefix(peerSubnet).Addr().Next().String()).Output()
-	result := fmt.Sprintf("answer=%s rx=%d tx=%d kept=%v route=%s", answer, rx, tx, kept, strings.TrimSpace(string(route)))
+	result := fmt.Sprintf("answer=%s rx=%d tx=%d kept=%v kind=%s route=%s", answer, rx, tx, kept, m.Kind(), strings.TrimSpace(string(route)))
 	if err := <-listening; err != nil {
 		return err
 	}
@@ -130,18 +131,11 @@ func helper(name string) error {
 
 // peerRxBytes is what WireGuard received from its one peer.
 func peerRxBytes(m *Mesh) int64 {
-	state, err := m.dev.IpcGet()
+	rx, _, err := m.Traffic()
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(state, "\n") {
-		if v, ok := strings.CutPrefix(line, "rx_bytes="); ok {
-			var n int64
-			fmt.Sscan(v, &n)
-			return n
-		}
-	}
-	return -1
+	return rx
 }
 
 // call reads the other side's name at addr, which listens already: one
@@ -294,6 +288,9 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 		if !strings.Contains(result, "answer="+other+" ") || !strings.Contains(result, "dev gantry0") || strings.Contains(result, "rx=0 ") || strings.Contains(result, "tx=0 ") || !strings.Contains(result, "kept=true ") {
 			t.Fatalf("%s: %s, want %s's answer over the overlay (route through gantry0, WireGuard counters moving, kept when the same peers are set again)", s.name, result, other)
 		}
+		if want := expectedBackend(); !strings.Contains(result, "kind="+want+" ") {
+			t.Fatalf("%s: %s, want the %s WireGuard (auto: the kernel's where it has the module)", s.name, result, want)
+		}
 		if key, _ := os.ReadFile(filepath.Join(dir, s.name, "mesh.key")); len(key) == 0 {
 			t.Fatalf("%s kept no private key", s.name)
 		}
@@ -305,5 +302,50 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 	sendAsync(filepath.Join(dir, "b.leave"), "keep")
 	if after := receiveWithin(t, filepath.Join(dir, "b.after"), 10*time.Second); after != "answer=" {
 		t.Fatalf("b after a dropped it: %s, want no answer", after)
+	}
+}
+
+// expectedBackend is what BackendAuto picks on this machine.
+func expectedBackend() string {
+	if _, err := os.Stat("/sys/module/wireguard"); err == nil {
+		return BackendKernel
+	}
+	return BackendUserspace
+}
+
+func TestBackendIsRefusedWhenUnknownOrMissing(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.Backend = "ebpf"
+	if _, err := openWireGuard(cfg); err == nil || !strings.Contains(err.Error(), `"ebpf"`) {
+		t.Fatalf("backend ebpf: %v, want an error naming it", err)
+	}
+	if expectedBackend() == BackendKernel {
+		return // this kernel has WireGuard: asking for it is no error
+	}
+	cfg.Backend = BackendKernel
+	cfg.Interface = fmt.Sprintf("gk%d", os.Getpid()%100000)
+	_, err := openWireGuard(cfg)
+	if err == nil || !strings.Contains(err.Error(), "wireguard module") {
+		t.Fatalf("backend kernel without the module: %v, want an error saying the module is needed", err)
+	}
+}
+
+func TestUAPITextSaysWhatChanges(t *testing.T) {
+	key, err := wgtypes.ParseKey("YH1U2mJXF6qXn3lS3d3M4mO5cq3UHKv7QK5x7oFZk2c=")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := wgtypes.ParseKey("oPq1CZ4PU4Ojw0tY0xkN5oQ3c8yf7d2Gq8aDbd5d1Ug=")
+	keepAlive, port := 25*time.Second, 51820
+	text := uapiText(wgtypes.Config{PrivateKey: &key, ListenPort: &port, Peers: []wgtypes.PeerConfig{
+		{PublicKey: gone, Remove: true},
+		{PublicKey: key, Endpoint: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 51820}, PersistentKeepaliveInterval: &keepAlive, ReplaceAllowedIPs: true,
+			AllowedIPs: []net.IPNet{{IP: net.IPv4(10, 244, 2, 0).To4(), Mask: net.CIDRMask(24, 32)}}},
+	}})
+	want := "private_key=" + hexKey(key) + "\nlisten_port=51820\n" +
+		"public_key=" + hexKey(gone) + "\nremove=true\n" +
+		"public_key=" + hexKey(key) + "\nendpoint=192.0.2.1:51820\npersistent_keepalive_interval=25\nreplace_allowed_ips=true\nallowed_ip=10.244.2.0/24\n"
+	if text != want {
+		t.Fatalf("uapi text:\n%s\nwant:\n%s", text, want)
 	}
 }

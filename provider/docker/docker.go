@@ -265,7 +265,10 @@ func (p *Provider) machineConfig(id string, it provisioner.InstanceType, spec pr
 		"--provider-id", id, "--zone", Zone, "--data-dir", "/var/lib/gantry", "--runtime", dockerrt.Name,
 		"--docker-network", p.cfg.Network, "--address", gateway, "--join-token-file", joinTokenPath, "--docker-secrets-dir", p.secretsDir(id),
 		"--cpu", api.FormatCPU(it.MilliCPU), "--memory", strconv.FormatInt(it.MemoryBytes, 10),
-		"--ephemeral-storage", strconv.FormatInt(it.EphemeralBytes, 10)}
+		"--ephemeral-storage", strconv.FormatInt(it.EphemeralBytes, 10),
+		// Names answered at its own address, which its host (gantry dev's
+		// resolver line) reaches; its loopback it does not.
+		"--dns-listen", "auto:0"}
 	if b.TemplateVersion != "" {
 		args = append(args, "--template-version", b.TemplateVersion)
 	}

@@ -28,13 +28,28 @@ type Commands struct {
 	// Console prints a machine's console output (boot log), shown when it
 	// fails to join.
 	Console string `json:"console,omitempty"`
+	// Route has the operator's network route a machine's /24 ({{subnet}})
+	// to the machine ({{provider_id}}) once it is launched, and Unroute
+	// takes the route away once it is terminated: with both, clusters on
+	// this provider may use network mode routed. Both must be idempotent
+	// (a launch or terminate that failed half-way is tried again).
+	Route   string `json:"route,omitempty"`
+	Unroute string `json:"unroute,omitempty"`
+}
+
+// Routes says whether the commands route each machine's /24 to it.
+func (c Commands) Routes() error {
+	if c.Route == "" || c.Unroute == "" {
+		return fmt.Errorf("the exec provider routes machines' /24s only with commands.route and commands.unroute in its settings")
+	}
+	return nil
 }
 
 // Placeholders are the values a template may use.
 var Placeholders = []string{
 	"provider_id", "instance_type", "cpu", "memory_mib", "memory_bytes", "zone", "capacity_type",
 	"labels", "tags", "tags_json", "user_data", "user_data_file", "idempotency_key",
-	"server_url", "cluster", "group", "machine", "join_token_file", "template_version",
+	"server_url", "cluster", "group", "machine", "join_token_file", "template_version", "subnet",
 	"agent_runtime", "agent_binary_url_amd64", "agent_binary_sha256_amd64", "agent_binary_url_arm64", "agent_binary_sha256_arm64",
 }
 
@@ -74,6 +89,9 @@ func (c Config) Validate() error {
 	if (c.Commands.Stop == "") != (c.Commands.Start == "") {
 		return fmt.Errorf("commands.stop and commands.start: give both or neither")
 	}
+	if (c.Commands.Route == "") != (c.Commands.Unroute == "") {
+		return fmt.Errorf("commands.route and commands.unroute: give both or neither")
+	}
 	known := map[string]bool{}
 	for _, p := range Placeholders {
 		known[p] = true
@@ -100,7 +118,7 @@ func (c Config) Validate() error {
 }
 
 func (c Commands) byName() map[string]string {
-	return map[string]string{"launch": c.Launch, "terminate": c.Terminate, "describe": c.Describe, "list": c.List, "stop": c.Stop, "start": c.Start, "console": c.Console}
+	return map[string]string{"launch": c.Launch, "terminate": c.Terminate, "describe": c.Describe, "list": c.List, "stop": c.Stop, "start": c.Start, "console": c.Console, "route": c.Route, "unroute": c.Unroute}
 }
 
 // catalog fills offerings of types that have none from the flat price.

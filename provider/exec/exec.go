@@ -51,6 +51,10 @@ type record struct {
 	provisioner.Instance
 	Key string `json:"key"`
 	Dir string `json:"dir"`
+	// Subnet is the machine's /24 the route command routes to it ("":
+	// none); Routed says the route command succeeded.
+	Subnet string `json:"subnet,omitempty"`
+	Routed bool   `json:"routed,omitempty"`
 }
 
 // Provider runs the commands.
@@ -97,6 +101,9 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 		return nil, err
 	}
 	if existing := p.byKey(spec.IdempotencyKey); existing != nil {
+		if err := p.route(ctx, existing.ID); err != nil {
+			return nil, err
+		}
 		return p.Describe(ctx, existing.ID)
 	}
 	dir := filepath.Join(p.cfg.StateDir, "machines", safeName(spec.IdempotencyKey))
@@ -118,15 +125,42 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	}
 	r := &record{Key: spec.IdempotencyKey, Dir: dir, Instance: provisioner.Instance{ID: id, State: provisioner.StatePending, InstanceType: it.Name,
 		CapacityType: cmp.Or(spec.CapacityType, api.CapacityOnDemand), Zone: zone, LaunchedAt: time.Now().UTC(), Tags: maps.Clone(spec.Tags)}}
+	if spec.Bootstrap.NetworkMode == api.NetworkRouted {
+		r.Subnet = spec.Subnet
+	}
 	p.mu.Lock()
 	p.records[id] = r
 	err = p.saveLocked()
+	inst := r.Instance
 	p.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	inst := r.Instance
+	// A failed route fails the launch; the launch tried again (same
+	// idempotency key) routes the machine it made.
+	if err := p.route(ctx, id); err != nil {
+		return nil, err
+	}
 	return &inst, nil
+}
+
+// route runs the route command for a machine with a /24 not routed yet.
+func (p *Provider) route(ctx context.Context, id string) error {
+	r, ok := p.record(id)
+	if !ok || r.Subnet == "" || r.Routed || p.cfg.Commands.Route == "" {
+		return nil
+	}
+	values := idValues(r)
+	values["subnet"] = r.Subnet
+	if _, err := p.run(ctx, "route", p.cfg.Commands.Route, values); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.records[id]; ok {
+		r.Routed = true
+	}
+	return p.saveLocked()
 }
 
 // launchValues are the placeholders of a launch; secrets go to 0600 files.
@@ -161,6 +195,9 @@ func (p *Provider) launchValues(spec provisioner.LaunchSpec, it provisioner.Inst
 		"labels": pairs(labels), "tags": pairs(spec.Tags), "tags_json": string(tagsJSON), "user_data": userData, "user_data_file": userDataFile,
 		"idempotency_key": spec.IdempotencyKey, "server_url": b.ServerURL, "cluster": b.Cluster, "group": b.Group, "machine": b.MachineID,
 		"join_token_file": tokenFile, "template_version": b.TemplateVersion, "agent_runtime": cmp.Or(p.cfg.AgentRuntime, "docker"),
+	}
+	if b.NetworkMode == api.NetworkRouted {
+		values["subnet"] = spec.Subnet
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		bin := b.AgentBinaries[arch]
@@ -262,3 +299,7 @@ func (p *Provider) saveLocked() error {
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 
 func safeName(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
+
+// Routes says whether this provider's commands route each machine's /24
+// to it (network mode routed).
+func (p *Provider) Routes() error { return p.cfg.Commands.Routes() }

@@ -248,3 +248,52 @@ func TestExampleScriptRunsTheClustersAgentBinary(t *testing.T) {
 		t.Fatalf("a binary with another digest: %v, want a refusal naming SHA-256", err)
 	}
 }
+
+// Network mode routed: the route command routes the machine's /24 once
+// it is launched (a failed one fails the launch, and the launch tried
+// again routes it), the unroute command takes the route away once it is
+// terminated, and a machine of a cluster in another mode is not routed.
+func TestRouteCommandsFollowTheMachine(t *testing.T) {
+	dir := t.TempDir()
+	log, fail := filepath.Join(dir, "routes.log"), filepath.Join(dir, "fail")
+	cfg := execprov.Config{
+		Commands: execprov.Commands{Launch: "echo id-{{idempotency_key}}", Terminate: "true",
+			Route:   "echo route {{provider_id}} {{subnet}} >> " + shellQuote(log) + "; test ! -e " + shellQuote(fail),
+			Unroute: "echo unroute {{provider_id}} {{subnet}} >> " + shellQuote(log)},
+		InstanceTypes: []provisioner.InstanceType{{Name: "t", MilliCPU: 1000, MemoryBytes: 1 << 30}}, FlatPrice: 1, StateDir: t.TempDir(),
+	}
+	p := newProvider(t, cfg)
+	if err := os.WriteFile(fail, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	routed := provisioner.LaunchSpec{InstanceType: "t", IdempotencyKey: "k1", Subnet: "10.244.7.0/24",
+		Bootstrap: provisioner.Bootstrap{ServerURL: "http://127.0.0.1:1", Cluster: "c", Group: "g", MachineID: "m1", NetworkMode: api.NetworkRouted}}
+	ctx := context.Background()
+	if _, err := p.Launch(ctx, routed); err == nil {
+		t.Fatal("launch whose route command failed: no error")
+	}
+	if err := os.Remove(fail); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // routed by the first; the second finds it routed
+		if _, err := p.Launch(ctx, routed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostMode := routed
+	hostMode.IdempotencyKey, hostMode.Bootstrap.NetworkMode = "k2", api.NetworkHost
+	if _, err := p.Launch(ctx, hostMode); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Terminate(ctx, "id-k1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Terminate(ctx, "id-k2"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(log)
+	want := "route id-k1 10.244.7.0/24\nroute id-k1 10.244.7.0/24\nunroute id-k1 10.244.7.0/24\n"
+	if string(got) != want {
+		t.Fatalf("route commands ran:\n%s\nwant:\n%s", got, want)
+	}
+}

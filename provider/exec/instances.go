@@ -67,6 +67,16 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if !ok {
 		return nil
 	}
+	// The route goes once the machine is gone, so nothing else receives
+	// its /24 meanwhile; a failed unroute is tried again with the
+	// terminate.
+	if r.Subnet != "" && r.Routed && p.cfg.Commands.Unroute != "" {
+		values := idValues(r)
+		values["subnet"] = r.Subnet
+		if _, err := p.run(ctx, "unroute", p.cfg.Commands.Unroute, values); err != nil {
+			return err
+		}
+	}
 	if r.Dir != "" {
 		_ = os.RemoveAll(r.Dir)
 	}

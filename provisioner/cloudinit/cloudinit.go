@@ -148,6 +148,11 @@ func unit(b provisioner.Bootstrap, a Agent, m Machine) string {
 	if m.InstanceIDCommand != "" {
 		args = append(args, "--provider-id-file", InstanceIDPath)
 	}
+	if runtime == "docker" {
+		// Replica containers in host mode ask the agent for names at the
+		// machine's address (they do not reach its loopback).
+		args = append(args, "--container-dns", "auto")
+	}
 	if m.Zone != "" {
 		args = append(args, "--zone", m.Zone)
 	}

@@ -78,6 +78,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.StringVar(&cfg.TemplateVersion, "template-version", "", "the cluster's agent.version this machine was launched with (reported to the server)")
 	f.StringVar(&cfg.Address, "address", "", "address where this machine's replicas are reachable")
 	f.StringVar(&cfg.MeshAddress, "mesh-address", "", "address where the cluster's other machines reach this one's WireGuard port in an overlay cluster (default: --address; auto: the address this machine reaches the server from)")
+	f.StringVar(&cfg.Mesh.Backend, "mesh-backend", cfg.Mesh.Backend, "WireGuard of an overlay cluster's mesh: auto (the kernel's where it has the module, else userspace), kernel or userspace")
 	f.StringVar(&cfg.RoutedLink, "routed-link", cfg.RoutedLink, "link that holds this machine's and its process replicas' addresses in a cluster whose network routes each machine's /24 to it (network mode routed)")
 	f.StringVar(&cfg.ContainerDNS, "container-dns", "", "address where replica containers in host mode reach this agent's resolver, port 53 (auto: the address this machine reaches the server from; empty: none)")
 	f.StringVar(&bridgeCfg.Name, "overlay-bridge", bridgeCfg.Name, "bridge that replica containers of an overlay cluster join at their own addresses")

@@ -49,6 +49,9 @@ func newHelloCmd(g *globals) *cobra.Command {
 			if call := os.Getenv("CALL"); call != "" {
 				mux.HandleFunc("GET /call", func(w http.ResponseWriter, r *http.Request) { callByName(w, r, call) })
 			}
+			if egress := os.Getenv("EGRESS"); egress != "" {
+				mux.HandleFunc("GET /egress", func(w http.ResponseWriter, r *http.Request) { relay(w, r, egress) })
+			}
 			mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 				fmt.Fprintf(w, "%s (replica %s on machine %s)\n", greeting, os.Getenv("GANTRY_REPLICA"), os.Getenv("GANTRY_MACHINE"))
 			})
@@ -110,4 +113,24 @@ func callByName(w http.ResponseWriter, r *http.Request, name string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	fmt.Fprintf(w, "%s (replica %s) called %s at %s: %s", os.Getenv("GANTRY_SERVICE"), os.Getenv("GANTRY_REPLICA"), name, url, body)
+}
+
+// relay answers with what url answers: a replica's call beyond its
+// cluster (the overlay's masquerade).
+func relay(w http.ResponseWriter, r *http.Request, url string) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		http.Error(w, "EGRESS: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("call %s: %v", url, err), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	fmt.Fprintf(w, "%s (replica %s) called %s: %s", os.Getenv("GANTRY_SERVICE"), os.Getenv("GANTRY_REPLICA"), url, body)
 }
