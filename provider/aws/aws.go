@@ -129,6 +129,11 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 		return nil, provisioner.Errorf(provisioner.KindTransport, "launch", "RunInstances returned %d instances", len(out.Instances))
 	}
 	inst := instanceOf(out.Instances[0])
+	// A failed route fails the launch; tried again, the launch (same
+	// client token) finds the same instance and routes it.
+	if err := p.routeSubnet(ctx, inst.ID, spec, settings); err != nil {
+		return nil, err
+	}
 	if inst.State == provisioner.StateRunning {
 		inst.State = provisioner.StatePending // an idempotent retry may find it running; the contract says pending
 	}
@@ -143,9 +148,12 @@ func (p *Provider) runInput(spec provisioner.LaunchSpec, s Settings) (*ec2.RunIn
 	if err != nil {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "launch", "user data: %v", err)
 	}
-	tags := make([]types.Tag, 0, len(spec.Tags))
+	tags := make([]types.Tag, 0, len(spec.Tags)+1)
 	for _, k := range sortedKeys(spec.Tags) {
 		tags = append(tags, types.Tag{Key: awssdk.String(k), Value: awssdk.String(spec.Tags[k])})
+	}
+	if spec.Bootstrap.NetworkMode == api.NetworkRouted && s.RouteTableID != "" {
+		tags = append(tags, types.Tag{Key: awssdk.String(tagRouteTable), Value: awssdk.String(s.RouteTableID)})
 	}
 	input := &ec2.RunInstancesInput{
 		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String(spec.IdempotencyKey),
@@ -191,6 +199,9 @@ func (p *Provider) runInput(spec provisioner.LaunchSpec, s Settings) (*ec2.RunIn
 // Terminate implements provisioner.Provisioner; an unknown instance is not
 // an error.
 func (p *Provider) Terminate(ctx context.Context, id string) error {
+	if err := p.unrouteSubnet(ctx, id); err != nil {
+		return err
+	}
 	_, err := p.client.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 	if err != nil && !errors.Is(classify("terminate", err), provisioner.ErrNotFound) {
 		return classify("terminate", err)

@@ -21,11 +21,14 @@ type Settings struct {
 	// provider makes one (overlay clusters only).
 	MeshSecurityGroupID string
 	InstanceProfile     string
-	Agent               cloudinit.Agent
+	// RouteTableID is the route table of the machines' subnets, which
+	// gets a route for each machine's /24 (network mode routed).
+	RouteTableID string
+	Agent        cloudinit.Agent
 }
 
 // settingKeys are the known keys of spec.provider.config.
-var settingKeys = append([]string{"imageId", "launchTemplate", "launchTemplateVersion", "subnets", "securityGroupIds", "meshSecurityGroupId", "instanceProfile"},
+var settingKeys = append([]string{"imageId", "launchTemplate", "launchTemplateVersion", "subnets", "securityGroupIds", "meshSecurityGroupId", "instanceProfile", "routeTableId"},
 	cloudinit.AgentConfigKeys...)
 
 // ParseSettings reads spec.provider.config, naming the bad key.
@@ -45,7 +48,7 @@ func ParseSettings(cfg map[string]string) (Settings, error) {
 		}
 	}
 	s := Settings{ImageID: cfg["imageId"], LaunchTemplate: cfg["launchTemplate"], LaunchTemplateVersion: cfg["launchTemplateVersion"],
-		SecurityGroupIDs: list(cfg["securityGroupIds"]), MeshSecurityGroupID: cfg["meshSecurityGroupId"], InstanceProfile: cfg["instanceProfile"], Subnets: map[string]string{}}
+		SecurityGroupIDs: list(cfg["securityGroupIds"]), MeshSecurityGroupID: cfg["meshSecurityGroupId"], InstanceProfile: cfg["instanceProfile"], RouteTableID: cfg["routeTableId"], Subnets: map[string]string{}}
 	if s.ImageID == "" && s.LaunchTemplate == "" {
 		return s, fmt.Errorf("spec.provider.config.imageId: required (or launchTemplate)")
 	}
@@ -55,6 +58,9 @@ func ParseSettings(cfg map[string]string) (Settings, error) {
 			return s, fmt.Errorf("spec.provider.config.subnets: want zone=subnet-id pairs, got %q", pair)
 		}
 		s.Subnets[zone] = subnet
+	}
+	if s.RouteTableID != "" && !strings.HasPrefix(s.RouteTableID, "rtb-") {
+		return s, fmt.Errorf("spec.provider.config.routeTableId: want a route table id (rtb-…), got %q", s.RouteTableID)
 	}
 	agent, err := cloudinit.AgentFromConfig(cfg)
 	s.Agent = agent

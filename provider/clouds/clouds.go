@@ -110,6 +110,7 @@ func (f *Factory) Entries() []registry.Entry {
 			Name: name, Runtimes: []string{"docker"}, Provisions: true, CanStop: true, AgentBinaries: registry.BinariesRequired, NetworkMode: api.NetworkOverlay,
 			Catalog: Catalog,
 			Check:   func(p api.ProviderSpec) error { _, _, err := f.Key(p); return err },
+			Routes:  Routes,
 			Key:     func(p api.ProviderSpec) string { key, _, _ := f.Key(p); return key },
 			New: func(key string) (provisioner.Provisioner, error) {
 				prov, _, err := f.Make(key)
@@ -132,4 +133,18 @@ func Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
 		return azureprov.Catalog(cmp.Or(p.Region, "eastus")), true
 	}
 	return nil, false
+}
+
+// Routes says whether a cloud's network routes each machine's /24 to it
+// with a cluster's settings (network mode routed): an EC2 route table
+// the settings name, a GCE route on the cluster's network. Azure's
+// user-defined routes are not built: its clusters use overlay.
+func Routes(p api.ProviderSpec) error {
+	switch p.Name {
+	case awsprov.Name:
+		return awsprov.Routes(p)
+	case gcpprov.Name:
+		return gcpprov.Routes(p)
+	}
+	return fmt.Errorf("provider %s does not route each machine's /24 to it in Gantry yet (its user-defined routes are not built)", p.Name)
 }

@@ -69,6 +69,7 @@ type Provider struct {
 	operations  *compute.ZoneOperationsClient
 	firewalls   *compute.FirewallsClient
 	subnetworks *compute.SubnetworksClient
+	routes      *compute.RoutesClient
 	provisioner.Catalog
 
 	mu   sync.Mutex
@@ -119,7 +120,11 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gcp: subnetworks client: %w", err)
 	}
-	return &Provider{cfg: cfg, instances: instances, operations: operations, firewalls: firewalls, subnetworks: subnetworks,
+	routes, err := compute.NewRoutesRESTClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gcp: routes client: %w", err)
+	}
+	return &Provider{cfg: cfg, instances: instances, operations: operations, firewalls: firewalls, subnetworks: subnetworks, routes: routes,
 		Catalog: provisioner.Catalog{Types: Catalog(cfg.Zones)}, gone: map[string]provisioner.Instance{}, meshMade: map[string]bool{}}, nil
 }
 
@@ -177,6 +182,11 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 			return nil, classify("launch", err)
 		}
 	}
+	// A failed route fails the launch; tried again, the launch finds the
+	// same instance (409) and routes it.
+	if err := p.routeSubnet(ctx, spec, s, zone, resource.GetName()); err != nil {
+		return nil, err
+	}
 	inst, err := p.Describe(ctx, zone+"/"+resource.GetName())
 	if err != nil {
 		return nil, err
@@ -204,6 +214,9 @@ func (p *Provider) instanceResource(spec provisioner.LaunchSpec, s Settings, zon
 		Disks: []*computepb.AttachedDisk{{Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
 			InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String(s.Image), DiskSizeGb: proto.Int64(s.DiskSizeGB)}}},
 		NetworkInterfaces: []*computepb.NetworkInterface{{}},
+		// Network mode routed: the machine's /24 is routed to it, which it
+		// takes only when it may forward.
+		CanIpForward: proto.Bool(spec.Bootstrap.NetworkMode == api.NetworkRouted),
 	}
 	if s.Subnetwork != "" {
 		in.NetworkInterfaces[0].Subnetwork = proto.String(s.Subnetwork)
@@ -255,19 +268,25 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 	if !ok {
 		return nil
 	}
-	inst, err := p.Describe(ctx, id)
-	if errors.Is(err, provisioner.ErrNotFound) {
-		return nil
-	}
+	in, err := p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.cfg.Project, Zone: zone, Instance: name})
 	if err != nil {
+		if err = classify("describe", err); errors.Is(err, provisioner.ErrNotFound) {
+			return nil
+		}
 		return err
 	}
+	if in.GetCanIpForward() { // a machine of a routed cluster
+		if err := p.unrouteSubnet(ctx, name); err != nil {
+			return err
+		}
+	}
+	inst := instanceOf(in, zone)
 	if _, err := p.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: p.cfg.Project, Zone: zone, Instance: name}); err != nil && !isStatus(err, http.StatusNotFound) {
 		return classify("terminate", err)
 	}
 	inst.State, inst.Addresses = provisioner.StateTerminated, nil
 	p.mu.Lock()
-	p.gone[id] = *inst
+	p.gone[id] = inst
 	p.mu.Unlock()
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package ec2fake is an in-process fake of the EC2 Query API, for the calls
 // Gantry's aws provider makes: RunInstances, DescribeInstances,
 // TerminateInstances, StopInstances, StartInstances and GetConsoleOutput,
-// and the security group calls of groups.go.
+// the security group calls of groups.go and the route calls of routes.go.
 // It speaks the real wire format (form-encoded requests, XML responses and
 // errors), so the real aws-sdk-go-v2 client runs against it unchanged. It
 // models what makes EC2 hard: idempotency by client token, pagination,
@@ -45,6 +45,8 @@ type Server struct {
 	seq       int
 	groups    map[string]*group
 	subnets   map[string][2]string // vpc, zone
+	// routeTables by id (routes.go).
+	routeTables map[string]*routeTable
 }
 
 type instance struct {
@@ -54,6 +56,8 @@ type instance struct {
 	Launched                                                                      time.Time
 	hidden, passing                                                               int
 	Console                                                                       string
+	// NoSourceDestCheck: ModifyInstanceAttribute turned the check off.
+	NoSourceDestCheck bool
 }
 
 // New returns an empty fake.
@@ -143,6 +147,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		resp, err = s.changeState(r.Form, "StartInstancesResponse", "pending")
 	case "GetConsoleOutput":
 		resp, err = s.consoleOutput(r.Form)
+	case "ModifyInstanceAttribute":
+		resp, err = s.modifyInstanceAttribute(r.Form)
+	case "CreateRoute":
+		resp, err = s.createRoute(r.Form)
+	case "ReplaceRoute":
+		resp, err = s.replaceRoute(r.Form)
+	case "DeleteRoute":
+		resp, err = s.deleteRoute(r.Form)
+	case "DescribeRouteTables":
+		resp, err = s.describeRouteTables(r.Form)
 	case "DescribeSubnets":
 		resp, err = s.describeSubnets(r.Form)
 	case "CreateSecurityGroup":

@@ -1,8 +1,8 @@
 // Package gcefake is an in-process fake of the Compute Engine REST API
 // (compute/v1), for the calls Gantry's gcp provider makes: instances
 // insert, get, list (label filters, pages), delete, stop, start,
-// getSerialPortOutput, and zone operations get; and the firewall calls of
-// firewalls.go. Bodies are the API's JSON
+// getSerialPortOutput, and zone operations get; the firewall calls of
+// firewalls.go and the route calls of routes.go. Bodies are the API's JSON
 // (protojson of the computepb messages the real client parses); the real
 // cloud.google.com/go/compute client runs against it unchanged. Inserts
 // complete through operations, states move on over time, and errors can be
@@ -46,13 +46,17 @@ type Server struct {
 	// firewalls by name; subnetworks' networks by region/name.
 	firewalls   map[string]*computepb.Firewall
 	subnetworks map[string]string
+	// routes by name (routes.go); failRoutes are statuses for the next
+	// route inserts.
+	routes     map[string]*computepb.Route
+	failRoutes []int
 }
 
 // New returns an empty fake.
 func New() *Server {
 	s := &Server{PageSize: 5, instances: map[string]*computepb.Instance{}, ops: map[string]*computepb.Operation{},
 		requestIDs: map[string]string{}, failHTTP: map[string][]int{}, deleting: map[string]bool{},
-		firewalls: map[string]*computepb.Firewall{}, subnetworks: map[string]string{}}
+		firewalls: map[string]*computepb.Firewall{}, subnetworks: map[string]string{}, routes: map[string]*computepb.Route{}}
 	m := http.NewServeMux()
 	base := "/compute/v1/projects/{project}/zones/{zone}"
 	m.HandleFunc("POST "+base+"/instances", s.insert)
@@ -64,6 +68,7 @@ func New() *Server {
 	m.HandleFunc("GET "+base+"/instances/{name}/serialPort", s.serialPort)
 	m.HandleFunc("GET "+base+"/operations/{op}", s.operation)
 	s.routeFirewalls(m)
+	s.routeRoutes(m)
 	s.mux = m
 	return s
 }
