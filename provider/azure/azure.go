@@ -6,10 +6,12 @@
 //
 // Azure tag names may not contain '/', so Gantry's tags are written with
 // ':' in its place (and read back the other way). A VM's network interface
-// is made with it (network API version 2020-11-01) and deleted with it.
+// is made with it (network API version 2020-11-01) and deleted with it;
+// in network mode routed it is made ahead, through armnetwork, so that a
+// user-defined route can name its address (routes.go).
 //
 // What is tested where: every call this provider makes is tested in CI
-// against the SDK's own fake server (armcompute/fake), backed by an
+// against the SDK's own fake servers (armcompute/fake, armnetwork/fake), backed by an
 // in-memory region (azurefake) with Azure's provisioning and power states,
 // paging and error codes; the provisioner contract suite runs against it.
 // Nothing in CI reaches Azure. Boot diagnostics (console output) are not
@@ -32,6 +34,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/cloudinit"
@@ -47,14 +50,18 @@ type Config struct {
 	ResourceGroup  string
 	Credential     azcore.TokenCredential
 	// ClientOptions, when set, configure the client (tests: the SDK's
-	// fake transport).
-	ClientOptions *arm.ClientOptions
+	// fake transport); NetworkClientOptions the network clients (network
+	// mode routed), ClientOptions when nil.
+	ClientOptions        *arm.ClientOptions
+	NetworkClientOptions *arm.ClientOptions
 }
 
 // Provider manages VMs in one resource group.
 type Provider struct {
-	cfg Config
-	vms *armcompute.VirtualMachinesClient
+	cfg    Config
+	vms    *armcompute.VirtualMachinesClient
+	nics   *armnetwork.InterfacesClient
+	routes *armnetwork.RoutesClient
 	provisioner.Catalog
 
 	mu   sync.Mutex
@@ -72,7 +79,19 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure: virtual machines client: %w", err)
 	}
-	return &Provider{cfg: cfg, vms: vms, Catalog: provisioner.Catalog{Types: Catalog(cfg.Location)}, gone: map[string]provisioner.Instance{}}, nil
+	netOpts := cfg.NetworkClientOptions
+	if netOpts == nil {
+		netOpts = cfg.ClientOptions
+	}
+	nics, err := armnetwork.NewInterfacesClient(cfg.SubscriptionID, cfg.Credential, netOpts)
+	if err != nil {
+		return nil, fmt.Errorf("azure: network interfaces client: %w", err)
+	}
+	routes, err := armnetwork.NewRoutesClient(cfg.SubscriptionID, cfg.Credential, netOpts)
+	if err != nil {
+		return nil, fmt.Errorf("azure: routes client: %w", err)
+	}
+	return &Provider{cfg: cfg, vms: vms, nics: nics, routes: routes, Catalog: provisioner.Catalog{Types: Catalog(cfg.Location)}, gone: map[string]provisioner.Instance{}}, nil
 }
 
 // Name implements provisioner.Provisioner.
@@ -105,6 +124,14 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 	model, err := p.vmModel(name, spec, s)
 	if err != nil {
 		return nil, err
+	}
+	if spec.Bootstrap.NetworkMode == api.NetworkRouted {
+		nic, err := p.routedInterface(ctx, name, spec, s)
+		if err != nil {
+			return nil, err
+		}
+		model.Properties.NetworkProfile = &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{nic}}
+		model.Tags[encodeTagKey(tagRouteTable)] = to.Ptr(s.RouteTable)
 	}
 	if _, err := p.vms.BeginCreateOrUpdate(ctx, p.cfg.ResourceGroup, name, model, nil); err != nil {
 		return nil, classify("launch", err)
@@ -174,6 +201,9 @@ func (p *Provider) Terminate(ctx context.Context, id string) error {
 		return nil
 	}
 	if err != nil {
+		return err
+	}
+	if err := p.unroute(ctx, id, inst.Tags); err != nil {
 		return err
 	}
 	if _, err := p.vms.BeginDelete(ctx, p.cfg.ResourceGroup, id, nil); err != nil && !isStatus(err, http.StatusNotFound) {
@@ -330,10 +360,12 @@ func stateOf(provisioning, power string) provisioner.State {
 func encodeTags(tags map[string]string) map[string]*string {
 	out := map[string]*string{}
 	for k, v := range tags {
-		out[strings.ReplaceAll(k, "/", ":")] = to.Ptr(v)
+		out[encodeTagKey(k)] = to.Ptr(v)
 	}
 	return out
 }
+
+func encodeTagKey(k string) string { return strings.ReplaceAll(k, "/", ":") }
 
 func decodeTags(tags map[string]*string) map[string]string {
 	out := map[string]string{}

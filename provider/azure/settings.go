@@ -18,10 +18,14 @@ type Settings struct {
 	SubnetID      string
 	AdminUsername string
 	SSHPublicKey  string
-	Agent         cloudinit.Agent
+	// RouteTable is the route table, in ResourceGroup, of the machines'
+	// subnet: it gets a user-defined route for each machine's /24
+	// (network mode routed).
+	RouteTable string
+	Agent      cloudinit.Agent
 }
 
-var settingKeys = append([]string{"subscriptionId", "resourceGroup", "image", "subnetId", "adminUsername", "sshPublicKey"}, cloudinit.AgentConfigKeys...)
+var settingKeys = append([]string{"subscriptionId", "resourceGroup", "image", "subnetId", "adminUsername", "sshPublicKey", "routeTable"}, cloudinit.AgentConfigKeys...)
 
 // ParseSettings reads spec.provider.config, naming the bad key.
 func ParseSettings(cfg map[string]string) (Settings, error) {
@@ -37,7 +41,7 @@ func ParseSettings(cfg map[string]string) (Settings, error) {
 		}
 	}
 	s := Settings{SubscriptionID: cfg["subscriptionId"], ResourceGroup: cfg["resourceGroup"], Image: cfg["image"], SubnetID: cfg["subnetId"],
-		AdminUsername: cfg["adminUsername"], SSHPublicKey: cfg["sshPublicKey"]}
+		AdminUsername: cfg["adminUsername"], SSHPublicKey: cfg["sshPublicKey"], RouteTable: cfg["routeTable"]}
 	if s.AdminUsername == "" {
 		s.AdminUsername = "gantry"
 	}

@@ -137,14 +137,16 @@ func Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
 
 // Routes says whether a cloud's network routes each machine's /24 to it
 // with a cluster's settings (network mode routed): an EC2 route table
-// the settings name, a GCE route on the cluster's network. Azure's
-// user-defined routes are not built: its clusters use overlay.
+// or an Azure one the settings name, a GCE route on the cluster's
+// network.
 func Routes(p api.ProviderSpec) error {
 	switch p.Name {
 	case awsprov.Name:
 		return awsprov.Routes(p)
 	case gcpprov.Name:
 		return gcpprov.Routes(p)
+	case azureprov.Name:
+		return azureprov.Routes(p)
 	}
-	return fmt.Errorf("provider %s does not route each machine's /24 to it in Gantry yet (its user-defined routes are not built)", p.Name)
+	return fmt.Errorf("provider %s does not route each machine's /24 to it", p.Name)
 }

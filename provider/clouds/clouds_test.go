@@ -10,18 +10,21 @@ import (
 )
 
 // Network mode routed on the clouds: aws with a route table named, gcp
-// always; aws without one and azure are refused, saying why.
+// always, azure with a route table; without one they are refused, saying
+// why.
 func TestRoutedModeOnTheClouds(t *testing.T) {
 	reg := registry.New(nil, clouds.New(clouds.Config{}).Entries()...)
 	agent := map[string]string{}
+	azure := map[string]string{"subscriptionId": "0", "resourceGroup": "rg", "image": "a:b:c:d", "subnetId": "/s", "sshPublicKey": "ssh-ed25519 AAAA"}
 	for name, c := range map[string]struct {
 		spec    api.ProviderSpec
 		refused string
 	}{
-		"aws without a route table": {api.ProviderSpec{Name: "aws", Region: "us-east-1", Config: with(agent, "imageId", "ami-1")}, "routeTableId: required"},
-		"aws with one":              {api.ProviderSpec{Name: "aws", Region: "us-east-1", Config: with(agent, "imageId", "ami-1", "routeTableId", "rtb-1")}, ""},
-		"gcp":                       {api.ProviderSpec{Name: "gcp", Region: "us-central1", Config: with(agent, "project", "p", "image", "i", "network", "global/networks/default")}, ""},
-		"azure":                     {api.ProviderSpec{Name: "azure", Region: "eastus"}, "provider azure does not route"},
+		"aws without a route table":   {api.ProviderSpec{Name: "aws", Region: "us-east-1", Config: with(agent, "imageId", "ami-1")}, "routeTableId: required"},
+		"aws with one":                {api.ProviderSpec{Name: "aws", Region: "us-east-1", Config: with(agent, "imageId", "ami-1", "routeTableId", "rtb-1")}, ""},
+		"gcp":                         {api.ProviderSpec{Name: "gcp", Region: "us-central1", Config: with(agent, "project", "p", "image", "i", "network", "global/networks/default")}, ""},
+		"azure without a route table": {api.ProviderSpec{Name: "azure", Region: "eastus", Config: with(azure)}, "routeTable: required"},
+		"azure with one":              {api.ProviderSpec{Name: "azure", Region: "eastus", Config: with(azure, "routeTable", "gantry-routes")}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := reg.Routes(c.spec)

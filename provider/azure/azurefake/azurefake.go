@@ -4,7 +4,8 @@
 // runs against it through fake.NewVirtualMachinesServerTransport: requests
 // and responses go through the SDK's real serialization and pollers. VMs
 // move through Azure's provisioning and power states over successive
-// reads, and errors can be injected.
+// reads, and errors can be injected. The network side (network.go) serves
+// the interfaces and routes of network mode routed.
 package azurefake
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v7/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 )
 
 // Cloud holds the fake's VMs.
@@ -28,6 +30,7 @@ type Cloud struct {
 	mu       sync.Mutex
 	vms      map[string]*vm // resourceGroup/name
 	failNext []failure
+	net      network
 }
 
 type vm struct {
@@ -44,7 +47,10 @@ type failure struct {
 }
 
 // New returns an empty region.
-func New() *Cloud { return &Cloud{PageSize: 5, vms: map[string]*vm{}} }
+func New() *Cloud {
+	return &Cloud{PageSize: 5, vms: map[string]*vm{},
+		net: network{nics: map[string]*armnetwork.Interface{}, tables: map[string]map[string]Route{}}}
+}
 
 // FailCreate makes the next create fail with an HTTP status and ARM error
 // code (409 SkuNotAvailable, 403 AuthorizationFailed...).
@@ -141,7 +147,14 @@ func (c *Cloud) get(_ context.Context, rg, name string, _ *armcompute.VirtualMac
 		return
 	}
 	if v.deleting && v.reads > 0 {
-		delete(c.vms, key) // a finished delete: the VM is gone
+		delete(c.vms, key) // a finished delete: the VM is gone, its interface with it
+		if props := v.model.Properties; props != nil && props.NetworkProfile != nil {
+			for _, ref := range props.NetworkProfile.NetworkInterfaces {
+				if ref.ID != nil {
+					c.dropNIC(rg, *ref.ID)
+				}
+			}
+		}
 		notFound(&errResp)
 		return
 	}
