@@ -208,3 +208,65 @@ func (c *Client) ListReplicasPage(ctx context.Context, q ReplicaQuery, limit int
 	var out ReplicaPage
 	return &out, c.getJSON(ctx, "/v1/replicas?"+v.Encode(), &out)
 }
+
+// MachinePage is one page of machines.
+type MachinePage struct {
+	Metadata api.ListMeta  `json:"metadata"`
+	Items    []api.Machine `json:"items"`
+}
+
+// ListMachinesPage reads one page of at most limit machines of a cluster
+// ("" for all), after the page whose continue token is given.
+func (c *Client) ListMachinesPage(ctx context.Context, cluster string, limit int, cont string) (*MachinePage, error) {
+	v := url.Values{"limit": {strconv.Itoa(limit)}}
+	if cluster != "" {
+		v.Set("cluster", cluster)
+	}
+	if cont != "" {
+		v.Set("continue", cont)
+	}
+	var out MachinePage
+	return &out, c.getJSON(ctx, "/v1/machines?"+v.Encode(), &out)
+}
+
+// ListReplicasInChunks reads every replica q selects, chunk at a time
+// (kubectl's --chunk-size: no answer holds the whole fleet), all at the
+// revision of the first page; chunk 0 reads them in one request.
+func (c *Client) ListReplicasInChunks(ctx context.Context, q ReplicaQuery, chunk int) ([]api.Replica, error) {
+	return inChunks(chunk, func(cont string) ([]api.Replica, string, error) {
+		page, err := c.ListReplicasPage(ctx, q, chunk, cont)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Items, page.Metadata.Continue, nil
+	})
+}
+
+// ListMachinesInChunks reads every machine of a cluster ("" for all),
+// chunk at a time.
+func (c *Client) ListMachinesInChunks(ctx context.Context, cluster string, chunk int) ([]api.Machine, error) {
+	return inChunks(chunk, func(cont string) ([]api.Machine, string, error) {
+		page, err := c.ListMachinesPage(ctx, cluster, chunk, cont)
+		if err != nil {
+			return nil, "", err
+		}
+		return page.Items, page.Metadata.Continue, nil
+	})
+}
+
+// inChunks reads pages until one says there is no more.
+func inChunks[T any](chunk int, page func(cont string) ([]T, string, error)) ([]T, error) {
+	var out []T
+	cont := ""
+	for {
+		items, next, err := page(cont)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+		if next == "" || chunk <= 0 {
+			return out, nil
+		}
+		cont = next
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/view"
 	"k8s.io/utils/clock"
 )
 
@@ -35,6 +36,9 @@ type Config struct {
 	MaxDutyCycle float64
 	Decide       decide.Config
 	Calls        CallConfig
+	// ViewBatch is how many changes of the feed the pass's view reads at
+	// a time.
+	ViewBatch int
 }
 
 // CallConfig tunes the provider calls.
@@ -57,7 +61,7 @@ type CallConfig struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(),
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch,
 		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
@@ -103,11 +107,15 @@ type Controller struct {
 	// feed is where the passes are in the change feed (the pass
 	// goroutine's alone).
 	feed feedPosition
+	// view is the store's objects as the last pass read them, followed
+	// through the change feed.
+	view *view.View
 }
 
 // New returns a controller.
 func New(cfg Config, d Deps) *Controller {
-	c := &Controller{cfg: cfg, Deps: d, observed: newObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{})}
+	c := &Controller{cfg: cfg, Deps: d, observed: newObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{}),
+		view: view.New(cfg.ViewBatch)}
 	c.calls = newCalls(cfg.Calls, d, c.observed, c.Trigger)
 	return c
 }

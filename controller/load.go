@@ -13,8 +13,10 @@ import (
 )
 
 // load reads the pass's snapshot: the store's objects and memory in one
-// read transaction, the providers' catalogs for the clusters' settings,
-// and what provider calls observed (taking the fresh inventories).
+// read transaction (from the controller's view, which reads only the
+// changes since the last pass), the providers' catalogs for the
+// clusters' settings, and what provider calls observed (taking the fresh
+// inventories).
 func (c *Controller) load(ctx context.Context) (*decide.Snapshot, decide.Memory, error) {
 	return c.loadFor(ctx, true)
 }
@@ -25,36 +27,22 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}}
 	var entries map[string]string
 	err := c.Store.View(ctx, func(tx store.Tx) error {
-		clusters, err := tx.ListClusters()
+		objects, err := c.view.Sync(tx)
 		if err != nil {
 			return err
 		}
-		snap.Clusters = map[string]*api.Cluster{}
-		for _, cl := range clusters {
+		for _, cl := range objects.Clusters {
 			snap.Clusters[cl.Metadata.Name] = cl
 		}
-		if snap.Services, err = tx.ListServices(); err != nil {
-			return err
-		}
-		if snap.FailoverGroups, err = tx.ListFailoverGroups(); err != nil {
-			return err
-		}
-		if snap.Machines, err = tx.ListMachines(store.MachineFilter{LiveOnly: true}); err != nil {
-			return err
-		}
-		if snap.Replicas, err = tx.ListReplicas(store.ReplicaFilter{}); err != nil {
-			return err
-		}
+		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
+		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
 		if snap.SecretRevisions, err = secretRevisions(tx); err != nil {
 			return err
 		}
 		if take {
-			if err := c.feed.read(tx); err != nil {
-				return err
-			}
+			return c.feed.read(tx)
 		}
-		entries, err = tx.ListMemory()
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, decide.Memory{}, err

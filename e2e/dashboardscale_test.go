@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	neturl "net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,54 @@ func BenchmarkListReplicasFirstPage(b *testing.B) {
 			}
 		}
 	})
+}
+
+// `gantry get replicas` reads the fleet --chunk-size at a time (kubectl's
+// habit: no answer holds the whole fleet), and lists every replica once,
+// in order, whatever the chunk.
+func TestGetReadsReplicasInChunks(t *testing.T) {
+	url, token, st := inProcessServer(t)
+	fillFleet(t, st, 3, 10)
+	whole := ""
+	for _, chunk := range []string{"0", "7", "30", "500"} {
+		before := apiRequests(t, url, "GET /v1/replicas")
+		out, errOut, code := runGantry(t, "--server", url, "--token", token, "get", "replicas", "--chunk-size", chunk, "-o", "name")
+		if code != 0 {
+			t.Fatalf("--chunk-size %s: exit %d %s", chunk, code, errOut)
+		}
+		if n := strings.Count(out, "\n"); n != 30 {
+			t.Fatalf("--chunk-size %s: %d replicas, want 30:\n%s", chunk, n, out)
+		}
+		if whole == "" {
+			whole = out
+		} else if out != whole {
+			t.Fatalf("--chunk-size %s lists otherwise than one request:\n%s\nwant:\n%s", chunk, out, whole)
+		}
+		want := map[string]float64{"0": 1, "7": 5, "30": 2, "500": 1}[chunk]
+		if got := apiRequests(t, url, "GET /v1/replicas") - before; got != want {
+			t.Errorf("--chunk-size %s: %v requests, want %v", chunk, got, want)
+		}
+	}
+	if _, errOut, code := runGantry(t, "--server", url, "--token", token, "get", "replicas", "--chunk-size", "-1"); code == 0 || !strings.Contains(errOut, "--chunk-size") {
+		t.Fatalf("--chunk-size -1: exit %d %s, want an error naming the flag", code, errOut)
+	}
+}
+
+// apiRequests is how many requests of a route the server answered 200.
+func apiRequests(t *testing.T, url, route string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	prefix := `gantry_api_requests_total{code="200",route="` + route + `"} `
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -117,6 +117,10 @@ type Tx interface {
 	// GetMachine and ListMachines report the later of this and the
 	// machine's own LastHeartbeat. An older time never replaces a newer.
 	PutLiveness(beats map[string]time.Time) error
+	// ListLiveness is the heartbeats PutLiveness recorded, by machine
+	// (what a copy of the machines kept from the feed, which carries no
+	// heartbeats, lays over them).
+	ListLiveness() (map[string]time.Time, error)
 
 	// MachineWork reads a machine with the replicas on it and those
 	// leaving it (as ListReplicas with Machine and with PreviousMachine),

@@ -7,6 +7,7 @@
 package decidetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -160,7 +161,11 @@ func (h *Harness) Step(d time.Duration) { h.Now = h.Now.Add(d) }
 // Decide runs one pass at the harness's time and keeps its memory.
 func (h *Harness) Decide() decide.Plan {
 	h.T.Helper()
+	before := snapshotJSON(h.T, h.Snap)
 	plan := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+	if after := snapshotJSON(h.T, h.Snap); after != before {
+		h.T.Fatalf("decide changed its snapshot: a server's view shares the snapshot's objects between passes")
+	}
 	h.Memory = plan.Memory
 	h.Events = append(h.Events, plan.Events...)
 	h.Snap.Inventories = map[string]decide.Inventory{}
@@ -278,4 +283,14 @@ func (h *Harness) steady() bool {
 func quiet(p decide.Plan) bool {
 	return len(p.CreateReplicas)+len(p.Reverts)+len(p.DeleteReplicas)+len(p.RetireReplicas)+len(p.EndMoves)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
 		len(p.Drains)+len(p.Terminates)+len(p.TerminateCalls)+len(p.Assignments)+len(p.Evictions)+len(p.Unreachable)+len(p.Adoptions)+len(p.Orphans) == 0
+}
+
+// snapshotJSON is the snapshot's objects as JSON (decide must leave them
+// as they are).
+func snapshotJSON(t testing.TB, s *decide.Snapshot) string {
+	data, err := json.Marshal([]any{s.Clusters, s.Services, s.FailoverGroups, s.Machines, s.Replicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

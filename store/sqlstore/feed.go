@@ -138,9 +138,26 @@ func (t *tx) record(c store.Change) error {
 // pruneChanges drops the changes made before cutoff, but never the
 // newest (it holds the store's revision), and moves the compacted
 // revision up to the last dropped.
+// pruneBatch bounds the changes one prune looks at (pruning runs every
+// few writes, so a backlog goes in a few of them).
+const pruneBatch = 10000
+
 func (t *tx) pruneChanges(cutoff, newest int64) error {
+	// Changes are kept in revision order, and (but for commits racing on
+	// a shared store) in time order too: the oldest tells whether any is
+	// due, and the due ones are at the start. Both reads walk the
+	// revision index from its start; neither scans the log.
+	var oldest int64
+	err := t.queryRow(`SELECT at FROM changes ORDER BY revision LIMIT 1`).Scan(&oldest)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && oldest >= cutoff {
+		return nil
+	}
+	if err != nil {
+		return t.dialect.failure("prune changes", err)
+	}
 	var last int64
-	if err := t.queryRow(`SELECT COALESCE(MAX(revision), 0) FROM changes WHERE at < ? AND revision < ?`, cutoff, newest).Scan(&last); err != nil {
+	if err := t.queryRow(`SELECT COALESCE(MAX(revision), 0) FROM (SELECT revision, at FROM changes ORDER BY revision LIMIT ?) AS head WHERE at < ? AND revision < ?`,
+		pruneBatch, cutoff, newest).Scan(&last); err != nil {
 		return t.dialect.failure("prune changes", err)
 	}
 	if last == 0 {

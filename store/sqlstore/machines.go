@@ -97,6 +97,27 @@ func (t *tx) PutLiveness(beats map[string]time.Time) error {
 	return nil
 }
 
+func (t *tx) ListLiveness() (map[string]time.Time, error) {
+	rows, err := t.query(`SELECT machine_id, at FROM liveness`)
+	if err != nil {
+		return nil, t.dialect.failure("list liveness", err)
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var id string
+		var at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, t.dialect.failure("list liveness", err)
+		}
+		out[id] = time.Unix(0, at).UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.dialect.failure("list liveness", err)
+	}
+	return out, nil
+}
+
 // livenessChunk is how many heartbeats one statement records: a power of
 // two up to 256, so that a handful of statements are ever prepared.
 func livenessChunk(pending int) int {

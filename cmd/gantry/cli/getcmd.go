@@ -26,7 +26,12 @@ type getOptions struct {
 	watch     bool
 	since     time.Duration
 	poll      time.Duration
+	chunkSize int
 }
+
+// defaultChunkSize is kubectl's: machines and replicas are read 500 at a
+// time.
+const defaultChunkSize = 500
 
 func newGetCmd(g *globals) *cobra.Command {
 	var o getOptions
@@ -38,6 +43,9 @@ func newGetCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(o.output); err != nil {
 				return err
+			}
+			if o.chunkSize < 0 {
+				return fmt.Errorf("--chunk-size %d: want 0 (one request) or more", o.chunkSize)
 			}
 			kind, err := canonicalKind(args[0])
 			if err != nil {
@@ -69,6 +77,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print table rows without the header")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after the list, print each change as it happens")
 	f.DurationVar(&o.since, "since", 0, "events: only those newer than this (such as 10m)")
+	f.IntVar(&o.chunkSize, "chunk-size", defaultChunkSize, "read machines and replicas this many at a time, all at one revision (0: in one request)")
 	f.DurationVar(&o.poll, "poll-interval", time.Second, "how often -w reads events and secrets (the other kinds are watched, not polled)")
 	return cmd
 }
@@ -92,7 +101,7 @@ type item struct {
 }
 
 func (q *getQuery) fetch(ctx context.Context) ([]item, error) {
-	objs, err := fetchObjects(ctx, q.c, q.kind, q.name, q.afterID)
+	objs, err := fetchObjects(ctx, q.c, q.kind, q.name, q.afterID, q.opts.chunkSize)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// fetchObjects reads one kind (or one object of it); events after an id.
-func fetchObjects(ctx context.Context, c *client.Client, kind, name string, afterEvent int64) ([]any, error) {
+// fetchObjects reads one kind (or one object of it); events after an id;
+// machines and replicas chunk at a time (0: in one request).
+func fetchObjects(ctx context.Context, c *client.Client, kind, name string, afterEvent int64, chunk int) ([]any, error) {
 	switch kind {
 	case "clusters":
 		list, err := listOrOne(ctx, name, c.ListClusters, c.GetCluster)
@@ -20,10 +21,12 @@ func fetchObjects(ctx context.Context, c *client.Client, kind, name string, afte
 		list, err := listOrOne(ctx, name, c.ListServices, c.GetService)
 		return anySlice(list), err
 	case "machines":
-		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Machine, error) { return c.ListMachines(ctx, "") }, c.GetMachine)
+		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Machine, error) { return c.ListMachinesInChunks(ctx, "", chunk) }, c.GetMachine)
 		return anySlice(list), err
 	case "replicas":
-		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Replica, error) { return c.ListReplicas(ctx, "") }, c.GetReplica)
+		list, err := listOrOne(ctx, name, func(ctx context.Context) ([]api.Replica, error) {
+			return c.ListReplicasInChunks(ctx, client.ReplicaQuery{}, chunk)
+		}, c.GetReplica)
 		return anySlice(list), err
 	case "secrets":
 		list, err := listOrOne(ctx, name, c.ListSecrets, c.GetSecret)
@@ -187,7 +190,7 @@ func namesOnServer(ctx context.Context, g *globals, kind, prefix string) []strin
 	if err != nil {
 		return nil
 	}
-	objs, err := fetchObjects(ctx, c, kind, "", 0)
+	objs, err := fetchObjects(ctx, c, kind, "", 0, defaultChunkSize)
 	if err != nil {
 		return nil
 	}

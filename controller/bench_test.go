@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/provisioner/fake"
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/view"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// BenchmarkPassSteady is a whole pass (read, decide, act) of a leader on
+// a SQLite store holding a steady fleet, where nothing is to be done:
+// what the leader pays every interval. "view" reads the changes since
+// the last pass (none); "reread" reads the whole store, as every pass did
+// before the view:
+//
+//	go test ./controller -run '^$' -bench PassSteady -benchtime 5x -count 6 -timeout 30m
+func BenchmarkPassSteady(b *testing.B) {
+	for _, size := range []struct{ machines, services int }{{1000, 100}, {10000, 1000}} {
+		c := steadyFleet(b, size.machines, size.services)
+		name := fmt.Sprintf("machines=%d/replicas=%d", size.machines, size.services*100)
+		b.Run(name+"/view", func(b *testing.B) { benchPass(b, c, false) })
+		b.Run(name+"/reread", func(b *testing.B) { benchPass(b, c, true) })
+	}
+}
+
+func benchPass(b *testing.B, c *Controller, reread bool) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if reread {
+			c.view = view.New(c.cfg.ViewBatch)
+		}
+		plan, err := c.pass(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(plan.Assignments) + len(plan.Launches) + len(plan.CreateReplicas) + len(plan.Terminates); n != 0 {
+			b.Fatalf("a steady fleet's pass decided %d changes", n)
+		}
+	}
+}
+
+// steadyFleet stores machines machines of the harness provider running
+// services services of 100 replicas each, and returns a controller on it
+// whose first pass (the view's first read) is done.
+func steadyFleet(b *testing.B, machines, services int) *Controller {
+	b.Helper()
+	h := decidetest.New(b)
+	h.Cluster("c", decidetest.Group("g", "large", 0, 2*machines))
+	ids := make([]string, 0, machines)
+	for range machines {
+		ids = append(ids, h.Machine("c", "g", "large").ID)
+	}
+	for s := range services {
+		name := fmt.Sprintf("svc%d", s)
+		h.Service(name, "c", 100, "100m", "64Mi")
+		for i := range 100 {
+			h.Replica(name, i, ids[(s*100+i)%len(ids)])
+		}
+	}
+	clk := clocktesting.NewFakeClock(h.Now)
+	cfg := sqlite.DefaultConfig(filepath.Join(b.TempDir(), "gantry.db"))
+	cfg.Now = clk.Now
+	db, err := sqlite.Open(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	err = db.Update(context.Background(), func(tx store.Tx) error {
+		for _, cl := range h.Snap.Clusters {
+			if err := tx.PutCluster(cl); err != nil {
+				return err
+			}
+		}
+		for _, s := range h.Snap.Services {
+			if err := tx.PutService(s); err != nil {
+				return err
+			}
+		}
+		for _, m := range h.Snap.Machines {
+			if err := tx.CreateMachine(m); err != nil {
+				return err
+			}
+		}
+		for _, r := range h.Snap.Replicas {
+			if err := tx.PutReplica(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := auth.NewSigner([]byte(auth.NewKey()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := registry.New(nil, registry.Static(fake.New(decidetest.Provider, decidetest.Catalog(), clk), "process"))
+	ccfg := DefaultConfig()
+	ccfg.Decide.Planner.MaxRemovals = 0
+	c := New(ccfg, Deps{Store: db, Registry: reg, Signer: signer, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		LivenessSince: func() time.Time { return h.Now.Add(-time.Hour) }})
+	// Listed just now: no pass lists the provider (whose fake holds none
+	// of these instances) while the clock stands still.
+	c.observed.listedAt[decidetest.Provider] = h.Now
+	for range 2 { // the first pass records the deployments as complete
+		if _, err := c.pass(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c
+}

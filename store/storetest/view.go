@@ -1,0 +1,150 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/view"
+)
+
+// RunView checks a server's view of the store (package view) against the
+// store itself: for seeded random sequences of writes (objects made,
+// changed, moved out of the view and deleted; memory set, set to what it
+// holds, deleted; heartbeats, which are not in the feed), the view synced in a read transaction holds exactly
+// what that transaction lists; with a retention that compacts the feed
+// at once, the view reads the store again and still agrees.
+func RunView(t *testing.T, open func(t *testing.T, retention time.Duration) store.Store) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("FollowsTheStore/seed=%d", seed), func(t *testing.T) {
+			loads := testViewFollows(t, open(t, time.Hour), seed, 4)
+			if loads != 1 {
+				t.Errorf("the view read the whole store %d times, want once (it follows the feed)", loads)
+			}
+		})
+	}
+	t.Run("ReloadsWhenCompacted", func(t *testing.T) {
+		if loads := testViewFollows(t, open(t, time.Nanosecond), 9, 30); loads < 2 {
+			t.Errorf("the view read the whole store %d times through a compacted feed, want it again after a compaction", loads)
+		}
+	})
+}
+
+// testViewFollows writes rounds of random changes, syncing the view and
+// comparing after each round; it returns how many full reads the view
+// made.
+func testViewFollows(t *testing.T, s store.Store, seed uint64, batch int) int {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, seed))
+	v := view.New(batch)
+	w := &randomWriter{rng: rng, beat: time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)}
+	for round := range 40 {
+		must(t, s.Update(ctx, func(tx store.Tx) error {
+			var errs []error
+			for range 1 + rng.IntN(12) {
+				errs = append(errs, w.write(tx))
+			}
+			return errors.Join(errs...)
+		}))
+		if rng.IntN(3) == 0 && round != 39 {
+			continue // several rounds between syncs, as between passes
+		}
+		must(t, s.View(ctx, func(tx store.Tx) error {
+			got, err := v.Sync(tx)
+			if err != nil {
+				return err
+			}
+			want, err := listAll(tx)
+			if err != nil {
+				return err
+			}
+			if g, w := snapshotJSON(t, got), snapshotJSON(t, want); g != w {
+				t.Fatalf("round %d: the view\n%s\nthe store\n%s", round, g, w)
+			}
+			return nil
+		}))
+	}
+	return v.Loads()
+}
+
+// listAll is what the view must hold: the store's lists in tx.
+func listAll(tx store.Tx) (view.Snapshot, error) {
+	var s view.Snapshot
+	var errs [6]error
+	s.Revision, _ = tx.Revision()
+	s.Clusters, errs[0] = tx.ListClusters()
+	s.Services, errs[1] = tx.ListServices()
+	s.FailoverGroups, errs[2] = tx.ListFailoverGroups()
+	s.Machines, errs[3] = tx.ListMachines(store.MachineFilter{LiveOnly: true})
+	s.Replicas, errs[4] = tx.ListReplicas(store.ReplicaFilter{})
+	s.Memory, errs[5] = tx.ListMemory()
+	return s, errors.Join(errs[:]...)
+}
+
+func snapshotJSON(t *testing.T, s view.Snapshot) string {
+	t.Helper()
+	if s.Memory == nil {
+		s.Memory = map[string]string{}
+	}
+	data, err := json.MarshalIndent(s, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// randomWriter makes one random write of a fed kind.
+type randomWriter struct {
+	rng      *rand.Rand
+	machines int
+	beat     time.Time
+}
+
+func (w *randomWriter) write(tx store.Tx) error {
+	n := fmt.Sprint(w.rng.IntN(6))
+	switch w.rng.IntN(10) {
+	case 0:
+		return tx.PutCluster(&api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: "c" + n}, Spec: api.ClusterSpec{ContainerCIDR: "10." + n + ".0.0/16"}})
+	case 1:
+		return tx.PutService(&api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: "s" + n}, Spec: api.ServiceSpec{Cluster: "c1", Replicas: new(w.rng.IntN(9))}})
+	case 2:
+		return tx.DeleteService("s" + n)
+	case 3:
+		return tx.PutFailoverGroup(&api.FailoverGroup{Kind: api.KindFailoverGroup, Metadata: api.ObjectMeta{Name: "g" + n}, Spec: api.FailoverGroupSpec{Primary: api.FailoverSide{Cluster: "c" + n}}})
+	case 4:
+		w.machines++
+		return tx.CreateMachine(&api.Machine{ID: fmt.Sprintf("m%03d", w.machines), Cluster: "c1", FleetState: api.FleetReady})
+	case 5:
+		m, err := tx.GetMachine(fmt.Sprintf("m%03d", 1+w.rng.IntN(max(w.machines, 1))))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// Terminated leaves the view (it lists live machines only).
+		m.FleetState = []api.FleetState{api.FleetReady, api.FleetDraining, api.FleetTerminated}[w.rng.IntN(3)]
+		return tx.PutMachine(m)
+	case 6:
+		r := &api.Replica{ID: "s" + n + "-" + fmt.Sprint(w.rng.IntN(4)), Service: "s" + n, Cluster: "c1",
+			State: []api.ReplicaState{api.ReplicaPending, api.ReplicaRunning}[w.rng.IntN(2)]}
+		return tx.PutReplica(r)
+	case 7:
+		return tx.DeleteReplica("s" + n + "-" + fmt.Sprint(w.rng.IntN(4)))
+	case 8:
+		// A heartbeat: not in the feed, and in the view all the same.
+		w.beat = w.beat.Add(time.Duration(1+w.rng.IntN(5)) * time.Second)
+		return tx.PutLiveness(map[string]time.Time{fmt.Sprintf("m%03d", 1+w.rng.IntN(max(w.machines, 1))): w.beat})
+	default:
+		if w.rng.IntN(3) == 0 {
+			return tx.DeleteMemory("k" + n)
+		}
+		return tx.PutMemory("k"+n, fmt.Sprint(w.rng.IntN(3)))
+	}
+}

@@ -1,0 +1,291 @@
+// Package view is a server's in-memory copy of the store's declared and
+// observed objects (clusters, services, failover groups, live machines,
+// replicas and the control loop's memory), kept current from the change
+// feed: an informer. Sync brings it to a read transaction's snapshot by
+// reading only the changes since its revision (the whole store once, and
+// again when the feed was compacted past it), so a reader that used to
+// list the world each time reads a few rows.
+//
+// The objects it hands out are shared between readers and between
+// syncs: a change replaces an object, never edits it, and readers must
+// not change them (decide does not: its harness checks).
+package view
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// DefaultBatch is how many changes one read of the feed takes.
+const DefaultBatch = 1000
+
+// View is the copy. Its zero value is not ready: use New.
+type View struct {
+	batch int
+
+	mu     sync.Mutex
+	loaded bool
+	rev    int64
+	// Loads counts full reads of the store (the first, and one after
+	// each compaction that passed the view).
+	loads    int
+	clusters map[string]*api.Cluster
+	services map[string]*api.Service
+	groups   map[string]*api.FailoverGroup
+	machines map[string]*api.Machine // live ones
+	replicas map[string]*api.Replica
+	memory   map[string]string
+	// sorted are the lists as the store would return them, made again
+	// only after a change of their kind.
+	sorted sortedLists
+}
+
+type sortedLists struct {
+	clusters []*api.Cluster
+	services []*api.Service
+	groups   []*api.FailoverGroup
+	machines []*api.Machine
+	replicas []*api.Replica
+	memory   map[string]string
+}
+
+// New returns an empty view that reads batch changes at a time (0:
+// DefaultBatch).
+func New(batch int) *View {
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	return &View{batch: batch}
+}
+
+// Snapshot is the view at one revision: the store's lists, ordered as
+// its List calls order them (clusters, services and groups by name,
+// machines by id, replicas by service and id). Nothing in it may be
+// changed.
+type Snapshot struct {
+	Revision       int64
+	Clusters       []*api.Cluster
+	Services       []*api.Service
+	FailoverGroups []*api.FailoverGroup
+	// Machines are the live machines.
+	Machines []*api.Machine
+	Replicas []*api.Replica
+	Memory   map[string]string
+}
+
+// Sync brings the view to tx's snapshot and returns it. Heartbeats are
+// not in the feed: each sync reads them (one small row per machine) and
+// the snapshot's machines are copies carrying them, as ListMachines
+// reports them; a reader may change those copies.
+func (v *View) Sync(tx store.Tx) (Snapshot, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.update(tx); err != nil {
+		v.loaded = false
+		return Snapshot{}, err
+	}
+	beats, err := tx.ListLiveness()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap := v.snapshot()
+	snap.Machines = withHeartbeats(snap.Machines, beats)
+	return snap, nil
+}
+
+// withHeartbeats copies machines with the later of their own heartbeat
+// and the recorded one.
+func withHeartbeats(machines []*api.Machine, beats map[string]time.Time) []*api.Machine {
+	if len(machines) == 0 {
+		return nil
+	}
+	out := make([]*api.Machine, len(machines))
+	copies := make([]api.Machine, len(machines))
+	for i, m := range machines {
+		copies[i] = *m
+		if at, ok := beats[m.ID]; ok && (m.LastHeartbeat == nil || at.After(*m.LastHeartbeat)) {
+			copies[i].LastHeartbeat = &at
+		}
+		out[i] = &copies[i]
+	}
+	return out
+}
+
+// Loads is how many times the view read the whole store.
+func (v *View) Loads() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.loads
+}
+
+func (v *View) update(tx store.Tx) error {
+	if v.loaded {
+		err := v.follow(tx)
+		if !errors.Is(err, store.ErrCompacted) {
+			return err
+		}
+	}
+	return v.load(tx)
+}
+
+// load reads the whole store.
+func (v *View) load(tx store.Tx) error {
+	v.loaded = false
+	rev, err := tx.Revision()
+	if err != nil {
+		return err
+	}
+	clusters, err := tx.ListClusters()
+	if err != nil {
+		return err
+	}
+	services, err := tx.ListServices()
+	if err != nil {
+		return err
+	}
+	groups, err := tx.ListFailoverGroups()
+	if err != nil {
+		return err
+	}
+	machines, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
+	if err != nil {
+		return err
+	}
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{})
+	if err != nil {
+		return err
+	}
+	memory, err := tx.ListMemory()
+	if err != nil {
+		return err
+	}
+	v.clusters = byKey(clusters, func(c *api.Cluster) string { return c.Metadata.Name })
+	v.services = byKey(services, func(s *api.Service) string { return s.Metadata.Name })
+	v.groups = byKey(groups, func(g *api.FailoverGroup) string { return g.Metadata.Name })
+	v.machines = byKey(machines, func(m *api.Machine) string { return m.ID })
+	v.replicas = byKey(replicas, func(r *api.Replica) string { return r.ID })
+	v.memory = maps.Clone(memory)
+	if v.memory == nil {
+		v.memory = map[string]string{}
+	}
+	v.sorted = sortedLists{clusters: clusters, services: services, groups: groups, machines: machines, replicas: replicas, memory: maps.Clone(v.memory)}
+	v.rev, v.loaded = rev, true
+	v.loads++
+	return nil
+}
+
+// follow applies the changes since the view's revision.
+func (v *View) follow(tx store.Tx) error {
+	for {
+		changes, err := tx.Changes(store.ChangeFilter{After: v.rev, Limit: v.batch})
+		if err != nil {
+			return err
+		}
+		for _, c := range changes {
+			if err := v.apply(c); err != nil {
+				return err
+			}
+			v.rev = c.Revision
+		}
+		if len(changes) < v.batch {
+			return nil
+		}
+	}
+}
+
+func (v *View) apply(c store.Change) error {
+	var err error
+	switch c.Kind {
+	case store.FeedCluster:
+		err = put(v.clusters, c, func(*api.Cluster) bool { return true })
+		v.sorted.clusters = nil
+	case store.FeedService:
+		err = put(v.services, c, func(*api.Service) bool { return true })
+		v.sorted.services = nil
+	case store.FeedFailoverGroup:
+		err = put(v.groups, c, func(*api.FailoverGroup) bool { return true })
+		v.sorted.groups = nil
+	case store.FeedMachine:
+		err = put(v.machines, c, (*api.Machine).Live)
+		v.sorted.machines = nil
+	case store.FeedReplica:
+		err = put(v.replicas, c, func(*api.Replica) bool { return true })
+		v.sorted.replicas = nil
+	case store.FeedMemory:
+		if c.Deleted {
+			delete(v.memory, c.Name)
+		} else {
+			v.memory[c.Name] = string(c.Data)
+		}
+		v.sorted.memory = nil
+	}
+	if err != nil {
+		return fmt.Errorf("view: change %d (%s %s): %w", c.Revision, c.Kind, c.Name, err)
+	}
+	return nil
+}
+
+// put replaces (or removes) the object a change names; keep says whether
+// the object as written belongs in the view.
+func put[T any](objects map[string]*T, c store.Change, keep func(*T) bool) error {
+	delete(objects, c.Name)
+	if c.Deleted {
+		return nil
+	}
+	obj := new(T)
+	if err := json.Unmarshal(c.Data, obj); err != nil {
+		return err
+	}
+	if keep(obj) {
+		objects[c.Name] = obj
+	}
+	return nil
+}
+
+// snapshot makes again the lists a change touched.
+func (v *View) snapshot() Snapshot {
+	s := &v.sorted
+	if s.clusters == nil {
+		s.clusters = sortedBy(v.clusters, func(a, b *api.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	}
+	if s.services == nil {
+		s.services = sortedBy(v.services, func(a, b *api.Service) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	}
+	if s.groups == nil {
+		s.groups = sortedBy(v.groups, func(a, b *api.FailoverGroup) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	}
+	if s.machines == nil {
+		s.machines = sortedBy(v.machines, func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	if s.replicas == nil {
+		s.replicas = sortedBy(v.replicas, func(a, b *api.Replica) int {
+			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
+		})
+	}
+	if s.memory == nil {
+		s.memory = maps.Clone(v.memory)
+	}
+	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
+		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory}
+}
+
+func byKey[T any](list []*T, key func(*T) string) map[string]*T {
+	out := make(map[string]*T, len(list))
+	for _, o := range list {
+		out[key(o)] = o
+	}
+	return out
+}
+
+func sortedBy[T any](objects map[string]*T, compare func(a, b *T) int) []*T {
+	return slices.SortedFunc(maps.Values(objects), compare)
+}
