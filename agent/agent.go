@@ -327,6 +327,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	go a.serveLogRequests(logCtx)
 	go a.watchNames(logCtx)
+	go a.watchAssignments(logCtx)
 	ingressDone := make(chan struct{})
 	go func() {
 		defer close(ingressDone)

@@ -188,3 +188,13 @@ type LogRequest struct {
 	// Tail is the number of lines from the end; -1 for all.
 	Tail int `json:"tail"`
 }
+
+// AssignmentsWait answers an agent's poll for a change of its
+// assignments.
+type AssignmentsWait struct {
+	// Revision is what the next poll names as since.
+	Revision int64 `json:"revision,string"`
+	// Changed: the machine's assignments may have changed; the agent
+	// heartbeats for them.
+	Changed bool `json:"changed"`
+}

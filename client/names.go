@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -34,6 +35,19 @@ func (c *Client) MachineNamesDelta(ctx context.Context, machineID, version strin
 func (c *Client) machineNames(ctx context.Context, machineID string, q url.Values) (*api.ClusterNames, error) {
 	var out api.ClusterNames
 	if err := c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/names?"+q.Encode(), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitAssignments is an agent's poll for a change of its machine's
+// assignments after revision since (0: answered at once, with the
+// revision to poll from); the server holds it until the change, or for
+// its own wait.
+func (c *Client) WaitAssignments(ctx context.Context, machineID string, since int64) (*api.AssignmentsWait, error) {
+	var out api.AssignmentsWait
+	q := url.Values{"since": {strconv.FormatInt(since, 10)}}
+	if err := c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/assignments/wait?"+q.Encode(), &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

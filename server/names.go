@@ -284,10 +284,13 @@ func (s *Server) refreshNamesOf(ctx context.Context, clusters map[string]bool) {
 
 // touchedClusters reads the changes after rev: the clusters whose names
 // they may change (all: every one's, for a change of a failover group or
-// of the control loop's memory), and the revision read up to.
+// of the control loop's memory), and the revision read up to. It notes
+// the machines whose assignments they may change (assignmentWakes).
 func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[string]bool, all bool, next int64, err error) {
 	touched = map[string]bool{}
 	for {
+		machines := map[string]bool{}
+		var gone []string
 		var changes []store.Change
 		err := s.store.View(ctx, func(tx store.Tx) error {
 			var err error
@@ -310,12 +313,25 @@ func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[st
 					Spec    struct {
 						Cluster string `json:"cluster"`
 					} `json:"spec"`
+					Machine         string         `json:"machine"`
+					PreviousMachine string         `json:"previousMachine"`
+					FleetState      api.FleetState `json:"fleetState"`
 				}
 				if json.Unmarshal(c.Data, &o) == nil {
 					touched[o.Cluster+o.Spec.Cluster] = true
 				}
+				switch c.Kind {
+				case store.FeedMachine:
+					machines[c.Name] = true
+					if c.Deleted || o.FleetState == api.FleetTerminated {
+						gone = append(gone, c.Name)
+					}
+				case store.FeedReplica:
+					s.wakes.replicaAt(c.Name, o.Machine, o.PreviousMachine, c.Deleted, machines)
+				}
 			}
 		}
+		s.wakes.noted(rev, machines, gone)
 		if len(changes) < s.cfg.Watch.Batch {
 			return touched, all, rev, nil
 		}

@@ -263,6 +263,8 @@ type Server struct {
 	http      *http.Server
 	logs      *logHub
 	names     *namesHub
+	// wakes tell agents their assignments changed.
+	wakes *assignmentWakes
 	// fleetViews keep the replicas and machines of the clusters names
 	// are computed for.
 	fleetViews *fleetViews
@@ -310,6 +312,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.fleetViews = newFleetViews(cfg.Watch.Batch)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
+	s.wakes = newAssignmentWakes()
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {
 		st.Close()
@@ -662,6 +665,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/machines/{id}/assignments", roleMachine, s.handleAssignments},
 		{"GET /v1/machines/{id}/log-requests", roleMachine, s.handleLogRequests},
 		{"GET /v1/machines/{id}/names", roleMachine, s.handleMachineNames},
+		{"GET /v1/machines/{id}/assignments/wait", roleMachine, s.handleAssignmentsWait},
 		{"POST /v1/machines/{id}/log-streams/{stream}", roleMachine, s.handleLogChunk},
 	}
 }

@@ -87,6 +87,7 @@ func Operations() []Operation {
 		{Method: "POST", Path: "/v1/join", Summary: "Exchange a join token for a machine credential", Request: api.JoinRequest{}, Response: api.JoinResponse{}},
 		{Method: "POST", Path: "/v1/machines/{id}/heartbeat", Summary: "Report replica status; returns the machine's assignments", Auth: "machine", Request: api.HeartbeatRequest{}, Response: api.HeartbeatResponse{}},
 		{Method: "GET", Path: "/v1/machines/{id}/assignments", Summary: "The replicas assigned to a machine", Auth: "machine", Response: list[api.Assignment]{}},
+		{Method: "GET", Path: "/v1/machines/{id}/assignments/wait", Summary: "Long poll: answered once the machine's assignments may have changed after revision since (0: at once), or after the server's wait", Auth: "machine", Response: api.AssignmentsWait{}, Query: []string{"since"}},
 		{Method: "GET", Path: "/v1/replicas/{id}/logs", Summary: "Stream a replica's output (text), relayed from its machine's agent", Auth: "admin", Response: "", Query: []string{"follow", "tail"}},
 		{Method: "GET", Path: "/v1/machines/{id}/log-requests", Summary: "Long poll: the log requests waiting for this machine's agent", Auth: "machine", Response: list[api.LogRequest]{}},
 		{Method: "GET", Path: "/v1/machines/{id}/names", Summary: "Long poll: the DNS names of the machine's cluster, once their version differs from version (with delta=true: the difference from version, when the server still keeps it)", Auth: "machine", Response: api.ClusterNames{}, Query: []string{"version", "delta"}},
