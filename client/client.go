@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/planner"
 )
 
 // Client talks to a server with one bearer token. Given several servers
@@ -247,8 +246,8 @@ func (c *Client) DiffApply(ctx context.Context, file []byte) (*api.ApplyResult, 
 
 // Plan asks the server for the dry run of a spec file: what its control
 // loop would do with the file's resources in place of the live ones.
-func (c *Client) Plan(ctx context.Context, file []byte) (*planner.Plan, error) {
-	var out planner.Plan
+func (c *Client) Plan(ctx context.Context, file []byte) (*api.CapacityPlan, error) {
+	var out api.CapacityPlan
 	err := c.do(ctx, http.MethodPost, "/v1/plan", "application/yaml", bytes.NewReader(file), &out)
 	return &out, err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/view"
+	"github.com/gantry-dev/gantry/target"
 	"k8s.io/utils/clock"
 )
 
@@ -84,7 +85,7 @@ type Deps struct {
 	Leading func() bool
 	// Kubernetes, when set, is what the Kubernetes clusters' watches know
 	// (decide.Snapshot.Kubernetes).
-	Kubernetes func() map[string]decide.KubernetesObservation
+	Kubernetes func() map[string]target.KubernetesObservation
 	// AfterPass, when set, is called after every pass.
 	AfterPass func()
 	// Heartbeats, when set, lays the heartbeats this server holds in

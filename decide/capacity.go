@@ -8,6 +8,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/scheduler"
@@ -193,7 +194,7 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 		}
 		prov := p.snap.Providers[cl.Spec.Provider.Name]
 		for _, g := range cl.Spec.CapacityGroups {
-			types, err := planner.GroupTypes(cp.Catalog, g)
+			types, err := provisioner.GroupTypes(cp.Catalog, g)
 			if err != nil {
 				continue
 			}

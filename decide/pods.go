@@ -3,12 +3,12 @@ package decide
 import (
 	"cmp"
 	"fmt"
-	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/target"
 )
 
 // pods is the target of clusters whose replicas run as Pods in an existing
@@ -20,19 +20,9 @@ import (
 // replicas and reports their state.
 type pods struct{}
 
-// KubernetesObservation is what a Kubernetes cluster's watch knows of it.
-type KubernetesObservation struct {
-	// RuntimeClassesListed: RuntimeClasses holds the cluster's
-	// RuntimeClasses; otherwise ListError says why they are unknown.
-	RuntimeClassesListed bool
-	RuntimeClasses       map[string]bool
-	ListError            string
-	// ErrKind and Error are the last failed call to its API server, since
-	// At; both are empty once a call succeeds again.
-	ErrKind provisioner.ErrorKind
-	Error   string
-	At      time.Time
-}
+// KubernetesObservation is what a Kubernetes cluster's watch knows
+// (package target: the watches make it, decisions read it).
+type KubernetesObservation = target.KubernetesObservation
 
 // Decide places the clusters' pending replicas as Pods and keeps each
 // cluster's KubernetesReady condition.

@@ -68,7 +68,7 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Mach
 	sm := &scheduler.Machine{
 		ID: m.ID, Cluster: m.Cluster, Group: m.Group, Zone: m.Zone, CapacityType: m.CapacityType, Labels: m.Labels,
 		Runtimes: m.Runtimes, PricePerHour: m.PricePerHour, ServiceCount: map[string]int{},
-		Allocatable: planner.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
+		Allocatable: api.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
 	}
 	if m.JoinState != api.JoinJoined {
 		sm.Runtimes = p.snap.Providers[m.Provider].Runtimes

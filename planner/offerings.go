@@ -71,7 +71,7 @@ func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable 
 	idx := &offeringIndex{plain: map[string][]*candidate{}, gpu: map[string][]*candidate{}, missing: map[string]string{}}
 	for _, g := range groups {
 		for _, it := range g.Types {
-			alloc := Allocatable(it.Resources(), g.Reserved)
+			alloc := api.Allocatable(it.Resources(), g.Reserved)
 			if alloc.MilliCPU == 0 || alloc.MemoryBytes == 0 {
 				continue
 			}

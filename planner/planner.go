@@ -97,67 +97,15 @@ type Subnets struct {
 	Free int
 }
 
-// NewMachine is a machine the plan adds.
-type NewMachine struct {
-	Key          string   `json:"key"`
-	Cluster      string   `json:"cluster"`
-	Group        string   `json:"group"`
-	InstanceType string   `json:"instanceType"`
-	Zone         string   `json:"zone"`
-	CapacityType string   `json:"capacityType"`
-	PricePerHour float64  `json:"pricePerHour"`
-	Reason       string   `json:"reason"`
-	Replicas     []string `json:"replicas"`
-}
-
-// Removal is a machine the plan drains and removes.
-type Removal struct {
-	MachineID    string  `json:"machine"`
-	Cluster      string  `json:"cluster"`
-	Group        string  `json:"group"`
-	PricePerHour float64 `json:"pricePerHour"`
-	Reason       string  `json:"reason"`
-	// ReplacedBy names the new machine that takes its replicas, if any.
-	ReplacedBy string `json:"replacedBy,omitempty"`
-	// Stop: the machine is stopped into the warm pool, not terminated.
-	Stop bool `json:"stop,omitempty"`
-}
-
-// ReplicaPlacement is where the plan puts a pending replica.
-type ReplicaPlacement struct {
-	Replica string `json:"replica"`
-	// Machine is an existing machine's id or a new machine's key.
-	Machine string `json:"machine"`
-	GPUs    []int  `json:"gpus,omitempty"`
-	TEE     bool   `json:"tee,omitempty"`
-	Note    string `json:"note,omitempty"`
-}
-
-// PendingReplica is a replica the plan cannot place.
-type PendingReplica struct {
-	Replica string `json:"replica"`
-	Reason  string `json:"reason"`
-}
-
-// Plan is what the fleet should do, and what it costs.
-type Plan struct {
-	Add        []NewMachine       `json:"add"`
-	Remove     []Removal          `json:"remove"`
-	Placements []ReplicaPlacement `json:"placements"`
-	Pending    []PendingReplica   `json:"pending"`
-	// Desired machine count per group key (cluster/group).
-	Desired map[string]int `json:"desired"`
-	// CostBefore and CostAfter are $/hour of the live machines before and
-	// after the plan.
-	CostBefore float64 `json:"costBeforePerHour"`
-	CostAfter  float64 `json:"costAfterPerHour"`
-	// NewCapacityCost is the $/hour of added machines that hold replicas;
-	// LowerBound is the LP relaxation's $/hour for the same demand over the
-	// allowed instance types; Gap = NewCapacityCost/LowerBound − 1.
-	NewCapacityCost float64 `json:"newCapacityCostPerHour"`
-	LowerBound      float64 `json:"lowerBoundPerHour"`
-	Gap             float64 `json:"gap"`
-}
+// The plan's parts are API types (a server answers `gantry plan` with
+// them); the planner names them as its own.
+type (
+	NewMachine       = api.NewMachine
+	Removal          = api.MachineRemoval
+	ReplicaPlacement = api.ReplicaPlacement
+	PendingReplica   = api.PendingReplica
+	Plan             = api.CapacityPlan
+)
 
 // Compute plans for the snapshot.
 func Compute(cfg Config, in Input) Plan {
@@ -470,7 +418,7 @@ func newMachine(id string, g *Group, it provisioner.InstanceType, o provisioner.
 	m := &scheduler.Machine{
 		ID: id, Cluster: g.Cluster, Group: g.ID, Zone: o.Zone, CapacityType: o.CapacityType,
 		Labels: g.Labels, Runtimes: g.Runtimes, TEE: g.TEE, PricePerHour: o.PricePerHour,
-		Allocatable: Allocatable(it.Resources(), g.Reserved), ServiceCount: map[string]int{},
+		Allocatable: api.Allocatable(it.Resources(), g.Reserved), ServiceCount: map[string]int{},
 	}
 	m.GPUs = devicesOf(it)
 	return m
@@ -508,7 +456,7 @@ func (p *planning) rightSize() {
 		}
 		if cand := p.catalog.cheapestHolding(b); cand != nil && cand.offering.PricePerHour < b.offering.PricePerHour {
 			b.itype, b.offering = cand.itype, cand.offering
-			b.m.Allocatable = Allocatable(cand.itype.Resources(), b.group.Reserved)
+			b.m.Allocatable = api.Allocatable(cand.itype.Resources(), b.group.Reserved)
 			used := usedGPUs(b.m)
 			b.m.GPUs = devicesOf(cand.itype)
 			for i := 0; i < used; i++ {
@@ -621,14 +569,4 @@ func (p *planning) totals(plan *Plan) {
 	if plan.LowerBound > 0 {
 		plan.Gap = plan.NewCapacityCost/plan.LowerBound - 1
 	}
-}
-
-// Allocatable is a machine's hardware minus the cluster's system reserve.
-func Allocatable(hardware, reserved api.Resources) api.Resources {
-	a := hardware.Sub(reserved)
-	a.MilliCPU = max(a.MilliCPU, 0)
-	a.MemoryBytes = max(a.MemoryBytes, 0)
-	a.EphemeralBytes = max(a.EphemeralBytes, 0)
-	a.GPUs = hardware.GPUs
-	return a
 }

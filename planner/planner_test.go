@@ -42,7 +42,7 @@ func replicas(svc string, n int, milliCPU int64) []scheduler.Replica {
 func joined(id, grp string, it provisioner.InstanceType, age time.Duration, rs ...scheduler.Replica) *Machine {
 	m := &Machine{Machine: &scheduler.Machine{ID: id, Cluster: "c", Group: grp, Zone: "a", CapacityType: "onDemand",
 		Runtimes: []string{scheduler.RuntimeProcess}, PricePerHour: it.Offerings[0].PricePerHour,
-		Allocatable: Allocatable(it.Resources(), api.Resources{}), ServiceCount: map[string]int{}},
+		Allocatable: api.Allocatable(it.Resources(), api.Resources{}), ServiceCount: map[string]int{}},
 		Joined: true, CreatedAt: now.Add(-age), Replicas: rs}
 	for _, r := range rs {
 		scheduler.Assign(m.Machine, r, nil)
@@ -286,7 +286,7 @@ func checkNewMachinesHold(t *testing.T, p Plan, pending []scheduler.Replica, g *
 		for _, id := range nm.Replicas {
 			used = used.Add(byID[id].Requests)
 		}
-		alloc := Allocatable(itypeNamed(g, nm.InstanceType).Resources(), g.Reserved)
+		alloc := api.Allocatable(itypeNamed(g, nm.InstanceType).Resources(), g.Reserved)
 		if !alloc.Fits(used) {
 			t.Fatalf("new machine %s (%s) overcommitted: %+v > %+v", nm.Key, nm.InstanceType, used, alloc)
 		}
@@ -339,7 +339,7 @@ func TestConsolidationKeepsRoomForEveryReplica(t *testing.T) {
 			}
 		}
 		for _, nm := range p.Add {
-			room = room.Add(Allocatable(itypeNamed(g, nm.InstanceType).Resources(), api.Resources{}))
+			room = room.Add(api.Allocatable(itypeNamed(g, nm.InstanceType).Resources(), api.Resources{}))
 		}
 		if room.MilliCPU < total.MilliCPU || room.MemoryBytes < total.MemoryBytes {
 			t.Fatalf("round %d: removed %d machines; %d CPU left for %d CPU of replicas", round, len(p.Remove), room.MilliCPU, total.MilliCPU)

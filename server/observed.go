@@ -7,7 +7,6 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
-	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -34,7 +33,7 @@ func withAllocation(tx store.Tx, machines []*api.Machine) error {
 		}
 	}
 	for _, m := range machines {
-		m.Allocatable = planner.Allocatable(m.Capacity, reserved[m.Cluster])
+		m.Allocatable = api.Allocatable(m.Capacity, reserved[m.Cluster])
 		m.Allocated = allocated[m.ID]
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -145,12 +144,12 @@ func launchable(c *api.Cluster, pinned []string, catalog []provisioner.InstanceT
 		if len(pinned) > 0 && !contains(pinned, g.GroupID) {
 			continue
 		}
-		types, err := planner.GroupTypes(catalog, g)
+		types, err := provisioner.GroupTypes(catalog, g)
 		if err != nil {
 			continue
 		}
 		for _, it := range types {
-			out = append(out, machineShape{group: g.GroupID, instanceType: it.Name, allocatable: planner.Allocatable(it.Resources(), reserved), gpus: it.GPUs})
+			out = append(out, machineShape{group: g.GroupID, instanceType: it.Name, allocatable: api.Allocatable(it.Resources(), reserved), gpus: it.GPUs})
 		}
 	}
 	return out
@@ -223,13 +222,13 @@ func validateReserved(c *api.Cluster, catalog []provisioner.InstanceType) ErrorL
 		return nil
 	}
 	for _, g := range c.Spec.CapacityGroups {
-		types, err := planner.GroupTypes(catalog, g)
+		types, err := provisioner.GroupTypes(catalog, g)
 		if err != nil || len(types) == 0 {
 			continue
 		}
 		left := false
 		for _, it := range types {
-			a := planner.Allocatable(it.Resources(), reserved)
+			a := api.Allocatable(it.Resources(), reserved)
 			left = left || (a.MilliCPU > 0 && a.MemoryBytes > 0)
 		}
 		if !left {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/target"
 	"github.com/gantry-dev/gantry/target/kube"
 	"github.com/gantry-dev/gantry/target/kube/kubetest"
 	corev1 "k8s.io/api/core/v1"
@@ -335,7 +335,7 @@ func TestAPIErrorsAreTyped(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); targets.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			var obs decide.KubernetesObservation
+			var obs target.KubernetesObservation
 			targets.Set([]kube.Desired{{Cluster: "c", Settings: settings}})
 			env.Eventually(t, 30*time.Second, tc.kind+" error observed", func() bool {
 				obs = targets.Observations()["c"]

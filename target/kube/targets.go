@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/target"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -180,10 +180,10 @@ func (t *Targets) stopLocked(cluster string) {
 }
 
 // Observations are what each cluster's watch knows, by cluster.
-func (t *Targets) Observations() map[string]decide.KubernetesObservation {
+func (t *Targets) Observations() map[string]target.KubernetesObservation {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]decide.KubernetesObservation, len(t.running))
+	out := make(map[string]target.KubernetesObservation, len(t.running))
 	for name, r := range t.running {
 		out[name] = r.w.observation()
 	}

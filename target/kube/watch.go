@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/target"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,7 +74,7 @@ type watch struct {
 
 	mu      sync.Mutex
 	desired *Desired
-	obs     decide.KubernetesObservation
+	obs     target.KubernetesObservation
 	// applied are the hashes of what the last successful apply of each
 	// Secret, Service and PriorityClass sent.
 	applied map[string]string
@@ -104,7 +104,7 @@ func (w *watch) poke() {
 	}
 }
 
-func (w *watch) observation() decide.KubernetesObservation {
+func (w *watch) observation() target.KubernetesObservation {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.obs

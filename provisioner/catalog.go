@@ -1,32 +1,34 @@
-package planner
+package provisioner
 
 import (
 	"fmt"
 	"sort"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/provisioner"
 )
+
+// The instance types a capacity group may launch, from its provider's
+// catalog: what the planner plans with and what apply checks against.
 
 // ResolveType picks a group's instance type: the named one; else the
 // cheapest catalog type that satisfies the group's profile; else (a
 // flexible group) the cheapest type of the catalog.
-func ResolveType(catalog []provisioner.InstanceType, g api.CapacityGroup) (provisioner.InstanceType, error) {
+func ResolveType(catalog []InstanceType, g api.CapacityGroup) (InstanceType, error) {
 	if g.InstanceType != "" {
-		it, ok := provisioner.FindInstanceType(catalog, g.InstanceType)
+		it, ok := FindInstanceType(catalog, g.InstanceType)
 		if !ok {
 			return it, fmt.Errorf("instance type %q is not in the provider's catalog", g.InstanceType)
 		}
 		return it, nil
 	}
-	candidates := make([]provisioner.InstanceType, 0, len(catalog))
+	candidates := make([]InstanceType, 0, len(catalog))
 	for _, it := range catalog {
 		if _, priced := it.CheapestPrice(); priced && satisfiesProfile(it, g.Profile) {
 			candidates = append(candidates, it)
 		}
 	}
 	if len(candidates) == 0 {
-		return provisioner.InstanceType{}, fmt.Errorf("no catalog instance type satisfies the profile of group %q", g.GroupID)
+		return InstanceType{}, fmt.Errorf("no catalog instance type satisfies the profile of group %q", g.GroupID)
 	}
 	sort.SliceStable(candidates, func(i, j int) bool {
 		pi, _ := candidates[i].CheapestPrice()
@@ -39,7 +41,7 @@ func ResolveType(catalog []provisioner.InstanceType, g api.CapacityGroup) (provi
 	return candidates[0], nil
 }
 
-func satisfiesProfile(it provisioner.InstanceType, p *api.MachineProfile) bool {
+func satisfiesProfile(it InstanceType, p *api.MachineProfile) bool {
 	if p == nil {
 		return true
 	}
@@ -62,7 +64,7 @@ func satisfiesProfile(it provisioner.InstanceType, p *api.MachineProfile) bool {
 // GroupTypes are the instance types a capacity group may launch: its
 // instanceType; else the cheapest type satisfying its profile; else (a
 // flexible group) the whole catalog.
-func GroupTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]provisioner.InstanceType, error) {
+func GroupTypes(catalog []InstanceType, g api.CapacityGroup) ([]InstanceType, error) {
 	if g.InstanceType == "" && g.Profile == nil {
 		if len(catalog) == 0 {
 			return nil, fmt.Errorf("the provider's catalog is empty")
@@ -73,5 +75,5 @@ func GroupTypes(catalog []provisioner.InstanceType, g api.CapacityGroup) ([]prov
 	if err != nil {
 		return nil, err
 	}
-	return []provisioner.InstanceType{it}, nil
+	return []InstanceType{it}, nil
 }
