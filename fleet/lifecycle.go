@@ -236,3 +236,14 @@ func Started(m *api.Machine, addresses []string, now time.Time) error {
 	m.Reason, m.Addresses, m.LastHeartbeat, m.UnreachableSince = "", addresses, &t, nil
 	return nil
 }
+
+// Cordon marks a machine unschedulable (or schedulable again): new
+// replicas go elsewhere, those it runs stay. It reports whether that
+// changed anything.
+func Cordon(m *api.Machine, cordon bool) bool {
+	if m.Cordoned == cordon {
+		return false
+	}
+	m.Cordoned = cordon
+	return true
+}

@@ -75,3 +75,16 @@ func TestSecondDrainChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestCordonSaysWhetherItChangedTheMachine(t *testing.T) {
+	m := &api.Machine{ID: "m1"}
+	if !Cordon(m, true) || !m.Cordoned {
+		t.Fatalf("cordon an uncordoned machine: %+v", m)
+	}
+	if Cordon(m, true) {
+		t.Fatal("cordoning a cordoned machine changed it")
+	}
+	if !Cordon(m, false) || m.Cordoned {
+		t.Fatalf("uncordon: %+v", m)
+	}
+}

@@ -244,10 +244,9 @@ func (s *Server) handleCordon(cordon bool) http.HandlerFunc {
 			if !m.Live() {
 				return errorf(http.StatusConflict, "conflict", "", "machine %s is terminated", m.ID)
 			}
-			if m.Cordoned == cordon {
+			if !fleet.Cordon(m, cordon) {
 				return nil
 			}
-			m.Cordoned = cordon
 			if err := tx.PutMachine(m); err != nil {
 				return err
 			}
