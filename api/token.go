@@ -26,7 +26,8 @@ type Token struct {
 	Group     string     `json:"group,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
-	// MaxUses bounds a join token's joins (0: unbounded); Uses counts them.
+	// MaxUses bounds a join token's joins (0: unbounded); Uses counts them
+	// (an unbounded token's are not counted).
 	MaxUses   int        `json:"maxUses,omitempty"`
 	Uses      int        `json:"uses,omitempty"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`

@@ -55,7 +55,8 @@ func usable(tok *api.Token, hash []byte, secret string, now time.Time) error {
 }
 
 // useJoinToken checks a stored join token in the join's transaction and
-// counts the use: a token used MaxUses times joins no more.
+// counts the use of a bounded one: a token used MaxUses times joins no
+// more.
 func (s *Server) useJoinToken(tx store.Tx, req api.JoinRequest, now time.Time) (auth.JoinClaims, error) {
 	id, _ := auth.TokenID(req.Token)
 	tok, hash, err := tx.GetToken(id)
@@ -76,9 +77,14 @@ func (s *Server) useJoinToken(tx store.Tx, req api.JoinRequest, now time.Time) (
 	case tok.MaxUses > 0 && tok.Uses >= tok.MaxUses:
 		return auth.JoinClaims{}, errorf(http.StatusUnauthorized, "unauthorized", "token", "token %s was used %d times, its limit", tok.ID, tok.Uses)
 	}
-	tok.Uses++
-	if err := tx.PutToken(tok, nil); err != nil {
-		return auth.JoinClaims{}, err
+	if tok.MaxUses > 0 {
+		// Only a bounded token's uses are counted: an unbounded one joins a
+		// fleet at once (thousands of machines over several servers), and
+		// a count in its row would make every join write that one row.
+		tok.Uses++
+		if err := tx.PutToken(tok, nil); err != nil {
+			return auth.JoinClaims{}, err
+		}
 	}
 	return auth.JoinClaims{Cluster: tok.Cluster, Group: tok.Group, Nonce: randid.Hex(6)}, nil
 }

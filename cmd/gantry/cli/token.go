@@ -67,20 +67,16 @@ func newTokenListCmd(g *globals) *cobra.Command {
 			for _, t := range toks {
 				scope, uses := "-", "-"
 				if t.Kind == api.TokenJoin {
-					scope, uses = t.Cluster+"/"+t.Group, fmt.Sprintf("%d/%s", t.Uses, maxUses(t.MaxUses))
+					scope, uses = t.Cluster+"/"+t.Group, fmt.Sprintf("%d/%d", t.Uses, t.MaxUses)
+					if t.MaxUses == 0 {
+						uses = "∞ (not counted)"
+					}
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, scope, uses, when(t.ExpiresAt), when(t.RevokedAt), t.Description)
 			}
 			return tw.Flush()
 		},
 	}
-}
-
-func maxUses(n int) string {
-	if n == 0 {
-		return "∞"
-	}
-	return fmt.Sprint(n)
 }
 
 func when(t *time.Time) string {
