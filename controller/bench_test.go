@@ -35,6 +35,16 @@ func BenchmarkPassSteady(b *testing.B) {
 	}
 }
 
+// BenchmarkPassSteady50k is the same at 50,000 machines and 500,000
+// replicas (a few minutes to build; its own benchmark so that the one
+// above stays quick):
+//
+//	go test ./controller -run '^$' -bench PassSteady50k -benchtime 3x -count 1 -timeout 60m
+func BenchmarkPassSteady50k(b *testing.B) {
+	c := steadyFleet(b, 50000, 5000)
+	b.Run("view", func(b *testing.B) { benchPass(b, c, false) })
+}
+
 func benchPass(b *testing.B, c *Controller, reread bool) {
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -15,7 +15,7 @@ import (
 // that a replica placed on a machine starts without waiting for the
 // machine's next heartbeat: each server follows the change feed (with
 // the names, refreshNames) and notes, by machine, the revision of the
-// last change of the machine or of a replica on it or leaving it. An
+// last change of a replica on it or leaving it (or that was). An
 // agent's poll names the revision it knows of; it is answered as soon as
 // its machine changed after it (at once when it already did), and the
 // agent heartbeats for its assignments.

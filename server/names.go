@@ -322,7 +322,9 @@ func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[st
 				}
 				switch c.Kind {
 				case store.FeedMachine:
-					machines[c.Name] = true
+					// A machine's own changes are mostly its heartbeats'
+					// (waking it for them would double them); what it must
+					// run changes with its replicas.
 					if c.Deleted || o.FleetState == api.FleetTerminated {
 						gone = append(gone, c.Name)
 					}
