@@ -66,6 +66,10 @@ const (
 	TagInstallation = "gantry.dev/installation"
 	// ManagedByValue is the value of TagManagedBy.
 	ManagedByValue = "gantry"
+	// TagRouteTable is on the instances of a cluster in network mode
+	// routed, on clouds whose routes live in a route table: the table that
+	// routes the machine's /24 to it (terminating it takes the route away).
+	TagRouteTable = "gantry.dev/route-table"
 )
 
 // MeshPort is the UDP port of the overlay's WireGuard between a cluster's

@@ -153,7 +153,7 @@ func (p *Provider) runInput(spec provisioner.LaunchSpec, s Settings) (*ec2.RunIn
 		tags = append(tags, types.Tag{Key: awssdk.String(k), Value: awssdk.String(spec.Tags[k])})
 	}
 	if spec.Bootstrap.NetworkMode == api.NetworkRouted && s.RouteTableID != "" {
-		tags = append(tags, types.Tag{Key: awssdk.String(tagRouteTable), Value: awssdk.String(s.RouteTableID)})
+		tags = append(tags, types.Tag{Key: awssdk.String(provisioner.TagRouteTable), Value: awssdk.String(s.RouteTableID)})
 	}
 	input := &ec2.RunInstancesInput{
 		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String(spec.IdempotencyKey),

@@ -11,11 +11,6 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// tagRouteTable is on the instances of a cluster in network mode routed:
-// the route table that routes the machine's /24 to it (Terminate takes
-// the route away).
-const tagRouteTable = "gantry.dev/route-table"
-
 // Routes says whether a cluster's settings let EC2 route each machine's
 // /24 to it (network mode routed): they name the route table of the
 // machines' subnets.
@@ -70,7 +65,7 @@ func (p *Provider) unrouteSubnet(ctx context.Context, id string) error {
 	for _, r := range out.Reservations {
 		for _, i := range r.Instances {
 			for _, t := range i.Tags {
-				if awssdk.ToString(t.Key) == tagRouteTable {
+				if awssdk.ToString(t.Key) == provisioner.TagRouteTable {
 					table = awssdk.ToString(t.Value)
 				}
 			}

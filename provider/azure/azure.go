@@ -131,7 +131,7 @@ func (p *Provider) Launch(ctx context.Context, spec provisioner.LaunchSpec) (*pr
 			return nil, err
 		}
 		model.Properties.NetworkProfile = &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{nic}}
-		model.Tags[encodeTagKey(tagRouteTable)] = to.Ptr(s.RouteTable)
+		model.Tags[encodeTagKey(provisioner.TagRouteTable)] = to.Ptr(s.RouteTable)
 	}
 	if _, err := p.vms.BeginCreateOrUpdate(ctx, p.cfg.ResourceGroup, name, model, nil); err != nil {
 		return nil, classify("launch", err)

@@ -12,11 +12,6 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// tagRouteTable is on the VMs of a cluster in network mode routed: the
-// route table that routes the machine's /24 to it (Terminate deletes the
-// route).
-const tagRouteTable = "gantry.dev/route-table"
-
 // Routes says whether a cluster's settings let Azure route each machine's
 // /24 to it (network mode routed): they name the route table, in the
 // cluster's resource group, of the machines' subnet.
@@ -79,7 +74,7 @@ func (p *Provider) routedInterface(ctx context.Context, name string, spec provis
 
 // unroute deletes the user-defined route of a VM of a routed cluster.
 func (p *Provider) unroute(ctx context.Context, vm string, tags map[string]string) error {
-	table := tags[tagRouteTable]
+	table := tags[provisioner.TagRouteTable]
 	if table == "" {
 		return nil
 	}
