@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,22 +112,36 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, err
 }
 
-const clusterSpec = `kind: Cluster
-metadata: {name: %s}
-spec:
-  containerCidr: 10.0.0.0/8
-  capacityGroups:
-    - {groupId: load, instanceType: local.small, minSize: 0, maxSize: %d}
-`
+// groupSize is how many machines of the load each capacity group holds
+// (a group holds at most 10,000).
+const groupSize = 10000
+
+// clusterSpec is the load cluster: enough groups of groupSize for the
+// machines.
+func clusterSpec(name string, machines int) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kind: Cluster\nmetadata: {name: %s}\nspec:\n  containerCidr: 10.0.0.0/8\n  capacityGroups:\n", name)
+	for g := 0; g*groupSize < max(machines, 1); g++ {
+		fmt.Fprintf(&b, "    - {groupId: %s, instanceType: local.small, minSize: 0, maxSize: %d}\n", loadGroup(g*groupSize), groupSize)
+	}
+	return []byte(b.String())
+}
+
+// loadGroup is the group machine i joins.
+func loadGroup(i int) string { return fmt.Sprintf("load-%d", i/groupSize) }
 
 func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, error) {
 	admin := client.New(cfg.Servers, cfg.AdminToken, httpClient)
-	if _, err := admin.Apply(ctx, fmt.Appendf(nil, clusterSpec, cfg.Cluster, cfg.Machines)); err != nil {
+	if _, err := admin.Apply(ctx, clusterSpec(cfg.Cluster, cfg.Machines)); err != nil {
 		return nil, fmt.Errorf("apply the load cluster: %w", err)
 	}
-	tok, err := admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cfg.Cluster, Group: "load", TTL: "24h", Reusable: -1})
-	if err != nil {
-		return nil, fmt.Errorf("mint a join token: %w", err)
+	tokens := map[string]string{}
+	for i := 0; i < cfg.Machines; i += groupSize {
+		tok, err := admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cfg.Cluster, Group: loadGroup(i), TTL: "24h", Reusable: -1})
+		if err != nil {
+			return nil, fmt.Errorf("mint a join token: %w", err)
+		}
+		tokens[loadGroup(i)] = tok.Token
 	}
 	servers := client.SplitURLs(cfg.Servers)
 	machines := make([]machine, cfg.Machines)
@@ -139,7 +154,7 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 			for i := range next {
 				id := fmt.Sprintf("%s-%05d", cfg.Cluster, i)
 				c := client.New(servers[i%len(servers)], "", httpClient)
-				req := api.JoinRequest{Token: tok.Token, Cluster: cfg.Cluster, MachineID: id,
+				req := api.JoinRequest{Token: tokens[loadGroup(i)], Cluster: cfg.Cluster, MachineID: id,
 					Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Runtimes: []string{"process"}}}
 				resp, err := c.Join(ctx, req)
 				for client.IsStatus(err, http.StatusTooManyRequests) && ctx.Err() == nil {

@@ -120,14 +120,16 @@ func (t *tx) deleteFed(kind, name, query string) error {
 func (t *tx) record(c store.Change) error {
 	f := &t.dialect.Feed
 	now := f.Now().UnixNano()
+	t.wroteChanges = true
+	if f.deferred() {
+		// Written to the log at commit, with its final revision.
+		c.At = time.Unix(0, now)
+		t.provisional = append(t.provisional, c)
+		return nil
+	}
 	if err := t.exec("record change", `INSERT INTO changes(revision, kind, name, created, deleted, data, at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.Revision, c.Kind, c.Name, boolInt(c.Created), boolInt(c.Deleted), string(c.Data), now); err != nil {
 		return err
-	}
-	t.wroteChanges = true
-	if f.deferred() {
-		t.provisional = append(t.provisional, provisional{revision: c.Revision, kind: c.Kind, name: c.Name, deleted: c.Deleted})
-		return nil
 	}
 	if f.PruneEvery > 0 && c.Revision%f.PruneEvery == 0 {
 		return t.pruneChanges(now-f.Retention.Nanoseconds(), c.Revision)
@@ -135,13 +137,13 @@ func (t *tx) record(c store.Change) error {
 	return nil
 }
 
-// pruneChanges drops the changes made before cutoff, but never the
-// newest (it holds the store's revision), and moves the compacted
-// revision up to the last dropped.
 // pruneBatch bounds the changes one prune looks at (pruning runs every
 // few writes, so a backlog goes in a few of them).
 const pruneBatch = 10000
 
+// pruneChanges drops the changes made before cutoff, but never the
+// newest (it holds the store's revision), and moves the compacted
+// revision up to the last dropped.
 func (t *tx) pruneChanges(cutoff, newest int64) error {
 	// Changes are kept in revision order, and (but for commits racing on
 	// a shared store) in time order too: the oldest tells whether any is

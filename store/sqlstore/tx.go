@@ -19,7 +19,7 @@ type tx struct {
 	// wroteChanges: this transaction wrote to the change feed.
 	wroteChanges bool
 	// provisional are its changes to renumber at commit (deferred.go).
-	provisional []provisional
+	provisional []store.Change
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
