@@ -39,9 +39,11 @@ type Config struct {
 	Workers     int
 	JoinWorkers int
 	Timeout     time.Duration
-	// RetryWait is the wait before a join the server rate limited is
-	// sent again.
-	RetryWait time.Duration
+	// RetryWait is the wait before a join the server rate limited (or
+	// could not write: 503) is sent again; JoinRetries bounds the tries
+	// after a 503.
+	RetryWait   time.Duration
+	JoinRetries int
 	// HTTP is the client transport (nil: one sized for Workers, trusting
 	// CAPEM when set).
 	HTTP  *http.Client
@@ -51,7 +53,7 @@ type Config struct {
 // DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
 func DefaultConfig() Config {
 	return Config{Cluster: "load", Machines: 10000, Rate: 2000, Duration: 30 * time.Second, Warmup: 5 * time.Second,
-		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond}
+		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond, JoinRetries: 5}
 }
 
 // Result is what a run measured.
@@ -157,8 +159,12 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 				req := api.JoinRequest{Token: tokens[loadGroup(i)], Cluster: cfg.Cluster, MachineID: id,
 					Inventory: api.Inventory{Capacity: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Runtimes: []string{"process"}}}
 				resp, err := c.Join(ctx, req)
-				for client.IsStatus(err, http.StatusTooManyRequests) && ctx.Err() == nil {
-					time.Sleep(cfg.RetryWait) // joins from one address are rate limited, as an agent's are
+				// Joins from one address are rate limited, as an agent's
+				// are; a store that lost a race too often answers 503, and
+				// an agent joins again after a while.
+				for retries := 0; (client.IsStatus(err, http.StatusTooManyRequests) ||
+					client.IsStatus(err, http.StatusServiceUnavailable) && retries < cfg.JoinRetries) && ctx.Err() == nil; retries++ {
+					time.Sleep(cfg.RetryWait)
 					resp, err = c.Join(ctx, req)
 				}
 				if err != nil && !client.IsStatus(err, http.StatusConflict) {
