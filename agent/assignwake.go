@@ -15,7 +15,7 @@ import (
 // the server's wait. A server that has no such poll is asked again only
 // every NamesPollTimeout; the heartbeats carry the assignments anyway.
 func (a *Agent) watchAssignments(ctx context.Context) {
-	var since int64
+	since := int64(-1) // the first poll: answered at once
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, a.cfg.NamesPollTimeout)
 		got, err := a.pollClient().WaitAssignments(pollCtx, a.machineID, since)

@@ -41,12 +41,15 @@ func (c *Client) machineNames(ctx context.Context, machineID string, q url.Value
 }
 
 // WaitAssignments is an agent's poll for a change of its machine's
-// assignments after revision since (0: answered at once, with the
-// revision to poll from); the server holds it until the change, or for
-// its own wait.
+// assignments after revision since (negative: the first poll, answered
+// at once with the revision to poll from); the server holds it until the
+// change, or for its own wait.
 func (c *Client) WaitAssignments(ctx context.Context, machineID string, since int64) (*api.AssignmentsWait, error) {
 	var out api.AssignmentsWait
-	q := url.Values{"since": {strconv.FormatInt(since, 10)}}
+	q := url.Values{}
+	if since >= 0 {
+		q.Set("since", strconv.FormatInt(since, 10))
+	}
 	if err := c.getJSON(ctx, "/v1/machines/"+url.PathEscape(machineID)+"/assignments/wait?"+q.Encode(), &out); err != nil {
 		return nil, err
 	}

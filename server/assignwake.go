@@ -85,14 +85,14 @@ func (a *assignmentWakes) entry(id string) *machineWake {
 
 // wait returns once machine changed after since (changed true), or after
 // limit, with the revision the answer is good to: the next poll's since.
-// A since of 0 (an agent's first poll) is answered at once.
+// A negative since (an agent's first poll) is answered at once.
 func (a *assignmentWakes) wait(ctx context.Context, machine string, since int64, limit time.Duration) (int64, bool) {
 	a.mu.Lock()
 	e := a.entry(machine)
-	if since == 0 || e.last > since {
+	if since < 0 || e.last > since {
 		rev := a.rev
 		a.mu.Unlock()
-		return rev, since != 0
+		return rev, since >= 0
 	}
 	changed := e.changed
 	a.mu.Unlock()
@@ -111,14 +111,16 @@ func (a *assignmentWakes) wait(ctx context.Context, machine string, since int64,
 // handleAssignmentsWait is an agent's poll: GET
 // /v1/machines/{id}/assignments/wait?since=N answers {"revision": M,
 // "changed": true} once the machine's assignments may have changed after
-// revision N, or changed false after Names.Wait.
+// revision N, or changed false after Names.Wait. Without since (the
+// agent's first poll) it answers at once, with the revision to poll
+// from.
 func (s *Server) handleAssignmentsWait(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	since, err := strconv.ParseInt(r.URL.Query().Get("since"), 10, 64)
-	if r.URL.Query().Get("since") == "" {
-		since, err = 0, nil
+	since, err := int64(-1), error(nil) // no since: the agent's first poll
+	if v := r.URL.Query().Get("since"); v != "" {
+		since, err = strconv.ParseInt(v, 10, 64)
 	}
-	if err != nil || since < 0 {
+	if err != nil || since < -1 {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid", "since", "query parameter since: want a revision, got %q", r.URL.Query().Get("since")))
 		return
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,8 +14,9 @@ import (
 // names a revision the machine changed after is answered at once.
 func TestAssignmentsPollWakesTheMachineAReplicaIsPlacedOn(t *testing.T) {
 	ts, ctx := withTestCluster(t, func(c *Config) { c.Names.Wait = 2 * time.Second })
-	m1 := client.New(ts.URL(), ts.joinManual(t, "dev", "m1"), ts.http)
-	first, err := m1.WaitAssignments(ctx, "m1", 0)
+	credential := ts.joinManual(t, "dev", "m1")
+	m1 := client.New(ts.URL(), credential, ts.http)
+	first, err := m1.WaitAssignments(ctx, "m1", -1)
 	if err != nil || first.Changed {
 		t.Fatalf("first poll: %+v %v, want an answer at once, unchanged", first, err)
 	}
@@ -48,7 +48,8 @@ func TestAssignmentsPollWakesTheMachineAReplicaIsPlacedOn(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the poll was not answered when web-0 was placed on m1")
 	}
-	if _, err := m1.WaitAssignments(context.Background(), "m1", -1); err == nil {
-		t.Fatal("since -1: no error")
+	code, body := ts.do(t, "GET", "/v1/machines/m1/assignments/wait?since=-2", credential, "", nil)
+	if code != 400 || body.Error.Field != "since" {
+		t.Fatalf("since -2: %d %+v, want 400 naming since", code, body)
 	}
 }

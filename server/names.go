@@ -233,12 +233,14 @@ func (s *Server) refreshNames(ctx context.Context) {
 	ticker := s.clock.NewTicker(s.cfg.Names.Refresh)
 	defer ticker.Stop()
 	rev, err := s.revision(ctx)
+	s.wakes.noted(rev, nil, nil)
 	for {
 		changed := s.store.Changed()
 		if err != nil {
 			// Where the feed was is unknown: start again from now, with
 			// every cluster's names computed afresh.
 			if rev, err = s.revision(ctx); err == nil {
+				s.wakes.noted(rev, nil, nil)
 				s.refreshNamesOf(ctx, nil)
 			}
 		} else {
