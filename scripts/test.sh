@@ -86,7 +86,7 @@ needs "Kubernetes API server" ./scripts/kube-up.sh
 # alone takes minutes on 2 cores. Everything else runs with it.
 clouds='/provider/(aws|gcp|azure|clouds)(/|$)'
 step "tests (race detector on)"
-go test -race -count=1 -timeout 15m -skip '^TestFaultSchedule$' $(go list ./... | grep -Ev "$clouds")
+go test -race -count=1 -timeout 20m -skip '^TestFaultSchedule$' $(go list ./... | grep -Ev "$clouds")
 step "fault schedule: ${GANTRY_FAULT_RUNS:-20} seeded schedules of kills, pauses and partitions on a PostgreSQL failover group and 3 servers (GANTRY_FAULT_RUNS=500 for the soak)"
 fault_log=$(mktemp "${TMPDIR:-/tmp}/gantry-fault-schedule.XXXXXX")
 set +e
