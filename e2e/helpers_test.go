@@ -38,6 +38,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		// A server run in this process (inProcessServer) launches local
+		// machines with its own executable, this test binary: it must not
+		// run the whole suite again (and launch more of itself), nor stay.
+		fmt.Fprintln(os.Stderr, "the e2e test binary is no agent: the in-process servers' machines never join")
+		os.Exit(2)
+	}
 	if url := os.Getenv(getEnv); url != "" {
 		// Run under `ip netns exec` by a test: one GET from inside a
 		// machine's network namespace.
