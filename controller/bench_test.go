@@ -19,20 +19,33 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// BenchmarkPassSteady is a whole pass (read, decide, act) of a leader on
-// a SQLite store holding a steady fleet, where nothing is to be done:
-// what the leader pays every interval. "view" reads the changes since
-// the last pass (none); "reread" reads the whole store, as every pass did
-// before the view:
+// BenchmarkPassSteady is a whole pass of a leader on a SQLite store
+// holding a steady fleet, where nothing is to be done: what the leader
+// pays every interval. "incremental" is the pass as it runs: it reads
+// the changes since the last pass (none) and the heartbeats, and skips
+// decide, since nothing it decides from changed; "view" decides anyway
+// (every pass in full: --full-pass-interval 0); "reread" also reads the
+// whole store, as every pass did before the view:
 //
 //	go test ./controller -run '^$' -bench PassSteady -benchtime 5x -count 6 -timeout 30m
 func BenchmarkPassSteady(b *testing.B) {
 	for _, size := range []struct{ machines, services int }{{1000, 100}, {10000, 1000}} {
 		c := steadyFleet(b, size.machines, size.services)
 		name := fmt.Sprintf("machines=%d/replicas=%d", size.machines, size.services*100)
-		b.Run(name+"/view", func(b *testing.B) { benchPass(b, c, false) })
-		b.Run(name+"/reread", func(b *testing.B) { benchPass(b, c, true) })
+		b.Run(name+"/incremental", func(b *testing.B) { benchPass(b, c, passIncremental) })
+		b.Run(name+"/view", func(b *testing.B) { benchPass(b, c, passFull) })
+		b.Run(name+"/reread", func(b *testing.B) { benchPass(b, c, passReread) })
 	}
+}
+
+// BenchmarkPassAfterChanges is a pass after 1,000 services changed
+// (each one replica more): it decides in full and places the 1,000 new
+// replicas.
+//
+//	go test ./controller -run '^$' -bench PassAfterChanges -benchtime 3x -count 3 -timeout 30m
+func BenchmarkPassAfterChanges(b *testing.B) {
+	c := steadyFleet(b, 10000, 1000)
+	b.Run("machines=10000/replicas=100000/changed=1000", func(b *testing.B) { benchChanged(b, c, 1000) })
 }
 
 // BenchmarkPassSteady50k is the same at 50,000 machines and 500,000
@@ -42,14 +55,63 @@ func BenchmarkPassSteady(b *testing.B) {
 //	go test ./controller -run '^$' -bench PassSteady50k -benchtime 3x -count 1 -timeout 60m
 func BenchmarkPassSteady50k(b *testing.B) {
 	c := steadyFleet(b, 50000, 5000)
-	b.Run("view", func(b *testing.B) { benchPass(b, c, false) })
+	b.Run("incremental", func(b *testing.B) { benchPass(b, c, passIncremental) })
+	b.Run("view", func(b *testing.B) { benchPass(b, c, passFull) })
 }
 
-func benchPass(b *testing.B, c *Controller, reread bool) {
+// benchChanged times a pass after n services each gained a replica
+// (written before the timer runs).
+func benchChanged(b *testing.B, c *Controller, n int) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if reread {
+		b.StopTimer()
+		err := c.Store.Update(ctx, func(tx store.Tx) error {
+			services, err := tx.ListServices()
+			if err != nil {
+				return err
+			}
+			for _, s := range services[:n] {
+				more := *s
+				replicas := *s.Spec.Replicas + 1
+				more.Spec.Replicas = &replicas
+				if err := tx.PutService(&more); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		plan, err := c.pass(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(plan.CreateReplicas) != n {
+			b.Fatalf("created %d replicas, want %d", len(plan.CreateReplicas), n)
+		}
+	}
+}
+
+// How a benchmark's passes run.
+const (
+	passIncremental = iota
+	passFull
+	passReread
+)
+
+func benchPass(b *testing.B, c *Controller, mode int) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	interval := c.cfg.FullPassInterval
+	defer func() { c.cfg.FullPassInterval = interval }()
+	if mode != passIncremental {
+		c.cfg.FullPassInterval = 0
+	}
+	for b.Loop() {
+		if mode == passReread {
 			c.view = view.New(c.cfg.ViewBatch)
 		}
 		plan, err := c.pass(ctx)

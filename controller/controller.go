@@ -40,6 +40,12 @@ type Config struct {
 	// ViewBatch is how many changes of the feed the pass's view reads at
 	// a time.
 	ViewBatch int
+	// FullPassInterval: a pass after one that decided nothing is skipped
+	// while nothing it decides from changed and no deadline came (the
+	// incremental loop), but at least this often the pass runs in full
+	// anyway, as a safety net that must find nothing. 0: every pass is
+	// full.
+	FullPassInterval time.Duration
 }
 
 // CallConfig tunes the provider calls.
@@ -62,7 +68,7 @@ type CallConfig struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
 		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
@@ -88,6 +94,9 @@ type Deps struct {
 	Kubernetes func() map[string]target.KubernetesObservation
 	// AfterPass, when set, is called after every pass.
 	AfterPass func()
+	// View, when set, is the server's view of the store, shared with the
+	// heartbeat path (nil: the controller keeps its own).
+	View *view.View
 	// Heartbeats, when set, lays the heartbeats this server holds in
 	// memory (not flushed yet) over the machines a pass reads.
 	Heartbeats func([]*api.Machine)
@@ -111,12 +120,19 @@ type Controller struct {
 	// view is the store's objects as the last pass read them, followed
 	// through the change feed.
 	view *view.View
+	// quiet is the last pass, when it decided nothing; lastDecided when
+	// the last pass decided (the pass goroutine's alone).
+	quiet       *quietPass
+	lastDecided time.Time
 }
 
 // New returns a controller.
 func New(cfg Config, d Deps) *Controller {
 	c := &Controller{cfg: cfg, Deps: d, observed: newObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{}),
-		view: view.New(cfg.ViewBatch)}
+		view: d.View}
+	if c.view == nil {
+		c.view = view.New(cfg.ViewBatch)
+	}
 	c.calls = newCalls(cfg.Calls, d, c.observed, c.Trigger)
 	return c
 }
@@ -207,11 +223,19 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	defer func() { c.Metrics.Reconciled(c.Clock.Since(start).Seconds()) }()
 	ctx, span := c.tracer().Start(ctx, "gantry.pass")
 	defer func() { endSpan(span, err) }()
-	snap, mem, err := c.load(ctx)
+	snap, mem, revision, err := c.load(ctx)
 	if err != nil {
 		return decide.Plan{}, err
 	}
+	now := c.Clock.Now()
+	asleep := c.asleep(snap, revision, now)
+	if asleep && !c.safetyNetDue(now) {
+		c.Metrics.Passed(metrics.PassSkipped)
+		return decide.Plan{}, nil
+	}
 	plan = c.decide(ctx, snap, mem)
+	c.quiet, c.lastDecided = nil, now
+	c.checkSafetyNet(asleep, snap, mem, &plan)
 	c.mu.Lock()
 	c.live = plan.LiveMachines
 	c.mu.Unlock()
@@ -225,6 +249,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	}
 	c.recordRollouts(mem, plan.Memory)
 	c.recordDecision(ctx, plan)
+	c.rememberQuiet(snap, mem, revision, plan)
 	return plan, nil
 }
 

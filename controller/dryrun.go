@@ -13,7 +13,7 @@ import (
 // replacing the stored ones of the same name, and acts on nothing: the
 // plan is the record of what a pass would do (`gantry plan`).
 func (c *Controller) DryRun(ctx context.Context, clusters []*api.Cluster, services []*api.Service) (decide.Plan, error) {
-	snap, mem, err := c.loadFor(ctx, false)
+	snap, mem, _, err := c.loadFor(ctx, false)
 	if err != nil {
 		return decide.Plan{}, err
 	}
@@ -66,7 +66,7 @@ func OfflineSnapshot(reg *registry.Registry, catalog []provisioner.InstanceType,
 // machine ran: the cost view compares the fleet with it and with its
 // lower bound.
 func (c *Controller) FromScratch(ctx context.Context) (decide.Plan, error) {
-	snap, mem, err := c.loadFor(ctx, false)
+	snap, mem, _, err := c.loadFor(ctx, false)
 	if err != nil {
 		return decide.Plan{}, err
 	}

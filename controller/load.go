@@ -16,21 +16,24 @@ import (
 // read transaction (from the controller's view, which reads only the
 // changes since the last pass), the providers' catalogs for the
 // clusters' settings, and what provider calls observed (taking the fresh
-// inventories).
-func (c *Controller) load(ctx context.Context) (*decide.Snapshot, decide.Memory, error) {
+// inventories). It also returns the store revision the snapshot was read
+// at.
+func (c *Controller) load(ctx context.Context) (*decide.Snapshot, decide.Memory, int64, error) {
 	return c.loadFor(ctx, true)
 }
 
 // loadFor is load; a dry run (take false) leaves the inventories for the
 // next pass.
-func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, decide.Memory, error) {
+func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, decide.Memory, int64, error) {
 	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}}
 	var entries map[string]string
+	var revision int64
 	err := c.Store.View(ctx, func(tx store.Tx) error {
 		objects, err := c.view.Sync(tx)
 		if err != nil {
 			return err
 		}
+		revision = objects.Revision
 		for _, cl := range objects.Clusters {
 			snap.Clusters[cl.Metadata.Name] = cl
 		}
@@ -45,11 +48,11 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		return nil
 	})
 	if err != nil {
-		return nil, decide.Memory{}, err
+		return nil, decide.Memory{}, 0, err
 	}
 	mem, err := decide.DecodeMemory(entries)
 	if err != nil {
-		return nil, decide.Memory{}, err
+		return nil, decide.Memory{}, 0, err
 	}
 	if c.Heartbeats != nil {
 		c.Heartbeats(snap.Machines)
@@ -62,7 +65,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	if c.Kubernetes != nil {
 		snap.Kubernetes = c.Kubernetes()
 	}
-	return snap, mem, nil
+	return snap, mem, revision, nil
 }
 
 // providerFacts is what the registry says of the clusters' providers:

@@ -28,6 +28,9 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
 	plan := planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
 		Unavailable: p.mem.Unavailable, Now: p.now, Subnets: p.subnetBudgets(v)})
+	if at := planner.NextCandidate(p.cfg.Planner, machines, p.now); !at.IsZero() {
+		p.plan.Wake.at(at)
+	}
 	for key, n := range plan.Desired {
 		p.mem.Desired[key] = n
 	}

@@ -166,9 +166,12 @@ func TestCapacityMissFallsBack(t *testing.T) {
 }
 
 // An empty machine above minSize is drained once it was idle for
-// EmptyMachineTTL, and terminated once drained; never below minSize.
+// EmptyMachineTTL, and terminated once drained; never below minSize. A
+// quiet pass halfway through the TTL wakes the next at its end (the
+// harness checks a pass it would skip decides nothing).
 func TestIdleMachineIsRemovedAboveMinSize(t *testing.T) {
 	h := decidetest.New(t)
+	h.Config.ResyncInterval = time.Hour
 	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
 	busy := h.Machine("c", "g", "small", young(h))
 	idle := h.Machine("c", "g", "small")
@@ -178,7 +181,12 @@ func TestIdleMachineIsRemovedAboveMinSize(t *testing.T) {
 	if len(plan.Drains) != 0 || !plan.Memory.IdleSince[idle.ID].Equal(h.Now) {
 		t.Fatalf("drained before the TTL, or idle time not kept: %+v %v", plan.Drains, plan.Memory.IdleSince)
 	}
-	h.Step(h.Config.Planner.EmptyMachineTTL)
+	h.Step(h.Config.Planner.EmptyMachineTTL / 2)
+	h.Heartbeat()
+	if plan = h.Pass(); !plan.Idle(h.Snap, h.Memory) || !plan.Wake.At.Equal(h.Now.Add(h.Config.Planner.EmptyMachineTTL/2)) {
+		t.Fatalf("halfway through the TTL the pass decides nothing and wakes at its end: %s, wake %v", decidetest.Describe(plan), plan.Wake.At)
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL / 2)
 	h.Heartbeat()
 	plan = h.Pass()
 	if len(plan.Drains) != 1 || plan.Drains[0].Machine != idle.ID {

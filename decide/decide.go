@@ -216,7 +216,7 @@ func (p *Pass) forget() {
 	keepKeys(p.mem.Deployments, isService)
 	keepKeys(p.mem.Revisions, isService)
 	keepKeys(p.mem.Promotions, isService)
-	keepKeys(p.mem.Unavailable, func(k string) bool { return p.now.Before(p.mem.Unavailable[k]) })
+	keepKeys(p.mem.Unavailable, func(k string) bool { return !p.reached(p.mem.Unavailable[k]) })
 	keepKeys(p.mem.IdleSince, func(id string) bool { m := p.machineByID[id]; return m != nil && m.Live() })
 	keepKeys(p.mem.Terminations, func(id string) bool {
 		m := p.machineByID[id]

@@ -139,7 +139,7 @@ func (x *deployment) ready(r *api.Replica) bool {
 		return x.availableNew(r)
 	}
 	since, ok := x.d.AvailableSince[r.ID]
-	return ok && !x.p.now.Before(since.Add(x.policy.MinHealthy()))
+	return ok && x.p.reached(since.Add(x.policy.MinHealthy()))
 }
 
 func (x *deployment) readyCount() int {
@@ -191,7 +191,7 @@ func (x *deployment) progress() {
 	if ready := x.readyCount(); ready > x.d.Available {
 		x.d.ProgressAt = p.now
 	}
-	if deadline := x.policy.ProgressDeadline(); p.now.Sub(x.d.ProgressAt) > deadline {
+	if deadline := x.policy.ProgressDeadline(); p.passed(x.d.ProgressAt.Add(deadline)) {
 		x.fail(fmt.Sprintf("no progress for %s (%d of %d replicas of the revision available)%s", deadline, x.readyCount(), x.d.Desired, x.stuck()))
 		return
 	}

@@ -78,6 +78,9 @@ func (p *Pass) decideFailover() {
 		group := failover.Group{Name: name, Sides: map[string]string{failover.HomePrimary: "cluster " + g.Spec.Primary.Cluster, failover.HomeReplica: "cluster " + g.Spec.Replica.Cluster}, Automatic: g.Spec.Mode == api.FailoverAutomatic,
 			Lease: time.Duration(g.Spec.LeaseSeconds) * time.Second, FenceMargin: time.Duration(g.Spec.FenceMarginSeconds) * time.Second, Data: DataRule(g.Spec.Capability)}
 		d := failover.Step(group, st, sides, request, p.now)
+		if !d.Wake.IsZero() {
+			p.plan.Wake.at(d.Wake)
+		}
 		for _, e := range d.Events {
 			typ := api.EventNormal
 			if e.Warning {
@@ -144,11 +147,8 @@ func (p *Pass) renewLease(st *failover.State, primary *machineSide) {
 	if m == nil || !m.Live() {
 		return // it renews nothing more; the last known renewal stands
 	}
-	renewed := p.snap.LivenessSince
-	if m.LastHeartbeat != nil && m.LastHeartbeat.After(renewed) {
-		renewed = *m.LastHeartbeat
-	}
-	if renewed.After(st.Renewed) {
+	p.readHeartbeat(m)
+	if renewed := lastSign(m, p.snap.LivenessSince); renewed.After(st.Renewed) {
 		st.Renewed = renewed
 	}
 }
@@ -165,7 +165,7 @@ func (p *Pass) fenceSide(g *api.FailoverGroup, st *failover.State, s *machineSid
 	if m := p.machineByID[machine]; m != nil && m.Live() {
 		p.terminate(m, CauseFenced, "fenced: failover group "+g.Metadata.Name+" promotes its replica", false)
 	}
-	if p.inFlight(CallFence, machine) || st.FenceTried != nil && p.now.Sub(*st.FenceTried) < p.cfg.DescribeInterval {
+	if p.inFlight(CallFence, machine) || st.FenceTried != nil && !p.reached(st.FenceTried.Add(p.cfg.DescribeInterval)) {
 		return
 	}
 	now := p.now
@@ -215,7 +215,7 @@ func (s *machineSide) Failed() bool {
 	if r == nil || !s.reachable() {
 		return true
 	}
-	if Instance(r) == s.st.Holder && !s.p.now.Before(s.LeaseExpiry()) {
+	if Instance(r) == s.st.Holder && s.p.reached(s.LeaseExpiry()) {
 		return true
 	}
 	return r.State == api.ReplicaCrashed || r.State == api.ReplicaFailed || r.State == api.ReplicaPending || r.Health == api.HealthUnhealthy

@@ -110,7 +110,7 @@ func (p *Pass) listProviders() {
 		name, _, _ := strings.Cut(key, ":")
 		last, listed := p.snap.ListedAt[key]
 		_, fresh := p.snap.Inventories[key]
-		if !p.snap.Providers[name].Provisions || fresh || p.inFlight(CallList, key) || (listed && p.now.Sub(last) < p.cfg.ResyncInterval) {
+		if !p.snap.Providers[name].Provisions || fresh || p.inFlight(CallList, key) || (listed && !p.reached(last.Add(p.cfg.ResyncInterval))) {
 			continue
 		}
 		p.plan.Lists = append(p.plan.Lists, key)
@@ -126,23 +126,23 @@ func (p *Pass) listProviders() {
 func (p *Pass) detectLost() {
 	limit := p.cfg.HeartbeatIntervalFor(p.live) * time.Duration(p.cfg.MissedHeartbeats)
 	for _, m := range p.machines {
-		if m.JoinState != api.JoinJoined || !slices.Contains([]api.FleetState{api.FleetReady, api.FleetActive, api.FleetDraining}, m.FleetState) {
+		if !watchedForSilence(m) {
 			continue
 		}
-		last := p.snap.LivenessSince
-		if m.LastHeartbeat != nil && m.LastHeartbeat.After(last) {
-			last = *m.LastHeartbeat
-		}
+		last := lastSign(m, p.snap.LivenessSince)
 		silent := p.now.Sub(last)
 		switch {
 		case silent <= limit:
+			if m.UnreachableSince != nil { // SilentAt watches the others
+				p.passed(last.Add(limit))
+			}
 		case m.UnreachableSince == nil:
 			why := fmt.Sprintf("no heartbeat for %s (limit %s); replicas move after %s unless it returns",
 				silent.Round(time.Second), limit, p.cfg.RescheduleGrace)
 			if fleet.MarkUnreachable(m, why, p.now) {
 				p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
 			}
-		case p.now.Sub(*m.UnreachableSince) >= p.cfg.RescheduleGrace:
+		case p.reached(m.UnreachableSince.Add(p.cfg.RescheduleGrace)):
 			p.terminate(m, CauseUnreachable, fmt.Sprintf("unreachable for %s (no heartbeat since %s)",
 				p.now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)), false)
 		}
@@ -166,7 +166,7 @@ func (p *Pass) finishDrains() {
 		switch {
 		case holds[m.ID] == 0:
 			p.terminate(m, CauseDrained, "drained: "+m.Reason, false)
-		case m.DrainDeadline != nil && p.now.After(*m.DrainDeadline):
+		case m.DrainDeadline != nil && p.passed(*m.DrainDeadline):
 			p.terminate(m, CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", holds[m.ID]), false)
 		}
 	}
@@ -183,8 +183,7 @@ func (p *Pass) followLaunches() {
 		if !m.Launching() || !p.provisions(m) || isPlaceholder(m) {
 			continue
 		}
-		age := p.now.Sub(m.CreatedAt)
-		if age > p.cfg.JoinTimeout {
+		if p.passed(m.CreatedAt.Add(p.cfg.JoinTimeout)) {
 			p.terminate(m, CauseJoinTimeout, fmt.Sprintf("did not join within %s", p.cfg.JoinTimeout), m.ProviderID != "")
 			continue
 		}
@@ -199,11 +198,11 @@ func (p *Pass) followLaunches() {
 		case seen && (!obs.Found || obs.State == provisioner.StateTerminated || obs.State == provisioner.StateTerminating):
 			p.terminate(m, CauseVanished, "instance "+m.ProviderID+" disappeared before joining", false)
 			continue
-		case seen && obs.State != provisioner.StateRunning && age > p.cfg.LaunchTimeout:
+		case seen && obs.State != provisioner.StateRunning && p.passed(m.CreatedAt.Add(p.cfg.LaunchTimeout)):
 			p.terminate(m, CauseLaunchTimeout, fmt.Sprintf("instance %s not running within %s (it is %s)", m.ProviderID, p.cfg.LaunchTimeout, obs.State), false)
 			continue
 		}
-		if (!seen || p.now.Sub(obs.At) >= p.cfg.DescribeInterval) && !p.inFlight(CallDescribe, m.ID) {
+		if (!seen || p.reached(obs.At.Add(p.cfg.DescribeInterval))) && !p.inFlight(CallDescribe, m.ID) {
 			p.plan.Describes = append(p.plan.Describes, m.ID)
 		}
 	}
@@ -216,7 +215,7 @@ func (p *Pass) followTerminations() {
 		if m.FleetState != api.FleetTerminating || p.inFlight(CallTerminate, m.ID) {
 			continue
 		}
-		if r, failed := p.mem.Terminations[m.ID]; failed && p.now.Before(r.Next) {
+		if r, failed := p.mem.Terminations[m.ID]; failed && !p.reached(r.Next) {
 			continue
 		}
 		p.plan.TerminateCalls = append(p.plan.TerminateCalls, m.ID)

@@ -104,7 +104,7 @@ func (p *Pass) terminateOutcome(o Outcome) {
 // launchBlocked says why launches in a group wait, if they do.
 func (p *Pass) launchBlocked(cluster, group string) (string, bool) {
 	b, ok := p.mem.Backoff[planner.Key(cluster, group)]
-	if !ok || !p.now.Before(b.Until) {
+	if !ok || p.reached(b.Until) {
 		return "", false
 	}
 	return fmt.Sprintf("launches in group %s/%s back off until %s after %d failure(s)", cluster, group, b.Until.Format("15:04:05"), b.Failures), true

@@ -68,6 +68,9 @@ type Plan struct {
 	Capacity planner.Plan
 	// LiveMachines counts live machines (heartbeat sizing).
 	LiveMachines int
+	// Wake is when a pass with the same inputs could next decide
+	// something (Asleep).
+	Wake Wake
 }
 
 // Acts reports whether the plan changes anything in the fleet (a

@@ -90,7 +90,7 @@ func (p *Pass) cluster(name string) *api.Cluster {
 
 // drained: a retiring replica has been out of its name long enough.
 func (p *Pass) drained(r *api.Replica) bool {
-	return p.now.Sub(*r.RetiringSince) >= p.drainOf(r)
+	return p.reached(r.RetiringSince.Add(p.drainOf(r)))
 }
 
 // retiringCount is how many replicas of service run out of their name:
@@ -124,7 +124,7 @@ func (p *Pass) finishRetiring() {
 // out of the endpoints since the new copy ran, for drainSeconds.
 func (p *Pass) finishHandovers() {
 	for _, r := range p.replicas {
-		if replica.Draining(r) && p.now.Sub(*r.HandedOverAt) >= p.drainOf(r) {
+		if replica.Draining(r) && p.reached(r.HandedOverAt.Add(p.drainOf(r))) {
 			p.plan.EndMoves = append(p.plan.EndMoves, r.ID)
 			replica.EndMove(r)
 		}

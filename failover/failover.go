@@ -165,6 +165,9 @@ type Decision struct {
 	State   State
 	Actions []Action
 	Events  []Event
+	// Wake is the earliest time the step could decide otherwise with its
+	// sides as they are (zero: not before they change).
+	Wake time.Time
 }
 
 // Role is what the instance of a side must do now, and whether a primary
@@ -190,7 +193,7 @@ func Role(st State, home, instance string) (role string, bootstrap bool) {
 func Step[S Side](g Group, st State, sides map[string]S, request string, now time.Time) Decision {
 	d := &stepper[S]{g: g, st: st, sides: sides, now: now}
 	d.step(request)
-	return Decision{State: d.st, Actions: d.actions, Events: d.events}
+	return Decision{State: d.st, Actions: d.actions, Events: d.events, Wake: d.wake}
 }
 
 type stepper[S Side] struct {
@@ -200,6 +203,19 @@ type stepper[S Side] struct {
 	now     time.Time
 	actions []Action
 	events  []Event
+	wake    time.Time
+}
+
+// before reports whether now is before t, and if so notes that the step
+// may decide otherwise at t.
+func (d *stepper[S]) before(t time.Time) bool {
+	if !d.now.Before(t) {
+		return false
+	}
+	if d.wake.IsZero() || t.Before(d.wake) {
+		d.wake = t
+	}
+	return true
 }
 
 func (d *stepper[S]) step(request string) {
@@ -324,14 +340,14 @@ func (d *stepper[S]) startFence(why string) {
 func (d *stepper[S]) fence() {
 	old, target := d.primary(), d.sides[d.st.Target]
 	expiry := old.LeaseExpiry()
-	if d.now.Before(expiry) {
+	if d.before(expiry) {
 		d.st.Message = "waiting for the old primary's lease to expire at " + expiry.UTC().Format(time.RFC3339Nano)
 		return
 	}
 	switch old.Fence() {
 	case FenceConfirmed:
 	case FenceUnsupported:
-		if d.now.Before(expiry.Add(d.g.FenceMargin)) {
+		if d.before(expiry.Add(d.g.FenceMargin)) {
 			d.st.Message = "the old primary's machine cannot be stopped through its provider: waiting the lease plus a margin"
 			return
 		}
@@ -450,7 +466,7 @@ func (d *stepper[S]) promote(how string) {
 }
 
 func (d *stepper[S]) promoting() {
-	if d.primary().Instance() != d.st.Holder || d.primary().Failed() && d.now.Sub(d.st.Since) > d.g.Lease {
+	if d.primary().Instance() != d.st.Holder || d.primary().Failed() && !d.before(d.st.Since.Add(d.g.Lease).Add(time.Nanosecond)) {
 		d.watch("")
 		return
 	}

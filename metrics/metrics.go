@@ -20,6 +20,7 @@ type Metrics struct {
 	LeaderGauge       prometheus.Gauge
 	Rollouts
 	Requests
+	Passes
 }
 
 // New creates the instruments and registers them.
@@ -50,7 +51,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
 		Heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gantry_heartbeats_total", Help: "Heartbeats received, by path: quiet (kept in memory, flushed in batches) or changed (written at once).",
+			Name: "gantry_heartbeats_total", Help: "Heartbeats received, by path: view (nothing changed; answered from the server's view of the store, kept in memory, flushed in batches), quiet (the same, but read from the store) or changed (written at once).",
 		}, []string{"path"}),
 		HeartbeatFlushes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "gantry_heartbeat_flush_machines", Help: "Machines per flushed batch of heartbeats.",
@@ -60,7 +61,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "gantry_leader", Help: "1 while this server leads (runs the control loop), else 0.",
 		}),
 	}
-	m.Rollouts, m.Requests = newRollouts(), newRequests()
+	m.Rollouts, m.Requests, m.Passes = newRollouts(), newRequests(), newPasses()
 	reg.MustRegister(m.Collectors()...)
 	return m
 }
@@ -69,7 +70,7 @@ func New(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) Collectors() []prometheus.Collector {
 	own := []prometheus.Collector{m.Provisions, m.Terminations, m.LaunchToJoin, m.Machines, m.PendingReplicas, m.ReconcileDuration, m.DecisionLatency,
 		m.Heartbeats, m.HeartbeatFlushes, m.LeaderGauge}
-	return append(append(own, m.Rollouts.collectors()...), m.Requests.collectors()...)
+	return append(append(append(own, m.Rollouts.collectors()...), m.Requests.collectors()...), m.Passes.collectors()...)
 }
 
 // Provisioned counts one launch call.

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
@@ -239,4 +240,27 @@ func (s *simulation) filled(res scheduler.Result) map[string]int {
 		}
 	}
 	return out
+}
+
+// NextCandidate is the earliest time after now that a joined machine
+// becomes a candidate it is not yet: empty for EmptyMachineTTL, or older
+// than MinLifetime (zero: none). A plan that removed nothing may remove
+// something then, with nothing else changed.
+func NextCandidate(cfg Config, machines []*Machine, now time.Time) time.Time {
+	var first time.Time
+	note := func(t time.Time) {
+		if t.After(now) && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	for _, m := range machines {
+		if !m.Joined {
+			continue
+		}
+		if !m.IdleSince.IsZero() {
+			note(m.IdleSince.Add(cfg.EmptyMachineTTL))
+		}
+		note(m.CreatedAt.Add(cfg.MinLifetime))
+	}
+	return first
 }

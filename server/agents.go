@@ -217,9 +217,8 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, now := r.PathValue("id"), s.clock.Now()
-	assignments, quiet, err := s.quietHeartbeat(r.Context(), id, req, now)
-	path := "quiet"
-	if err == nil && !quiet {
+	assignments, path, err := s.quietHeartbeat(r.Context(), id, req, now)
+	if err == nil && path == "" {
 		path = "changed"
 		assignments, err = s.writeHeartbeat(r.Context(), id, req, now)
 	}
@@ -233,11 +232,29 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 // quietHeartbeat reads what the heartbeat would change; when nothing but
-// the time, it returns the machine's assignments and quiet.
-func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, bool, error) {
+// the time, it returns the machine's assignments and how it read them
+// (the path the heartbeats metric counts): "view", the server's view of
+// the store, or "quiet", a store read. Otherwise the path is "".
+func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, string, error) {
 	if req.Inventory != nil {
-		return nil, false, nil
+		return nil, "", nil
 	}
+	if assignments, quiet, ok := s.quietFromView(ctx, id, req, now); ok {
+		return assignments, pathIf(quiet, "view"), nil
+	}
+	assignments, quiet, err := s.quietFromStore(ctx, id, req, now)
+	return assignments, pathIf(quiet, "quiet"), err
+}
+
+func pathIf(quiet bool, path string) string {
+	if quiet {
+		return path
+	}
+	return ""
+}
+
+// quietFromStore is quietHeartbeat's store read.
+func (s *Server) quietFromStore(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, bool, error) {
 	var assignments []api.Assignment
 	quiet := false
 	err := s.store.View(ctx, func(tx store.Tx) error {
@@ -254,7 +271,7 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if stale(m, req) {
 			// Newer news of this machine were applied: answer, change nothing.
 			quiet = true
-			assignments, err = s.assignmentsOf(tx, m, append(replicas, leaving...))
+			assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, append(replicas, leaving...))
 			return err
 		}
 		changed, err := replica.Apply(replicas, reportOf(m, req), now)
@@ -270,7 +287,7 @@ func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if m.FleetState == api.FleetTerminating {
 			return nil
 		}
-		assignments, err = s.assignmentsOf(tx, m, append(replicas, leaving...))
+		assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, append(replicas, leaving...))
 		return err
 	})
 	return assignments, quiet, err
@@ -310,7 +327,7 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 			if err != nil {
 				return err
 			}
-			assignments, err = s.assignmentsOf(tx, m, replicas)
+			assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, replicas)
 			return err
 		}
 		if req.Sequence > m.ReportSequence {
@@ -346,7 +363,7 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 		if m.FleetState == api.FleetTerminating {
 			return nil // it runs nothing more: anything it still runs has moved
 		}
-		assignments, err = s.assignmentsOf(tx, m, append(replicas, leaving...))
+		assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, append(replicas, leaving...))
 		return err
 	})
 	return assignments, err
@@ -354,16 +371,18 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 
 // assignmentsOf is what machine m must run: each replica with its spec, and
 // the GPUs and runtime class its placement gave it there.
-func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
+// The reads come from a store transaction, or from the server's view
+// (secrets nil), which cannot answer for a replica that needs a Secret
+// or a failover role: errNeedsStore then.
+func (s *Server) assignmentsOf(reads workReads, secrets *secretReader, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
 	var out []api.Assignment
 	specs := map[string]*api.ServiceSpec{}
-	secrets := s.secretReader(tx)
 	for _, r := range replicas {
 		key := decide.RevisionKey(r.Service, r.SpecHash)
 		sp, ok := specs[key]
 		if !ok {
 			var err error
-			if sp, err = revisionSpec(tx, r); err != nil {
+			if sp, err = revisionSpec(reads, r); err != nil {
 				return nil, err
 			}
 			specs[key] = sp
@@ -371,7 +390,15 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 		if sp == nil {
 			continue
 		}
-		_, secretEnv, err := secrets.serviceSecrets(*sp)
+		tx, inTx := reads.(store.Tx)
+		if !inTx && (len(spec.SecretNames(*sp)) > 0 || sp.Failover != nil) {
+			return nil, errNeedsStore
+		}
+		var secretEnv map[string]string
+		var err error
+		if secrets != nil {
+			_, secretEnv, err = secrets.serviceSecrets(*sp)
+		}
 		if err != nil {
 			// Apply and the Secret calls keep every reference whole; a
 			// replica whose Secret is gone all the same is left out.
@@ -402,7 +429,7 @@ func (s *Server) assignmentsOf(tx store.Tx, m *api.Machine, replicas []*api.Repl
 // revisionSpec is what a replica runs: its revision's spec; for a
 // replica made before revisions were kept, its service's current spec
 // (its deployment replaces it); nil when its service is gone.
-func revisionSpec(tx store.Tx, r *api.Replica) (*api.ServiceSpec, error) {
+func revisionSpec(tx workReads, r *api.Replica) (*api.ServiceSpec, error) {
 	raw, err := tx.GetMemory(decide.RevisionPrefix(r.Service) + r.SpecHash)
 	if errors.Is(err, store.ErrNotFound) {
 		svc, err := tx.GetService(r.Service)
@@ -448,7 +475,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		out, err = s.assignmentsOf(tx, m, replicas)
+		out, err = s.assignmentsOf(tx, s.secretReader(tx), m, replicas)
 		return err
 	})
 	if err != nil {

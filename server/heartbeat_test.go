@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
@@ -201,4 +204,84 @@ func TestStaleHeartbeatChangesNothing(t *testing.T) {
 	if got, err := ts.admin.GetReplica(ctx, "web-0"); err != nil || got.State != api.ReplicaCrashed {
 		t.Fatalf("a newer heartbeat was not applied: %+v %v", got, err)
 	}
+}
+
+// readCountingStore counts read transactions.
+type readCountingStore struct {
+	store.Store
+	reads *atomic.Int64
+}
+
+func (c readCountingStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	c.reads.Add(1)
+	return c.Store.View(ctx, fn)
+}
+
+// A quiet heartbeat is answered from the server's view of the store,
+// with the assignments the store would give, and without a read
+// transaction; a write the server made is in the next answer (the view
+// catches up with every commit it heard of before answering).
+func TestQuietHeartbeatIsAnsweredFromTheView(t *testing.T) {
+	var reads atomic.Int64
+	ts, ctx := withTestCluster(t, func(c *Config) {
+		c.WrapStore = func(s store.Store) store.Store { return readCountingStore{Store: s, reads: &reads} }
+	})
+	credential := ts.joinManual(t, "dev", "m1")
+	r := applyWebOnM1(t, ts)
+	agent := client.New(ts.URL(), credential, ts.http)
+	running := api.HeartbeatRequest{Replicas: []api.ReplicaStatus{{ReplicaID: r.ID, Incarnation: r.Incarnation, SpecHash: r.SpecHash,
+		State: api.ReplicaRunning, Health: api.HealthHealthy}}}
+	if _, err := agent.Heartbeat(ctx, "m1", running); err != nil { // changes the replica: written
+		t.Fatal(err)
+	}
+	fromStore, err := ts.admin.Assignments(ctx, "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewBeats := func() float64 { return testutil.ToFloat64(ts.metrics.Heartbeats.WithLabelValues("view")) }
+	var resp *api.HeartbeatResponse
+	waitFor(t, 10*time.Second, "a heartbeat answered from the view", func() bool {
+		before := viewBeats()
+		resp, err = agent.Heartbeat(ctx, "m1", running)
+		return err == nil && viewBeats() == before+1
+	})
+	if got, want := assignmentsJSON(t, resp.Assignments), assignmentsJSON(t, fromStore); got != want {
+		t.Fatalf("the view's assignments\n%s\nthe store's\n%s", got, want)
+	}
+	readsBefore := reads.Load()
+	for range 20 {
+		if _, err := agent.Heartbeat(ctx, "m1", running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Other goroutines (the control loop, the names) read too; twenty
+	// heartbeats answered from the store would read twenty times.
+	if got := reads.Load() - readsBefore; got >= 20 {
+		t.Fatalf("20 quiet heartbeats made %d read transactions", got)
+	}
+	if err := ts.store.Update(ctx, func(tx store.Tx) error {
+		second, err := tx.GetReplica(r.ID)
+		if err != nil {
+			return err
+		}
+		second.ID, second.Index, second.State = "web-1", 1, api.ReplicaPending
+		return tx.PutReplica(second)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := viewBeats()
+	resp, err = agent.Heartbeat(ctx, "m1", running)
+	if err != nil || len(resp.Assignments) != 2 || viewBeats() != before+1 {
+		t.Fatalf("right after a write placed a second replica on it, the view told the machine %d assignment(s) (%v, view answers %v → %v)",
+			len(resp.Assignments), err, before, viewBeats())
+	}
+}
+
+func assignmentsJSON(t *testing.T, as []api.Assignment) string {
+	t.Helper()
+	data, err := json.Marshal(as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -33,6 +34,7 @@ import (
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/view"
 	"github.com/gantry-dev/gantry/target/kube"
 	"github.com/gantry-dev/gantry/telemetry"
 	"github.com/gantry-dev/gantry/ui"
@@ -132,6 +134,9 @@ type Config struct {
 	Names NamesConfig
 	// Watch tunes the change feed's watches.
 	Watch WatchConfig
+	// View tunes the server's view of the store (quiet heartbeats are
+	// answered from it; the leader's passes read it).
+	View ViewConfig
 	// RateLimits bound mutating calls per caller and failed
 	// authentications per address.
 	RateLimits RateLimits
@@ -216,6 +221,7 @@ func DefaultConfig(dataDir string) Config {
 		RateLimits:     DefaultRateLimits(),
 		Names:          DefaultNamesConfig(),
 		Watch:          DefaultWatchConfig(),
+		View:           ViewConfig{Resync: 10 * time.Second},
 		HealthPing:     HealthPing{Timeout: 2 * time.Second, Cache: time.Second},
 		Controller:     controller.DefaultConfig(),
 		LocalStopGrace: 10 * time.Second, LocalRuntime: "process",
@@ -268,8 +274,14 @@ type Server struct {
 	// fleetViews keep the replicas and machines of the clusters names
 	// are computed for.
 	fleetViews *fleetViews
-	statuses   ingest.Sink
-	beats      *heartbeats
+	// view is the store as the change feed says (shared with the
+	// controller); viewFired is the store's Fired()+1 its last sync
+	// began at, and viewSync lets one sync run at a time.
+	view      *view.View
+	viewFired atomic.Uint64
+	viewSync  sync.Mutex
+	statuses  ingest.Sink
+	beats     *heartbeats
 	// credentials are machine credentials verified lately.
 	credentials *credentialCache
 	rates       *rateLimits
@@ -388,8 +400,9 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	s.fenced, s.passed = leader.Fence(s.store, s.elector), make(chan struct{}, 1)
 	s.kube = kube.New(s.cfg.Kubernetes, s.log, s.clock, s.recordPods, func() { s.ctrl.Trigger() })
+	s.view = view.New(cc.ViewBatch)
 	s.ctrl = controller.New(cc, controller.Deps{Store: s.fenced, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
+		View: s.view, Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
 		Kubernetes: s.kube.Observations, AfterPass: s.afterPass})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
@@ -499,10 +512,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.flushHeartbeats(loopCtx)
 	}()
 	go s.signalReady(loopCtx)
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		s.refreshNames(loopCtx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.followView(loopCtx)
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.Serve(s.listener) }()

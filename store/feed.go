@@ -87,12 +87,24 @@ type Notifier interface {
 	// Changed returns a channel closed at the next commit of a change
 	// (on a shared store, by any server) after the call.
 	Changed() <-chan struct{}
+	// Fired counts the wake-ups so far: a reader that read the feed
+	// after Fired said n has seen every change this server knows of
+	// while Fired still says n.
+	Fired() uint64
 }
 
 // Broadcast is a Notifier that its store fires after each commit.
 type Broadcast struct {
-	mu   sync.Mutex
-	next chan struct{}
+	mu    sync.Mutex
+	next  chan struct{}
+	fired uint64
+}
+
+// Fired implements Notifier.
+func (b *Broadcast) Fired() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fired
 }
 
 // Changed implements Notifier.
@@ -109,6 +121,7 @@ func (b *Broadcast) Changed() <-chan struct{} {
 func (b *Broadcast) Fire() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.fired++
 	if b.next != nil {
 		close(b.next)
 		b.next = nil

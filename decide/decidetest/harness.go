@@ -9,6 +9,7 @@ package decidetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -39,7 +40,23 @@ type Harness struct {
 	Memory decide.Memory
 	// Events are every pass's events, in order.
 	Events []decide.Event
-	seq    int
+	// Skippable counts the passes the controller would have skipped
+	// (decide.Asleep): each one's plan was checked to be idle, as the
+	// full pass that ran instead must be.
+	Skippable int
+	// Woken counts passes whose inputs were unchanged but which a
+	// deadline (or a silence) woke, and which then decided something.
+	Woken int
+	seq   int
+	last  *lastPass
+}
+
+// lastPass is what the previous Decide saw and decided.
+type lastPass struct {
+	plan   decide.Plan
+	idle   bool
+	inputs string
+	obs    decide.Snapshot
 }
 
 // New is a harness at Start with no cluster, whose server has recorded
@@ -162,10 +179,26 @@ func (h *Harness) Step(d time.Duration) { h.Now = h.Now.Add(d) }
 func (h *Harness) Decide() decide.Plan {
 	h.T.Helper()
 	before := snapshotJSON(h.T, h.Snap)
+	inputs := h.inputs()
+	asleep := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap) &&
+		decide.Asleep(h.Config, h.last.plan, h.Snap, h.Now)
 	plan := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
 	if after := snapshotJSON(h.T, h.Snap); after != before {
 		h.T.Fatalf("decide changed its snapshot: a server's view shares the snapshot's objects between passes")
 	}
+	idle := plan.Idle(h.Snap, h.Memory)
+	unchanged := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap)
+	if unchanged && !asleep && !idle {
+		h.Woken++
+	}
+	if asleep {
+		h.Skippable++
+		if !idle {
+			h.T.Fatalf("at %s a pass with unchanged inputs before its wake (%s) decides something; the incremental pass would have skipped it: %s",
+				h.Now.Format(time.RFC3339Nano), h.last.plan.Wake.At.Format(time.RFC3339Nano), Describe(plan))
+		}
+	}
+	h.last = &lastPass{plan: plan, idle: idle, inputs: inputs, obs: observations(h.Snap)}
 	h.Memory = plan.Memory
 	h.Events = append(h.Events, plan.Events...)
 	h.Snap.Inventories = map[string]decide.Inventory{}
@@ -283,6 +316,39 @@ func (h *Harness) steady() bool {
 func quiet(p decide.Plan) bool {
 	return len(p.CreateReplicas)+len(p.Reverts)+len(p.DeleteReplicas)+len(p.RetireReplicas)+len(p.EndMoves)+len(p.Launches)+len(p.LaunchCalls)+len(p.Starts)+len(p.Stops)+
 		len(p.Drains)+len(p.Terminates)+len(p.TerminateCalls)+len(p.Assignments)+len(p.Evictions)+len(p.Unreachable)+len(p.Adoptions)+len(p.Orphans) == 0
+}
+
+// inputs is what a pass decides from, but heartbeats and observations:
+// the store's objects and the memory.
+func (h *Harness) inputs() string {
+	machines := make([]api.Machine, len(h.Snap.Machines))
+	for i, m := range h.Snap.Machines {
+		machines[i] = *m
+		machines[i].LastHeartbeat = nil
+	}
+	s := h.Snap
+	data, err := json.Marshal([]any{s.Clusters, s.Services, s.FailoverGroups, machines, s.Replicas, h.Memory})
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	return string(data)
+}
+
+// observations copies a snapshot's observations of the world outside the
+// store (the harness changes its maps in place).
+func observations(s *decide.Snapshot) decide.Snapshot {
+	return decide.Snapshot{Catalogs: maps.Clone(s.Catalogs), Providers: maps.Clone(s.Providers), Instances: maps.Clone(s.Instances),
+		Inventories: maps.Clone(s.Inventories), ListedAt: maps.Clone(s.ListedAt), InFlight: maps.Clone(s.InFlight),
+		Kubernetes: maps.Clone(s.Kubernetes), SecretRevisions: maps.Clone(s.SecretRevisions), LivenessSince: s.LivenessSince}
+}
+
+// Describe summarises what a plan does, for failure messages.
+func Describe(p decide.Plan) string {
+	return fmt.Sprintf("create %d, delete %d, retire %d, end moves %d, reverts %d, launches %d, launch calls %d, starts %d, stops %d, drains %d, "+
+		"terminates %d, terminate calls %d, unreachable %d, describes %v, lists %v, fences %d, adoptions %d, orphans %d, evictions %d, assignments %d, events %+v",
+		len(p.CreateReplicas), len(p.DeleteReplicas), len(p.RetireReplicas), len(p.EndMoves), len(p.Reverts), len(p.Launches), len(p.LaunchCalls),
+		len(p.Starts), len(p.Stops), len(p.Drains), len(p.Terminates), len(p.TerminateCalls), len(p.Unreachable), p.Describes, p.Lists,
+		len(p.Fences), len(p.Adoptions), len(p.Orphans), len(p.Evictions), len(p.Assignments), p.Events)
 }
 
 // snapshotJSON is the snapshot's objects as JSON (decide must leave them

@@ -161,6 +161,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // once, other servers' through PostgreSQL's notifications.
 func (s *Store) Changed() <-chan struct{} { return s.changed.Changed() }
 
+// Fired implements store.Notifier.
+func (s *Store) Fired() uint64 { return s.changed.Fired() }
+
 // listen follows the notifications of other servers' commits on a
 // connection of its own, until ctx ends. Losing the connection wakes the
 // followers too (they read the revision again), since a notification may

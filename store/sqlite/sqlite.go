@@ -137,6 +137,9 @@ func (s *Store) Close() error {
 // Changed implements store.Notifier.
 func (s *Store) Changed() <-chan struct{} { return s.changed.Changed() }
 
+// Fired implements store.Notifier.
+func (s *Store) Fired() uint64 { return s.changed.Fired() }
+
 // Update runs fn in a write transaction, again when the database was
 // locked by another process.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {

@@ -296,12 +296,16 @@ func testNotifier(t *testing.T, s store.Store) {
 		t.Fatalf("woke before any change: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
+	fired := s.Fired()
 	must(t, s.Update(ctx, func(tx store.Tx) error { return tx.PutCluster(&api.Cluster{Metadata: api.ObjectMeta{Name: "dev"}}) }))
 	select {
 	case err := <-woke:
 		must(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("a follower was not woken by a commit")
+	}
+	if s.Fired() == fired {
+		t.Fatal("Fired did not move with a commit of this server: a reader of a view would not know it is behind")
 	}
 }
 

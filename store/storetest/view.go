@@ -67,10 +67,30 @@ func testViewFollows(t *testing.T, s store.Store, seed uint64, batch int) int {
 			if g, w := snapshotJSON(t, got), snapshotJSON(t, want); g != w {
 				t.Fatalf("round %d: the view\n%s\nthe store\n%s", round, g, w)
 			}
-			return nil
+			return sameWork(t, tx, v, want.Machines)
 		}))
 	}
 	return v.Loads()
+}
+
+// sameWork checks the view's point reads of each machine's work against
+// the store's.
+func sameWork(t *testing.T, tx store.Tx, v *view.View, machines []*api.Machine) error {
+	t.Helper()
+	for _, m := range machines {
+		_, on, leaving, err := tx.MachineWork(m.ID)
+		if err != nil {
+			return err
+		}
+		w, ok := v.Work(m.ID)
+		if !ok {
+			t.Fatalf("the view has no work of live machine %s", m.ID)
+		}
+		if g, s := fmt.Sprint(replicaIDs(w.On), replicaIDs(w.Leaving)), fmt.Sprint(replicaIDs(on), replicaIDs(leaving)); g != s {
+			t.Fatalf("machine %s: the view's replicas on it and leaving it %s, the store's %s", m.ID, g, s)
+		}
+	}
+	return nil
 }
 
 // listAll is what the view must hold: the store's lists in tx.
@@ -134,6 +154,12 @@ func (w *randomWriter) write(tx store.Tx) error {
 	case 6:
 		r := &api.Replica{ID: "s" + n + "-" + fmt.Sprint(w.rng.IntN(4)), Service: "s" + n, Cluster: "c1",
 			State: []api.ReplicaState{api.ReplicaPending, api.ReplicaRunning}[w.rng.IntN(2)]}
+		if w.machines > 0 && r.State == api.ReplicaRunning {
+			r.Machine = fmt.Sprintf("m%03d", 1+w.rng.IntN(w.machines))
+			if w.rng.IntN(3) == 0 {
+				r.PreviousMachine = fmt.Sprintf("m%03d", 1+w.rng.IntN(w.machines))
+			}
+		}
 		return tx.PutReplica(r)
 	case 7:
 		return tx.DeleteReplica("s" + n + "-" + fmt.Sprint(w.rng.IntN(4)))

@@ -44,6 +44,9 @@ type View struct {
 	machines map[string]*api.Machine // live ones
 	replicas map[string]*api.Replica
 	memory   map[string]string
+	// work indexes the replicas by the machine they run on and the one
+	// they leave (point reads: a heartbeat's).
+	work workIndex
 	// sorted are the lists as the store would return them, made again
 	// only after a change of their kind.
 	sorted sortedLists
@@ -173,6 +176,7 @@ func (v *View) load(tx store.Tx) error {
 	v.groups = byKey(groups, func(g *api.FailoverGroup) string { return g.Metadata.Name })
 	v.machines = byKey(machines, func(m *api.Machine) string { return m.ID })
 	v.replicas = byKey(replicas, func(r *api.Replica) string { return r.ID })
+	v.work = newWorkIndex(replicas)
 	v.memory = maps.Clone(memory)
 	if v.memory == nil {
 		v.memory = map[string]string{}
@@ -218,7 +222,9 @@ func (v *View) apply(c store.Change) error {
 		err = put(v.machines, c, (*api.Machine).Live)
 		v.sorted.machines = nil
 	case store.FeedReplica:
+		v.work.remove(v.replicas[c.Name])
 		err = put(v.replicas, c, func(*api.Replica) bool { return true })
+		v.work.add(v.replicas[c.Name])
 		v.sorted.replicas = nil
 	case store.FeedMemory:
 		if c.Deleted {

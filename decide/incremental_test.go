@@ -1,0 +1,139 @@
+package decide_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
+)
+
+// TestIncrementalPassDecidesWhatAFullPassWould drives seeded random
+// sequences of changes through the harness: specs scaled and changed,
+// replicas crashing, machines falling silent and coming back, agents
+// joining and running what they are given, and the time moving by
+// seconds to many minutes. Whenever the controller would skip a pass
+// (its inputs unchanged but heartbeats, before its wake), the harness
+// runs the full pass anyway and fails if it decides anything: the
+// incremental pass decides exactly what the full one would. The test
+// also checks that both sides were exercised: passes the controller
+// would skip, and deadlines that woke a pass which then decided.
+func TestIncrementalPassDecidesWhatAFullPassWould(t *testing.T) {
+	skippable, woken := 0, 0
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			h := incrementalWorld(t, seed)
+			skippable += h.Skippable
+			woken += h.Woken
+		})
+	}
+	if skippable == 0 || woken == 0 {
+		t.Fatalf("the sequences exercised %d skippable passes and %d woken by a deadline: both must happen", skippable, woken)
+	}
+	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline", skippable, woken)
+}
+
+func incrementalWorld(t *testing.T, seed uint64) *decidetest.Harness {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	h := decidetest.New(t)
+	h.Config.Planner.EmptyMachineTTL = []time.Duration{30 * time.Second, 2 * time.Minute, 5 * time.Minute}[rng.IntN(3)]
+	h.Config.Planner.MinLifetime = []time.Duration{time.Minute, 10 * time.Minute}[rng.IntN(2)]
+	// A long resync leaves the other deadlines to wake the passes.
+	h.Config.ResyncInterval = []time.Duration{5 * time.Minute, 6 * time.Hour}[rng.IntN(2)]
+	h.Cluster("c", decidetest.Group("small", "small", 0, 6), decidetest.Group("large", "large", 1, 4))
+	drain := 5
+	h.Service("web", "c", 3, "300m", "128Mi", func(s *api.ServiceSpec) {
+		s.Update.MinHealthySeconds, s.Update.DrainSeconds = 20, &drain
+	})
+	h.Service("api", "c", 2, "700m", "256Mi", func(s *api.ServiceSpec) { s.Update.ProgressDeadlineSeconds = 120 })
+	silent := map[string]bool{}
+	steps := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
+	for i := 0; i < 250; i++ {
+		incrementalChange(h, rng, silent)
+		if rng.IntN(3) == 0 {
+			h.Join()
+		}
+		if rng.IntN(3) == 0 {
+			h.Run()
+		}
+		for _, m := range h.Snap.Machines {
+			if m.JoinState == api.JoinJoined && !silent[m.ID] && m.UnreachableSince == nil {
+				fleet.Heartbeat(m, h.Now)
+			}
+		}
+		answer(h, h.Pass())
+		h.Step(steps[rng.IntN(len(steps))])
+	}
+	return h
+}
+
+// answer plays the provider's side of a plan's lookups, as its calls
+// would return: a Describe finds the instance running, a List finds
+// every instance the provider runs.
+func answer(h *decidetest.Harness, plan decide.Plan) {
+	for _, id := range plan.Describes {
+		if m := h.MachineByID(id); m != nil {
+			h.Snap.Instances[id] = decide.InstanceObservation{Found: true, State: provisioner.StateRunning, At: h.Now}
+		}
+	}
+	for _, key := range plan.Lists {
+		inv := decide.Inventory{At: h.Now}
+		for _, m := range h.Snap.Machines {
+			if m.ProviderKey == key && m.ProviderID != "" {
+				inv.Instances = append(inv.Instances, provisioner.Instance{ID: m.ProviderID, State: provisioner.StateRunning,
+					LaunchedAt: m.CreatedAt, Tags: map[string]string{provisioner.TagMachine: m.ID}})
+			}
+		}
+		h.Snap.Inventories[key], h.Snap.ListedAt[key] = inv, h.Now
+	}
+}
+
+// incrementalChange makes one random change, or (most often) none.
+func incrementalChange(h *decidetest.Harness, rng *rand.Rand, silent map[string]bool) {
+	switch rng.IntN(14) {
+	case 0:
+		svc := h.Snap.Services[rng.IntN(len(h.Snap.Services))]
+		c := *svc
+		n := rng.IntN(6)
+		c.Spec.Replicas = &n
+		c.Metadata.Generation++
+		swapService(h, &c)
+	case 1:
+		svc := h.Snap.Services[rng.IntN(len(h.Snap.Services))]
+		c := *svc
+		c.Spec.Env = map[string]string{"V": fmt.Sprint(rng.IntN(3))}
+		c.Metadata.Generation++
+		swapService(h, &c)
+	case 2:
+		if len(h.Snap.Machines) > 0 {
+			m := h.Snap.Machines[rng.IntN(len(h.Snap.Machines))]
+			silent[m.ID] = !silent[m.ID]
+		}
+	case 3:
+		if len(h.Snap.Replicas) > 0 {
+			r := h.Snap.Replicas[rng.IntN(len(h.Snap.Replicas))]
+			if r.Machine != "" && r.State == api.ReplicaRunning {
+				c := *r
+				if _, err := replica.Observe(&c, api.ReplicaStatus{ReplicaID: r.ID, State: api.ReplicaCrashed, Health: api.HealthUnhealthy}, "", h.Now); err == nil {
+					*r = c
+				}
+			}
+		}
+	}
+}
+
+// swapService replaces a service the way a write to the store does (the
+// old object is never edited).
+func swapService(h *decidetest.Harness, svc *api.Service) {
+	for i, s := range h.Snap.Services {
+		if s.Metadata.Name == svc.Metadata.Name {
+			h.Snap.Services[i] = svc
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package decide
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// Wake is what a pass that decided nothing needs to see before a pass
+// with the same inputs could decide something: the earliest deadline of
+// its rules, and the heartbeats it read beyond liveness. Passes are
+// incremental through it: while the store, the observations and these
+// stay as they were, the next pass would decide nothing either, and the
+// controller skips it.
+type Wake struct {
+	// At is the earliest time a deadline a rule compared with passes
+	// (zero: none). Silence is not in it: it moves with every heartbeat,
+	// so SilentAt computes it from the heartbeats of the time.
+	At time.Time
+	// Heartbeats are the heartbeats a decision read beyond liveness (a
+	// failover lease renewed from its holder's machine), by machine.
+	Heartbeats map[string]time.Time
+}
+
+func (w *Wake) at(t time.Time) {
+	if w.At.IsZero() || t.Before(w.At) {
+		w.At = t
+	}
+}
+
+// reached reports whether now is at or after t; if not, the pass wakes
+// at t.
+func (p *Pass) reached(t time.Time) bool {
+	if p.now.Before(t) {
+		p.plan.Wake.at(t)
+		return false
+	}
+	return true
+}
+
+// passed reports whether now is after t; if not, the pass wakes just
+// after t.
+func (p *Pass) passed(t time.Time) bool {
+	if !p.now.After(t) {
+		p.plan.Wake.at(t.Add(time.Nanosecond))
+		return false
+	}
+	return true
+}
+
+// readHeartbeat notes that a decision read a machine's heartbeat.
+func (p *Pass) readHeartbeat(m *api.Machine) {
+	if p.plan.Wake.Heartbeats == nil {
+		p.plan.Wake.Heartbeats = map[string]time.Time{}
+	}
+	var at time.Time
+	if m.LastHeartbeat != nil {
+		at = *m.LastHeartbeat
+	}
+	p.plan.Wake.Heartbeats[m.ID] = at
+}
+
+// Idle reports whether a plan asks for nothing: no store write, no
+// provider call, no event, and the memory (before) it began with.
+func (p Plan) Idle(snap *Snapshot, before Memory) bool {
+	if p.Acts() || len(p.Describes)+len(p.Lists)+len(p.Events) > 0 {
+		return false
+	}
+	if put, del, err := Diff(before, p.Memory); err != nil || len(put)+len(del) > 0 {
+		return false
+	}
+	return !pendingChanges(snap, p.Pending)
+}
+
+// pendingChanges reports whether a pending reason differs from what its
+// replica says (the act step would write it).
+func pendingChanges(snap *Snapshot, pending map[string]string) bool {
+	if len(pending) == 0 {
+		return false
+	}
+	for _, r := range snap.Replicas {
+		if why, ok := pending[r.ID]; ok && (r.Machine == "" && r.Pod == "") && (r.State != api.ReplicaPending || r.Reason != why) {
+			return true
+		}
+	}
+	return false
+}
+
+// SilentAt is the earliest time a machine that heartbeats falls silent
+// for long enough to be marked unreachable, from the snapshot's
+// heartbeats (zero: no such machine). It is detectLost's rule.
+func SilentAt(cfg Config, snap *Snapshot) time.Time {
+	live := 0
+	for _, m := range snap.Machines {
+		if m.Live() {
+			live++
+		}
+	}
+	limit := cfg.HeartbeatIntervalFor(live) * time.Duration(cfg.MissedHeartbeats)
+	var first time.Time
+	for _, m := range snap.Machines {
+		if !watchedForSilence(m) || m.UnreachableSince != nil {
+			continue
+		}
+		at := lastSign(m, snap.LivenessSince).Add(limit + time.Nanosecond)
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first
+}
+
+// watchedForSilence: a joined machine whose heartbeats count.
+func watchedForSilence(m *api.Machine) bool {
+	return m.JoinState == api.JoinJoined && slices.Contains([]api.FleetState{api.FleetReady, api.FleetActive, api.FleetDraining}, m.FleetState)
+}
+
+// lastSign is a machine's last heartbeat, but never before the server
+// recorded heartbeats reliably.
+func lastSign(m *api.Machine, since time.Time) time.Time {
+	if m.LastHeartbeat != nil && m.LastHeartbeat.After(since) {
+		return *m.LastHeartbeat
+	}
+	return since
+}
+
+// Asleep reports whether a pass at now may be skipped: the last pass
+// (whose plan was last) decided nothing, its inputs other than
+// heartbeats are unchanged (the caller knows that: the store's revision
+// and the observations), no deadline it reported has come, no machine
+// has fallen silent, and the heartbeats it read are as they were.
+func Asleep(cfg Config, last Plan, snap *Snapshot, now time.Time) bool {
+	if !last.Wake.At.IsZero() && !now.Before(last.Wake.At) {
+		return false
+	}
+	if silent := SilentAt(cfg, snap); !silent.IsZero() && !now.Before(silent) {
+		return false
+	}
+	if len(last.Wake.Heartbeats) == 0 {
+		return true
+	}
+	seen := map[string]time.Time{}
+	for _, m := range snap.Machines {
+		if _, ok := last.Wake.Heartbeats[m.ID]; ok {
+			var at time.Time
+			if m.LastHeartbeat != nil {
+				at = *m.LastHeartbeat
+			}
+			seen[m.ID] = at
+		}
+	}
+	return maps.EqualFunc(seen, last.Wake.Heartbeats, time.Time.Equal)
+}
+
+// Observations is the snapshot's observations of the world outside the
+// store (what SameObservations compares), without its objects.
+func (s *Snapshot) Observations() *Snapshot {
+	return &Snapshot{Catalogs: s.Catalogs, Providers: s.Providers, Instances: s.Instances, Inventories: s.Inventories,
+		ListedAt: s.ListedAt, InFlight: s.InFlight, Kubernetes: s.Kubernetes, SecretRevisions: s.SecretRevisions, LivenessSince: s.LivenessSince}
+}
+
+// SameObservations reports whether two snapshots hold the same
+// observations of the world outside the store: catalogs, providers,
+// instances, listings, calls in flight, Kubernetes watches, secrets and
+// when heartbeats began to count. A fresh inventory is never the same:
+// each is judged once.
+func SameObservations(a, b *Snapshot) bool {
+	if len(a.Inventories) > 0 || len(b.Inventories) > 0 {
+		return false
+	}
+	return a.LivenessSince.Equal(b.LivenessSince) && maps.Equal(a.InFlight, b.InFlight) &&
+		maps.Equal(a.SecretRevisions, b.SecretRevisions) && maps.EqualFunc(a.ListedAt, b.ListedAt, time.Time.Equal) &&
+		maps.Equal(a.Instances, b.Instances) && reflect.DeepEqual(a.Catalogs, b.Catalogs) &&
+		reflect.DeepEqual(a.Providers, b.Providers) && reflect.DeepEqual(a.Kubernetes, b.Kubernetes)
+}

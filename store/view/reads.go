@@ -1,0 +1,124 @@
+package view
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// workIndex is the replicas by machine: those placed on it, and those
+// leaving it (a moving replica's old copy).
+type workIndex struct {
+	on, leaving map[string]map[string]*api.Replica
+}
+
+func newWorkIndex(replicas []*api.Replica) workIndex {
+	w := workIndex{on: map[string]map[string]*api.Replica{}, leaving: map[string]map[string]*api.Replica{}}
+	for _, r := range replicas {
+		w.add(r)
+	}
+	return w
+}
+
+func (w workIndex) add(r *api.Replica) {
+	if r != nil {
+		indexAdd(w.on, r.Machine, r)
+		indexAdd(w.leaving, r.PreviousMachine, r)
+	}
+}
+
+func (w workIndex) remove(r *api.Replica) {
+	if r != nil {
+		indexRemove(w.on, r.Machine, r.ID)
+		indexRemove(w.leaving, r.PreviousMachine, r.ID)
+	}
+}
+
+func indexAdd(index map[string]map[string]*api.Replica, machine string, r *api.Replica) {
+	if machine == "" {
+		return
+	}
+	if index[machine] == nil {
+		index[machine] = map[string]*api.Replica{}
+	}
+	index[machine][r.ID] = r
+}
+
+func indexRemove(index map[string]map[string]*api.Replica, machine, id string) {
+	delete(index[machine], id)
+	if len(index[machine]) == 0 {
+		delete(index, machine)
+	}
+}
+
+// Work is a live machine with the replicas on it and those leaving it,
+// ordered by id, as the view holds them (shared: not to be changed).
+type Work struct {
+	Revision int64
+	Machine  *api.Machine
+	On       []*api.Replica
+	Leaving  []*api.Replica
+}
+
+// Work reads a machine's work, as store.Tx.MachineWork does; false when
+// the view is not loaded or holds no such live machine.
+func (v *View) Work(id string) (Work, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	m := v.machines[id]
+	if !v.loaded || m == nil {
+		return Work{}, false
+	}
+	byID := func(a, b *api.Replica) int { return cmp.Compare(a.ID, b.ID) }
+	return Work{Revision: v.rev, Machine: m, On: slices.SortedFunc(maps.Values(v.work.on[id]), byID),
+		Leaving: slices.SortedFunc(maps.Values(v.work.leaving[id]), byID)}, true
+}
+
+// Revision is the revision the view has reached (0: not loaded).
+func (v *View) Revision() int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.loaded {
+		return 0
+	}
+	return v.rev
+}
+
+// GetMemory reads an entry of the control loop's memory, as
+// store.Tx.GetMemory does.
+func (v *View) GetMemory(key string) (string, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	value, ok := v.memory[key]
+	if !v.loaded || !ok {
+		return "", store.ErrNotFound
+	}
+	return value, nil
+}
+
+// GetService reads a service, as store.Tx.GetService does (shared: not
+// to be changed).
+func (v *View) GetService(name string) (*api.Service, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	svc := v.services[name]
+	if !v.loaded || svc == nil {
+		return nil, store.ErrNotFound
+	}
+	return svc, nil
+}
+
+// Follow brings the view to tx's snapshot, as Sync does, without making
+// a snapshot of it; it returns the revision reached.
+func (v *View) Follow(tx store.Tx) (int64, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.update(tx); err != nil {
+		v.loaded = false
+		return 0, err
+	}
+	return v.rev, nil
+}
