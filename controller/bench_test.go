@@ -50,13 +50,14 @@ func BenchmarkPassAfterChanges(b *testing.B) {
 
 // BenchmarkPassSteady50k is the same at 50,000 machines and 500,000
 // replicas (a few minutes to build; its own benchmark so that the one
-// above stays quick):
+// above stays quick), and then a pass after 1,000 services changed:
 //
 //	go test ./controller -run '^$' -bench PassSteady50k -benchtime 3x -count 1 -timeout 60m
 func BenchmarkPassSteady50k(b *testing.B) {
 	c := steadyFleet(b, 50000, 5000)
 	b.Run("incremental", func(b *testing.B) { benchPass(b, c, passIncremental) })
 	b.Run("view", func(b *testing.B) { benchPass(b, c, passFull) })
+	b.Run("changed=1000", func(b *testing.B) { benchChanged(b, c, 1000) })
 }
 
 // benchChanged times a pass after n services each gained a replica

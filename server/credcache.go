@@ -8,8 +8,11 @@ import (
 
 // credentialCache remembers machine credentials this server verified
 // against the store, for CredentialCacheTTL: a fleet's heartbeats would
-// otherwise each cost a read of the credential. A credential replaced by
-// a rejoin stays accepted here until its entry expires.
+// otherwise each cost a read of the credential. A credential is made by
+// a machine's first join and never replaced; every server also forgets a
+// machine's entry when the change feed brings a change of the machine
+// (its termination, say), so that a stale entry lives until then, or the
+// TTL when a notification is lost.
 type credentialCache struct {
 	ttl time.Duration
 	mu  sync.Mutex
@@ -33,6 +36,13 @@ func (c *credentialCache) valid(machine, token string, now time.Time) bool {
 	defer c.mu.Unlock()
 	v, ok := c.ok[machine]
 	return ok && v.digest == sha256.Sum256([]byte(token)) && now.Sub(v.at) < c.ttl
+}
+
+// forget drops what was verified of a machine's credential.
+func (c *credentialCache) forget(machine string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ok, machine)
 }
 
 func (c *credentialCache) remember(machine, token string, now time.Time) {

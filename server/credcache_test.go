@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/store"
 )
 
 func TestCredentialCache(t *testing.T) {
@@ -50,4 +54,30 @@ func TestMutatingCallsAreRateLimited(t *testing.T) {
 	if status, _ := ts.do(t, "GET", "/v1/clusters", ts.AdminToken(), "", nil); status != 200 {
 		t.Fatalf("reads are not limited: %d", status)
 	}
+}
+
+// Every server forgets what it verified of a machine's credential when
+// the change feed brings a change of the machine (its termination, say),
+// long before the cache's TTL.
+func TestAChangeOfTheMachineDropsItsCachedCredential(t *testing.T) {
+	ts, ctx := withTestCluster(t, func(c *Config) { c.CredentialCacheTTL = time.Hour })
+	credential := ts.joinManual(t, "dev", "m1")
+	agent := client.New(ts.URL(), credential, ts.http)
+	if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if !ts.credentials.valid("m1", credential, ts.clock.Now()) {
+		t.Fatal("the credential was not cached")
+	}
+	if err := ts.store.Update(ctx, func(tx store.Tx) error {
+		m, err := tx.GetMachine("m1")
+		if err != nil {
+			return err
+		}
+		m.FleetState = api.FleetTerminated
+		return tx.PutMachine(m)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the cached credential dropped", func() bool { return !ts.credentials.valid("m1", credential, ts.clock.Now()) })
 }

@@ -324,6 +324,7 @@ func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[st
 				}
 				switch c.Kind {
 				case store.FeedMachine:
+					s.credentials.forget(c.Name) // a join may have replaced its credential
 					// A machine's own changes are mostly its heartbeats'
 					// (waking it for them would double them); what it must
 					// run changes with its replicas.
