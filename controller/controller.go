@@ -174,6 +174,7 @@ func (c *Controller) Run(ctx context.Context) {
 		c.calls.setTerm(context.Background())
 	}()
 	c.observed.reset()
+	c.quiet = nil // a new term decides afresh
 	for {
 		began := c.Clock.Now()
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {

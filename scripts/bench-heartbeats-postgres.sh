@@ -4,10 +4,11 @@
 # processes (HTTPS, on free loopback ports; a database of this run's own)
 # and the load generator,
 # which joins MACHINES machines spread over the servers and sends RATE
-# heartbeats/s for DURATION; RUNS times, on a fresh database each time.
+# heartbeats/s for WARMUP (not measured), then DURATION; RUNS times, on a
+# fresh database each time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MACHINES=${MACHINES:-10000} RATE=${RATE:-2000} DURATION=${DURATION:-30s} RUNS=${RUNS:-3}
+MACHINES=${MACHINES:-10000} RATE=${RATE:-2000} DURATION=${DURATION:-30s} RUNS=${RUNS:-3} WARMUP=${WARMUP:-5s}
 
 work=$(mktemp -d)
 pids=()
@@ -47,7 +48,7 @@ for run in $(seq 1 "$RUNS"); do
   done
   echo "run $run:"
   "$work/loadgen" --server "$servers" --ca-cert "$work/s1/ca.crt" --admin-token-file "$work/admin-token" \
-    --machines "$MACHINES" --rate "$RATE" --duration "$DURATION"
+    --machines "$MACHINES" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP"
   stop_servers
 done
 psql "$admin_db" -qc "DROP DATABASE IF EXISTS $dbname" >/dev/null
