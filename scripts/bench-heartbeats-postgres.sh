@@ -5,7 +5,9 @@
 # and the load generator,
 # which joins MACHINES machines spread over the servers and sends RATE
 # heartbeats/s for WARMUP (not measured), then DURATION; RUNS times, on a
-# fresh database each time.
+# fresh database each time. It also reports the whole machine's CPU
+# (servers, PostgreSQL and generator) over the measured DURATION, from
+# /proc/stat: keep the machine otherwise quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MACHINES=${MACHINES:-10000} RATE=${RATE:-2000} DURATION=${DURATION:-30s} RUNS=${RUNS:-3} WARMUP=${WARMUP:-5s}
@@ -18,6 +20,21 @@ stop_servers() {
   pids=()
 }
 trap 'stop_servers; rm -rf "$work"' EXIT
+# cpu_sampler writes "<epoch seconds> <busy jiffies> <total jiffies>" every
+# second, from the first line of /proc/stat.
+cpu_sampler() {
+  while true; do
+    read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
+    echo "$(date +%s.%N) $((user + nice + system + irq + softirq + steal)) $((user + nice + system + idle + iowait + irq + softirq + steal))"
+    sleep 1
+  done
+}
+# cpu_used prints the cores busy over the last $1 seconds of a sampler's file.
+cpu_used() {
+  awk -v window="$1" -v cores="$(nproc)" '{ t[NR] = $1; b[NR] = $2; a[NR] = $3 } END {
+    for (i = NR; i > 1 && t[NR] - t[i] < window; i--) {}
+    printf "%.2f", (b[NR] - b[i]) / (a[NR] - a[i]) * cores }' "$2"
+}
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 go build -o "$work/gantry" ./cmd/gantry
 go build -o "$work/loadgen" ./cmd/gantry-loadgen
@@ -47,8 +64,14 @@ for run in $(seq 1 "$RUNS"); do
     until [[ -s "$work/s$i/ca.crt" ]] && curl -sf --cacert "$work/s$i/ca.crt" "https://127.0.0.1:$port/healthz" >/dev/null; do sleep 0.2; done
   done
   echo "run $run:"
+  cpu_sampler >"$work/cpu" &
+  sampler=$!
   "$work/loadgen" --server "$servers" --ca-cert "$work/s1/ca.crt" --admin-token-file "$work/admin-token" \
     --machines "$MACHINES" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP"
+  kill "$sampler"
+  window=$(python3 -c "import re, sys; print(sum(float(n) * {'h': 3600, 'm': 60, 's': 1}[u] for n, u in re.findall(r'([0-9.]+)([hms])', sys.argv[1])))" "$DURATION")
+  cores=$(cpu_used "$window" "$work/cpu")
+  echo "cpu over the measured ${DURATION}: $cores cores busy of $(nproc) (servers, PostgreSQL and generator); $(python3 -c "print(f'{$cores / ($RATE / 1000):.2f}')") core-s per 1,000 heartbeats/s"
   stop_servers
 done
 psql "$admin_db" -qc "DROP DATABASE IF EXISTS $dbname" >/dev/null
