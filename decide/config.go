@@ -55,7 +55,7 @@ type Config struct {
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
 	return Config{
-		HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 2000, MissedHeartbeats: 3, RescheduleGrace: 30 * time.Second,
+		HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 5000, MissedHeartbeats: 3, RescheduleGrace: 30 * time.Second,
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
 		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, DescribeInterval: 5 * time.Second, ResyncInterval: 5 * time.Minute,
 		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute,

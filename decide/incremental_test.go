@@ -137,3 +137,50 @@ func swapService(h *decidetest.Harness, svc *api.Service) {
 		}
 	}
 }
+
+// Among 50,000 machines heartbeating at the rate the defaults allow
+// (every 10 s), one that stops is marked unreachable 30 s after its last
+// heartbeat, by the first pass after that (passes every 2 s): the
+// incremental loop sleeps until then, and wakes for no other machine.
+func TestALostMachineAmong50000IsNoticedIn30Seconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50,000 machines")
+	}
+	h := decidetest.New(t)
+	h.Config.ResyncInterval = time.Hour
+	h.Cluster("c", decidetest.Group("g", "small", 0, 60000))
+	for range 50000 {
+		h.Machine("c", "g", "small")
+	}
+	period := h.Config.HeartbeatIntervalFor(50000)
+	if period != 10*time.Second {
+		t.Fatalf("50,000 machines are told to heartbeat every %s, want 10s", period)
+	}
+	last := h.Pass()
+	lost := h.Snap.Machines[12345]
+	lastBeat := h.Now
+	for waited := time.Duration(0); waited <= time.Minute; waited += 2 * time.Second {
+		h.Step(2 * time.Second)
+		for i, m := range h.Snap.Machines {
+			// Each machine beats every 10 s, spread over the period.
+			if m != lost && (h.Now.Sub(decidetest.Start)/(2*time.Second)+time.Duration(i))%5 == 0 {
+				fleet.Heartbeat(m, h.Now)
+			}
+		}
+		if decide.Asleep(h.Config, last, h.Snap, h.Now) {
+			continue
+		}
+		last = h.Pass()
+		if len(last.Unreachable) == 0 {
+			continue
+		}
+		if len(last.Unreachable) != 1 || last.Unreachable[0].Machine != lost.ID {
+			t.Fatalf("marked unreachable: %+v, want only %s", last.Unreachable, lost.ID)
+		}
+		if silent := h.Now.Sub(lastBeat); silent > 32*time.Second {
+			t.Fatalf("noticed after %s of silence, want 30 s (and the next pass)", silent)
+		}
+		return
+	}
+	t.Fatalf("the lost machine %s was not noticed within a minute", lost.ID)
+}
