@@ -20,6 +20,7 @@ stop_servers() {
   pids=()
 }
 trap 'stop_servers; rm -rf "$work"' EXIT
+trap 'exit 143' INT TERM # so that the EXIT trap stops the servers
 # cpu_sampler writes "<epoch seconds> <busy jiffies> <total jiffies>" every
 # second, from the first line of /proc/stat.
 cpu_sampler() {

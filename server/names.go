@@ -281,7 +281,6 @@ func (s *Server) refreshNamesOf(ctx context.Context, clusters map[string]bool) {
 	if err := s.names.refresh(ctx, clusters); err != nil && ctx.Err() == nil {
 		s.log.Warn("compute names", "err", err)
 	}
-	s.fleetViews.forget(func(cluster string) bool { return s.names.entry(cluster) != nil })
 }
 
 // touchedClusters reads the changes after rev: the clusters whose names
@@ -345,7 +344,7 @@ func (s *Server) touchedClusters(ctx context.Context, rev int64) (touched map[st
 
 // clusterNames computes a cluster's names from the store: one read of
 // its services, and of the changes of its replicas and machines since
-// the last computation (fleetViews).
+// the last computation (the server's view).
 func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterNames, error) {
 	var out api.ClusterNames
 	err := s.store.View(ctx, func(tx store.Tx) error {
@@ -353,10 +352,10 @@ func (s *Server) clusterNames(ctx context.Context, cluster string) (api.ClusterN
 		if err != nil {
 			return err
 		}
-		replicas, machines, err := s.fleetViews.current(tx, cluster)
-		if err != nil {
+		if _, err := s.view.Follow(tx); err != nil {
 			return err
 		}
+		replicas, machines, _, _ := s.view.Cluster(cluster)
 		byID := make(map[string]*api.Machine, len(machines))
 		for _, m := range machines {
 			byID[m.ID] = m

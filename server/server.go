@@ -271,9 +271,6 @@ type Server struct {
 	names     *namesHub
 	// wakes tell agents their assignments changed.
 	wakes *assignmentWakes
-	// fleetViews keep the replicas and machines of the clusters names
-	// are computed for.
-	fleetViews *fleetViews
 	// view is the store as the change feed says (shared with the
 	// controller); viewFired is the store's Fired()+1 its last sync
 	// began at, and viewSync lets one sync run at a time.
@@ -322,7 +319,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
 		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
-	s.fleetViews = newFleetViews(cfg.Watch.Batch)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.wakes = newAssignmentWakes()
 	s.stopping, s.stop = context.WithCancel(context.Background())

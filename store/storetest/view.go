@@ -67,10 +67,45 @@ func testViewFollows(t *testing.T, s store.Store, seed uint64, batch int) int {
 			if g, w := snapshotJSON(t, got), snapshotJSON(t, want); g != w {
 				t.Fatalf("round %d: the view\n%s\nthe store\n%s", round, g, w)
 			}
-			return sameWork(t, tx, v, want.Machines)
+			if err := sameWork(t, tx, v, want.Machines); err != nil {
+				return err
+			}
+			return sameClusters(t, tx, v)
 		}))
 	}
 	return v.Loads()
+}
+
+// sameClusters checks the view's clusters against the store's lists of
+// each cluster's replicas and live machines.
+func sameClusters(t *testing.T, tx store.Tx, v *view.View) error {
+	t.Helper()
+	for _, cluster := range []string{"c0", "c1", "c2"} {
+		replicas, err := tx.ListReplicas(store.ReplicaFilter{Cluster: cluster})
+		if err != nil {
+			return err
+		}
+		machines, err := tx.ListMachines(store.MachineFilter{Cluster: cluster, LiveOnly: true})
+		if err != nil {
+			return err
+		}
+		gotReplicas, gotMachines, _, ok := v.Cluster(cluster)
+		if !ok {
+			t.Fatal("the view is not loaded after a sync")
+		}
+		if g, s := fmt.Sprint(replicaIDs(gotReplicas), machineIDs(gotMachines)), fmt.Sprint(replicaIDs(replicas), machineIDs(machines)); g != s {
+			t.Fatalf("cluster %s: the view's replicas and machines %s, the store's %s", cluster, g, s)
+		}
+	}
+	return nil
+}
+
+func machineIDs(machines []*api.Machine) []string {
+	out := make([]string, len(machines))
+	for i, m := range machines {
+		out[i] = m.ID
+	}
+	return out
 }
 
 // sameWork checks the view's point reads of each machine's work against
@@ -139,7 +174,7 @@ func (w *randomWriter) write(tx store.Tx) error {
 		return tx.PutFailoverGroup(&api.FailoverGroup{Kind: api.KindFailoverGroup, Metadata: api.ObjectMeta{Name: "g" + n}, Spec: api.FailoverGroupSpec{Primary: api.FailoverSide{Cluster: "c" + n}}})
 	case 4:
 		w.machines++
-		return tx.CreateMachine(&api.Machine{ID: fmt.Sprintf("m%03d", w.machines), Cluster: "c1", FleetState: api.FleetReady})
+		return tx.CreateMachine(&api.Machine{ID: fmt.Sprintf("m%03d", w.machines), Cluster: fmt.Sprintf("c%d", w.rng.IntN(3)), FleetState: api.FleetReady})
 	case 5:
 		m, err := tx.GetMachine(fmt.Sprintf("m%03d", 1+w.rng.IntN(max(w.machines, 1))))
 		if errors.Is(err, store.ErrNotFound) {
@@ -152,7 +187,9 @@ func (w *randomWriter) write(tx store.Tx) error {
 		m.FleetState = []api.FleetState{api.FleetReady, api.FleetDraining, api.FleetTerminated}[w.rng.IntN(3)]
 		return tx.PutMachine(m)
 	case 6:
-		r := &api.Replica{ID: "s" + n + "-" + fmt.Sprint(w.rng.IntN(4)), Service: "s" + n, Cluster: "c1",
+		// A replica written again may move to another cluster: the
+		// view's index by cluster must follow.
+		r := &api.Replica{ID: "s" + n + "-" + fmt.Sprint(w.rng.IntN(4)), Service: "s" + n, Cluster: fmt.Sprintf("c%d", w.rng.IntN(3)),
 			State: []api.ReplicaState{api.ReplicaPending, api.ReplicaRunning}[w.rng.IntN(2)]}
 		if w.machines > 0 && r.State == api.ReplicaRunning {
 			r.Machine = fmt.Sprintf("m%03d", 1+w.rng.IntN(w.machines))

@@ -122,3 +122,69 @@ func (v *View) Follow(tx store.Tx) (int64, error) {
 	}
 	return v.rev, nil
 }
+
+// clusterIndex is the replicas and live machines by cluster.
+type clusterIndex struct {
+	replicas map[string]map[string]*api.Replica
+	machines map[string]map[string]*api.Machine
+}
+
+func newClusterIndex(replicas []*api.Replica, machines []*api.Machine) clusterIndex {
+	c := clusterIndex{replicas: map[string]map[string]*api.Replica{}, machines: map[string]map[string]*api.Machine{}}
+	for _, r := range replicas {
+		c.addReplica(r)
+	}
+	for _, m := range machines {
+		c.addMachine(m)
+	}
+	return c
+}
+
+func (c clusterIndex) addReplica(r *api.Replica) {
+	if r != nil {
+		indexAdd(c.replicas, r.Cluster, r)
+	}
+}
+
+func (c clusterIndex) removeReplica(r *api.Replica) {
+	if r != nil {
+		indexRemove(c.replicas, r.Cluster, r.ID)
+	}
+}
+
+func (c clusterIndex) addMachine(m *api.Machine) {
+	if m == nil {
+		return
+	}
+	if c.machines[m.Cluster] == nil {
+		c.machines[m.Cluster] = map[string]*api.Machine{}
+	}
+	c.machines[m.Cluster][m.ID] = m
+}
+
+func (c clusterIndex) removeMachine(m *api.Machine) {
+	if m == nil {
+		return
+	}
+	delete(c.machines[m.Cluster], m.ID)
+	if len(c.machines[m.Cluster]) == 0 {
+		delete(c.machines, m.Cluster)
+	}
+}
+
+// Cluster is a cluster's replicas (by service and id) and live machines
+// (by id), as ListReplicas and ListMachines of the cluster would list
+// them (shared: not to be changed), and the view's revision; false when
+// the view is not loaded.
+func (v *View) Cluster(name string) (replicas []*api.Replica, machines []*api.Machine, revision int64, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.loaded {
+		return nil, nil, 0, false
+	}
+	replicas = slices.SortedFunc(maps.Values(v.byCluster.replicas[name]), func(a, b *api.Replica) int {
+		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
+	})
+	machines = slices.SortedFunc(maps.Values(v.byCluster.machines[name]), func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
+	return replicas, machines, v.rev, true
+}

@@ -45,8 +45,10 @@ type View struct {
 	replicas map[string]*api.Replica
 	memory   map[string]string
 	// work indexes the replicas by the machine they run on and the one
-	// they leave (point reads: a heartbeat's).
-	work workIndex
+	// they leave (point reads: a heartbeat's); byCluster the replicas
+	// and machines by cluster (a cluster's names).
+	work      workIndex
+	byCluster clusterIndex
 	// sorted are the lists as the store would return them, made again
 	// only after a change of their kind.
 	sorted sortedLists
@@ -177,6 +179,7 @@ func (v *View) load(tx store.Tx) error {
 	v.machines = byKey(machines, func(m *api.Machine) string { return m.ID })
 	v.replicas = byKey(replicas, func(r *api.Replica) string { return r.ID })
 	v.work = newWorkIndex(replicas)
+	v.byCluster = newClusterIndex(replicas, machines)
 	v.memory = maps.Clone(memory)
 	if v.memory == nil {
 		v.memory = map[string]string{}
@@ -219,12 +222,16 @@ func (v *View) apply(c store.Change) error {
 		err = put(v.groups, c, func(*api.FailoverGroup) bool { return true })
 		v.sorted.groups = nil
 	case store.FeedMachine:
+		v.byCluster.removeMachine(v.machines[c.Name])
 		err = put(v.machines, c, (*api.Machine).Live)
+		v.byCluster.addMachine(v.machines[c.Name])
 		v.sorted.machines = nil
 	case store.FeedReplica:
 		v.work.remove(v.replicas[c.Name])
+		v.byCluster.removeReplica(v.replicas[c.Name])
 		err = put(v.replicas, c, func(*api.Replica) bool { return true })
 		v.work.add(v.replicas[c.Name])
+		v.byCluster.addReplica(v.replicas[c.Name])
 		v.sorted.replicas = nil
 	case store.FeedMemory:
 		if c.Deleted {
