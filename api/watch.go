@@ -38,4 +38,7 @@ type ListMeta struct {
 	ResourceVersion int64 `json:"resourceVersion,omitempty,string"`
 	// Continue, when set, reads the next page (`continue=`).
 	Continue string `json:"continue,omitempty"`
+	// RemainingItemCount, for a page read by offset (`offset=`), is how
+	// many objects of the list come after it.
+	RemainingItemCount *int64 `json:"remainingItemCount,omitempty"`
 }

@@ -209,6 +209,26 @@ func (c *Client) ListReplicasPage(ctx context.Context, q ReplicaQuery, limit int
 	return &out, c.getJSON(ctx, "/v1/replicas?"+v.Encode(), &out)
 }
 
+// ListReplicasWindow reads at most limit replicas after the first offset
+// (a numbered page), and how many the whole list holds.
+func (c *Client) ListReplicasWindow(ctx context.Context, q ReplicaQuery, offset, limit int) ([]api.Replica, int, error) {
+	v := url.Values{"limit": {strconv.Itoa(limit)}, "offset": {strconv.Itoa(offset)}}
+	for k, val := range map[string]string{"service": q.Service, "cluster": q.Cluster, "machine": q.Machine} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	var out ReplicaPage
+	if err := c.getJSON(ctx, "/v1/replicas?"+v.Encode(), &out); err != nil {
+		return nil, 0, err
+	}
+	total := offset + len(out.Items)
+	if n := out.Metadata.RemainingItemCount; n != nil {
+		total += int(*n)
+	}
+	return out.Items, total, nil
+}
+
 // MachinePage is one page of machines.
 type MachinePage struct {
 	Metadata api.ListMeta  `json:"metadata"`

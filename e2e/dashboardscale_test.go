@@ -121,28 +121,16 @@ func fillFleet(t testing.TB, st store.Store, machines, perMachine int) {
 func BenchmarkDashboardReplicasPage(b *testing.B) {
 	url, token, st := inProcessServer(b)
 	fillFleet(b, st, 1000, 10)
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar}
-	if resp, err := hc.PostForm(url+"/ui/login", neturl.Values{"token": {token}}); err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("sign in: %v", err)
-	}
+	hc := signedIn(b, url, token)
 	for b.Loop() {
-		resp, err := hc.Get(url + "/ui/replicas?page=50")
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
+		getPage(b, hc, url+"/ui/replicas?page=50")
 	}
 }
 
 // BenchmarkListReplicasFirstPage reads the first page (500, kubectl's
 // chunk) of the replicas of a fleet of 50,000 machines and 500,000
 // replicas through the API, and for comparison the page after the
-// 250,000th:
+// 250,000th; then the dashboard's replicas view, its first and 50th page:
 //
 //	go test -run '^$' -bench ListReplicasFirstPage -benchtime 20x -count 3 ./e2e
 func BenchmarkListReplicasFirstPage(b *testing.B) {
@@ -175,6 +163,37 @@ func BenchmarkListReplicasFirstPage(b *testing.B) {
 			}
 		}
 	})
+	hc := signedIn(b, url, token)
+	for _, page := range []string{"1", "50"} {
+		b.Run("dashboard/page="+page, func(b *testing.B) {
+			for b.Loop() {
+				getPage(b, hc, url+"/ui/replicas?page="+page)
+			}
+		})
+	}
+}
+
+// signedIn is an HTTP client signed in to the dashboard.
+func signedIn(b *testing.B, url, token string) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	if resp, err := hc.PostForm(url+"/ui/login", neturl.Values{"token": {token}}); err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("sign in: %v", err)
+	}
+	return hc
+}
+
+// getPage reads a dashboard page whole.
+func getPage(b *testing.B, hc *http.Client, url string) {
+	resp, err := hc.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b.Fatalf("%s: status %d", url, resp.StatusCode)
+	}
 }
 
 // `gantry get replicas` reads the fleet --chunk-size at a time (kubectl's

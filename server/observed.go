@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -156,13 +157,24 @@ func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	filter.Page = store.Page{Limit: page.Limit, After: page.After}
+	offset, counted, err := parseOffset(q, page.Limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	filter.Page = store.Page{Limit: page.Limit, After: page.After, Offset: offset}
 	var out []*api.Replica
 	var rev int64
+	var total int
 	err = s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
 		if out, err = tx.ListReplicas(filter); err != nil {
 			return err
+		}
+		if counted {
+			if total, err = tx.CountReplicas(filter); err != nil {
+				return err
+			}
 		}
 		rev, err = tx.Revision()
 		return err
@@ -176,7 +188,30 @@ func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
 		last = []string{out[len(out)-1].Service, out[len(out)-1].ID}
 	}
 	meta := page.meta(rev, len(out), last)
+	if counted {
+		remaining := int64(max(0, total-offset-len(out)))
+		meta.RemainingItemCount = &remaining
+	}
 	writeJSON(w, http.StatusOK, list[*api.Replica]{Metadata: &meta, Items: api.NonNil(out)})
+}
+
+// parseOffset reads the offset of a numbered page (which needs a limit);
+// counted says the list's size is asked for with it.
+func parseOffset(q url.Values, limit int) (offset int, counted bool, err error) {
+	v := q.Get("offset")
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0:
+		return 0, false, errorf(http.StatusBadRequest, "invalid", "offset", "query parameter offset: want a non-negative integer, got %q", v)
+	case limit <= 0:
+		return 0, false, errorf(http.StatusBadRequest, "invalid", "offset", "query parameter offset: needs a limit")
+	case q.Get("continue") != "":
+		return 0, false, errorf(http.StatusBadRequest, "invalid", "offset", "query parameter offset: not with continue")
+	}
+	return n, true, nil
 }
 
 func (s *Server) handleGetReplica(w http.ResponseWriter, r *http.Request) {

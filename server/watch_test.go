@@ -357,3 +357,30 @@ func TestServiceWatchSeesItsDeploymentsProgress(t *testing.T) {
 		t.Fatalf("the deployment's change: %+v (%v), want web MODIFIED", got, err)
 	}
 }
+
+// A numbered page (limit and offset, as the dashboard reads) says how
+// many replicas follow it; an offset without a limit, or with a
+// continue token, is refused naming the parameter.
+func TestReplicasPageByOffsetCountsTheRest(t *testing.T) {
+	// The control loop deletes replicas of no service: its first pass is
+	// over before they are written, and the next an hour away.
+	ts := startServer(t, func(c *Config) { c.Controller.Interval = time.Hour })
+	ctx := context.Background()
+	ts.putReplicas(t, "web", 7, 0)
+	items, total, err := ts.admin.ListReplicasWindow(ctx, client.ReplicaQuery{Service: "web"}, 3, 3)
+	if err != nil || total != 7 || len(items) != 3 || items[0].ID != "web-3" {
+		t.Fatalf("offset 3, limit 3: %d replicas from %v of %d, %v; want web-3.. of 7", len(items), firstID(items), total, err)
+	}
+	for _, bad := range []string{"/v1/replicas?offset=2", "/v1/replicas?limit=2&offset=-1", "/v1/replicas?limit=2&offset=2&continue=x"} {
+		if status, eb := ts.do(t, "GET", bad, ts.AdminToken(), "", nil); status != 400 || eb.Error.Field != "offset" && eb.Error.Field != "continue" {
+			t.Errorf("%s: %d %+v, want 400 naming offset", bad, status, eb.Error)
+		}
+	}
+}
+
+func firstID(rs []api.Replica) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	return rs[0].ID
+}

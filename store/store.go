@@ -129,6 +129,9 @@ type Tx interface {
 
 	GetReplica(id string) (*api.Replica, error)
 	ListReplicas(f ReplicaFilter) ([]*api.Replica, error)
+	// CountReplicas is how many replicas ListReplicas of the filter would
+	// list, its page aside.
+	CountReplicas(f ReplicaFilter) (int, error)
 	PutReplica(r *api.Replica) error
 	DeleteReplica(id string) error
 
@@ -193,6 +196,9 @@ type ReplicaFilter struct {
 type Page struct {
 	Limit int
 	After []string
+	// Offset skips that many objects first, with a Limit: a numbered
+	// page, as a dashboard shows (reading after a key is cheaper).
+	Offset int
 }
 
 // EventFilter selects events, newest last.

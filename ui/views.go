@@ -212,6 +212,9 @@ type replicasPage struct {
 }
 
 func loadReplicas(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+	if q.Get("state") == "" {
+		return replicasWindow(ctx, c, q, d)
+	}
 	replicas, err := c.ListReplicas(ctx, q.Get("service"))
 	if err != nil {
 		return nil, err
@@ -228,6 +231,30 @@ func loadReplicas(ctx context.Context, c *client.Client, q url.Values, d *Dashbo
 	sortReplicas(replicas)
 	lo, hi, p := paginate(len(replicas), d.cfg.PageSize, q, "/ui/replicas")
 	return replicasPage{State: q.Get("state"), Replicas: replicas[lo:hi], Pager: p}, nil
+}
+
+// replicasWindow reads only the page shown, and how many replicas there
+// are, from the API (a fleet's replicas are too many to read whole for
+// each page): in the store's order, by service and id.
+func replicasWindow(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+	query := client.ReplicaQuery{Service: q.Get("service")}
+	size := d.cfg.PageSize
+	page := 1
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
+		page = n
+	}
+	replicas, total, err := c.ListReplicasWindow(ctx, query, (page-1)*size, size)
+	if err != nil {
+		return nil, err
+	}
+	lo, _, p := paginate(total, size, q, "/ui/replicas")
+	if lo != (page-1)*size { // past the last page: show the last
+		if replicas, total, err = c.ListReplicasWindow(ctx, query, lo, size); err != nil {
+			return nil, err
+		}
+		lo, _, p = paginate(total, size, q, "/ui/replicas")
+	}
+	return replicasPage{Replicas: replicas, Pager: p}, nil
 }
 
 func sortReplicas(replicas []api.Replica) {

@@ -198,19 +198,33 @@ func (t *tx) GetReplica(id string) (*api.Replica, error) {
 	return getJSON[api.Replica](t, "replica", id, `SELECT data FROM replicas WHERE id = ?`, id)
 }
 
+const replicasWhere = `(? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) AND (? = '' OR previous_machine = ?)`
+
+func replicasWhereArgs(f store.ReplicaFilter) []any {
+	return []any{f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine, f.PreviousMachine, f.PreviousMachine}
+}
+
 func (t *tx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
-	query := `SELECT data FROM replicas WHERE (? = '' OR cluster = ?) AND (? = '' OR service = ?) AND (? = '' OR machine = ?) AND (? = '' OR previous_machine = ?)`
-	args := []any{f.Cluster, f.Cluster, f.Service, f.Service, f.Machine, f.Machine, f.PreviousMachine, f.PreviousMachine}
+	query := `SELECT data FROM replicas WHERE ` + replicasWhere
+	args := replicasWhereArgs(f)
 	if len(f.After) == 2 {
 		query += ` AND (service > ? OR (service = ? AND id > ?))`
 		args = append(args, f.After[0], f.After[0], f.After[1])
 	}
 	query += ` ORDER BY service, id`
 	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, f.Limit)
+		query += ` LIMIT ? OFFSET ?`
+		args = append(args, f.Limit, f.Offset)
 	}
 	return listJSON[api.Replica](t, "replicas", query, args...)
+}
+
+func (t *tx) CountReplicas(f store.ReplicaFilter) (int, error) {
+	var n int
+	if err := t.queryRow(`SELECT COUNT(*) FROM replicas WHERE `+replicasWhere, replicasWhereArgs(f)...).Scan(&n); err != nil {
+		return 0, t.dialect.failure("count replicas", err)
+	}
+	return n, nil
 }
 
 func (t *tx) PutReplica(r *api.Replica) error {

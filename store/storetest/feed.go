@@ -355,6 +355,25 @@ func testListPages(t *testing.T, s store.Store) {
 	if got := ids(machines); !slices.Equal(got, []string{"m4", "m5"}) {
 		t.Errorf("machines after m3, 2: %v", got)
 	}
+	var third []*api.Replica
+	var all, ofWeb int
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		var err error
+		if third, err = tx.ListReplicas(store.ReplicaFilter{Page: store.Page{Limit: 3, Offset: 6}}); err != nil {
+			return err
+		}
+		if all, err = tx.CountReplicas(store.ReplicaFilter{Page: store.Page{Limit: 3}}); err != nil {
+			return err
+		}
+		ofWeb, err = tx.CountReplicas(store.ReplicaFilter{Service: "web"})
+		return err
+	}))
+	if got := replicaIDs(third); !slices.Equal(got, want[6:]) {
+		t.Errorf("the third page of 3 by offset: %v, want %v", got, want[6:])
+	}
+	if all != 7 || ofWeb != 3 {
+		t.Errorf("counted %d replicas (want 7), %d of web (want 3)", all, ofWeb)
+	}
 }
 
 // The control loop's memory is in the feed by value: writing the value
