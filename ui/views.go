@@ -252,7 +252,7 @@ func replicasWindow(ctx context.Context, c *client.Client, q url.Values, d *Dash
 		if replicas, total, err = c.ListReplicasWindow(ctx, query, lo, size); err != nil {
 			return nil, err
 		}
-		lo, _, p = paginate(total, size, q, "/ui/replicas")
+		_, _, p = paginate(total, size, q, "/ui/replicas")
 	}
 	return replicasPage{Replicas: replicas, Pager: p}, nil
 }
