@@ -139,22 +139,16 @@ func peerRxBytes(m *Mesh) int64 {
 }
 
 // call reads the other side's name at addr, which listens already (""
-// when nothing answered within limit). It dials again, 2 s at a time,
-// until limit: one connection, whose SYN the kernel resends while
+// when nothing answered within limit). It tries two connections, each
+// for half the limit: one connection, whose SYN the kernel resends while
 // WireGuard's first handshake completes, was once left unanswered for
 // its whole 20 s under the race detector on a loaded host (traffic both
 // ways).
 func call(addr string, limit time.Duration) string {
-	deadline := time.Now().Add(limit)
-	for {
-		if line := callOnce(addr, min(2*time.Second, time.Until(deadline))); line != "" {
-			return line
-		}
-		if time.Until(deadline) < 200*time.Millisecond {
-			return ""
-		}
-		time.Sleep(200 * time.Millisecond)
+	if line := callOnce(addr, limit/2); line != "" {
+		return line
 	}
+	return callOnce(addr, limit/2)
 }
 
 func callOnce(addr string, limit time.Duration) string {

@@ -25,8 +25,8 @@ func newWorkIndex(replicas []*api.Replica) workIndex {
 
 func (w workIndex) add(r *api.Replica) {
 	if r != nil {
-		indexAdd(w.on, r.Machine, r)
-		indexAdd(w.leaving, r.PreviousMachine, r)
+		indexAdd(w.on, r.Machine, r.ID, r)
+		indexAdd(w.leaving, r.PreviousMachine, r.ID, r)
 	}
 }
 
@@ -37,20 +37,21 @@ func (w workIndex) remove(r *api.Replica) {
 	}
 }
 
-func indexAdd(index map[string]map[string]*api.Replica, machine string, r *api.Replica) {
-	if machine == "" {
+// indexAdd files obj under key (none for an empty key) by id.
+func indexAdd[T any](index map[string]map[string]*T, key, id string, obj *T) {
+	if key == "" {
 		return
 	}
-	if index[machine] == nil {
-		index[machine] = map[string]*api.Replica{}
+	if index[key] == nil {
+		index[key] = map[string]*T{}
 	}
-	index[machine][r.ID] = r
+	index[key][id] = obj
 }
 
-func indexRemove(index map[string]map[string]*api.Replica, machine, id string) {
-	delete(index[machine], id)
-	if len(index[machine]) == 0 {
-		delete(index, machine)
+func indexRemove[T any](index map[string]map[string]*T, key, id string) {
+	delete(index[key], id)
+	if len(index[key]) == 0 {
+		delete(index, key)
 	}
 }
 
@@ -142,7 +143,7 @@ func newClusterIndex(replicas []*api.Replica, machines []*api.Machine) clusterIn
 
 func (c clusterIndex) addReplica(r *api.Replica) {
 	if r != nil {
-		indexAdd(c.replicas, r.Cluster, r)
+		indexAdd(c.replicas, r.Cluster, r.ID, r)
 	}
 }
 
@@ -153,22 +154,14 @@ func (c clusterIndex) removeReplica(r *api.Replica) {
 }
 
 func (c clusterIndex) addMachine(m *api.Machine) {
-	if m == nil {
-		return
+	if m != nil {
+		indexAdd(c.machines, m.Cluster, m.ID, m)
 	}
-	if c.machines[m.Cluster] == nil {
-		c.machines[m.Cluster] = map[string]*api.Machine{}
-	}
-	c.machines[m.Cluster][m.ID] = m
 }
 
 func (c clusterIndex) removeMachine(m *api.Machine) {
-	if m == nil {
-		return
-	}
-	delete(c.machines[m.Cluster], m.ID)
-	if len(c.machines[m.Cluster]) == 0 {
-		delete(c.machines, m.Cluster)
+	if m != nil {
+		indexRemove(c.machines, m.Cluster, m.ID)
 	}
 }
 
