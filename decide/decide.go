@@ -34,7 +34,7 @@ type Target interface {
 // cluster, or machines Gantry provisions.
 func targetOf(c *api.Cluster) Target {
 	if c.Kubernetes() {
-		return pods{}
+		return podsTarget{}
 	}
 	return machines{}
 }
@@ -91,31 +91,46 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := mem.Clone()
-	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: map[string]*api.Machine{},
-		replicaByID: map[string]*api.Replica{}, services: map[string]*api.Service{}, deleting: map[string]bool{}}
+	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: make(map[string]*api.Machine, len(snap.Machines)),
+		replicaByID: make(map[string]*api.Replica, len(snap.Replicas)), services: map[string]*api.Service{}, deleting: map[string]bool{}}
 	p.plan.Pending = map[string]string{}
-	for _, m := range snap.Machines {
-		c := *m
-		p.machines = append(p.machines, &c)
-		p.machineByID[c.ID] = &c
+	// The pass changes its own copies; one array each keeps a large
+	// fleet's copying to two allocations.
+	machines := derefAll(snap.Machines)
+	for i := range machines {
+		c := &machines[i]
+		p.machines = append(p.machines, c)
+		p.machineByID[c.ID] = c
 		if c.Live() {
 			p.live++
 		}
 	}
 	sort.Slice(p.machines, func(i, j int) bool { return p.machines[i].ID < p.machines[j].ID })
-	for _, r := range snap.Replicas {
-		if r.RetiringSince != nil {
-			c := *r
-			p.retiring = append(p.retiring, &c)
+	replicas := derefAll(snap.Replicas)
+	p.replicas = make([]*api.Replica, 0, len(replicas))
+	for i := range replicas {
+		c := &replicas[i]
+		if c.RetiringSince != nil {
+			p.retiring = append(p.retiring, c)
 			continue
 		}
-		p.addReplica(r)
+		p.replicas = append(p.replicas, c)
+		p.replicaByID[c.ID] = c
 	}
 	for _, s := range snap.Services {
 		p.services[s.Metadata.Name] = s
 	}
 	p.plan.LiveMachines = p.live
 	return p
+}
+
+// derefAll is the values the pointers point to.
+func derefAll[T any](list []*T) []T {
+	out := make([]T, len(list))
+	for i, o := range list {
+		out[i] = *o
+	}
+	return out
 }
 
 func (p *Pass) addReplica(r *api.Replica) {

@@ -1,24 +1,19 @@
 package decide
 
 import (
-	"cmp"
-	"fmt"
-
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/target"
+	"github.com/gantry-dev/gantry/target/kube/pods"
 )
 
-// pods is the target of clusters whose replicas run as Pods in an existing
-// Kubernetes cluster. Kubernetes places the Pods on its nodes; this target
-// decides what Gantry must: that a replica gets its Pod (named after it,
-// in the cluster's namespace), and with which isolation, since a TEE
-// policy needs a RuntimeClass the cluster may not have. Each cluster's
-// watch (package target/kube, in the server) applies the Pods of placed
+// podsTarget is the target of clusters whose replicas run as Pods in an
+// existing Kubernetes cluster: the rule that hands their pending replicas
+// to the target's decisions (package target/kube/pods) within the pass.
+// Each cluster's watch (package target/kube) applies the Pods of placed
 // replicas and reports their state.
-type pods struct{}
+type podsTarget struct{}
 
 // KubernetesObservation is what a Kubernetes cluster's watch knows
 // (package target: the watches make it, decisions read it).
@@ -26,7 +21,7 @@ type KubernetesObservation = target.KubernetesObservation
 
 // Decide places the clusters' pending replicas as Pods and keeps each
 // cluster's KubernetesReady condition.
-func (pods) Decide(p *Pass, clusters []string) {
+func (podsTarget) Decide(p *Pass, clusters []string) {
 	for _, name := range clusters {
 		obs, watched := p.snap.Kubernetes[name]
 		if watched {
@@ -49,29 +44,10 @@ func (pods) Decide(p *Pass, clusters []string) {
 
 // placePod places a replica as a Pod, or says why it waits.
 func (p *Pass) placePod(r *api.Replica, sp api.ServiceSpec, s spec.KubernetesSettings, obs KubernetesObservation) {
-	hasClass := obs.RuntimeClassesListed && obs.RuntimeClasses[s.RuntimeClass]
-	pl := replica.Placement{Pod: s.Namespace + "/" + r.ID}
-	switch sp.Isolation {
-	case api.IsolationTEERequired:
-		switch {
-		case hasClass:
-			pl.TEE = true
-		case !obs.RuntimeClassesListed:
-			p.plan.Pending[r.ID] = fmt.Sprintf("waiting to learn whether cluster %s has RuntimeClass %q (teeRequired): %s", r.Cluster, s.RuntimeClass, cmp.Or(obs.ListError, "not listed yet"))
-			return
-		default:
-			p.plan.Pending[r.ID] = fmt.Sprintf("prerequisite missing: cluster %s has no RuntimeClass %q, which teeRequired needs", r.Cluster, s.RuntimeClass)
-			return
-		}
-	case api.IsolationTEEPreferred:
-		pl.TEE = hasClass
-		if !hasClass {
-			why := "no RuntimeClass " + fmt.Sprintf("%q", s.RuntimeClass) + " in the cluster"
-			if !obs.RuntimeClassesListed {
-				why = "its RuntimeClasses could not be listed (" + cmp.Or(obs.ListError, "not listed yet") + ")"
-			}
-			pl.Note = "teePreferred: runs without TEE isolation: " + why
-		}
+	pl, waiting := pods.Place(r, sp, s, obs)
+	if waiting != "" {
+		p.plan.Pending[r.ID] = waiting
+		return
 	}
 	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: pl})
 	// The pass sees it placed: later steps must not count it pending.
@@ -81,39 +57,17 @@ func (p *Pass) placePod(r *api.Replica, sp api.ServiceSpec, s spec.KubernetesSet
 // setKubernetesReady records whether the cluster's API server takes
 // Gantry's calls, with an event when that changes.
 func (p *Pass) setKubernetesReady(cluster string, obs KubernetesObservation) {
-	status, reason, message, at := "True", "", "", p.now
-	if obs.Error != "" {
-		status, reason, message, at = "False", kubernetesReason(obs.ErrKind), obs.Error, obs.At
-	}
+	cond := pods.Ready(obs, p.now)
 	key := ConditionKey(cluster, api.ConditionKubernetesReady)
 	prev, had := p.mem.Conditions[key]
-	if had && prev.Status == status && prev.Message == message {
+	if had && prev.Status == cond.Status && prev.Message == cond.Message {
 		return
 	}
-	p.mem.Conditions[key] = api.Condition{Type: api.ConditionKubernetesReady, Status: status, Reason: reason, Message: message, LastTransitionTime: at.UTC()}
+	p.mem.Conditions[key] = cond
 	switch {
-	case status == "False" && (!had || prev.Status != status):
-		p.event(api.EventWarning, api.ConditionKubernetesReady, api.KindCluster, cluster, "the Kubernetes API server fails Gantry's calls ("+reason+"): "+message)
-	case status == "True" && had:
+	case cond.Status == "False" && (!had || prev.Status != cond.Status):
+		p.event(api.EventWarning, api.ConditionKubernetesReady, api.KindCluster, cluster, "the Kubernetes API server fails Gantry's calls ("+cond.Reason+"): "+cond.Message)
+	case cond.Status == "True" && had:
 		p.event(api.EventNormal, api.ConditionKubernetesReady, api.KindCluster, cluster, "the Kubernetes API server takes Gantry's calls again")
 	}
-}
-
-// kubernetesReason is the condition's reason for an error kind.
-func kubernetesReason(kind provisioner.ErrorKind) string {
-	switch kind {
-	case provisioner.KindAuth:
-		return "Unauthorized"
-	case provisioner.KindForbidden:
-		return "Forbidden"
-	case provisioner.KindNotFound:
-		return "NotFound"
-	case provisioner.KindConflict:
-		return "Conflict"
-	case provisioner.KindInvalid:
-		return "Invalid"
-	case provisioner.KindTransport:
-		return "Unreachable"
-	}
-	return "Failed"
 }

@@ -154,11 +154,16 @@ func (p *Pass) buildView(clusters []string) *view {
 			v.launching = append(v.launching, pm.Machine)
 		}
 	}
-	for _, r := range append(slices.Clip(p.replicas), p.retiring...) { // retiring ones run until drained
-		pm, ok := v.machines[r.Machine]
-		svc, known := p.services[r.Service]
-		if !ok || !known {
+	running := append(slices.Clip(p.replicas), p.retiring...) // retiring ones run until drained
+	on := v.reserveReplicaLists(running, p.services)
+	var svc *api.Service
+	for i, r := range running {
+		pm := on[i]
+		if pm == nil {
 			continue
+		}
+		if svc == nil || svc.Metadata.Name != r.Service { // replicas come by service
+			svc = p.services[r.Service]
 		}
 		sr := toSchedReplica(r, svc, p.specOf(r, svc), v.zones[r.Cluster])
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
@@ -166,6 +171,35 @@ func (p *Pass) buildView(clusters []string) *view {
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: r.GPUIndexes})
 	}
 	return v
+}
+
+// reserveReplicaLists finds the machine each running replica is booked
+// on (nil: none in the view, or its service is gone) and gives each
+// machine's replica and resident lists their room, cut from two arrays
+// for the whole pass: appended one by one, the lists of a
+// 500,000-replica fleet allocated over a gigabyte per pass. Each
+// window's capacity is its count, so a later append to one machine's
+// list copies it rather than writing into the next's.
+func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*api.Service) []*planner.Machine {
+	on := make([]*planner.Machine, len(running))
+	counts := map[*planner.Machine]int{}
+	total := 0
+	for i, r := range running {
+		if pm := v.machines[r.Machine]; pm != nil && services[r.Service] != nil {
+			on[i] = pm
+			counts[pm]++
+			total++
+		}
+	}
+	replicas := make([]scheduler.Replica, total)
+	residents := make([]scheduler.Resident, total)
+	at := 0
+	for pm, n := range counts {
+		pm.Replicas = replicas[at : at : at+n]
+		pm.Residents = residents[at : at : at+n]
+		at += n
+	}
+	return on
 }
 
 // trackIdle remembers since when each joined machine has been empty.

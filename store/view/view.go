@@ -49,9 +49,22 @@ type View struct {
 	// and machines by cluster (a cluster's names).
 	work      workIndex
 	byCluster clusterIndex
-	// sorted are the lists as the store would return them, made again
-	// only after a change of their kind.
+	// sorted are the lists as the store would return them; dirty names
+	// the objects changed since they were made, which the next snapshot
+	// merges in.
 	sorted sortedLists
+	dirty  dirtyNames
+}
+
+type dirtyNames struct {
+	clusters, services, groups, machines, replicas map[string]bool
+}
+
+func mark(names *map[string]bool, name string) {
+	if *names == nil {
+		*names = map[string]bool{}
+	}
+	(*names)[name] = true
 }
 
 type sortedLists struct {
@@ -173,11 +186,11 @@ func (v *View) load(tx store.Tx) error {
 	if err != nil {
 		return err
 	}
-	v.clusters = byKey(clusters, func(c *api.Cluster) string { return c.Metadata.Name })
-	v.services = byKey(services, func(s *api.Service) string { return s.Metadata.Name })
-	v.groups = byKey(groups, func(g *api.FailoverGroup) string { return g.Metadata.Name })
-	v.machines = byKey(machines, func(m *api.Machine) string { return m.ID })
-	v.replicas = byKey(replicas, func(r *api.Replica) string { return r.ID })
+	v.clusters = byKey(clusters, clusterName)
+	v.services = byKey(services, serviceName)
+	v.groups = byKey(groups, groupName)
+	v.machines = byKey(machines, machineID)
+	v.replicas = byKey(replicas, replicaID)
 	v.work = newWorkIndex(replicas)
 	v.byCluster = newClusterIndex(replicas, machines)
 	v.memory = maps.Clone(memory)
@@ -185,6 +198,7 @@ func (v *View) load(tx store.Tx) error {
 		v.memory = map[string]string{}
 	}
 	v.sorted = sortedLists{clusters: clusters, services: services, groups: groups, machines: machines, replicas: replicas, memory: maps.Clone(v.memory)}
+	v.dirty = dirtyNames{}
 	v.rev, v.loaded = rev, true
 	v.loads++
 	return nil
@@ -214,25 +228,25 @@ func (v *View) apply(c store.Change) error {
 	switch c.Kind {
 	case store.FeedCluster:
 		err = put(v.clusters, c, func(*api.Cluster) bool { return true })
-		v.sorted.clusters = nil
+		mark(&v.dirty.clusters, c.Name)
 	case store.FeedService:
 		err = put(v.services, c, func(*api.Service) bool { return true })
-		v.sorted.services = nil
+		mark(&v.dirty.services, c.Name)
 	case store.FeedFailoverGroup:
 		err = put(v.groups, c, func(*api.FailoverGroup) bool { return true })
-		v.sorted.groups = nil
+		mark(&v.dirty.groups, c.Name)
 	case store.FeedMachine:
 		v.byCluster.removeMachine(v.machines[c.Name])
 		err = put(v.machines, c, (*api.Machine).Live)
 		v.byCluster.addMachine(v.machines[c.Name])
-		v.sorted.machines = nil
+		mark(&v.dirty.machines, c.Name)
 	case store.FeedReplica:
 		v.work.remove(v.replicas[c.Name])
 		v.byCluster.removeReplica(v.replicas[c.Name])
 		err = put(v.replicas, c, func(*api.Replica) bool { return true })
 		v.work.add(v.replicas[c.Name])
 		v.byCluster.addReplica(v.replicas[c.Name])
-		v.sorted.replicas = nil
+		mark(&v.dirty.replicas, c.Name)
 	case store.FeedMemory:
 		if c.Deleted {
 			delete(v.memory, c.Name)
@@ -264,26 +278,17 @@ func put[T any](objects map[string]*T, c store.Change, keep func(*T) bool) error
 	return nil
 }
 
-// snapshot makes again the lists a change touched.
+// snapshot brings the lists up to the changes.
 func (v *View) snapshot() Snapshot {
-	s := &v.sorted
-	if s.clusters == nil {
-		s.clusters = sortedBy(v.clusters, func(a, b *api.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	}
-	if s.services == nil {
-		s.services = sortedBy(v.services, func(a, b *api.Service) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	}
-	if s.groups == nil {
-		s.groups = sortedBy(v.groups, func(a, b *api.FailoverGroup) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	}
-	if s.machines == nil {
-		s.machines = sortedBy(v.machines, func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
-	}
-	if s.replicas == nil {
-		s.replicas = sortedBy(v.replicas, func(a, b *api.Replica) int {
-			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
-		})
-	}
+	s, d := &v.sorted, &v.dirty
+	s.clusters = resorted(s.clusters, v.clusters, d.clusters, clusterName, func(a, b *api.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	s.services = resorted(s.services, v.services, d.services, serviceName, func(a, b *api.Service) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	s.groups = resorted(s.groups, v.groups, d.groups, groupName, func(a, b *api.FailoverGroup) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	s.machines = resorted(s.machines, v.machines, d.machines, machineID, func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
+	s.replicas = resorted(s.replicas, v.replicas, d.replicas, replicaID, func(a, b *api.Replica) int {
+		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
+	})
+	*d = dirtyNames{}
 	if s.memory == nil {
 		s.memory = maps.Clone(v.memory)
 	}
@@ -291,6 +296,37 @@ func (v *View) snapshot() Snapshot {
 		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory}
 }
 
+// resorted is the sorted list of objects after the named ones changed:
+// the old list without them, merged with their present versions sorted.
+// A few changes among 500,000 replicas cost a walk of the list, not a
+// sort of it. The old list is left as it was (readers may hold it).
+func resorted[T any](old []*T, objects map[string]*T, dirty map[string]bool, key func(*T) string, compare func(a, b *T) int) []*T {
+	if len(dirty) == 0 && old != nil {
+		return old
+	}
+	if old == nil || len(dirty) > len(old)/4 {
+		return sortedBy(objects, compare)
+	}
+	changed := make([]*T, 0, len(dirty))
+	for name := range dirty {
+		if o, ok := objects[name]; ok {
+			changed = append(changed, o)
+		}
+	}
+	slices.SortFunc(changed, compare)
+	out := make([]*T, 0, len(objects))
+	for _, o := range old {
+		if dirty[key(o)] {
+			continue
+		}
+		for len(changed) > 0 && compare(changed[0], o) < 0 {
+			out = append(out, changed[0])
+			changed = changed[1:]
+		}
+		out = append(out, o)
+	}
+	return append(out, changed...)
+}
 func byKey[T any](list []*T, key func(*T) string) map[string]*T {
 	out := make(map[string]*T, len(list))
 	for _, o := range list {
@@ -302,3 +338,9 @@ func byKey[T any](list []*T, key func(*T) string) map[string]*T {
 func sortedBy[T any](objects map[string]*T, compare func(a, b *T) int) []*T {
 	return slices.SortedFunc(maps.Values(objects), compare)
 }
+
+func clusterName(c *api.Cluster) string     { return c.Metadata.Name }
+func serviceName(s *api.Service) string     { return s.Metadata.Name }
+func groupName(g *api.FailoverGroup) string { return g.Metadata.Name }
+func machineID(m *api.Machine) string       { return m.ID }
+func replicaID(r *api.Replica) string       { return r.ID }
