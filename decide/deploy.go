@@ -3,7 +3,9 @@ package decide
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -41,7 +43,10 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica) {
 	d := p.deploymentOf(svc, rev, len(replicas) > 0)
 	x := &deployment{p: p, svc: svc, rev: rev, d: &d, policy: svc.Spec.Update}
 	desired := svc.Spec.DesiredReplicas()
-	sort.Slice(replicas, func(i, j int) bool { return replicas[i].ID < replicas[j].ID })
+	byID := func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(replicas, byID) { // they usually come sorted, as a run of the pass's list: left as it is
+		replicas = slices.SortedFunc(slices.Values(replicas), byID)
+	}
 	for _, r := range replicas {
 		switch {
 		case r.Index >= desired:

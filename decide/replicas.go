@@ -18,10 +18,7 @@ func (p *Pass) syncReplicas() {
 	services := make([]*api.Service, 0, len(p.snap.Services))
 	services = append(services, p.snap.Services...)
 	sort.Slice(services, func(i, j int) bool { return services[i].Metadata.Name < services[j].Metadata.Name })
-	byService := map[string][]*api.Replica{}
-	for _, r := range p.replicas {
-		byService[r.Service] = append(byService[r.Service], r)
-	}
+	byService := groupByService(p.replicas)
 	for _, svc := range services {
 		p.deployService(svc, byService[svc.Metadata.Name])
 	}
@@ -31,6 +28,27 @@ func (p *Pass) syncReplicas() {
 		}
 	}
 	p.dropDeleted()
+}
+
+// groupByService groups replicas by service. They come in the store's
+// order, by service, so each group is a run of the list (clipped: an
+// append copies it), not a list built one append at a time.
+func groupByService(replicas []*api.Replica) map[string][]*api.Replica {
+	out := map[string][]*api.Replica{}
+	for i := 0; i < len(replicas); {
+		j := i + 1
+		for j < len(replicas) && replicas[j].Service == replicas[i].Service {
+			j++
+		}
+		name := replicas[i].Service
+		if prev, ok := out[name]; ok {
+			out[name] = append(slices.Clip(prev), replicas[i:j]...)
+		} else {
+			out[name] = replicas[i:j:j]
+		}
+		i = j
+	}
+	return out
 }
 
 // createReplica adds a pending replica of a revision at an index. Its id

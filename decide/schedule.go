@@ -168,7 +168,8 @@ func (p *Pass) buildView(clusters []string) *view {
 		sr := toSchedReplica(r, svc, p.specOf(r, svc), v.zones[r.Cluster])
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
-		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: r.GPUIndexes})
+		booked := &pm.Replicas[len(pm.Replicas)-1] // in its window: never moved, never changed
+		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: booked, Priority: sr.Priority, GPUs: r.GPUIndexes})
 	}
 	return v
 }
@@ -179,7 +180,9 @@ func (p *Pass) buildView(clusters []string) *view {
 // for the whole pass: appended one by one, the lists of a
 // 500,000-replica fleet allocated over a gigabyte per pass. Each
 // window's capacity is its count, so a later append to one machine's
-// list copies it rather than writing into the next's.
+// list copies it rather than writing into the next's, and nothing
+// changes a list in place (withoutReplica copies): the residents point
+// at the replicas in their windows.
 func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*api.Service) []*planner.Machine {
 	on := make([]*planner.Machine, len(running))
 	counts := map[*planner.Machine]int{}
@@ -321,13 +324,14 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 			pm.Replicas = append(pm.Replicas, sr)
 			// A resident from now on: later sessions of the pass see its
 			// labels (affinity) and may preempt it like any other.
-			pm.Residents = append(pm.Residents, scheduler.Resident{Replica: sr, Priority: sr.Priority, GPUs: pl.GPUs})
+			pm.Residents = append(pm.Residents, scheduler.Resident{Replica: &sr, Priority: sr.Priority, GPUs: pl.GPUs})
 		}
 	}
 }
 
+// withoutReplica is rs without id, as a copy: residents point into rs.
 func withoutReplica(rs []scheduler.Replica, id string) []scheduler.Replica {
-	return slices.DeleteFunc(rs, func(r scheduler.Replica) bool { return r.ID == id })
+	return slices.DeleteFunc(slices.Clone(rs), func(r scheduler.Replica) bool { return r.ID == id })
 }
 
 // repairSpread moves replicas of services whose spread machine churn left

@@ -44,7 +44,7 @@ func TestConsolidationKeepsAntiAffinity(t *testing.T) {
 	rs := dbReplicas(2)
 	ms := []*Machine{joined("m1", "g", itype(4), time.Hour, rs[0]), joined("m2", "g", itype(4), time.Hour, rs[1])}
 	for i, m := range ms {
-		m.Residents = []scheduler.Resident{{Replica: rs[i]}}
+		m.Residents = []scheduler.Resident{{Replica: &rs[i]}}
 	}
 	if p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 0 {
 		t.Fatalf("consolidation broke the anti-affinity: %+v", p.Remove)

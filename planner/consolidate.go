@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -146,13 +147,15 @@ type simulation struct {
 }
 
 func newSimulation(ms []*Machine) *simulation {
-	s := &simulation{byID: map[string]*scheduler.Machine{}, replicas: map[string][]scheduler.Replica{}, removed: map[string]bool{}, free: map[string]api.Resources{},
+	s := &simulation{byID: make(map[string]*scheduler.Machine, len(ms)), replicas: make(map[string][]scheduler.Replica, len(ms)), removed: map[string]bool{}, free: map[string]api.Resources{},
 		idleIn: map[string]int{}}
 	for _, m := range ms {
 		if !m.Joined {
 			continue
 		}
-		s.replicas[m.ID] = append([]scheduler.Replica(nil), m.Replicas...)
+		// Shared, clipped: the what-ifs only append (which copies) and
+		// read.
+		s.replicas[m.ID] = slices.Clip(m.Replicas)
 		c := m.Clone()
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c

@@ -43,7 +43,7 @@ func exclusiveServices(in Input) map[string]bool {
 	}
 	for _, m := range in.Machines {
 		for i := range m.Residents {
-			note(&m.Residents[i].Replica)
+			note(m.Residents[i].Replica)
 		}
 	}
 	out := map[string]bool{}
@@ -436,13 +436,12 @@ func minResources(a, b api.Resources) api.Resources {
 
 // spreadOnlyServices are the services that run nowhere yet, whose only
 // rule is a machine spread, and whose replicas no required term selects.
-func spreadOnlyServices(in Input, shunned map[string]bool) map[string]bool {
-	live := liveServices(in)
+func spreadOnlyServices(in Input, shunned map[string]bool, live func() map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range in.Pending {
 		plain := r
 		plain.Spread = nil
-		if !live[r.Service] && len(r.Spread) == 1 && r.Spread[0].Key == api.SpreadMachine && r.Spread[0].MaxSkew >= 1 && shapeable(&plain, shunned) {
+		if len(r.Spread) == 1 && r.Spread[0].Key == api.SpreadMachine && r.Spread[0].MaxSkew >= 1 && shapeable(&plain, shunned) && !live()[r.Service] {
 			out[r.Service] = true
 		}
 	}

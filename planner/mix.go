@@ -189,12 +189,11 @@ func (p *planning) placeByMix(rs []scheduler.Replica, zones map[string]string, r
 // zone of its cheapest offering; a zone spread deals its replicas to its
 // zones in turn (the first zone turning with each service), which keeps
 // every skew within 1.
-func (p *planning) pinZones(in Input, shunned map[string]bool) map[string]string {
-	live := liveServices(in)
+func (p *planning) pinZones(in Input, shunned map[string]bool, live func() map[string]bool) map[string]string {
 	byService := map[string][]scheduler.Replica{}
 	var services []string
 	for _, r := range in.Pending {
-		if live[r.Service] || !zonePinnable(&r, shunned) {
+		if !zonePinnable(&r, shunned) || live()[r.Service] {
 			continue
 		}
 		if _, ok := byService[r.Service]; !ok {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"strings"
 	"time"
 
@@ -143,8 +144,9 @@ func Compute(cfg Config, in Input) Plan {
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
 	shunned, exclusive := shunnedServices(in), exclusiveServices(in)
-	spreadOnly := spreadOnlyServices(in, shunned)
-	zones := p.pinZones(in, shunned)
+	live := sync.OnceValue(func() map[string]bool { return liveServices(in) }) // only if a pending replica asks
+	spreadOnly := spreadOnlyServices(in, shunned, live)
+	zones := p.pinZones(in, shunned, live)
 	res := scheduler.Result{Unplaced: map[string]string{}}
 	for _, level := range byPriority(in.Pending) {
 		var ruled, free, pinned, alone, spread []scheduler.Replica

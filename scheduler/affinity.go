@@ -47,17 +47,24 @@ func (st *state) hasAffinity(r *Replica) bool {
 // learnLabels records the labels and the required anti-affinity terms of
 // the replicas' services.
 func (st *state) learnLabels(rs []Replica) {
-	for _, r := range rs {
-		if _, ok := st.labels[r.Service]; !ok && r.Labels != nil {
-			st.labels[r.Service] = r.Labels
-		}
-		if _, ok := st.anti[r.Service]; ok {
-			continue
-		}
-		for _, t := range r.antiAffinity() {
-			if t.Required() {
-				st.anti[r.Service] = append(st.anti[r.Service], t)
-			}
+	for i := range rs {
+		st.learn(&rs[i])
+	}
+}
+
+// learn notes a replica's service's labels and required anti-affinity
+// terms (its replicas share the labels; the terms are the first
+// revision's that has any).
+func (st *state) learn(r *Replica) {
+	if _, ok := st.labels[r.Service]; !ok && r.Labels != nil {
+		st.labels[r.Service] = r.Labels
+	}
+	if _, ok := st.anti[r.Service]; ok {
+		return
+	}
+	for _, t := range r.antiAffinity() {
+		if t.Required() {
+			st.anti[r.Service] = append(st.anti[r.Service], t)
 		}
 	}
 }

@@ -25,7 +25,7 @@ func (st *state) preempt(eligible []*Machine, tiers []tier, r *Replica, res *Res
 		return nil, nil, tier{}, false
 	}
 	for _, v := range bestVictims {
-		Unassign(best, v.Replica, v.GPUs)
+		Unassign(best, *v.Replica, v.GPUs)
 		best.Residents = removeResident(best.Residents, v.Replica.ID)
 		res.Evictions = append(res.Evictions, Eviction{ReplicaID: v.Replica.ID, MachineID: best.ID, PreemptedBy: r.ID})
 	}
@@ -62,7 +62,7 @@ func victimsFor(m *Machine, r *Replica, withGPU bool) ([]Resident, bool) {
 			return lower[:i], true
 		}
 		if i < len(lower) {
-			Unassign(&trial, lower[i].Replica, lower[i].GPUs)
+			Unassign(&trial, *lower[i].Replica, lower[i].GPUs)
 		}
 	}
 	return nil, false

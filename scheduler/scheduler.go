@@ -77,9 +77,11 @@ func (m *Machine) Clone() *Machine {
 	return &c
 }
 
-// Resident is a replica already on a machine.
+// Resident is a replica already on a machine. Its Replica is shared,
+// not copied (a large fleet's pass holds 500,000 of them): it must not
+// be changed.
 type Resident struct {
-	Replica  Replica
+	Replica  *Replica
 	Priority int
 	GPUs     []int
 }

@@ -419,7 +419,7 @@ func checkInvariants(t *testing.T, ms []*Machine, rs []Replica, res Result) {
 
 func resident(m *Machine, r Replica, priority int) {
 	Assign(m, r, nil)
-	m.Residents = append(m.Residents, Resident{Replica: r, Priority: priority})
+	m.Residents = append(m.Residents, Resident{Replica: &r, Priority: priority})
 }
 
 func TestPreemptionEvictsFewestLowestPriority(t *testing.T) {

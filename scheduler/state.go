@@ -50,7 +50,7 @@ func newState(machines []*Machine) *state {
 		order[i] = s.m
 		s.m.rank, s.m.slots = i, nil
 		for _, res := range s.m.Residents {
-			st.learnLabels([]Replica{res.Replica})
+			st.learn(res.Replica)
 		}
 		st.byCluster[s.m.Cluster] = append(st.byCluster[s.m.Cluster], s.m)
 		if s.m.TEE {

@@ -5,12 +5,16 @@
 # and the load generator,
 # which joins MACHINES machines spread over the servers and sends RATE
 # heartbeats/s for WARMUP (not measured), then DURATION; RUNS times, on a
-# fresh database each time. It also reports the whole machine's CPU
+# fresh database each time. With SERVICES, that many services of
+# REPLICAS replicas each are applied once the machines joined, and the
+# warm-up lasts until the servers hold them all. After each run it
+# reports each server's resident memory (now and at its peak). It also reports the whole machine's CPU
 # (servers, PostgreSQL and generator) over the measured DURATION, from
 # /proc/stat: keep the machine otherwise quiet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MACHINES=${MACHINES:-10000} RATE=${RATE:-2000} DURATION=${DURATION:-30s} RUNS=${RUNS:-3} WARMUP=${WARMUP:-5s}
+SERVICES=${SERVICES:-0} REPLICAS=${REPLICAS:-10}
 
 work=$(mktemp -d)
 pids=()
@@ -68,7 +72,12 @@ for run in $(seq 1 "$RUNS"); do
   cpu_sampler >"$work/cpu" &
   sampler=$!
   "$work/loadgen" --server "$servers" --ca-cert "$work/s1/ca.crt" --admin-token-file "$work/admin-token" \
-    --machines "$MACHINES" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP"
+    --machines "$MACHINES" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" \
+    --services "$SERVICES" --replicas-per-service "$REPLICAS"
+  for i in 1 2 3; do
+    pid=${pids[$((i - 1))]}
+    echo "server s$i: resident $(awk '/^VmRSS/ {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status"), peak $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status")"
+  done
   kill "$sampler"
   window=$(python3 -c "import re, sys; print(sum(float(n) * {'h': 3600, 'm': 60, 's': 1}[u] for n, u in re.findall(r'([0-9.]+)([hms])', sys.argv[1])))" "$DURATION")
   cores=$(cpu_used "$window" "$work/cpu")

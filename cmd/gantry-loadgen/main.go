@@ -29,6 +29,9 @@ func main() {
 	flag.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "unmeasured run first")
 	flag.IntVar(&cfg.Workers, "workers", cfg.Workers, "heartbeats in flight at most")
 	flag.IntVar(&cfg.JoinWorkers, "join-workers", cfg.JoinWorkers, "joins in flight at most")
+	flag.IntVar(&cfg.Services, "services", cfg.Services, "services applied to the cluster after the joins (their replicas are placed on the machines)")
+	flag.IntVar(&cfg.ReplicasPerService, "replicas-per-service", 10, "replicas of each service")
+	flag.DurationVar(&cfg.PlaceTimeout, "place-timeout", cfg.PlaceTimeout, "how long the servers may take to hold every replica")
 	flag.Parse()
 	cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
 	if tokenFile != "" {
@@ -54,7 +57,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gantry-loadgen:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%d machines joined in %s\n%s\n", cfg.Machines, res.JoinDuration.Round(1e6), res)
+	fmt.Printf("%d machines joined in %s\n", cfg.Machines, res.JoinDuration.Round(1e6))
+	if cfg.Services > 0 {
+		fmt.Printf("%d replicas of %d services held after %s\n", res.Replicas, cfg.Services, res.PlaceDuration.Round(1e6))
+	}
+	fmt.Println(res)
 	if res.FirstError != "" {
 		fmt.Printf("first error: %s\n", res.FirstError)
 	}

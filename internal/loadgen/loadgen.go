@@ -48,12 +48,20 @@ type Config struct {
 	// CAPEM when set).
 	HTTP  *http.Client
 	CAPEM []byte
+	// Services of ReplicasPerService replicas each (10m CPU, 16Mi) are
+	// applied to the load cluster once the machines joined, while the
+	// warm-up heartbeats run; the warm-up goes on until the servers
+	// hold them all, for PlaceTimeout at most.
+	Services           int
+	ReplicasPerService int
+	PlaceTimeout       time.Duration
 }
 
 // DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
 func DefaultConfig() Config {
 	return Config{Cluster: "load", Machines: 10000, Rate: 2000, Duration: 30 * time.Second, Warmup: 5 * time.Second,
-		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond, JoinRetries: 5}
+		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond, JoinRetries: 5,
+		PlaceTimeout: 30 * time.Minute}
 }
 
 // Result is what a run measured.
@@ -64,6 +72,10 @@ type Result struct {
 	P50, P90, P99 time.Duration
 	Max           time.Duration
 	JoinDuration  time.Duration
+	// Replicas is how many replicas the servers held when the measured
+	// run began, and PlaceDuration how long they took to be made.
+	Replicas      int
+	PlaceDuration time.Duration
 }
 
 // Rate is the heartbeats per second that completed.
@@ -104,14 +116,41 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	joined := time.Since(start)
-	if cfg.Warmup > 0 {
-		if _, err := drive(ctx, cfg, machines, cfg.Warmup); err != nil {
-			return Result{}, err
-		}
+	placed := startServices(ctx, cfg, httpClient)
+	if err := warmUp(ctx, cfg, machines, placed); err != nil {
+		return Result{}, err
 	}
 	res, err := drive(ctx, cfg, machines, cfg.Duration)
 	res.JoinDuration = joined
+	if placed != nil {
+		p := <-placed
+		res.Replicas, res.PlaceDuration = p.replicas, p.took
+	}
 	return res, err
+}
+
+// warmUp drives unmeasured heartbeats for cfg.Warmup, and on, a warm-up
+// at a time, until the services are placed (placed is closed).
+func warmUp(ctx context.Context, cfg Config, machines []machine, placed chan placement) error {
+	for round := 0; ; round++ {
+		if cfg.Warmup > 0 {
+			if _, err := drive(ctx, cfg, machines, cfg.Warmup); err != nil {
+				return err
+			}
+		}
+		if placed == nil {
+			return nil
+		}
+		select {
+		case p := <-placed:
+			placed <- p // Run reads it again
+			return p.err
+		default:
+			if cfg.Warmup <= 0 {
+				cfg.Warmup = 5 * time.Second
+			}
+		}
+	}
 }
 
 // groupSize is how many machines of the load each capacity group holds

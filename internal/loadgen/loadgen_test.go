@@ -51,6 +51,23 @@ func TestSmallRun(t *testing.T) {
 	}
 }
 
+// Services given to the load are applied while the warm-up runs, and the
+// measured run begins once the servers hold all their replicas.
+func TestRunWithServices(t *testing.T) {
+	srv, caPEM := startServer(t)
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.AdminToken, cfg.CAPEM = srv.URL(), srv.AdminToken(), caPEM
+	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers = 20, 200, 200*time.Millisecond, 200*time.Millisecond, 8
+	cfg.Services, cfg.ReplicasPerService = 150, 2 // two applies
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replicas != 300 || res.Failed != 0 {
+		t.Fatalf("result: %+v, want 300 replicas held", res)
+	}
+}
+
 // BenchmarkHeartbeatFleet is the fleet-scale heartbeat figure of
 // BENCHMARKS.md: one server (SQLite), GANTRY_LOAD_MACHINES machines
 // (default 10,000) at GANTRY_LOAD_RATE heartbeats/s (default 2,000) for
