@@ -249,44 +249,70 @@ func (c *Client) ListMachinesPage(ctx context.Context, cluster string, limit int
 	return &out, c.getJSON(ctx, "/v1/machines?"+v.Encode(), &out)
 }
 
-// ListReplicasInChunks reads every replica q selects, chunk at a time
-// (kubectl's --chunk-size: no answer holds the whole fleet), all at the
-// revision of the first page; chunk 0 reads them in one request.
+// ListReplicasInChunks reads every replica the query selects, chunk at
+// a time (0: in one request), all at one revision.
 func (c *Client) ListReplicasInChunks(ctx context.Context, q ReplicaQuery, chunk int) ([]api.Replica, error) {
-	return inChunks(chunk, func(cont string) ([]api.Replica, string, error) {
+	return collect(func(each func([]api.Replica) error) error { return c.EachReplicaChunk(ctx, q, chunk, each) })
+}
+
+// EachReplicaChunk hands each chunk of the replicas the query selects to
+// each as it arrives (kubectl prints a long list that way).
+func (c *Client) EachReplicaChunk(ctx context.Context, q ReplicaQuery, chunk int, each func([]api.Replica) error) error {
+	return eachChunk(chunk, func(cont string) ([]api.Replica, string, error) {
 		page, err := c.ListReplicasPage(ctx, q, chunk, cont)
 		if err != nil {
 			return nil, "", err
 		}
 		return page.Items, page.Metadata.Continue, nil
-	})
+	}, each)
 }
 
 // ListMachinesInChunks reads every machine of a cluster ("" for all),
 // chunk at a time.
 func (c *Client) ListMachinesInChunks(ctx context.Context, cluster string, chunk int) ([]api.Machine, error) {
-	return inChunks(chunk, func(cont string) ([]api.Machine, string, error) {
+	return collect(func(each func([]api.Machine) error) error { return c.EachMachineChunk(ctx, cluster, chunk, each) })
+}
+
+// EachMachineChunk hands each chunk of a cluster's machines ("" for all)
+// to each as it arrives.
+func (c *Client) EachMachineChunk(ctx context.Context, cluster string, chunk int, each func([]api.Machine) error) error {
+	return eachChunk(chunk, func(cont string) ([]api.Machine, string, error) {
 		page, err := c.ListMachinesPage(ctx, cluster, chunk, cont)
 		if err != nil {
 			return nil, "", err
 		}
 		return page.Items, page.Metadata.Continue, nil
-	})
+	}, each)
 }
 
-// inChunks reads pages until one says there is no more.
-func inChunks[T any](chunk int, page func(cont string) ([]T, string, error)) ([]T, error) {
-	var out []T
+// eachChunk reads pages until one says there is no more, handing each to
+// each.
+func eachChunk[T any](chunk int, page func(cont string) ([]T, string, error), each func([]T) error) error {
 	cont := ""
 	for {
 		items, next, err := page(cont)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, items...)
+		if err := each(items); err != nil {
+			return err
+		}
 		if next == "" || chunk <= 0 {
-			return out, nil
+			return nil
 		}
 		cont = next
 	}
+}
+
+// collect gathers what a chunked read hands over.
+func collect[T any](read func(each func([]T) error) error) ([]T, error) {
+	var out []T
+	err := read(func(items []T) error {
+		out = append(out, items...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

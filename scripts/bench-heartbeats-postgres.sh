@@ -40,6 +40,23 @@ cpu_used() {
     for (i = NR; i > 1 && t[NR] - t[i] < window; i--) {}
     printf "%.2f", (b[NR] - b[i]) / (a[NR] - a[i]) * cores }' "$2"
 }
+# decision_latency prints, from a server's metrics on stdin, the
+# quantiles of its decision latency histogram (the bucket bounds they fall
+# in), when it led passes that decided something.
+decision_latency() {
+  python3 -c '
+import re, sys
+buckets = []
+for line in sys.stdin:
+    m = re.match(r"gantry_decision_latency_seconds_bucket\{le=\"([^\"]+)\"\} (\S+)", line)
+    if m:
+        buckets.append((float(m.group(1)), float(m.group(2))))
+if buckets and buckets[-1][1] > 0:
+    total = buckets[-1][1]
+    q = lambda f: next(le for le, n in buckets if n >= f * total)
+    print(f"server {sys.argv[1]}: {total:.0f} deciding passes; decision latency p50 <= {q(0.5)} s, p99 <= {q(0.99)} s")
+' "$1"
+}
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 go build -o "$work/gantry" ./cmd/gantry
 go build -o "$work/loadgen" ./cmd/gantry-loadgen
@@ -77,6 +94,7 @@ for run in $(seq 1 "$RUNS"); do
   for i in 1 2 3; do
     pid=${pids[$((i - 1))]}
     echo "server s$i: resident $(awk '/^VmRSS/ {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status"), peak $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status")"
+    curl -sf --cacert "$work/s$i/ca.crt" "https://127.0.0.1:${ports[$((i - 1))]}/metrics" | decision_latency "s$i"
   done
   kill "$sampler"
   window=$(python3 -c "import re, sys; print(sum(float(n) * {'h': 3600, 'm': 60, 's': 1}[u] for n, u in re.findall(r'([0-9.]+)([hms])', sys.argv[1])))" "$DURATION")

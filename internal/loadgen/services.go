@@ -36,14 +36,28 @@ func startServices(ctx context.Context, cfg Config, httpClient *http.Client) cha
 	return out
 }
 
+// placeServices applies the services a hundred at a time, each batch
+// once the servers hold the replicas of the ones before: a fleet that
+// grows, rather than one pass making half a million replicas at once.
 func placeServices(ctx context.Context, cfg Config, admin *client.Client) (int, error) {
+	deadline := time.Now().Add(cfg.PlaceTimeout)
+	held := 0
 	for first := 0; first < cfg.Services; first += servicesPerApply {
-		if _, err := admin.Apply(ctx, servicesSpec(cfg, first, min(first+servicesPerApply, cfg.Services))); err != nil {
-			return 0, fmt.Errorf("apply services %d…: %w", first, err)
+		last := min(first+servicesPerApply, cfg.Services)
+		if _, err := admin.Apply(ctx, servicesSpec(cfg, first, last)); err != nil {
+			return held, fmt.Errorf("apply services %d…: %w", first, err)
+		}
+		var err error
+		if held, err = awaitReplicas(ctx, cfg, admin, last*cfg.ReplicasPerService, deadline); err != nil {
+			return held, err
 		}
 	}
-	want := cfg.Services * cfg.ReplicasPerService
-	deadline := time.Now().Add(cfg.PlaceTimeout)
+	return held, nil
+}
+
+// awaitReplicas waits until the servers hold want replicas of the load's
+// cluster.
+func awaitReplicas(ctx context.Context, cfg Config, admin *client.Client, want int, deadline time.Time) (int, error) {
 	for {
 		_, held, err := admin.ListReplicasWindow(ctx, client.ReplicaQuery{Cluster: cfg.Cluster}, 0, 1)
 		if err != nil {

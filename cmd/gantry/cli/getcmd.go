@@ -109,6 +109,11 @@ func (q *getQuery) fetch(ctx context.Context) ([]item, error) {
 	if err != nil {
 		return nil, err
 	}
+	return q.items(objs, serviceLabels)
+}
+
+// items are the objects the selector (and --since) keeps, sorted.
+func (q *getQuery) items(objs []any, serviceLabels map[string]labels.Set) ([]item, error) {
 	var out []item
 	for _, obj := range objs {
 		tree, err := toTree(obj)
@@ -190,6 +195,9 @@ func (q *getQuery) sort(items []item) error {
 }
 
 func (q *getQuery) once(ctx context.Context) error {
+	if q.streams() {
+		return q.stream(ctx)
+	}
 	items, err := q.fetch(ctx)
 	if err != nil {
 		return err
