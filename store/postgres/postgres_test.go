@@ -173,6 +173,52 @@ func TestNewTermWaitsForCheckedWrite(t *testing.T) {
 	}
 }
 
+// The holder renews its term while a write of the term that checked the
+// lease is still open, and so does it while another server asks for the
+// lease: a pass that writes for seconds must not cost the leader its
+// lease (it did: the fence's lock made the renewal wait for the write,
+// the leader stepped down, and its pass was lost, over and over).
+func TestRenewalDoesNotWaitForTheTermsWrites(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t)
+	a, err := s.AcquireLease(ctx, "leader", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.(store.LeaseTx).CheckLease(a); err != nil {
+				return err
+			}
+			select {
+			case <-checked:
+			default:
+				close(checked)
+			}
+			<-release
+			return tx.PutMeta("term", "a")
+		})
+	}()
+	<-checked
+	for round := range 3 {
+		if _, err := s.AcquireLease(ctx, "leader", "b", time.Minute); !errors.Is(err, store.ErrLeaseHeld) {
+			t.Fatalf("round %d: b asks: %v, want ErrLeaseHeld", round, err)
+		}
+		renewCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		renewed, err := s.AcquireLease(renewCtx, "leader", "a", time.Minute)
+		cancel()
+		if err != nil || renewed.Epoch != a.Epoch {
+			t.Fatalf("round %d: a's renewal with its write open: %+v %v, want epoch %d at once", round, renewed, err, a.Epoch)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("a's checked write: %v", err)
+	}
+}
+
 func assertNoMeta(t *testing.T, s store.Store, key string) {
 	t.Helper()
 	err := s.View(context.Background(), func(tx store.Tx) error {
