@@ -60,7 +60,7 @@ type Config struct {
 // DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
 func DefaultConfig() Config {
 	return Config{Cluster: "load", Machines: 10000, Rate: 2000, Duration: 30 * time.Second, Warmup: 5 * time.Second,
-		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond, JoinRetries: 5,
+		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond, JoinRetries: 30,
 		PlaceTimeout: 30 * time.Minute}
 }
 
