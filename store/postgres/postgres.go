@@ -136,6 +136,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
 		Lock:        feedLock,
 		Next:        `SELECT nextval('revisions')`,
+		NextN:       `SELECT nextval('revisions') FROM generate_series(1, ?)`,
 		Provisional: `SELECT -nextval('provisional_revisions')`,
 		Notify:      `SELECT pg_notify('` + changesChannel + `', '')`,
 		Retention:   cfg.ChangeRetention,

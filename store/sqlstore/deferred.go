@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gantry-dev/gantry/store"
@@ -60,10 +61,10 @@ func (t *tx) renumber() error {
 		keys          []string
 	}
 	byTable := map[string]*renumbering{}
+	if err := t.nextRevisions(finals); err != nil {
+		return err
+	}
 	for i, c := range t.provisional {
-		if err := t.queryRow(f.Next).Scan(&finals[i]); err != nil {
-			return t.dialect.failure("next revision", err)
-		}
 		kinds[i], names[i], created[i], deleted[i], data[i], at[i] = c.Kind, c.Name, int64(boolInt(c.Created)), int64(boolInt(c.Deleted)), string(c.Data), c.At.UnixNano()
 		if c.Deleted {
 			continue
@@ -101,6 +102,40 @@ func (t *tx) renumber() error {
 	if f.PruneEvery > 0 && last/f.PruneEvery != (finals[0]-1)/f.PruneEvery {
 		return t.pruneChanges(f.Now().UnixNano()-f.Retention.Nanoseconds(), last)
 	}
+	return nil
+}
+
+// nextRevisions fills revs with the feed's next revisions, in order.
+func (t *tx) nextRevisions(revs []int64) error {
+	f := &t.dialect.Feed
+	if f.NextN == "" {
+		for i := range revs {
+			if err := t.queryRow(f.Next).Scan(&revs[i]); err != nil {
+				return t.dialect.failure("next revision", err)
+			}
+		}
+		return nil
+	}
+	rows, err := t.query(f.NextN, len(revs))
+	if err != nil {
+		return t.dialect.failure("next revisions", err)
+	}
+	defer rows.Close()
+	got := revs[:0]
+	for rows.Next() {
+		var rev int64
+		if err := rows.Scan(&rev); err != nil {
+			return t.dialect.failure("next revisions", err)
+		}
+		got = append(got, rev)
+	}
+	if err := rows.Err(); err != nil {
+		return t.dialect.failure("next revisions", err)
+	}
+	if len(got) != len(revs) {
+		return fmt.Errorf("next revisions: %d of %d", len(got), len(revs))
+	}
+	slices.Sort(revs) // the feed's lock is held: nobody else draws from the sequence
 	return nil
 }
 

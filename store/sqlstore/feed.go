@@ -20,8 +20,11 @@ type Feed struct {
 	// (PostgreSQL, whose writers run at once; SQLite has one writer and
 	// takes its revisions from Next as it writes).
 	Lock string
-	// Next returns the next revision.
-	Next string
+	// Next returns the next revision; NextN, when set, the next n (its
+	// one parameter) in one statement, so that a transaction of 10,000
+	// changes holds the feed's lock for one round trip, not 10,000.
+	Next  string
+	NextN string
 	// Provisional returns the next provisional revision (negative, so
 	// that it never meets a real one).
 	Provisional string
