@@ -131,23 +131,7 @@ func TestNewTermWaitsForCheckedWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if err := tx.(store.LeaseTx).CheckLease(a); err != nil {
-				return err
-			}
-			select {
-			case <-checked:
-			default:
-				close(checked)
-			}
-			<-release
-			return tx.PutMeta("term", "a")
-		})
-	}()
-	<-checked
+	release, done := openCheckedWrite(t, s, a)
 	acquired := make(chan store.Lease, 1)
 	go func() {
 		for {
@@ -185,23 +169,7 @@ func TestRenewalDoesNotWaitForTheTermsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			if err := tx.(store.LeaseTx).CheckLease(a); err != nil {
-				return err
-			}
-			select {
-			case <-checked:
-			default:
-				close(checked)
-			}
-			<-release
-			return tx.PutMeta("term", "a")
-		})
-	}()
-	<-checked
+	release, done := openCheckedWrite(t, s, a)
 	for round := range 3 {
 		if _, err := s.AcquireLease(ctx, "leader", "b", time.Minute); !errors.Is(err, store.ErrLeaseHeld) {
 			t.Fatalf("round %d: b asks: %v, want ErrLeaseHeld", round, err)
@@ -217,6 +185,31 @@ func TestRenewalDoesNotWaitForTheTermsWrites(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("a's checked write: %v", err)
 	}
+}
+
+// openCheckedWrite opens a write of the term that checked its lease and
+// returns once it has; the write commits after release is closed, its
+// outcome on done.
+func openCheckedWrite(t *testing.T, s *Store, term store.Lease) (release chan struct{}, done chan error) {
+	t.Helper()
+	checked := make(chan struct{})
+	release, done = make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- s.Update(context.Background(), func(tx store.Tx) error {
+			if err := tx.(store.LeaseTx).CheckLease(term); err != nil {
+				return err
+			}
+			select {
+			case <-checked:
+			default:
+				close(checked)
+			}
+			<-release
+			return tx.PutMeta("term", term.Holder)
+		})
+	}()
+	<-checked
+	return release, done
 }
 
 func assertNoMeta(t *testing.T, s store.Store, key string) {
