@@ -45,8 +45,14 @@ func TestDashboardAtScale(t *testing.T) {
 		{"/ui/replicas?page=57", `tr[data-replica]`, "5601–5700 of 10000"},
 	} {
 		run(t, tab, p.path, chromedp.Navigate(url+p.path), chromedp.WaitVisible(`main#view .pager`))
-		rows := value(t, tab, p.path+" rows", chromedp.Evaluate[int](`document.querySelectorAll('`+p.rows+`').length`))
-		pager := value(t, tab, p.path+" pager", chromedp.Text(`main#view .pager`))
+		// Rows and pager in one evaluation: the live view swaps main#view's
+		// content, and a pager read apart from the rows once found the
+		// node being replaced (its text "").
+		shown := value(t, tab, p.path+" rows and pager", chromedp.Evaluate[struct {
+			Rows  int    `json:"rows"`
+			Pager string `json:"pager"`
+		}](`(() => ({rows: document.querySelectorAll('`+p.rows+`').length, pager: document.querySelector('main#view .pager')?.textContent ?? ""}))()`))
+		rows, pager := shown.Rows, shown.Pager
 		ms := value(t, tab, p.path+" load time", chromedp.Evaluate[float64](
 			`(() => { const n = performance.getEntriesByType("navigation")[0]; return n.domContentLoadedEventEnd - n.startTime })()`))
 		if rows != 100 || !strings.Contains(pager, p.shows) {
