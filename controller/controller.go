@@ -33,12 +33,7 @@ type Config struct {
 	// MaxDutyCycle bounds the share of time the loop spends in passes:
 	// after a pass of duration d it rests d×(1/MaxDutyCycle−1) before the
 	// next, triggered or not, so that a large fleet's passes leave the
-	// CPU to the API and the heartbeats (1: no rest). The default, one
-	// half, rests as long as the pass took. It was a tenth while every
-	// pass decided: at 50,000 machines a 2.3 s pass then held the next
-	// change back 21 s, and a 30 s pass during 50,000 joins 4.5 minutes.
-	// Quiet passes are skipped now (FullPassInterval), so only passes
-	// that decide something are long.
+	// CPU to the API and the heartbeats (1: no rest).
 	MaxDutyCycle float64
 	Decide       decide.Config
 	Calls        CallConfig
@@ -73,7 +68,7 @@ type CallConfig struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
 		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
