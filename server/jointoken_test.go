@@ -22,7 +22,7 @@ var smallInventory = api.Inventory{Capacity: api.Resources{MilliCPU: 1000, Memor
 func TestLaunchedMachinesTokenIsSingleUse(t *testing.T) {
 	ts, ctx := withTestCluster(t, nil)
 	now := time.Now().UTC()
-	m := &api.Machine{ID: "m1", Cluster: "dev", Group: "general", InstanceType: "local.small", Provider: "local", ProviderKey: "local",
+	m := &api.Machine{ID: "m1", Cluster: "dev", Group: "general", InstanceType: "local.small", Provider: "external", ProviderKey: "external",
 		ProviderID: "local-1", Zone: "local", LaunchKey: "lk-m1", JoinState: api.JoinBooting, FleetState: api.FleetReady, CreatedAt: now, StateChangedAt: now}
 	if err := ts.store.Update(ctx, func(tx store.Tx) error { return tx.CreateMachine(m) }); err != nil {
 		t.Fatal(err)
