@@ -100,7 +100,7 @@ func (t *tx) renumber() error {
 	}
 	last := finals[n-1]
 	if f.PruneEvery > 0 && last/f.PruneEvery != (finals[0]-1)/f.PruneEvery {
-		return t.pruneChanges(f.Now().UnixNano()-f.Retention.Nanoseconds(), last)
+		t.prune = &pruning{cutoff: f.Now().UnixNano() - f.Retention.Nanoseconds(), newest: last}
 	}
 	return nil
 }

@@ -151,6 +151,9 @@ func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn f
 	if t.wroteChanges && d.Feed.Committed != nil {
 		d.Feed.Committed()
 	}
+	if t.prune != nil {
+		d.pruneAfterCommit(ctx, db, opts, *t.prune)
+	}
 	return nil
 }
 

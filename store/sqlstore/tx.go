@@ -20,6 +20,8 @@ type tx struct {
 	wroteChanges bool
 	// provisional are its changes to renumber at commit (deferred.go).
 	provisional []store.Change
+	// prune, when set, is the pruning due once this transaction commits.
+	prune *pruning
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {

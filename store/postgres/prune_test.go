@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/postgres/pgtest"
+)
+
+// A writer whose commit crosses a pruning boundary while another writer,
+// of another table, pruned, commits at its first attempt: the prune runs
+// after the commit, in its own transaction. (Inside the writer's
+// transaction, it deleted the changes the other prune had deleted, and
+// the writer failed its serialization and ran again: at 50,000 joining
+// machines, the leader's memory writes and the joins kept failing on
+// each other that way, though they share no table but the feed's.)
+func TestPruningDoesNotFailAConcurrentWriter(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig(pgtest.URL(t))
+	cfg.ChangeRetention = time.Nanosecond
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	put := func(tx store.Tx, i int) error {
+		return tx.PutReplica(&api.Replica{ID: fmt.Sprintf("r%d", i), Service: "web", Cluster: "dev"})
+	}
+	for i := range 98 {
+		if err := s.Update(ctx, func(tx store.Tx) error { return put(tx, i) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began, release := make(chan struct{}), make(chan struct{})
+	attempts, done := 0, make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			attempts++
+			if err := tx.PutMemory("idle/m0", "a"); err != nil { // its snapshot is taken
+				return err
+			}
+			if attempts == 1 {
+				close(began)
+				<-release
+			}
+			for i := range 100 { // its revisions cross the next boundary
+				if err := tx.PutMemory(fmt.Sprintf("idle/m%d", i+1), "a"); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	<-began
+	// Revisions 99 and 100: the boundary; the changes before are pruned.
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return errors.Join(put(tx, 98), put(tx, 99))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 {
+		t.Errorf("the writer ran %d times, want once: it failed on the other writer's prune", attempts)
+	}
+	err = s.View(ctx, func(tx store.Tx) error {
+		_, err := tx.Changes(store.ChangeFilter{After: 98})
+		return err
+	})
+	if !errors.Is(err, store.ErrCompacted) {
+		t.Errorf("changes after 98: %v, want ErrCompacted: the prune after the writer's commit did not run", err)
+	}
+}
