@@ -68,7 +68,7 @@ type CallConfig struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.1, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
 		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
