@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,25 +13,34 @@ import (
 	"github.com/gantry-dev/gantry/store"
 )
 
-// withAllocation fills in each machine's allocatable and allocated, derived
-// from its capacity, its cluster's reserve and its replicas.
-func withAllocation(tx store.Tx, machines []*api.Machine) error {
-	replicas, err := tx.ListReplicas(store.ReplicaFilter{})
-	if err != nil {
-		return err
-	}
+// reservedOf is each cluster's system reserve.
+func reservedOf(tx store.Tx) (map[string]api.Resources, error) {
 	clusters, err := tx.ListClusters()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reserved := map[string]api.Resources{}
 	for _, c := range clusters {
 		reserved[c.Metadata.Name] = spec.Reserved(c.Spec.SystemReserved)
 	}
-	allocated := map[string]api.Resources{}
-	for _, r := range replicas {
-		if r.Machine != "" {
-			allocated[r.Machine] = allocated[r.Machine].Add(r.Requests)
+	return reserved, nil
+}
+
+// withAllocation fills in each machine's allocatable and allocated, derived
+// from its capacity, its cluster's reserve and the replicas on it. Those
+// come from the server's view: reading every replica of the store for
+// each page of machines read 500,000 of them for a page of 500. The store
+// answers when the view cannot.
+func (s *Server) withAllocation(ctx context.Context, machines []*api.Machine, reserved map[string]api.Resources) error {
+	allocated, ok := s.allocatedFromView(ctx, machines)
+	if !ok {
+		err := s.store.View(ctx, func(tx store.Tx) error {
+			var err error
+			allocated, err = allocatedFromStore(tx)
+			return err
+		})
+		if err != nil {
+			return err
 		}
 	}
 	for _, m := range machines {
@@ -38,6 +48,33 @@ func withAllocation(tx store.Tx, machines []*api.Machine) error {
 		m.Allocated = allocated[m.ID]
 	}
 	return nil
+}
+
+func (s *Server) allocatedFromView(ctx context.Context, machines []*api.Machine) (map[string]api.Resources, bool) {
+	if !s.viewCurrent(s.store.Fired()) {
+		if err := s.syncView(ctx); err != nil {
+			return nil, false
+		}
+	}
+	ids := make([]string, len(machines))
+	for i, m := range machines {
+		ids[i] = m.ID
+	}
+	return s.view.Allocated(ids)
+}
+
+func allocatedFromStore(tx store.Tx) (map[string]api.Resources, error) {
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{})
+	if err != nil {
+		return nil, err
+	}
+	allocated := map[string]api.Resources{}
+	for _, r := range replicas {
+		if r.Machine != "" {
+			allocated[r.Machine] = allocated[r.Machine].Add(r.Requests)
+		}
+	}
+	return allocated, nil
 }
 
 func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
@@ -57,6 +94,7 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 	filter.Page = store.Page{Limit: page.Limit, After: page.After}
 	var out []*api.Machine
 	var rev int64
+	var reserved map[string]api.Resources
 	err = s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
 		if out, err = tx.ListMachines(filter); err != nil {
@@ -65,8 +103,12 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		if rev, err = tx.Revision(); err != nil {
 			return err
 		}
-		return withAllocation(tx, out)
+		reserved, err = reservedOf(tx)
+		return err
 	})
+	if err == nil {
+		err = s.withAllocation(r.Context(), out, reserved)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -82,13 +124,18 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
 	var m *api.Machine
+	var reserved map[string]api.Resources
 	err := s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
 		if m, err = tx.GetMachine(r.PathValue("id")); err != nil {
 			return err
 		}
-		return withAllocation(tx, []*api.Machine{m})
+		reserved, err = reservedOf(tx)
+		return err
 	})
+	if err == nil {
+		err = s.withAllocation(r.Context(), []*api.Machine{m}, reserved)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

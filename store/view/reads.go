@@ -78,6 +78,25 @@ func (v *View) Work(id string) (Work, bool) {
 		Leaving: slices.SortedFunc(maps.Values(v.work.leaving[id]), byID)}, true
 }
 
+// Allocated is what the replicas on each of the machines request, as
+// the view holds them; false when the view is not loaded.
+func (v *View) Allocated(ids []string) (map[string]api.Resources, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.loaded {
+		return nil, false
+	}
+	out := make(map[string]api.Resources, len(ids))
+	for _, id := range ids {
+		var sum api.Resources
+		for _, r := range v.work.on[id] {
+			sum = sum.Add(r.Requests)
+		}
+		out[id] = sum
+	}
+	return out, true
+}
+
 // Revision is the revision the view has reached (0: not loaded).
 func (v *View) Revision() int64 {
 	v.mu.Lock()
