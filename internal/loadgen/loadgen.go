@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -200,9 +201,16 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 				resp, err := c.Join(ctx, req)
 				// Joins from one address are rate limited, as an agent's
 				// are; a store that lost a race too often answers 503, and
-				// an agent joins again after a while.
+				// an agent joins again after a while. A join whose answer
+				// did not come in time may have joined: the agent joins
+				// again under a new name (the first, if it joined, never
+				// heartbeats and is found lost).
 				for retries := 0; (client.IsStatus(err, http.StatusTooManyRequests) ||
-					client.IsStatus(err, http.StatusServiceUnavailable) && retries < cfg.JoinRetries) && ctx.Err() == nil; retries++ {
+					(client.IsStatus(err, http.StatusServiceUnavailable) || timedOut(err)) && retries < cfg.JoinRetries) && ctx.Err() == nil; retries++ {
+					if timedOut(err) {
+						id = fmt.Sprintf("%s-%05d-%d", cfg.Cluster, i, retries+1)
+						req.MachineID = id
+					}
 					time.Sleep(cfg.RetryWait)
 					resp, err = c.Join(ctx, req)
 				}
@@ -296,4 +304,10 @@ func drive(ctx context.Context, cfg Config, machines []machine, d time.Duration)
 		res.P50, res.P90, res.P99, res.Max = latencies[n*50/100], latencies[n*90/100], latencies[n*99/100], latencies[n-1]
 	}
 	return res, ctx.Err()
+}
+
+// timedOut: a request's answer did not come within the client's timeout.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
