@@ -78,3 +78,69 @@ func TestPruningDoesNotFailAConcurrentWriter(t *testing.T) {
 		t.Errorf("changes after 98: %v, want ErrCompacted: the prune after the writer's commit did not run", err)
 	}
 }
+
+// The same for the events: a writer of events whose ids cross a pruning
+// boundary while another writer pruned the oldest events commits at its
+// first attempt (inside its transaction, its prune deleted rows the other
+// had deleted, and it failed: at 50,000 joining machines, the leader's
+// act failed on "prune events" over and over).
+func TestPruningEventsDoesNotFailAConcurrentWriter(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig(pgtest.URL(t))
+	cfg.MaxEvents = 10
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	event := func(tx store.Tx) error {
+		return tx.AddEvent(&api.Event{Type: api.EventNormal, Reason: "Test", ObjectKind: "Machine", ObjectName: "m1"})
+	}
+	for range 95 {
+		if err := s.Update(ctx, event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	began, release := make(chan struct{}), make(chan struct{})
+	attempts, done := 0, make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			attempts++
+			if err := event(tx); err != nil { // its snapshot is taken
+				return err
+			}
+			if attempts == 1 {
+				close(began)
+				<-release
+			}
+			for range 100 { // its ids cross the next boundary
+				if err := event(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	<-began
+	for range 5 { // up to id 101 at most: the first boundary, and its prune
+		if err := s.Update(ctx, event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 1 {
+		t.Errorf("the writer ran %d times, want once: it failed on the other writer's prune", attempts)
+	}
+	var kept []*api.Event
+	err = s.View(ctx, func(tx store.Tx) error {
+		var err error
+		kept, err = tx.ListEvents(store.EventFilter{})
+		return err
+	})
+	if err != nil || len(kept) > 120 {
+		t.Errorf("%d events kept (%v): the writer's prune after its commit did not run", len(kept), err)
+	}
+}

@@ -145,18 +145,30 @@ func (t *tx) record(c store.Change) error {
 // before cutoff, but not the newest.
 type pruning struct{ cutoff, newest int64 }
 
-// pruneAfterCommit prunes in a transaction of its own, after the one that
-// made it due committed. Inside the writer's transaction, the prune's
-// read of the log's head and its update of the feed's row made every
-// writer that crossed a pruning boundary conflict with every other one
-// under serializable isolation: at 50,000 joining machines, a pass's
-// 12,000 memory writes and the joins failed on each other. A prune that
-// fails (another server's prune won the race, or the context ended) is
-// left to the next boundary: the changes it would have dropped are only
-// kept longer.
-func (d *Dialect) pruneAfterCommit(ctx context.Context, db *sql.DB, opts *sql.TxOptions, p pruning) {
+// pruneAfterCommit prunes what the committed transaction t made due (the
+// change log, the events), in a transaction of its own. Inside the
+// writer's transaction, the prunes' reads and deletes of the oldest rows
+// (and the update of the feed's row) made every writer that crossed a
+// pruning boundary conflict with every other one under serializable
+// isolation: at 50,000 joining machines, the leader's writes and the
+// joins failed on each other. A prune that fails (another server's won
+// the race, or the context ended) is left to the next boundary: what it
+// would have dropped is only kept longer.
+func (d *Dialect) pruneAfterCommit(ctx context.Context, db *sql.DB, opts *sql.TxOptions, t *tx) {
+	if t.prune == nil && t.pruneEventsTo <= 0 {
+		return
+	}
 	_ = d.Run(ctx, db, opts, func(st store.Tx) error {
-		return st.(*tx).pruneChanges(p.cutoff, p.newest)
+		pt := st.(*tx)
+		if t.pruneEventsTo > 0 {
+			if err := pt.exec("prune events", `DELETE FROM events WHERE id <= ?`, t.pruneEventsTo); err != nil {
+				return err
+			}
+		}
+		if t.prune != nil {
+			return pt.pruneChanges(t.prune.cutoff, t.prune.newest)
+		}
+		return nil
 	})
 }
 

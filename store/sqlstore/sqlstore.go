@@ -151,9 +151,7 @@ func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn f
 	if t.wroteChanges && d.Feed.Committed != nil {
 		d.Feed.Committed()
 	}
-	if t.prune != nil {
-		d.pruneAfterCommit(ctx, db, opts, *t.prune)
-	}
+	d.pruneAfterCommit(ctx, db, opts, t)
 	return nil
 }
 

@@ -20,8 +20,11 @@ type tx struct {
 	wroteChanges bool
 	// provisional are its changes to renumber at commit (deferred.go).
 	provisional []store.Change
-	// prune, when set, is the pruning due once this transaction commits.
-	prune *pruning
+	// prune, when set, is the pruning of the change log due once this
+	// transaction commits; pruneEventsTo, when positive, the last event
+	// to prune then.
+	prune         *pruning
+	pruneEventsTo int64
 }
 
 func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
@@ -255,7 +258,7 @@ func (t *tx) AddEvent(e *api.Event) error {
 		return t.dialect.failure("add event", err)
 	}
 	if t.maxEvents > 0 && e.ID%100 == 0 {
-		return t.exec("prune events", `DELETE FROM events WHERE id <= ?`, e.ID-int64(t.maxEvents))
+		t.pruneEventsTo = e.ID - int64(t.maxEvents) // after the commit (pruneAfterCommit)
 	}
 	return nil
 }
