@@ -24,7 +24,7 @@ import (
 // pass, over and over.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
 	var epoch int64
-	err := s.db.QueryRowContext(ctx, `
+	err := s.leases.QueryRowContext(ctx, `
 		UPDATE leases SET expires_at = clock_timestamp() + $3 * interval '1 microsecond'
 		WHERE name = $1 AND holder = $2 AND expires_at > clock_timestamp()
 		RETURNING epoch`, name, holder, ttl.Microseconds()).Scan(&epoch)
@@ -44,14 +44,14 @@ func (s *Store) beginTerm(ctx context.Context, name, holder string, ttl time.Dur
 	// asks every retry period, and a lock it queued would hold up the
 	// leader's renewal behind the leader's own writes.
 	var held bool
-	err := s.db.QueryRowContext(ctx, `SELECT holder <> $2 AND expires_at > clock_timestamp() FROM leases WHERE name = $1`, name, holder).Scan(&held)
+	err := s.leases.QueryRowContext(ctx, `SELECT holder <> $2 AND expires_at > clock_timestamp() FROM leases WHERE name = $1`, name, holder).Scan(&held)
 	switch {
 	case err == nil && held:
 		return store.Lease{}, fmt.Errorf("lease %s: %w", name, store.ErrLeaseHeld)
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		return store.Lease{}, s.dialect.Failure("acquire lease "+name, err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.leases.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Lease{}, s.dialect.Failure("acquire lease "+name, err)
 	}
@@ -82,7 +82,7 @@ func (s *Store) beginTerm(ctx context.Context, name, holder string, ttl time.Dur
 
 // ReleaseLease implements store.Leases.
 func (s *Store) ReleaseLease(ctx context.Context, l store.Lease) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE leases SET expires_at = clock_timestamp() WHERE name = $1 AND holder = $2 AND epoch = $3`, l.Name, l.Holder, l.Epoch)
+	_, err := s.leases.ExecContext(ctx, `UPDATE leases SET expires_at = clock_timestamp() WHERE name = $1 AND holder = $2 AND epoch = $3`, l.Name, l.Holder, l.Epoch)
 	if err != nil {
 		return s.dialect.Failure("release lease "+l.Name, err)
 	}

@@ -25,6 +25,11 @@ type Config struct {
 	URL string
 	// MaxConns bounds the connection pool.
 	MaxConns int
+	// LeaseConns bounds the leader lease's own pool: a renewal never
+	// waits for a connection behind the server's other transactions (at
+	// 10,000 machines, heartbeats queued on the change feed's lock held
+	// every pooled connection, and the leader's renewals timed out).
+	LeaseConns int
 	// SerializationRetries is how many times a write transaction that
 	// lost a serialization race is run again.
 	SerializationRetries int
@@ -50,13 +55,15 @@ type Config struct {
 
 // DefaultConfig returns the defaults for a connection string.
 func DefaultConfig(url string) Config {
-	return Config{URL: url, MaxConns: 16, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000,
+	return Config{URL: url, MaxConns: 16, LeaseConns: 2, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000,
 		IdleInTransactionTimeout: 5 * time.Second, ChangeRetention: sqlstore.DefaultRetention, ListenRetry: time.Second}
 }
 
 // Store is the PostgreSQL Store.
 type Store struct {
-	db      *sql.DB
+	db *sql.DB
+	// leases is the lease's own pool (Config.LeaseConns).
+	leases  *sql.DB
 	cfg     Config
 	dialect *sqlstore.Dialect
 	changed store.Broadcast
@@ -132,7 +139,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// database/sql keeps 2 idle connections unless told: under load every
 	// other query would open a connection (a PostgreSQL backend fork).
 	db.SetMaxIdleConns(max(cfg.MaxConns, 2))
-	s := &Store{db: db, cfg: cfg}
+	leases := stdlib.OpenDB(*conn)
+	leases.SetMaxOpenConns(max(cfg.LeaseConns, 1))
+	leases.SetMaxIdleConns(max(cfg.LeaseConns, 1))
+	s := &Store{db: db, leases: leases, cfg: cfg}
 	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
 		Lock:        feedLock,
 		Next:        `SELECT nextval('revisions')`,
@@ -146,10 +156,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		leases.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	if err := s.dialect.Migrate(ctx, db, migrationLock, migrations); err != nil {
 		db.Close()
+		leases.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	listenCtx, stop := context.WithCancel(context.Background())
@@ -204,7 +216,7 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 func (s *Store) Close() error {
 	s.stopListening()
 	<-s.listening
-	err := s.db.Close()
+	err := errors.Join(s.db.Close(), s.leases.Close())
 	s.dialect.Closed()
 	return err
 }

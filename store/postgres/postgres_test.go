@@ -222,3 +222,48 @@ func assertNoMeta(t *testing.T, s store.Store, key string) {
 		t.Fatalf("meta %s: %v, want not found", key, err)
 	}
 }
+
+// The holder renews its lease while every connection of the store's pool
+// is held by other transactions: the lease has a pool of its own. (At
+// 10,000 machines, heartbeats queued on the change feed's lock held every
+// pooled connection, and the leader's renewals timed out.)
+func TestRenewalDoesNotWaitForAPooledConnection(t *testing.T) {
+	ctx := context.Background()
+	cfg := DefaultConfig(pgtest.URL(t))
+	cfg.MaxConns = 2
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	a, err := s.AcquireLease(ctx, "leader", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding, release := make(chan struct{}, cfg.MaxConns), make(chan struct{})
+	done := make(chan error, cfg.MaxConns)
+	for range cfg.MaxConns {
+		go func() {
+			done <- s.View(ctx, func(store.Tx) error {
+				holding <- struct{}{}
+				<-release
+				return nil
+			})
+		}()
+	}
+	for range cfg.MaxConns {
+		<-holding
+	}
+	renewCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	renewed, err := s.AcquireLease(renewCtx, "leader", "a", time.Minute)
+	cancel()
+	close(release)
+	if err != nil || renewed.Epoch != a.Epoch {
+		t.Fatalf("renewal with every pooled connection busy: %+v %v, want epoch %d", renewed, err, a.Epoch)
+	}
+	for range cfg.MaxConns {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
