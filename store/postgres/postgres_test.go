@@ -229,20 +229,15 @@ func assertNoMeta(t *testing.T, s store.Store, key string) {
 // pooled connection, and the leader's renewals timed out.)
 func TestRenewalDoesNotWaitForAPooledConnection(t *testing.T) {
 	ctx := context.Background()
-	cfg := DefaultConfig(pgtest.URL(t))
-	cfg.MaxConns = 2
-	s, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	const pooled = 2
+	s := openWith(t, func(c *Config) { c.MaxConns = pooled })
 	a, err := s.AcquireLease(ctx, "leader", "a", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	holding, release := make(chan struct{}, cfg.MaxConns), make(chan struct{})
-	done := make(chan error, cfg.MaxConns)
-	for range cfg.MaxConns {
+	holding, release := make(chan struct{}, pooled), make(chan struct{})
+	done := make(chan error, pooled)
+	for range pooled {
 		go func() {
 			done <- s.View(ctx, func(store.Tx) error {
 				holding <- struct{}{}
@@ -251,7 +246,7 @@ func TestRenewalDoesNotWaitForAPooledConnection(t *testing.T) {
 			})
 		}()
 	}
-	for range cfg.MaxConns {
+	for range pooled {
 		<-holding
 	}
 	renewCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -261,7 +256,7 @@ func TestRenewalDoesNotWaitForAPooledConnection(t *testing.T) {
 	if err != nil || renewed.Epoch != a.Epoch {
 		t.Fatalf("renewal with every pooled connection busy: %+v %v, want epoch %d", renewed, err, a.Epoch)
 	}
-	for range cfg.MaxConns {
+	for range pooled {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
