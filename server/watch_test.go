@@ -19,6 +19,10 @@ import (
 	"github.com/gantry-dev/gantry/store"
 )
 
+// withoutPasses keeps the control loop from passing after its first pass
+// (a pass deletes the replicas putReplicas writes: they have no service).
+func withoutPasses(c *Config) { c.Controller.Interval = time.Hour }
+
 func (ts *testServer) putReplicas(t *testing.T, service string, n, round int) {
 	t.Helper()
 	err := ts.store.Update(context.Background(), func(tx store.Tx) error {
@@ -77,7 +81,7 @@ func TestWatchResumesWithoutLossOrRepeat(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	ts := startServer(t, nil)
+	ts := startServer(t, withoutPasses)
 	ctx := context.Background()
 	ts.putReplicas(t, "other", 1, 0) // from revision 0 a watch would list first
 	start := ts.revision(t)
@@ -172,7 +176,7 @@ func firstDifference(a, b []seenChange) int {
 // A watcher behind the kept changes is told (410, expired); watching
 // from 0 gives it every current object, then the changes after them.
 func TestWatchTooFarBehindIsToldToListAgain(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.Store.SQLite.ChangeRetention = time.Nanosecond })
+	ts := startServer(t, func(c *Config) { withoutPasses(c); c.Store.SQLite.ChangeRetention = time.Nanosecond })
 	ctx := context.Background()
 	for round := range 30 {
 		ts.putReplicas(t, "web", 5, round)
@@ -250,7 +254,7 @@ func TestConditionalWrites(t *testing.T) {
 // Lists come in pages that chain by their continue token, each with the
 // first page's revision.
 func TestListPages(t *testing.T) {
-	ts := startServer(t, nil)
+	ts := startServer(t, withoutPasses)
 	ts.putReplicas(t, "a", 4, 0)
 	ts.putReplicas(t, "b", 3, 0)
 	var ids []string
@@ -364,7 +368,7 @@ func TestServiceWatchSeesItsDeploymentsProgress(t *testing.T) {
 func TestReplicasPageByOffsetCountsTheRest(t *testing.T) {
 	// The control loop deletes replicas of no service: its first pass is
 	// over before they are written, and the next an hour away.
-	ts := startServer(t, func(c *Config) { c.Controller.Interval = time.Hour })
+	ts := startServer(t, withoutPasses)
 	ctx := context.Background()
 	ts.putReplicas(t, "web", 7, 0)
 	items, total, err := ts.admin.ListReplicasWindow(ctx, client.ReplicaQuery{Service: "web"}, 3, 3)
