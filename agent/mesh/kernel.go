@@ -52,6 +52,8 @@ func (k *kernel) traffic() (rx, tx int64, err error) {
 	return rx, tx, nil
 }
 
+func (k *kernel) brokenSessions() <-chan string { return nil }
+
 func (k *kernel) close() {
 	err := errors.Join(netlink.LinkDel(k.link), k.client.Close())
 	_ = err // the link is gone with the machine's namespace anyway

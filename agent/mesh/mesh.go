@@ -82,6 +82,11 @@ type Mesh struct {
 	mu sync.Mutex
 	// peers is what WireGuard holds, by public key, as last set.
 	peers map[wgtypes.Key]wgtypes.PeerConfig
+
+	// done ends the mending of broken sessions (repair.go), watching
+	// waits for it.
+	done     chan struct{}
+	watching sync.WaitGroup
 }
 
 // wireguard is one WireGuard implementation behind the interface.
@@ -91,6 +96,9 @@ type wireguard interface {
 	configure(wgtypes.Config) error
 	// traffic is the bytes received and sent, over all peers.
 	traffic() (rx, tx int64, err error)
+	// brokenSessions names the peers whose session the implementation
+	// failed to make (nil: it does not fail so; see repair.go).
+	brokenSessions() <-chan string
 	close()
 }
 
@@ -116,6 +124,7 @@ func Start(cfg Config, address netip.Addr, cluster netip.Prefix) (*Mesh, error) 
 		wg.close()
 		return nil, err
 	}
+	m.watchSessions()
 	return m, nil
 }
 
@@ -268,7 +277,13 @@ func setAddresses(link netlink.Link, within netip.Prefix, addrs []netip.Addr) er
 func (m *Mesh) Traffic() (rx, tx int64, err error) { return m.wg.traffic() }
 
 // Close takes the interface down and removes it.
-func (m *Mesh) Close() { m.wg.close() }
+func (m *Mesh) Close() {
+	if m.done != nil {
+		close(m.done)
+		m.watching.Wait()
+	}
+	m.wg.close()
+}
 
 // loadOrMakeKey reads the machine's private key, or makes and keeps one.
 func loadOrMakeKey(path string) (wgtypes.Key, error) {

@@ -106,6 +106,9 @@ func helper(name string) error {
 	kept := before > 0 && peerRxBytes(m) >= before
 	route, _ := exec.Command("ip", "route", "get", netip.MustParsePrefix(peerSubnet).Addr().Next().String()).Output()
 	result := fmt.Sprintf("answer=%s rx=%d tx=%d kept=%v kind=%s route=%s", answer, rx, tx, kept, m.Kind(), strings.TrimSpace(string(route)))
+	if answer == "" {
+		result += "\n" + whyNoAnswer(m)
+	}
 	if err := <-listening; err != nil {
 		return err
 	}
@@ -127,6 +130,33 @@ func helper(name string) error {
 	}
 	_, err = receive(filepath.Join(dir, name+".stop"))
 	return err
+}
+
+// whyNoAnswer is what a side that got no answer saw: WireGuard's state,
+// what its TUN device carried and dropped, and the namespace's IP and TCP
+// counters (checksum errors, discards, resent SYNs).
+func whyNoAnswer(m *Mesh) string {
+	var b strings.Builder
+	if u, ok := m.wg.(*userspace); ok {
+		state, _ := u.dev.IpcGet()
+		for _, line := range strings.Split(state, "\n") {
+			if !strings.HasPrefix(line, "private_key") {
+				fmt.Fprintf(&b, "  wg %s\n", line)
+			}
+		}
+	}
+	for _, stat := range []string{"rx_packets", "tx_packets", "rx_dropped", "tx_dropped", "rx_errors", "tx_errors"} {
+		v, _ := os.ReadFile(filepath.Join("/sys/class/net", m.cfg.Interface, "statistics", stat))
+		fmt.Fprintf(&b, "  tun %s=%s\n", stat, strings.TrimSpace(string(v)))
+	}
+	snmp, _ := os.ReadFile("/proc/net/snmp")
+	netstat, _ := os.ReadFile("/proc/net/netstat")
+	for _, line := range strings.Split(string(snmp)+string(netstat), "\n") {
+		if strings.HasPrefix(line, "Ip:") || strings.HasPrefix(line, "Tcp:") || strings.HasPrefix(line, "TcpExt:") {
+			fmt.Fprintf(&b, "  %s\n", line)
+		}
+	}
+	return b.String()
 }
 
 // peerRxBytes is what WireGuard received from its one peer.
@@ -291,9 +321,13 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 			_ = h.Wait() // killed at the context's deadline if blocked
 		}
 	})
+	results := map[string]string{}
 	for _, s := range sides {
-		result := receiveWithin(t, filepath.Join(dir, s.name+".result"), 45*time.Second)
-		t.Logf("%s: %s", s.name, result)
+		results[s.name] = receiveWithin(t, filepath.Join(dir, s.name+".result"), 45*time.Second)
+		t.Logf("%s: %s", s.name, results[s.name])
+	}
+	for _, s := range sides {
+		result := results[s.name]
 		other := map[string]string{"a": "b", "b": "a"}[s.name]
 		if !strings.Contains(result, "answer="+other+" ") || !strings.Contains(result, "dev gantry0") || strings.Contains(result, "rx=0 ") || strings.Contains(result, "tx=0 ") || !strings.Contains(result, "kept=true ") {
 			t.Fatalf("%s: %s, want %s's answer over the overlay (route through gantry0, WireGuard counters moving, kept when the same peers are set again)", s.name, result, other)

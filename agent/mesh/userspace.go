@@ -11,26 +11,45 @@ import (
 	"golang.zx2c4.com/wireguard/wgctrl/wgtypes"
 )
 
+// keypairFailure is what userspace WireGuard logs when a handshake it
+// completed leaves no session (repair.go).
+const keypairFailure = "Failed to derive keypair"
+
+// brokenBuffer is how many broken sessions wait to be mended; reports
+// beyond it are dropped, and WireGuard's own timers mend those sessions,
+// later.
+const brokenBuffer = 16
+
 // userspace is WireGuard in this process (golang.zx2c4.com/wireguard) over
 // a TUN device, configured through WireGuard's configuration protocol
 // in process: no socket under /var/run/wireguard, which machines of one
 // host in namespaces of their own would share.
-type userspace struct{ dev *device.Device }
+type userspace struct {
+	dev    *device.Device
+	broken chan string
+}
 
 func openUserspace(cfg Config) (wireguard, error) {
 	tdev, err := tun.CreateTUN(cfg.Interface, cfg.MTU)
 	if err != nil {
 		return nil, fmt.Errorf("create the overlay's TUN device %s (needs /dev/net/tun and CAP_NET_ADMIN): %w", cfg.Interface, err)
 	}
+	broken := make(chan string, brokenBuffer)
 	logger := &device.Logger{Verbosef: device.DiscardLogf, Errorf: func(format string, args ...any) {
 		cfg.Log.Warn("wireguard: " + fmt.Sprintf(format, args...))
+		if strings.Contains(format, keypairFailure) && len(args) > 0 {
+			select {
+			case broken <- fmt.Sprint(args[0]): // the peer, as peer(abcd…wxyz)
+			default: // already told; one mending re-makes the peer
+			}
+		}
 	}}
 	dev := device.NewDevice(tdev, conn.NewDefaultBind(), logger)
 	if err := dev.Up(); err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("WireGuard up: %w", err)
 	}
-	return &userspace{dev: dev}, nil
+	return &userspace{dev: dev, broken: broken}, nil
 }
 
 func (u *userspace) kind() string { return BackendUserspace }
@@ -54,6 +73,8 @@ func (u *userspace) traffic() (rx, tx int64, err error) {
 	}
 	return rx, tx, nil
 }
+
+func (u *userspace) brokenSessions() <-chan string { return u.broken }
 
 func (u *userspace) close() { u.dev.Close() }
 
