@@ -256,10 +256,8 @@ type Server struct {
 	// fenced is the store as the leader writes it: refused once this
 	// server no longer leads.
 	fenced store.Store
-	// kube runs the Kubernetes clusters' watches; passed tells them a
-	// pass of the control loop is done.
-	kube     *kube.Targets
-	passed   chan struct{}
+	// kube runs the Kubernetes clusters' watches while this server leads.
+	kube     *kube.Target
 	listener net.Listener
 	url      string
 	// tls is nil when the API is plain HTTP.
@@ -394,12 +392,13 @@ func (s *Server) prepare(ctx context.Context) error {
 		s.listener.Close()
 		return err
 	}
-	s.fenced, s.passed = leader.Fence(s.store, s.elector), make(chan struct{}, 1)
-	s.kube = kube.New(s.cfg.Kubernetes, s.log, s.clock, s.recordPods, func() { s.ctrl.Trigger() })
+	s.fenced = leader.Fence(s.store, s.elector)
+	s.kube = kube.NewTarget(s.cfg.Kubernetes, kube.Host{Store: s.store, Fenced: s.fenced, Reads: s.kubeReads, Sink: s.statuses,
+		Trigger: func() { s.ctrl.Trigger() }, Interval: cc.Interval}, s.log, s.clock)
 	s.view = view.New(cc.ViewBatch)
 	s.ctrl = controller.New(cc, controller.Deps{Store: s.fenced, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
 		View: s.view, Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
-		Kubernetes: s.kube.Observations, AfterPass: s.afterPass})
+		Kubernetes: s.kube.Observations, AfterPass: s.kube.AfterPass})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout,
@@ -497,7 +496,7 @@ func (s *Server) Run(ctx context.Context) error {
 			s.metrics.Leading(true)
 			defer s.metrics.Leading(false)
 			kubeDone := make(chan struct{})
-			go func() { defer close(kubeDone); s.runKubernetes(ctx) }()
+			go func() { defer close(kubeDone); s.kube.RunTerm(ctx) }()
 			defer func() { <-kubeDone }()
 			s.ctrl.Run(ctx)
 		})

@@ -1,0 +1,113 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gantry-dev/gantry/replica/ingest"
+	"github.com/gantry-dev/gantry/store"
+	"k8s.io/utils/clock"
+)
+
+// Host is what the Kubernetes target needs of the server it runs in.
+type Host struct {
+	// Store is read for what the clusters must run.
+	Store store.Store
+	// Fenced takes the Pods' states: it writes only while this server
+	// leads.
+	Fenced store.Store
+	// Reads are the reads beyond the store's lists, within tx.
+	Reads func(tx store.Tx) Reads
+	// Sink records replica states.
+	Sink ingest.Sink
+	// Trigger wakes the control loop.
+	Trigger func()
+	// Interval is how often, beside the control loop's passes, what the
+	// clusters must run is read again.
+	Interval time.Duration
+}
+
+// Target is the Kubernetes target's act side in a server: a watch per
+// Kubernetes cluster while the server leads, handed what the clusters
+// must run after each pass of the control loop, reporting their Pods'
+// states to the store.
+type Target struct {
+	*Targets
+	host   Host
+	log    *slog.Logger
+	clock  clock.WithTicker
+	passed chan struct{}
+}
+
+// NewTarget returns the target; RunTerm runs it.
+func NewTarget(cfg Config, host Host, log *slog.Logger, clk clock.WithTicker) *Target {
+	t := &Target{host: host, log: log, clock: clk, passed: make(chan struct{}, 1)}
+	t.Targets = New(cfg, log, clk, t.recordPods, func() { host.Trigger() })
+	return t
+}
+
+// RunTerm runs the watches for one term as leader: after every pass of
+// the control loop (and every Interval) they are handed what their
+// clusters must run, read from the store.
+func (t *Target) RunTerm(ctx context.Context) {
+	watching := make(chan struct{})
+	go func() { defer close(watching); t.Run(ctx) }()
+	defer func() { <-watching }() // a next term starts with no watch of this one
+	ticker := t.clock.NewTicker(t.host.Interval)
+	defer ticker.Stop()
+	for {
+		if err := t.sync(ctx); err != nil && ctx.Err() == nil {
+			t.log.Warn("read what the kubernetes clusters run", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		case <-t.passed:
+		}
+	}
+}
+
+// AfterPass is the control loop's hook: the watches learn its decisions.
+func (t *Target) AfterPass() {
+	select {
+	case t.passed <- struct{}{}:
+	default:
+	}
+}
+
+// sync reads what every Kubernetes cluster must run and hands it to the
+// watches.
+func (t *Target) sync(ctx context.Context) error {
+	var all []Desired
+	err := t.host.Store.View(ctx, func(tx store.Tx) error {
+		var err error
+		all, err = DesireAll(tx, t.host.Reads(tx), t.log)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	t.Set(all)
+	return nil
+}
+
+// recordPods records what a cluster's Pod watch observed, a batch in one
+// transaction, and wakes the control loop when a replica's state changed.
+func (t *Target) recordPods(cluster string, observed []Observed) error {
+	changed := false
+	err := t.host.Fenced.Update(context.Background(), func(tx store.Tx) error {
+		var err error
+		changed, err = RecordPods(tx, cluster, observed, t.host.Sink, t.clock.Now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record Pod states of cluster %s: %w", cluster, err)
+	}
+	if changed {
+		t.host.Trigger()
+	}
+	return nil
+}
