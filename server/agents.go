@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -17,6 +16,8 @@ import (
 	"github.com/gantry-dev/gantry/internal/randid"
 	"github.com/gantry-dev/gantry/provider/external"
 	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/server/respond"
+	"github.com/gantry-dev/gantry/server/secretread"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -36,7 +37,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	if !stored {
 		var err error
 		if claims, err = s.verifySignedJoin(req); err != nil {
-			if httpErr, ok := errors.AsType[*httpError](err); ok && httpErr.status == http.StatusUnauthorized {
+			if respond.HasStatus(err, http.StatusUnauthorized) {
 				s.authFailed(r)
 			}
 			s.writeError(w, r, err)
@@ -91,7 +92,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 			api.FormatCPU(m.Capacity.MilliCPU), api.FormatBytes(m.Capacity.MemoryBytes), m.Runtimes)
 	})
 	if err != nil {
-		if httpErr, ok := errors.AsType[*httpError](err); ok && httpErr.status == http.StatusUnauthorized {
+		if respond.HasStatus(err, http.StatusUnauthorized) {
 			s.authFailed(r)
 		}
 		s.writeError(w, r, err)
@@ -135,7 +136,7 @@ func (s *Server) agentMonitoring(tx store.Tx, m *api.Monitoring) (*api.AgentMoni
 	out := &api.AgentMonitoring{LogsEndpoint: m.OTLPLogsEndpoint, MetricsEndpoint: m.OTLPMetricsEndpoint}
 	secrets := s.secretReader(tx)
 	for i, h := range m.Headers {
-		value, err := headerValue(secrets, h.SecretRef)
+		value, err := secrets.Header(h.SecretRef)
 		if err != nil {
 			return nil, fmt.Errorf("spec.monitoring.headers[%d] (%s): %w", i, h.Name, err)
 		}
@@ -145,21 +146,6 @@ func (s *Server) agentMonitoring(tx store.Tx, m *api.Monitoring) (*api.AgentMoni
 		out.Headers[h.Name] = value
 	}
 	return out, nil
-}
-
-func headerValue(secrets *secretReader, ref api.SecretRef) (string, error) {
-	if ref.Name == "" {
-		return spec.ReadSecret(ref, os.LookupEnv)
-	}
-	o, err := secrets.get(ref.Name)
-	if err != nil {
-		return "", err
-	}
-	v, ok := o.values[ref.Key]
-	if !ok {
-		return "", fmt.Errorf("secret %s has no key %s", ref.Name, ref.Key)
-	}
-	return v, nil
 }
 
 // machineForJoin finds the machine a token was minted for, or registers a
@@ -374,7 +360,7 @@ func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.Heartbea
 // The reads come from a store transaction, or from the server's view
 // (secrets nil), which cannot answer for a replica that needs a Secret
 // or a failover role: errNeedsStore then.
-func (s *Server) assignmentsOf(reads workReads, secrets *secretReader, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
+func (s *Server) assignmentsOf(reads workReads, secrets *secretread.Reader, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
 	var out []api.Assignment
 	specs := map[string]*api.ServiceSpec{}
 	for _, r := range replicas {
@@ -397,7 +383,7 @@ func (s *Server) assignmentsOf(reads workReads, secrets *secretReader, m *api.Ma
 		var secretEnv map[string]string
 		var err error
 		if secrets != nil {
-			_, secretEnv, err = secrets.serviceSecrets(*sp)
+			_, secretEnv, err = secrets.ServiceSecrets(*sp)
 		}
 		if err != nil {
 			// Apply and the Secret calls keep every reference whole; a

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/server/respond"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 		}
 		p, err := s.authenticate(r)
 		if err != nil {
-			if apiErr, ok := errors.AsType[*httpError](err); ok && apiErr.status == http.StatusUnauthorized {
+			if respond.HasStatus(err, http.StatusUnauthorized) {
 				s.authFailed(r)
 			}
 			s.writeError(w, r, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/failover"
+	"github.com/gantry-dev/gantry/server/secretread"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -16,7 +17,7 @@ import (
 // admitFailoverGroup admits a group and the two services it expands
 // into, each checked against its cluster like any service; errors name
 // the group's fields.
-func (s *Server) admitFailoverGroup(tx store.Tx, g *api.FailoverGroup, inRequest map[string]*api.Cluster, secrets *secretReader, secretValues map[string]map[string]string) ([]admitted, error) {
+func (s *Server) admitFailoverGroup(tx store.Tx, g *api.FailoverGroup, inRequest map[string]*api.Cluster, secrets *secretread.Reader, secretValues map[string]map[string]string) ([]admitted, error) {
 	a := admitted{item: api.ApplyItem{Kind: api.KindFailoverGroup, Name: g.Metadata.Name}, group: g}
 	old, err := tx.GetFailoverGroup(g.Metadata.Name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/server/respond"
 	"k8s.io/utils/clock"
 )
 
@@ -34,7 +35,7 @@ func FuzzDecodeRequests(f *testing.F) {
 		into := targets[int(kind)%len(targets)]
 		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
 		if err := s.decodeJSON(httptest.NewRecorder(), r, into); err != nil {
-			if _, ok := err.(*httpError); !ok {
+			if _, ok := err.(*respond.Error); !ok {
 				t.Fatalf("decode error of an unexpected kind %T: %v", err, err)
 			}
 			return

@@ -2,13 +2,14 @@ package server
 
 import (
 	"context"
-	execprov "github.com/gantry-dev/gantry/provider/exec"
-	"github.com/gantry-dev/gantry/provisioner"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	execprov "github.com/gantry-dev/gantry/provider/exec"
+	"github.com/gantry-dev/gantry/provisioner"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provider/local"

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/randid"
+	"github.com/gantry-dev/gantry/server/secretread"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -20,106 +20,32 @@ import (
 // as its keys and revision; the revision changes with the values, and
 // with it the hash of every replica and machine template that uses it.
 
-func secretContext(name string) string { return "secret/" + name }
-
-func (s *Server) sealSecret(name string, values map[string]string) (string, error) {
-	data, err := json.Marshal(values)
-	if err != nil {
-		return "", fmt.Errorf("encode secret %s: %w", name, err)
-	}
-	return s.sealer.Seal(string(data), secretContext(name)), nil
-}
-
-// openedSecret is a Secret's metadata, revision and values.
-type openedSecret struct {
-	meta     api.ObjectMeta
-	revision string
-	values   map[string]string
-}
-
-// secretReader opens each Secret once within a transaction.
-type secretReader struct {
-	s      *Server
-	tx     store.Tx
-	opened map[string]*openedSecret
-}
-
-func (s *Server) secretReader(tx store.Tx) *secretReader {
-	return &secretReader{s: s, tx: tx, opened: map[string]*openedSecret{}}
-}
-
-// get opens a Secret; store.ErrNotFound if there is none.
-func (sr *secretReader) get(name string) (*openedSecret, error) {
-	if o, ok := sr.opened[name]; ok {
-		return o, nil
-	}
-	sec, sealed, err := sr.tx.GetSecret(name)
-	if err != nil {
-		return nil, err
-	}
-	plain, err := sr.s.sealer.Open(sealed, secretContext(name))
-	if err != nil {
-		return nil, fmt.Errorf("open secret %s: %w", name, err)
-	}
-	o := &openedSecret{meta: sec.Metadata, values: map[string]string{}}
-	if sec.Status != nil {
-		o.revision = sec.Status.Revision
-	}
-	if err := json.Unmarshal([]byte(plain), &o.values); err != nil {
-		return nil, fmt.Errorf("decode secret %s: %w", name, err)
-	}
-	sr.opened[name] = o
-	return o, nil
-}
-
-// serviceSecrets are the revisions of the Secrets a service uses and the
-// values of its secret env; an error names the missing Secret or key.
-func (sr *secretReader) serviceSecrets(sp api.ServiceSpec) (revisions, env map[string]string, err error) {
-	revisions = map[string]string{}
-	for _, name := range spec.SecretNames(sp) {
-		o, err := sr.get(name)
-		if err != nil {
-			return nil, nil, err
-		}
-		revisions[name] = o.revision
-	}
-	for k, ref := range sp.SecretEnv {
-		v, ok := sr.opened[ref.Name].values[ref.Key]
-		if !ok {
-			return nil, nil, fmt.Errorf("secret %s has no key %s (for %s)", ref.Name, ref.Key, k)
-		}
-		if env == nil {
-			env = map[string]string{}
-		}
-		env[k] = v
-	}
-	return revisions, env, nil
-}
+func (s *Server) secretReader(tx store.Tx) *secretread.Reader { return secretread.New(s.sealer, tx) }
 
 // putSecret creates or replaces a Secret's values; unchanged values keep
 // the revision. It returns the apply action.
 func (s *Server) putSecret(tx store.Tx, name string, values map[string]string, labels map[string]string) (string, error) {
-	old, err := s.secretReader(tx).get(name)
+	old, err := s.secretReader(tx).Get(name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", err
 	}
 	action, revision := api.ActionCreated, randid.Hex(8)
 	var oldMeta *api.ObjectMeta
 	if old != nil {
-		sameValues := maps.Equal(old.values, values)
+		sameValues := maps.Equal(old.Values, values)
 		switch {
-		case sameValues && maps.Equal(old.meta.Labels, labels):
+		case sameValues && maps.Equal(old.Meta.Labels, labels):
 			return api.ActionUnchanged, nil
 		case sameValues:
-			revision = old.revision // labels alone changed
+			revision = old.Revision // labels alone changed
 		default:
 			if err := checkKeysStillUsed(tx, name, values); err != nil {
 				return "", err
 			}
 		}
-		action, oldMeta = api.ActionConfigured, &old.meta
+		action, oldMeta = api.ActionConfigured, &old.Meta
 	}
-	sealed, err := s.sealSecret(name, values)
+	sealed, err := secretread.Seal(s.sealer, name, values)
 	if err != nil {
 		return "", err
 	}
@@ -322,33 +248,33 @@ const pendingStamp = "secret-revision:pending"
 // secretStamp is what a monitoring header or env entry referencing a
 // Secret key carries (the Secret's revision), after checking the key
 // exists; inRequest are the values of Secrets applied with it.
-func secretStamp(sr *secretReader, inRequest map[string]map[string]string, ref api.SecretKeyRef) (string, error) {
+func secretStamp(sr *secretread.Reader, inRequest map[string]map[string]string, ref api.SecretKeyRef) (string, error) {
 	if values, ok := inRequest[ref.Name]; ok {
 		if _, ok := values[ref.Key]; !ok {
 			return "", fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
 		}
-		if o, err := sr.get(ref.Name); err == nil && maps.Equal(o.values, values) {
-			return headerStamp(o.revision), nil
+		if o, err := sr.Get(ref.Name); err == nil && maps.Equal(o.Values, values) {
+			return headerStamp(o.Revision), nil
 		}
 		return pendingStamp, nil
 	}
-	o, err := sr.get(ref.Name)
+	o, err := sr.Get(ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("secret %q not found (create it with `gantry secret create %s`)", ref.Name, ref.Name)
 	}
 	if err != nil {
 		return "", err
 	}
-	if _, ok := o.values[ref.Key]; !ok {
+	if _, ok := o.Values[ref.Key]; !ok {
 		return "", fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
 	}
-	return headerStamp(o.revision), nil
+	return headerStamp(o.Revision), nil
 }
 
 // admitSecrets reads the values of the Secret documents on the server
 // and says what applying them changes; they come first in the result, so
 // that they are written before what uses them.
-func (s *Server) admitSecrets(secrets *secretReader, docs []spec.Document) ([]admitted, map[string]map[string]string, error) {
+func (s *Server) admitSecrets(secrets *secretread.Reader, docs []spec.Document) ([]admitted, map[string]map[string]string, error) {
 	var out []admitted
 	values := map[string]map[string]string{}
 	for _, d := range docs {
@@ -362,16 +288,16 @@ func (s *Server) admitSecrets(secrets *secretReader, docs []spec.Document) ([]ad
 		}
 		values[name] = v
 		a := admitted{item: api.ApplyItem{Kind: api.KindSecret, Name: name, Action: api.ActionCreated}, secret: d.Secret, values: v}
-		old, err := secrets.get(name)
+		old, err := secrets.Get(name)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return nil, nil, err
 		default:
-			if !maps.Equal(old.values, v) {
+			if !maps.Equal(old.Values, v) {
 				a.item.Changes = append(a.item.Changes, "values")
 			}
-			if !maps.Equal(old.meta.Labels, d.Secret.Metadata.Labels) {
+			if !maps.Equal(old.Meta.Labels, d.Secret.Metadata.Labels) {
 				a.item.Changes = append(a.item.Changes, "metadata.labels")
 			}
 			a.item.Action = api.ActionConfigured
@@ -386,7 +312,7 @@ func (s *Server) admitSecrets(secrets *secretReader, docs []spec.Document) ([]ad
 
 // stampHeaderSecrets checks the Secret keys a cluster's monitoring
 // headers use and stamps each header with its Secret's revision.
-func stampHeaderSecrets(secrets *secretReader, inRequest map[string]map[string]string, c *api.Cluster) spec.ErrorList {
+func stampHeaderSecrets(secrets *secretread.Reader, inRequest map[string]map[string]string, c *api.Cluster) spec.ErrorList {
 	var errs spec.ErrorList
 	if c.Spec.Monitoring == nil {
 		return nil
@@ -408,7 +334,7 @@ func stampHeaderSecrets(secrets *secretReader, inRequest map[string]map[string]s
 
 // stampPending stamps the headers whose Secret was written in the same
 // apply.
-func stampPending(secrets *secretReader, c *api.Cluster) error {
+func stampPending(secrets *secretread.Reader, c *api.Cluster) error {
 	if c.Spec.Monitoring == nil {
 		return nil
 	}
@@ -417,17 +343,17 @@ func stampPending(secrets *secretReader, c *api.Cluster) error {
 		if h.ValueSHA256 != pendingStamp {
 			continue
 		}
-		o, err := secrets.get(h.SecretRef.Name)
+		o, err := secrets.Get(h.SecretRef.Name)
 		if err != nil {
 			return err
 		}
-		h.ValueSHA256 = headerStamp(o.revision)
+		h.ValueSHA256 = headerStamp(o.Revision)
 	}
 	return nil
 }
 
 // checkSecretEnv checks that every Secret key a service uses exists.
-func checkSecretEnv(secrets *secretReader, inRequest map[string]map[string]string, svc *api.Service) spec.ErrorList {
+func checkSecretEnv(secrets *secretread.Reader, inRequest map[string]map[string]string, svc *api.Service) spec.ErrorList {
 	var errs spec.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(svc.Spec.SecretEnv)) {
 		if _, err := secretStamp(secrets, inRequest, svc.Spec.SecretEnv[k]); err != nil {
