@@ -1,23 +1,18 @@
 package server
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
-	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/internal/randid"
 	"github.com/gantry-dev/gantry/provider/external"
-	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/server/heartbeat"
 	"github.com/gantry-dev/gantry/server/respond"
-	"github.com/gantry-dev/gantry/server/secretread"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -64,7 +59,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 		if m.JoinedAt == nil && m.Provider != external.Name {
 			firstJoin = m
 		}
-		inv, err := s.checkInventory(tx, m, req.Inventory, now)
+		inv, err := s.ingest.CheckInventory(tx, m, req.Inventory, now)
 		if err != nil {
 			return err
 		}
@@ -203,250 +198,14 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, now := r.PathValue("id"), s.clock.Now()
-	assignments, path, err := s.quietHeartbeat(r.Context(), id, req, now)
-	if err == nil && path == "" {
-		path = "changed"
-		assignments, err = s.writeHeartbeat(r.Context(), id, req, now)
-	}
+	assignments, path, err := s.ingest.Heartbeat(r.Context(), id, req, now)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.beats.beat(id, now)
+	s.beats.Beat(id, now)
 	s.metrics.Heartbeat(path)
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: heartbeatInterval(s.ctrl.HeartbeatInterval(), s.cfg.HeartbeatsPerLease, assignments).String(), Servers: s.cfg.AgentServers})
-}
-
-// quietHeartbeat reads what the heartbeat would change; when nothing but
-// the time, it returns the machine's assignments and how it read them
-// (the path the heartbeats metric counts): "view", the server's view of
-// the store, or "quiet", a store read. Otherwise the path is "".
-func (s *Server) quietHeartbeat(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, string, error) {
-	if req.Inventory != nil {
-		return nil, "", nil
-	}
-	if assignments, quiet, ok := s.quietFromView(ctx, id, req, now); ok {
-		return assignments, pathIf(quiet, "view"), nil
-	}
-	assignments, quiet, err := s.quietFromStore(ctx, id, req, now)
-	return assignments, pathIf(quiet, "quiet"), err
-}
-
-func pathIf(quiet bool, path string) string {
-	if quiet {
-		return path
-	}
-	return ""
-}
-
-// quietFromStore is quietHeartbeat's store read.
-func (s *Server) quietFromStore(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, bool, error) {
-	var assignments []api.Assignment
-	quiet := false
-	err := s.store.View(ctx, func(tx store.Tx) error {
-		m, replicas, leaving, err := tx.MachineWork(id)
-		if err != nil {
-			return err
-		}
-		if !m.Live() {
-			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", id)
-		}
-		if m.UnreachableSince != nil {
-			return nil
-		}
-		if stale(m, req) {
-			// Newer news of this machine were applied: answer, change nothing.
-			quiet = true
-			assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, append(replicas, leaving...))
-			return err
-		}
-		changed, err := replica.Apply(replicas, reportOf(m, req), now)
-		if err != nil || len(changed) > 0 {
-			return err
-		}
-		state := m.FleetState
-		fleet.UpdateActivity(m, len(replicas)+len(leaving), now)
-		if m.FleetState != state {
-			return nil
-		}
-		quiet = true
-		if m.FleetState == api.FleetTerminating {
-			return nil
-		}
-		assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, append(replicas, leaving...))
-		return err
-	})
-	return assignments, quiet, err
-}
-
-// stale: a newer heartbeat of the machine was applied already.
-func stale(m *api.Machine, req api.HeartbeatRequest) bool {
-	return req.Sequence != 0 && req.Sequence <= m.ReportSequence
-}
-
-func reportOf(m *api.Machine, req api.HeartbeatRequest) replica.Report {
-	// On an overlay each replica keeps the address its placement gave it
-	// from the machine's /24 (Subnet); elsewhere it is reached at the
-	// machine's.
-	report := replica.Report{Holder: m.ID, Statuses: req.Replicas, Subnet: m.Subnet}
-	if len(m.Addresses) > 0 {
-		report.Address = m.Addresses[0]
-	}
-	return report
-}
-
-// writeHeartbeat records a heartbeat that changes something, in one
-// transaction.
-func (s *Server) writeHeartbeat(ctx context.Context, id string, req api.HeartbeatRequest, now time.Time) ([]api.Assignment, error) {
-	var assignments []api.Assignment
-	err := s.store.Update(ctx, func(tx store.Tx) error {
-		assignments = nil
-		m, err := tx.GetMachine(id)
-		if err != nil {
-			return err
-		}
-		if !m.Live() {
-			return errorf(http.StatusGone, "gone", "", "machine %s is terminated", id)
-		}
-		if stale(m, req) {
-			replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
-			if err != nil {
-				return err
-			}
-			assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, replicas)
-			return err
-		}
-		if req.Sequence > m.ReportSequence {
-			m.ReportSequence = req.Sequence
-		}
-		if fleet.Heartbeat(m, now) {
-			if err := store.Record(tx, now, api.EventNormal, "Reachable", "Machine", id, "heartbeats again; its replicas stay"); err != nil {
-				return err
-			}
-		}
-		if req.Inventory != nil {
-			inv, err := s.checkInventory(tx, m, *req.Inventory, now)
-			if err != nil {
-				return err
-			}
-			fleet.ApplyInventory(m, inv)
-		}
-		replicas, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
-		if err != nil {
-			return err
-		}
-		if err := s.statuses.Record(tx, replicas, reportOf(m, req), now); err != nil {
-			return err
-		}
-		leaving, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id})
-		if err != nil {
-			return err
-		}
-		fleet.UpdateActivity(m, len(replicas)+len(leaving), now)
-		if err := tx.PutMachine(m); err != nil {
-			return err
-		}
-		if m.FleetState == api.FleetTerminating {
-			return nil // it runs nothing more: anything it still runs has moved
-		}
-		assignments, err = s.assignmentsOf(tx, s.secretReader(tx), m, append(replicas, leaving...))
-		return err
-	})
-	return assignments, err
-}
-
-// assignmentsOf is what machine m must run: each replica with its spec, and
-// the GPUs and runtime class its placement gave it there.
-// The reads come from a store transaction, or from the server's view
-// (secrets nil), which cannot answer for a replica that needs a Secret
-// or a failover role: errNeedsStore then.
-func (s *Server) assignmentsOf(reads workReads, secrets *secretread.Reader, m *api.Machine, replicas []*api.Replica) ([]api.Assignment, error) {
-	var out []api.Assignment
-	specs := map[string]*api.ServiceSpec{}
-	for _, r := range replicas {
-		key := decide.RevisionKey(r.Service, r.SpecHash)
-		sp, ok := specs[key]
-		if !ok {
-			var err error
-			if sp, err = revisionSpec(reads, r); err != nil {
-				return nil, err
-			}
-			specs[key] = sp
-		}
-		if sp == nil {
-			continue
-		}
-		tx, inTx := reads.(store.Tx)
-		if !inTx && (len(spec.SecretNames(*sp)) > 0 || sp.Failover != nil) {
-			return nil, errNeedsStore
-		}
-		var secretEnv map[string]string
-		var err error
-		if secrets != nil {
-			_, secretEnv, err = secrets.ServiceSecrets(*sp)
-		}
-		if err != nil {
-			// Apply and the Secret calls keep every reference whole; a
-			// replica whose Secret is gone all the same is left out.
-			s.log.Warn("replica left out of its machine's assignments", "replica", r.ID, "machine", m.ID, "err", err)
-			continue
-		}
-		as := api.Assignment{ReplicaID: r.ID, Incarnation: r.Incarnation, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
-		addr := r.Address
-		if r.Machine != m.ID {
-			addr = r.PreviousAddress // the old copy of a moving replica
-		}
-		if inSubnet(m.Subnet, addr) { // overlay and routed: an address of its own
-			as.Address = addr
-		}
-		if sp.Failover != nil && r.Machine == m.ID {
-			if as.Failover, err = memberRole(tx, r, sp.Failover); err != nil {
-				return nil, err
-			}
-		}
-		if r.Machine == m.ID {
-			as.GPUs, as.RuntimeClass = devicesOf(m, r.GPUIndexes), r.RuntimeClass
-		}
-		out = append(out, as)
-	}
-	return out, nil
-}
-
-// revisionSpec is what a replica runs: its revision's spec; for a
-// replica made before revisions were kept, its service's current spec
-// (its deployment replaces it); nil when its service is gone.
-func revisionSpec(tx workReads, r *api.Replica) (*api.ServiceSpec, error) {
-	raw, err := tx.GetMemory(decide.RevisionPrefix(r.Service) + r.SpecHash)
-	if errors.Is(err, store.ErrNotFound) {
-		svc, err := tx.GetService(r.Service)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &svc.Spec, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var rev api.Revision
-	if err := json.Unmarshal([]byte(raw), &rev); err != nil {
-		return nil, fmt.Errorf("revision %s of service %s: %w", r.SpecHash, r.Service, err)
-	}
-	return &rev.Spec, nil
-}
-
-func devicesOf(m *api.Machine, indexes []int) []api.GPUDevice {
-	var out []api.GPUDevice
-	for _, i := range indexes {
-		for _, g := range m.GPUs {
-			if g.Index == i {
-				out = append(out, g)
-			}
-		}
-	}
-	return out
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: heartbeat.Interval(s.ctrl.HeartbeatInterval(), s.cfg.HeartbeatsPerLease, assignments).String(), Servers: s.cfg.AgentServers})
 }
 
 // handleAssignments lists a machine's assignments (read-only).
@@ -461,7 +220,7 @@ func (s *Server) handleAssignments(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		out, err = s.assignmentsOf(tx, s.secretReader(tx), m, replicas)
+		out, err = s.ingest.Assignments(tx, s.secretReader(tx), m, replicas)
 		return err
 	})
 	if err != nil {
@@ -530,26 +289,4 @@ func checkGroup(tx store.Tx, cluster, group string) error {
 		return nil
 	}
 	return errorf(http.StatusUnprocessableEntity, "invalid", "group", "cluster %q has no capacity group %q", cluster, group)
-}
-
-// heartbeatInterval is the base interval, shortened for a machine that
-// runs a failover member to perLease heartbeats per lease.
-func heartbeatInterval(base time.Duration, perLease int, assignments []api.Assignment) time.Duration {
-	for _, as := range assignments {
-		if f := as.Failover; f != nil && f.LeaseSeconds > 0 && perLease > 0 {
-			base = min(base, time.Duration(f.LeaseSeconds)*time.Second/time.Duration(perLease))
-		}
-	}
-	return base
-}
-
-// inSubnet: addr lies in the machine's /24 (the replica's own address, in
-// overlay and routed modes).
-func inSubnet(subnet, addr string) bool {
-	p, err := netip.ParsePrefix(subnet)
-	if err != nil {
-		return false
-	}
-	a, err := netip.ParseAddr(addr)
-	return err == nil && p.Contains(a)
 }

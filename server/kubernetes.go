@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/server/heartbeat"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/target/kube"
 )
@@ -12,7 +13,7 @@ import (
 func (s *Server) kubeReads(tx store.Tx) kube.Reads {
 	secrets := s.secretReader(tx)
 	return kube.Reads{
-		SpecOf: func(r *api.Replica) (*api.ServiceSpec, error) { return revisionSpec(tx, r) },
+		SpecOf: func(r *api.Replica) (*api.ServiceSpec, error) { return heartbeat.RevisionSpec(tx, r) },
 		SecretEnv: func(sp api.ServiceSpec) (map[string]string, error) {
 			_, env, err := secrets.ServiceSecrets(sp)
 			return env, err

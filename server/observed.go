@@ -51,10 +51,8 @@ func (s *Server) withAllocation(ctx context.Context, machines []*api.Machine, re
 }
 
 func (s *Server) allocatedFromView(ctx context.Context, machines []*api.Machine) (map[string]api.Resources, bool) {
-	if !s.viewCurrent(s.store.Fired()) {
-		if err := s.syncView(ctx); err != nil {
-			return nil, false
-		}
+	if !s.follower.Current(ctx) {
+		return nil, false
 	}
 	ids := make([]string, len(machines))
 	for i, m := range machines {
@@ -113,7 +111,7 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.beats.overlay(out)
+	s.beats.Overlay(out)
 	var last []string
 	if len(out) > 0 {
 		last = []string{out[len(out)-1].ID}
@@ -140,7 +138,7 @@ func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.beats.overlay([]*api.Machine{m})
+	s.beats.Overlay([]*api.Machine{m})
 	writeJSON(w, http.StatusOK, m)
 }
 

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -31,6 +30,7 @@ import (
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica/ingest"
+	"github.com/gantry-dev/gantry/server/heartbeat"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
@@ -270,13 +270,13 @@ type Server struct {
 	// wakes tell agents their assignments changed.
 	wakes *assignmentWakes
 	// view is the store as the change feed says (shared with the
-	// controller); viewFired is the store's Fired()+1 its last sync
-	// began at, and viewSync lets one sync run at a time.
-	view      *view.View
-	viewFired atomic.Uint64
-	viewSync  sync.Mutex
-	statuses  ingest.Sink
-	beats     *heartbeats
+	// controller), kept current by follower.
+	view     *view.View
+	follower *view.Follower
+	statuses ingest.Sink
+	// beats batches quiet heartbeats; ingest takes heartbeats.
+	beats  *heartbeat.Beats
+	ingest *heartbeat.Ingester
 	// credentials are machine credentials verified lately.
 	credentials *credentialCache
 	rates       *rateLimits
@@ -315,7 +315,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
-		beats: newHeartbeats(), credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
+		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.wakes = newAssignmentWakes()
@@ -396,8 +396,12 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.kube = kube.NewTarget(s.cfg.Kubernetes, kube.Host{Store: s.store, Fenced: s.fenced, Reads: s.kubeReads, Sink: s.statuses,
 		Trigger: func() { s.ctrl.Trigger() }, Interval: cc.Interval}, s.log, s.clock)
 	s.view = view.New(cc.ViewBatch)
+	s.follower = view.NewFollower(s.view, s.store, s.cfg.View.Resync, s.clock, s.log)
+	s.beats = heartbeat.NewBeats(s.store, s.cfg.HeartbeatFlushInterval, s.clock, s.metrics, s.log)
+	s.ingest = &heartbeat.Ingester{Store: s.store, Follower: s.follower, Secrets: s.secretReader, Sink: s.statuses,
+		InstanceType: s.instanceType, MemberRole: memberRole, Log: s.log}
 	s.ctrl = controller.New(cc, controller.Deps{Store: s.fenced, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		View: s.view, Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.overlay,
+		View: s.view, Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.Overlay,
 		Kubernetes: s.kube.Observations, AfterPass: s.kube.AfterPass})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.
@@ -504,7 +508,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.flushHeartbeats(loopCtx)
+		s.beats.Run(loopCtx)
 	}()
 	go s.signalReady(loopCtx)
 	wg.Add(2)
@@ -514,7 +518,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		s.followView(loopCtx)
+		s.follower.Run(loopCtx)
 	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.Serve(s.listener) }()
