@@ -95,7 +95,7 @@ func helper(name string) error {
 		return err
 	}
 	peerAddr := net.JoinHostPort(netip.MustParsePrefix(peerSubnet).Addr().Next().String(), "7000")
-	answer := call(peerAddr, 20*time.Second)
+	answer := call(peerAddr, reachWithin)
 	rx, tx, _ := m.Traffic()
 	// The same peers again (as every change of the cluster's names sends
 	// them) keep the peer's session: its counters go on.
@@ -168,20 +168,22 @@ func peerRxBytes(m *Mesh) int64 {
 	return rx
 }
 
-// call reads the other side's name at addr, which listens already (""
-// when nothing answered within limit). It tries two connections, each
-// for half the limit: one connection, whose SYN the kernel resends while
-// WireGuard's first handshake completes, was once left unanswered for
-// its whole 20 s under the race detector on a loaded host (traffic both
-// ways).
-func call(addr string, limit time.Duration) string {
-	if line := callOnce(addr, limit/2); line != "" {
-		return line
-	}
-	return callOnce(addr, limit/2)
-}
+// reachWithin bounds how long a side's first call may wait for the
+// other's answer. Userspace WireGuard can leave two ends that began a
+// handshake at once with keys that do not match and log nothing
+// (repair.go mends the case it logs); WireGuard's own timers mend it:
+// the end that hears nothing back starts a new handshake after
+// KeepaliveTimeout + RekeyTimeout (15 s) and a jitter, counted from the
+// last packet it could authenticate. The test's calls raced exactly so
+// on a loaded host (nothing for 20 s). The bound covers two such rounds:
+// the kernel's SYN sent at 63 s then carries the call.
+const reachWithin = 70 * time.Second
 
-func callOnce(addr string, limit time.Duration) string {
+// call reads the other side's name at addr, which listens already (""
+// when nothing answered within limit). One connection: the kernel
+// resends its SYN (after 1, 3, 7, 15 and 31 s), so a session WireGuard
+// mends within reachWithin carries one of them.
+func call(addr string, limit time.Duration) string {
 	c, err := net.DialTimeout("tcp", addr, limit)
 	if err != nil {
 		return ""
@@ -301,7 +303,7 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 		{"a", nsA, "10.244.1.0/24", "192.168.77.1:51820", "b:10.244.2.0/24:192.168.77.2_51820"},
 		{"b", nsB, "10.244.2.0/24", "192.168.77.2:51820", "a:10.244.1.0/24:192.168.77.1_51820"},
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), reachWithin+time.Minute)
 	defer cancel()
 	var helpers []*exec.Cmd
 	for _, s := range sides {
@@ -323,7 +325,7 @@ func TestTwoMachinesReachEachOthersSubnetThroughTheOverlay(t *testing.T) {
 	})
 	results := map[string]string{}
 	for _, s := range sides {
-		results[s.name] = receiveWithin(t, filepath.Join(dir, s.name+".result"), 45*time.Second)
+		results[s.name] = receiveWithin(t, filepath.Join(dir, s.name+".result"), reachWithin+15*time.Second)
 		t.Logf("%s: %s", s.name, results[s.name])
 	}
 	for _, s := range sides {
