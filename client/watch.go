@@ -222,11 +222,32 @@ func (c *Client) ListReplicasWindow(ctx context.Context, q ReplicaQuery, offset,
 	if err := c.getJSON(ctx, "/v1/replicas?"+v.Encode(), &out); err != nil {
 		return nil, 0, err
 	}
-	total := offset + len(out.Items)
-	if n := out.Metadata.RemainingItemCount; n != nil {
-		total += int(*n)
+	return out.Items, windowTotal(out.Metadata, offset, len(out.Items)), nil
+}
+
+// ListMachinesWindow reads at most limit live machines of a cluster (""
+// for all) after the first offset, by id (a numbered page), and how many
+// the whole list holds.
+func (c *Client) ListMachinesWindow(ctx context.Context, cluster string, offset, limit int) ([]api.Machine, int, error) {
+	v := url.Values{"limit": {strconv.Itoa(limit)}, "offset": {strconv.Itoa(offset)}}
+	if cluster != "" {
+		v.Set("cluster", cluster)
 	}
-	return out.Items, total, nil
+	var out MachinePage
+	if err := c.getJSON(ctx, "/v1/machines?"+v.Encode(), &out); err != nil {
+		return nil, 0, err
+	}
+	return out.Items, windowTotal(out.Metadata, offset, len(out.Items)), nil
+}
+
+// windowTotal is the size of the list a numbered page of n at offset
+// came from.
+func windowTotal(meta api.ListMeta, offset, n int) int {
+	total := offset + n
+	if left := meta.RemainingItemCount; left != nil {
+		total += int(*left)
+	}
+	return total
 }
 
 // MachinePage is one page of machines.

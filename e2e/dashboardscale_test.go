@@ -177,6 +177,13 @@ func BenchmarkListReplicasFirstPage(b *testing.B) {
 			}
 		})
 	}
+	for _, page := range []string{"1", "250"} {
+		b.Run("dashboard/machines/page="+page, func(b *testing.B) {
+			for b.Loop() {
+				getPage(b, hc, url+"/ui/machines?page="+page)
+			}
+		})
+	}
 }
 
 // signedIn is an HTTP client signed in to the dashboard.

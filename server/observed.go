@@ -89,14 +89,25 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	filter.Page = store.Page{Limit: page.Limit, After: page.After}
+	offset, counted, err := parseOffset(q, page.Limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	filter.Page = store.Page{Limit: page.Limit, After: page.After, Offset: offset}
 	var out []*api.Machine
 	var rev int64
+	var total int
 	var reserved map[string]api.Resources
 	err = s.store.View(r.Context(), func(tx store.Tx) error {
 		var err error
 		if out, err = tx.ListMachines(filter); err != nil {
 			return err
+		}
+		if counted {
+			if total, err = tx.CountMachines(filter); err != nil {
+				return err
+			}
 		}
 		if rev, err = tx.Revision(); err != nil {
 			return err
@@ -117,6 +128,9 @@ func (s *Server) handleListMachines(w http.ResponseWriter, r *http.Request) {
 		last = []string{out[len(out)-1].ID}
 	}
 	meta := page.meta(rev, len(out), last)
+	if counted {
+		meta.RemainingItemCount = remaining(total, offset, len(out))
+	}
 	writeJSON(w, http.StatusOK, list[*api.Machine]{Metadata: &meta, Items: api.NonNil(out)})
 }
 
@@ -234,10 +248,15 @@ func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
 	}
 	meta := page.meta(rev, len(out), last)
 	if counted {
-		remaining := int64(max(0, total-offset-len(out)))
-		meta.RemainingItemCount = &remaining
+		meta.RemainingItemCount = remaining(total, offset, len(out))
 	}
 	writeJSON(w, http.StatusOK, list[*api.Replica]{Metadata: &meta, Items: api.NonNil(out)})
+}
+
+// remaining is how many of a list of total follow a page of n at offset.
+func remaining(total, offset, n int) *int64 {
+	left := int64(max(0, total-offset-n))
+	return &left
 }
 
 // parseOffset reads the offset of a numbered page (which needs a limit);

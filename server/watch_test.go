@@ -382,6 +382,32 @@ func TestReplicasPageByOffsetCountsTheRest(t *testing.T) {
 	}
 }
 
+// Machines come in numbered pages too (the dashboard's machines page
+// reads only the one it shows), by id, with the count of those after it.
+func TestMachinesPageByOffsetCountsTheRest(t *testing.T) {
+	ts := startServer(t, withoutPasses) // machines of no cluster stay
+	ctx := context.Background()
+	err := ts.store.Update(ctx, func(tx store.Tx) error {
+		for i := range 7 {
+			m := &api.Machine{ID: fmt.Sprintf("m%d", i), Cluster: "nowhere", JoinState: api.JoinJoined, FleetState: api.FleetReady}
+			if err := tx.PutMachine(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, total, err := ts.admin.ListMachinesWindow(ctx, "nowhere", 5, 3)
+	if err != nil || total != 7 || len(items) != 2 || items[0].ID != "m5" {
+		t.Fatalf("offset 5, limit 3: %d machines of %d, %v; want m5 and m6 of 7", len(items), total, err)
+	}
+	if status, eb := ts.do(t, "GET", "/v1/machines?offset=2", ts.AdminToken(), "", nil); status != 400 || eb.Error.Field != "offset" {
+		t.Errorf("an offset with no limit: %d %+v, want 400 naming offset", status, eb.Error)
+	}
+}
+
 func firstID(rs []api.Replica) string {
 	if len(rs) == 0 {
 		return ""

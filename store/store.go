@@ -108,6 +108,9 @@ type Tx interface {
 
 	GetMachine(id string) (*api.Machine, error)
 	ListMachines(f MachineFilter) ([]*api.Machine, error)
+	// CountMachines is how many machines ListMachines of the filter would
+	// list, its page aside.
+	CountMachines(f MachineFilter) (int, error)
 	// CreateMachine inserts a new machine; ErrExists if its id is taken.
 	CreateMachine(m *api.Machine) error
 	// PutMachine updates (or inserts) a machine.

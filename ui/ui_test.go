@@ -2,11 +2,13 @@ package ui
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +127,64 @@ func TestLoginRefusesAndUnknownPages(t *testing.T) {
 	}
 	if _, err := New(Config{}, fakeAPI(t), time.Now, slog.Default()); err == nil {
 		t.Error("a zero config was accepted")
+	}
+}
+
+// The machines page asks the API for the page it shows only (a limit and
+// an offset) and numbers it from the count the API gives.
+func TestMachinesPageReadsOnlyThePageShown(t *testing.T) {
+	asked := make(chan url.Values, 1)
+	fake := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/clusters": // the sign-in's check of the token
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": []api.Cluster{}})
+			return
+		case "/v1/machines":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		select {
+		case asked <- r.URL.Query():
+		default:
+		}
+		left := int64(697)
+		_ = json.NewEncoder(w).Encode(map[string]any{"metadata": map[string]any{"remainingItemCount": left},
+			"items": []api.Machine{{ID: "m-201", Cluster: "east", Group: "general"}}})
+	})
+	d, err := New(DefaultConfig(), fake, testNow, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(srv.URL+"/ui/login", url.Values{"token": {"good"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/machines?page=3", nil)
+	for _, c := range resp.Cookies() {
+		req.AddCookie(c)
+	}
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	size := DefaultConfig().PageSize
+	var q url.Values
+	select {
+	case q = <-asked: // asked before the page was answered
+	default:
+		t.Fatalf("the machines page did not ask the API: %d %s", resp.StatusCode, body)
+	}
+	if q.Get("limit") != strconv.Itoa(size) || q.Get("offset") != strconv.Itoa(2*size) {
+		t.Fatalf("the page asked the API for %v, want limit %d and offset %d", q, size, 2*size)
+	}
+	if !strings.Contains(string(body), `data-machine="m-201"`) || !strings.Contains(string(body), fmt.Sprintf("of %d", 2*size+1+697)) {
+		t.Fatalf("page 3 of the machines: %s", body)
 	}
 }

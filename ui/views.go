@@ -152,23 +152,36 @@ type machinesPage struct {
 	Pager    pager
 }
 
+// loadMachines reads only the page shown, and how many machines there
+// are, from the API (a fleet's machines are too many to read whole for
+// each page): in the store's order, by id.
 func loadMachines(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
-	machines, err := c.ListMachines(ctx, q.Get("cluster"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(machines, func(i, j int) bool {
-		a, b := machines[i], machines[j]
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		if a.Group != b.Group {
-			return a.Group < b.Group
-		}
-		return a.ID < b.ID
+	cluster := q.Get("cluster")
+	machines, p, err := window(q, d.cfg.PageSize, "/ui/machines", func(offset, limit int) ([]api.Machine, int, error) {
+		return c.ListMachinesWindow(ctx, cluster, offset, limit)
 	})
-	lo, hi, p := paginate(len(machines), d.cfg.PageSize, q, "/ui/machines")
-	return machinesPage{Cluster: q.Get("cluster"), Machines: machines[lo:hi], Pager: p}, nil
+	return machinesPage{Cluster: cluster, Machines: machines, Pager: p}, err
+}
+
+// window reads the numbered page q asks for through read (a page of
+// limit after offset, and the list's size); past the last page, the last.
+func window[T any](q url.Values, size int, base string, read func(offset, limit int) ([]T, int, error)) ([]T, pager, error) {
+	page := 1
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
+		page = n
+	}
+	items, total, err := read((page-1)*size, size)
+	if err != nil {
+		return nil, pager{}, err
+	}
+	lo, _, p := paginate(total, size, q, base)
+	if lo != (page-1)*size {
+		if items, total, err = read(lo, size); err != nil {
+			return nil, pager{}, err
+		}
+		_, _, p = paginate(total, size, q, base)
+	}
+	return items, p, nil
 }
 
 func loadServices(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
@@ -238,23 +251,10 @@ func loadReplicas(ctx context.Context, c *client.Client, q url.Values, d *Dashbo
 // each page): in the store's order, by service and id.
 func replicasWindow(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
 	query := client.ReplicaQuery{Service: q.Get("service")}
-	size := d.cfg.PageSize
-	page := 1
-	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
-		page = n
-	}
-	replicas, total, err := c.ListReplicasWindow(ctx, query, (page-1)*size, size)
-	if err != nil {
-		return nil, err
-	}
-	lo, _, p := paginate(total, size, q, "/ui/replicas")
-	if lo != (page-1)*size { // past the last page: show the last
-		if replicas, total, err = c.ListReplicasWindow(ctx, query, lo, size); err != nil {
-			return nil, err
-		}
-		_, _, p = paginate(total, size, q, "/ui/replicas")
-	}
-	return replicasPage{Replicas: replicas, Pager: p}, nil
+	replicas, p, err := window(q, d.cfg.PageSize, "/ui/replicas", func(offset, limit int) ([]api.Replica, int, error) {
+		return c.ListReplicasWindow(ctx, query, offset, limit)
+	})
+	return replicasPage{Replicas: replicas, Pager: p}, err
 }
 
 func sortReplicas(replicas []api.Replica) {

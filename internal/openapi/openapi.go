@@ -66,7 +66,7 @@ func Operations() []Operation {
 		{Method: "POST", Path: "/v1/services/{name}/rollout/pause", Summary: "Pause the service's deployments where they are", Auth: "admin", Response: api.Service{}},
 		{Method: "POST", Path: "/v1/services/{name}/rollout/resume", Summary: "Resume the service's deployments", Auth: "admin", Response: api.Service{}},
 		{Method: "POST", Path: "/v1/services/{name}/rollout/promote", Summary: "Promote a deployment waiting on its canaries", Auth: "admin", Response: api.Rollout{}},
-		{Method: "GET", Path: "/v1/machines", Summary: "List live machines (all=1 includes terminated) in pages, or watch their changes (watch=true)", Auth: "admin", Response: list[api.Machine]{}, Query: pagedQuery("cluster", "all")},
+		{Method: "GET", Path: "/v1/machines", Summary: "List live machines (all=1 includes terminated) in pages (limit and continue, or limit and offset with metadata.remainingItemCount), or watch their changes (watch=true)", Auth: "admin", Response: list[api.Machine]{}, Query: pagedQuery("cluster", "all", "offset")},
 		{Method: "GET", Path: "/v1/machines/{id}", Summary: "Get a machine", Auth: "admin", Response: api.Machine{}},
 		{Method: "POST", Path: "/v1/machines/{id}/cordon", Summary: "Cordon a machine: it takes no new replicas; those it runs stay", Auth: "admin", Response: api.Machine{}},
 		{Method: "POST", Path: "/v1/machines/{id}/uncordon", Summary: "Uncordon a machine: it takes new replicas again", Auth: "admin", Response: api.Machine{}},

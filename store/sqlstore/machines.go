@@ -28,17 +28,23 @@ func (t *tx) GetMachine(id string) (*api.Machine, error) {
 	return decodeMachine(data, at)
 }
 
+const machinesWhere = ` WHERE (? = '' OR m.cluster = ?) AND (? = 0 OR m.live = 1)`
+
+func machinesWhereArgs(f store.MachineFilter) []any {
+	return []any{f.Cluster, f.Cluster, boolInt(f.LiveOnly)}
+}
+
 func (t *tx) ListMachines(f store.MachineFilter) ([]*api.Machine, error) {
-	query := machineColumnsSelect + ` WHERE (? = '' OR m.cluster = ?) AND (? = 0 OR m.live = 1)`
-	args := []any{f.Cluster, f.Cluster, boolInt(f.LiveOnly)}
+	query := machineColumnsSelect + machinesWhere
+	args := machinesWhereArgs(f)
 	if len(f.After) == 1 {
 		query += ` AND m.id > ?`
 		args = append(args, f.After[0])
 	}
 	query += ` ORDER BY m.id`
 	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		args = append(args, f.Limit)
+		query += ` LIMIT ? OFFSET ?`
+		args = append(args, f.Limit, f.Offset)
 	}
 	rows, err := t.query(query, args...)
 	if err != nil {
@@ -62,6 +68,14 @@ func (t *tx) ListMachines(f store.MachineFilter) ([]*api.Machine, error) {
 		return nil, t.dialect.failure("list machines", err)
 	}
 	return out, nil
+}
+
+func (t *tx) CountMachines(f store.MachineFilter) (int, error) {
+	var n int
+	if err := t.queryRow(`SELECT COUNT(*) FROM machines m`+machinesWhere, machinesWhereArgs(f)...).Scan(&n); err != nil {
+		return 0, t.dialect.failure("count machines", err)
+	}
+	return n, nil
 }
 
 func decodeMachine(data string, heartbeatNanos int64) (*api.Machine, error) {

@@ -321,7 +321,7 @@ func testListPages(t *testing.T, s store.Store) {
 				return err
 			}
 		}
-		return nil
+		return tx.PutMachine(&api.Machine{ID: "n0", Cluster: "prod"})
 	}))
 	var replicas []string
 	var after []string
@@ -354,6 +354,25 @@ func testListPages(t *testing.T, s store.Store) {
 	}))
 	if got := ids(machines); !slices.Equal(got, []string{"m4", "m5"}) {
 		t.Errorf("machines after m3, 2: %v", got)
+	}
+	var devCount, allCount int
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		var err error
+		dev := store.MachineFilter{Cluster: "dev", Page: store.Page{Limit: 2, Offset: 5}}
+		if machines, err = tx.ListMachines(dev); err != nil {
+			return err
+		}
+		if devCount, err = tx.CountMachines(dev); err != nil {
+			return err
+		}
+		allCount, err = tx.CountMachines(store.MachineFilter{})
+		return err
+	}))
+	if got := ids(machines); !slices.Equal(got, []string{"m5", "m6"}) {
+		t.Errorf("dev's machines from the sixth, 2: %v, want [m5 m6]", got)
+	}
+	if devCount != 7 || allCount != 8 {
+		t.Errorf("counted %d machines of dev (want 7), %d in all (want 8)", devCount, allCount)
 	}
 	var third []*api.Replica
 	var all, ofWeb int
