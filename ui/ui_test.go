@@ -53,20 +53,27 @@ func fakeAPI(t *testing.T) http.Handler {
 	})
 }
 
-func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
-	d, err := New(DefaultConfig(), fakeAPI(t), testNow, slog.New(slog.DiscardHandler))
+// signedIn serves a dashboard over api, closed with the test, and signs
+// in to it with the token "good": the session's cookies.
+func signedIn(t *testing.T, api http.Handler) (*httptest.Server, []*http.Cookie) {
+	t.Helper()
+	d, err := New(DefaultConfig(), api, testNow, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(d.Handler())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.PostForm(srv.URL+"/ui/login", url.Values{"token": {"good"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	cookie := resp.Cookies()
+	return srv, resp.Cookies()
+}
+
+func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
+	srv, cookie := signedIn(t, fakeAPI(t))
 	if len(cookie) != 1 {
 		t.Fatalf("no session cookie: %v", cookie)
 	}
@@ -99,7 +106,7 @@ func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
 	// the type filter keeps only warnings
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/events?type=Warning", nil)
 	req.AddCookie(cookie[0])
-	resp, _ = http.DefaultClient.Do(req)
+	resp, _ := http.DefaultClient.Do(req)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if strings.Contains(string(body), `data-event="1"`) {
@@ -152,23 +159,12 @@ func TestMachinesPageReadsOnlyThePageShown(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"metadata": map[string]any{"remainingItemCount": left},
 			"items": []api.Machine{{ID: "m-201", Cluster: "east", Group: "general"}}})
 	})
-	d, err := New(DefaultConfig(), fake, testNow, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(d.Handler())
-	defer srv.Close()
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.PostForm(srv.URL+"/ui/login", url.Values{"token": {"good"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	srv, cookies := signedIn(t, fake)
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/machines?page=3", nil)
-	for _, c := range resp.Cookies() {
+	for _, c := range cookies {
 		req.AddCookie(c)
 	}
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
