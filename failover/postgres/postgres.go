@@ -242,6 +242,9 @@ func (p *Postgres) start(ctx context.Context) error {
 		"-c", "listen_addresses=*", "-c", "wal_level=replica", "-c", "hot_standby=on", "-c", "wal_log_hints=on",
 		"-c", "max_wal_senders=10", "-c", "wal_keep_size=512MB", "-c", "synchronous_commit=on",
 		"-c", "wal_sender_timeout=5s", "-c", "wal_receiver_timeout=5s", "-c", "wal_retrieve_retry_interval=500ms"}
+	if err := p.clearLeftovers(ctx); err != nil {
+		return err
+	}
 	cmd := exec.Command(p.bin("postgres"), args...)
 	cmd.Stdout, cmd.Stderr, cmd.Dir = os.Stdout, os.Stderr, p.cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
@@ -255,11 +258,13 @@ func (p *Postgres) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(p.cfg.StartTimeout)
 	for {
 		_, err := p.connect(ctx)
+		if !p.running() {
+			// A server that answers while ours exited is another's.
+			p.dropConn()
+			return errors.New("postgres exited while starting (see the replica's log)")
+		}
 		if err == nil {
 			return nil
-		}
-		if !p.running() {
-			return errors.New("postgres exited while starting (see the replica's log)")
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres not ready within %s: %w", p.cfg.StartTimeout, err)

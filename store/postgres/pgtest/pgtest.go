@@ -68,6 +68,18 @@ func createDatabase(t testing.TB, admin string) string {
 	return u.String()
 }
 
+// BinDir is the directory of PostgreSQL's programs that
+// scripts/postgres-up.sh found (the test skips without it, or fails on
+// CI).
+func BinDir(t testing.TB) string {
+	t.Helper()
+	bin := os.Getenv("GANTRY_TEST_POSTGRES_BIN")
+	if bin == "" {
+		missing(t, "GANTRY_TEST_POSTGRES_BIN")
+	}
+	return bin
+}
+
 // Server is a PostgreSQL server of one test's own.
 type Server struct {
 	t    testing.TB
@@ -80,10 +92,7 @@ type Server struct {
 // is stopped when the test ends.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	bin := os.Getenv("GANTRY_TEST_POSTGRES_BIN")
-	if bin == "" {
-		missing(t, "GANTRY_TEST_POSTGRES_BIN")
-	}
+	bin := BinDir(t)
 	dir, err := os.MkdirTemp("", "gantry-pg-")
 	if err != nil {
 		t.Fatal(err)
