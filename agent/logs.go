@@ -50,7 +50,7 @@ func (a *Agent) sendLogs(ctx context.Context, req api.LogRequest) {
 	}
 	streamCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rc, err := reader.Logs(streamCtx, a.machineID, req.ReplicaID, runtime.LogOptions{Follow: req.Follow, Tail: req.Tail})
+	rc, err := reader.Logs(streamCtx, a.machineID, req.ReplicaID, runtime.LogOptions{Follow: req.Follow, Tail: req.Tail, Previous: req.Previous})
 	if err != nil {
 		a.sendLogChunk(ctx, req.ID, nil, false, err.Error())
 		return

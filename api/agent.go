@@ -187,6 +187,9 @@ type LogRequest struct {
 	Follow    bool   `json:"follow,omitempty"`
 	// Tail is the number of lines from the end; -1 for all.
 	Tail int `json:"tail"`
+	// Previous asks for the output of the replica's instance before its
+	// latest start.
+	Previous bool `json:"previous,omitempty"`
 }
 
 // AssignmentsWait answers an agent's poll for a change of its

@@ -22,14 +22,22 @@ type FailoverGroupSpec struct {
 	Template ServiceSpec `json:"template"`
 	// Primary is the side that starts as primary (and that revert
 	// returns to); Replica the side that starts as its replica.
-	Primary    FailoverSide       `json:"primary"`
-	Replica    FailoverSide       `json:"replica"`
+	Primary FailoverSide `json:"primary"`
+	// Replica is the side that follows the primary and takes over when it
+	// fails.
+	Replica FailoverSide `json:"replica"`
+	// Capability is how the software is deployed, replicated, promoted and
+	// fenced: postgres, or generic hooks.
 	Capability FailoverCapability `json:"capability"`
-	Health     FailoverHealth     `json:"health,omitempty"`
+	// Health is how the primary is watched: consecutive failures before a
+	// failover, successes before healthy.
+	Health FailoverHealth `json:"health,omitempty"`
 	// LeaseSeconds is how long a primary may serve without renewing its
 	// lease; FenceMarginSeconds is how much longer the server waits when
 	// the primary's machine cannot be stopped through its provider.
-	LeaseSeconds       int `json:"leaseSeconds,omitempty"`
+	LeaseSeconds int `json:"leaseSeconds,omitempty"`
+	// FenceMarginSeconds is how long after the old primary's lease runs out
+	// the replica is promoted when its machine cannot be confirmed stopped.
 	FenceMarginSeconds int `json:"fenceMarginSeconds,omitempty"`
 	// Mode is automatic (fail over on its own) or manual (only
 	// `gantry failover promote`).
@@ -44,14 +52,18 @@ const (
 
 // FailoverSide is where one side of a group runs.
 type FailoverSide struct {
+	// Cluster is where this side runs.
 	Cluster string `json:"cluster"`
 }
 
 // FailoverCapability is the software's failover capability.
 type FailoverCapability struct {
-	Name     string              `json:"name"`
+	// Name is postgres or generic.
+	Name string `json:"name"`
+	// Postgres holds the PostgreSQL capability's settings.
 	Postgres *PostgresCapability `json:"postgres,omitempty"`
-	Generic  *GenericCapability  `json:"generic,omitempty"`
+	// Generic holds the hook commands of the generic capability.
+	Generic *GenericCapability `json:"generic,omitempty"`
 }
 
 // Capability names.
@@ -94,8 +106,11 @@ type PostgresCapability struct {
 // GenericCapability fails over any software through hook commands, run
 // with the GANTRY_FAILOVER_* environment.
 type GenericCapability struct {
-	Promote   []string `json:"promote"`
-	Demote    []string `json:"demote,omitempty"`
+	// Promote runs when this side becomes primary.
+	Promote []string `json:"promote"`
+	// Demote runs when a former primary becomes a replica.
+	Demote []string `json:"demote,omitempty"`
+	// Replicate runs when this side follows the primary.
 	Replicate []string `json:"replicate,omitempty"`
 	// Health exits 0 while the software serves in its role (default: its
 	// command runs).
@@ -105,9 +120,13 @@ type GenericCapability struct {
 // FailoverHealth is when a primary counts as failed and a side as
 // healthy again.
 type FailoverHealth struct {
+	// FailureThreshold is how many failed checks in a row start a failover.
 	FailureThreshold int `json:"failureThreshold,omitempty"`
+	// SuccessThreshold is how many passing checks in a row count as healthy
+	// again.
 	SuccessThreshold int `json:"successThreshold,omitempty"`
-	IntervalSeconds  int `json:"intervalSeconds,omitempty"`
+	// IntervalSeconds is the time between checks.
+	IntervalSeconds int `json:"intervalSeconds,omitempty"`
 }
 
 // FailoverGroupInfo is a group's observed state.

@@ -20,6 +20,8 @@ type Secret struct {
 // is read on the server (an environment variable or a file), never
 // written in the spec.
 type SecretSpec struct {
+	// Keys are the Secret's values, each read from the server's environment
+	// or a file when applied (never written in the file).
 	Keys map[string]SecretRef `json:"keys,omitempty"`
 }
 

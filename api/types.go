@@ -18,16 +18,20 @@ const (
 
 // ObjectMeta names a declared resource.
 type ObjectMeta struct {
-	Name   string            `json:"name"`
+	// Name is unique per kind: lowercase letters, digits and hyphens,
+	// starting with a letter.
+	Name string `json:"name"`
+	// Labels are key/value pairs selectors match (gantry get -l, affinity
+	// rules).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Set by the server; ignored on input.
-	Generation int64 `json:"generation,omitempty"`
+	Generation int64 `json:"generation,omitempty" gantry:"output"`
 	// ResourceVersion is the store revision of the object's last change.
 	// Given on a write, the write happens only if the object is still at
 	// that revision (409 otherwise).
 	ResourceVersion int64      `json:"resourceVersion,omitempty,string"`
-	CreatedAt       *time.Time `json:"createdAt,omitempty"`
-	UpdatedAt       *time.Time `json:"updatedAt,omitempty"`
+	CreatedAt       *time.Time `json:"createdAt,omitempty" gantry:"output"`
+	UpdatedAt       *time.Time `json:"updatedAt,omitempty" gantry:"output"`
 }
 
 // Cluster is a pool of machines in capacity groups.
@@ -59,15 +63,25 @@ func (c *Cluster) Group(id string) (CapacityGroup, bool) {
 
 // ClusterSpec is what the operator declares about a cluster.
 type ClusterSpec struct {
-	Provider       ProviderSpec    `json:"provider"`
+	// Provider is the provisioner that launches the cluster's machines
+	// (local, docker, exec, aws, gcp, azure, external) and its settings, or
+	// kubernetes for an existing Kubernetes cluster.
+	Provider ProviderSpec `json:"provider"`
+	// CapacityGroups are the pools of machines the cluster launches, each
+	// sized by the planner within its minSize and maxSize.
 	CapacityGroups []CapacityGroup `json:"capacityGroups"`
-	ContainerCIDR  string          `json:"containerCidr,omitempty"`
+	// ContainerCIDR is the range each machine's /24 comes from (default
+	// 10.244.0.0/16, the next free /16 when taken); immutable once set.
+	ContainerCIDR string `json:"containerCidr,omitempty"`
+	// SystemReserved is what the scheduler keeps back on every machine for
+	// the system (profiles are hardware totals).
 	SystemReserved ResourceAmounts `json:"systemReserved,omitempty"`
 	// Agent and Monitoring are the machine template: a change rolls every
 	// group's machines, one replacement at a time.
 	Agent      *AgentTemplate `json:"agent,omitempty"`
 	Monitoring *Monitoring    `json:"monitoring,omitempty"`
-	Rollout    RolloutPolicy  `json:"rollout,omitempty"`
+	// Rollout is how a change of the machine template replaces machines.
+	Rollout RolloutPolicy `json:"rollout,omitempty"`
 	// Network is how replicas are reached (a template input: a change of
 	// mode rolls the machines).
 	Network *NetworkSpec `json:"network,omitempty"`
@@ -108,45 +122,62 @@ func (c *Cluster) NetworkMode() string {
 // binaries are what a booting cloud machine downloads (cloud-init), and
 // the API URL is what its agent dials.
 type AgentTemplate struct {
+	// Version is the agent version machines run (told to each agent,
+	// reported back).
 	Version string `json:"version,omitempty"`
 	// Binaries by architecture (amd64, arm64), for providers whose
 	// machines download the agent.
 	Binaries map[string]AgentBinary `json:"binaries,omitempty"`
-	APIURL   string                 `json:"apiUrl,omitempty"`
+	// APIURL is where the machines' agents reach the server (default: the
+	// server's advertised URL).
+	APIURL string `json:"apiUrl,omitempty"`
 }
 
 // AgentBinary is where one architecture's gantry binary is downloaded
 // from, and its SHA-256.
 type AgentBinary struct {
-	URL    string `json:"url"`
+	// URL is where a booting machine downloads the gantry binary (https).
+	URL string `json:"url"`
+	// SHA256 is the binary's checksum, verified before it runs.
 	SHA256 string `json:"sha256"`
 }
 
 // Monitoring is where machines send logs and metrics.
 type Monitoring struct {
-	OTLPLogsEndpoint    string         `json:"otlpLogsEndpoint,omitempty"`
-	OTLPMetricsEndpoint string         `json:"otlpMetricsEndpoint,omitempty"`
-	Headers             []SecretHeader `json:"headers,omitempty"`
+	// OTLPLogsEndpoint receives the agents' and replicas' logs over
+	// OTLP/HTTP.
+	OTLPLogsEndpoint string `json:"otlpLogsEndpoint,omitempty"`
+	// OTLPMetricsEndpoint receives the agents' metrics over OTLP/HTTP.
+	OTLPMetricsEndpoint string `json:"otlpMetricsEndpoint,omitempty"`
+	// Headers are sent with every export (authentication); their values come
+	// from Secrets.
+	Headers []SecretHeader `json:"headers,omitempty"`
 }
 
 // SecretHeader is a header whose value is a secret the server reads from
 // its own environment or a file; only the value's SHA-256 is stored, so a
 // rotated secret is still a template change.
 type SecretHeader struct {
-	Name      string    `json:"name"`
+	// Name is the HTTP header's name.
+	Name string `json:"name"`
+	// SecretRef is where the header's value is kept.
 	SecretRef SecretRef `json:"secretRef"`
 	// ValueSHA256 is set by the server on apply.
-	ValueSHA256 string `json:"valueSha256,omitempty"`
+	ValueSHA256 string `json:"valueSha256,omitempty" gantry:"output"`
 }
 
 // SecretRef names where a secret lives on the server: an environment
 // variable or a file of the server, or (monitoring headers) a key of a
 // Secret.
 type SecretRef struct {
-	Env  string `json:"env,omitempty"`
+	// Env names an environment variable of the server holding the value.
+	Env string `json:"env,omitempty"`
+	// File names a file of the server holding the value.
 	File string `json:"file,omitempty"`
+	// Name is the Secret holding the value (with key).
 	Name string `json:"name,omitempty"`
-	Key  string `json:"key,omitempty"`
+	// Key is the Secret's key holding the value.
+	Key string `json:"key,omitempty"`
 }
 
 // RolloutPolicy bounds template rollouts.
@@ -158,22 +189,46 @@ type RolloutPolicy struct {
 // ProviderSpec selects the provisioner of a cluster. Credentials never go
 // here: they come from the environment of the server.
 type ProviderSpec struct {
-	Name   string            `json:"name"`
-	Region string            `json:"region,omitempty"`
+	// Name is the provider: local, docker, exec, aws, gcp, azure, external
+	// or kubernetes.
+	Name string `json:"name"`
+	// Region is the cloud region machines are launched in (cloud providers).
+	Region string `json:"region,omitempty"`
+	// Config holds the provider's own settings (names of credentials, never
+	// their values); gantry explain does not list them: see
+	// docs/providers.md.
 	Config map[string]string `json:"config,omitempty"`
 }
 
 // CapacityGroup is a set of machines of one shape.
 type CapacityGroup struct {
-	GroupID      string            `json:"groupId"`
-	InstanceType string            `json:"instanceType,omitempty"`
-	Profile      *MachineProfile   `json:"profile,omitempty"`
-	MinSize      int               `json:"minSize"`
-	MaxSize      int               `json:"maxSize"`
-	CapacityType string            `json:"capacityType,omitempty"`
-	Zones        []string          `json:"zones,omitempty"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	WarmPool     int               `json:"warmPool,omitempty"`
+	// GroupID names the group within its cluster: lowercase letters, digits
+	// and hyphens.
+	GroupID string `json:"groupId"`
+	// InstanceType is the catalog type every machine of the group is;
+	// immutable. Without it, a profile selects the cheapest type that
+	// satisfies it, and a group with neither may use any type its
+	// instanceTypes filter allows.
+	InstanceType string `json:"instanceType,omitempty"`
+	// Profile is the machine shape the group needs (cpu, memory, ephemeral
+	// storage, GPUs): the cheapest catalog type that satisfies it is chosen.
+	Profile *MachineProfile `json:"profile,omitempty"`
+	// MinSize is the fewest machines the group keeps (0: scale to zero).
+	MinSize int `json:"minSize"`
+	// MaxSize is the most machines the group may run or launch at once.
+	MaxSize int `json:"maxSize"`
+	// CapacityType is onDemand, spot, or any (the cheaper of the two,
+	// on-demand when spot runs out).
+	CapacityType string `json:"capacityType,omitempty"`
+	// Zones limit where machines are launched; empty: any zone of the
+	// region.
+	Zones []string `json:"zones,omitempty"`
+	// Labels are given to every machine of the group (placement.nodeSelector
+	// matches them).
+	Labels map[string]string `json:"labels,omitempty"`
+	// WarmPool is how many launched machines wait, stopped or running, to
+	// join at once when demand comes.
+	WarmPool int `json:"warmPool,omitempty"`
 	// WarmPoolState is running (idle machines kept running) or stopped
 	// (kept stopped, started again on scale-up before any launch).
 	WarmPoolState string `json:"warmPoolState,omitempty"`
@@ -194,16 +249,22 @@ const (
 
 // MachineProfile is the hardware total of a machine (not what is allocatable).
 type MachineProfile struct {
-	CPU                   string   `json:"cpu"`
-	MemoryBytes           int64    `json:"memoryBytes"`
-	EphemeralStorageBytes int64    `json:"ephemeralStorageBytes,omitempty"`
-	GPU                   *GPUSpec `json:"gpu,omitempty"`
+	// CPU is a decimal number of cores, such as "4" or "0.5".
+	CPU string `json:"cpu"`
+	// MemoryBytes is the machine's memory in bytes.
+	MemoryBytes int64 `json:"memoryBytes"`
+	// EphemeralStorageBytes is the machine's local disk in bytes.
+	EphemeralStorageBytes int64 `json:"ephemeralStorageBytes,omitempty"`
+	// GPU is the GPUs the machine has.
+	GPU *GPUSpec `json:"gpu,omitempty"`
 }
 
 // GPUSpec is the GPU hardware of a machine profile.
 type GPUSpec struct {
-	Type  string `json:"type"`
-	Count int    `json:"count"`
+	// Type is the GPU model, as the catalog names it (a100, l4...).
+	Type string `json:"type"`
+	// Count is how many GPUs.
+	Count int `json:"count"`
 }
 
 // Capacity types of a group.
@@ -216,8 +277,12 @@ const (
 // ResourceAmounts are quantities as the operator writes them: cpu "500m" or
 // "2", memory "512Mi", ephemeralStorage "10Gi".
 type ResourceAmounts struct {
-	CPU              string `json:"cpu,omitempty"`
-	Memory           string `json:"memory,omitempty"`
+	// CPU in cores (2, 0.5) or millicores (500m).
+	CPU string `json:"cpu,omitempty"`
+	// Memory in bytes with a unit: 512Mi, 2Gi (binary) or 500M, 2G
+	// (decimal); a number alone counts bytes.
+	Memory string `json:"memory,omitempty"`
+	// EphemeralStorage is local disk, in the units of memory.
 	EphemeralStorage string `json:"ephemeralStorage,omitempty"`
 }
 
@@ -281,22 +346,45 @@ type Service struct {
 
 // ServiceSpec is what the operator declares about a service.
 type ServiceSpec struct {
-	Cluster string            `json:"cluster"`
-	Image   string            `json:"image,omitempty"`
-	Command []string          `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
+	// Cluster is where the service runs.
+	Cluster string `json:"cluster"`
+	// Image is the container image replicas run (docker runtime); set image
+	// or command.
+	Image string `json:"image,omitempty"`
+	// Command is what replicas run: the image's entrypoint replaced, or,
+	// without an image, a process on the machine (process runtime).
+	Command []string `json:"command,omitempty"`
+	// Args are given to the command (or the image's entrypoint).
+	Args []string `json:"args,omitempty"`
+	// Env are the replicas' environment variables. In spec files, a list of
+	// {name, value} or {name, secretRef: {name, key}} entries, or a map of
+	// names to values.
+	Env map[string]string `json:"env,omitempty"`
 	// SecretEnv are environment variables whose values are keys of
 	// Secrets (in spec files: env entries with a secretRef).
-	SecretEnv          map[string]SecretKeyRef `json:"secretEnv,omitempty"`
-	WorkingDir         string                  `json:"workingDir,omitempty"`
-	Ports              []Port                  `json:"ports,omitempty"`
-	Replicas           *int                    `json:"replicas,omitempty"`
-	Resources          ServiceResources        `json:"resources,omitempty"`
-	HealthCheck        *HealthCheck            `json:"healthCheck,omitempty"`
-	Isolation          string                  `json:"isolation,omitempty"`
-	Placement          Placement               `json:"placement,omitempty"`
-	StopTimeoutSeconds int                     `json:"stopTimeoutSeconds,omitempty"`
+	SecretEnv map[string]SecretKeyRef `json:"secretEnv,omitempty" gantry:"output"`
+	// WorkingDir is the directory the command starts in.
+	WorkingDir string `json:"workingDir,omitempty"`
+	// Ports are the named ports replicas listen on; each is in
+	// $GANTRY_PORT_<NAME>, and the first also in $PORT.
+	Ports []Port `json:"ports,omitempty"`
+	// Replicas is how many copies run (default 1; 0 stops them all).
+	Replicas *int `json:"replicas,omitempty"`
+	// Resources are what one replica needs; the scheduler never places more
+	// on a machine than it can give.
+	Resources ServiceResources `json:"resources,omitempty"`
+	// HealthCheck tells when a replica serves: it is in the service's name,
+	// and a deployment goes on, only once it passes.
+	HealthCheck *HealthCheck `json:"healthCheck,omitempty"`
+	// Isolation is any (default), teeRequired (only machines with a TEE
+	// runtime such as kata; the replica waits otherwise), teePreferred or
+	// standardRequired.
+	Isolation string `json:"isolation,omitempty"`
+	// Placement constrains which machines replicas may run on.
+	Placement Placement `json:"placement,omitempty"`
+	// StopTimeoutSeconds is how long a replica has to stop after SIGTERM
+	// before SIGKILL.
+	StopTimeoutSeconds int `json:"stopTimeoutSeconds,omitempty"`
 	// Update is how a new revision replaces the old one.
 	Update UpdatePolicy `json:"update,omitempty"`
 	// Expose publishes the service's serving replicas on its cluster's
@@ -305,9 +393,9 @@ type ServiceSpec struct {
 	Expose []Expose `json:"expose,omitempty"`
 	// RestartedAt is set by `gantry rollout restart`: a new revision that
 	// runs the same thing.
-	RestartedAt string `json:"restartedAt,omitempty"`
+	RestartedAt string `json:"restartedAt,omitempty" gantry:"output"`
 	// Failover is set on the services a FailoverGroup expands into.
-	Failover *FailoverMemberSpec `json:"failover,omitempty"`
+	Failover *FailoverMemberSpec `json:"failover,omitempty" gantry:"output"`
 }
 
 // DesiredReplicas is the replica count with its default of 1.
@@ -320,25 +408,41 @@ func (s ServiceSpec) DesiredReplicas() int {
 
 // Port is a named port the workload listens on.
 type Port struct {
-	Name          string `json:"name"`
-	ContainerPort int    `json:"containerPort,omitempty"`
-	Protocol      string `json:"protocol,omitempty"`
+	// Name names the port (lowercase), for health checks, the ingress and
+	// DNS SRV answers.
+	Name string `json:"name"`
+	// ContainerPort is where the container listens (required with an image;
+	// process replicas get a free host port in $PORT).
+	ContainerPort int `json:"containerPort,omitempty"`
+	// Protocol is tcp (default) or udp.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // ServiceResources is what one replica needs.
 type ServiceResources struct {
-	CPU              string          `json:"cpu,omitempty"`
-	Memory           string          `json:"memory,omitempty"`
-	EphemeralStorage string          `json:"ephemeralStorage,omitempty"`
-	GPU              *GPURequirement `json:"gpu,omitempty"`
+	// CPU per replica, in cores (2, 0.5) or millicores (500m).
+	CPU string `json:"cpu,omitempty"`
+	// Memory per replica with a unit: 512Mi, 2Gi, 500M; a number alone
+	// counts bytes.
+	Memory string `json:"memory,omitempty"`
+	// EphemeralStorage per replica, in the units of memory.
+	EphemeralStorage string `json:"ephemeralStorage,omitempty"`
+	// GPU asks for GPUs per replica, required or preferred.
+	GPU *GPURequirement `json:"gpu,omitempty"`
 }
 
 // GPURequirement asks for GPUs per replica.
 type GPURequirement struct {
-	Count     int     `json:"count"`
-	Type      string  `json:"type,omitempty"`
+	// Count is how many GPUs each replica needs.
+	Count int `json:"count"`
+	// Type is the GPU model required (a100, l4...); empty: any.
+	Type string `json:"type,omitempty"`
+	// MinVRAMGB is the least memory, in GB, each GPU must have.
 	MinVRAMGB float64 `json:"minVramGB,omitempty"`
-	Policy    string  `json:"policy,omitempty"`
+	// Policy is required (only machines with enough free GPUs; the replica
+	// waits and says why otherwise) or preferred (GPUs where free, else on
+	// CPU).
+	Policy string `json:"policy,omitempty"`
 }
 
 // GPU policies.
@@ -357,12 +461,19 @@ const (
 
 // HealthCheck probes a replica. Exactly one of HTTP, TCP, Exec is set.
 type HealthCheck struct {
-	HTTP             *HTTPCheck `json:"http,omitempty"`
-	TCP              *TCPCheck  `json:"tcp,omitempty"`
-	Exec             *ExecCheck `json:"exec,omitempty"`
-	IntervalSeconds  int        `json:"intervalSeconds,omitempty"`
-	TimeoutSeconds   int        `json:"timeoutSeconds,omitempty"`
-	FailureThreshold int        `json:"failureThreshold,omitempty"`
+	// HTTP passes when GET of path on the port answers 2xx or 3xx.
+	HTTP *HTTPCheck `json:"http,omitempty"`
+	// TCP passes when the port accepts a connection.
+	TCP *TCPCheck `json:"tcp,omitempty"`
+	// Exec passes when the command exits 0 (run in the replica).
+	Exec *ExecCheck `json:"exec,omitempty"`
+	// IntervalSeconds is the time between checks.
+	IntervalSeconds int `json:"intervalSeconds,omitempty"`
+	// TimeoutSeconds bounds one check.
+	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
+	// FailureThreshold is how many checks in a row must fail before the
+	// replica counts as unhealthy.
+	FailureThreshold int `json:"failureThreshold,omitempty"`
 	// SuccessThreshold passes in a row make an unhealthy replica healthy
 	// again (default 1).
 	SuccessThreshold int `json:"successThreshold,omitempty"`
@@ -370,29 +481,40 @@ type HealthCheck struct {
 
 // HTTPCheck is healthy on a 2xx or 3xx answer.
 type HTTPCheck struct {
+	// Path is requested with GET (starts with /).
 	Path string `json:"path,omitempty"`
+	// Port names one of spec.ports.
 	Port string `json:"port"`
 }
 
 // TCPCheck is healthy when the port accepts a connection.
 type TCPCheck struct {
+	// Port names one of spec.ports.
 	Port string `json:"port"`
 }
 
 // ExecCheck is healthy when the command exits 0.
 type ExecCheck struct {
+	// Command runs in the replica; exit 0 passes.
 	Command []string `json:"command"`
 }
 
 // Placement constrains where replicas go.
 type Placement struct {
-	CapacityGroups []string          `json:"capacityGroups,omitempty"`
-	NodeSelector   map[string]string `json:"nodeSelector,omitempty"`
-	Spread         []SpreadRule      `json:"spread,omitempty"`
+	// CapacityGroups pins replicas to these groups of the cluster.
+	CapacityGroups []string `json:"capacityGroups,omitempty"`
+	// NodeSelector places replicas only on machines with all these labels.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Spread keeps replicas balanced across zones or machines, within
+	// maxSkew.
+	Spread []SpreadRule `json:"spread,omitempty"`
 	// SameZone keeps every replica of the service in one zone.
-	SameZone  bool `json:"sameZone,omitempty"`
+	SameZone bool `json:"sameZone,omitempty"`
+	// Dedicated runs at most one replica of this service per machine.
 	Dedicated bool `json:"dedicated,omitempty"`
-	Priority  int  `json:"priority,omitempty"`
+	// Priority orders pending replicas (higher first); with
+	// preemptLowerPriority, may evict lower ones.
+	Priority int `json:"priority,omitempty"`
 	// PreemptLowerPriority lets a replica that fits nowhere evict replicas
 	// of lower priority (they go back to pending).
 	PreemptLowerPriority bool `json:"preemptLowerPriority,omitempty"`
@@ -401,7 +523,9 @@ type Placement struct {
 	Scoring string `json:"scoring,omitempty"`
 	// Affinity draws the replicas to machines or zones that run replicas
 	// matching a selector; AntiAffinity keeps them away from those.
-	Affinity     []AffinityTerm `json:"affinity,omitempty"`
+	Affinity []AffinityTerm `json:"affinity,omitempty"`
+	// AntiAffinity keeps replicas away from those of services the selector
+	// matches, on a machine or in a zone.
 	AntiAffinity []AffinityTerm `json:"antiAffinity,omitempty"`
 }
 
@@ -409,11 +533,15 @@ type Placement struct {
 // service's labels, within a topology (the same machine, or the same
 // zone), as a requirement or a weighted preference.
 type AffinityTerm struct {
+	// Selector matches services by their labels (key=value, comma-
+	// separated).
 	Selector map[string]string `json:"selector"`
-	Topology string            `json:"topology"`
+	// Topology is machine or zone.
+	Topology string `json:"topology"`
 	// Mode is required (default) or preferred.
-	Mode   string `json:"mode,omitempty"`
-	Weight int    `json:"weight,omitempty"`
+	Mode string `json:"mode,omitempty"`
+	// Weight ranks a preferred term (1 to 100).
+	Weight int `json:"weight,omitempty"`
 }
 
 // Affinity modes.
@@ -444,8 +572,11 @@ const (
 
 // SpreadRule limits how unevenly replicas spread over a topology key.
 type SpreadRule struct {
-	Key     string `json:"key"`
-	MaxSkew int    `json:"maxSkew"`
+	// Key is zone or machine.
+	Key string `json:"key"`
+	// MaxSkew is the largest difference of replica counts between two
+	// domains.
+	MaxSkew int `json:"maxSkew"`
 }
 
 // Spread keys.
@@ -742,4 +873,16 @@ func NonNil[T any](items []T) []T {
 		return []T{}
 	}
 	return items
+}
+
+// ServerHealth is what GET /healthz answers: whether the server's store
+// answers and takes writes, whether it leads, and its build.
+type ServerHealth struct {
+	Status  string `json:"status"`
+	Server  string `json:"server"`
+	Leader  bool   `json:"leader"`
+	Version string `json:"version"`
+	Commit  string `json:"commit,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Since   string `json:"since,omitempty"`
 }

@@ -38,6 +38,15 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 	return &Client{servers: newServers(SplitURLs(baseURL)), token: token, http: httpClient}
 }
 
+// BaseURL is the server the client tries first (the one that answered
+// last).
+func (c *Client) BaseURL() string {
+	if list := c.servers.list(); len(list) > 0 {
+		return list[0]
+	}
+	return ""
+}
+
 // SplitURLs splits a comma-separated list of server URLs.
 func SplitURLs(list string) []string {
 	var out []string
@@ -287,6 +296,18 @@ func (c *Client) DeleteService(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/services/"+url.PathEscape(name), "", nil, nil)
 }
 
+// Health reads the server's /healthz: its build, whether it leads, and
+// whether its store answers (an error when it does not).
+func (c *Client) Health(ctx context.Context) (*api.ServerHealth, error) {
+	var out api.ServerHealth
+	return &out, c.getJSON(ctx, "/healthz", &out)
+}
+
+// DeleteReplica deletes one replica: its service makes its index again.
+func (c *Client) DeleteReplica(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/replicas/"+url.PathEscape(id), "", nil, nil)
+}
+
 // ListMachines lists machines, optionally of one cluster.
 func (c *Client) ListMachines(ctx context.Context, cluster string) ([]api.Machine, error) {
 	var out struct{ Items []api.Machine }
@@ -380,8 +401,8 @@ func (c *Client) Assignments(ctx context.Context, machineID string) ([]api.Assig
 
 // Logs streams a replica's output (relayed by the server from its agent);
 // the caller closes the reader. With follow it ends when ctx does.
-func (c *Client) Logs(ctx context.Context, replicaID string, follow bool, tail int) (io.ReadCloser, error) {
-	path := fmt.Sprintf("/v1/replicas/%s/logs?follow=%t&tail=%d", url.PathEscape(replicaID), follow, tail)
+func (c *Client) Logs(ctx context.Context, replicaID string, opts LogOptions) (io.ReadCloser, error) {
+	path := fmt.Sprintf("/v1/replicas/%s/logs?follow=%t&tail=%d&previous=%t", url.PathEscape(replicaID), opts.Follow, opts.Tail, opts.Previous)
 	// No client timeout: a followed log lasts as long as ctx.
 	httpClient := *c.http
 	httpClient.Timeout = 0
@@ -396,6 +417,14 @@ func (c *Client) Logs(ctx context.Context, replicaID string, follow bool, tail i
 		return nil, errorResponse(resp, "logs of "+replicaID)
 	}
 	return resp.Body, nil
+}
+
+// LogOptions select a replica's output: Tail lines from the end (-1:
+// all), then what follows (Follow); or its previous instance's.
+type LogOptions struct {
+	Follow   bool
+	Tail     int
+	Previous bool
 }
 
 // LogRequests long-polls for the machine's pending log requests (agent).

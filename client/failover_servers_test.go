@@ -22,7 +22,7 @@ func TestUnavailableServersSayWhy(t *testing.T) {
 	}
 	a, b := gone("the logs of machine m1 are relayed by the server at s1, which did not answer"), gone("no agent connection for m1 yet")
 	c := New(a.URL+","+b.URL, "token", nil)
-	_, err := c.Logs(context.Background(), "web-0", false, 10)
+	_, err := c.Logs(context.Background(), "web-0", LogOptions{Tail: 10})
 	if err == nil || !strings.Contains(err.Error(), "relayed by the server at s1") || !strings.Contains(err.Error(), "no agent connection") && !strings.Contains(err.Error(), b.URL) {
 		t.Fatalf("got %v, want the servers' own reasons", err)
 	}

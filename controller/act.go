@@ -188,11 +188,9 @@ func (w *writer) endMove(id string) error {
 // later pass finds it drained and deletes it.
 func (w *writer) retire(d decide.ReplicaDelete) error {
 	r, err := w.tx.GetReplica(d.ID)
-	if done, err := skip(err); done || r.RetiringSince != nil {
+	if done, err := skip(err); done || !replica.Retire(r, d.Reason, w.now) {
 		return err
 	}
-	now := w.now.UTC()
-	r.RetiringSince, r.RetireReason = &now, d.Reason
 	if err := w.tx.PutReplica(r); err != nil {
 		return err
 	}

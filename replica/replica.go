@@ -55,6 +55,19 @@ func New(id, service, cluster string, index int, specHash string, requests api.R
 		SpecHash: specHash, Requests: requests, UpdatedAt: now.UTC()}
 }
 
+// Retire takes a replica out of its service's name: it runs on until its
+// service's drain time has passed, then the control loop deletes it (and
+// makes its index again when the service still wants it). False when it
+// retires already.
+func Retire(r *api.Replica, why string, now time.Time) bool {
+	if r.RetiringSince != nil {
+		return false
+	}
+	at := now.UTC()
+	r.RetiringSince, r.RetireReason = &at, why
+	return true
+}
+
 // ID names the i-th replica of a service.
 func ID(service string, i int) string { return fmt.Sprintf("%s-%d", service, i) }
 

@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/netip"
 	"sort"
@@ -126,6 +127,18 @@ type LogOptions struct {
 	Follow bool
 	// Tail is how many lines from the end; < 0 means all.
 	Tail int
+	// Previous reads the output of the replica's last instance that
+	// ended (before its latest start), as kubectl logs --previous.
+	Previous bool
+}
+
+// DefaultPreviousLogBytes bounds what drivers keep of an ended instance's
+// output: its last bytes.
+const DefaultPreviousLogBytes = 1 << 20
+
+// NoPreviousError says a replica has no ended instance to show.
+func NoPreviousError(replicaID string) error {
+	return fmt.Errorf("replica %s has no previous instance on this machine (it has not restarted here)", replicaID)
 }
 
 // LogReader is a driver that can stream a replica's output.

@@ -40,11 +40,15 @@ func (s *Server) admitFailoverGroup(tx store.Tx, g *api.FailoverGroup, inRequest
 		if existing != nil && (existing.Spec.Failover == nil || existing.Spec.Failover.Group != g.Metadata.Name) {
 			return nil, spec.ErrorList{{Path: "metadata.name", Message: "the group's service " + quote(m.Metadata.Name) + " exists already and is not the group's"}}
 		}
-		if cl, err := clusterOf(tx, m.Spec.Cluster, inRequest); err == nil && cl.Kubernetes() {
+		cl, err := clusterOf(tx, m.Spec.Cluster, inRequest)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && cl.Kubernetes() {
 			return nil, spec.ErrorList{{Path: side + ".cluster", Message: "cluster " + quote(cl.Metadata.Name) + " is a Kubernetes cluster: failover groups run on machine clusters for now"}}
 		}
-		if errs := checkSecretEnv(secrets, secretValues, m); errs != nil {
-			return nil, asTemplateErrors(errs, side)
+		if err := checkSecretEnv(secrets, secretValues, m); err != nil {
+			return nil, asTemplateErrors(err, side)
 		}
 		ma, err := admitService(tx, m, inRequest, s.registry)
 		if err != nil {

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/server/heartbeat"
+	"github.com/gantry-dev/gantry/server/secretread"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/target/kube"
 )
@@ -16,6 +19,9 @@ func (s *Server) kubeReads(tx store.Tx) kube.Reads {
 		SpecOf: func(r *api.Replica) (*api.ServiceSpec, error) { return heartbeat.RevisionSpec(tx, r) },
 		SecretEnv: func(sp api.ServiceSpec) (map[string]string, error) {
 			_, env, err := secrets.ServiceSecrets(sp)
+			if secretread.IsMissing(err) {
+				return nil, fmt.Errorf("%w: %v", kube.ErrSecretMissing, err)
+			}
 			return env, err
 		},
 	}

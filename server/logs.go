@@ -187,6 +187,16 @@ func logRequestFrom(r *http.Request) (api.LogRequest, error) {
 		}
 		req.Follow = follow
 	}
+	if v := q.Get("previous"); v != "" {
+		previous, err := strconv.ParseBool(v)
+		if err != nil {
+			return req, errorf(http.StatusBadRequest, "invalid", "previous", "query parameter previous: want true or false, got %q", v)
+		}
+		req.Previous = previous
+	}
+	if req.Previous && req.Follow {
+		return req, errorf(http.StatusBadRequest, "invalid", "follow", "query parameters follow and previous: an ended instance's output cannot be followed")
+	}
 	if v := q.Get("tail"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < -1 {
@@ -237,7 +247,7 @@ func (s *Server) machineRunning(r *http.Request, replicaID string) (string, *spe
 
 // podLogs streams a Pod's output from its Kubernetes API server.
 func (s *Server) podLogs(w http.ResponseWriter, r *http.Request, req api.LogRequest, settings spec.KubernetesSettings) {
-	rc, err := kube.PodLogs(r.Context(), settings, s.cfg.Kubernetes, req.ReplicaID, req.Follow, req.Tail)
+	rc, err := kube.PodLogs(r.Context(), settings, s.cfg.Kubernetes, req.ReplicaID, req)
 	if err != nil {
 		s.writeError(w, r, errorf(http.StatusBadGateway, "kubernetes-error", "", "replica %s: %v", req.ReplicaID, err))
 		return

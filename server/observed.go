@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
@@ -276,6 +278,40 @@ func parseOffset(q url.Values, limit int) (offset int, counted bool, err error) 
 		return 0, false, errorf(http.StatusBadRequest, "invalid", "offset", "query parameter offset: not with continue")
 	}
 	return n, true, nil
+}
+
+// handleDeleteReplica deletes one replica as kubectl deletes a Pod: it
+// leaves its service's name, its index is made again (a new replica,
+// placed afresh), and it stops once drained. A failover member is not
+// deleted this way: promote or revert its group.
+func (s *Server) handleDeleteReplica(w http.ResponseWriter, r *http.Request) {
+	var rep *api.Replica
+	err := s.store.Update(r.Context(), func(tx store.Tx) error {
+		var err error
+		if rep, err = tx.GetReplica(r.PathValue("id")); err != nil {
+			return err
+		}
+		svc, err := tx.GetService(rep.Service)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if svc != nil && svc.Spec.Failover != nil {
+			return errorf(http.StatusConflict, "conflict", "", "replica %s is a member of failover group %s: use gantry failover promote or revert", rep.ID, svc.Spec.Failover.Group)
+		}
+		if !replica.Retire(rep, "deleted by request", s.clock.Now()) {
+			return nil
+		}
+		if err := tx.PutReplica(rep); err != nil {
+			return err
+		}
+		return store.Record(tx, s.clock.Now(), api.EventNormal, "Deleting", "Replica", rep.ID, "deleted by request: out of service %s's name, stopping once drained; its index is made again", rep.Service)
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.ctrl.Trigger()
+	writeJSON(w, http.StatusOK, rep)
 }
 
 func (s *Server) handleGetReplica(w http.ResponseWriter, r *http.Request) {

@@ -104,8 +104,8 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if errs := spec.ResolveSecrets(d.Cluster, os.LookupEnv); errs != nil {
 			return nil, locate(errs, d.Index)
 		}
-		if errs := stampHeaderSecrets(secrets, secretValues, d.Cluster); errs != nil {
-			return nil, locate(errs, d.Index)
+		if err := stampHeaderSecrets(secrets, secretValues, d.Cluster); err != nil {
+			return nil, locate(err, d.Index)
 		}
 		if err := s.placeContainerCIDR(tx, d.Cluster, inRequest); err != nil {
 			return nil, locate(err, d.Index)
@@ -127,8 +127,8 @@ func (s *Server) admit(tx store.Tx, docs []spec.Document) ([]admitted, error) {
 		if err := refuseMemberChange(tx, d.Service.Metadata.Name); err != nil {
 			return nil, err
 		}
-		if errs := checkSecretEnv(secrets, secretValues, d.Service); errs != nil {
-			return nil, locate(errs, d.Index)
+		if err := checkSecretEnv(secrets, secretValues, d.Service); err != nil {
+			return nil, locate(err, d.Index)
 		}
 		a, err := admitService(tx, d.Service, inRequest, s.registry)
 		if err != nil {

@@ -162,13 +162,16 @@ func (s *Server) writeSecret(w http.ResponseWriter, r *http.Request, name string
 	var action string
 	err := s.store.Update(r.Context(), func(tx store.Tx) error {
 		var labels map[string]string // the API replaces values; labels come from specs
-		if stored, _, err := tx.GetSecret(name); err == nil {
+		stored, _, err := tx.GetSecret(name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err == nil {
 			if !replace {
 				return errorf(http.StatusConflict, "exists", "name", "secret %s exists (replace its values with PUT /v1/secrets/%s, `gantry secret create --overwrite`)", name, name)
 			}
 			labels = stored.Metadata.Labels
 		}
-		var err error
 		action, err = s.putSecret(tx, name, req.Data, labels)
 		return err
 	})
@@ -251,22 +254,26 @@ const pendingStamp = "secret-revision:pending"
 func secretStamp(sr *secretread.Reader, inRequest map[string]map[string]string, ref api.SecretKeyRef) (string, error) {
 	if values, ok := inRequest[ref.Name]; ok {
 		if _, ok := values[ref.Key]; !ok {
-			return "", fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
+			return "", &secretread.MissingError{Name: ref.Name, Key: ref.Key}
 		}
-		if o, err := sr.Get(ref.Name); err == nil && maps.Equal(o.Values, values) {
+		o, err := sr.Get(ref.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", err
+		}
+		if err == nil && maps.Equal(o.Values, values) {
 			return headerStamp(o.Revision), nil
 		}
 		return pendingStamp, nil
 	}
 	o, err := sr.Get(ref.Name)
 	if errors.Is(err, store.ErrNotFound) {
-		return "", fmt.Errorf("secret %q not found (create it with `gantry secret create %s`)", ref.Name, ref.Name)
+		return "", &secretread.MissingError{Name: ref.Name}
 	}
 	if err != nil {
 		return "", err
 	}
 	if _, ok := o.Values[ref.Key]; !ok {
-		return "", fmt.Errorf("secret %q has no key %q", ref.Name, ref.Key)
+		return "", &secretread.MissingError{Name: ref.Name, Key: ref.Key}
 	}
 	return headerStamp(o.Revision), nil
 }
@@ -312,7 +319,7 @@ func (s *Server) admitSecrets(secrets *secretread.Reader, docs []spec.Document) 
 
 // stampHeaderSecrets checks the Secret keys a cluster's monitoring
 // headers use and stamps each header with its Secret's revision.
-func stampHeaderSecrets(secrets *secretread.Reader, inRequest map[string]map[string]string, c *api.Cluster) spec.ErrorList {
+func stampHeaderSecrets(secrets *secretread.Reader, inRequest map[string]map[string]string, c *api.Cluster) error {
 	var errs spec.ErrorList
 	if c.Spec.Monitoring == nil {
 		return nil
@@ -323,13 +330,16 @@ func stampHeaderSecrets(secrets *secretread.Reader, inRequest map[string]map[str
 			continue
 		}
 		stamp, err := secretStamp(secrets, inRequest, api.SecretKeyRef{Name: h.SecretRef.Name, Key: h.SecretRef.Key})
-		if err != nil {
+		if secretread.IsMissing(err) {
 			errs = append(errs, &spec.FieldError{Path: fmt.Sprintf("spec.monitoring.headers[%d].secretRef", i), Message: err.Error()})
 			continue
 		}
+		if err != nil {
+			return err
+		}
 		h.ValueSHA256 = stamp
 	}
-	return errs
+	return errs.Err()
 }
 
 // stampPending stamps the headers whose Secret was written in the same
@@ -352,13 +362,17 @@ func stampPending(secrets *secretread.Reader, c *api.Cluster) error {
 	return nil
 }
 
-// checkSecretEnv checks that every Secret key a service uses exists.
-func checkSecretEnv(secrets *secretread.Reader, inRequest map[string]map[string]string, svc *api.Service) spec.ErrorList {
+// checkSecretEnv checks that every Secret key a service uses exists: a
+// spec.ErrorList names those that do not; another error is the store's.
+func checkSecretEnv(secrets *secretread.Reader, inRequest map[string]map[string]string, svc *api.Service) error {
 	var errs spec.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(svc.Spec.SecretEnv)) {
-		if _, err := secretStamp(secrets, inRequest, svc.Spec.SecretEnv[k]); err != nil {
-			errs = append(errs, &spec.FieldError{Path: "spec.secretEnv." + k + ".secretRef", Message: err.Error()})
+		_, err := secretStamp(secrets, inRequest, svc.Spec.SecretEnv[k])
+		if secretread.IsMissing(err) {
+			errs = append(errs, &spec.FieldError{Path: spec.SecretEnvPath(k) + ".secretRef", Message: err.Error()})
+		} else if err != nil {
+			return err
 		}
 	}
-	return errs
+	return errs.Err()
 }

@@ -142,7 +142,7 @@ func TestSecretValuesReachOnlyTheirReplicas(t *testing.T) {
 func TestSecretReferencesAreKeptWhole(t *testing.T) {
 	ts, ctx := withTestCluster(t, nil)
 	status, eb := ts.do(t, "POST", "/v1/apply", ts.AdminToken(), "application/yaml", []byte(secretServices))
-	if status != http.StatusUnprocessableEntity || eb.Error.Field != "spec.secretEnv.DB_PASSWORD.secretRef" || !strings.Contains(eb.Error.Message, `secret "db" not found`) {
+	if status != http.StatusUnprocessableEntity || eb.Error.Field != "spec.env[name=DB_PASSWORD].secretRef" || !strings.Contains(eb.Error.Message, `secret "db" not found`) {
 		t.Fatalf("apply with a missing Secret: HTTP %d %+v", status, eb.Error)
 	}
 	if services, _ := ts.admin.ListServices(ctx); len(services) != 0 {

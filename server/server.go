@@ -51,14 +51,14 @@ import (
 // last succeeded may have lost its database since.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	v := version.Get()
-	body := map[string]any{"status": "ok", "server": s.elector.Holder(), "leader": s.elector.Leading(), "version": v.Version, "commit": v.Commit}
+	body := api.ServerHealth{Status: "ok", Server: s.elector.Holder(), Leader: s.elector.Leading(), Version: v.Version, Commit: v.Commit}
 	status := http.StatusOK
 	if h := s.store.Health(); !h.Healthy {
 		status = http.StatusServiceUnavailable
-		body["status"], body["error"], body["since"] = "store-unavailable", h.Error, h.Since.UTC().Format(time.RFC3339)
+		body.Status, body.Error, body.Since = "store-unavailable", h.Error, h.Since.UTC().Format(time.RFC3339)
 	} else if err := s.ping.check(r.Context(), s.store, s.clock.Now()); err != nil {
 		status = http.StatusServiceUnavailable
-		body["status"], body["error"] = "store-unreachable", err.Error()
+		body.Status, body.Error = "store-unreachable", err.Error()
 	}
 	writeJSON(w, status, body)
 }
@@ -669,6 +669,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/machines/{id}/uncordon", roleAdmin, s.handleCordon(false)},
 		{"GET /v1/replicas", roleAdmin, s.handleListReplicas},
 		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
+		{"DELETE /v1/replicas/{id}", roleAdmin, s.handleDeleteReplica},
 		{"GET /v1/replicas/{id}/logs", roleAdmin, s.handleLogs},
 		{"GET /v1/events", roleAdmin, s.handleListEvents},
 		{"GET /v1/cost", roleAdmin, s.handleCost},

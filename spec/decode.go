@@ -68,7 +68,7 @@ func decodeStruct(path string, src any, dst reflect.Value, errs *ErrorList) {
 	for _, key := range keys {
 		idx, known := fields[key]
 		if !known {
-			errs.add(childPath(path, key), "unknown field (expected one of: %s)", strings.Join(fieldNames(fields), ", "))
+			errs.add(childPath(path, key), "%s", unknownField(key, settableFields(dst.Type())))
 			continue
 		}
 		if text, quoted := m[key].(string); quoted && stringOption(dst.Type().Field(idx)) {
@@ -192,13 +192,30 @@ func structFields(t reflect.Type) map[string]int {
 	return fields
 }
 
-func fieldNames(fields map[string]int) []string {
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
+// settableFields are the JSON names of t's fields an operator writes,
+// sorted: not those Gantry fills in itself (tagged `gantry:"output"`),
+// which are accepted back from `gantry get -o yaml` but never offered.
+func settableFields(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" && f.Tag.Get("gantry") != "output" {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	return names
+}
+
+// unknownField says that key is no field, offering the nearest of valid
+// when it is a likely typo.
+func unknownField(key string, valid []string) string {
+	msg := "unknown field"
+	if near := Nearest(key, valid); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return msg + " (expected one of: " + strings.Join(valid, ", ") + ")"
 }
 
 func describe(v any) string {

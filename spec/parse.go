@@ -157,7 +157,12 @@ func decodeDocument(tree any) (Document, ErrorList) {
 	case "":
 		errs.add("kind", "required (Cluster, Service, Secret or FailoverGroup)")
 	default:
-		errs.add("kind", "unknown kind %q (want Cluster, Service, Secret or FailoverGroup)", h.Kind)
+		kinds := []string{api.KindCluster, api.KindService, api.KindSecret, api.KindFailoverGroup}
+		hint := ""
+		if near := Nearest(h.Kind, kinds); near != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		errs.add("kind", "unknown kind %q%s (want Cluster, Service, Secret or FailoverGroup)", h.Kind, hint)
 	}
 	return doc, errs
 }
@@ -190,7 +195,7 @@ func validateAcrossDocuments(file string, docs []Document, providers Providers) 
 		for _, k := range sortedKeysOf(d.Service.Spec.SecretEnv) {
 			ref := d.Service.Spec.SecretEnv[k]
 			if sec := secrets[ref.Name]; sec != nil && !hasKey(sec.Spec.Keys, ref.Key) {
-				errs = append(errs, &FieldError{File: file, Document: d.Index, Path: childPath("spec.secretEnv", k) + ".secretRef",
+				errs = append(errs, &FieldError{File: file, Document: d.Index, Path: SecretEnvPath(k) + ".secretRef",
 					Message: fmt.Sprintf("Secret %q (document %d) has no key %q", ref.Name, first[api.KindSecret+"/"+ref.Name], ref.Key)})
 			}
 		}

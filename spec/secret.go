@@ -107,10 +107,14 @@ func ClusterSecretNames(c *api.Cluster) []string {
 	return names
 }
 
+// SecretEnvPath names a secret environment variable as an operator
+// writes it: an entry of spec.env with a secretRef.
+func SecretEnvPath(name string) string { return "spec.env[name=" + name + "]" }
+
 func validateSecretEnv(s api.ServiceSpec) ErrorList {
 	var errs ErrorList
 	for _, k := range sortedKeysOf(s.SecretEnv) {
-		path, ref := childPath("spec.secretEnv", k), s.SecretEnv[k]
+		path, ref := SecretEnvPath(k), s.SecretEnv[k]
 		switch {
 		case !envNameRe.MatchString(k):
 			errs.add(path, "invalid environment variable name")
@@ -186,7 +190,7 @@ func splitEnvList(path string, m map[string]any, errs *ErrorList) {
 		}
 		for key := range entry {
 			if key != "name" && key != "value" && key != "secretRef" {
-				errs.add(itemPath+"."+key, "unknown field (expected one of: name, secretRef, value)")
+				errs.add(itemPath+"."+key, "%s", unknownField(key, []string{"name", "secretRef", "value"}))
 			}
 		}
 	}

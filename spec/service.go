@@ -123,11 +123,30 @@ func ValidateServiceInCluster(svc *api.Service, c *api.Cluster, providers Provid
 	if errs != nil || providers == nil {
 		return errs
 	}
+	if err := runtimeOffered(svc.Spec, c, providers.Runtimes(c.Spec.Provider.Name)); err != nil {
+		return ErrorList{err}
+	}
 	catalog, ok := providers.Catalog(c.Spec.Provider)
 	if !ok {
 		return nil
 	}
 	return fitsSomeMachine(svc.Spec, c, catalog)
+}
+
+// runtimeOffered refuses an image on a cluster whose machines run
+// processes only (a replica would wait for a docker runtime forever),
+// where the provider says what its machines run (hand-joined machines
+// report it themselves).
+func runtimeOffered(s api.ServiceSpec, c *api.Cluster, runtimes []string) *FieldError {
+	if s.Image == "" || len(runtimes) == 0 || contains(runtimes, "docker") {
+		return nil
+	}
+	hint := "give spec.command instead"
+	if len(s.Command) > 0 {
+		hint = "drop spec.image to run spec.command as a process"
+	}
+	return &FieldError{Path: "spec.image", Message: fmt.Sprintf("cluster %q runs no containers: its machines (provider %s) offer only the %s runtime; %s, or run the service on a cluster whose machines run docker",
+		c.Metadata.Name, c.Spec.Provider.Name, strings.Join(runtimes, ", "), hint)}
 }
 
 // machineShape is what one machine a group can launch offers.
@@ -189,13 +208,61 @@ func fitsSomeMachine(s api.ServiceSpec, c *api.Cluster, catalog []provisioner.In
 			over = over && d.over(sh.allocatable)
 		}
 		if over {
-			errs.add(d.path, "one replica asks more than any machine of cluster %q can give: %s", c.Metadata.Name, offers)
+			errs.add(d.path, "one replica asks more than any machine of cluster %q can give: %s%s", c.Metadata.Name, offers, cpuUnitHint(d.path, s.Resources.CPU))
+		}
+	}
+	if gpu := s.Resources.GPU; gpu != nil && gpu.Policy == api.GPURequired {
+		fits := false
+		for _, sh := range shapes {
+			fits = fits || gpusFit(gpu, sh.gpus)
+		}
+		if !fits {
+			errs.add("spec.resources.gpu", "no machine of cluster %q has %s: its capacity groups offer %s", c.Metadata.Name, describeGPURequest(*gpu), describeGPUOffers(shapes))
 		}
 	}
 	if errs == nil {
 		errs.add("spec.resources", "no machine of cluster %q fits one replica (cpu, memory, storage and GPUs together): %s", c.Metadata.Name, offers)
 	}
 	return errs
+}
+
+// cpuUnitHint suggests millicores for a cpu written as a large plain
+// number (500 CPUs is likelier meant as 500m).
+func cpuUnitHint(path, cpu string) string {
+	if path != "spec.resources.cpu" || !isPlainNumber(cpu) {
+		return ""
+	}
+	return fmt.Sprintf(" (cpu %s is %s CPUs: did you mean %sm?)", cpu, cpu, cpu)
+}
+
+func describeGPURequest(g api.GPURequirement) string {
+	out := fmt.Sprintf("%d GPU(s)", g.Count)
+	if g.Type != "" {
+		out += " of type " + g.Type
+	}
+	if g.MinVRAMGB > 0 {
+		out += fmt.Sprintf(" with at least %g GB of VRAM", g.MinVRAMGB)
+	}
+	return out
+}
+
+// describeGPUOffers lists the GPUs each instance type of the groups has.
+func describeGPUOffers(shapes []machineShape) string {
+	var offers []string
+	seen := map[string]bool{}
+	for _, sh := range shapes {
+		for _, g := range sh.gpus {
+			o := fmt.Sprintf("%s: %d × %s (%g GB)", sh.instanceType, g.Count, g.Type, g.VRAMGB)
+			if !seen[o] {
+				seen[o] = true
+				offers = append(offers, o)
+			}
+		}
+	}
+	if len(offers) == 0 {
+		return "no GPUs"
+	}
+	return strings.Join(offers, ", ")
 }
 
 // gpusFit reports whether a machine's GPUs can meet a required GPU

@@ -47,6 +47,9 @@ func (providers) Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) 
 }
 func (providers) RequiresAgentBinaries(name string) bool { return name == "aws" }
 func (providers) AcceptsAgentBinaries(name string) bool  { return name == "aws" || name == "exec" }
+func (providers) Runtimes(name string) []string {
+	return map[string][]string{"local": {"process"}, "aws": {"docker"}, "exec": {"docker"}}[name]
+}
 func (providers) Routes(p api.ProviderSpec) error {
 	if p.Name == "local" {
 		return nil
@@ -96,6 +99,15 @@ func TestParseRejects(t *testing.T) {
 		want    string
 	}{
 		{"unknown top-level field", baseCluster + "extra: 1\n", 1, "extra: unknown field"},
+		{"typo offers the field", strings.Replace(baseService, "cluster: dev", "cluster: dev\n  replcas: 2", 1), 1, `spec.replcas: unknown field (did you mean "replicas"?)`},
+		{"typo of a kind", "kind: Servce\nmetadata: {name: x}\n", 1, `kind: unknown kind "Servce" (did you mean "Service"?)`},
+		{"memory without a unit", strings.Replace(baseService, "memory: 256Mi", "memory: 512", 1), 1, "spec.resources.memory: 512 is 512 bytes (a number without a unit counts bytes): did you mean 512Mi?"},
+		{"memory in MB", strings.Replace(baseService, "memory: 256Mi", "memory: 512MB", 1), 1, `spec.resources.memory: invalid byte quantity "512MB": want a number with an optional unit (Ki, Mi, Gi, Ti, k, M, G, T) (did you mean 512Mi or 512M?)`},
+		{"cpu as millicores without m", baseCluster + "---\n" + strings.Replace(baseService, "cpu: 500m", "cpu: 500", 1), 2, "(cpu 500 is 500 CPUs: did you mean 500m?)"},
+		{"GPU nobody has", baseCluster + "---\n" + strings.Replace(baseService, "memory: 256Mi}", "memory: 256Mi, gpu: {count: 1, type: a100, policy: required}}", 1), 2,
+			`spec.resources.gpu: no machine of cluster "dev" has 1 GPU(s) of type a100: its capacity groups offer no GPUs`},
+		{"image on a cluster of processes", baseCluster + "---\n" + strings.Replace(strings.Replace(baseService, "command: [server]", "image: web:1", 1), "{name: http}", "{name: http, containerPort: 80}", 1), 2,
+			`spec.image: cluster "dev" runs no containers: its machines (provider local) offer only the process runtime; give spec.command instead`},
 		{"unknown nested field", strings.Replace(baseCluster, "minSize: 1,", "minSize: 1, colour: red,", 1), 1, "spec.capacityGroups[0].colour: unknown field"},
 		{"wrong type int", strings.Replace(baseCluster, "minSize: 1", "minSize: one", 1), 1, `spec.capacityGroups[0].minSize: expected an integer, got string "one"`},
 		{"wrong type list", strings.Replace(baseService, "command: [server]", "command: server", 1), 1, "spec.command: expected a list"},

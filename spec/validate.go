@@ -28,6 +28,9 @@ type Providers interface {
 	// Routes says why a provider's network cannot route each machine's
 	// /24 to it (network mode routed) with these settings; nil if it can.
 	Routes(p api.ProviderSpec) error
+	// Runtimes are what the provider's machines run (process, docker),
+	// nil where their agents alone say (machines joined by hand).
+	Runtimes(provider string) []string
 }
 
 var (
@@ -312,17 +315,43 @@ func validateAmounts(path string, r api.ResourceAmounts) ErrorList {
 			errs.add(path+".cpu", "%v", err)
 		}
 	}
-	if r.Memory != "" {
-		if _, err := api.ParseBytes(r.Memory); err != nil {
-			errs.add(path+".memory", "%v", err)
+	for _, f := range []struct{ field, value string }{{"memory", r.Memory}, {"ephemeralStorage", r.EphemeralStorage}} {
+		field, value := f.field, f.value
+		if value == "" {
+			continue
 		}
-	}
-	if r.EphemeralStorage != "" {
-		if _, err := api.ParseBytes(r.EphemeralStorage); err != nil {
-			errs.add(path+".ephemeralStorage", "%v", err)
+		n, err := api.ParseBytes(value)
+		switch {
+		case err != nil:
+			errs.add(path+"."+field, "%v%s", err, byteUnitHint(value))
+		case n > 0 && n < 1<<20 && isPlainNumber(value):
+			errs.add(path+"."+field, "%s is %d bytes (a number without a unit counts bytes): did you mean %sMi?", value, n, strings.TrimSpace(value))
 		}
 	}
 	return errs
+}
+
+// isPlainNumber reports a quantity written without a unit.
+func isPlainNumber(s string) bool {
+	s = strings.TrimSpace(s)
+	return s != "" && strings.Trim(s, "0123456789.") == ""
+}
+
+// byteUnitHint suggests the units Gantry reads for the ones people write
+// out of habit (512MB, 2gb, 1gi).
+func byteUnitHint(s string) string {
+	s = strings.TrimSpace(s)
+	number := strings.TrimRight(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+	unit := strings.ToLower(s[len(number):])
+	if number == "" || !isPlainNumber(number) {
+		return ""
+	}
+	for _, u := range []string{"k", "m", "g", "t"} {
+		if unit == u+"b" || unit == u+"i" || unit == u+"ib" {
+			return fmt.Sprintf(" (did you mean %s%si or %s%s?)", number, strings.ToUpper(u), number, map[string]string{"k": "k", "m": "M", "g": "G", "t": "T"}[u])
+		}
+	}
+	return ""
 }
 
 // Reserved parses a validated systemReserved block.

@@ -3,9 +3,11 @@
 package atomicfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -15,12 +17,17 @@ func WriteJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
+	return WriteFrom(path, bytes.NewReader(data), 0o600)
+}
+
+// WriteFrom writes what r holds to path with mode perm.
+func WriteFrom(path string, r io.Reader, perm os.FileMode) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

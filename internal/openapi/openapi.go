@@ -73,6 +73,7 @@ func Operations() []Operation {
 		{Method: "POST", Path: "/v1/machines/{id}/drain", Summary: "Drain a machine: its replicas move (new copy running first), then it is terminated", Auth: "admin", Request: api.DrainRequest{}, Response: api.Machine{}},
 		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas in pages (limit and continue, or limit and offset with metadata.remainingItemCount), or watch their changes (watch=true)", Auth: "admin", Response: list[api.Replica]{}, Query: pagedQuery("service", "machine", "cluster", "offset")},
 		{Method: "GET", Path: "/v1/replicas/{id}", Summary: "Get a replica", Auth: "admin", Response: api.Replica{}},
+		{Method: "DELETE", Path: "/v1/replicas/{id}", Summary: "Delete one replica, as kubectl deletes a Pod: it leaves its service's name, its index is made again, and it stops once drained (not a failover member)", Auth: "admin", Response: api.Replica{}},
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
 		{Method: "GET", Path: "/v1/cost", Summary: "What the live machines cost by cluster and group, beside a plan of the same services from scratch and its lower bound", Auth: "admin", Response: api.CostReport{}},
 		{Method: "POST", Path: "/v1/join-tokens", Summary: "Mint a join token for a machine Gantry did not launch", Auth: "admin", Request: api.JoinTokenRequest{}, Response: api.JoinTokenResponse{}, Status: 201},

@@ -53,6 +53,10 @@ type Config struct {
 	// replica's secret files are written and bind-mounted (read-only) at
 	// runtime.SecretDir: never on disk, never in the container's config.
 	SecretsDir string
+	// PreviousLogsDir keeps the end of each removed container's output
+	// (PreviousLogBytes) for logs --previous ("": none is kept).
+	PreviousLogsDir  string
+	PreviousLogBytes int64
 	// Attacher, when set, puts replicas that have an address of their own
 	// (overlay clusters) on the machine's bridge at that address; without
 	// it every replica joins Network and publishes its ports.
@@ -65,7 +69,7 @@ const DefaultSecretsDir = "/dev/shm/gantry-secrets"
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Network: "bridge", PullTimeout: 5 * time.Minute, RequestTimeout: 30 * time.Second, PortWait: 10 * time.Second, PortPoll: 100 * time.Millisecond,
-		SecretsDir: DefaultSecretsDir}
+		SecretsDir: DefaultSecretsDir, PreviousLogBytes: runtime.DefaultPreviousLogBytes}
 }
 
 // Driver runs containers.
@@ -200,6 +204,9 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	name := ContainerName(s.MachineID, s.ReplicaID)
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
 	defer cancel()
+	if err := d.keepPrevious(rctx, name, name); err != nil {
+		return nil, err
+	}
 	if _, err := d.cli.ContainerRemove(rctx, name, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return nil, fmt.Errorf("remove leftover container %s: %w", name, err)
 	}
@@ -379,6 +386,9 @@ func RemoveReplicas(ctx context.Context, cli *client.Client, machineID, secretsD
 
 // Logs streams a replica's container output (stdout and stderr).
 func (d *Driver) Logs(ctx context.Context, machineID, replicaID string, opts runtime.LogOptions) (io.ReadCloser, error) {
+	if opts.Previous {
+		return d.previousLogs(machineID, replicaID)
+	}
 	tail := "all"
 	if opts.Tail >= 0 {
 		tail = fmt.Sprint(opts.Tail)

@@ -344,3 +344,68 @@ func TestSecretFilesNeedATmpfs(t *testing.T) {
 		t.Fatalf("start with secrets on disk: %v, want a refusal", err)
 	}
 }
+
+// A container's output goes with it; the end of the last one's is kept
+// for logs --previous: the crashed instance's when the replica starts
+// again, the stopped one's when it stops.
+func TestPreviousInstancesOutputOutlivesItsContainer(t *testing.T) {
+	e := setup(t)
+	cfg := docker.DefaultConfig()
+	cfg.RequestTimeout, cfg.PreviousLogsDir = 20*time.Second, t.TempDir()
+	d, err := docker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previous := func() (string, error) {
+		r, err := d.Logs(context.Background(), e.machine, "web-0", runtime.LogOptions{Tail: -1, Previous: true})
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		data, err := io.ReadAll(r)
+		return string(data), err
+	}
+	crashed, err := d.Start(context.Background(), e.spec("web-0", "exit:3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-crashed.Done()
+	if _, err := previous(); err == nil || !strings.Contains(err.Error(), "no previous instance") {
+		t.Fatalf("previous before a restart: %v, want none", err)
+	}
+	again, err := d.Start(context.Background(), e.spec("web-0", "http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := previous(); err != nil || !strings.Contains(got, "exiting with 3") {
+		t.Fatalf("previous after the restart: %q %v, want the crashed instance's output", got, err)
+	}
+	waitLogged(t, d, e.machine, "web-0", "workload listening")
+	if err := again.Stop(context.Background(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := previous(); err != nil || !strings.Contains(got, "workload listening") {
+		t.Fatalf("previous after the stop: %q %v, want the stopped instance's output", got, err)
+	}
+}
+
+// waitLogged waits until a running replica's output holds want.
+func waitLogged(t *testing.T, d *docker.Driver, machine, replica, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := d.Logs(ctx, machine, replica, runtime.LogOptions{Follow: true, Tail: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var seen strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), want) {
+		n, err := r.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("output %q ended before %q: %v", seen.String(), want, err)
+		}
+	}
+}

@@ -83,6 +83,9 @@ func (t *task) Stop(ctx context.Context, timeout time.Duration) error {
 	}
 	rmCtx, cancelRm := context.WithTimeout(context.WithoutCancel(ctx), t.driver.cfg.RequestTimeout)
 	defer cancelRm()
+	if keepErr := t.driver.keepPrevious(rmCtx, t.id, t.name); keepErr != nil {
+		err = errors.Join(err, keepErr)
+	}
 	if _, rmErr := t.driver.cli.ContainerRemove(rmCtx, t.id, client.ContainerRemoveOptions{Force: true}); rmErr != nil && !cerrdefs.IsNotFound(rmErr) {
 		return errors.Join(err, fmt.Errorf("remove container %s: %w", t.name, rmErr))
 	}

@@ -9,19 +9,58 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gantry-dev/gantry/internal/atomicfile"
 	"github.com/gantry-dev/gantry/runtime"
 )
 
-// logPath is the one file a replica's stdout and stderr go to, across
-// restarts.
+// logPath is the file the running instance's stdout and stderr go to;
+// previousPath keeps the end of the instance before it.
 func (d *Driver) logPath(replicaID string) string {
 	return filepath.Join(d.ReplicaDir(replicaID), "output.log")
+}
+
+func (d *Driver) previousPath(replicaID string) string {
+	return filepath.Join(d.ReplicaDir(replicaID), "previous.log")
+}
+
+// keepPrevious moves the output of the instance that ended (its last
+// limit bytes) to previous, so each start writes a log of its own.
+func keepPrevious(current, previous string, limit int64) error {
+	f, err := os.Open(current)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("keep the previous output: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("keep the previous output: %w", err)
+	}
+	if skip := info.Size() - limit; skip > 0 {
+		if _, err := f.Seek(skip, io.SeekStart); err != nil {
+			return fmt.Errorf("keep the previous output: %w", err)
+		}
+	}
+	if err := atomicfile.WriteFrom(previous, f, 0o600); err != nil {
+		return fmt.Errorf("keep the previous output: %w", err)
+	}
+	return os.Remove(current)
 }
 
 // Logs returns the replica's output: the last opts.Tail lines, then, when
 // following, what is written after, until ctx ends or the reader is closed.
 func (d *Driver) Logs(ctx context.Context, _ string, replicaID string, opts runtime.LogOptions) (io.ReadCloser, error) {
-	f, err := os.Open(d.logPath(replicaID))
+	path := d.logPath(replicaID)
+	if opts.Previous {
+		path = d.previousPath(replicaID)
+		opts.Follow = false // an ended instance writes nothing more
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && opts.Previous {
+		return nil, runtime.NoPreviousError(replicaID)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("replica %s has no output on this machine", replicaID)
 	}

@@ -94,3 +94,42 @@ func TestLogsFollowSeesNewOutputAndEndsWithContext(t *testing.T) {
 		t.Fatalf("followed %q", s)
 	}
 }
+
+// Each start of a replica writes a log of its own; the one before (a
+// crash, a restart, a replica of the same name before) is kept, its end
+// bounded, for logs --previous.
+func TestEachStartKeepsThePreviousInstancesOutput(t *testing.T) {
+	cfg := DefaultConfig(t.TempDir())
+	cfg.PreviousLogBytes = 8
+	d := New(cfg)
+	run := func(out string) {
+		t.Helper()
+		task, err := d.Start(context.Background(), runtime.Spec{ReplicaID: "r", Command: []string{"sh", "-c", "printf '" + out + "'"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-task.Done()
+	}
+	logs := func(previous bool) (string, error) {
+		r, err := d.Logs(context.Background(), "m", "r", runtime.LogOptions{Tail: -1, Previous: previous})
+		if err != nil {
+			return "", err
+		}
+		return readAll(t, r), nil
+	}
+	run("first\n")
+	if _, err := logs(true); err == nil || !strings.Contains(err.Error(), "no previous instance") {
+		t.Fatalf("previous before any restart: %v, want none", err)
+	}
+	run("second crash\n")
+	if got, _ := logs(false); got != "second crash\n" {
+		t.Fatalf("current output %q, want the second instance's alone", got)
+	}
+	if got, err := logs(true); err != nil || got != "first\n" {
+		t.Fatalf("previous output %q %v, want the first instance's", got, err)
+	}
+	run("third\n")
+	if got, _ := logs(true); got != "d crash\n" {
+		t.Fatalf("previous output %q, want the second instance's last 8 bytes", got)
+	}
+}

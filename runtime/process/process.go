@@ -32,11 +32,14 @@ type Config struct {
 	ExtraPath string
 	// LogPollInterval is how often a followed log is checked for more.
 	LogPollInterval time.Duration
+	// PreviousLogBytes is how much of an ended instance's output is kept
+	// (its end) for logs --previous.
+	PreviousLogBytes int64
 }
 
 // DefaultConfig returns the defaults for a replica directory.
 func DefaultConfig(dir string) Config {
-	return Config{Dir: dir, LogPollInterval: 250 * time.Millisecond}
+	return Config{Dir: dir, LogPollInterval: 250 * time.Millisecond, PreviousLogBytes: runtime.DefaultPreviousLogBytes}
 }
 
 // Driver runs processes.
@@ -64,6 +67,9 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 	env := d.environment(s, dir)
 	path, err := lookPath(s.Command[0], envValue(env, "PATH"))
 	if err != nil {
+		return nil, err
+	}
+	if err := keepPrevious(d.logPath(s.ReplicaID), d.previousPath(s.ReplicaID), d.cfg.PreviousLogBytes); err != nil {
 		return nil, err
 	}
 	output, err := openLog(d.logPath(s.ReplicaID))

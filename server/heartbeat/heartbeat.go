@@ -284,11 +284,14 @@ func (in *Ingester) Assignments(reads Reads, secrets *secretread.Reader, m *api.
 		if secrets != nil {
 			_, secretEnv, err = secrets.ServiceSecrets(*sp)
 		}
-		if err != nil {
+		if secretread.IsMissing(err) {
 			// Apply and the Secret calls keep every reference whole; a
 			// replica whose Secret is gone all the same is left out.
 			in.Log.Warn("replica left out of its machine's assignments", "replica", r.ID, "machine", m.ID, "err", err)
 			continue
+		}
+		if err != nil {
+			return nil, err // the store's: the transaction fails (and runs again if it lost a race)
 		}
 		as := api.Assignment{ReplicaID: r.ID, Incarnation: r.Incarnation, Service: r.Service, SpecHash: r.SpecHash, Spec: *sp, SecretEnv: secretEnv, Requests: r.Requests}
 		addr := r.Address

@@ -5,6 +5,7 @@ package secretread
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 
@@ -44,6 +45,27 @@ func New(sealer *auth.Sealer, tx store.Tx) *Reader {
 	return &Reader{sealer: sealer, tx: tx, opened: map[string]*Opened{}}
 }
 
+// MissingError is a Secret, or a key of one, that does not exist: what a
+// user is told (a spec naming it is refused, a replica needing it waits).
+// Any other error of the reader is the store's, for the caller's
+// transaction to fail on (and be run again where it lost a race).
+type MissingError struct {
+	Name, Key string
+}
+
+func (e *MissingError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("secret %q not found (create it with `gantry secret create %s`)", e.Name, e.Name)
+	}
+	return fmt.Sprintf("secret %q has no key %q", e.Name, e.Key)
+}
+
+// IsMissing reports an error that says a Secret or key does not exist.
+func IsMissing(err error) bool {
+	var missing *MissingError
+	return errors.As(err, &missing)
+}
+
 // Get opens a Secret; store.ErrNotFound if there is none.
 func (r *Reader) Get(name string) (*Opened, error) {
 	if o, ok := r.opened[name]; ok {
@@ -74,6 +96,9 @@ func (r *Reader) ServiceSecrets(sp api.ServiceSpec) (revisions, env map[string]s
 	revisions = map[string]string{}
 	for _, name := range spec.SecretNames(sp) {
 		o, err := r.Get(name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, &MissingError{Name: name}
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -82,7 +107,7 @@ func (r *Reader) ServiceSecrets(sp api.ServiceSpec) (revisions, env map[string]s
 	for k, ref := range sp.SecretEnv {
 		v, ok := r.opened[ref.Name].Values[ref.Key]
 		if !ok {
-			return nil, nil, fmt.Errorf("secret %s has no key %s (for %s)", ref.Name, ref.Key, k)
+			return nil, nil, fmt.Errorf("%s: %w", k, &MissingError{Name: ref.Name, Key: ref.Key})
 		}
 		if env == nil {
 			env = map[string]string{}
@@ -99,12 +124,15 @@ func (r *Reader) Header(ref api.SecretRef) (string, error) {
 		return spec.ReadSecret(ref, os.LookupEnv)
 	}
 	o, err := r.Get(ref.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", &MissingError{Name: ref.Name}
+	}
 	if err != nil {
 		return "", err
 	}
 	v, ok := o.Values[ref.Key]
 	if !ok {
-		return "", fmt.Errorf("secret %s has no key %s", ref.Name, ref.Key)
+		return "", &MissingError{Name: ref.Name, Key: ref.Key}
 	}
 	return v, nil
 }

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -18,9 +19,16 @@ import (
 // values of a spec's secret env (the server holds the key that opens
 // Secrets).
 type Reads struct {
-	SpecOf    func(r *api.Replica) (*api.ServiceSpec, error)
+	SpecOf func(r *api.Replica) (*api.ServiceSpec, error)
+	// SecretEnv is a spec's secret env; an error wrapping
+	// ErrSecretMissing when a Secret or key it names does not exist.
 	SecretEnv func(sp api.ServiceSpec) (map[string]string, error)
 }
+
+// ErrSecretMissing marks a Secret (or key) a replica needs that does not
+// exist: its Pod is left out until it does. Any other error is the
+// store's.
+var ErrSecretMissing = errors.New("secret missing")
 
 // DesireAll is what every Kubernetes cluster must run, as the store says.
 func DesireAll(tx store.Tx, reads Reads, log *slog.Logger) ([]Desired, error) {
@@ -84,9 +92,12 @@ func Desire(tx store.Tx, cl *api.Cluster, reads Reads, log *slog.Logger) (Desire
 			continue // its service is gone: the replica goes too
 		}
 		env, err := reads.SecretEnv(*sp)
-		if err != nil {
+		if errors.Is(err, ErrSecretMissing) {
 			log.Warn("replica left out of its cluster's Pods", "replica", r.ID, "cluster", d.Cluster, "err", err)
 			continue
+		}
+		if err != nil {
+			return d, err
 		}
 		for name, ref := range sp.SecretEnv {
 			if d.Secrets[ref.Name] == nil {

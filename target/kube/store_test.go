@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -123,12 +124,18 @@ func TestDesireLeavesOutAReplicaWhoseSecretIsMissing(t *testing.T) {
 	st := storeWith(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	_ = st.View(context.Background(), func(tx store.Tx) error {
-		all, err := DesireAll(tx, reads(tx, errors.New("secret creds: not found")), log)
+		all, err := DesireAll(tx, reads(tx, fmt.Errorf("%w: secret creds not found", ErrSecretMissing)), log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if w := all[0].Workloads; len(w) != 1 || w[0].Replica.ID != "batch-a" {
 			t.Fatalf("workloads %+v, want batch-a alone", w)
+		}
+		// The store failing to read the Secret is no missing Secret: the
+		// read fails, it does not leave Pods out.
+		storeErr := errors.New("could not serialize access")
+		if _, err := DesireAll(tx, reads(tx, storeErr), log); !errors.Is(err, storeErr) {
+			t.Fatalf("a store error reading a Secret: %v, want it returned", err)
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/target"
@@ -191,12 +192,13 @@ func (t *Targets) Observations() map[string]target.KubernetesObservation {
 }
 
 // PodLogs streams the output of a replica's Pod (tail < 0: all of it).
-func PodLogs(ctx context.Context, settings spec.KubernetesSettings, cfg Config, replicaID string, follow bool, tail int) (io.ReadCloser, error) {
+func PodLogs(ctx context.Context, settings spec.KubernetesSettings, cfg Config, replicaID string, req api.LogRequest) (io.ReadCloser, error) {
 	client, err := Client(settings, cfg)
 	if err != nil {
 		return nil, err
 	}
-	opts := &corev1.PodLogOptions{Container: containerName, Follow: follow}
+	tail := req.Tail
+	opts := &corev1.PodLogOptions{Container: containerName, Follow: req.Follow, Previous: req.Previous}
 	if tail >= 0 {
 		n := int64(tail)
 		opts.TailLines = &n

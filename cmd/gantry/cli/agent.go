@@ -124,6 +124,9 @@ func newDriver(name, dataDir string, dockerCfg docker.Config) (runtime.Driver, e
 		cfg.ExtraPath = filepath.Dir(exe)
 		return process.New(cfg), nil
 	case docker.Name:
+		if dockerCfg.PreviousLogsDir == "" {
+			dockerCfg.PreviousLogsDir = filepath.Join(dataDir, "previous-logs")
+		}
 		return docker.New(dockerCfg)
 	}
 	return nil, fmt.Errorf("--runtime %q: want %q or %q", name, process.Name, docker.Name)

@@ -14,15 +14,16 @@ import (
 
 func newDescribeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:               "describe (cluster|service|machine|replica) NAME",
+		Use:               "describe (cluster|service|machine|replica) NAME | describe KIND/NAME",
 		ValidArgsFunction: completeKindThenName(g),
 		Short:             "Show one object in detail, with related objects and its events",
-		Args:              cobra.ExactArgs(2),
+		Args:              cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := canonicalKind(args[0])
+			kind, name, err := kindAndName(args, "clusters", "services", "machines", "replicas")
 			if err != nil {
 				return err
 			}
+			args = []string{kind, name}
 			c, err := g.client()
 			if err != nil {
 				return err

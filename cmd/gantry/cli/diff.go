@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -10,20 +9,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// errDifferences makes `gantry diff` exit 1, as `diff` and `kubectl
-// diff` do, when applying would change something.
-var errDifferences = errors.New("applying would change the resources above")
-
 func newDiffCmd(g *globals) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR [-f ...]",
-		Short: "Show what applying the files would change (exit 1 when something would), writing nothing",
+		Short: "Show what applying the files would change (exit 1 when something would, 2 on an error), writing nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			_, res, err := sendSpecs(cmd.Context(), g, files, true)
 			if err != nil {
-				return err
+				return &exitCode{code: 2, err: err} // 1 says "differences", as kubectl diff's
 			}
 			changed := false
 			for _, item := range res.Results {
@@ -33,7 +28,7 @@ func newDiffCmd(g *globals) *cobra.Command {
 				}
 			}
 			if changed {
-				return errDifferences
+				return &exitCode{code: 1} // as diff and kubectl diff: the differences are the output
 			}
 			return nil
 		},

@@ -3,35 +3,53 @@ package cli
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/endpoints"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/spf13/cobra"
 )
 
-// kinds maps every accepted spelling to the canonical resource name.
-func canonicalKind(s string) (string, error) {
-	switch strings.ToLower(s) {
-	case "cluster", "clusters", "cl":
-		return "clusters", nil
-	case "service", "services", "svc":
-		return "services", nil
-	case "machine", "machines", "m":
-		return "machines", nil
-	case "replica", "replicas", "r":
-		return "replicas", nil
-	case "event", "events", "ev":
-		return "events", nil
-	case "secret", "secrets":
-		return "secrets", nil
-	case "failovergroup", "failovergroups", "fg":
-		return "failovergroups", nil
-	case "endpoints", "endpoint", "ep":
-		return "endpoints", nil
+// kindNames are the kinds get reads, and kindAliases every name each
+// goes by (singular, plural, short).
+var (
+	kindNames   = []string{"clusters", "services", "machines", "replicas", "events", "secrets", "failovergroups", "endpoints"}
+	kindAliases = map[string][]string{
+		"clusters": {"cluster", "cl"}, "services": {"service", "svc"}, "machines": {"machine", "ma", "m"},
+		"replicas": {"replica", "rep", "r"}, "events": {"event", "ev"}, "secrets": {"secret", "sec"},
+		"failovergroups": {"failovergroup", "fg"}, "endpoints": {"endpoint", "ep"},
 	}
-	return "", fmt.Errorf("unknown resource type %q (want clusters, services, machines, replicas, events, secrets, failovergroups or endpoints)", s)
+)
+
+// canonicalKind is the plural of a kind given by any of its names.
+func canonicalKind(s string) (string, error) {
+	lower := strings.ToLower(s)
+	var every []string
+	for _, kind := range kindNames {
+		if lower == kind || slices.Contains(kindAliases[kind], lower) {
+			return kind, nil
+		}
+		every = append(every, kind)
+		every = append(every, kindAliases[kind]...)
+	}
+	hint := ""
+	if near := spec.Nearest(lower, every); near != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return "", fmt.Errorf("unknown resource type %q%s (want %s; short names: %s)", s, hint, strings.Join(kindNames, ", "), shortNames())
+}
+
+// shortNames lists each kind's short alias, for help and errors.
+func shortNames() string {
+	var out []string
+	for _, kind := range kindNames {
+		aliases := kindAliases[kind]
+		out = append(out, aliases[len(aliases)-1]+"="+kind)
+	}
+	return strings.Join(out, ", ")
 }
 
 func clusterTable(list []api.Cluster) *table {
@@ -187,8 +205,8 @@ func eventTable(list []api.Event) *table {
 func newDeleteCmd(g *globals) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
-		Use:               "delete (cluster|service|secret|failovergroup) NAME | delete -f FILE|DIR",
-		Short:             "Delete a cluster (once it has no services), a service, or a Secret nothing uses; or the resources of spec files",
+		Use:               "delete (cluster|service|secret|failovergroup|replica) NAME | delete KIND/NAME | delete -f FILE|DIR",
+		Short:             "Delete a cluster (once it has no services), a service, a Secret nothing uses, or one replica (its service makes it again); or the resources of spec files",
 		Args:              cobra.MaximumNArgs(2),
 		ValidArgsFunction: completeKindThenName(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -198,18 +216,23 @@ func newDeleteCmd(g *globals) *cobra.Command {
 				}
 				return deleteFiles(cmd, g, files)
 			}
-			if len(args) != 2 {
-				return fmt.Errorf("want KIND NAME, or -f FILE")
+			if len(args) == 0 {
+				return fmt.Errorf("want KIND NAME, KIND/NAME or -f FILE")
 			}
-			kind, err := canonicalKind(args[0])
+			kind, name, err := kindAndName(args, "clusters", "services", "secrets", "failovergroups", "replicas", "machines")
 			if err != nil {
 				return err
 			}
+			args = []string{kind, name}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			switch kind {
+			case "replicas":
+				err = c.DeleteReplica(cmd.Context(), args[1])
+			case "machines":
+				return fmt.Errorf("machines are removed by draining them: gantry drain %s", args[1])
 			case "clusters":
 				err = c.DeleteCluster(cmd.Context(), args[1])
 			case "services":
@@ -224,7 +247,7 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "%s/%s deleted\n", strings.TrimSuffix(kind, "s"), args[1])
+			fmt.Fprintf(g.out, "%s/%s deleted\n", singular(kind), args[1])
 			return nil
 		},
 	}

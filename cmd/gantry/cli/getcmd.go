@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -36,9 +37,14 @@ const defaultChunkSize = 500
 func newGetCmd(g *globals) *cobra.Command {
 	var o getOptions
 	cmd := &cobra.Command{
-		Use:               "get (clusters|services|machines|replicas|events|secrets|failovergroups|endpoints) [NAME]",
-		Short:             "List resources, or show one",
-		Args:              cobra.RangeArgs(1, 2),
+		Use:   "get (KIND[,KIND...] [NAME...] | KIND/NAME... | all)",
+		Short: "List resources, or show some",
+		Long: "List resources, or show some. Kinds: " + strings.Join(kindNames, ", ") + " (short names: " + shortNames() + "); " +
+			"all lists " + strings.Join(allKinds, ", ") + ". KIND/NAME is what -o name prints.",
+		Args: func(cmd *cobra.Command, args []string) error {
+			_, err := parseTargets(args)
+			return err
+		},
 		ValidArgsFunction: completeKindThenName(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(o.output); err != nil {
@@ -47,7 +53,7 @@ func newGetCmd(g *globals) *cobra.Command {
 			if o.chunkSize < 0 {
 				return fmt.Errorf("--chunk-size %d: want 0 (one request) or more", o.chunkSize)
 			}
-			kind, err := canonicalKind(args[0])
+			targets, err := parseTargets(args)
 			if err != nil {
 				return err
 			}
@@ -59,11 +65,21 @@ func newGetCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			name := ""
-			if len(args) == 2 {
-				name = args[1]
+			query := func(kind, name string) *getQuery {
+				return &getQuery{g: g, c: c, kind: kind, name: name, opts: o, selector: sel}
 			}
-			q := &getQuery{g: g, c: c, kind: kind, name: name, opts: o, selector: sel}
+			single := len(targets) == 1 && len(targets[0].names) <= 1
+			if o.watch && !single {
+				return fmt.Errorf("-w watches one kind (or one object of it)")
+			}
+			if !single {
+				return getMany(cmd.Context(), g, o, targets, query)
+			}
+			name := ""
+			if len(targets[0].names) == 1 {
+				name = targets[0].names[0]
+			}
+			q := query(targets[0].kind, name)
 			if o.watch {
 				return q.watchLoop(cmd.Context())
 			}
@@ -71,7 +87,7 @@ func newGetCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, wide, json, yaml, name or jsonpath=TEMPLATE")
+	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:FIELD,...")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector (key=value, key!=value, key, !key, key in (a,b); comma-separated)")
 	f.StringVar(&o.sortBy, "sort-by", "", "sort by a JSONPath field, such as .metadata.name or {.status.running}")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print table rows without the header")
@@ -82,6 +98,50 @@ func newGetCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// getMany prints several kinds, or several objects: one table per kind
+// (names written KIND/NAME when there are several kinds, as kubectl
+// does), or one list of them all for structured output.
+func getMany(ctx context.Context, g *globals, o getOptions, targets []target, query func(kind, name string) *getQuery) error {
+	var all []item
+	tables := 0
+	for _, t := range targets {
+		names := t.names
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		var items []item
+		for _, name := range names {
+			got, err := query(t.kind, name).fetch(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.kind, err)
+			}
+			items = append(items, got...)
+		}
+		q := query(t.kind, "")
+		if !isRowFormat(o.output) {
+			all = append(all, items...)
+			continue
+		}
+		if len(items) == 0 {
+			continue
+		}
+		if tables > 0 && o.output != formatName {
+			fmt.Fprintln(g.out)
+		}
+		tables++
+		if err := q.printRows(items, true, len(targets) > 1); err != nil {
+			return err
+		}
+	}
+	if isRowFormat(o.output) {
+		if tables == 0 {
+			fmt.Fprintln(g.errOut, "No resources found.")
+		}
+		return nil
+	}
+	return query("", "").print(all, true)
+}
+
 type getQuery struct {
 	g        *globals
 	c        *client.Client
@@ -90,6 +150,9 @@ type getQuery struct {
 	opts     getOptions
 	selector labels.Selector
 	afterID  int64 // events: the newest seen
+	// widths are the columns' widths as printed so far (watch updates
+	// line up under the first table).
+	widths []int
 }
 
 // item is one object as fetched, with the tree the selector, sort and
@@ -173,13 +236,20 @@ func (q *getQuery) sort(items []item) error {
 	if err := jp.Parse(expr); err != nil {
 		return fmt.Errorf("--sort-by %q: %w", q.opts.sortBy, err)
 	}
+	strict := jsonpath.New("sort-by")
+	_ = strict.Parse(expr)
 	keys := make([]string, len(items))
+	found := false
 	for i, it := range items {
 		var buf bytes.Buffer
 		if err := jp.Execute(&buf, it.tree); err != nil {
 			return fmt.Errorf("--sort-by %q: %w", q.opts.sortBy, err)
 		}
 		keys[i] = buf.String()
+		found = found || strict.Execute(io.Discard, it.tree) == nil
+	}
+	if len(items) > 0 && !found {
+		return fmt.Errorf("--sort-by %q: no %s has this field (see gantry get %s -o json for the fields)", q.opts.sortBy, singular(q.kind), q.kind)
 	}
 	idx := make([]int, len(items))
 	for i := range idx {
@@ -205,6 +275,12 @@ func (q *getQuery) once(ctx context.Context) error {
 	return q.print(items, true)
 }
 
+// isRowFormat says whether a format prints rows of a table (or names),
+// one table per kind, rather than one document of every item.
+func isRowFormat(format string) bool {
+	return format == formatTable || format == formatWide || format == formatName || strings.HasPrefix(format, formatCustomColumns)
+}
+
 // print writes items in the chosen format; header says whether a table
 // gets its header (not on watch updates).
 func (q *getQuery) print(items []item, header bool) error {
@@ -212,39 +288,62 @@ func (q *getQuery) print(items []item, header bool) error {
 	switch {
 	case format == formatJSON || format == formatYAML:
 		if q.name != "" && len(items) == 1 {
-			return printStructured(out, format, items[0].obj)
+			return printStructured(out, format, items[0].tree)
 		}
-		objs := make([]any, len(items))
+		trees := make([]any, len(items))
 		for i, it := range items {
-			objs[i] = it.obj
+			trees[i] = it.tree
 		}
-		return printStructured(out, format, map[string]any{"items": api.NonNil(objs)})
-	case format == formatName:
-		for _, it := range items {
-			fmt.Fprintf(out, "%s/%s\n", strings.TrimSuffix(q.kind, "s"), it.name)
-		}
-		return nil
+		return printStructured(out, format, map[string]any{"items": trees})
 	case strings.HasPrefix(format, formatJSONPath):
 		return printJSONPath(q.g, strings.TrimPrefix(format, formatJSONPath), q.name != "", items)
 	}
-	objs := make([]any, len(items))
-	for i, it := range items {
-		objs[i] = it.obj
-	}
-	t := tableOf(q.kind, objs)
-	if len(t.rows) == 0 && header {
+	if len(items) == 0 && header {
 		if q.opts.watch {
 			return nil
 		}
 		fmt.Fprintf(q.g.errOut, "No %s found.\n", q.kind)
 		return nil
 	}
+	return q.printRows(items, header, false)
+}
+
+// printRows prints items as a table (or names, or custom columns);
+// withKind writes each name as KIND/NAME. The columns keep the widths
+// they had before, so the rows of a watch stay under their header.
+func (q *getQuery) printRows(items []item, header, withKind bool) error {
+	out, format := q.g.out, q.opts.output
+	if format == formatName {
+		for _, it := range items {
+			fmt.Fprintf(out, "%s/%s\n", singular(q.kind), it.name)
+		}
+		return nil
+	}
+	var t *table
+	if spec, ok := strings.CutPrefix(format, formatCustomColumns); ok {
+		var err error
+		if t, err = customColumns(spec, items); err != nil {
+			return err
+		}
+	} else {
+		objs := make([]any, len(items))
+		for i, it := range items {
+			objs[i] = it.obj
+		}
+		t = tableOf(q.kind, objs)
+	}
+	if withKind {
+		for _, row := range t.rows {
+			row[0] = singular(q.kind) + "/" + row[0]
+		}
+	}
 	t.noHeader = q.opts.noHeaders || !header
-	return t.print(out, format == formatWide)
+	q.widths = t.printWidths(out, format == formatWide, q.widths)
+	return nil
 }
 
 func printJSONPath(g *globals, template string, single bool, items []item) error {
-	jp := jsonpath.New("output").AllowMissingKeys(true)
+	jp := jsonpath.New("output")
 	if err := jp.Parse(template); err != nil {
 		return fmt.Errorf("-o jsonpath: %w", err)
 	}
@@ -258,11 +357,13 @@ func printJSONPath(g *globals, template string, single bool, items []item) error
 		}
 		data = map[string]any{"items": list}
 	}
-	if err := jp.Execute(g.out, data); err != nil {
-		return fmt.Errorf("-o jsonpath: %w", err)
+	var buf bytes.Buffer
+	if err := jp.Execute(&buf, data); err != nil {
+		return fmt.Errorf("-o jsonpath=%s: %w", template, err)
 	}
-	fmt.Fprintln(g.out)
-	return nil
+	buf.WriteString("\n")
+	_, err := g.out.Write(buf.Bytes())
+	return err
 }
 
 // watchedPaths are the lists whose changes can change a kind's rows (a
@@ -393,5 +494,28 @@ func toTree(obj any) (map[string]any, error) {
 		return nil, err
 	}
 	m, _ := tree.(map[string]any)
+	decorate(obj, m)
 	return m, nil
+}
+
+// decorate gives the observed kinds, whose API objects are flat, the
+// fields scripts reach for on every kind: kind and metadata.name (and a
+// replica's URL), so `{.items[*].metadata.name}` works on all of them.
+func decorate(obj any, tree map[string]any) {
+	meta := func(name string, revision int64) map[string]any {
+		m := map[string]any{"name": name}
+		if revision > 0 {
+			m["resourceVersion"] = fmt.Sprint(revision)
+		}
+		return m
+	}
+	switch o := obj.(type) {
+	case api.Replica:
+		tree["kind"], tree["metadata"] = "Replica", meta(o.ID, o.ResourceVersion)
+		if u := ReplicaURL(o); u != "" {
+			tree["url"] = u
+		}
+	case api.Machine:
+		tree["kind"], tree["metadata"] = "Machine", meta(o.ID, o.ResourceVersion)
+	}
 }

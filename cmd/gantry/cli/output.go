@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
+	"github.com/gantry-dev/gantry/spec"
 	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/client-go/util/jsonpath"
 )
 
 // Output formats of get.
@@ -21,6 +23,9 @@ const (
 	formatName  = "name"
 	// formatJSONPath is followed by the template: jsonpath={.items[*].id}.
 	formatJSONPath = "jsonpath="
+	// formatCustomColumns is followed by HEADER:FIELD pairs:
+	// custom-columns=NAME:.metadata.name,STATE:.state.
+	formatCustomColumns = "custom-columns="
 )
 
 func checkFormat(f string) error {
@@ -31,7 +36,81 @@ func checkFormat(f string) error {
 	if strings.HasPrefix(f, formatJSONPath) && len(f) > len(formatJSONPath) {
 		return nil
 	}
-	return fmt.Errorf("--output %q: want table, wide, json, yaml, name or jsonpath=TEMPLATE", f)
+	if spec, ok := strings.CutPrefix(f, formatCustomColumns); ok {
+		_, err := parseColumns(spec)
+		return err
+	}
+	hint := ""
+	if near := nearestFormat(f); near != "" {
+		hint = fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	return fmt.Errorf("--output %q%s: want table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:FIELD,...", f, hint)
+}
+
+// nearestFormat is the format a mistyped -o was likely meant as.
+func nearestFormat(f string) string {
+	name, _, _ := strings.Cut(f, "=")
+	for _, known := range []string{"jsonpath", "custom-columns"} {
+		if spec.Nearest(name, []string{known}) != "" && strings.Contains(f, "=") {
+			return known + "=" + f[len(name)+1:]
+		}
+	}
+	return spec.Nearest(f, []string{formatTable, formatWide, formatJSON, formatYAML, formatName})
+}
+
+// column is one of -o custom-columns: a header and the JSONPath of its
+// cells.
+type column struct {
+	header string
+	path   *jsonpath.JSONPath
+}
+
+// parseColumns reads HEADER:FIELD,... (FIELD as .a.b or {.a.b}).
+func parseColumns(text string) ([]column, error) {
+	var out []column
+	for _, part := range strings.Split(text, ",") {
+		header, field, ok := strings.Cut(part, ":")
+		if !ok || header == "" || field == "" {
+			return nil, fmt.Errorf("-o custom-columns: %q: want HEADER:FIELD, such as NAME:.metadata.name", part)
+		}
+		if !strings.HasPrefix(field, "{") {
+			field = "{" + field + "}"
+		}
+		jp := jsonpath.New(header).AllowMissingKeys(true)
+		if err := jp.Parse(field); err != nil {
+			return nil, fmt.Errorf("-o custom-columns: %s: %w", header, err)
+		}
+		out = append(out, column{header: header, path: jp})
+	}
+	return out, nil
+}
+
+// customColumns is the table of -o custom-columns over items ("<none>"
+// where an item lacks the field, as kubectl prints).
+func customColumns(text string, items []item) (*table, error) {
+	cols, err := parseColumns(text)
+	if err != nil {
+		return nil, err
+	}
+	t := &table{}
+	for _, c := range cols {
+		t.header = append(t.header, c.header)
+	}
+	for _, it := range items {
+		row := make([]string, len(cols))
+		for i, c := range cols {
+			var buf bytes.Buffer
+			if err := c.path.Execute(&buf, it.tree); err != nil {
+				return nil, fmt.Errorf("-o custom-columns: %s: %w", c.header, err)
+			}
+			row[i] = buf.String()
+			if row[i] == "" {
+				row[i] = "<none>"
+			}
+		}
+		t.rows = append(t.rows, row)
+	}
+	return t, nil
 }
 
 // printStructured writes v as JSON or YAML with the API's field names.
@@ -100,24 +179,54 @@ type table struct {
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 
 func (t *table) print(w io.Writer, wide bool) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	n := len(t.header)
+	t.printWidths(w, wide, nil)
+	return nil
+}
+
+// printWidths prints the table with each column at least as wide as
+// before (widths, from an earlier print) and returns the widths used:
+// rows printed later line up under the first header.
+func (t *table) printWidths(w io.Writer, wide bool, before []int) []int {
 	header := t.header
 	if wide {
 		header = append(append([]string{}, t.header...), t.wide...)
-		n = len(header)
+	}
+	n := len(header)
+	widths := make([]int, n)
+	copy(widths, before)
+	grow := func(cells []string) {
+		for i, c := range cells[:min(n, len(cells))] {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
 	}
 	if !t.noHeader {
-		fmt.Fprintln(tw, strings.Join(header, "\t"))
+		grow(header)
 	}
 	for _, r := range t.rows {
-		if len(r) > n {
-			r = r[:n]
-		}
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
+		grow(r)
 	}
-	return tw.Flush()
+	line := func(cells []string) {
+		var b strings.Builder
+		cells = cells[:min(n, len(cells))]
+		for i, c := range cells {
+			b.WriteString(c)
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+columnGap))
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+	if !t.noHeader {
+		line(header)
+	}
+	for _, r := range t.rows {
+		line(r)
+	}
+	return widths
 }
+
+// columnGap is the space between a table's columns.
+const columnGap = 3
 
 // age renders a duration the way kubectl does.
 func age(since time.Time) string {

@@ -43,8 +43,7 @@ func Execute(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "error: "+oneLine(err.Error()))
-		return 1
+		return printError(stderr, root, err)
 	}
 	return 0
 }
@@ -71,8 +70,10 @@ func newRoot(g *globals) *cobra.Command {
 	pf.DurationVar(&g.timeout, "request-timeout", 30*time.Second, "timeout of each API request")
 	root.AddCommand(
 		newVersionCmd(g), newValidateCmd(g), newApplyCmd(g), newGetCmd(g), newDescribeCmd(g), newDeleteCmd(g),
-		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newCordonCmd(g, true), newCordonCmd(g, false), newDiffCmd(g), newRolloutCmd(g), newScaleCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g), newMemberCmd(g), newFailoverCmd(g),
+		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newCordonCmd(g, true), newCordonCmd(g, false), newDiffCmd(g), newRolloutCmd(g), newScaleCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g), newMemberCmd(g), newFailoverCmd(g), newExplainCmd(g),
 	)
+	attachExamples(root)
+	markUsageErrors(root)
 	return root
 }
 
@@ -140,7 +141,18 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintln(g.out, "gantry", version.Get())
+			fmt.Fprintln(g.out, "Client: gantry", version.Get())
+			c, err := g.client()
+			if err != nil {
+				fmt.Fprintln(g.out, "Server: unknown (", oneLine(err.Error()), ")")
+				return nil
+			}
+			h, err := c.Health(cmd.Context())
+			if err != nil {
+				fmt.Fprintf(g.out, "Server: not reached at %s (%s)\n", c.BaseURL(), oneLine(err.Error()))
+				return nil
+			}
+			fmt.Fprintf(g.out, "Server: gantry %s at %s\n", version.Info{Version: h.Version, Commit: h.Commit}, c.BaseURL())
 			return nil
 		},
 	}
