@@ -11,7 +11,8 @@ import (
 )
 
 // serveLogRequests polls the server for `gantry logs` requests aimed at
-// this machine and answers each by posting the replica's output.
+// this machine and answers each by posting the replica's output, or, for
+// an exec or a port-forward, with a stream of its own.
 func (a *Agent) serveLogRequests(ctx context.Context) {
 	for ctx.Err() == nil {
 		pollCtx, cancel := context.WithTimeout(ctx, a.cfg.LogPollTimeout)
@@ -29,6 +30,10 @@ func (a *Agent) serveLogRequests(ctx context.Context) {
 			continue
 		}
 		for _, req := range reqs {
+			if req.Kind != "" {
+				go a.serveStream(ctx, req)
+				continue
+			}
 			go a.sendLogs(ctx, req)
 		}
 	}

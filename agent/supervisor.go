@@ -24,6 +24,9 @@ type supervisor struct {
 
 	mu        sync.Mutex
 	hostPorts map[string]int
+	// task is the replica's running task (nil between runs), for exec
+	// and port-forward.
+	task runtime.Task
 	// failover is the member's current role (it changes without a restart;
 	// the assignment keeps the one it started with).
 	failover *api.FailoverAssignment
@@ -96,6 +99,22 @@ func (s *supervisor) setRole(f *api.FailoverAssignment) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failover = f
+}
+
+// assignmentPorts are the replica's declared container ports, by name.
+func (s *supervisor) assignmentPorts() map[string]int {
+	out := map[string]int{}
+	for _, p := range s.assignment.Spec.Ports {
+		out[p.Name] = p.ContainerPort
+	}
+	return out
+}
+
+// running is the replica's task now (nil between runs).
+func (s *supervisor) running() runtime.Task {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.task
 }
 
 func (s *supervisor) ports() map[string]int {
@@ -220,8 +239,13 @@ func (s *supervisor) runOnce(ctx context.Context) outcome {
 	}
 	hc := s.assignment.Spec.HealthCheck
 	s.mu.Lock()
-	s.hostPorts = task.HostPorts()
+	s.hostPorts, s.task = task.HostPorts(), task
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.task = nil
+		s.mu.Unlock()
+	}()
 	s.update(func(st *api.ReplicaStatus) {
 		st.Message = ""
 		if hc == nil {

@@ -184,7 +184,18 @@ type ErrorDetail struct {
 type LogRequest struct {
 	ID        string `json:"id"`
 	ReplicaID string `json:"replicaId"`
-	Follow    bool   `json:"follow,omitempty"`
+	// Kind is what is asked: "" for the replica's output; StreamExec or
+	// StreamForward for a stream the agent opens back to the server
+	// (GET /v1/machines/{id}/streams/{ID}, a WebSocket).
+	Kind string `json:"kind,omitempty"`
+	// Command, TTY and Stdin are an exec's.
+	Command []string `json:"command,omitempty"`
+	TTY     bool     `json:"tty,omitempty"`
+	Stdin   bool     `json:"stdin,omitempty"`
+	// Port is the port (a name of the replica's ports, or a number) a
+	// port-forward reaches.
+	Port   string `json:"port,omitempty"`
+	Follow bool   `json:"follow,omitempty"`
 	// Tail is the number of lines from the end; -1 for all.
 	Tail int `json:"tail"`
 	// Previous asks for the output of the replica's instance before its
@@ -200,4 +211,37 @@ type AssignmentsWait struct {
 	// Changed: the machine's assignments may have changed; the agent
 	// heartbeats for them.
 	Changed bool `json:"changed"`
+}
+
+// Streams an agent opens back to its server for a user's request.
+const (
+	StreamExec    = "exec"
+	StreamForward = "forward"
+)
+
+// An exec's WebSocket carries binary messages whose first byte names the
+// channel, as Kubernetes' channel.k8s.io protocol does; a port-forward's
+// carries the connection's bytes as they are.
+const (
+	ChannelStdin  byte = 0
+	ChannelStdout byte = 1
+	ChannelStderr byte = 2
+	// ChannelStatus carries an ExecStatus (JSON), last.
+	ChannelStatus byte = 3
+	// ChannelResize carries a TerminalSize (JSON).
+	ChannelResize byte = 4
+	// ChannelStdinClosed says the caller's stdin ended.
+	ChannelStdinClosed byte = 5
+)
+
+// ExecStatus is how an exec ended.
+type ExecStatus struct {
+	ExitCode int    `json:"exitCode"`
+	Error    string `json:"error,omitempty"`
+}
+
+// TerminalSize is a terminal's size in characters.
+type TerminalSize struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
 }

@@ -146,6 +146,26 @@ type LogReader interface {
 	Logs(ctx context.Context, machineID, replicaID string, opts LogOptions) (io.ReadCloser, error)
 }
 
+// ExecStreams are an interactive command's standard streams.
+type ExecStreams struct {
+	// Stdin is nil when the command gets none.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// TTY runs the command on a terminal (its output all on Stdout);
+	// Resize carries the terminal's new sizes.
+	TTY    bool
+	Resize <-chan TermSize
+}
+
+// TermSize is a terminal's size in characters.
+type TermSize struct{ Cols, Rows uint16 }
+
+// StreamExecer is a task that runs a command where it runs with the
+// caller's streams attached (gantry exec), and returns its exit status.
+type StreamExecer interface {
+	ExecStream(ctx context.Context, command []string, s ExecStreams) (exitCode int, err error)
+}
+
 // RuntimeLister is a driver that reports the runtimes it offers, TEE
 // sandboxes included ("docker", "kata-runtime", "runsc").
 type RuntimeLister interface {

@@ -19,6 +19,10 @@ const (
 	roleAdmin
 	// roleMachine may only touch /v1/machines/{id}/... of its own id.
 	roleMachine
+	// roleAdminOnly is admin even for a GET: what acts on a replica
+	// through a read's method (exec, port-forward) is not a read-only
+	// token's.
+	roleAdminOnly
 )
 
 type principal struct {
@@ -86,7 +90,7 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		switch {
-		case p.admin && need == roleAdmin:
+		case p.admin && (need == roleAdmin || need == roleAdminOnly):
 		case p.readOnly && need == roleAdmin && r.Method == http.MethodGet:
 		case p.readOnly:
 			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "", "a read-only token may only read"))

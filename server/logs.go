@@ -49,12 +49,24 @@ func (h *logHub) open(machine string, req api.LogRequest) *logSession {
 	defer h.mu.Unlock()
 	s := &logSession{machine: machine, chunks: make(chan logChunk, 8), gone: make(chan struct{})}
 	h.sessions[req.ID] = s
+	h.queueLocked(machine, req)
+	return s
+}
+
+// queue hands a request to the machine's agent's next poll (a stream's:
+// the agent answers it on a WebSocket of its own, not in chunks).
+func (h *logHub) queue(machine string, req api.LogRequest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.queueLocked(machine, req)
+}
+
+func (h *logHub) queueLocked(machine string, req api.LogRequest) {
 	h.pending[machine] = append(h.pending[machine], req)
 	if ch, ok := h.wake[machine]; ok {
 		close(ch)
 		delete(h.wake, machine)
 	}
-	return s
 }
 
 func (h *logHub) close(id string) {

@@ -266,6 +266,7 @@ type Server struct {
 	advertise string
 	http      *http.Server
 	logs      *logHub
+	streams   *streamHub
 	names     *namesHub
 	// wakes tell agents their assignments changed.
 	wakes *assignmentWakes
@@ -314,7 +315,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.WrapStore != nil {
 		st = cfg.WrapStore(db)
 	}
-	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), statuses: ingest.Store{},
+	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), streams: newStreamHub(), statuses: ingest.Store{},
 		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
@@ -671,6 +672,8 @@ func (s *Server) routes() []route {
 		{"GET /v1/replicas/{id}", roleAdmin, s.handleGetReplica},
 		{"DELETE /v1/replicas/{id}", roleAdmin, s.handleDeleteReplica},
 		{"GET /v1/replicas/{id}/logs", roleAdmin, s.handleLogs},
+		{"GET /v1/replicas/{id}/exec", roleAdminOnly, s.handleExec},
+		{"GET /v1/replicas/{id}/portforward", roleAdminOnly, s.handlePortForward},
 		{"GET /v1/events", roleAdmin, s.handleListEvents},
 		{"GET /v1/cost", roleAdmin, s.handleCost},
 		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
@@ -684,5 +687,6 @@ func (s *Server) routes() []route {
 		{"GET /v1/machines/{id}/names", roleMachine, s.handleMachineNames},
 		{"GET /v1/machines/{id}/assignments/wait", roleMachine, s.handleAssignmentsWait},
 		{"POST /v1/machines/{id}/log-streams/{stream}", roleMachine, s.handleLogChunk},
+		{"GET /v1/machines/{id}/streams/{stream}", roleMachine, s.handleMachineStream},
 	}
 }

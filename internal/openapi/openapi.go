@@ -5,6 +5,7 @@ package openapi
 
 import (
 	"encoding/json"
+	"net/http"
 	"reflect"
 	"strconv"
 	"strings"
@@ -73,6 +74,8 @@ func Operations() []Operation {
 		{Method: "POST", Path: "/v1/machines/{id}/drain", Summary: "Drain a machine: its replicas move (new copy running first), then it is terminated", Auth: "admin", Request: api.DrainRequest{}, Response: api.Machine{}},
 		{Method: "GET", Path: "/v1/replicas", Summary: "List replicas in pages (limit and continue, or limit and offset with metadata.remainingItemCount), or watch their changes (watch=true)", Auth: "admin", Response: list[api.Replica]{}, Query: pagedQuery("service", "machine", "cluster", "offset")},
 		{Method: "GET", Path: "/v1/replicas/{id}", Summary: "Get a replica", Auth: "admin", Response: api.Replica{}},
+		{Method: "GET", Path: "/v1/replicas/{id}/exec", Summary: "Run a command in a replica (WebSocket: binary messages whose first byte is the channel: 0 stdin, 1 stdout, 2 stderr, 3 status JSON, 4 terminal size JSON, 5 stdin closed); admin tokens only; audited", Auth: "admin", Query: []string{"command", "stdin", "tty"}},
+		{Method: "GET", Path: "/v1/replicas/{id}/portforward", Summary: "One connection to a replica's port (WebSocket of the connection's bytes); admin tokens only; audited", Auth: "admin", Query: []string{"port"}},
 		{Method: "DELETE", Path: "/v1/replicas/{id}", Summary: "Delete one replica, as kubectl deletes a Pod: it leaves its service's name, its index is made again, and it stops once drained (not a failover member)", Auth: "admin", Response: api.Replica{}},
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
 		{Method: "GET", Path: "/v1/cost", Summary: "What the live machines cost by cluster and group, beside a plan of the same services from scratch and its lower bound", Auth: "admin", Response: api.CostReport{}},
@@ -93,6 +96,7 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/v1/machines/{id}/log-requests", Summary: "Long poll: the log requests waiting for this machine's agent", Auth: "machine", Response: list[api.LogRequest]{}},
 		{Method: "GET", Path: "/v1/machines/{id}/names", Summary: "Long poll: the DNS names of the machine's cluster, once their version differs from version (with delta=true: the difference from version, when the server still keeps it)", Auth: "machine", Response: api.ClusterNames{}, Query: []string{"version", "delta"}},
 		{Method: "POST", Path: "/v1/machines/{id}/log-streams/{stream}", Summary: "One chunk of a log stream from the agent (410: the reader left)", Auth: "machine", Request: "bytes", Response: "", Status: 204, Query: []string{"eof", "error"}},
+		{Method: "GET", Path: "/v1/machines/{id}/streams/{stream}", Summary: "The agent's side of an exec or port-forward it was asked for (WebSocket)", Auth: "machine"},
 	}
 }
 
@@ -128,10 +132,16 @@ func operation(op Operation, schemas map[string]any) map[string]any {
 		status = 200
 	}
 	errorSchema := schemaOf(reflect.TypeOf(api.ErrorBody{}), schemas)
+	ok := map[string]any{"description": "OK"}
+	if op.Response == nil { // a WebSocket
+		status, ok = http.StatusSwitchingProtocols, map[string]any{"description": "Switching Protocols: a WebSocket"}
+	} else {
+		ok["content"] = jsonContent(schemaOf(reflect.TypeOf(op.Response), schemas))
+	}
 	o := map[string]any{
 		"summary": op.Summary,
 		"responses": map[string]any{
-			strconv.Itoa(status): map[string]any{"description": "OK", "content": jsonContent(schemaOf(reflect.TypeOf(op.Response), schemas))},
+			strconv.Itoa(status): ok,
 			"default":            map[string]any{"description": "Error", "content": jsonContent(errorSchema)},
 		},
 	}

@@ -5,8 +5,11 @@
 package testdocker
 
 import (
+	"io"
+
 	"context"
 	"fmt"
+	"golang.org/x/term"
 	"net"
 	"net/http"
 	"os"
@@ -67,8 +70,13 @@ func WorkloadImage(t testing.TB, cli *client.Client, name string) string {
 //   - exit:N: exit with status N after a short while
 //
 // Run as "/gantry probe-ok" or "/gantry probe-fail" (an exec health check
-// inside the container), it exits 0 or 3 at once.
+// inside the container), it exits 0 or 3 at once; as "/gantry
+// echo-stdin" (an exec), it says whether its stdin is a terminal and its
+// $GREETING, copies stdin to stdout, writes "done" on stderr and exits 5.
 func MaybeRunWorkload() {
+	if len(os.Args) == 2 && os.Args[1] == "echo-stdin" {
+		echoStdin()
+	}
 	if len(os.Args) == 2 && (os.Args[1] == "probe-ok" || os.Args[1] == "probe-fail") {
 		if os.Args[1] == "probe-fail" {
 			fmt.Println("probe failing on purpose")
@@ -117,4 +125,11 @@ func serveHTTP() {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	fmt.Fprintln(os.Stderr, srv.Serve(l))
 	os.Exit(1)
+}
+
+func echoStdin() {
+	fmt.Printf("terminal=%t greeting=%s\n", term.IsTerminal(0), os.Getenv("GREETING"))
+	_, _ = io.Copy(os.Stdout, os.Stdin)
+	fmt.Fprintln(os.Stderr, "done")
+	os.Exit(5)
 }

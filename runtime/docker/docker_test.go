@@ -409,3 +409,32 @@ func waitLogged(t *testing.T, d *docker.Driver, machine, replica, want string) {
 		}
 	}
 }
+
+// An exec in the container gets the caller's stdin, its stdout and
+// stderr apart (or on a terminal), and reports the exit status.
+func TestExecStreamInTheContainer(t *testing.T) {
+	e := setup(t)
+	tk, err := e.driver.Start(context.Background(), e.spec("web-0", "http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Stop(context.Background(), time.Second)
+	execer := tk.(runtime.StreamExecer)
+	var out, errOut strings.Builder
+	code, err := execer.ExecStream(context.Background(), []string{"/gantry", "echo-stdin"},
+		runtime.ExecStreams{Stdin: strings.NewReader("from stdin\n"), Stdout: &out, Stderr: &errOut})
+	if err != nil || code != 5 {
+		t.Fatalf("exit %d %v, want 5", code, err)
+	}
+	if out.String() != "terminal=false greeting=hi\nfrom stdin\n" || errOut.String() != "done\n" {
+		t.Fatalf("stdout %q stderr %q", out.String(), errOut.String())
+	}
+	out.Reset()
+	stdin, feed := io.Pipe()
+	go func() { _, _ = feed.Write([]byte("typed\n\x04")); feed.Close() }()
+	code, err = execer.ExecStream(context.Background(), []string{"/gantry", "echo-stdin"},
+		runtime.ExecStreams{Stdin: stdin, Stdout: &out, TTY: true})
+	if err != nil || code != 5 || !strings.Contains(out.String(), "terminal=true greeting=hi") || !strings.Contains(out.String(), "typed") {
+		t.Fatalf("on a terminal: exit %d %v, output %q", code, err, out.String())
+	}
+}
