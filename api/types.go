@@ -820,6 +820,11 @@ type Replica struct {
 	UpdatedAt     time.Time  `json:"updatedAt"`
 }
 
+// ReasonUnschedulable begins a pending replica's reason when no machine
+// its cluster can launch would ever hold it: only a change of its spec or
+// of the cluster places it (gantry rollout status fails at once on it).
+const ReasonUnschedulable = "unschedulable: "
+
 // ReplicaState is where a replica is in its life. Package replica owns its
 // transitions.
 type ReplicaState string

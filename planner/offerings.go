@@ -159,12 +159,16 @@ func (idx *offeringIndex) best(r *scheduler.Replica, zoneHint string, hasRoom fu
 		list = idx.gpu[r.Cluster]
 	}
 	whyNot := map[string]bool{}
+	// passing: a miss that may pass by itself (a group's room, a zone, an
+	// offering out of capacity); without one, no machine the cluster can
+	// launch would ever hold the replica.
+	passing := false
 	for _, c := range list {
 		switch {
 		case zoneHint != "" && c.offering.Zone != zoneHint:
-			whyNot["no offering in zone "+zoneHint] = true
+			whyNot["no offering in zone "+zoneHint], passing = true, true
 		case !hasRoom(c.group):
-			whyNot[fmt.Sprintf("group %s is at maxSize %d", c.group.ID, c.group.MaxSize)] = true
+			whyNot[fmt.Sprintf("group %s is at maxSize %d", c.group.ID, c.group.MaxSize)], passing = true, true
 		default:
 			why := scheduler.Fits(c.empty(), *r)
 			if why == "" {
@@ -173,18 +177,22 @@ func (idx *offeringIndex) best(r *scheduler.Replica, zoneHint string, hasRoom fu
 			whyNot[fmt.Sprintf("group %s: %s", c.group.ID, why)] = true
 		}
 	}
-	if len(list) == 0 {
-		whyNot["cluster "+r.Cluster+" has no launchable offering"] = true
+	if len(list) == 0 { // machines may still join by hand
+		whyNot["cluster "+r.Cluster+" has no launchable offering"], passing = true, true
 	}
 	if m := idx.missing[r.Cluster]; m != "" {
-		whyNot[m] = true
+		whyNot[m], passing = true, true
 	}
 	reasons := make([]string, 0, len(whyNot))
 	for w := range whyNot {
 		reasons = append(reasons, w)
 	}
 	sort.Strings(reasons)
-	return nil, "no machine can be added: " + strings.Join(reasons, "; ")
+	why := "no machine can be added: " + strings.Join(reasons, "; ")
+	if !passing {
+		why = api.ReasonUnschedulable + why
+	}
+	return nil, why
 }
 
 // cheapestHolding is the cheapest offering of the bin's group, zone and

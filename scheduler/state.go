@@ -3,6 +3,7 @@ package scheduler
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -171,7 +172,7 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			}
 			fresh, why := open(&rep, hint)
 			if fresh == nil {
-				res.Unplaced[rep.ID] = st.explain(&rep, zone) + "; " + why
+				res.Unplaced[rep.ID] = st.unplacedWhy(&rep, zone, why)
 				continue
 			}
 			st.add(fresh)
@@ -196,6 +197,24 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 		st.book(m, &rep, gpus)
 		res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
 	}
+}
+
+// unplacedWhy says why a replica waits when no machine takes it and none
+// can be opened for it (openWhy). It is unschedulable (the reason begins
+// with api.ReasonUnschedulable) when no new machine would ever hold it
+// and no machine of the cluster would either, were it empty.
+func (st *state) unplacedWhy(r *Replica, zone, openWhy string) string {
+	opened, never := strings.CutPrefix(openWhy, api.ReasonUnschedulable)
+	why := st.explain(r, zone) + "; " + opened
+	if !never {
+		return why
+	}
+	for _, m := range st.byCluster[r.Cluster] {
+		if staticFit(m, r) == "" && m.Allocatable.Fits(r.Requests) {
+			return why // it may hold the replica once it has room
+		}
+	}
+	return api.ReasonUnschedulable + why
 }
 
 // explain says why no machine of the cluster takes the replica, the way

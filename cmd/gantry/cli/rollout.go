@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,6 +69,8 @@ type follower struct {
 	reverts    bool   // the service's update policy returns a failed revision
 	target     string // hash of the revision the generation deploys
 	last       string
+	// said is the last reason printed for each replica.
+	said map[string]string
 }
 
 func newFollower(g *globals, c *client.Client, svc *api.Service, poll time.Duration) *follower {
@@ -148,6 +151,50 @@ func (f *follower) follow(ctx context.Context) error {
 	}
 }
 
+// reasons prints, as soon as it is known, why each replica of the
+// revision being deployed is not serving (pending, crashing, unhealthy),
+// once per reason; a replica no machine will ever hold fails the follow
+// at once, rather than at the progress deadline.
+func (f *follower) reasons(ctx context.Context) error {
+	replicas, err := f.c.ListReplicas(ctx, f.service)
+	if err != nil {
+		return err
+	}
+	if f.said == nil {
+		f.said = map[string]string{}
+	}
+	for _, r := range replicas {
+		if r.SpecHash != f.target || r.RetiringSince != nil {
+			continue
+		}
+		why := notServingWhy(r)
+		if why == "" || f.said[r.ID] == why {
+			continue
+		}
+		f.said[r.ID] = why
+		fmt.Fprintf(f.g.out, "  replica/%s %s\n", r.ID, why)
+		if strings.HasPrefix(r.Reason, api.ReasonUnschedulable) {
+			return fmt.Errorf("replica %s can never be placed as the spec stands: %s (the deployment waits on: change the spec or the cluster, or `gantry rollout undo %s`)",
+				r.ID, strings.TrimPrefix(r.Reason, api.ReasonUnschedulable), f.service)
+		}
+	}
+	return nil
+}
+
+// notServingWhy is why a replica does not serve yet, "" when it does (or
+// is on its way without a problem).
+func notServingWhy(r api.Replica) string {
+	switch {
+	case r.State == api.ReplicaPending && r.Reason != "":
+		return "pending: " + r.Reason
+	case r.State == api.ReplicaCrashed || r.State == api.ReplicaFailed:
+		return fmt.Sprintf("%s (restarts %d): %s", r.State, r.Restarts, r.Reason)
+	case r.Health == api.HealthUnhealthy:
+		return "unhealthy: " + orText(r.Reason, "its health check fails")
+	}
+	return ""
+}
+
 func (f *follower) step(ctx context.Context) (bool, error) {
 	ro, err := f.c.Rollout(ctx, f.service)
 	if err != nil {
@@ -167,6 +214,9 @@ func (f *follower) step(ctx context.Context) (bool, error) {
 		}
 	}
 	f.print(f.line(d))
+	if err := f.reasons(ctx); err != nil {
+		return true, err
+	}
 	if d.Revision != f.target {
 		if failed := failedRevision(ro, f.target); failed != nil {
 			if !d.Done() {

@@ -41,3 +41,38 @@ func TestFollowerSeesARevertItMissed(t *testing.T) {
 		t.Fatalf("the current revision: done %v, err %v", done, err)
 	}
 }
+
+// The follow prints why the revision's replicas do not serve as soon as
+// it is known, once per reason, and fails at once on a replica no
+// machine will ever hold.
+func TestFollowerSaysWhyAtOnceAndFailsFastWhenNothingCanHold(t *testing.T) {
+	ro := api.Rollout{Deployment: &api.Deployment{Service: "web", Generation: 2, Revision: "r2", Number: 2, State: api.DeployProgressing, Desired: 2}}
+	replicas := []api.Replica{
+		{ID: "web-0", Service: "web", SpecHash: "r2", State: api.ReplicaCrashed, Restarts: 3, Reason: "exited: exit status 1"},
+		{ID: "web-1", Service: "web", SpecHash: "r1", State: api.ReplicaPending, Reason: "old revision: not printed"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/replicas" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": replicas})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(ro)
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	f := &follower{g: &globals{out: &out}, c: client.New(srv.URL, "t", srv.Client()), service: "web", generation: 2}
+	for range 2 {
+		if done, err := f.step(context.Background()); done || err != nil {
+			t.Fatalf("a crashing replica: done %v, err %v", done, err)
+		}
+	}
+	if strings.Count(out.String(), "replica/web-0 crashed (restarts 3): exited: exit status 1") != 1 || strings.Contains(out.String(), "web-1") {
+		t.Fatalf("printed:\n%s\nwant web-0's crash once, nothing of the old revision", out.String())
+	}
+	replicas = append(replicas, api.Replica{ID: "web-2", Service: "web", SpecHash: "r2", State: api.ReplicaPending,
+		Reason: api.ReasonUnschedulable + "0/1 machines fit: 1 labels do not match nodeSelector; no machine can be added: group g: labels do not match nodeSelector"})
+	done, err := f.step(context.Background())
+	if !done || err == nil || !strings.Contains(err.Error(), "replica web-2 can never be placed as the spec stands: 0/1 machines fit") {
+		t.Fatalf("an unschedulable replica: done %v, err %v", done, err)
+	}
+}
