@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -182,7 +183,7 @@ func watchProgress(ctx context.Context, w io.Writer, c *client.Client, services 
 			if ready && !wasReady {
 				printReady(w, mine, machines)
 				printExposed(ctx, w, c, services, machines)
-				fmt.Fprintln(w, "In another terminal: gantry get machines | gantry get replicas -o wide | gantry get events")
+				fmt.Fprintln(w, anotherTerminal(cliCommand(os.Executable, exec.LookPath)))
 			}
 			wasReady = ready
 		}
@@ -341,4 +342,36 @@ func plainHTTPNote(url string) string {
 		return "gantry dev: plain HTTP on loopback, for this host only (`gantry server` serves HTTPS)"
 	}
 	return "gantry dev: WARNING: plain HTTP on " + u.Host + ", reachable beyond this host; use `gantry server` (HTTPS) for that"
+}
+
+// cliCommand is how the user runs this very gantry from a shell: "gantry"
+// when that is it on PATH, its path otherwise, and "" when it is a
+// temporary build of `go run` (gone when dev ends).
+func cliCommand(executable func() (string, error), lookPath func(string) (string, error)) string {
+	exe, err := executable()
+	if err != nil {
+		return ""
+	}
+	if onPath, err := lookPath("gantry"); err == nil && sameFile(onPath, exe) {
+		return "gantry"
+	}
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return ""
+	}
+	return exe
+}
+
+func sameFile(a, b string) bool {
+	ia, errA := os.Stat(a)
+	ib, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(ia, ib)
+}
+
+// anotherTerminal is the hint of what to run beside dev.
+func anotherTerminal(gantry string) string {
+	if gantry == "" {
+		return "In another terminal, in this directory: go build -o gantry ./cmd/gantry (once; `go run` built a temporary binary), then\n" +
+			"  ./gantry get machines | ./gantry get replicas -o wide | ./gantry get events"
+	}
+	return fmt.Sprintf("In another terminal, in this directory: %[1]s get machines | %[1]s get replicas -o wide | %[1]s get events", gantry)
 }

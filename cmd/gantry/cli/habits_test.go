@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -202,5 +204,31 @@ func TestLogsOfAServiceDeleteAndVersion(t *testing.T) {
 	out, _, _ = run(srv, "version")
 	if !strings.Contains(out, "Client: gantry") || !strings.Contains(out, "Server: gantry v9.9.9 (commit abcdef) at "+srv.URL) {
 		t.Errorf("version:\n%s", out)
+	}
+}
+
+// gantry dev's hint names a command that runs: gantry when this binary
+// is the one on PATH, its path when it is elsewhere, and a build when
+// `go run` made a temporary one.
+func TestDevHintNamesACommandThatRuns(t *testing.T) {
+	dir := t.TempDir()
+	bin := dir + "/gantry"
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	found := func(string) (string, error) { return bin, nil }
+	missing := func(string) (string, error) { return "", errors.New("not found") }
+	exe := func(path string) func() (string, error) { return func() (string, error) { return path, nil } }
+	if got := cliCommand(exe(bin), found); got != "gantry" {
+		t.Errorf("on PATH: %q", got)
+	}
+	if got := cliCommand(exe(bin), missing); got != bin {
+		t.Errorf("not on PATH: %q, want its path", got)
+	}
+	if got := cliCommand(exe("/tmp/go-build123/b001/exe/gantry"), missing); got != "" {
+		t.Errorf("go run: %q", got)
+	}
+	if hint := anotherTerminal(""); !strings.Contains(hint, "go build -o gantry ./cmd/gantry") || !strings.Contains(hint, "./gantry get replicas") {
+		t.Errorf("hint after go run: %q", hint)
 	}
 }
