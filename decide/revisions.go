@@ -42,11 +42,11 @@ func (p *Pass) currentRevision(svc *api.Service, replicas []*api.Replica) api.Re
 	}
 	switch {
 	case known:
-		rev.Cause = fmt.Sprintf("return to revision %d", rev.Number)
+		rev.Cause = fmt.Sprintf("revision %d again (undo, or its spec applied)", rev.Number)
 		if had && d.State == api.DeployFailed && d.Stable == hash {
 			rev.Cause = fmt.Sprintf("revert of revision %d: %s", d.Number, d.Reason)
 		}
-		rev.Failed = ""
+		rev.Failed, rev.CreatedAt = "", p.now // a new number, made now
 	default:
 		rev = api.Revision{Service: name, Hash: hash, Spec: spec.Template(svc.Spec), CreatedAt: p.now, Cause: "apply"}
 		if last.Number > 0 && svc.Spec.RestartedAt != last.Spec.RestartedAt {

@@ -21,6 +21,9 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 	var services []*api.Service
 	err = s.store.View(r.Context(), func(tx store.Tx) error {
 		clusters, services = nil, nil
+		if err := keepRolloutMarks(tx, docs); err != nil {
+			return err
+		}
 		admitted, err := s.admit(tx, docs)
 		for _, a := range admitted {
 			switch {

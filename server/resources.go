@@ -29,6 +29,9 @@ func (s *Server) handleApply(w http.ResponseWriter, r *http.Request) {
 	dryRun := r.URL.Query().Get("dryRun") == "true"
 	var result api.ApplyResult
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
+		if err := keepRolloutMarks(tx, docs); err != nil {
+			return err
+		}
 		admitted, err := s.admit(tx, docs)
 		if err != nil {
 			return err
@@ -527,6 +530,9 @@ func (s *Server) putOne(w http.ResponseWriter, r *http.Request, kind string) {
 	}
 	var items []api.ApplyItem
 	err = s.store.Update(r.Context(), func(tx store.Tx) error {
+		if err := keepRolloutMarks(tx, docs); err != nil {
+			return err
+		}
 		admitted, err := s.admit(tx, docs)
 		if err != nil {
 			return err
@@ -540,4 +546,29 @@ func (s *Server) putOne(w http.ResponseWriter, r *http.Request, kind string) {
 	}
 	s.ctrl.Trigger()
 	writeJSON(w, http.StatusOK, items[0])
+}
+
+// keepRolloutMarks carries the rollout commands' marks over a spec file
+// that does not name them: a pause (only `gantry rollout resume` undoes
+// it, as kubectl apply leaves a paused Deployment paused) and a restart
+// (an apply does not roll the service back to before it).
+func keepRolloutMarks(tx store.Tx, docs []spec.Document) error {
+	for _, d := range docs {
+		if d.Service == nil {
+			continue
+		}
+		old, err := tx.GetService(d.Service.Metadata.Name)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		sp := &d.Service.Spec
+		sp.Update.Paused = sp.Update.Paused || old.Spec.Update.Paused
+		if sp.RestartedAt == "" {
+			sp.RestartedAt = old.Spec.RestartedAt
+		}
+	}
+	return nil
 }

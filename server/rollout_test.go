@@ -76,12 +76,14 @@ func TestRolloutAPI(t *testing.T) {
 		t.Fatalf("a refused request changed the service: %+v", svc.Spec)
 	}
 
+	beforeUndo := time.Now()
 	if _, err := ts.admin.RolloutAction(ctx, "web", "undo", nil); err != nil {
 		t.Fatal(err)
 	}
 	ro = revisions(3)
-	if last := ro.Revisions[len(ro.Revisions)-1]; len(ro.Revisions) != 2 || last.Spec.Env["V"] != "1" || !strings.Contains(last.Cause, "return to revision 1") {
-		t.Fatalf("undo (revision 1 comes back as 3): %+v", ro.Revisions)
+	if last := ro.Revisions[len(ro.Revisions)-1]; len(ro.Revisions) != 2 || last.Spec.Env["V"] != "1" || !strings.Contains(last.Cause, "revision 1 again") ||
+		last.CreatedAt.Before(beforeUndo.Add(-time.Second)) {
+		t.Fatalf("undo (revision 1 comes back as 3, made now): %+v", ro.Revisions)
 	}
 	if _, err := ts.admin.RolloutAction(ctx, "web", "restart", nil); err != nil {
 		t.Fatal(err)
@@ -98,5 +100,39 @@ func TestRolloutAPI(t *testing.T) {
 	services, err := ts.admin.ListServices(ctx)
 	if err != nil || services[0].Status.Revision != 4 || services[0].Status.Deployment == "" {
 		t.Fatalf("the service's status says no revision: %v %+v", err, services[0].Status)
+	}
+}
+
+// A pause and a restart are the rollout commands': applying the same file
+// again leaves the service paused and restarted, as kubectl apply leaves
+// a paused Deployment paused; resume undoes the pause.
+func TestApplyKeepsAPauseAndARestart(t *testing.T) {
+	ts, ctx := withTestCluster(t, nil)
+	if _, err := ts.admin.Apply(ctx, []byte(rolloutService)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.admin.RolloutAction(ctx, "web", "pause", nil); err != nil {
+		t.Fatal(err)
+	}
+	restarted, err := ts.admin.RolloutAction(ctx, "web", "restart", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ts.admin.Apply(ctx, []byte(rolloutService))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := res.Results[0]; a.Action != api.ActionUnchanged {
+		t.Errorf("the same file applied again: %s %v, want unchanged", a.Action, a.Changes)
+	}
+	svc, err := ts.admin.GetService(ctx, "web")
+	if err != nil || !svc.Spec.Update.Paused || svc.Spec.RestartedAt != restarted.Spec.RestartedAt {
+		t.Fatalf("after the apply: paused %v, restartedAt %q (want %q), %v", svc.Spec.Update.Paused, svc.Spec.RestartedAt, restarted.Spec.RestartedAt, err)
+	}
+	if _, err := ts.admin.RolloutAction(ctx, "web", "resume", nil); err != nil {
+		t.Fatal(err)
+	}
+	if svc, err := ts.admin.GetService(ctx, "web"); err != nil || svc.Spec.Update.Paused {
+		t.Fatalf("after resume: paused %v %v", svc.Spec.Update.Paused, err)
 	}
 }
