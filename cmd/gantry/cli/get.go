@@ -119,7 +119,11 @@ func machineTable(list []api.Machine) *table {
 	t := &table{header: []string{"NAME", "CLUSTER", "GROUP", "TYPE", "JOIN", "FLEET", "CPU", "MEMORY", "AGE"},
 		wide: []string{"PROVIDER-ID", "ZONE", "SUBNET", "ADDRESS", "HEARTBEAT", "REASON"}}
 	for _, m := range list {
-		t.add(m.ID, m.Cluster, m.Group, m.InstanceType, string(m.JoinState), string(m.FleetState),
+		fleet := string(m.FleetState)
+		if m.Cordoned {
+			fleet += ",cordoned" // as kubectl's Ready,SchedulingDisabled
+		}
+		t.add(m.ID, m.Cluster, m.Group, m.InstanceType, string(m.JoinState), fleet,
 			fmt.Sprintf("%s/%s", api.FormatCPU(m.Allocated.MilliCPU), api.FormatCPU(m.Allocatable.MilliCPU)),
 			fmt.Sprintf("%s/%s", api.FormatBytes(m.Allocated.MemoryBytes), api.FormatBytes(m.Allocatable.MemoryBytes)),
 			age(m.CreatedAt), orDash(m.ProviderID), orDash(m.Zone), orDash(m.Subnet), orDash(strings.Join(m.Addresses, ",")),

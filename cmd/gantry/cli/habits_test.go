@@ -40,7 +40,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/v1/failovergroups":
 		answer(map[string]any{"items": []api.FailoverGroup{}})
 	case path == "/v1/machines":
-		answer(map[string]any{"items": []api.Machine{{ID: "m1", Cluster: "dev", JoinState: api.JoinJoined, FleetState: api.FleetActive}}})
+		answer(map[string]any{"items": []api.Machine{{ID: "m1", Cluster: "dev", JoinState: api.JoinJoined, FleetState: api.FleetActive, Cordoned: true}}})
 	case path == "/v1/replicas" && r.URL.Query().Get("service") != "":
 		answer(map[string]any{"items": replicas})
 	case path == "/v1/replicas":
@@ -138,6 +138,10 @@ func TestGetTakesWhatItPrints(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("get all lacks %s:\n%s", want, out)
 		}
+	}
+	out, _, _ = run(srv, "get", "machines")
+	if !strings.Contains(out, "active,cordoned") {
+		t.Errorf("a cordoned machine's row does not say so:\n%s", out)
 	}
 	out, _, _ = run(srv, "get", "svc,rep", "-o", "name")
 	if out != "service/web\nreplica/web-0\nreplica/web-1\n" {
