@@ -7,7 +7,12 @@
 # Kubernetes-target tests a real kube-apiserver, etcd, kube-scheduler and
 # kwok that scripts/kube-up.sh builds once and caches; the dashboard tests
 # Debian's headless Chromium), and a short fuzz run of the spec parser.
-set -euo pipefail
+#
+# The services are set up in the background (one after the other: apt
+# takes one lock) while the Go code is checked and compiled; every step
+# runs even when one before it failed, and the run ends with the list of
+# the steps that failed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # Go may be installed but not on PATH in a bare CI environment.
@@ -28,79 +33,143 @@ FUZZ_REQUESTS=${GANTRY_FUZZ_EXECS:-60000}x
 FUZZ_TOKENS=${GANTRY_FUZZ_EXECS:-500000}x
 
 started=$SECONDS
+failed=()
 step() { printf '\n==> %s (at %ds)\n' "$*" $((SECONDS - started)); }
-
-step "gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
-if [[ -n "$unformatted" ]]; then
-  echo "gofmt would change:" >&2; echo "$unformatted" >&2; exit 1
-fi
-
-step "go vet"
-go vet ./...
-
-step "staticcheck $STATICCHECK_VERSION"
-if ! command -v staticcheck >/dev/null || [[ "$(staticcheck -version)" != *"${STATICCHECK_VERSION#v}"* ]]; then
-  go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
-fi
-staticcheck ./...
-
-step "fuzz the spec parser ($FUZZ_SPEC), the API request decoders ($FUZZ_REQUESTS) and the join-token verifier ($FUZZ_TOKENS)"
-go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_SPEC" -fuzzminimizetime 2s ./spec
-go test -run '^$' -fuzz '^FuzzDecodeRequests$' -fuzztime "$FUZZ_REQUESTS" -fuzzminimizetime 2s ./server
-go test -run '^$' -fuzz '^FuzzVerify$' -fuzztime "$FUZZ_TOKENS" -fuzzminimizetime 2s ./auth
-
-step "Docker Engine for the container tests"
-./scripts/docker-up.sh
-
-# needs NAME SCRIPT: exports the VAR=value lines SCRIPT prints (where its
-# service listens). Without the service, its tests skip; on CI that is a
-# failure.
-needs() {
-  local env
-  if env=$("$2"); then
-    # shellcheck disable=SC2046
-    export $(echo "$env" | xargs)
-  elif [[ "${CI:-}" == "true" ]]; then
-    echo "test.sh: no $1, and CI=true: its tests must run on CI" >&2
-    exit 1
-  else
-    echo "test.sh: no $1: its tests will SKIP" >&2
+# check NAME COMMAND...: runs a step's command; a failure is recorded and
+# the run goes on.
+check() {
+  local name=$1; shift
+  if ! "$@"; then
+    echo "test.sh: FAILED: $name" >&2
+    failed+=("$name")
   fi
 }
 
-step "Chromium for the dashboard's browser tests (screenshots and load times kept in ${GANTRY_ARTIFACTS:-artifacts/})"
-needs Chromium ./scripts/chromium-up.sh
+# The services, in the background: each script's output goes to a file of
+# this run's, read once the Go code is compiled.
+services_dir=$(mktemp -d "${TMPDIR:-/tmp}/gantry-test-services.XXXXXX")
+services=(docker chromium haproxy postgres kube)
+(
+  for s in "${services[@]}"; do
+    "./scripts/$s-up.sh" >"$services_dir/$s.out" 2>"$services_dir/$s.log"
+    echo $? >"$services_dir/$s.status"
+  done
+) &
+services_pid=$!
+trap 'kill $services_pid 2>/dev/null' EXIT
+echo "test.sh: setting up Docker Engine, Chromium, HAProxy, PostgreSQL and a Kubernetes API server in the background (logs in $services_dir)"
 
-step "HAProxy for the ingress tests"
-needs HAProxy ./scripts/haproxy-up.sh
+step "gofmt"
+gofmt_check() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+  [[ -z "$unformatted" ]] || { echo "gofmt would change:" >&2; echo "$unformatted" >&2; return 1; }
+}
+check gofmt gofmt_check
 
-step "PostgreSQL for the shared-store and HA tests"
-needs PostgreSQL ./scripts/postgres-up.sh
+# progress prints a line every 25 packages a build names (go build -v
+# names each package it compiles, and nothing for what its cache holds).
+progress() {
+  awk -v what="$1" '/^(go: |#)/ { next } { n++; if (n % 25 == 0) { printf "  %s: %d packages compiled\n", what, n; fflush() } }
+    END { printf "  %s: %d packages compiled (the rest cached)\n", what, n }'
+}
 
-step "Kubernetes API server for the Kubernetes-target tests (built once from the module proxy, then cached)"
-needs "Kubernetes API server" ./scripts/kube-up.sh
+# compile WHAT FLAGS...: builds every package (those a build would take
+# from its cache print nothing), counting as it goes; a failure shows the
+# compiler's end.
+compile() {
+  local what=$1; shift
+  # shellcheck disable=SC2068
+  go build -v $@ >"$services_dir/$what.log" 2>&1 &
+  local pid=$!
+  tail -n +1 -f --pid=$pid "$services_dir/$what.log" | grep --line-buffered -v '^#' | progress "$what"
+  wait $pid || { tail -30 "$services_dir/$what.log" >&2; return 1; }
+}
+
+step "compile, with a line every 25 packages"
+check "compile" compile build ./...
+
+step "go vet"
+check "go vet" go vet ./...
+
+step "staticcheck $STATICCHECK_VERSION"
+staticcheck_run() {
+  if ! command -v staticcheck >/dev/null || [[ "$(staticcheck -version)" != *"${STATICCHECK_VERSION#v}"* ]]; then
+    go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" || return 1
+  fi
+  staticcheck ./...
+}
+check staticcheck staticcheck_run
 
 # The cloud providers' packages run without the race detector: they are
 # request/response code over the cloud SDKs, whose race-instrumented build
 # alone takes minutes on 2 cores. Everything else runs with it.
 clouds='/provider/(aws|gcp|azure|clouds)(/|$)'
-step "tests (race detector on)"
-go test -race -count=1 -timeout 20m -skip '^TestFaultSchedule$' $(go list ./... | grep -Ev "$clouds")
+race_packages=$(go list ./... | grep -Ev "$clouds")
+
+step "compile with the race detector, with a line every 25 packages"
+# shellcheck disable=SC2086
+check "compile (race)" compile race-build -race $race_packages
+
+step "fuzz the spec parser ($FUZZ_SPEC), the API request decoders ($FUZZ_REQUESTS) and the join-token verifier ($FUZZ_TOKENS)"
+check "fuzz spec" go test -run '^$' -fuzz '^FuzzParse$' -fuzztime "$FUZZ_SPEC" -fuzzminimizetime 2s ./spec
+check "fuzz requests" go test -run '^$' -fuzz '^FuzzDecodeRequests$' -fuzztime "$FUZZ_REQUESTS" -fuzzminimizetime 2s ./server
+check "fuzz tokens" go test -run '^$' -fuzz '^FuzzVerify$' -fuzztime "$FUZZ_TOKENS" -fuzzminimizetime 2s ./auth
+
+step "waiting for the services set up in the background"
+wait $services_pid
+trap - EXIT
+# need NAME: exports the VAR=value lines the service's script printed
+# (where its service listens). Without the service, its tests skip; on CI
+# that is a failure.
+need() {
+  local name=$1 status
+  status=$(cat "$services_dir/$name.status" 2>/dev/null || echo 1)
+  cat "$services_dir/$name.log" >&2
+  if [[ $status == 0 ]]; then
+    [[ $name == docker ]] && return 0 # it prints what it did, not variables
+    # shellcheck disable=SC2046
+    export $(grep -E '^[A-Z_]+=' "$services_dir/$name.out" | xargs)
+  elif [[ "${CI:-}" == "true" ]]; then
+    echo "test.sh: no $name, and CI=true: its tests must run on CI" >&2
+    failed+=("service $name")
+  else
+    echo "test.sh: no $name: its tests will SKIP" >&2
+  fi
+}
+for s in "${services[@]}"; do need "$s"; done
+cat "$services_dir/docker.out"
+
+step "tests (race detector on; a line per package as it ends)"
+# shellcheck disable=SC2086
+check "tests" go test -race -count=1 -timeout 20m -skip '^TestFaultSchedule$' $race_packages
+
 step "fault schedule: ${GANTRY_FAULT_RUNS:-20} seeded schedules of kills, pauses and partitions on a PostgreSQL failover group and 3 servers (GANTRY_FAULT_RUNS=500 for the soak)"
-fault_log=$(mktemp "${TMPDIR:-/tmp}/gantry-fault-schedule.XXXXXX")
-set +e
-go test -count=1 -timeout 30m -run '^TestFaultSchedule$' -v ./e2e 2>&1 | tee "$fault_log" |
-  grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS)|faultschedule_test.go:[0-9]+: (seed|kill|stop|fault)|^ +(kill|stop|partition)-'
-fault_status=${PIPESTATUS[0]}
-set -e
-if [[ $fault_status != 0 ]]; then
-  echo "test.sh: the fault schedule failed; its whole output: $fault_log (the last 200 lines follow)" >&2
-  tail -200 "$fault_log" >&2
+fault_schedule() {
+  local fault_log status
+  fault_log=$(mktemp "${TMPDIR:-/tmp}/gantry-fault-schedule.XXXXXX")
+  go test -count=1 -timeout 30m -run '^TestFaultSchedule$' -v ./e2e 2>&1 | tee "$fault_log" |
+    grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS)|faultschedule_test.go:[0-9]+: (seed|kill|stop|fault)|^ +(kill|stop|partition)-'
+  status=${PIPESTATUS[0]}
+  if [[ $status != 0 ]]; then
+    echo "test.sh: the fault schedule failed; its whole output: $fault_log (the last 200 lines follow)" >&2
+    tail -200 "$fault_log" >&2
+    return 1
+  fi
+}
+check "fault schedule" fault_schedule
+
+step "packing quality suite (one goroutine: without the race detector)"
+check "packing quality" go test -count=1 -run 'TestPackingQuality' ./planner
+
+step "tests of the cloud providers (against fakes of their APIs)"
+# shellcheck disable=SC2046
+check "cloud providers" go test -count=1 -timeout 10m $(go list ./... | grep -E "$clouds")
+
+step "done"
+if [[ ${#failed[@]} -gt 0 ]]; then
+  printf 'test.sh: %d step(s) failed:\n' ${#failed[@]} >&2
+  printf '  - %s\n' "${failed[@]}" >&2
   exit 1
 fi
-step "packing quality suite (one goroutine: without the race detector)"
-go test -count=1 -run 'TestPackingQuality' ./planner
-step "tests of the cloud providers (against fakes of their APIs)"
-go test -count=1 -timeout 10m $(go list ./... | grep -E "$clouds")
-step "done"
+echo "test.sh: every step passed in $((SECONDS - started)) s"
