@@ -80,7 +80,10 @@ type Config struct {
 	// open until a request comes or its own wait ends); LogFlushInterval
 	// is how often output is sent; LogKeepAlive how often an idle
 	// followed stream checks its reader is still there.
-	LogPollTimeout   time.Duration
+	LogPollTimeout time.Duration
+	// UsageInterval is how often the running replicas' CPU and memory are
+	// measured, for gantry top (0: never).
+	UsageInterval    time.Duration
 	LogFlushInterval time.Duration
 	LogKeepAlive     time.Duration
 	// LeftoverStopTimeout is the grace of a replica found running that is
@@ -140,7 +143,7 @@ func DefaultConfig() Config {
 		RestartBackoff: time.Second, MaxRestartBackoff: time.Minute, StableAfter: 30 * time.Second,
 		FirstProbeDelay: 200 * time.Millisecond, RequestTimeout: 10 * time.Second, HeartbeatAttemptTimeout: 2 * time.Second, RetryInterval: time.Second,
 		MinReportGap: 200 * time.Millisecond, GPUProbeTimeout: 10 * time.Second,
-		LogPollTimeout: time.Minute, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
+		LogPollTimeout: time.Minute, UsageInterval: 10 * time.Second, LogFlushInterval: 200 * time.Millisecond, LogKeepAlive: 5 * time.Second,
 		LeftoverStopTimeout: 10 * time.Second,
 		LeaseStopAfter:      0.75, LeaseCheckInterval: 100 * time.Millisecond, LeaseStopTimeout: time.Second,
 		LeaseClock: clock.RealClock{},
@@ -164,6 +167,8 @@ type Agent struct {
 
 	mu          sync.Mutex
 	supervisors map[string]*supervisor
+	// usage is what the running replicas use, measured apart.
+	usage *usageMeter
 	// adoptable are tasks an earlier agent left running, by replica, until
 	// the first assignments say which to keep.
 	adoptable map[string]runtime.Adopted
@@ -212,7 +217,7 @@ type Agent struct {
 func New(cfg Config, driver runtime.Driver, log *slog.Logger) *Agent {
 	a := &Agent{
 		cfg: cfg, driver: driver, log: log, machineID: cfg.MachineID,
-		supervisors: map[string]*supervisor{}, changed: make(chan struct{}, 1), roles: map[string]api.FailoverAssignment{},
+		supervisors: map[string]*supervisor{}, usage: newUsageMeter(), changed: make(chan struct{}, 1), roles: map[string]api.FailoverAssignment{},
 		routes: newLatest[[]api.IngressRoute](), network: newLatest[*api.MeshConfig](),
 	}
 	a.cfg.CACertHash = a.caPin()
@@ -326,6 +331,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Warn("could not look for replicas left running", "err", err)
 	}
 	go a.serveLogRequests(logCtx)
+	go a.measureUsage(logCtx)
 	go a.watchNames(logCtx)
 	go a.watchAssignments(logCtx)
 	ingressDone := make(chan struct{})
@@ -572,7 +578,7 @@ func (a *Agent) conditionList() []api.Condition {
 // the server asks for.
 func (a *Agent) heartbeat(ctx context.Context) (time.Duration, error) {
 	sentAt := a.leaseClock().Now()
-	req := api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence()}
+	req := api.HeartbeatRequest{Replicas: a.statuses(), Sequence: a.nextSequence(), Usage: a.usage.snapshot()}
 	resend := a.resendInventory.Swap(false)
 	if !a.inventorySent || resend {
 		inv := a.inventory(ctx)

@@ -68,6 +68,15 @@ type HeartbeatRequest struct {
 	// nanoseconds): a heartbeat a server holds and applies late (it was
 	// paused, or slow) must not undo a newer one applied by another.
 	Sequence int64 `json:"sequence,omitempty"`
+	// Usage is what each running replica uses now, by replica (kept by
+	// the server in memory for gantry top; never stored).
+	Usage map[string]Usage `json:"usage,omitempty"`
+}
+
+// Usage is CPU and memory in use.
+type Usage struct {
+	MilliCPU    int64 `json:"milliCpu"`
+	MemoryBytes int64 `json:"memoryBytes"`
 }
 
 // ReplicaStatus is an agent's view of one replica.
@@ -244,4 +253,22 @@ type ExecStatus struct {
 type TerminalSize struct {
 	Cols uint16 `json:"cols"`
 	Rows uint16 `json:"rows"`
+}
+
+// MachineUsage is what a machine's replicas use, as its last heartbeat
+// said.
+type MachineUsage struct {
+	Machine string    `json:"machine"`
+	At      time.Time `json:"at"`
+	// Usage is the sum of its replicas'.
+	Usage    Usage            `json:"usage"`
+	Replicas map[string]Usage `json:"replicas"`
+}
+
+// UsageReport is what GET /v1/usage answers: every machine that reported
+// within a minute; Unreached names servers that did not answer (their
+// machines are missing).
+type UsageReport struct {
+	Machines  []MachineUsage `json:"machines"`
+	Unreached []string       `json:"unreached,omitempty"`
 }

@@ -512,3 +512,10 @@ func (c *Client) Cost(ctx context.Context) (*api.CostReport, error) {
 	var out api.CostReport
 	return &out, c.getJSON(ctx, "/v1/cost", &out)
 }
+
+// Usage reads what each machine's replicas use now, as they last
+// reported (gantry top).
+func (c *Client) Usage(ctx context.Context) (*api.UsageReport, error) {
+	var out api.UsageReport
+	return &out, c.getJSON(ctx, "/v1/usage", &out)
+}

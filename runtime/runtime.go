@@ -166,6 +166,18 @@ type StreamExecer interface {
 	ExecStream(ctx context.Context, command []string, s ExecStreams) (exitCode int, err error)
 }
 
+// Sample is what a task has used: its CPU time so far and its memory
+// now.
+type Sample struct {
+	CPU         time.Duration
+	MemoryBytes int64
+}
+
+// Measurer is a task that says what it uses (gantry top).
+type Measurer interface {
+	Measure(ctx context.Context) (Sample, error)
+}
+
 // RuntimeLister is a driver that reports the runtimes it offers, TEE
 // sandboxes included ("docker", "kata-runtime", "runsc").
 type RuntimeLister interface {

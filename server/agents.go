@@ -204,6 +204,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.beats.Beat(id, now)
+	s.usage.record(id, req.Usage, now)
 	s.metrics.Heartbeat(path)
 	writeJSON(w, http.StatusOK, api.HeartbeatResponse{Assignments: api.NonNil(assignments), HeartbeatInterval: heartbeat.Interval(s.ctrl.HeartbeatInterval(), s.cfg.HeartbeatsPerLease, assignments).String(), Servers: s.cfg.AgentServers})
 }

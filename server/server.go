@@ -130,6 +130,11 @@ type Config struct {
 	// LogAttachTimeout the longest `gantry logs` waits for the agent.
 	LogPollWait      time.Duration
 	LogAttachTimeout time.Duration
+	// UsageTTL is how long a machine's last reported usage is shown
+	// (gantry top); PeerTimeout bounds a call to another server (for
+	// what machines reported to it).
+	UsageTTL    time.Duration
+	PeerTimeout time.Duration
 	// Names tunes how agents learn their cluster's DNS names.
 	Names NamesConfig
 	// Watch tunes the change feed's watches.
@@ -217,7 +222,7 @@ func DefaultConfig(dataDir string) Config {
 	return Config{
 		Listen: "127.0.0.1:7400", DataDir: dataDir, MaxRequestBytes: 1 << 20,
 		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 5 * time.Minute,
-		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second, UsageTTL: time.Minute, PeerTimeout: 5 * time.Second,
 		RateLimits:     DefaultRateLimits(),
 		Names:          DefaultNamesConfig(),
 		Watch:          DefaultWatchConfig(),
@@ -267,6 +272,7 @@ type Server struct {
 	http      *http.Server
 	logs      *logHub
 	streams   *streamHub
+	usage     *usageCache
 	names     *namesHub
 	// wakes tell agents their assignments changed.
 	wakes *assignmentWakes
@@ -315,7 +321,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.WrapStore != nil {
 		st = cfg.WrapStore(db)
 	}
-	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), streams: newStreamHub(), statuses: ingest.Store{},
+	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), streams: newStreamHub(), usage: newUsageCache(cfg.UsageTTL), statuses: ingest.Store{},
 		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
@@ -676,6 +682,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/replicas/{id}/portforward", roleAdminOnly, s.handlePortForward},
 		{"GET /v1/events", roleAdmin, s.handleListEvents},
 		{"GET /v1/cost", roleAdmin, s.handleCost},
+		{"GET /v1/usage", roleAdmin, s.handleUsage},
 		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
 		{"POST /v1/tokens", roleAdmin, s.handleCreateToken},
 		{"GET /v1/tokens", roleAdmin, s.handleListTokens},

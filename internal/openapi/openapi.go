@@ -78,6 +78,7 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/v1/replicas/{id}/portforward", Summary: "One connection to a replica's port (WebSocket of the connection's bytes); admin tokens only; audited", Auth: "admin", Query: []string{"port"}},
 		{Method: "DELETE", Path: "/v1/replicas/{id}", Summary: "Delete one replica, as kubectl deletes a Pod: it leaves its service's name, its index is made again, and it stops once drained (not a failover member)", Auth: "admin", Response: api.Replica{}},
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
+		{Method: "GET", Path: "/v1/usage", Summary: "What each machine's replicas use now, as their agents last measured it (kept in memory by the server each machine heartbeats to, gathered from the other --agent-servers unless local=true; never stored)", Auth: "admin", Response: api.UsageReport{}, Query: []string{"local"}},
 		{Method: "GET", Path: "/v1/cost", Summary: "What the live machines cost by cluster and group, beside a plan of the same services from scratch and its lower bound", Auth: "admin", Response: api.CostReport{}},
 		{Method: "POST", Path: "/v1/join-tokens", Summary: "Mint a join token for a machine Gantry did not launch", Auth: "admin", Request: api.JoinTokenRequest{}, Response: api.JoinTokenResponse{}, Status: 201},
 		{Method: "GET", Path: "/v1/secrets", Summary: "List Secrets: their keys and revisions, never their values", Auth: "admin", Response: list[api.Secret]{}},

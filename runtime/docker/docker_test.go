@@ -438,3 +438,17 @@ func TestExecStreamInTheContainer(t *testing.T) {
 		t.Fatalf("on a terminal: exit %d %v, output %q", code, err, out.String())
 	}
 }
+
+// A container is measured through the engine's statistics.
+func TestMeasureReadsTheEnginesStatistics(t *testing.T) {
+	e := setup(t)
+	tk, err := e.driver.Start(context.Background(), e.spec("web-0", "http"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Stop(context.Background(), time.Second)
+	s, err := tk.(runtime.Measurer).Measure(context.Background())
+	if err != nil || s.MemoryBytes <= 0 || s.CPU <= 0 {
+		t.Fatalf("sample %+v %v, want CPU time and memory in use", s, err)
+	}
+}

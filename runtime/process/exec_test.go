@@ -56,3 +56,33 @@ func TestExecStreamOnATerminal(t *testing.T) {
 		t.Fatalf("terminal output %q, want tty and the size 45 123", got)
 	}
 }
+
+// A replica's process group is measured: its CPU time grows while it
+// computes, and its resident memory is counted.
+func TestMeasureSumsTheProcessGroup(t *testing.T) {
+	d := New(DefaultConfig(t.TempDir()))
+	tk, err := d.Start(context.Background(), runtime.Spec{ReplicaID: "r", Command: []string{"sh", "-c", "while :; do :; done & wait"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.Stop(context.Background(), time.Second)
+	m := tk.(runtime.Measurer)
+	first, err := m.Measure(context.Background())
+	if err != nil || first.MemoryBytes <= 0 {
+		t.Fatalf("first sample %+v %v", first, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := m.Measure(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.CPU > first.CPU {
+			break // the busy child is counted with its group
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time did not grow: %+v then %+v", first, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

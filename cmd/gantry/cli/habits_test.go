@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -24,11 +24,15 @@ type fakeAPI struct {
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	replicas := []api.Replica{
-		{ID: "web-0", Service: "web", Cluster: "dev", Machine: "m1", State: api.ReplicaRunning, Address: "127.0.0.1", HostPorts: map[string]int{"http": 8080}, ResourceVersion: 7},
+		{ID: "web-0", Service: "web", Cluster: "dev", Machine: "m1", State: api.ReplicaRunning, Address: "127.0.0.1", HostPorts: map[string]int{"http": 8080}, ResourceVersion: 7,
+			Requests: api.Resources{MilliCPU: 100, MemoryBytes: 128 << 20}},
 		{ID: "web-1", Service: "web", Cluster: "dev", Machine: "m1", State: api.ReplicaPending},
 	}
 	answer := func(v any) { _ = json.NewEncoder(w).Encode(v) }
 	switch path := r.URL.Path; {
+	case path == "/v1/usage":
+		answer(api.UsageReport{Machines: []api.MachineUsage{{Machine: "m1", Usage: api.Usage{MilliCPU: 300, MemoryBytes: 96 << 20},
+			Replicas: map[string]api.Usage{"web-0": {MilliCPU: 50, MemoryBytes: 64 << 20}, "web-1": {MilliCPU: 250, MemoryBytes: 32 << 20}}}}})
 	case path == "/healthz":
 		answer(api.ServerHealth{Status: "ok", Version: "v9.9.9", Commit: "abcdef"})
 	case path == "/v1/clusters":
@@ -40,7 +44,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/v1/failovergroups":
 		answer(map[string]any{"items": []api.FailoverGroup{}})
 	case path == "/v1/machines":
-		answer(map[string]any{"items": []api.Machine{{ID: "m1", Cluster: "dev", JoinState: api.JoinJoined, FleetState: api.FleetActive, Cordoned: true}}})
+		answer(map[string]any{"items": []api.Machine{{ID: "m1", Cluster: "dev", JoinState: api.JoinJoined, FleetState: api.FleetActive, Cordoned: true,
+			Allocatable: api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}}}})
 	case path == "/v1/replicas" && r.URL.Query().Get("service") != "":
 		answer(map[string]any{"items": replicas})
 	case path == "/v1/replicas":
@@ -234,5 +239,23 @@ func TestDevHintNamesACommandThatRuns(t *testing.T) {
 	}
 	if hint := anotherTerminal(""); !strings.Contains(hint, "go build -o gantry ./cmd/gantry") || !strings.Contains(hint, "./gantry get replicas") {
 		t.Errorf("hint after go run: %q", hint)
+	}
+}
+
+// top shows what machines and replicas use, against what they have or
+// asked for, sorted on request.
+func TestTopShowsUsage(t *testing.T) {
+	srv, _ := fakeServer(t)
+	out, errOut, code := run(srv, "top", "machines")
+	if code != 0 || out != "NAME   CPU(cores)   CPU%   MEMORY   MEMORY%\nm1     300m         30%    96Mi     9%\n" {
+		t.Errorf("top machines: exit %d\n%q\n%s", code, out, errOut)
+	}
+	out, _, _ = run(srv, "top", "replicas", "--sort-by", "cpu")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "web-1 ") || !strings.HasPrefix(lines[2], "web-0 ") || !strings.Contains(lines[2], "50%") {
+		t.Errorf("top replicas --sort-by cpu:\n%s\nwant web-1 first, web-0 at 50%% of its cpu request", out)
+	}
+	if _, errOut, code := run(srv, "top", "services"); code == 0 || !strings.Contains(errOut, "machines or replicas") {
+		t.Errorf("top services: exit %d %s", code, errOut)
 	}
 }

@@ -174,6 +174,8 @@ type table struct {
 	header   []string
 	wide     []string
 	rows     [][]string
+	// sortKeys are figures rows sort by, beside them (top's cpu, memory).
+	sortKeys [][2]int64
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
