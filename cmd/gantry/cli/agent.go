@@ -107,6 +107,7 @@ func newAgentCmd(g *globals) *cobra.Command {
 	f.DurationVar(&cfg.DNS.TTL, "dns-ttl", cfg.DNS.TTL, "TTL of the DNS answers")
 	f.StringVar(&cfg.Ingress.Binary, "haproxy", cfg.Ingress.Binary, "HAProxy executable serving the cluster's exposed ports on an edge machine")
 	f.StringVar(&cfg.Ingress.BindAddress, "ingress-address", cfg.Ingress.BindAddress, "address exposed ports listen on (default: all of the machine's)")
+	f.DurationVar(&cfg.UsageInterval, "usage-interval", cfg.UsageInterval, "how often the running replicas' CPU and memory are measured, for gantry top (0: never)")
 	f.DurationVar(&cfg.HeartbeatAttemptTimeout, "heartbeat-attempt-timeout", cfg.HeartbeatAttemptTimeout, "longest a heartbeat waits for one server before it tries the next")
 	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	f.StringVar(&logLevel, "log-level", "info", "log level")
