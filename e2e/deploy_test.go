@@ -203,8 +203,9 @@ func allGreet(rs []api.Replica, n int, greeting string) (bool, string) {
 
 // Broken revisions applied to a serving service — a crash loop, a failing
 // health check, a process that never serves, replicas that cannot be
-// placed — each fail, `apply --wait` says so and exits 1, and the service
-// returns to its good revision; the old replicas answer HTTP throughout
+// placed — each fail, `apply --wait` says so and exits 1 (at once for
+// what can never be placed, as Nomad does), and the service returns to its
+// good revision; the old replicas answer HTTP throughout
 // (a client polls them: no failure) and are never replaced.
 func TestBrokenRevisionsAreRevertedWhileServing(t *testing.T) {
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
@@ -216,15 +217,16 @@ func TestBrokenRevisionsAreRevertedWhileServing(t *testing.T) {
 	if _, errOut, code := s.gantry("apply", "-f", huge); code != 1 || !strings.Contains(errOut, "spec.resources.cpu: one replica asks more than any machine") {
 		t.Fatalf("apply of a replica larger than any machine: exit %d %s", code, errOut)
 	}
-	broken := []struct{ name, spec, want string }{
-		{"crash loop", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", "command: [gantry, hello, --no-such-flag]", 1), "crashed"},
-		{"failing health check", strings.Replace(deployment(3, "good", ""), "http: {port: http, path: /healthz}", "tcp: {port: admin}", 1), "health check: dial tcp"},
-		{"never serves", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", `command: [sleep, "3600"]`, 1), "health check: Get"},
-		{"unplaceable", deployment(3, "good", "  placement: {nodeSelector: {disk: nvme}}\n"), "is pending: "},
+	const reverted = "the service is back on revision"
+	broken := []struct{ name, spec, want, wantToo string }{
+		{"crash loop", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", "command: [gantry, hello, --no-such-flag]", 1), "crashed", reverted},
+		{"failing health check", strings.Replace(deployment(3, "good", ""), "http: {port: http, path: /healthz}", "tcp: {port: admin}", 1), "health check: dial tcp", reverted},
+		{"never serves", strings.Replace(deployment(3, "good", ""), "command: [gantry, hello]", `command: [sleep, "3600"]`, 1), "health check: Get", reverted},
+		{"unplaceable", deployment(3, "good", "  placement: {nodeSelector: {disk: nvme}}\n"), "can never be placed as the spec stands: ", "fails at its progress deadline"},
 	}
 	for i, b := range broken {
 		out, errOut, code := s.gantry("apply", "--wait", "-f", writeFile(t, s.dataDir, fmt.Sprintf("bad%d.yaml", i), b.spec))
-		if code != 1 || !strings.Contains(errOut, b.want) || !strings.Contains(errOut, "the service is back on revision") {
+		if code != 1 || !strings.Contains(errOut, b.want) || !strings.Contains(errOut, b.wantToo) {
 			t.Fatalf("%s: apply --wait exit %d\n%s%s", b.name, code, out, errOut)
 		}
 		waitFor(t, b.name+": the good revision complete again", func() (bool, string) {

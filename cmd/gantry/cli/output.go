@@ -44,7 +44,7 @@ func checkFormat(f string) error {
 	if near := nearestFormat(f); near != "" {
 		hint = fmt.Sprintf(" (did you mean %s?)", near)
 	}
-	return fmt.Errorf("--output %q%s: want table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:FIELD,...", f, hint)
+	return fmt.Errorf("--output %q%s: want table, wide, json, yaml, name, jsonpath=TEMPLATE or custom-columns=HEADER:FIELD,HEADER:FIELD", f, hint)
 }
 
 // nearestFormat is the format a mistyped -o was likely meant as.

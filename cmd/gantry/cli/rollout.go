@@ -174,7 +174,7 @@ func (f *follower) reasons(ctx context.Context) error {
 		f.said[r.ID] = why
 		fmt.Fprintf(f.g.out, "  replica/%s %s\n", r.ID, why)
 		if strings.HasPrefix(r.Reason, api.ReasonUnschedulable) {
-			return fmt.Errorf("replica %s can never be placed as the spec stands: %s (the deployment waits on: change the spec or the cluster, or `gantry rollout undo %s`)",
+			return fmt.Errorf("replica %s can never be placed as the spec stands: %s (unless the spec or the cluster changes, the revision fails at its progress deadline; `gantry rollout undo %s` goes back now)",
 				r.ID, strings.TrimPrefix(r.Reason, api.ReasonUnschedulable), f.service)
 		}
 	}
