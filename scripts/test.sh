@@ -69,9 +69,15 @@ check gofmt gofmt_check
 
 # progress prints a line every 25 packages a build names (go build -v
 # names each package it compiles, and nothing for what its cache holds).
+# A shell loop, not awk: Debian's awk (mawk) reads a pipe in blocks.
 progress() {
-  awk -v what="$1" '/^(go: |#)/ { next } { n++; if (n % 25 == 0) { printf "  %s: %d packages compiled\n", what, n; fflush() } }
-    END { printf "  %s: %d packages compiled (the rest cached)\n", what, n }'
+  local n=0 line
+  while IFS= read -r line; do
+    [[ $line == go:* || $line == '#'* ]] && continue
+    n=$((n + 1))
+    ((n % 25 == 0)) && printf '  %s: %d packages compiled\n' "$1" "$n"
+  done
+  printf '  %s: %d packages compiled (the rest cached)\n' "$1" "$n"
 }
 
 # compile WHAT FLAGS...: builds every package (those a build would take
