@@ -19,6 +19,21 @@ type CostReport struct {
 	// PlannedAt is when the plan from scratch was computed (it is kept
 	// for a while: planning a large fleet takes time).
 	PlannedAt time.Time `json:"plannedAt"`
+	// Services is what each service's replicas hold of the fleet's $/hour,
+	// most first, and IdlePerHour what no replica holds (as of
+	// PlannedAt). A replica holds its machine's price in proportion to its
+	// requests of the machine's allocatable CPU and memory, the two
+	// weighted alike (OpenCost's allocation, without usage).
+	Services    []ServiceCost `json:"services"`
+	IdlePerHour float64       `json:"idlePerHour"`
+}
+
+// ServiceCost is the $/hour a service's replicas hold on live machines.
+type ServiceCost struct {
+	Service  string  `json:"service"`
+	Cluster  string  `json:"cluster"`
+	Replicas int     `json:"replicas"`
+	PerHour  float64 `json:"perHour"`
 }
 
 // ClusterCost is one cluster's live machines' $/hour.

@@ -4,7 +4,12 @@
 // and validation live in package spec.
 package api
 
-import "time"
+import (
+	"net"
+	"sort"
+	"strconv"
+	"time"
+)
 
 // APIVersion is the only apiVersion Gantry accepts in specs (and the one it
 // writes). It may be omitted in files.
@@ -890,4 +895,22 @@ type ServerHealth struct {
 	Commit  string `json:"commit,omitempty"`
 	Error   string `json:"error,omitempty"`
 	Since   string `json:"since,omitempty"`
+}
+
+// URL is where a replica's "http" port answers (its first port by name
+// when none is called http), "" while it has no address or no port.
+func (r Replica) URL() string {
+	if r.Address == "" || len(r.HostPorts) == 0 {
+		return ""
+	}
+	port, ok := r.HostPorts["http"]
+	if !ok {
+		names := make([]string, 0, len(r.HostPorts))
+		for n := range r.HostPorts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		port = r.HostPorts[names[0]]
+	}
+	return "http://" + net.JoinHostPort(r.Address, strconv.Itoa(port))
 }

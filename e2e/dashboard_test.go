@@ -64,6 +64,17 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 	keepScreenshot(t, tab, "dashboard-service.png")
 	assertNotReloaded(t, tab)
 
+	// From the service's table to a replica: its output, its URL, and
+	// back to its service by the link.
+	run(t, tab, "replica page", chromedp.Click(chromedp.CSS(`tr[data-replica="hello-0"] a[href="/ui/replicas/hello-0"]`)),
+		chromedp.WaitVisible(`section.replica[data-replica="hello-0"]`), markPage())
+	waitContains(t, tab, `#logs`, "hello listening on")
+	waitContains(t, tab, `#replica-url`, "http://")
+	keepScreenshot(t, tab, "dashboard-replica.png")
+	run(t, tab, "previous output", chromedp.Click(chromedp.CSS(`a[href="?previous=1"]`)), chromedp.WaitVisible(chromedp.CSS(`#logs, #logs-error`)))
+	run(t, tab, "back to the service", chromedp.Click(chromedp.CSS(`section.replica a[href="/ui/services/hello"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-revision="2"].current`)))
+
 	for _, page := range []string{"machines", "events", "cost"} {
 		run(t, tab, page+" page", chromedp.Navigate(dashboard+page), chromedp.WaitVisible(`main#view table`))
 		keepScreenshot(t, tab, "dashboard-"+page+".png")
@@ -176,6 +187,17 @@ func assertNotReloaded(t *testing.T, tab context.Context) {
 	if mark != "once" {
 		t.Fatal("the page was reloaded: live updates must arrive without one")
 	}
+}
+
+// waitContains polls the page until selector's text contains want.
+func waitContains(t *testing.T, tab context.Context, selector, want string) {
+	t.Helper()
+	waitFor(t, selector+" contains "+want, func() (bool, string) {
+		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
+		defer cancel()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(selector)+`)||{}).textContent || ""`))
+		return err == nil && strings.Contains(got, want), "shows " + strings.TrimSpace(got)
+	})
 }
 
 // waitText polls the page (not the server) until selector's text is want.

@@ -3,6 +3,7 @@ package ui
 import (
 	"fmt"
 	"html/template"
+	"net/url"
 	"time"
 )
 
@@ -19,7 +20,32 @@ func funcs() template.FuncMap {
 		"percent": func(done, of int) int { return percent(int64(done), int64(of)) },
 		"list":    func(items ...string) []string { return items },
 		"dict":    dict,
+		"link":    objectLink,
+		"share": func(part, whole float64) int {
+			if whole <= 0 {
+				return 0
+			}
+			return int(min(100, part*100/whole))
+		},
 	}
+}
+
+// objectLink is the dashboard page of an event's object, "" for a kind
+// without one.
+func objectLink(kind, name string) string {
+	switch kind {
+	case "Service":
+		return "/ui/services/" + url.PathEscape(name)
+	case "Replica":
+		return "/ui/replicas/" + url.PathEscape(name)
+	case "Machine":
+		return "/ui/replicas?machine=" + url.QueryEscape(name)
+	case "Cluster":
+		return "/ui/#cluster-" + url.PathEscape(name)
+	case "FailoverGroup":
+		return "/ui/failover#group-" + url.PathEscape(name)
+	}
+	return ""
 }
 
 // dict builds a map from key, value pairs, for passing several values to

@@ -39,6 +39,11 @@ type Config struct {
 	PageSize int
 	// EventLimit is how many of the latest events the events page reads.
 	EventLimit int
+	// LogTailLines and LogTailBytes bound the output a replica's page
+	// shows; ReplicaEvents is how many of its latest events it lists.
+	LogTailLines  int
+	LogTailBytes  int64
+	ReplicaEvents int
 	// SecureCookie marks the session cookie HTTPS-only (the server sets it
 	// when it serves TLS).
 	SecureCookie bool
@@ -53,6 +58,7 @@ type Config struct {
 // DefaultConfig returns the dashboard's defaults.
 func DefaultConfig() Config {
 	return Config{SessionTTL: 12 * time.Hour, LiveInterval: time.Second, PageSize: 100, EventLimit: 500,
+		LogTailLines: 200, LogTailBytes: 256 << 10, ReplicaEvents: 20,
 		SignInFailures: ratelimit.Config{PerSecond: 1, Burst: 20, MaxKeys: 10_000}}
 }
 
@@ -70,8 +76,8 @@ type Dashboard struct {
 
 // New returns the dashboard over api, the server's own HTTP API handler.
 func New(cfg Config, api http.Handler, now func() time.Time, log *slog.Logger) (*Dashboard, error) {
-	if cfg.PageSize < 1 || cfg.LiveInterval <= 0 || cfg.SessionTTL <= 0 || cfg.EventLimit < 1 {
-		return nil, fmt.Errorf("ui config: PageSize, EventLimit, LiveInterval and SessionTTL must be positive")
+	if cfg.PageSize < 1 || cfg.LiveInterval <= 0 || cfg.SessionTTL <= 0 || cfg.EventLimit < 1 || cfg.LogTailLines < 1 || cfg.LogTailBytes < 1 || cfg.ReplicaEvents < 1 {
+		return nil, fmt.Errorf("ui config: PageSize, EventLimit, LiveInterval, SessionTTL, LogTailLines, LogTailBytes and ReplicaEvents must be positive")
 	}
 	pages, err := template.New("").Funcs(funcs()).ParseFS(templateFiles, "templates/*.html")
 	if err != nil {

@@ -25,7 +25,13 @@ func fakeAPI(t *testing.T) http.Handler {
 	failedOver := testNow().Add(-time.Hour)
 	answers := map[string]any{
 		"/v1/clusters": map[string]any{"items": []api.Cluster{{Metadata: api.ObjectMeta{Name: "east"},
-			Status: &api.ClusterStatus{Groups: []api.GroupStatus{{GroupID: "general", Desired: 3, Current: 3, Joined: 2, Updated: 3}}}}}},
+			Spec: api.ClusterSpec{CapacityGroups: []api.CapacityGroup{{GroupID: "general", MinSize: 1, MaxSize: 7}}},
+			Status: &api.ClusterStatus{Groups: []api.GroupStatus{{GroupID: "general", Desired: 3, Current: 3, Joined: 2, Updated: 3}},
+				Conditions: []api.Condition{{Type: api.ConditionProviderReady, Status: "False", Message: "credentials refused"}}}}}},
+		"/v1/services": map[string]any{"items": []api.Service{{Metadata: api.ObjectMeta{Name: "web"}, Spec: api.ServiceSpec{Cluster: "east"}}}},
+		"/v1/replicas/web-0": api.Replica{ID: "web-0", Service: "web", Cluster: "east", Machine: "m-1", State: api.ReplicaRunning,
+			Address: "10.0.0.5", HostPorts: map[string]int{"admin": 9000, "http": 8080}},
+		"/v1/replicas/web-0/logs": "serving on :8080\n",
 		"/v1/machines": map[string]any{"items": []api.Machine{{ID: "m-1", Cluster: "east", Group: "general", PricePerHour: 0.25,
 			Allocatable: api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}, Allocated: api.Resources{MilliCPU: 1500, MemoryBytes: 1 << 30}}}},
 		"/v1/failovergroups": map[string]any{"items": []api.FailoverGroup{{Metadata: api.ObjectMeta{Name: "db"}, Status: &api.FailoverGroupInfo{
@@ -34,7 +40,8 @@ func fakeAPI(t *testing.T) http.Handler {
 		"/v1/events": map[string]any{"items": []api.Event{
 			{ID: 1, Type: "Normal", Reason: "Launched", ObjectKind: "Machine", ObjectName: "m-1", Message: "up"},
 			{ID: 2, Type: "Warning", Reason: "LaunchFailed", ObjectKind: "Machine", ObjectName: "m-2", Message: "no capacity"}}},
-		"/v1/cost": api.CostReport{PerHour: 0.5, PlanPerHour: 0.4, LowerBoundPerHour: 0.25, Gap: 1, PlanGap: 0.6,
+		"/v1/cost": api.CostReport{PerHour: 0.5, PlanPerHour: 0.4, LowerBoundPerHour: 0.25, Gap: 1, PlanGap: 0.6, IdlePerHour: 0.125,
+			Services: []api.ServiceCost{{Service: "web", Cluster: "east", Replicas: 3, PerHour: 0.375}},
 			Clusters: []api.ClusterCost{{Name: "east", PerHour: 0.5, Groups: []api.GroupCost{{Group: "general", Machines: 2, PerHour: 0.5}}}}},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -47,6 +54,15 @@ func fakeAPI(t *testing.T) http.Handler {
 		if !ok {
 			t.Errorf("unexpected API call %s", r.URL)
 			http.NotFound(w, r)
+			return
+		}
+		if text, isText := answer.(string); isText {
+			if r.URL.Query().Get("previous") == "true" {
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"replica web-0 has no previous instance"}}`)
+				return
+			}
+			_, _ = io.WriteString(w, text)
 			return
 		}
 		_ = json.NewEncoder(w).Encode(answer)
@@ -78,13 +94,18 @@ func TestPagesRenderWhatTheAPIAnswers(t *testing.T) {
 		t.Fatalf("no session cookie: %v", cookie)
 	}
 	for path, wants := range map[string][]string{
-		"/ui/":                          {`data-cluster="east"`, `<td class="joined">2</td>`},
-		"/ui/machines":                  {`data-machine="m-1"`, `style="width: 75%"`, "1.5/2"},
-		"/ui/failover":                  {`data-group="db"`, "epoch 4", `<td class="role">primary</td>`, `<td class="role">replica</td>`, "1h ago"},
-		"/ui/events?type=Warning":       {"LaunchFailed", "no capacity"},
-		"/ui/events?reason=launched":    {"Launched"},
-		"/ui/cost":                      {"$0.500/h", "$0.250/h", `<strong id="gap">100.0%</strong>`},
-		"/ui/events?kind=Machine&name=": {"LaunchFailed", "Launched"},
+		"/ui/": {`data-cluster="east"`, `<td class="joined">2</td>`, `<td class="min">1</td><td class="max">7</td>`,
+			`<a href="/ui/services/web">web</a>`, `<span class="condition False"`, "credentials refused"},
+		"/ui/machines":               {`data-machine="m-1"`, `style="width: 75%"`, "1.5/2"},
+		"/ui/failover":               {`data-group="db"`, "epoch 4", `<td class="role">primary</td>`, `<td class="role">replica</td>`, "1h ago"},
+		"/ui/events?type=Warning":    {"LaunchFailed", "no capacity"},
+		"/ui/events?reason=launched": {"Launched"},
+		"/ui/cost": {"$0.500/h", "$0.250/h", `<strong id="gap">100.0%</strong>`, `<tr data-service="web">`, "$0.375", `style="width: 75%"`,
+			`<tr class="idle" id="idle">`, "$0.125"},
+		"/ui/events?kind=Machine&name=": {"LaunchFailed", "Launched", `<a href="/ui/replicas?machine=m-2">Machine/m-2</a>`},
+		"/ui/replicas/web-0": {`<a href="/ui/services/web">web</a>`, "serving on :8080", `id="replica-url" href="http://10.0.0.5:8080"`,
+			`href="/ui/replicas?machine=m-1"`, `href="?previous=1"`, "gantry logs web-0"},
+		"/ui/replicas/web-0?previous=1": {"replica web-0 has no previous instance", `href="?"`},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
 		req.AddCookie(cookie[0])
@@ -182,5 +203,47 @@ func TestMachinesPageReadsOnlyThePageShown(t *testing.T) {
 	}
 	if !strings.Contains(string(body), `data-machine="m-201"`) || !strings.Contains(string(body), fmt.Sprintf("of %d", 2*size+1+697)) {
 		t.Fatalf("page 3 of the machines: %s", body)
+	}
+}
+
+// The events page shows PageSize events at a time, newest first, with
+// links to the pages beside it.
+func TestEventsPageIsPaged(t *testing.T) {
+	var events []api.Event
+	for i := 1; i <= 250; i++ {
+		events = append(events, api.Event{ID: int64(i), Type: "Normal", Reason: "Launched", ObjectKind: "Machine", ObjectName: fmt.Sprintf("m-%d", i)})
+	}
+	fake := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/clusters":
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": []api.Cluster{}})
+		case "/v1/events":
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": events})
+		default:
+			http.NotFound(w, r)
+		}
+	})
+	srv, cookies := signedIn(t, fake)
+	get := func(path string) string {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		for _, c := range cookies {
+			req.AddCookie(c)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	first := get("/ui/events")
+	if n := strings.Count(first, "<tr data-event="); n != 100 || !strings.Contains(first, "1–100 of 250") ||
+		!strings.Contains(first, `data-event="250"`) || strings.Contains(first, `data-event="150"`) {
+		t.Fatalf("page 1 shows %d events:\n%s", n, first)
+	}
+	last := get("/ui/events?page=3")
+	if n := strings.Count(last, "<tr data-event="); n != 50 || !strings.Contains(last, `data-event="1"`) || !strings.Contains(last, `rel="prev"`) {
+		t.Fatalf("page 3 shows %d events:\n%s", n, last)
 	}
 }

@@ -23,11 +23,11 @@ type view struct {
 }
 
 // feeds are the lists whose changes can change a view (none for the
-// views outside the change feed: events and cost, read every
-// LiveInterval).
+// views outside the change feed: events, cost and a replica's output,
+// read every LiveInterval).
 func (v view) feeds() []string {
 	switch v.template {
-	case "events", "cost":
+	case "events", "cost", "replica":
 		return nil
 	}
 	return []string{"/v1/clusters", "/v1/services", "/v1/failovergroups", "/v1/machines", "/v1/replicas"}
@@ -39,6 +39,11 @@ func viewFor(path string) (view, bool) {
 	if name, ok := strings.CutPrefix(path, "services/"); ok && name != "" && !strings.Contains(name, "/") {
 		return view{"service", "Service " + name, "services", func(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
 			return loadService(ctx, c, name, q, d.cfg.PageSize)
+		}}, true
+	}
+	if id, ok := strings.CutPrefix(path, "replicas/"); ok && id != "" && !strings.Contains(id, "/") {
+		return view{"replica", "Replica " + id, "replicas", func(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
+			return loadReplica(ctx, c, id, q, d.cfg)
 		}}, true
 	}
 	switch path {
@@ -109,13 +114,15 @@ func paginate(total, size int, q url.Values, base string) (lo, hi int, p pager) 
 
 type groupRow struct {
 	api.GroupStatus
-	PerHour float64
+	MinSize, MaxSize int
+	PerHour          float64
 }
 
 type clusterRow struct {
-	Cluster api.Cluster
-	Groups  []groupRow
-	PerHour float64
+	Cluster  api.Cluster
+	Groups   []groupRow
+	Services []string
+	PerHour  float64
 }
 
 func loadClusters(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
@@ -127,17 +134,30 @@ func loadClusters(ctx context.Context, c *client.Client, _ url.Values, _ *Dashbo
 	if err != nil {
 		return nil, err
 	}
+	services, err := c.ListServices(ctx)
+	if err != nil {
+		return nil, err
+	}
 	cost := map[[2]string]float64{}
 	for _, m := range machines {
 		cost[[2]string{m.Cluster, m.Group}] += m.PricePerHour
 	}
+	servicesOf := map[string][]string{}
+	for _, svc := range services {
+		servicesOf[svc.Spec.Cluster] = append(servicesOf[svc.Spec.Cluster], svc.Metadata.Name)
+	}
 	rows := make([]clusterRow, 0, len(clusters))
 	for _, cl := range clusters {
-		row := clusterRow{Cluster: cl}
+		row := clusterRow{Cluster: cl, Services: servicesOf[cl.Metadata.Name]}
+		sort.Strings(row.Services)
+		sizes := map[string]api.CapacityGroup{}
+		for _, g := range cl.Spec.CapacityGroups {
+			sizes[g.GroupID] = g
+		}
 		if cl.Status != nil {
 			for _, g := range cl.Status.Groups {
 				perHour := cost[[2]string{cl.Metadata.Name, g.GroupID}]
-				row.Groups = append(row.Groups, groupRow{g, perHour})
+				row.Groups = append(row.Groups, groupRow{g, sizes[g.GroupID].MinSize, sizes[g.GroupID].MaxSize, perHour})
 				row.PerHour += perHour
 			}
 		}
@@ -198,6 +218,9 @@ type servicePage struct {
 	Rollout  *api.Rollout
 	Replicas []api.Replica
 	Pager    pager
+	// Current is the revision the service runs (0 before the control
+	// loop saw it).
+	Current int64
 }
 
 func loadService(ctx context.Context, c *client.Client, name string, q url.Values, size int) (any, error) {
@@ -215,11 +238,16 @@ func loadService(ctx context.Context, c *client.Client, name string, q url.Value
 	}
 	sortReplicas(replicas)
 	lo, hi, p := paginate(len(replicas), size, q, "/ui/services/"+url.PathEscape(name))
-	return servicePage{Service: svc, Rollout: rollout, Replicas: replicas[lo:hi], Pager: p}, nil
+	page := servicePage{Service: svc, Rollout: rollout, Replicas: replicas[lo:hi], Pager: p}
+	if svc.Status != nil {
+		page.Current = svc.Status.Revision
+	}
+	return page, nil
 }
 
 type replicasPage struct {
 	State    string
+	Machine  string
 	Replicas []api.Replica
 	Pager    pager
 }
@@ -235,7 +263,7 @@ func loadReplicas(ctx context.Context, c *client.Client, q url.Values, d *Dashbo
 	if state := q.Get("state"); state != "" {
 		kept := replicas[:0]
 		for _, r := range replicas {
-			if string(r.State) == state {
+			if string(r.State) == state && (q.Get("machine") == "" || r.Machine == q.Get("machine")) {
 				kept = append(kept, r)
 			}
 		}
@@ -243,18 +271,18 @@ func loadReplicas(ctx context.Context, c *client.Client, q url.Values, d *Dashbo
 	}
 	sortReplicas(replicas)
 	lo, hi, p := paginate(len(replicas), d.cfg.PageSize, q, "/ui/replicas")
-	return replicasPage{State: q.Get("state"), Replicas: replicas[lo:hi], Pager: p}, nil
+	return replicasPage{State: q.Get("state"), Machine: q.Get("machine"), Replicas: replicas[lo:hi], Pager: p}, nil
 }
 
 // replicasWindow reads only the page shown, and how many replicas there
 // are, from the API (a fleet's replicas are too many to read whole for
 // each page): in the store's order, by service and id.
 func replicasWindow(ctx context.Context, c *client.Client, q url.Values, d *Dashboard) (any, error) {
-	query := client.ReplicaQuery{Service: q.Get("service")}
+	query := client.ReplicaQuery{Service: q.Get("service"), Machine: q.Get("machine")}
 	replicas, p, err := window(q, d.cfg.PageSize, "/ui/replicas", func(offset, limit int) ([]api.Replica, int, error) {
 		return c.ListReplicasWindow(ctx, query, offset, limit)
 	})
-	return replicasPage{Replicas: replicas, Pager: p}, err
+	return replicasPage{Machine: query.Machine, Replicas: replicas, Pager: p}, err
 }
 
 func sortReplicas(replicas []api.Replica) {
@@ -273,6 +301,7 @@ func loadFailover(ctx context.Context, c *client.Client, _ url.Values, _ *Dashbo
 type eventsPage struct {
 	Kind, Name, Type, Reason string
 	Events                   []api.Event
+	Pager                    pager
 }
 
 // loadEvents reads the latest events, newest first; kind and name filter
@@ -283,12 +312,15 @@ func loadEvents(ctx context.Context, c *client.Client, q url.Values, d *Dashboar
 	if err != nil {
 		return nil, err
 	}
+	var kept []api.Event
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
 		if (page.Type == "" || e.Type == page.Type) && (page.Reason == "" || strings.EqualFold(e.Reason, page.Reason)) {
-			page.Events = append(page.Events, e)
+			kept = append(kept, e)
 		}
 	}
+	lo, hi, p := paginate(len(kept), d.cfg.PageSize, q, "/ui/events")
+	page.Events, page.Pager = kept[lo:hi], p
 	return page, nil
 }
 

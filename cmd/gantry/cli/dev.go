@@ -227,7 +227,7 @@ func reportReplicas(w io.Writer, replicas []api.Replica, seen map[string]string)
 			where = "on " + r.Machine
 		}
 		detail := r.Reason
-		if u := ReplicaURL(r); u != "" && r.State == api.ReplicaRunning {
+		if u := r.URL(); u != "" && r.State == api.ReplicaRunning {
 			detail = u
 		}
 		fmt.Fprintf(w, "  replica %-28s %-9s %-30s %s\n", r.ID, r.State, where, detail)
@@ -253,7 +253,7 @@ func printReady(w io.Writer, replicas []api.Replica, machines []api.Machine) {
 	fmt.Fprintln(w, "\nAll replicas are running:")
 	t := &table{header: []string{"REPLICA", "MACHINE", "HEALTH", "URL"}}
 	for _, r := range replicas {
-		t.add(r.ID, r.Machine, orDash(string(r.Health)), orDash(ReplicaURL(r)))
+		t.add(r.ID, r.Machine, orDash(string(r.Health)), orDash(r.URL()))
 	}
 	_ = t.print(w, false)
 	fmt.Fprintln(w)

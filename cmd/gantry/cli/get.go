@@ -132,23 +132,6 @@ func machineTable(list []api.Machine) *table {
 	return t
 }
 
-// ReplicaURL is where a replica's first port answers, if it has one.
-func ReplicaURL(r api.Replica) string {
-	if r.Address == "" || len(r.HostPorts) == 0 {
-		return ""
-	}
-	port, ok := r.HostPorts["http"]
-	if !ok {
-		names := make([]string, 0, len(r.HostPorts))
-		for n := range r.HostPorts {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		port = r.HostPorts[names[0]]
-	}
-	return fmt.Sprintf("http://%s:%d", r.Address, port)
-}
-
 // replicaTable lists replicas; MACHINE is the node of a Pod's replica (a
 // Kubernetes cluster's).
 func replicaTable(list []api.Replica) *table {
@@ -158,7 +141,7 @@ func replicaTable(list []api.Replica) *table {
 		if r.RetiringSince != nil {
 			state, reason = "retiring", r.RetireReason
 		}
-		t.add(r.ID, r.Service, orDash(cmp.Or(r.Machine, r.Node)), state, orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(ReplicaURL(r)),
+		t.add(r.ID, r.Service, orDash(cmp.Or(r.Machine, r.Node)), state, orDash(string(r.Health)), fmt.Sprint(r.Restarts), orDash(r.URL()),
 			orDash(reason), r.SpecHash, api.FormatCPU(r.Requests.MilliCPU), api.FormatBytes(r.Requests.MemoryBytes))
 	}
 	return t

@@ -512,7 +512,7 @@ func decorate(obj any, tree map[string]any) {
 	switch o := obj.(type) {
 	case api.Replica:
 		tree["kind"], tree["metadata"] = "Replica", meta(o.ID, o.ResourceVersion)
-		if u := ReplicaURL(o); u != "" {
+		if u := o.URL(); u != "" {
 			tree["url"] = u
 		}
 	case api.Machine:
