@@ -113,6 +113,7 @@ func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string,
 	defer cancel()
 	changed := c.Changes(ctx, client.WatchOptions{Reconnect: poll}, "/v1/failovergroups", "/v1/replicas")
 	last := ""
+	members := memberReasons{}
 	for {
 		fg, err := c.GetFailoverGroup(cmd.Context(), name)
 		if err != nil {
@@ -122,6 +123,9 @@ func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string,
 		if line := st.Phase + ": " + st.Message; line != last {
 			fmt.Fprintf(g.out, "  %s\n", strings.TrimSuffix(line, ": "))
 			last = line
+		}
+		if err := members.say(ctx, g.out, c, name, st.Members); err != nil {
+			return err
 		}
 		if st.Epoch > epoch && st.Phase == "Healthy" {
 			fmt.Fprintf(g.out, "failovergroup/%s: cluster %s primary at epoch %d, serving at %s; the other side replicates\n", name, st.Primary, st.Epoch, st.Endpoint)
@@ -134,6 +138,50 @@ func waitPromoted(cmd *cobra.Command, g *globals, c *client.Client, name string,
 			return fmt.Errorf("failovergroup/%s: no new primary within %s (phase %s)", name, timeout, st.Phase)
 		}
 	}
+}
+
+// memberReasons prints, once each, why a member of a group does not
+// serve or replicate yet (its replica's state, health and the member's own
+// message); a member's replica that no machine will ever hold fails the
+// wait at once.
+type memberReasons map[string]string
+
+func (said memberReasons) say(ctx context.Context, out io.Writer, c *client.Client, group string, members []api.FailoverMember) error {
+	for _, m := range members {
+		why := memberWhy(m)
+		if why == "" || said[m.Cluster] == why {
+			continue
+		}
+		said[m.Cluster] = why
+		fmt.Fprintf(out, "  member %s (%s): %s\n", m.Cluster, m.Role, why)
+		if m.State != string(api.ReplicaPending) || m.Replica == "" {
+			continue
+		}
+		r, err := c.GetReplica(ctx, m.Replica)
+		if err != nil {
+			continue // gone meanwhile: the next change says more
+		}
+		if reason, ok := strings.CutPrefix(r.Reason, api.ReasonUnschedulable); ok {
+			return fmt.Errorf("failovergroup/%s: the replica of cluster %s can never be placed as the spec stands: %s", group, m.Cluster, reason)
+		}
+	}
+	return nil
+}
+
+// memberWhy is why a member does not serve (primary) or replicate yet,
+// "" when it does.
+func memberWhy(m api.FailoverMember) string {
+	if m.State == string(api.ReplicaRunning) && m.Health != api.HealthUnhealthy && m.Message == "" {
+		return ""
+	}
+	parts := []string{orText(m.State, "no replica")}
+	if m.Health != "" {
+		parts = append(parts, string(m.Health))
+	}
+	if m.Message != "" {
+		parts = append(parts, m.Message)
+	}
+	return strings.Join(parts, ": ")
 }
 
 // walPosition shows a member's WAL position as PostgreSQL writes an LSN:
