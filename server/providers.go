@@ -118,14 +118,8 @@ func BuiltinProviders(in Instances) []registry.Entry {
 			execEntry.Routes = func(api.ProviderSpec) error { return router.Routes() }
 		}
 	}
-	// Described without an instance (offline validation), local machines'
-	// runtime is unknown: it is the server's --local-runtime.
-	var localRuntimes []string
-	if in.LocalRuntime != "" || in.Local != nil {
-		localRuntimes = []string{cmp.Or(in.LocalRuntime, "process")}
-	}
 	return []registry.Entry{
-		{Name: local.Name, Runtimes: localRuntimes, Catalog: catalog(local.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Local),
+		{Name: local.Name, Runtimes: []string{cmp.Or(in.LocalRuntime, "process")}, Catalog: catalog(local.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Local),
 			Routes: func(api.ProviderSpec) error { return localRoutes(in.Local) }},
 		{Name: dockerprovider.Name, Runtimes: []string{dockerrt.Name}, Catalog: catalog(dockerprovider.Catalog()), Provisions: true, CanStop: true, New: fixed(in.Docker)},
 		execEntry,

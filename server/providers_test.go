@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -149,21 +148,3 @@ func TestNewClustersGetTheirProvidersNetworkMode(t *testing.T) {
 	}
 }
 
-// Local machines run what the server's --local-runtime says; described
-// offline (no server), their runtime is unknown, so an image is not
-// refused before a server that may run docker sees it.
-func TestLocalMachinesRunTheServersLocalRuntime(t *testing.T) {
-	for _, c := range []struct {
-		in   Instances
-		want []string
-	}{
-		{Instances{LocalRuntime: "docker"}, []string{"docker"}},
-		{Instances{LocalRuntime: "process"}, []string{"process"}},
-		{Instances{}, nil},
-	} {
-		got := registry.New(nil, BuiltinProviders(c.in)...).Runtimes("local")
-		if !slices.Equal(got, c.want) {
-			t.Errorf("--local-runtime %q: local machines offer %v, want %v", c.in.LocalRuntime, got, c.want)
-		}
-	}
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/provider/clouds"
+	"github.com/gantry-dev/gantry/provider/local"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/spec"
@@ -24,6 +25,21 @@ import (
 // without instances: what validate and an offline plan check against.
 func describedProviders() *registry.Registry {
 	return registry.New(nil, append(server.BuiltinProviders(server.Instances{}), clouds.New(clouds.Config{}).Entries()...)...)
+}
+
+// checkedProviders are what apply and validate check a spec against
+// before a server sees it: the described providers, except that local
+// machines' runtime is left unknown (it is the server's --local-runtime),
+// so an image on a local cluster is the server's to refuse or run.
+func checkedProviders() spec.Providers { return localRuntimeUnknown{describedProviders()} }
+
+type localRuntimeUnknown struct{ *registry.Registry }
+
+func (p localRuntimeUnknown) Runtimes(provider string) []string {
+	if provider == local.Name {
+		return nil
+	}
+	return p.Registry.Runtimes(provider)
 }
 
 func readSpecFile(path string) ([]byte, error) {
@@ -52,7 +68,7 @@ func newValidateCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				docs, err := spec.Parse(f, data, describedProviders())
+				docs, err := spec.Parse(f, data, checkedProviders())
 				if err != nil {
 					return err
 				}
@@ -135,14 +151,14 @@ func readSpecs(files []string) (body []byte, label string, err error) {
 			return nil, "", err
 		}
 		// Offline check first, so errors name the file.
-		if _, err := spec.Parse(f, data, describedProviders()); err != nil {
+		if _, err := spec.Parse(f, data, checkedProviders()); err != nil {
 			return nil, "", err
 		}
 		parts = append(parts, data)
 	}
 	body, label = bytes.Join(parts, []byte("\n---\n")), strings.Join(paths, ", ")
 	if len(parts) > 1 {
-		if _, err := spec.Parse(label, body, describedProviders()); err != nil {
+		if _, err := spec.Parse(label, body, checkedProviders()); err != nil {
 			return nil, "", err
 		}
 	}
