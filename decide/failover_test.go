@@ -2,6 +2,7 @@ package decide_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/decide/decidetest"
 	"github.com/gantry-dev/gantry/failover"
+	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/spec"
 )
 
@@ -216,5 +218,57 @@ func TestFailedPrimaryOnAHeartbeatingMachineIsFenced(t *testing.T) {
 	}
 	if !fenced {
 		t.Fatalf("the failed primary was never fenced: %+v", h.Memory.Failover["pg"])
+	}
+}
+
+// A primary whose machine stops heartbeating while its replica cannot
+// take over holds the group's only up-to-date data: its machine is kept
+// (not terminated for the silence, its member not rescheduled onto an
+// empty machine) and says why, and it serves on when it heartbeats again.
+// Found by the fault schedule: a late-heartbeating new primary's machine
+// was replaced while the other side was still cloning, and the group had
+// no data left to serve.
+func TestUnreachablePrimaryWithoutAReadyReplicaIsKept(t *testing.T) {
+	h, hs := healthyGroup(t, nil)
+	east := h.ReplicaByID("pg-east-0").Machine
+	replicaNotReady := func() {
+		if r := h.ReplicaByID("pg-west-0"); r != nil {
+			r.Health = api.HealthUnhealthy
+			if r.Member != nil {
+				r.Member.Serving = false
+			}
+		}
+	}
+	replicaNotReady()
+	for range 60 {
+		p := hs.pass(east)
+		replicaNotReady()
+		if slices.ContainsFunc(p.Terminates, func(x decide.Terminate) bool { return x.Machine == east }) {
+			t.Fatalf("at %s the only copy's machine is terminated: %+v (group %+v)", h.Now, p.Terminates, h.Memory.Failover["pg"])
+		}
+		h.Step(time.Second)
+	}
+	st := h.Memory.Failover["pg"]
+	m := h.MachineByID(east)
+	if st.Phase != failover.PhasePrimaryFailed || st.Epoch != 1 || m.UnreachableSince == nil || !strings.Contains(m.Reason, "kept: it runs the primary of failover group pg") {
+		t.Fatalf("want the group waiting on its primary's machine, kept and saying so: group %+v, machine %q", st, m.Reason)
+	}
+	if r := h.ReplicaByID("pg-east-0"); r.Machine != east {
+		t.Fatalf("the primary's replica was moved to %s", r.Machine)
+	}
+	fleet.Heartbeat(h.MachineByID(east), h.Now) // as the server records its agent's next heartbeat
+	for range 5 {
+		p := hs.pass()
+		replicaNotReady()
+		if len(p.Terminates) > 0 {
+			t.Fatalf("back at %s: terminates %+v (group %+v)", h.Now, p.Terminates, h.Memory.Failover["pg"])
+		}
+		h.Step(time.Second)
+	}
+	if m := h.MachineByID(east); m.UnreachableSince != nil || !m.Live() {
+		t.Fatalf("the machine heartbeats again but is %+v", m)
+	}
+	if st := h.Memory.Failover["pg"]; st.Epoch != 1 || st.Primary != failover.HomePrimary {
+		t.Fatalf("the primary was not kept: %+v", st)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/failover"
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provider/registry"
@@ -143,9 +144,43 @@ func (p *Pass) detectLost() {
 				p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
 			}
 		case p.reached(m.UnreachableSince.Add(p.cfg.RescheduleGrace)):
+			if group := p.onlyCopyOn(m.ID); group != "" {
+				p.holdOnlyCopy(m, group)
+				continue
+			}
 			p.terminate(m, CauseUnreachable, fmt.Sprintf("unreachable for %s (no heartbeat since %s)",
 				p.now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)), false)
 		}
+	}
+}
+
+// onlyCopyOn is the failover group whose primary runs on the machine
+// while the group cannot fail over to its replica (being promoted, the
+// replica not ready, or not promotable without losing writes): that
+// machine holds the group's only up-to-date data. Replacing it for a
+// silence would lose the data, so it is kept until it heartbeats again or
+// the group fences it on its way to a promotion. "" when there is none.
+func (p *Pass) onlyCopyOn(machine string) string {
+	for _, g := range p.snap.FailoverGroups {
+		st, ok := p.mem.Failover[g.Metadata.Name]
+		if !ok || InstanceMachine(st.Holder) != machine {
+			continue
+		}
+		switch st.Phase {
+		case failover.PhasePromoting, failover.PhaseDegraded, failover.PhasePrimaryFailed:
+			return g.Metadata.Name
+		}
+	}
+	return ""
+}
+
+// holdOnlyCopy keeps an unreachable machine that holds a failover group's
+// only copy, saying so once (an Unreachable step with the new reason).
+func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
+	why := fmt.Sprintf("unreachable, kept: it runs the primary of failover group %s, whose replica cannot take over (phase %s); kept until it heartbeats again or the group fences it",
+		group, p.mem.Failover[group].Phase)
+	if m.Reason != why {
+		p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
 	}
 }
 

@@ -191,6 +191,9 @@ func (p *Pass) buildView(clusters []string) *view {
 			svc = p.services[r.Service]
 		}
 		sr := build.of(r, svc)
+		if svc != nil && svc.Spec.Failover != nil {
+			pm.DoNotDisrupt = true // a failover member's data lives on its machine
+		}
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
 		booked := &pm.Replicas[len(pm.Replicas)-1] // in its window: never moved, never changed

@@ -64,10 +64,11 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 	keepScreenshot(t, tab, "dashboard-service.png")
 	assertNotReloaded(t, tab)
 
-	// From the service's table to a replica: its output, its URL, and
-	// back to its service by the link.
-	run(t, tab, "replica page", chromedp.Click(chromedp.CSS(`tr[data-replica="hello-0"] a[href="/ui/replicas/hello-0"]`)),
-		chromedp.WaitVisible(`section.replica[data-replica="hello-0"]`), markPage())
+	// From the service's table to a replica (the first row's: the new
+	// revision's replicas have new names): its output, its URL, and back
+	// to its service by the link.
+	run(t, tab, "replica page", chromedp.Click(chromedp.CSS(`tr[data-replica^="hello-"] a[href^="/ui/replicas/hello-"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`section.replica[data-replica^="hello-"]`)), markPage())
 	waitContains(t, tab, `#logs`, "hello listening on")
 	waitContains(t, tab, `#replica-url`, "http://")
 	keepScreenshot(t, tab, "dashboard-replica.png")

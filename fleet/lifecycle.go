@@ -172,7 +172,10 @@ func Heartbeat(m *api.Machine, now time.Time) (cameBack bool) {
 // reports whether that is news.
 func MarkUnreachable(m *api.Machine, why string, now time.Time) bool {
 	if m.UnreachableSince != nil {
-		return false
+		// Still unreachable: a new reason (kept, and why) replaces the old.
+		changed := m.Reason != why
+		m.Reason = why
+		return changed
 	}
 	t := now.UTC()
 	m.UnreachableSince, m.Reason = &t, why

@@ -14,7 +14,12 @@ import (
 	"k8s.io/utils/clock"
 )
 
-var fast = Config{LeaseDuration: 900 * time.Millisecond, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+// fast is short, yet long enough for a loaded CI host's PostgreSQL (a
+// renewal slower than RenewDeadline makes a leader step down).
+var fast = Config{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 100 * time.Millisecond}
+
+// firstTermWait bounds the wait for a lone server's first term.
+const firstTermWait = 30 * time.Second
 
 // cut is a store whose lease calls can be made to hang, as when the
 // database stops answering this server.
@@ -79,7 +84,7 @@ func awaitTerm(t *testing.T, s *server, within time.Duration) store.Lease {
 func TestOneLeaderAndHandOverOnShutdown(t *testing.T) {
 	sa, sb := openShared(t)
 	a := start(t, sa, "a")
-	first := awaitTerm(t, a, 5*time.Second)
+	first := awaitTerm(t, a, firstTermWait)
 	b := start(t, sb, "b")
 	<-b.e.Following() // b has tried and found a leading
 	if b.e.Leading() {
@@ -103,7 +108,7 @@ func TestOneLeaderAndHandOverOnShutdown(t *testing.T) {
 func TestCutOffLeaderStepsDownBeforeTheLeaseEnds(t *testing.T) {
 	sa, sb := openShared(t)
 	a := start(t, sa, "a")
-	term := awaitTerm(t, a, 5*time.Second)
+	term := awaitTerm(t, a, firstTermWait)
 	fencedA := Fence(sa, a.e)
 	b := start(t, sb, "b")
 

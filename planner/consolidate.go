@@ -89,7 +89,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 func (p *planning) candidates() []*Machine {
 	var out []*Machine
 	for _, m := range p.in.Machines {
-		if m.Joined && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
+		if m.Joined && !m.DoNotDisrupt && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
 			out = append(out, m)
 		}
 	}

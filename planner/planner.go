@@ -77,6 +77,10 @@ type Machine struct {
 	IdleSince time.Time
 	// Replicas run here (for consolidation).
 	Replicas []scheduler.Replica
+	// DoNotDisrupt keeps consolidation from moving its replicas away
+	// (Karpenter's do-not-disrupt): it runs a failover group's member,
+	// whose data lives on the machine.
+	DoNotDisrupt bool
 }
 
 // Input is the snapshot to plan for.

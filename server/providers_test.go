@@ -147,4 +147,3 @@ func TestNewClustersGetTheirProvidersNetworkMode(t *testing.T) {
 		t.Errorf("an existing host cluster applied without a mode: %s, want host kept", got)
 	}
 }
-
