@@ -250,7 +250,7 @@ func TestUnreachablePrimaryWithoutAReadyReplicaIsKept(t *testing.T) {
 	}
 	st := h.Memory.Failover["pg"]
 	m := h.MachineByID(east)
-	if st.Phase != failover.PhasePrimaryFailed || st.Epoch != 1 || m.UnreachableSince == nil || !strings.Contains(m.Reason, "kept: it runs the primary of failover group pg") {
+	if st.Phase != failover.PhasePrimaryFailed || st.Epoch != 1 || m.UnreachableSince == nil || !strings.Contains(m.Reason, "kept: it holds the only up-to-date copy of failover group pg") {
 		t.Fatalf("want the group waiting on its primary's machine, kept and saying so: group %+v, machine %q", st, m.Reason)
 	}
 	if r := h.ReplicaByID("pg-east-0"); r.Machine != east {
@@ -270,5 +270,34 @@ func TestUnreachablePrimaryWithoutAReadyReplicaIsKept(t *testing.T) {
 	}
 	if st := h.Memory.Failover["pg"]; st.Epoch != 1 || st.Primary != failover.HomePrimary {
 		t.Fatalf("the primary was not kept: %+v", st)
+	}
+}
+
+// While the old primary is fenced, the replica about to be promoted holds
+// the only up-to-date copy: its machine going silent does not get it
+// replaced either (the fault schedule's synchronous seed 11 after the
+// first fix).
+func TestReplicaBeingPromotedIsKeptWhenItGoesSilent(t *testing.T) {
+	h, hs := healthyGroup(t, nil)
+	east := h.ReplicaByID("pg-east-0").Machine
+	west := h.ReplicaByID("pg-west-0").Machine
+	for range 30 {
+		if p := hs.pass(east); len(p.Fences) > 0 {
+			break
+		}
+		h.Step(time.Second)
+	}
+	if st := h.Memory.Failover["pg"]; st.Phase != failover.PhaseFencing || st.Target != failover.HomeReplica {
+		t.Fatalf("want east being fenced for west: %+v", st)
+	}
+	for range 60 {
+		p := hs.pass(east, west)
+		if slices.ContainsFunc(p.Terminates, func(x decide.Terminate) bool { return x.Machine == west }) {
+			t.Fatalf("at %s the machine of the replica being promoted is terminated: %+v (group %+v)", h.Now, p.Terminates, h.Memory.Failover["pg"])
+		}
+		h.Step(time.Second)
+	}
+	if m := h.MachineByID(west); m == nil || !strings.Contains(m.Reason, "kept: it holds the only up-to-date copy of failover group pg") {
+		t.Fatalf("the replica's machine is not kept, or does not say so: %+v", m)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/spec"
 )
 
 // machines is the target of clusters whose replicas run on machines Gantry
@@ -154,30 +155,53 @@ func (p *Pass) detectLost() {
 	}
 }
 
-// onlyCopyOn is the failover group whose primary runs on the machine
-// while the group cannot fail over to its replica (being promoted, the
-// replica not ready, or not promotable without losing writes): that
-// machine holds the group's only up-to-date data. Replacing it for a
-// silence would lose the data, so it is kept until it heartbeats again or
-// the group fences it on its way to a promotion. "" when there is none.
+// onlyCopyOn is the failover group whose only up-to-date data lives on
+// the machine: its primary's, while the group cannot fail over to its
+// replica (being promoted, the replica not ready, or not promotable
+// without losing writes), or, while the old primary is fenced or stopped
+// for a switchover, the replica about to be promoted. Replacing such a
+// machine for a silence would lose the data, so it is kept until it
+// heartbeats again or the group moves on. "" when there is none.
 func (p *Pass) onlyCopyOn(machine string) string {
 	for _, g := range p.snap.FailoverGroups {
 		st, ok := p.mem.Failover[g.Metadata.Name]
-		if !ok || InstanceMachine(st.Holder) != machine {
+		if !ok {
 			continue
 		}
 		switch st.Phase {
 		case failover.PhasePromoting, failover.PhaseDegraded, failover.PhasePrimaryFailed:
-			return g.Metadata.Name
+			if InstanceMachine(st.Holder) == machine {
+				return g.Metadata.Name
+			}
+		case failover.PhaseFencing, failover.PhaseSwitchover:
+			if p.sideRunsOn(g, st.Target, machine) {
+				return g.Metadata.Name
+			}
 		}
 	}
 	return ""
 }
 
+// sideRunsOn says whether a replica of a group's side (by home) is on the
+// machine.
+func (p *Pass) sideRunsOn(g *api.FailoverGroup, home, machine string) bool {
+	cluster := g.Spec.Primary.Cluster
+	if home == failover.HomeReplica {
+		cluster = g.Spec.Replica.Cluster
+	}
+	service := spec.FailoverMemberName(g.Metadata.Name, cluster)
+	for _, r := range p.replicas {
+		if r.Service == service && r.Machine == machine {
+			return true
+		}
+	}
+	return false
+}
+
 // holdOnlyCopy keeps an unreachable machine that holds a failover group's
 // only copy, saying so once (an Unreachable step with the new reason).
 func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
-	why := fmt.Sprintf("unreachable, kept: it runs the primary of failover group %s, whose replica cannot take over (phase %s); kept until it heartbeats again or the group fences it",
+	why := fmt.Sprintf("unreachable, kept: it holds the only up-to-date copy of failover group %s (phase %s); kept until it heartbeats again or the group moves on",
 		group, p.mem.Failover[group].Phase)
 	if m.Reason != why {
 		p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
