@@ -193,22 +193,24 @@ func assertNotReloaded(t *testing.T, tab context.Context) {
 // waitContains polls the page until selector's text contains want.
 func waitContains(t *testing.T, tab context.Context, selector, want string) {
 	t.Helper()
-	waitFor(t, selector+" contains "+want, func() (bool, string) {
-		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
-		defer cancel()
-		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(selector)+`)||{}).textContent || ""`))
-		return err == nil && strings.Contains(got, want), "shows " + strings.TrimSpace(got)
-	})
+	waitTextMatches(t, tab, selector, "contains "+want, func(got string) bool { return strings.Contains(got, want) })
 }
 
 // waitText polls the page (not the server) until selector's text is want.
 func waitText(t *testing.T, tab context.Context, selector, want string) {
 	t.Helper()
-	waitFor(t, selector+" shows "+want, func() (bool, string) {
+	waitTextMatches(t, tab, selector, "shows "+want, func(got string) bool { return got == want })
+}
+
+// waitTextMatches polls the page until selector's trimmed text matches.
+func waitTextMatches(t *testing.T, tab context.Context, selector, what string, matches func(string) bool) {
+	t.Helper()
+	waitFor(t, selector+" "+what, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(tab, 5*time.Second)
 		defer cancel()
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector(`+jsString(selector)+`)||{}).textContent || ""`))
-		return err == nil && strings.TrimSpace(got) == want, "shows " + strings.TrimSpace(got)
+		got = strings.TrimSpace(got)
+		return err == nil && matches(got), "shows " + got
 	})
 }
 
