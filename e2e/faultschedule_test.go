@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -112,13 +113,15 @@ type faultEnv struct {
 	server *server
 	// hba are the pg_hba.conf files a partition edited, to heal.
 	hba []string
+	// root holds the members' PostgreSQL files, a directory per machine.
+	root string
 }
 
 func newFaultEnv(t *testing.T, synchronous bool) *faultEnv {
 	bin := needPostgres(t)
 	t.Setenv("GANTRY_E2E_PG_PASSWORD", pgPassword)
 	root := pgDataRoot(t)
-	e := &faultEnv{synchronous: synchronous}
+	e := &faultEnv{synchronous: synchronous, root: root}
 	e.h = newHAConfigured(t, 3, pgtest.URL(t), true, func(addr string) string {
 		p := startPIDProxy(t, addr)
 		e.proxies = append(e.proxies, p)
@@ -220,7 +223,28 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 		sampler.check(t)
 		checkWriteHistory(t, w.rows())
 		e.checkFleet(t)
+		e.pruneTerminated(t)
 	})
+}
+
+// pruneTerminated removes the PostgreSQL files of the group's terminated
+// machines (a soak replaces hundreds: their copies filled the disk).
+func (e *faultEnv) pruneTerminated(t *testing.T) {
+	machines, err := e.h.api().ListMachines(context.Background(), "")
+	if err != nil {
+		t.Logf("prune terminated machines' files: %v", err)
+		return
+	}
+	for _, m := range machines {
+		dir := filepath.Join(e.root, m.ID)
+		if m.FleetState != api.FleetTerminated || m.ID == "" {
+			continue
+		}
+		if _, err := os.Stat(dir); err == nil {
+			_ = exec.Command("pkill", "-9", "-f", "postgres -D "+dir+"/").Run()
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // logEvents prints the events of the group and the machines, for a
