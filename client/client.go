@@ -513,6 +513,13 @@ func (c *Client) Cost(ctx context.Context) (*api.CostReport, error) {
 	return &out, c.getJSON(ctx, "/v1/cost", &out)
 }
 
+// History reads the answering server's samples of the fleet (the
+// dashboard's charts).
+func (c *Client) History(ctx context.Context) (*api.History, error) {
+	var out api.History
+	return &out, c.getJSON(ctx, "/v1/history", &out)
+}
+
 // Usage reads what each machine's replicas use now, as they last
 // reported (gantry top).
 func (c *Client) Usage(ctx context.Context) (*api.UsageReport, error) {

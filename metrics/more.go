@@ -1,10 +1,12 @@
 package metrics
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
@@ -170,4 +172,22 @@ func Names(cs ...prometheus.Collector) []string {
 		names = append(names, descName(d))
 	}
 	return names
+}
+
+// HeartbeatCounts is the heartbeat duration histogram as it stands: each
+// bucket's upper bound in seconds and how many heartbeats took at most
+// that long (cumulative, since the server started).
+func (m *Metrics) HeartbeatCounts() (bounds []float64, cumulative []uint64) {
+	if m == nil {
+		return nil, nil
+	}
+	var out dto.Metric
+	if err := m.HeartbeatDuration.Write(&out); err != nil || out.Histogram == nil {
+		return nil, nil
+	}
+	for _, b := range out.Histogram.GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+		cumulative = append(cumulative, b.GetCumulativeCount())
+	}
+	return append(bounds, math.Inf(1)), append(cumulative, out.Histogram.GetSampleCount())
 }

@@ -90,7 +90,7 @@ func (s *Server) planFromScratch(ctx context.Context) (*scratchPlan, error) {
 	defer c.mu.Unlock()
 	now := s.clock.Now()
 	if !c.at.IsZero() && now.Sub(c.at) < s.cfg.CostPlanTTL {
-		return c, nil
+		return c.copy(), nil
 	}
 	plan, err := s.ctrl.FromScratch(ctx)
 	if err != nil {
@@ -110,7 +110,12 @@ func (s *Server) planFromScratch(ctx context.Context) (*scratchPlan, error) {
 	}
 	c.services, c.idle = costByService(machines, replicas)
 	c.perHour, c.bound, c.at = plan.Capacity.NewCapacityCost, plan.Capacity.LowerBound, now
-	return c, nil
+	return c.copy(), nil
+}
+
+// copy is the kept plan's figures, to read after its lock is let go.
+func (c *scratchPlan) copy() *scratchPlan {
+	return &scratchPlan{at: c.at, perHour: c.perHour, bound: c.bound, services: c.services, idle: c.idle}
 }
 
 // costByService shares each live machine's price among the replicas

@@ -212,6 +212,9 @@ type Config struct {
 	CostPlanTTL time.Duration
 	// UI tunes the web dashboard at /ui.
 	UI ui.Config
+	// History tunes the samples of the fleet kept for the dashboard's
+	// charts.
+	History HistoryConfig
 	// Telemetry is where the server sends its traces and metrics over
 	// OTLP (nowhere unless set or OTEL_EXPORTER_OTLP_* say).
 	Telemetry telemetry.ServerConfig
@@ -238,6 +241,7 @@ func DefaultConfig(dataDir string) Config {
 		Clock:       clock.RealClock{},
 		CostPlanTTL: 15 * time.Second,
 		UI:          ui.DefaultConfig(),
+		History:     DefaultHistoryConfig(),
 		Telemetry:   telemetry.ServerConfig{MetricInterval: 30 * time.Second},
 	}
 }
@@ -273,6 +277,7 @@ type Server struct {
 	logs      *logHub
 	streams   *streamHub
 	usage     *usageCache
+	history   *history
 	names     *namesHub
 	// wakes tell agents their assignments changed.
 	wakes *assignmentWakes
@@ -308,6 +313,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if err := cfg.Leader.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.History.Interval <= 0 || cfg.History.Length < 1 {
+		return nil, fmt.Errorf("history: interval and length must be positive (got %s, %d)", cfg.History.Interval, cfg.History.Length)
+	}
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -322,7 +330,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		st = cfg.WrapStore(db)
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), streams: newStreamHub(), usage: newUsageCache(cfg.UsageTTL), statuses: ingest.Store{},
-		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{})}
+		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{}),
+		history: &history{limit: cfg.History.Length}}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.wakes = newAssignmentWakes()
@@ -527,6 +536,11 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.follower.Run(loopCtx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.keepHistory(loopCtx)
+	}()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- s.http.Serve(s.listener) }()
 	if s.cfg.PprofListen != "" {
@@ -683,6 +697,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/events", roleAdmin, s.handleListEvents},
 		{"GET /v1/cost", roleAdmin, s.handleCost},
 		{"GET /v1/usage", roleAdmin, s.handleUsage},
+		{"GET /v1/history", roleAdmin, s.handleHistory},
 		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
 		{"POST /v1/tokens", roleAdmin, s.handleCreateToken},
 		{"GET /v1/tokens", roleAdmin, s.handleListTokens},

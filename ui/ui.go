@@ -97,6 +97,8 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("POST /ui/login", d.login)
 	mux.HandleFunc("POST /ui/logout", d.logout)
 	mux.HandleFunc("GET /ui/stream", d.signedIn(d.stream))
+	mux.HandleFunc("GET /ui/replicas/{id}/shell", d.shell)
+	mux.HandleFunc("GET /ui/replicas/{id}/exec", d.execStream)
 	mux.HandleFunc("GET /ui/{view...}", d.signedIn(d.page))
 	return mux
 }
@@ -228,12 +230,18 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request, c *client.Clien
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, "layout", layoutData{Title: v.title, Nav: v.nav, View: r.URL.RequestURI(), Body: body})
+	styles, tail := v.assets()
+	d.render(w, "layout", layoutData{Title: v.title, Nav: v.nav, View: r.URL.RequestURI(), Body: body, Styles: styles, Tail: tail})
 }
 
+// layoutData is a whole page. View is the path whose body the page
+// follows live ("" for a page that is not live); Styles and Scripts are
+// static files the page loads in its head, Tail the scripts it runs after
+// its body.
 type layoutData struct {
-	Title, Nav, View string
-	Body             template.HTML
+	Title, Nav, View      string
+	Body                  template.HTML
+	Styles, Scripts, Tail []string
 }
 
 func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/spec"
 )
 
 // view is one page: the template that renders its body and what it reads.
@@ -27,10 +28,19 @@ type view struct {
 // read every LiveInterval).
 func (v view) feeds() []string {
 	switch v.template {
-	case "events", "cost", "replica":
+	case "events", "cost", "replica", "charts":
 		return nil
 	}
 	return []string{"/v1/clusters", "/v1/services", "/v1/failovergroups", "/v1/machines", "/v1/replicas"}
+}
+
+// assets are the static files a view's page loads beyond the layout's:
+// stylesheets, and scripts run after its body.
+func (v view) assets() (styles, tail []string) {
+	if v.template == "charts" {
+		return []string{"uPlot.min.css"}, []string{"uPlot.iife.min.js", "charts.js"}
+	}
+	return nil, nil
 }
 
 // viewFor maps a path under /ui/ to its view.
@@ -51,6 +61,8 @@ func viewFor(path string) (view, bool) {
 		return view{"clusters", "Clusters", "clusters", loadClusters}, true
 	case "machines":
 		return view{"machines", "Machines", "machines", loadMachines}, true
+	case "topology":
+		return view{"topology", "Topology", "topology", loadTopology}, true
 	case "services":
 		return view{"services", "Services", "services", loadServices}, true
 	case "replicas":
@@ -61,6 +73,8 @@ func viewFor(path string) (view, bool) {
 		return view{"events", "Events", "events", loadEvents}, true
 	case "cost":
 		return view{"cost", "Cost", "cost", loadCost}, true
+	case "charts":
+		return view{"charts", "Charts", "charts", loadCharts}, true
 	}
 	return view{}, false
 }
@@ -221,6 +235,11 @@ type servicePage struct {
 	// Current is the revision the service runs (0 before the control
 	// loop saw it).
 	Current int64
+	// From and To are the revisions compared (?from=&to=); Changes what
+	// changed between them, DiffError why they could not be compared.
+	From, To  int64
+	Changes   []string
+	DiffError string
 }
 
 func loadService(ctx context.Context, c *client.Client, name string, q url.Values, size int) (any, error) {
@@ -242,7 +261,38 @@ func loadService(ctx context.Context, c *client.Client, name string, q url.Value
 	if svc.Status != nil {
 		page.Current = svc.Status.Revision
 	}
+	compareRevisions(&page, q)
 	return page, nil
+}
+
+// compareRevisions fills in the changes between the revisions q names
+// (from, to); with none named, the form offers the current revision
+// against the one before it.
+func compareRevisions(page *servicePage, q url.Values) {
+	from, errFrom := strconv.ParseInt(q.Get("from"), 10, 64)
+	to, errTo := strconv.ParseInt(q.Get("to"), 10, 64)
+	if q.Get("from") == "" && q.Get("to") == "" {
+		page.To = page.Current
+		for _, r := range page.Rollout.Revisions {
+			if r.Number < page.To && r.Number > page.From {
+				page.From = r.Number
+			}
+		}
+		return
+	}
+	page.From, page.To = from, to
+	if errFrom != nil || errTo != nil {
+		page.DiffError = "from, to: want two revision numbers"
+		return
+	}
+	changes, err := spec.RevisionChanges(page.Rollout, from, to)
+	if err != nil {
+		page.DiffError = err.Error()
+		return
+	}
+	if page.Changes = changes; len(changes) == 0 {
+		page.Changes = []string{"(the two revisions' specs are the same)"}
+	}
 }
 
 type replicasPage struct {
@@ -326,4 +376,10 @@ func loadEvents(ctx context.Context, c *client.Client, q url.Values, d *Dashboar
 
 func loadCost(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
 	return c.Cost(ctx)
+}
+
+// loadCharts reads the server's samples of the fleet; charts.js draws
+// them (uPlot) from the JSON the page carries.
+func loadCharts(ctx context.Context, c *client.Client, _ url.Values, _ *Dashboard) (any, error) {
+	return c.History(ctx)
 }

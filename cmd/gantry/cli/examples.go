@@ -113,6 +113,9 @@ func examples() map[string]string {
   gantry port-forward service/web 8080`,
 		"gantry rollout": `  # Follow a service's deployment
   gantry rollout status web -w`,
+		"gantry rollout diff": `  # What changed from revision 2 to the current one, and between two
+  gantry rollout diff web 2
+  gantry rollout diff web 2 5`,
 		"gantry rollout history": `  # A service's revisions, and one revision's spec
   gantry rollout history web
   gantry rollout history web --revision 3`,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/spf13/cobra"
 )
 
@@ -21,7 +22,7 @@ func newRolloutCmd(g *globals) *cobra.Command {
 		Use:   "rollout",
 		Short: "Follow and steer a service's deployments (status, history, undo, restart, pause, resume, promote)",
 	}
-	cmd.AddCommand(newRolloutStatusCmd(g), newRolloutHistoryCmd(g), newRolloutUndoCmd(g),
+	cmd.AddCommand(newRolloutStatusCmd(g), newRolloutHistoryCmd(g), newRolloutDiffCmd(g), newRolloutUndoCmd(g),
 		rolloutActionCmd(g, "restart", "Replace every replica through a new revision that runs the same thing"),
 		rolloutActionCmd(g, "pause", "Pause the service's deployments where they are"),
 		rolloutActionCmd(g, "resume", "Resume the service's deployments"),
@@ -288,6 +289,44 @@ func newRolloutHistoryCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().Int64Var(&revision, "revision", 0, "show the spec of this revision")
 	return cmd
+}
+
+func newRolloutDiffCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:               "diff SERVICE FROM [TO]",
+		ValidArgsFunction: completeNames(g, "services"),
+		Short:             "Show what changed in a service's spec from one revision to another (default: the current one)",
+		Args:              cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var numbers [2]int64
+			for i, arg := range args[1:] {
+				n, err := strconv.ParseInt(arg, 10, 64)
+				if err != nil || n < 1 {
+					return fmt.Errorf("revision %q: want a revision number (see gantry rollout history %s)", arg, args[0])
+				}
+				numbers[i] = n
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ro, err := c.Rollout(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			changes, err := spec.RevisionChanges(ro, numbers[0], numbers[1])
+			if err != nil {
+				return fmt.Errorf("service %s: %w", args[0], err)
+			}
+			if len(changes) == 0 {
+				fmt.Fprintln(g.out, "the two revisions' specs are the same")
+			}
+			for _, ch := range changes {
+				fmt.Fprintln(g.out, ch)
+			}
+			return nil
+		},
+	}
 }
 
 func printHistory(w io.Writer, ro *api.Rollout) {
