@@ -59,12 +59,23 @@ type Config struct {
 	// ListenRetry is the wait before the change listener connects again
 	// after it lost its connection.
 	ListenRetry time.Duration
+	// LeaseWarmInterval is how often the lease pool is checked for an
+	// open connection, and one opened (within ConnectTimeout) when it
+	// has none (0: never; a lease call then opens its own).
+	LeaseWarmInterval time.Duration
+	// ConnectTimeout bounds the opening of the lease pool's connections.
+	// A lease call is as short as the elector's retry period; a
+	// connection that takes longer to open (a loaded database forks and
+	// authenticates a backend slowly) would never open within one, and no
+	// follower could ever take the lease over.
+	ConnectTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults for a connection string.
 func DefaultConfig(url string) Config {
 	return Config{URL: url, MaxConns: 16, LeaseConns: 2, MaxWriters: 4, SerializationRetries: 30, RetryBackoff: 2 * time.Millisecond, MaxEvents: 10000,
-		IdleInTransactionTimeout: 5 * time.Second, ChangeRetention: sqlstore.DefaultRetention, ListenRetry: time.Second}
+		IdleInTransactionTimeout: 5 * time.Second, ChangeRetention: sqlstore.DefaultRetention, ListenRetry: time.Second,
+		LeaseWarmInterval: time.Second, ConnectTimeout: 10 * time.Second}
 }
 
 // Store is the PostgreSQL Store.
@@ -75,10 +86,11 @@ type Store struct {
 	cfg     Config
 	dialect *sqlstore.Dialect
 	changed store.Broadcast
-	// stopListening ends the change listener; listening is done when it
-	// has.
+	// stopListening ends the change listener and the lease pool's
+	// warming; listening and warming are done when they have.
 	stopListening context.CancelFunc
 	listening     chan struct{}
+	warming       chan struct{}
 	// writers holds a slot per write transaction under way (nil: no
 	// bound); waiting counts those waiting for one.
 	writers chan struct{}
@@ -180,9 +192,32 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	listenCtx, stop := context.WithCancel(context.Background())
-	s.stopListening, s.listening = stop, make(chan struct{})
+	s.stopListening, s.listening, s.warming = stop, make(chan struct{}), make(chan struct{})
 	go s.listen(listenCtx, *conn)
+	go s.keepLeaseConnWarm(listenCtx)
 	return s, nil
+}
+
+// keepLeaseConnWarm keeps a connection open in the lease pool, each
+// opened within ConnectTimeout rather than a lease call's deadline (see
+// Config.ConnectTimeout), until ctx ends.
+func (s *Store) keepLeaseConnWarm(ctx context.Context) {
+	defer close(s.warming)
+	if s.cfg.LeaseWarmInterval <= 0 || s.cfg.ConnectTimeout <= 0 {
+		return
+	}
+	ticker := time.NewTicker(s.cfg.LeaseWarmInterval)
+	defer ticker.Stop()
+	for {
+		pingCtx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+		_ = s.leases.PingContext(pingCtx) // a failure is the lease call's to report
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // Changed implements store.Notifier: commits of this server fire at
@@ -231,6 +266,7 @@ func (s *Store) listenOnce(ctx context.Context, cfg *pgx.ConnConfig) error {
 func (s *Store) Close() error {
 	s.stopListening()
 	<-s.listening
+	<-s.warming
 	err := errors.Join(s.db.Close(), s.leases.Close())
 	s.dialect.Closed()
 	return err
