@@ -80,6 +80,42 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 		run(t, tab, page+" page", chromedp.Navigate(dashboard+page), chromedp.WaitVisible(`main#view table`))
 		keepScreenshot(t, tab, "dashboard-"+page+".png")
 	}
+
+	// What changed between the two revisions, the machines with their
+	// replicas, and the fleet's history drawn by uPlot (dev samples it
+	// every second here).
+	run(t, tab, "revision diff", chromedp.Navigate(dashboard+"services/hello?from=1&to=2"), chromedp.WaitVisible(`#revision-diff`))
+	waitContains(t, tab, `#revision-diff`, `spec.env.GREETING: "hello from Gantry" → "hello again"`)
+	run(t, tab, "topology page", chromedp.Navigate(dashboard+"topology"), chromedp.WaitVisible(`.topology`))
+	waitCount(t, tab, `.machine-box a.replica-box.state-running[data-replica^="hello-"]`, 4)
+	keepScreenshot(t, tab, "dashboard-topology.png")
+	run(t, tab, "charts page", chromedp.Navigate(dashboard+"charts"), chromedp.WaitVisible(`#chart-cost`))
+	waitCount(t, tab, `.charts .uplot canvas`, 5)
+	keepScreenshot(t, tab, "dashboard-charts.png")
+
+	shellInTheBrowser(t, tab, dashboard, dir)
+}
+
+// shellInTheBrowser opens a replica's shell from its page: refused to the
+// read-only session with the API's reason, then run by an admin's, whose
+// keys reach the replica's shell and whose output comes back.
+func shellInTheBrowser(t *testing.T, tab context.Context, dashboard, dir string) {
+	t.Helper()
+	run(t, tab, "a replica's shell, read-only", chromedp.Navigate(dashboard+"services/hello"),
+		chromedp.Click(chromedp.CSS(`tr[data-replica^="hello-"] a[href^="/ui/replicas/hello-"]`)),
+		chromedp.WaitVisible(`#shell-link`), chromedp.Click(`#shell-link`), chromedp.WaitVisible(`#terminal`))
+	waitContains(t, tab, `#shell-status[data-state="refused"]`, "a read-only token may only read")
+	shell := value(t, tab, "the shell's address", chromedp.Location())
+	admin, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, tab, "sign out", chromedp.Submit(`header form button`), chromedp.WaitVisible("#token"))
+	run(t, tab, "sign in as an admin", chromedp.SendKeys("#token", strings.TrimSpace(string(admin))), chromedp.Submit("#token"), chromedp.WaitVisible("main"))
+	run(t, tab, "a replica's shell, admin", chromedp.Navigate(shell), chromedp.WaitVisible(`#shell-status[data-state="open"]`))
+	run(t, tab, "type into the shell", chromedp.Evaluate[chromedp.Void](`void gantryTerminal.paste("echo gantry-$((6*7))\n")`))
+	waitContains(t, tab, `.xterm-rows`, "gantry-42")
+	keepScreenshot(t, tab, "dashboard-shell.png")
 }
 
 // startDev runs `gantry dev` on the hello example and returns the
@@ -118,7 +154,7 @@ func runDev(t *testing.T, dir, spec string) <-chan string {
 // a relative dir is, as `gantry dev`'s default .gantry is.
 func runDevIn(t *testing.T, cwd, dir, spec string) <-chan string {
 	t.Helper()
-	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "-f", spec)
+	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "--history-interval", "1s", "-f", spec)
 	cmd.Dir = cwd
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -227,23 +227,32 @@ func (e *faultEnv) schedule(t *testing.T, seed uint64, totals *faultTotals) bool
 	})
 }
 
-// pruneTerminated removes the PostgreSQL files of the group's terminated
-// machines (a soak replaces hundreds: their copies filled the disk).
+// pruneTerminated removes the PostgreSQL files of the group's machines
+// that are no longer live (a soak replaces hundreds: their copies filled
+// the disk). Terminated machines leave the store's list, so a directory
+// is removed when no live machine of the list has its name. The
+// directories are read first: a machine is in the list before its member
+// makes its directory, so one launched meanwhile is never taken for dead.
 func (e *faultEnv) pruneTerminated(t *testing.T) {
+	dirs, _ := os.ReadDir(e.root)
 	machines, err := e.h.api().ListMachines(context.Background(), "")
 	if err != nil {
 		t.Logf("prune terminated machines' files: %v", err)
 		return
 	}
+	live := map[string]bool{}
 	for _, m := range machines {
-		dir := filepath.Join(e.root, m.ID)
-		if m.FleetState != api.FleetTerminated || m.ID == "" {
+		if m.FleetState != api.FleetTerminated {
+			live[m.ID] = true
+		}
+	}
+	for _, d := range dirs {
+		if !d.IsDir() || live[d.Name()] {
 			continue
 		}
-		if _, err := os.Stat(dir); err == nil {
-			_ = exec.Command("pkill", "-9", "-f", "postgres -D "+dir+"/").Run()
-			_ = os.RemoveAll(dir)
-		}
+		dir := filepath.Join(e.root, d.Name())
+		_ = exec.Command("pkill", "-9", "-f", "postgres -D "+dir+"/").Run()
+		_ = os.RemoveAll(dir)
 	}
 }
 

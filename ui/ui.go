@@ -1,8 +1,10 @@
-// Package ui is Gantry's read-only web dashboard, served at /ui: pages
-// rendered on the server from the HTTP API (called in process, with the
-// signed-in token), made live by server-sent events that carry each page's
-// new body when it changes. htmx and its SSE extension, vendored under
-// static/, swap the bodies in; nothing is built before it runs.
+// Package ui is Gantry's web dashboard, served at /ui: pages rendered on
+// the server from the HTTP API (called in process, with the signed-in
+// token), made live by server-sent events that carry each page's new body
+// when it changes. htmx and its SSE extension, vendored under static/,
+// swap the bodies in; uPlot draws the charts and xterm.js the shell (the
+// API's exec, the one thing the dashboard does beyond reading); nothing
+// is built before it runs.
 package ui
 
 import (

@@ -11,6 +11,9 @@
   term.loadAddon(fit);
   term.open(document.getElementById("terminal"));
   fit.fit();
+  // For the browser's console and the dashboard's test: synthetic key
+  // events reach xterm twice (as keys and as text), a paste once.
+  window.gantryTerminal = term;
   const encoder = new TextEncoder();
   const decoder = new TextDecoder();
   let socket = null;
