@@ -224,25 +224,12 @@ func TestEventsPageIsPaged(t *testing.T) {
 		}
 	})
 	srv, cookies := signedIn(t, fake)
-	get := func(path string) string {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return string(body)
-	}
-	first := get("/ui/events")
+	first := getPage(t, srv, cookies, "/ui/events")
 	if n := strings.Count(first, "<tr data-event="); n != 100 || !strings.Contains(first, "1–100 of 250") ||
 		!strings.Contains(first, `data-event="250"`) || strings.Contains(first, `data-event="150"`) {
 		t.Fatalf("page 1 shows %d events:\n%s", n, first)
 	}
-	last := get("/ui/events?page=3")
+	last := getPage(t, srv, cookies, "/ui/events?page=3")
 	if n := strings.Count(last, "<tr data-event="); n != 50 || !strings.Contains(last, `data-event="1"`) || !strings.Contains(last, `rel="prev"`) {
 		t.Fatalf("page 3 shows %d events:\n%s", n, last)
 	}
