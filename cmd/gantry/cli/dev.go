@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -217,14 +218,14 @@ func filterReplicas(replicas []api.Replica, services map[string]bool) []api.Repl
 
 func reportReplicas(w io.Writer, replicas []api.Replica, seen map[string]string) {
 	for _, r := range replicas {
-		state := string(r.State) + "/" + string(r.Health) + "@" + r.Machine
+		where := cmp.Or(r.Machine, r.Node) // a Pod's node on a Kubernetes cluster
+		state := string(r.State) + "/" + string(r.Health) + "@" + where
 		if prev, ok := seen[r.ID]; ok && prev == state {
 			continue
 		}
 		seen[r.ID] = state
-		where := ""
-		if r.Machine != "" {
-			where = "on " + r.Machine
+		if where != "" {
+			where = "on " + where
 		}
 		detail := r.Reason
 		if u := r.URL(); u != "" && r.State == api.ReplicaRunning {
@@ -253,7 +254,7 @@ func printReady(w io.Writer, replicas []api.Replica, machines []api.Machine) {
 	fmt.Fprintln(w, "\nAll replicas are running:")
 	t := &table{header: []string{"REPLICA", "MACHINE", "HEALTH", "URL"}}
 	for _, r := range replicas {
-		t.add(r.ID, r.Machine, orDash(string(r.Health)), orDash(r.URL()))
+		t.add(r.ID, orDash(cmp.Or(r.Machine, r.Node)), orDash(string(r.Health)), orDash(r.URL()))
 	}
 	_ = t.print(w, false)
 	fmt.Fprintln(w)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gantry-dev/gantry/api"
 	dockerprovider "github.com/gantry-dev/gantry/provider/docker"
 	"github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/server"
@@ -116,14 +117,15 @@ func prepareDocker(ctx context.Context, g *globals, cfg *server.Config, workload
 }
 
 // checkProviders rejects a spec whose clusters use a provider `gantry dev`
-// cannot run on this host.
+// cannot run on this host. A Kubernetes cluster is a target reached through
+// its kubeconfig (the README's local recipe: scripts/kube-up.sh's).
 func checkProviders(docs []spec.Document) error {
 	for _, d := range docs {
 		if d.Cluster == nil {
 			continue
 		}
-		if p := d.Cluster.Spec.Provider.Name; p != "local" && p != dockerprovider.Name {
-			return fmt.Errorf("cluster %s uses provider %q: gantry dev runs the local and docker providers (try --provider local)", d.Name(), p)
+		if p := d.Cluster.Spec.Provider.Name; p != "local" && p != dockerprovider.Name && p != api.ProviderKubernetes {
+			return fmt.Errorf("cluster %s uses provider %q: gantry dev runs the local, docker and kubernetes providers (try --provider local)", d.Name(), p)
 		}
 	}
 	return nil
