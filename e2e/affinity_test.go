@@ -55,6 +55,7 @@ spec:
 // and web follows the cache onto the one machine without a db. `gantry
 // plan` shows the same machines before anything runs.
 func TestAffinityAcrossServicesLive(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	spec := writeFile(t, s.dataDir, "aff.yaml", affinitySpec)
 	out, errOut, code := s.gantry("plan", "-f", spec)

@@ -12,6 +12,7 @@ import (
 
 // gantry plan prices examples/aws.yaml with the built-in EC2 catalog.
 func TestPlanPricesTheAWSExample(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	out, errOut, code := runGantry(t, "plan", "-f", "../examples/aws.yaml", "--offline", "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan aws: %s", errOut)

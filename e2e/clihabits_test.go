@@ -48,6 +48,7 @@ spec:
 // pending reasons and integral quantities, -o yaml that applies back,
 // cordon, a second drain, version and completion from the server.
 func TestCLIHabits(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	dir := filepath.Join(s.dataDir, "specs")
 	if err := os.Mkdir(dir, 0o755); err != nil {

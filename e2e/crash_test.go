@@ -37,6 +37,7 @@ spec:
 // leaked, none launched twice for one intent, every replica running, no /24
 // held twice. GANTRY_CRASH_SEED replays a run.
 func TestServerKilledAtRandomPointsLosesNothing(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	seed := rand.Uint64()
 	if s, err := strconv.ParseUint(os.Getenv("GANTRY_CRASH_SEED"), 10, 64); err == nil {
 		seed = s

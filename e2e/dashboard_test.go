@@ -32,6 +32,7 @@ spec:
 // page sees a cluster come up, a replica appear and run, and a
 // deployment complete; a screenshot of each page is kept.
 func TestDashboardFollowsDevLive(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	tab := browser.New(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	dashboard := startDev(t, dir)

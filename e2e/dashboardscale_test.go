@@ -28,6 +28,7 @@ import (
 // took to load (an artifact, not an assertion). The server runs in
 // process so that the test can write the fleet into its store.
 func TestDashboardAtScale(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	if testing.Short() {
 		t.Skip("fills a store with 11,000 rows")
 	}
@@ -213,6 +214,7 @@ func getPage(b *testing.B, hc *http.Client, url string) {
 // habit: no answer holds the whole fleet), and lists every replica once,
 // in order, whatever the chunk.
 func TestGetReadsReplicasInChunks(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	url, token, st := inProcessServer(t)
 	fillFleet(t, st, 3, 10)
 	whole := ""

@@ -42,6 +42,7 @@ spec:
 // stdin, output and exit status), a service's logs prefixed, and a port
 // forwarded to a replica through the server.
 func TestDebugAReplicaFromTheCLI(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	if _, errOut, code := s.gantry("apply", "-f", writeFile(t, s.dataDir, "debug.yaml", debugSpec)); code != 0 {
 		t.Fatalf("apply: %s", errOut)

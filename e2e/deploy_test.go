@@ -95,6 +95,7 @@ func (sm *sampler) end() (minAvailable, maxTotal, samples int) {
 // waits for promotion; restart replaces every replica; scaling restarts
 // nothing.
 func TestDeploymentRollsWithinItsBounds(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	s.apply(t, "v1.yaml", deployment(6, "v1", ""))
 	waitFor(t, "6 replicas answering", func() (bool, string) { return allAnswer(s.replicas("web"), 6) })
@@ -208,6 +209,7 @@ func allGreet(rs []api.Replica, n int, greeting string) (bool, string) {
 // good revision; the old replicas answer HTTP throughout
 // (a client polls them: no failure) and are never replaced.
 func TestBrokenRevisionsAreRevertedWhileServing(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	s.apply(t, "good.yaml", deployment(3, "good", ""))
 	serving := settledReplicas(t, s, "web", 3)
@@ -283,6 +285,7 @@ func (p *poller) end() (failures, requests int) {
 // A server killed with SIGKILL mid-deployment resumes it when it starts
 // again: the deployment completes within its bounds.
 func TestDeploymentResumesAfterServerKill(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	slow := "  update: {maxSurge: 1, maxUnavailable: 0, minHealthySeconds: 2, progressDeadlineSeconds: 60}\n"

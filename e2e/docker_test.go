@@ -101,6 +101,7 @@ func removeReplicaContainers(cli *client.Client, machines []api.Machine) {
 // and published port as inspected, HTTP, logs, restart after a kill,
 // adoption by a restarted agent, removal on scale-in.
 func TestDockerRuntimeRunsReplicasAsContainers(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	cli := dockerSetup(t)
 	s := startServer(t, t.TempDir(), "--local-exit-with-server", "--local-runtime", "docker")
 	t.Cleanup(func() { removeReplicaContainers(cli, s.machines()) })
@@ -350,6 +351,7 @@ spec:
 // reads, and nothing the engine answers shows its value; only a value the
 // spec asks for as env is in the container's environment.
 func TestDockerReplicasGetSecretsAsFiles(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	cli := dockerSetup(t)
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server", "--local-runtime", "docker")

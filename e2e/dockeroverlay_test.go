@@ -76,6 +76,7 @@ spec:
 // edge machine's HAProxy serves web's exposed port through a rolling
 // deployment without a failed request.
 func TestDockerProviderOverlay(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	cli := dockerSetup(t)
 	testnet.Require(t, true)
@@ -218,6 +219,7 @@ func servesThroughARollingDeployment(t *testing.T, s *server, url string, port i
 // network they share (the agent's loopback is not theirs), and web calls
 // both api replicas, reached at their published ports.
 func TestDockerProviderHostModeNames(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	cli := dockerSetup(t)
 	s, _ := startDockerProviderServer(t, cli, "gantry-e2e-hn")
 	spec := strings.NewReplacer("  network: {mode: overlay}\n", "",

@@ -45,6 +45,7 @@ spec:
 // A 3-machine cluster whose machines are containers: a killed machine
 // container's replicas run on the others, and nothing of it is left.
 func TestDockerProviderMachineLoss(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	cli := dockerSetup(t)
 	s, _ := startDockerProviderServer(t, cli, "gantry-e2e")
 	s.apply(t, "box.yaml", dockerClusterSpec)
@@ -141,6 +142,7 @@ func removeNetwork(cli *client.Client, network string) {
 // examples/hello-docker.yaml` runs 3 machine containers whose replicas are
 // containers, and Ctrl-C removes them all.
 func TestDevWithTheDockerProvider(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	cli := dockerSetup(t)
 	network := fmt.Sprintf("gantry-e2e-dev-%d", time.Now().UnixNano()%1_000_000)
 	t.Cleanup(func() { removeNetwork(cli, network) })

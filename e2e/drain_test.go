@@ -15,6 +15,7 @@ import (
 // stops (the old copy answers for as long as the replica is moving), then
 // the machine is terminated.
 func TestDrainMovesReplicasNewCopyFirst(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startWeb(t)
 	dir := s.dataDir
 	before := s.replicas("web")

@@ -46,6 +46,7 @@ spec:
 // A machine process is killed: its replicas come back on other machines
 // and answer HTTP, and the lost machine is replaced.
 func TestMachineLossReschedulesReplicas(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startWeb(t)
 	victim := busiestMachine(s.replicas("web"))
 	victimInstance := instanceOf(t, s.dataDir, victim)
@@ -96,6 +97,7 @@ func busiestMachine(rs []api.Replica) string {
 // on the same state adopts the same machines and replicas, launching
 // nothing new and restarting nothing.
 func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	spec := writeFile(t, dir, "web.yaml", webSpec)
@@ -150,6 +152,7 @@ func TestAgentsKeepServingWhileServerIsDown(t *testing.T) {
 // The CLI in kubectl's habits: output formats, describe, validate and
 // delete, with one-line errors and non-zero exits.
 func TestCLI(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server")
 	bad := writeFile(t, dir, "bad.yaml", strings.Replace(webSpec, "cpu: 500m", "cpu: lots", 1))
@@ -223,6 +226,7 @@ func TestCLI(t *testing.T) {
 // The README's main command: `gantry dev -f examples/hello.yaml` brings up
 // replicas that answer, and Ctrl-C leaves no process behind.
 func TestDevRunsTheExampleAndCleansUp(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := filepath.Join(t.TempDir(), "state")
 	for run := 1; run <= 2; run++ { // the second run starts from the first's state
 		runDevOnce(t, dir, run, "hello from Gantry", "-f", "../examples/hello.yaml")

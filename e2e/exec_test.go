@@ -12,6 +12,7 @@ import (
 // Machines made by the exec provider with the example script (agent
 // processes on this host) join, run replicas that answer, and go away.
 func TestExecProviderMachinesJoinAndServe(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	machines := filepath.Join(dir, "machines")
 	t.Cleanup(func() { killScriptMachines(machines) })

@@ -77,6 +77,16 @@ func TestMain(m *testing.M) {
 // getEnv makes this test binary GET a URL and exit (see getFrom).
 const getEnv = "GANTRY_E2E_GET"
 
+// parallelTests: most tests here mostly wait (for processes to start,
+// join, heartbeat, be killed) and call t.Parallel, so they run two at a
+// time (go test's -parallel, GOMAXPROCS by default). Each uses its own
+// ports, directories, Docker network, namespace and image tag. These stay
+// serial, and run before the parallel ones: those that set environment
+// variables for the servers they start (t.Setenv: the failover, OTLP,
+// secrets and AWS tests), and those that measure leases, fencing or
+// partitions (HA, failover, network namespaces, provider faults, the
+// fault schedule), where a busy neighbour would only add noise.
+
 // waitLimit bounds every wait; reaching it is a failure, not a timing claim.
 const waitLimit = 90 * time.Second
 

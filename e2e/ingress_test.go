@@ -108,6 +108,7 @@ func ingressSpec(replicas int, greeting string, port int, extra string) string {
 // the drain of a machine that runs one of them: a replica leaves the
 // proxy before it stops, and enters once it serves.
 func TestIngressServesThroughDeploymentRevertScaleAndDrain(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	port := freeTCPPort(t)
@@ -195,6 +196,7 @@ func logEdgeAgents(t *testing.T, dataDir string) {
 // the exposed port while it waits for promotion; once promoted, the new
 // revision takes them all.
 func TestIngressSendsTheCanaryItsWeight(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	t.Cleanup(func() {
@@ -255,6 +257,7 @@ func TestIngressSendsTheCanaryItsWeight(t *testing.T) {
 // program holds it) says so in its IngressReady condition, and serves
 // it once the port is free.
 func TestIngressReportsAPortItCannotTake(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

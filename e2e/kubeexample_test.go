@@ -18,6 +18,7 @@ import (
 // the test points it at this run's API server and a namespace of its own
 // (tests share the API server), and changes nothing else.
 func TestDevRunsTheKubernetesLocalExample(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	env := kubetest.New(t)
 	ns := kubetest.Name("example")
 	env.DeleteNamespaceAtEnd(t, ns)

@@ -114,6 +114,7 @@ func (k *kubeCase) podsMatchReplicas(t *testing.T, service string, n int) (bool,
 // a Service, deployments (a good one, a crashing one reverted), scaling,
 // a server killed mid-way, and deletion.
 func TestKubernetesTarget(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	env := kubetest.New(t)
 	dir := t.TempDir()
 	k := &kubeCase{env: env, ns: kubetest.Name("e2e"), kata: kubetest.Name("kata")}

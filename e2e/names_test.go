@@ -23,6 +23,7 @@ import (
 // over SRV, each with its port; web's exposed port (this run's own, not
 // the example's 8080) serves the same through HAProxy.
 func TestDevServicesCallEachOtherByName(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	// As the README runs it: state in a relative .gantry.
 	cwd := t.TempDir()
@@ -157,6 +158,7 @@ func (c *nameClient) send() {
 // a machine running one of them: a replica (or a moved replica's old
 // copy) leaves the name before it stops, and enters it once it serves.
 func TestNamesKeepServingThroughDeploymentAndScaleDown(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	s.apply(t, "v1.yaml", deployment(6, "v1", ""))
 	waitFor(t, "6 replicas answering", func() (bool, string) { return allAnswer(s.replicas("web"), 6) })

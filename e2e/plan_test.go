@@ -18,6 +18,7 @@ func planJSON(t *testing.T, out string) planner.Plan {
 }
 
 func TestPlanOfflineOnTheExamples(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	out, errOut, code := runGantry(t, "plan", "-f", "../examples/hello.yaml", "--offline", "-o", "json")
 	if code != 0 {
 		t.Fatalf("plan hello: %s", errOut)
@@ -60,6 +61,7 @@ func TestPlanOfflineOnTheExamples(t *testing.T) {
 }
 
 func TestPlanRejectsABadCatalog(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	bad := writeFile(t, dir, "catalog.json", `{"instanceTypes": [{"name": "x", "cpu": "lots", "memory": "1Gi", "offerings": [{"zone": "a", "capacityType": "onDemand", "pricePerHour": 1}]}]}`)
 	_, errOut, code := runGantry(t, "plan", "-f", "../examples/plan.yaml", "--catalog", bad, "--offline")
@@ -97,6 +99,7 @@ func TestPlanRejectsABadCatalog(t *testing.T) {
 }
 
 func TestPlanAgainstTheLiveServer(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	s := startWeb(t)
 	dir := s.dataDir
 	spec := writeFile(t, dir, "web.yaml", webSpec)

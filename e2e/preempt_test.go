@@ -38,6 +38,7 @@ spec:
 // A higher-priority service that may preempt takes the only machine; the
 // lower one goes back to pending, says why, and its process stops.
 func TestPreemptionMakesRoomForHigherPriority(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server")
 	s.apply(t, "batch.yaml", preemptSpec)

@@ -28,6 +28,7 @@ spec:
 // A template change replaces every machine, one at a time, while the
 // replicas keep answering; `gantry get clusters` shows the progress.
 func TestTemplateChangeRollsMachines(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server")
 	spec := func(v string) string {

@@ -26,6 +26,7 @@ spec:
 // An idle machine is stopped into the warm pool, and on scale-up it is
 // started again — with the addresses Start returns — before any launch.
 func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
+	t.Parallel() // see parallelTests in helpers_test.go
 	dir := t.TempDir()
 	s := startServer(t, dir, "--local-exit-with-server", "--empty-machine-ttl", "500ms")
 	apply := func(n string) { s.apply(t, "w.yaml", strings.Replace(warmSpec, "REPLICAS", n, 1)) }

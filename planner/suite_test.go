@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/provider/aws"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
 )
@@ -46,7 +46,7 @@ type suiteCatalog struct {
 }
 
 func suiteCatalogs(t testing.TB) []suiteCatalog {
-	awsTypes, ok := aws.CatalogFor("us-east-1")
+	awsTypes, ok := awscatalog.CatalogFor("us-east-1")
 	if !ok {
 		t.Fatal("the built-in AWS catalog does not load")
 	}

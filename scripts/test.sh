@@ -107,11 +107,16 @@ staticcheck_run() {
 }
 check staticcheck staticcheck_run
 
-# The cloud providers' packages run without the race detector: they are
-# request/response code over the cloud SDKs, whose race-instrumented build
-# alone takes minutes on 2 cores. Everything else runs with it.
-clouds='/provider/(aws|gcp|azure|clouds)(/|$)'
-race_packages=$(go list ./... | grep -Ev "$clouds")
+# The cloud providers' packages and the commands run without the race
+# detector: the providers are request/response code over the cloud SDKs,
+# and the commands link those SDKs, whose race-instrumented build alone
+# takes minutes on 2 cores (the commands' concurrency is the server's and
+# the client's, raced in their own packages). Everything else runs with it.
+# The packages without it are tested while the raced ones run: the
+# end-to-end tests mostly wait on processes, and leave a core to spare.
+unraced='/provider/(aws|gcp|azure|clouds)(/|$)|/cmd/'
+race_packages=$(go list ./... | grep -Ev "$unraced")
+unraced_packages=$(go list ./... | grep -E "$unraced")
 
 step "compile with the race detector, with a line every 25 packages"
 # go build refuses a named package with only tests (e2e): those compile
@@ -150,9 +155,26 @@ need() {
 for s in "${services[@]}"; do need "$s"; done
 cat "$services_dir/docker.out"
 
-step "tests (race detector on; a line per package as it ends)"
+step "tests (race detector on; a line per package as it ends), and beside them the packing quality suite and the packages without the race detector"
+# unraced: the packing quality suite (one goroutine: without the race
+# detector) and the cloud providers' and commands' tests, in the
+# background; their output follows the raced tests'.
+unraced_tests() {
+  echo "==> packing quality suite"
+  go test -count=1 -run 'TestPackingQuality' ./planner || return 1
+  echo "==> the cloud providers (against fakes of their APIs) and the commands"
+  # shellcheck disable=SC2086
+  go test -count=1 -timeout 10m $unraced_packages
+}
+unraced_tests >"$services_dir/unraced.out" 2>&1 &
+unraced_pid=$!
 # shellcheck disable=SC2086
 check "tests" go test -race -count=1 -timeout 20m -skip '^TestFaultSchedule$' $race_packages
+step "the packing quality suite and the packages without the race detector (run beside the raced tests)"
+wait $unraced_pid
+unraced_status=$?
+cat "$services_dir/unraced.out"
+[[ $unraced_status == 0 ]] || { echo "test.sh: FAILED: unraced tests" >&2; failed+=("packing quality, cloud providers, commands"); }
 
 step "fault schedule: ${GANTRY_FAULT_RUNS:-20} seeded schedules of kills, pauses and partitions on a PostgreSQL failover group and 3 servers (GANTRY_FAULT_RUNS=500 for the soak)"
 fault_schedule() {
@@ -168,13 +190,6 @@ fault_schedule() {
   fi
 }
 check "fault schedule" fault_schedule
-
-step "packing quality suite (one goroutine: without the race detector)"
-check "packing quality" go test -count=1 -run 'TestPackingQuality' ./planner
-
-step "tests of the cloud providers (against fakes of their APIs)"
-# shellcheck disable=SC2046
-check "cloud providers" go test -count=1 -timeout 10m $(go list ./... | grep -E "$clouds")
 
 step "done"
 if [[ ${#failed[@]} -gt 0 ]]; then

@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"sync"
 	"time"
 
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 			o.BaseEndpoint = awssdk.String(cfg.Endpoint)
 		}
 	})
-	file, err := BuiltinCatalog()
+	file, err := awscatalog.Builtin()
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package aws_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -200,15 +201,15 @@ func TestSettingsNameTheBadKey(t *testing.T) {
 
 // catalog.json is what gencatalog makes from catalogdata/.
 func TestCatalogIsGenerated(t *testing.T) {
-	var types aws.DescribedTypes
-	var prices aws.Prices
+	var types awscatalog.DescribedTypes
+	var prices awscatalog.Prices
 	readJSON(t, "catalogdata/instance-types.json", &types)
 	readJSON(t, "catalogdata/prices-us-east-1.json", &prices)
-	built, skipped := aws.BuildCatalog(types, prices)
+	built, skipped := awscatalog.BuildCatalog(types, prices)
 	if len(skipped) != 0 {
 		t.Errorf("types without a price: %v", skipped)
 	}
-	embedded, err := aws.BuiltinCatalog()
+	embedded, err := awscatalog.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -126,7 +127,7 @@ func (f *Factory) Entries() []registry.Entry {
 func Catalog(p api.ProviderSpec) ([]provisioner.InstanceType, bool) {
 	switch p.Name {
 	case awsprov.Name:
-		return awsprov.CatalogFor(p.Region)
+		return awscatalog.CatalogFor(p.Region)
 	case gcpprov.Name:
 		return gcpprov.CatalogFor(p.Region), true
 	case azureprov.Name:

@@ -1,26 +1,26 @@
-// Command gencatalog writes provider/aws/catalog.json from the output of
+// Command gencatalog writes provider/aws/awscatalog/catalog.json from the output of
 // `aws ec2 describe-instance-types --output json` and a price file
 // ({"region": ..., "onDemandPerHour": {type: USD}}):
 //
 //	go run ./provider/aws/gencatalog \
 //	  -types provider/aws/catalogdata/instance-types.json \
 //	  -prices provider/aws/catalogdata/prices-us-east-1.json \
-//	  -out provider/aws/catalog.json
+//	  -out provider/aws/awscatalog/catalog.json
 package main
 
 import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"os"
 
-	"github.com/gantry-dev/gantry/provider/aws"
 )
 
 func main() {
 	typesPath := flag.String("types", "provider/aws/catalogdata/instance-types.json", "describe-instance-types output")
 	pricesPath := flag.String("prices", "provider/aws/catalogdata/prices-us-east-1.json", "on-demand prices")
-	out := flag.String("out", "provider/aws/catalog.json", "catalog to write")
+	out := flag.String("out", "provider/aws/awscatalog/catalog.json", "catalog to write")
 	flag.Parse()
 	if err := run(*typesPath, *pricesPath, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "gencatalog:", err)
@@ -29,15 +29,15 @@ func main() {
 }
 
 func run(typesPath, pricesPath, out string) error {
-	var types aws.DescribedTypes
+	var types awscatalog.DescribedTypes
 	if err := readJSON(typesPath, &types); err != nil {
 		return err
 	}
-	var prices aws.Prices
+	var prices awscatalog.Prices
 	if err := readJSON(pricesPath, &prices); err != nil {
 		return err
 	}
-	catalog, skipped := aws.BuildCatalog(types, prices)
+	catalog, skipped := awscatalog.BuildCatalog(types, prices)
 	for _, name := range skipped {
 		fmt.Fprintf(os.Stderr, "gencatalog: %s has no price in %s; left out\n", name, pricesPath)
 	}

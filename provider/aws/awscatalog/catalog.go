@@ -1,4 +1,8 @@
-package aws
+// Package awscatalog is the built-in EC2 catalog: instance types and their
+// on-demand prices, embedded from catalog.json. It is apart from
+// provider/aws so that what plans with it (the planner's tests, `gantry
+// plan --offline`) does not compile the EC2 SDK.
+package awscatalog
 
 import (
 	_ "embed"
@@ -30,8 +34,8 @@ type CatalogFile struct {
 //go:embed catalog.json
 var catalogJSON []byte
 
-// BuiltinCatalog is the embedded catalog.
-func BuiltinCatalog() (CatalogFile, error) {
+// Builtin is the embedded catalog.
+func Builtin() (CatalogFile, error) {
 	var f CatalogFile
 	if err := json.Unmarshal(catalogJSON, &f); err != nil {
 		return f, fmt.Errorf("aws catalog.json: %w", err)
@@ -125,7 +129,7 @@ func BuildCatalog(types DescribedTypes, prices Prices) (CatalogFile, []string) {
 // CatalogFor is the built-in catalog with offerings in region's zones
 // (us-east-1 when region is empty), for planning and validation.
 func CatalogFor(region string) ([]provisioner.InstanceType, bool) {
-	f, err := BuiltinCatalog()
+	f, err := Builtin()
 	if err != nil {
 		return nil, false
 	}
