@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"os"
-
 )
 
 func main() {
