@@ -20,7 +20,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"sync"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/cloudinit"
 )

@@ -3,7 +3,6 @@ package aws_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provider/aws"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"github.com/gantry-dev/gantry/provider/aws/ec2fake"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/provisionertest"

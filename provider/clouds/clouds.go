@@ -9,12 +9,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/gantry-dev/gantry/api"
 	awsprov "github.com/gantry-dev/gantry/provider/aws"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	azureprov "github.com/gantry-dev/gantry/provider/azure"
 	gcpprov "github.com/gantry-dev/gantry/provider/gcp"
 	"github.com/gantry-dev/gantry/provider/registry"

@@ -12,8 +12,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"os"
+
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 )
 
 func main() {
