@@ -100,10 +100,16 @@ check "go vet" go vet ./...
 
 step "staticcheck $STATICCHECK_VERSION"
 staticcheck_run() {
-  if ! command -v staticcheck >/dev/null || [[ "$(staticcheck -version)" != *"${STATICCHECK_VERSION#v}"* ]]; then
+  local bin
+  bin=$(command -v staticcheck)
+  if [[ -z "$bin" ]] || [[ "$("$bin" -version)" != *"${STATICCHECK_VERSION#v}"* ]]; then
     go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" || return 1
+    # Where go install puts it, on PATH or not (on a fresh machine
+    # $(go env GOPATH)/bin does not exist before this install).
+    bin="$(go env GOBIN)"
+    bin="${bin:-$(go env GOPATH)/bin}/staticcheck"
   fi
-  staticcheck ./...
+  "$bin" ./...
 }
 check staticcheck staticcheck_run
 
