@@ -166,11 +166,13 @@ step "tests (race detector on; a line per package as it ends), and beside them t
 # detector) and the cloud providers' and commands' tests, in the
 # background; their output follows the raced tests'.
 unraced_tests() {
+  local status=0
   echo "==> packing quality suite"
-  go test -count=1 -run 'TestPackingQuality' ./planner || return 1
+  go test -count=1 -run 'TestPackingQuality' ./planner || status=1
   echo "==> the cloud providers (against fakes of their APIs) and the commands"
   # shellcheck disable=SC2086
-  go test -count=1 -timeout 10m $unraced_packages
+  go test -count=1 -timeout 10m $unraced_packages || status=1
+  return $status
 }
 unraced_tests >"$services_dir/unraced.out" 2>&1 &
 unraced_pid=$!
