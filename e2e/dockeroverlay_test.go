@@ -76,7 +76,6 @@ spec:
 // edge machine's HAProxy serves web's exposed port through a rolling
 // deployment without a failed request.
 func TestDockerProviderOverlay(t *testing.T) {
-	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	cli := dockerSetup(t)
 	testnet.Require(t, true)

@@ -84,7 +84,8 @@ const getEnv = "GANTRY_E2E_GET"
 // serial, and run before the parallel ones: those that set environment
 // variables for the servers they start (t.Setenv: the failover, OTLP,
 // secrets and AWS tests), and those that measure leases, fencing or
-// partitions (HA, failover, network namespaces, provider faults, the
+// partitions or count failed requests through a deployment (HA, failover,
+// network namespaces, provider faults, the docker overlay, ingress, the
 // fault schedule), where a busy neighbour would only add noise.
 
 // waitLimit bounds every wait; reaching it is a failure, not a timing claim.

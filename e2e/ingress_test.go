@@ -108,7 +108,6 @@ func ingressSpec(replicas int, greeting string, port int, extra string) string {
 // the drain of a machine that runs one of them: a replica leaves the
 // proxy before it stops, and enters once it serves.
 func TestIngressServesThroughDeploymentRevertScaleAndDrain(t *testing.T) {
-	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	port := freeTCPPort(t)
@@ -196,7 +195,6 @@ func logEdgeAgents(t *testing.T, dataDir string) {
 // the exposed port while it waits for promotion; once promoted, the new
 // revision takes them all.
 func TestIngressSendsTheCanaryItsWeight(t *testing.T) {
-	t.Parallel() // see parallelTests in helpers_test.go
 	needHAProxy(t)
 	s := startServer(t, t.TempDir(), "--local-exit-with-server")
 	t.Cleanup(func() {
