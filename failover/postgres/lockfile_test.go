@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -168,22 +169,52 @@ func TestIsOurPostmasterOnlyForThisDataDirectory(t *testing.T) {
 	if p.isOurPostmaster(otherProcessOfPostgresUser(t, p)) {
 		t.Fatal("a sleep taken for a postmaster")
 	}
-	cmd := exec.Command("sleep", "600")
-	cmd.Args = []string{"postgres", "-D", p.dataDir() + "-other", "-p", "1"}
+	if p.isOurPostmaster(sleepCalled(t, "postgres", "-D", p.dataDir()+"-other", "-p", "1")) {
+		t.Fatal("a postmaster of another data directory taken for this one's")
+	}
+	if !p.isOurPostmaster(sleepCalled(t, "postgres", "-D", p.dataDir(), "-p", "1")) {
+		t.Fatal("a postmaster of this data directory not recognised")
+	}
+}
+
+// sleepCalled starts this test binary, idle, under the argument vector
+// argv and returns its pid once the kernel shows that vector. (sleep(1)
+// itself exits at once on postgres's options; and Start returns as soon as
+// the child has released the parent's memory in execve, before the new
+// image's arguments are set up, so /proc/<pid>/cmdline can read empty for
+// a moment.)
+func sleepCalled(t *testing.T, argv ...string) int {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Args = argv
+	cmd.Env = append(os.Environ(), idleChildEnv+"=1")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if p.isOurPostmaster(cmd.Process.Pid) {
-		t.Fatal("a postmaster of another data directory taken for this one's")
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	want := strings.Join(argv, "\x00") + "\x00"
+	cmdline := fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if raw, err := os.ReadFile(cmdline); err == nil && string(raw) == want {
+			return cmd.Process.Pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle child's arguments never showed in %s", cmdline)
+		}
 	}
-	same := exec.Command("sleep", "600")
-	same.Args = []string{"postgres", "-D", p.dataDir(), "-p", "1"}
-	if err := same.Start(); err != nil {
-		t.Fatal(err)
+}
+
+// idleChildEnv makes the test binary an idle child (see sleepCalled).
+const idleChildEnv = "GANTRY_TEST_IDLE_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(idleChildEnv) == "1" {
+		time.Sleep(time.Hour)
+		os.Exit(0)
 	}
-	defer func() { _ = same.Process.Kill(); _ = same.Wait() }()
-	if !p.isOurPostmaster(same.Process.Pid) {
-		t.Fatal("a postmaster of this data directory not recognised")
-	}
+	os.Exit(m.Run())
 }
