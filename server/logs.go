@@ -12,7 +12,6 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/target/kube"
 )
 
 // logHub pairs `gantry logs` viewers with the agents that hold the output:
@@ -259,7 +258,7 @@ func (s *Server) machineRunning(r *http.Request, replicaID string) (string, *spe
 
 // podLogs streams a Pod's output from its Kubernetes API server.
 func (s *Server) podLogs(w http.ResponseWriter, r *http.Request, req api.LogRequest, settings spec.KubernetesSettings) {
-	rc, err := kube.PodLogs(r.Context(), settings, s.cfg.Kubernetes, req.ReplicaID, req)
+	rc, err := s.kube.PodLogs(r.Context(), settings, req.ReplicaID, req)
 	if err != nil {
 		s.writeError(w, r, errorf(http.StatusBadGateway, "kubernetes-error", "", "replica %s: %v", req.ReplicaID, err))
 		return

@@ -35,7 +35,7 @@ import (
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/gantry-dev/gantry/store/view"
-	"github.com/gantry-dev/gantry/target/kube"
+	"github.com/gantry-dev/gantry/target"
 	"github.com/gantry-dev/gantry/telemetry"
 	"github.com/gantry-dev/gantry/ui"
 	"github.com/prometheus/client_golang/prometheus"
@@ -202,8 +202,10 @@ type Config struct {
 	WrapStore func(store.Store) store.Store
 	// Clock is the server's time (tests step a fake one).
 	Clock clock.WithTicker
-	// Kubernetes tunes the Kubernetes clusters' watches.
-	Kubernetes kube.Config
+	// Kubernetes builds the target that runs the Kubernetes clusters'
+	// replicas (kube.Factory); without it the server watches none and
+	// answers their logs with target.ErrNoKubernetes.
+	Kubernetes target.NewKubernetes
 	// PprofListen, when set, serves Go's profiler (net/http/pprof) on
 	// this address, apart from the API: for measuring, never exposed.
 	PprofListen string
@@ -237,7 +239,6 @@ func DefaultConfig(dataDir string) Config {
 		Store:       StoreConfig{SQLite: sqlite.DefaultConfig(filepath.Join(dataDir, "gantry.db")), Postgres: postgres.DefaultConfig("")},
 		Leader:      leader.DefaultConfig(),
 		TLS:         DefaultTLSConfig(),
-		Kubernetes:  kube.DefaultConfig(),
 		Clock:       clock.RealClock{},
 		CostPlanTTL: 15 * time.Second,
 		UI:          ui.DefaultConfig(),
@@ -266,7 +267,7 @@ type Server struct {
 	// server no longer leads.
 	fenced store.Store
 	// kube runs the Kubernetes clusters' watches while this server leads.
-	kube     *kube.Target
+	kube     target.Kubernetes
 	listener net.Listener
 	url      string
 	// tls is nil when the API is plain HTTP.
@@ -409,8 +410,11 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	s.fenced = leader.Fence(s.store, s.elector)
-	s.kube = kube.NewTarget(s.cfg.Kubernetes, kube.Host{Store: s.store, Fenced: s.fenced, Reads: s.kubeReads, Sink: s.statuses,
-		Trigger: func() { s.ctrl.Trigger() }, Interval: cc.Interval}, s.log, s.clock)
+	s.kube = target.Kubernetes(target.NoKubernetes{})
+	if s.cfg.Kubernetes != nil {
+		s.kube = s.cfg.Kubernetes(target.KubernetesHost{Store: s.store, Fenced: s.fenced, Reads: s.kubeReads, Sink: s.statuses,
+			Trigger: func() { s.ctrl.Trigger() }, Interval: cc.Interval}, s.log, s.clock)
+	}
 	s.view = view.New(cc.ViewBatch)
 	s.follower = view.NewFollower(s.view, s.store, s.cfg.View.Resync, s.clock, s.log)
 	s.beats = heartbeat.NewBeats(s.store, s.cfg.HeartbeatFlushInterval, s.clock, s.metrics, s.log)

@@ -12,26 +12,11 @@ import (
 	"github.com/gantry-dev/gantry/replica/ingest"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/target"
 )
 
-// Reads are what Desire reads beyond the store's lists: the spec a
-// replica runs (its revision's; nil when its service is gone) and the
-// values of a spec's secret env (the server holds the key that opens
-// Secrets).
-type Reads struct {
-	SpecOf func(r *api.Replica) (*api.ServiceSpec, error)
-	// SecretEnv is a spec's secret env; an error wrapping
-	// ErrSecretMissing when a Secret or key it names does not exist.
-	SecretEnv func(sp api.ServiceSpec) (map[string]string, error)
-}
-
-// ErrSecretMissing marks a Secret (or key) a replica needs that does not
-// exist: its Pod is left out until it does. Any other error is the
-// store's.
-var ErrSecretMissing = errors.New("secret missing")
-
 // DesireAll is what every Kubernetes cluster must run, as the store says.
-func DesireAll(tx store.Tx, reads Reads, log *slog.Logger) ([]Desired, error) {
+func DesireAll(tx store.Tx, reads target.KubernetesReads, log *slog.Logger) ([]Desired, error) {
 	clusters, err := tx.ListClusters()
 	if err != nil {
 		return nil, err
@@ -54,7 +39,7 @@ func DesireAll(tx store.Tx, reads Reads, log *slog.Logger) ([]Desired, error) {
 // replica (its revision's spec), a Service for each service with ports,
 // and the Secrets their Pods read. A replica whose Secrets cannot be
 // read is left out, with a warning, rather than failing the cluster.
-func Desire(tx store.Tx, cl *api.Cluster, reads Reads, log *slog.Logger) (Desired, error) {
+func Desire(tx store.Tx, cl *api.Cluster, reads target.KubernetesReads, log *slog.Logger) (Desired, error) {
 	settings, errs := spec.KubernetesConfig(cl.Spec.Provider)
 	if errs != nil {
 		return Desired{}, errs
@@ -92,7 +77,7 @@ func Desire(tx store.Tx, cl *api.Cluster, reads Reads, log *slog.Logger) (Desire
 			continue // its service is gone: the replica goes too
 		}
 		env, err := reads.SecretEnv(*sp)
-		if errors.Is(err, ErrSecretMissing) {
+		if errors.Is(err, target.ErrSecretMissing) {
 			log.Warn("replica left out of its cluster's Pods", "replica", r.ID, "cluster", d.Cluster, "err", err)
 			continue
 		}

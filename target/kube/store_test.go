@@ -14,6 +14,7 @@ import (
 	"github.com/gantry-dev/gantry/replica/ingest"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/target"
 )
 
 // storeWith opens a SQLite store holding a Kubernetes cluster "k" and a
@@ -64,8 +65,8 @@ func storeWith(t *testing.T) store.Store {
 }
 
 // reads serves each replica its service's spec and the Secret's value.
-func reads(tx store.Tx, secretErr error) Reads {
-	return Reads{
+func reads(tx store.Tx, secretErr error) target.KubernetesReads {
+	return target.KubernetesReads{
 		SpecOf: func(r *api.Replica) (*api.ServiceSpec, error) {
 			svc, err := tx.GetService(r.Service)
 			if err != nil {
@@ -124,7 +125,7 @@ func TestDesireLeavesOutAReplicaWhoseSecretIsMissing(t *testing.T) {
 	st := storeWith(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	_ = st.View(context.Background(), func(tx store.Tx) error {
-		all, err := DesireAll(tx, reads(tx, fmt.Errorf("%w: secret creds not found", ErrSecretMissing)), log)
+		all, err := DesireAll(tx, reads(tx, fmt.Errorf("%w: secret creds not found", target.ErrSecretMissing)), log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,30 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
-	"github.com/gantry-dev/gantry/replica/ingest"
+	"io"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/target"
 	"k8s.io/utils/clock"
 )
-
-// Host is what the Kubernetes target needs of the server it runs in.
-type Host struct {
-	// Store is read for what the clusters must run.
-	Store store.Store
-	// Fenced takes the Pods' states: it writes only while this server
-	// leads.
-	Fenced store.Store
-	// Reads are the reads beyond the store's lists, within tx.
-	Reads func(tx store.Tx) Reads
-	// Sink records replica states.
-	Sink ingest.Sink
-	// Trigger wakes the control loop.
-	Trigger func()
-	// Interval is how often, beside the control loop's passes, what the
-	// clusters must run is read again.
-	Interval time.Duration
-}
 
 // Target is the Kubernetes target's act side in a server: a watch per
 // Kubernetes cluster while the server leads, handed what the clusters
@@ -35,14 +20,21 @@ type Host struct {
 // states to the store.
 type Target struct {
 	*Targets
-	host   Host
+	host   target.KubernetesHost
 	log    *slog.Logger
 	clock  clock.WithTicker
 	passed chan struct{}
 }
 
+// Factory is how a command hands the Kubernetes target to its server.
+func Factory(cfg Config) target.NewKubernetes {
+	return func(host target.KubernetesHost, log *slog.Logger, clk clock.WithTicker) target.Kubernetes {
+		return NewTarget(cfg, host, log, clk)
+	}
+}
+
 // NewTarget returns the target; RunTerm runs it.
-func NewTarget(cfg Config, host Host, log *slog.Logger, clk clock.WithTicker) *Target {
+func NewTarget(cfg Config, host target.KubernetesHost, log *slog.Logger, clk clock.WithTicker) *Target {
 	t := &Target{host: host, log: log, clock: clk, passed: make(chan struct{}, 1)}
 	t.Targets = New(cfg, log, clk, t.recordPods, func() { host.Trigger() })
 	return t
@@ -110,4 +102,9 @@ func (t *Target) recordPods(cluster string, observed []Observed) error {
 		t.host.Trigger()
 	}
 	return nil
+}
+
+// PodLogs streams the output of a replica's Pod (tail < 0: all of it).
+func (t *Target) PodLogs(ctx context.Context, settings spec.KubernetesSettings, replicaID string, req api.LogRequest) (io.ReadCloser, error) {
+	return PodLogs(ctx, settings, t.cfg, replicaID, req)
 }

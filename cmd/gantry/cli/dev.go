@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/provider/clouds"
 	"github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/target/kube"
 	"github.com/spf13/cobra"
 )
 
@@ -84,6 +85,7 @@ func newDevCmd(g *globals) *cobra.Command {
 			}
 			cfg.DataDir, cfg.Store.SQLite = g.dataDir, server.DefaultConfig(g.dataDir).Store.SQLite
 			cfg.Providers = clouds.New(cloudCfg).Entries()
+			cfg.Kubernetes = kube.Factory(kube.DefaultConfig())
 			return runDev(cmd.Context(), g, cfg, data, docs, progressEvery)
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/provider/clouds"
 	dockerrt "github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/server"
+	"github.com/gantry-dev/gantry/target/kube"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
@@ -126,6 +127,7 @@ func newServerCmd(g *globals) *cobra.Command {
 			cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
 			cfg.EncryptionKey = os.Getenv("GANTRY_ENCRYPTION_KEY")
 			cfg.Providers = clouds.New(cloudCfg).Entries()
+			cfg.Kubernetes = kube.Factory(kube.DefaultConfig())
 			srv, err := server.New(cmd.Context(), cfg, log)
 			if err != nil {
 				return err
