@@ -35,8 +35,11 @@ type Config struct {
 	// next, triggered or not, so that a large fleet's passes leave the
 	// CPU to the API and the heartbeats (1: no rest).
 	MaxDutyCycle float64
-	Decide       decide.Config
-	Calls        CallConfig
+	// MaxRest caps that rest: after a pass that took minutes (a join
+	// storm's), a change waits no longer than this to be decided.
+	MaxRest time.Duration
+	Decide  decide.Config
+	Calls   CallConfig
 	// ViewBatch is how many changes of the feed the pass's view reads at
 	// a time.
 	ViewBatch int
@@ -68,7 +71,7 @@ type CallConfig struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
 		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
@@ -203,7 +206,11 @@ func (c *Controller) rest(ctx context.Context, d time.Duration) bool {
 	if duty <= 0 || duty >= 1 || d <= 0 {
 		return ctx.Err() == nil
 	}
-	timer := c.Clock.NewTimer(time.Duration(float64(d) * (1/duty - 1)))
+	wait := time.Duration(float64(d) * (1/duty - 1))
+	if c.cfg.MaxRest > 0 {
+		wait = min(wait, c.cfg.MaxRest)
+	}
+	timer := c.Clock.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():

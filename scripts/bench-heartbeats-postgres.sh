@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 MACHINES=${MACHINES:-10000} RATE=${RATE:-2000} DURATION=${DURATION:-30s} RUNS=${RUNS:-3} WARMUP=${WARMUP:-5s}
 SERVICES=${SERVICES:-0} REPLICAS=${REPLICAS:-10}
+failed=0
 
 work=$(mktemp -d)
 pids=()
@@ -88,9 +89,15 @@ for run in $(seq 1 "$RUNS"); do
   echo "run $run:"
   cpu_sampler >"$work/cpu" &
   sampler=$!
-  "$work/loadgen" --server "$servers" --ca-cert "$work/s1/ca.crt" --admin-token-file "$work/admin-token" \
+  if ! "$work/loadgen" --server "$servers" --ca-cert "$work/s1/ca.crt" --admin-token-file "$work/admin-token" \
     --machines "$MACHINES" --rate "$RATE" --duration "$DURATION" --warmup "$WARMUP" \
-    --services "$SERVICES" --replicas-per-service "$REPLICAS"
+    --services "$SERVICES" --replicas-per-service "$REPLICAS"; then
+    failed=1 # the servers' logs go with the work directory: their last words now
+    for i in 1 2 3; do
+      echo "server s$i's log, the last lines other than failed requests:"
+      grep -v 'msg="request failed"' "$work/s$i.log" | tail -15 | cut -c1-600
+    done
+  fi
   for i in 1 2 3; do
     pid=${pids[$((i - 1))]}
     echo "server s$i: resident $(awk '/^VmRSS/ {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status"), peak $(awk '/^VmHWM/ {printf "%.0f MiB", $2 / 1024}' "/proc/$pid/status")"
@@ -103,3 +110,4 @@ for run in $(seq 1 "$RUNS"); do
   stop_servers
 done
 psql "$admin_db" -qc "DROP DATABASE IF EXISTS $dbname" >/dev/null
+exit "$failed"

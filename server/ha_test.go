@@ -88,7 +88,9 @@ func TestServersOnPostgresShareOneLeader(t *testing.T) {
 		t.Fatalf("the leader reads what the follower wrote: %v %v", got, err)
 	}
 	lead.stopNow(t)
-	waitFor(t, 2*fastLease.LeaseDuration, "the follower to lead", follow.Leading)
+	// A liveness check, not a timing one: a host loaded by a 50,000-machine
+	// benchmark once took over two leases.
+	waitFor(t, 10*fastLease.LeaseDuration, "the follower to lead", follow.Leading)
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {

@@ -227,21 +227,20 @@ func (s *Server) handleListReplicas(w http.ResponseWriter, r *http.Request) {
 	var out []*api.Replica
 	var rev int64
 	var total int
+	// Answered from the view, brought first to the store's latest commit:
+	// one read of the feed since the view's revision, rather than the
+	// replicas' rows and a count of them (500,000 at 50,000 machines).
 	err = s.store.View(r.Context(), func(tx store.Tx) error {
-		var err error
-		if out, err = tx.ListReplicas(filter); err != nil {
-			return err
-		}
-		if counted {
-			if total, err = tx.CountReplicas(filter); err != nil {
-				return err
-			}
-		}
-		rev, err = tx.Revision()
+		_, err := s.view.Follow(tx)
 		return err
 	})
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	var loaded bool
+	if out, total, rev, loaded = s.view.ListReplicas(filter, counted); !loaded {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, "unavailable", "", "the server's view of the store is not loaded"))
 		return
 	}
 	var last []string

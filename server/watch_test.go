@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -379,6 +380,56 @@ func TestReplicasPageByOffsetCountsTheRest(t *testing.T) {
 		if status, eb := ts.do(t, "GET", bad, ts.AdminToken(), "", nil); status != 400 || eb.Error.Field != "offset" && eb.Error.Field != "continue" {
 			t.Errorf("%s: %d %+v, want 400 naming offset", bad, status, eb.Error)
 		}
+	}
+}
+
+// replicaRowReads counts the reads of replicas by filter or page and
+// their counts (a full list, the view's load, is not counted).
+type replicaRowReads struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (s replicaRowReads) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.View(ctx, func(tx store.Tx) error { return fn(replicaRowReadsTx{Tx: tx, n: s.n}) })
+}
+
+type replicaRowReadsTx struct {
+	store.Tx
+	n *atomic.Int64
+}
+
+func (t replicaRowReadsTx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
+	if f.Cluster != "" || f.Service != "" || f.Machine != "" || f.PreviousMachine != "" || f.Limit > 0 || len(f.After) > 0 {
+		t.n.Add(1)
+	}
+	return t.Tx.ListReplicas(f)
+}
+
+func (t replicaRowReadsTx) CountReplicas(f store.ReplicaFilter) (int, error) {
+	t.n.Add(1)
+	return t.Tx.CountReplicas(f)
+}
+
+// A list of replicas is answered from the server's view, brought to the
+// store's latest commit first: replicas written a moment before are in
+// it, and neither their rows nor their count is read from the store.
+func TestReplicaListsAreAnsweredFromTheView(t *testing.T) {
+	var reads atomic.Int64
+	ts := startServer(t, func(c *Config) {
+		withoutPasses(c)
+		c.WrapStore = func(s store.Store) store.Store { return replicaRowReads{Store: s, n: &reads} }
+	})
+	ctx := context.Background()
+	for round := range 3 {
+		ts.putReplicas(t, "web", 4*(round+1), round)
+		items, total, err := ts.admin.ListReplicasWindow(ctx, client.ReplicaQuery{Service: "web"}, 1, 2)
+		if err != nil || total != 4*(round+1) || len(items) != 2 || items[0].ID != "web-1" {
+			t.Fatalf("round %d: %d replicas from %v of %d, %v; want 2 from web-1 of %d", round, len(items), firstID(items), total, err, 4*(round+1))
+		}
+	}
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("%d reads of the replicas' rows or count in the store", n)
 	}
 }
 

@@ -200,3 +200,62 @@ func (v *View) Cluster(name string) (replicas []*api.Replica, machines []*api.Ma
 	machines = slices.SortedFunc(maps.Values(v.byCluster.machines[name]), func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
 	return replicas, machines, v.rev, true
 }
+
+// ListReplicas answers the store's ListReplicas (and, with count,
+// CountReplicas) from the view: the page of the replicas f selects, in
+// the store's order (service, id), how many f selects in all (the page
+// aside; without count, 0), and the view's revision; false when the view
+// is not loaded. The list is read
+// outside the view's lock (its sorted lists are never changed in place),
+// so a scan of 500,000 replicas holds up no heartbeat.
+func (v *View) ListReplicas(f store.ReplicaFilter, count bool) (page []*api.Replica, total int, revision int64, ok bool) {
+	v.mu.Lock()
+	if !v.loaded {
+		v.mu.Unlock()
+		return nil, 0, 0, false
+	}
+	all := v.snapshot().Replicas
+	revision = v.rev
+	v.mu.Unlock()
+	from := 0
+	if len(f.After) == 2 {
+		from, _ = slices.BinarySearchFunc(all, f.After, func(r *api.Replica, after []string) int {
+			if cmp.Or(cmp.Compare(r.Service, after[0]), cmp.Compare(r.ID, after[1])) <= 0 {
+				return -1
+			}
+			return 1 // the first strictly after the key
+		})
+	}
+	if !count {
+		all = all[from:]
+		from = 0
+	}
+	skip := f.Offset
+	for i, r := range all {
+		full := f.Limit > 0 && len(page) == f.Limit
+		if full && !count {
+			break
+		}
+		if !selects(f, r) {
+			continue
+		}
+		total++ // as CountReplicas counts: the filter's, whatever the page
+		if i < from || full {
+			continue
+		}
+		if skip > 0 {
+			skip--
+			continue
+		}
+		page = append(page, r)
+	}
+	if !count {
+		total = 0
+	}
+	return page, total, revision, true
+}
+
+func selects(f store.ReplicaFilter, r *api.Replica) bool {
+	return (f.Cluster == "" || r.Cluster == f.Cluster) && (f.Service == "" || r.Service == f.Service) &&
+		(f.Machine == "" || r.Machine == f.Machine) && (f.PreviousMachine == "" || r.PreviousMachine == f.PreviousMachine)
+}
