@@ -52,3 +52,29 @@ func BenchmarkConcurrentFeedWrites(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLargeWrite is one transaction that writes 10,000 replicas, as
+// a pass that makes 100 services of 100 replicas does.
+func BenchmarkLargeWrite(b *testing.B) {
+	s, err := Open(context.Background(), DefaultConfig(pgtest.URL(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	round := 0
+	for b.Loop() {
+		round++
+		if err := s.Update(context.Background(), func(tx store.Tx) error {
+			for i := range 10000 {
+				r := &api.Replica{ID: fmt.Sprintf("r-%d", i), Service: fmt.Sprintf("s-%d", i/100), Cluster: "dev", Incarnation: fmt.Sprint(round)}
+				if err := tx.PutReplica(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(10000*float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+}

@@ -165,3 +165,39 @@ func kindOfTable(table string) string {
 	}
 	return ""
 }
+
+// maxProvisionalBlock bounds a block of provisional revisions.
+const maxProvisionalBlock = 1024
+
+// nextProvisional hands out the transaction's provisional revisions from
+// blocks drawn from ProvisionalN, each twice the last: a transaction of
+// one change draws one, as before, and one of 10,000 a few blocks.
+// Provisional revisions only need to be unique (an object's
+// created_revision may stay provisional), which the sequence behind the
+// blocks keeps them across transactions.
+func (t *tx) nextProvisional() (int64, error) {
+	if len(t.provisionals) == 0 {
+		t.provisionalBlock = min(max(2*t.provisionalBlock, 1), maxProvisionalBlock)
+		rows, err := t.query(t.dialect.Feed.ProvisionalN, t.provisionalBlock)
+		if err != nil {
+			return 0, t.dialect.failure("provisional revisions", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var rev int64
+			if err := rows.Scan(&rev); err != nil {
+				return 0, t.dialect.failure("provisional revisions", err)
+			}
+			t.provisionals = append(t.provisionals, rev)
+		}
+		if err := rows.Err(); err != nil {
+			return 0, t.dialect.failure("provisional revisions", err)
+		}
+		if len(t.provisionals) == 0 {
+			return 0, fmt.Errorf("provisional revisions: none drawn")
+		}
+	}
+	rev := t.provisionals[0]
+	t.provisionals = t.provisionals[1:]
+	return rev, nil
+}

@@ -27,8 +27,12 @@ type Feed struct {
 	Next  string
 	NextN string
 	// Provisional returns the next provisional revision (negative, so
-	// that it never meets a real one).
-	Provisional string
+	// that it never meets a real one); ProvisionalN, when set, the next n
+	// (its one parameter), which a transaction draws in growing blocks:
+	// one writing 10,000 replicas makes 14 round trips for them, not
+	// 10,000.
+	Provisional  string
+	ProvisionalN string
 	// Notify, when set, runs before the commit of a transaction that
 	// wrote changes, to wake other servers' followers.
 	Notify string
@@ -71,6 +75,9 @@ func fedTable(kind string) (table, key string, err error) {
 func (t *tx) nextRevision() (int64, error) {
 	query := t.dialect.Feed.Next
 	if t.dialect.Feed.deferred() {
+		if t.dialect.Feed.ProvisionalN != "" {
+			return t.nextProvisional()
+		}
 		query = t.dialect.Feed.Provisional
 	}
 	var rev int64

@@ -20,6 +20,10 @@ type tx struct {
 	wroteChanges bool
 	// provisional are its changes to renumber at commit (deferred.go).
 	provisional []store.Change
+	// provisionals are provisional revisions drawn and not yet used;
+	// provisionalBlock the size of the last block drawn.
+	provisionals     []int64
+	provisionalBlock int
 	// prune, when set, is the pruning of the change log due once this
 	// transaction commits; pruneEventsTo, when positive, the last event
 	// to prune then.
