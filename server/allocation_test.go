@@ -9,27 +9,40 @@ import (
 	"github.com/gantry-dev/gantry/store"
 )
 
-// wholeReplicaListsStore counts the read transactions that list every
-// replica of the store.
-type wholeReplicaListsStore struct {
+// replicaReadsStore counts the replica reads (lists and counts) of read
+// transactions whose filter counted selects.
+type replicaReadsStore struct {
 	store.Store
-	lists *atomic.Int64
+	reads   *atomic.Int64
+	counted func(store.ReplicaFilter) bool
 }
 
-func (c wholeReplicaListsStore) View(ctx context.Context, fn func(store.Tx) error) error {
-	return c.Store.View(ctx, func(tx store.Tx) error { return fn(wholeReplicaListsTx{Tx: tx, lists: c.lists}) })
+func (c replicaReadsStore) View(ctx context.Context, fn func(store.Tx) error) error {
+	return c.Store.View(ctx, func(tx store.Tx) error { return fn(replicaReadsTx{Tx: tx, s: c}) })
 }
 
-type wholeReplicaListsTx struct {
+type replicaReadsTx struct {
 	store.Tx
-	lists *atomic.Int64
+	s replicaReadsStore
 }
 
-func (t wholeReplicaListsTx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
-	if f.Service == "" && f.Machine == "" && f.Cluster == "" {
-		t.lists.Add(1)
+func (t replicaReadsTx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
+	if t.s.counted(f) {
+		t.s.reads.Add(1)
 	}
 	return t.Tx.ListReplicas(f)
+}
+
+func (t replicaReadsTx) CountReplicas(f store.ReplicaFilter) (int, error) {
+	if t.s.counted(f) {
+		t.s.reads.Add(1)
+	}
+	return t.Tx.CountReplicas(f)
+}
+
+// wholeList: a filter that selects every replica of the store.
+func wholeList(f store.ReplicaFilter) bool {
+	return f.Service == "" && f.Machine == "" && f.Cluster == ""
 }
 
 // A machine's allocation (the requests of the replicas on it) comes from
@@ -38,7 +51,7 @@ func (t wholeReplicaListsTx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica
 func TestMachinesAllocationIsReadFromTheView(t *testing.T) {
 	var lists atomic.Int64
 	ts, ctx := withTestCluster(t, func(c *Config) {
-		c.WrapStore = func(s store.Store) store.Store { return wholeReplicaListsStore{Store: s, lists: &lists} }
+		c.WrapStore = func(s store.Store) store.Store { return replicaReadsStore{Store: s, reads: &lists, counted: wholeList} }
 	})
 	ts.joinManual(t, "dev", "m1")
 	web := applyWebOnM1(t, ts)

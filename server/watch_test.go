@@ -383,34 +383,6 @@ func TestReplicasPageByOffsetCountsTheRest(t *testing.T) {
 	}
 }
 
-// replicaRowReads counts the reads of replicas by filter or page and
-// their counts (a full list, the view's load, is not counted).
-type replicaRowReads struct {
-	store.Store
-	n *atomic.Int64
-}
-
-func (s replicaRowReads) View(ctx context.Context, fn func(store.Tx) error) error {
-	return s.Store.View(ctx, func(tx store.Tx) error { return fn(replicaRowReadsTx{Tx: tx, n: s.n}) })
-}
-
-type replicaRowReadsTx struct {
-	store.Tx
-	n *atomic.Int64
-}
-
-func (t replicaRowReadsTx) ListReplicas(f store.ReplicaFilter) ([]*api.Replica, error) {
-	if f.Cluster != "" || f.Service != "" || f.Machine != "" || f.PreviousMachine != "" || f.Limit > 0 || len(f.After) > 0 {
-		t.n.Add(1)
-	}
-	return t.Tx.ListReplicas(f)
-}
-
-func (t replicaRowReadsTx) CountReplicas(f store.ReplicaFilter) (int, error) {
-	t.n.Add(1)
-	return t.Tx.CountReplicas(f)
-}
-
 // A list of replicas is answered from the server's view, brought to the
 // store's latest commit first: replicas written a moment before are in
 // it, and neither their rows nor their count is read from the store.
@@ -418,7 +390,9 @@ func TestReplicaListsAreAnsweredFromTheView(t *testing.T) {
 	var reads atomic.Int64
 	ts := startServer(t, func(c *Config) {
 		withoutPasses(c)
-		c.WrapStore = func(s store.Store) store.Store { return replicaRowReads{Store: s, n: &reads} }
+		c.WrapStore = func(s store.Store) store.Store {
+			return replicaReadsStore{Store: s, reads: &reads, counted: func(f store.ReplicaFilter) bool { return !wholeList(f) || f.Limit > 0 || len(f.After) > 0 }}
+		}
 	})
 	ctx := context.Background()
 	for round := range 3 {
