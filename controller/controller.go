@@ -199,16 +199,12 @@ func (c *Controller) Run(ctx context.Context) {
 	}
 }
 
-// rest waits after a pass that took d, keeping the loop's duty cycle
-// under MaxDutyCycle; false when ctx ended.
+// rest waits after a pass that took d for restAfter(d); false when ctx
+// ended.
 func (c *Controller) rest(ctx context.Context, d time.Duration) bool {
-	duty := c.cfg.MaxDutyCycle
-	if duty <= 0 || duty >= 1 || d <= 0 {
+	wait := c.cfg.restAfter(d)
+	if wait <= 0 {
 		return ctx.Err() == nil
-	}
-	wait := time.Duration(float64(d) * (1/duty - 1))
-	if c.cfg.MaxRest > 0 {
-		wait = min(wait, c.cfg.MaxRest)
 	}
 	timer := c.Clock.NewTimer(wait)
 	defer timer.Stop()
@@ -218,6 +214,20 @@ func (c *Controller) rest(ctx context.Context, d time.Duration) bool {
 	case <-timer.C():
 		return true
 	}
+}
+
+// restAfter is the rest after a pass that took d: what keeps the loop's
+// duty cycle under MaxDutyCycle, at most MaxRest.
+func (cfg Config) restAfter(d time.Duration) time.Duration {
+	duty := cfg.MaxDutyCycle
+	if duty <= 0 || duty >= 1 || d <= 0 {
+		return 0
+	}
+	wait := time.Duration(float64(d) * (1/duty - 1))
+	if cfg.MaxRest > 0 {
+		wait = min(wait, cfg.MaxRest)
+	}
+	return wait
 }
 
 // Pass runs one pass: load, decide, act.

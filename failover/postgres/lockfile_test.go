@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -169,21 +171,21 @@ func TestIsOurPostmasterOnlyForThisDataDirectory(t *testing.T) {
 	if p.isOurPostmaster(otherProcessOfPostgresUser(t, p)) {
 		t.Fatal("a sleep taken for a postmaster")
 	}
-	if p.isOurPostmaster(sleepCalled(t, "postgres", "-D", p.dataDir()+"-other", "-p", "1")) {
+	if p.isOurPostmaster(idleCalled(t, "postgres", "-D", p.dataDir()+"-other", "-p", "1")) {
 		t.Fatal("a postmaster of another data directory taken for this one's")
 	}
-	if !p.isOurPostmaster(sleepCalled(t, "postgres", "-D", p.dataDir(), "-p", "1")) {
+	if !p.isOurPostmaster(idleCalled(t, "postgres", "-D", p.dataDir(), "-p", "1")) {
 		t.Fatal("a postmaster of this data directory not recognised")
 	}
 }
 
-// sleepCalled starts this test binary, idle, under the argument vector
-// argv and returns its pid once the kernel shows that vector. (sleep(1)
-// itself exits at once on postgres's options; and Start returns as soon as
-// the child has released the parent's memory in execve, before the new
-// image's arguments are set up, so /proc/<pid>/cmdline can read empty for
-// a moment.)
-func sleepCalled(t *testing.T, argv ...string) int {
+// idleCalled starts this test binary, idle, under the argument vector
+// argv, and returns its pid once the child says it runs: its arguments
+// are then set up. (sleep(1) itself exits at once on postgres's options,
+// and Start returns as soon as the child has released the parent's memory
+// in execve, before the new image's arguments exist.) The child stays
+// until its stdin closes.
+func idleCalled(t *testing.T, argv ...string) int {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -192,28 +194,35 @@ func sleepCalled(t *testing.T, argv ...string) int {
 	cmd := exec.Command(self)
 	cmd.Args = argv
 	cmd.Env = append(os.Environ(), idleChildEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	want := strings.Join(argv, "\x00") + "\x00"
-	cmdline := fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if raw, err := os.ReadFile(cmdline); err == nil && string(raw) == want {
-			return cmd.Process.Pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the idle child's arguments never showed in %s", cmdline)
-		}
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != idleChildReady+"\n" {
+		t.Fatalf("the idle child said %q, %v", line, err)
 	}
+	return cmd.Process.Pid
 }
 
-// idleChildEnv makes the test binary an idle child (see sleepCalled).
-const idleChildEnv = "GANTRY_TEST_IDLE_CHILD"
+// idleChildEnv makes the test binary an idle child (see idleCalled),
+// which says idleChildReady and waits for its stdin to close.
+const (
+	idleChildEnv   = "GANTRY_TEST_IDLE_CHILD"
+	idleChildReady = "idle"
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(idleChildEnv) == "1" {
-		time.Sleep(time.Hour)
+		fmt.Println(idleChildReady)
+		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
