@@ -171,16 +171,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.writers = make(chan struct{}, cfg.MaxWriters)
 	}
 	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
-		Lock:         feedLock,
-		Next:         `SELECT nextval('revisions')`,
-		NextN:        `SELECT nextval('revisions') FROM generate_series(1, ?)`,
-		Provisional:  `SELECT -nextval('provisional_revisions')`,
-		ProvisionalN: `SELECT -nextval('provisional_revisions') FROM generate_series(1, ?)`,
-		Notify:       `SELECT pg_notify('` + changesChannel + `', '')`,
-		Retention:    cfg.ChangeRetention,
-		PruneEvery:   100,
-		Now:          sqlstore.ClockOr(cfg.Now),
-		Committed:    s.changed.Fire,
+		Lock:        feedLock,
+		Next:        `SELECT nextval('revisions')`,
+		NextN:       `SELECT nextval('revisions') FROM generate_series(1, ?)`,
+		Provisional: `SELECT -nextval('provisional_revisions') FROM generate_series(1, ?)`,
+		Notify:      `SELECT pg_notify('` + changesChannel + `', '')`,
+		Retention:   cfg.ChangeRetention,
+		PruneEvery:  100,
+		Now:         sqlstore.ClockOr(cfg.Now),
+		Committed:   s.changed.Fire,
 	}}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()

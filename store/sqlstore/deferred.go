@@ -170,7 +170,7 @@ func kindOfTable(table string) string {
 const maxProvisionalBlock = 1024
 
 // nextProvisional hands out the transaction's provisional revisions from
-// blocks drawn from ProvisionalN, each twice the last: a transaction of
+// blocks drawn from Provisional, each twice the last: a transaction of
 // one change draws one, as before, and one of 10,000 a few blocks.
 // Provisional revisions only need to be unique (an object's
 // created_revision may stay provisional), which the sequence behind the
@@ -178,7 +178,7 @@ const maxProvisionalBlock = 1024
 func (t *tx) nextProvisional() (int64, error) {
 	if len(t.provisionals) == 0 {
 		t.provisionalBlock = min(max(2*t.provisionalBlock, 1), maxProvisionalBlock)
-		rows, err := t.query(t.dialect.Feed.ProvisionalN, t.provisionalBlock)
+		rows, err := t.query(t.dialect.Feed.Provisional, t.provisionalBlock)
 		if err != nil {
 			return 0, t.dialect.failure("provisional revisions", err)
 		}

@@ -26,13 +26,11 @@ type Feed struct {
 	// changes holds the feed's lock for one round trip, not 10,000.
 	Next  string
 	NextN string
-	// Provisional returns the next provisional revision (negative, so
-	// that it never meets a real one); ProvisionalN, when set, the next n
-	// (its one parameter), which a transaction draws in growing blocks:
-	// one writing 10,000 replicas makes 14 round trips for them, not
-	// 10,000.
-	Provisional  string
-	ProvisionalN string
+	// Provisional returns the next n provisional revisions (its one
+	// parameter; negative, so that they never meet a real one), which a
+	// transaction draws in growing blocks: one writing 10,000 replicas
+	// makes 14 round trips for them, not 10,000.
+	Provisional string
 	// Notify, when set, runs before the commit of a transaction that
 	// wrote changes, to wake other servers' followers.
 	Notify string
@@ -73,15 +71,11 @@ func fedTable(kind string) (table, key string, err error) {
 // nextRevision is the revision of a change being written: the real one,
 // or a provisional one renumbered at commit (deferred.go).
 func (t *tx) nextRevision() (int64, error) {
-	query := t.dialect.Feed.Next
 	if t.dialect.Feed.deferred() {
-		if t.dialect.Feed.ProvisionalN != "" {
-			return t.nextProvisional()
-		}
-		query = t.dialect.Feed.Provisional
+		return t.nextProvisional()
 	}
 	var rev int64
-	if err := t.queryRow(query).Scan(&rev); err != nil {
+	if err := t.queryRow(t.dialect.Feed.Next).Scan(&rev); err != nil {
 		return 0, t.dialect.failure("next revision", err)
 	}
 	return rev, nil
