@@ -226,21 +226,22 @@ func (v *View) ListReplicas(f store.ReplicaFilter, count bool) (page []*api.Repl
 			return 1 // the first strictly after the key
 		})
 	}
-	if !count {
-		all = all[from:]
-		from = 0
+	page = pageOf(all[from:], f)
+	if count {
+		total = countOf(all, f) // as CountReplicas counts: the filter's, whatever the page
 	}
+	return page, total, revision, true
+}
+
+// pageOf is the page of list that f selects: past f.Offset of them, at
+// most f.Limit (0: all).
+func pageOf(list []*api.Replica, f store.ReplicaFilter) (page []*api.Replica) {
 	skip := f.Offset
-	for i, r := range all {
-		full := f.Limit > 0 && len(page) == f.Limit
-		if full && !count {
+	for _, r := range list {
+		if f.Limit > 0 && len(page) == f.Limit {
 			break
 		}
 		if !selects(f, r) {
-			continue
-		}
-		total++ // as CountReplicas counts: the filter's, whatever the page
-		if i < from || full {
 			continue
 		}
 		if skip > 0 {
@@ -249,10 +250,16 @@ func (v *View) ListReplicas(f store.ReplicaFilter, count bool) (page []*api.Repl
 		}
 		page = append(page, r)
 	}
-	if !count {
-		total = 0
+	return page
+}
+
+func countOf(list []*api.Replica, f store.ReplicaFilter) (n int) {
+	for _, r := range list {
+		if selects(f, r) {
+			n++
+		}
 	}
-	return page, total, revision, true
+	return n
 }
 
 func selects(f store.ReplicaFilter, r *api.Replica) bool {
