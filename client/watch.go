@@ -165,6 +165,9 @@ func (c *Client) Changes(ctx context.Context, opts WatchOptions, listPaths ...st
 			for ctx.Err() == nil {
 				from, err := c.Revision(ctx, path)
 				if err == nil {
+					// What changed between the caller's last read and
+					// from is not in the watch: the caller reads again.
+					signal()
 					err = c.Watch(ctx, path, WatchOptions{From: from, Reconnect: opts.Reconnect}, func(e api.WatchEvent) error {
 						if e.Type != api.WatchBookmark {
 							signal()
