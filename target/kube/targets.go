@@ -12,8 +12,8 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/target"
+	"github.com/gantry-dev/gantry/target/kube/clientset"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
@@ -64,7 +64,7 @@ type running struct {
 	settings spec.KubernetesSettings
 	retiring bool
 	w        *watch
-	client   kubernetes.Interface
+	client   clientset.Interface
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -213,14 +213,14 @@ func PodLogs(ctx context.Context, settings spec.KubernetesSettings, cfg Config, 
 // Client connects to a cluster's API server: the kubeconfig (and context)
 // its settings name, or kubectl's default files, or the in-cluster
 // configuration.
-func Client(s spec.KubernetesSettings, cfg Config) (kubernetes.Interface, error) {
+func Client(s spec.KubernetesSettings, cfg Config) (clientset.Interface, error) {
 	rc, err := RESTConfig(s)
 	if err != nil {
 		return nil, err
 	}
 	rc.QPS, rc.Burst, rc.Timeout = cfg.QPS, cfg.Burst, 0
 	rc.UserAgent = "gantry"
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := clientset.New(rc)
 	if err != nil {
 		return nil, provisioner.Errorf(provisioner.KindInvalid, "kubernetes client", "%v", err)
 	}

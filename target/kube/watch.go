@@ -18,13 +18,13 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/target"
+	"github.com/gantry-dev/gantry/target/kube/clientset"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -56,7 +56,7 @@ type watch struct {
 	cfg    Config
 	log    *slog.Logger
 	clock  clock.Clock
-	client kubernetes.Interface
+	client clientset.Interface
 	report func([]Observed) error
 	notify func()
 	wake   chan struct{}
@@ -84,7 +84,7 @@ type watch struct {
 	reportable chan struct{}
 }
 
-func newWatch(cfg Config, log *slog.Logger, clk clock.Clock, client kubernetes.Interface, report func([]Observed) error, notify func()) *watch {
+func newWatch(cfg Config, log *slog.Logger, clk clock.Clock, client clientset.Interface, report func([]Observed) error, notify func()) *watch {
 	return &watch{cfg: cfg, log: log, clock: clk, client: client, report: report, notify: notify,
 		wake: make(chan struct{}, 1), applied: map[string]string{}, unreported: map[string]Observed{}, reportable: make(chan struct{}, 1)}
 }
@@ -162,9 +162,13 @@ func (w *watch) sleep(ctx context.Context, backoff time.Duration) bool {
 // label, in its namespace) and of RuntimeClasses.
 func (w *watch) start(ctx context.Context, d Desired) {
 	selector := labels.SelectorFromSet(labels.Set{LabelCluster: d.Cluster}).String()
-	ns := informers.NewSharedInformerFactoryWithOptions(w.client, w.cfg.Resync, informers.WithNamespace(d.Settings.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
-	podInformer := ns.Core().V1().Pods().Informer()
+	core := w.client.CoreV1().RESTClient()
+	inNamespace := func(resource string, example runtime.Object) cache.SharedIndexInformer {
+		return clientset.Informer(core, resource, d.Settings.Namespace, example, w.cfg.Resync,
+			func(o *metav1.ListOptions) { o.LabelSelector = selector })
+	}
+	podInformer := inNamespace("pods", &corev1.Pod{})
+	serviceInformer, secretInformer := inNamespace("services", &corev1.Service{}), inNamespace("secrets", &corev1.Secret{})
 	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { w.observePod(obj) },
 		// A resync hands every Pod over again: reported again, a state a
@@ -173,9 +177,9 @@ func (w *watch) start(ctx context.Context, d Desired) {
 		DeleteFunc: func(any) { w.poke() },
 	})
 	w.onWatchError(podInformer, "list Pods")
-	w.pods, w.podsSynced = ns.Core().V1().Pods().Lister(), podInformer.HasSynced
-	w.services, w.secrets = ns.Core().V1().Services().Lister(), ns.Core().V1().Secrets().Lister()
-	for kind, inf := range map[string]cache.SharedIndexInformer{"service": ns.Core().V1().Services().Informer(), "secret": ns.Core().V1().Secrets().Informer()} {
+	w.pods, w.podsSynced = corev1listers.NewPodLister(podInformer.GetIndexer()), podInformer.HasSynced
+	w.services, w.secrets = corev1listers.NewServiceLister(serviceInformer.GetIndexer()), corev1listers.NewSecretLister(secretInformer.GetIndexer())
+	for kind, inf := range map[string]cache.SharedIndexInformer{"service": serviceInformer, "secret": secretInformer} {
 		// One deleted behind Gantry's back is applied again.
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) {
 			if o, ok := obj.(metav1.Object); ok {
@@ -184,8 +188,7 @@ func (w *watch) start(ctx context.Context, d Desired) {
 		}})
 	}
 
-	all := informers.NewSharedInformerFactory(w.client, w.cfg.Resync)
-	classInformer := all.Node().V1().RuntimeClasses().Informer()
+	classInformer := clientset.Informer(w.client.NodeV1().RESTClient(), "runtimeclasses", "", &nodev1.RuntimeClass{}, w.cfg.Resync, nil)
 	_, _ = classInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.classesChanged() },
 		UpdateFunc: func(any, any) {},
@@ -199,16 +202,16 @@ func (w *watch) start(ctx context.Context, d Desired) {
 	})
 	w.classes, w.classesSynced = classInformer.GetStore(), classInformer.HasSynced
 	go w.reportStates(ctx)
-	ns.Start(ctx.Done())
-	all.Start(ctx.Done())
+	for _, inf := range []cache.SharedIndexInformer{podInformer, serviceInformer, secretInformer, classInformer} {
+		go inf.RunWithContext(ctx)
+	}
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), classInformer.HasSynced) {
 			w.classesChanged()
 		}
 	}()
 	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, ns.Core().V1().Services().Informer().HasSynced,
-			ns.Core().V1().Secrets().Informer().HasSynced) {
+		if cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced, serviceInformer.HasSynced, secretInformer.HasSynced) {
 			w.poke()
 		}
 	}()

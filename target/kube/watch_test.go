@@ -12,9 +12,9 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/spec"
+	"github.com/gantry-dev/gantry/target/kube/clientset"
 	"github.com/gantry-dev/gantry/target/kube/kubetest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -45,7 +45,10 @@ func TestFailedCallsBackOff(t *testing.T) {
 	}
 	var calls atomic.Int32
 	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, calls: &calls} }
-	client := kubernetes.NewForConfigOrDie(rc)
+	client, err := clientset.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	clk := clocktesting.NewFakeClock(time.Now())
 	cfg := DefaultConfig()
 	w := newWatch(cfg, slog.New(slog.DiscardHandler), clk, client, func([]Observed) error { return nil }, func() {})

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/target/kube/clientset"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -42,7 +42,7 @@ type Env struct {
 	Kubeconfig string
 	// Server is the API server's URL.
 	Server string
-	Client kubernetes.Interface
+	Client clientset.Interface
 }
 
 // New returns the API server's environment, with the shared nodes
@@ -62,7 +62,7 @@ func New(t testing.TB) *Env {
 		t.Fatalf("kubeconfig %s: %v", path, err)
 	}
 	rc.QPS, rc.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := clientset.New(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
