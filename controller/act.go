@@ -29,7 +29,7 @@ func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.
 	var launched []*api.Machine
 	err = c.Store.Update(ctx, func(tx store.Tx) error {
 		launched = nil
-		w := &writer{tx: tx, now: now}
+		w := &writer{tx: newReadBack(tx), now: now}
 		steps := []func() error{
 			func() error { return w.memory(put, del) },
 			func() error { return w.replicas(plan) },

@@ -170,7 +170,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxWriters > 0 {
 		s.writers = make(chan struct{}, cfg.MaxWriters)
 	}
-	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, Feed: sqlstore.Feed{
+	s.dialect = &sqlstore.Dialect{NumberedParams: true, IsConflict: isConflict, MaxEvents: cfg.MaxEvents, WriteBehind: &sqlstore.WriteBehind{Replicas: replicasBehind, Events: eventsBehind}, Feed: sqlstore.Feed{
 		Lock:        feedLock,
 		Next:        `SELECT nextval('revisions')`,
 		NextN:       `SELECT nextval('revisions') FROM generate_series(1, ?)`,
@@ -310,6 +310,21 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	opts := &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 	return s.dialect.Run(ctx, s.db, opts, fn)
 }
+
+// replicasBehind and eventsBehind send a transaction's replica writes and
+// events in one statement each (sqlstore's write-behind); the events are
+// inserted, and their ids returned, in the arrays' order.
+const (
+	replicasBehind = `INSERT INTO replicas(id, cluster, service, machine, previous_machine, data, revision, created_revision)
+		SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[])
+		ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine,
+			previous_machine = excluded.previous_machine, data = excluded.data, revision = excluded.revision
+		RETURNING id, created_revision`
+	eventsBehind = `INSERT INTO events(object_kind, object_name, data)
+		SELECT e.object_kind, e.object_name, e.data FROM unnest(?::text[], ?::text[], ?::text[]) WITH ORDINALITY AS e(object_kind, object_name, data, n)
+		ORDER BY e.n
+		RETURNING id`
+)
 
 // SQLSTATE codes Gantry reacts to.
 const (

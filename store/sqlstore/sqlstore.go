@@ -26,6 +26,9 @@ type Dialect struct {
 	MaxEvents int
 	// Feed is the change feed's part.
 	Feed Feed
+	// WriteBehind, when set, holds replica writes and events back to send
+	// them together (writebehind.go; with deferred revisions only).
+	WriteBehind *WriteBehind
 
 	// statements are prepared once per database (and by database/sql
 	// once per connection): parsing the SQL of every query anew took a
@@ -138,6 +141,10 @@ func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn f
 	}
 	if opts != nil && opts.ReadOnly {
 		return sqlTx.Rollback()
+	}
+	if err := t.flush(); err != nil {
+		_ = sqlTx.Rollback()
+		return err
 	}
 	if t.wroteChanges {
 		if err := t.beforeCommit(); err != nil {

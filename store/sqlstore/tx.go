@@ -29,9 +29,17 @@ type tx struct {
 	// to prune then.
 	prune         *pruning
 	pruneEventsTo int64
+	// behind are the writes held back (writebehind.go).
+	behind writeBehind
 }
 
-func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+// errRow is a row whose query was not sent.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// run sends query as it is (nothing held back is sent first).
+func (t *tx) run(query string, args ...any) (*sql.Rows, error) {
 	q := t.dialect.rebind(query)
 	if s := t.dialect.statement(t.db, q); s != nil {
 		return t.tx.StmtContext(t.ctx, s).QueryContext(t.ctx, args...)
@@ -39,7 +47,17 @@ func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
 	return t.tx.QueryContext(t.ctx, q, args...)
 }
 
+func (t *tx) query(query string, args ...any) (*sql.Rows, error) {
+	if err := t.flushFor(query); err != nil {
+		return nil, err
+	}
+	return t.run(query, args...)
+}
+
 func (t *tx) queryRow(query string, args ...any) rowScanner {
+	if err := t.flushFor(query); err != nil {
+		return errRow{err}
+	}
 	q := t.dialect.rebind(query)
 	if s := t.dialect.statement(t.db, q); s != nil {
 		return t.tx.StmtContext(t.ctx, s).QueryRowContext(t.ctx, args...)
@@ -86,6 +104,9 @@ func listJSON[T any](t *tx, kind, query string, args ...any) ([]*T, error) {
 }
 
 func (t *tx) exec(what, query string, args ...any) error {
+	if err := t.flushFor(query); err != nil {
+		return err
+	}
 	q := t.dialect.rebind(query)
 	var err error
 	if s := t.dialect.statement(t.db, q); s != nil {
@@ -237,6 +258,9 @@ func (t *tx) CountReplicas(f store.ReplicaFilter) (int, error) {
 }
 
 func (t *tx) PutReplica(r *api.Replica) error {
+	if t.writesBehind() {
+		return t.putReplicaBehind(r)
+	}
 	return t.putFed(store.FeedReplica, r.ID,
 		`INSERT INTO replicas(id, cluster, service, machine, previous_machine, data, revision, created_revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT(id) DO UPDATE SET cluster = excluded.cluster, service = excluded.service, machine = excluded.machine, previous_machine = excluded.previous_machine, data = excluded.data, revision = excluded.revision
@@ -254,6 +278,9 @@ func (t *tx) DeleteReplica(id string) error {
 }
 
 func (t *tx) AddEvent(e *api.Event) error {
+	if t.writesBehind() {
+		return t.addEventBehind(e)
+	}
 	data, err := encode(e)
 	if err != nil {
 		return err
@@ -261,10 +288,17 @@ func (t *tx) AddEvent(e *api.Event) error {
 	if err := t.queryRow(`INSERT INTO events(object_kind, object_name, data) VALUES (?, ?, ?) RETURNING id`, e.ObjectKind, e.ObjectName, data).Scan(&e.ID); err != nil {
 		return t.dialect.failure("add event", err)
 	}
-	if t.maxEvents > 0 && e.ID%100 == 0 {
-		t.pruneEventsTo = e.ID - int64(t.maxEvents) // after the commit (pruneAfterCommit)
-	}
+	t.eventsAdded(e.ID, e.ID)
 	return nil
+}
+
+// eventsAdded notes the events first to last added: every 100 events,
+// the oldest beyond MaxEvents are pruned after the commit
+// (pruneAfterCommit).
+func (t *tx) eventsAdded(first, last int64) {
+	if t.maxEvents > 0 && last/100 != (first-1)/100 {
+		t.pruneEventsTo = last/100*100 - int64(t.maxEvents)
+	}
 }
 
 func (t *tx) ListEvents(f store.EventFilter) ([]*api.Event, error) {

@@ -27,6 +27,7 @@ func RunFeed(t *testing.T, open func(t *testing.T, retention time.Duration) stor
 	t.Run("Notifier", func(t *testing.T) { testNotifier(t, hour(t)) })
 	t.Run("MemoryChanges", func(t *testing.T) { testMemoryChanges(t, hour(t)) })
 	t.Run("ListPages", func(t *testing.T) { testListPages(t, hour(t)) })
+	t.Run("WritesReadBackInTheirTransaction", func(t *testing.T) { testWritesReadBackInTheirTransaction(t, hour(t)) })
 	t.Run("View", func(t *testing.T) { RunView(t, open) })
 }
 
