@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -80,9 +81,14 @@ spec:
 	if form.Get("TagSpecification.1.ResourceType") != "instance" || form.Get("ImageId") != "ami-0123456789abcdef0" || form.Get("UserData") == "" {
 		t.Errorf("RunInstances request: %v", form)
 	}
-	for _, m := range s.machines() {
-		if m.Provider != "aws" || m.ProviderKey != "aws:us-east-1" || !strings.HasPrefix(m.ProviderID, "i-") {
-			t.Errorf("machine %+v", m)
+	// The replacement may still be launching: its instance id comes with
+	// RunInstances' answer.
+	waitFor(t, "every machine launched through AWS", func() (bool, string) {
+		for _, m := range s.machines() {
+			if m.Provider != "aws" || m.ProviderKey != "aws:us-east-1" || !strings.HasPrefix(m.ProviderID, "i-") {
+				return false, fmt.Sprintf("machine %s: provider %q, key %q, instance %q", m.ID, m.Provider, m.ProviderKey, m.ProviderID)
+			}
 		}
-	}
+		return true, ""
+	})
 }

@@ -170,7 +170,9 @@ func (w *watch) start(ctx context.Context, d Desired) {
 	podInformer := inNamespace("pods", &corev1.Pod{})
 	serviceInformer, secretInformer := inNamespace("services", &corev1.Service{}), inNamespace("secrets", &corev1.Secret{})
 	_, _ = podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { w.observePod(obj) },
+		// A Pod the informer learns of after a reconcile that did not see
+		// it (one no replica wants any more) is reconciled then.
+		AddFunc: func(obj any) { w.observePod(obj); w.poke() },
 		// A resync hands every Pod over again: reported again, a state a
 		// failed write lost is not lost for good.
 		UpdateFunc: func(_, obj any) { w.observePod(obj) },
