@@ -53,15 +53,21 @@ func recall[T any](cache map[string][]byte, kind, id string) (v *T, found bool, 
 	return v, true, nil
 }
 
-func (t *readBack) GetReplica(id string) (*api.Replica, error) {
-	if r, found, err := recall[api.Replica](t.replicas, "replica", id); found {
-		return r, err
+// readThrough returns the kept object, or reads it from the store and
+// keeps it (a miss is not kept).
+func readThrough[T any](cache map[string][]byte, kind, id string, read func(string) (*T, error)) (*T, error) {
+	if v, found, err := recall[T](cache, kind, id); found {
+		return v, err
 	}
-	r, err := t.Tx.GetReplica(id)
+	v, err := read(id)
 	if err != nil {
 		return nil, err
 	}
-	return r, keep(t.replicas, id, r)
+	return v, keep(cache, id, v)
+}
+
+func (t *readBack) GetReplica(id string) (*api.Replica, error) {
+	return readThrough(t.replicas, "replica", id, t.Tx.GetReplica)
 }
 
 func (t *readBack) PutReplica(r *api.Replica) error {
@@ -80,14 +86,7 @@ func (t *readBack) DeleteReplica(id string) error {
 }
 
 func (t *readBack) GetMachine(id string) (*api.Machine, error) {
-	if m, found, err := recall[api.Machine](t.machines, "machine", id); found {
-		return m, err
-	}
-	m, err := t.Tx.GetMachine(id)
-	if err != nil {
-		return nil, err
-	}
-	return m, keep(t.machines, id, m)
+	return readThrough(t.machines, "machine", id, t.Tx.GetMachine)
 }
 
 func (t *readBack) PutMachine(m *api.Machine) error {

@@ -35,10 +35,10 @@ type WriteBehind struct {
 	Events string
 }
 
-// pendingReplica is a replica write not sent yet; changes are the
-// indexes of its writes' changes in tx.provisional.
+// pendingReplica is a replica write not sent yet (its columns copied: the
+// caller may change its object after the write); changes are the indexes
+// of its writes' changes in tx.provisional.
 type pendingReplica struct {
-	r                 *api.Replica
 	data              string
 	rev, createdRev   int64
 	changes           []int
@@ -77,7 +77,7 @@ func (t *tx) putReplicaBehind(r *api.Replica) error {
 		wb.replicas[r.ID] = p
 		wb.order = append(wb.order, r.ID)
 	}
-	p.r, p.data, p.rev = r, data, rev
+	p.data, p.rev = data, rev
 	p.cluster, p.service, p.machine, p.previous = r.Cluster, r.Service, r.Machine, r.PreviousMachine
 	p.changes = append(p.changes, len(t.provisional))
 	// Created is known once the row is sent (flushReplicas).
