@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,13 +69,13 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 	// From the service's table to a replica (the first row's: the new
 	// revision's replicas have new names): its output, its URL, and back
 	// to its service by the link.
-	run(t, tab, "replica page", chromedp.Click(chromedp.CSS(`tr[data-replica^="hello-"] a[href^="/ui/replicas/hello-"]`)),
+	run(t, tab, "replica page", clickLive(`tr[data-replica^="hello-"] a[href^="/ui/replicas/hello-"]`),
 		chromedp.WaitVisible(chromedp.CSS(`section.replica[data-replica^="hello-"]`)), markPage())
 	waitContains(t, tab, `#logs`, "hello listening on")
 	waitContains(t, tab, `#replica-url`, "http://")
 	keepScreenshot(t, tab, "dashboard-replica.png")
-	run(t, tab, "previous output", chromedp.Click(chromedp.CSS(`a[href="?previous=1"]`)), chromedp.WaitVisible(chromedp.CSS(`#logs, #logs-error`)))
-	run(t, tab, "back to the service", chromedp.Click(chromedp.CSS(`section.replica a[href="/ui/services/hello"]`)),
+	run(t, tab, "previous output", clickLive(`a[href="?previous=1"]`), chromedp.WaitVisible(chromedp.CSS(`#logs, #logs-error`)))
+	run(t, tab, "back to the service", clickLive(`section.replica a[href="/ui/services/hello"]`),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-revision="2"].current`)))
 
 	for _, page := range []string{"machines", "events", "cost"} {
@@ -103,8 +104,8 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 func shellInTheBrowser(t *testing.T, tab context.Context, dashboard, dir string) {
 	t.Helper()
 	run(t, tab, "a replica's shell, read-only", chromedp.Navigate(dashboard+"services/hello"),
-		chromedp.Click(chromedp.CSS(`tr[data-replica^="hello-"] a[href^="/ui/replicas/hello-"]`)),
-		chromedp.WaitVisible(`#shell-link`), chromedp.Click(`#shell-link`), chromedp.WaitVisible(`#terminal`))
+		clickLive(`tr[data-replica^="hello-"] a[href^="/ui/replicas/hello-"]`),
+		clickLive(`#shell-link`), chromedp.WaitVisible(`#terminal`))
 	waitContains(t, tab, `#shell-status[data-state="refused"]`, "a read-only token may only read")
 	shell := value(t, tab, "the shell's address", chromedp.Location())
 	admin, err := os.ReadFile(filepath.Join(dir, "admin-token"))
@@ -212,6 +213,17 @@ func value[T any](t *testing.T, tab context.Context, what string, action chromed
 		t.Fatalf("%s: %v", what, err)
 	}
 	return v
+}
+
+// clickLive waits for an element, then clicks the one the selector
+// matches at the moment of the click. The live pages re-render: a
+// chromedp.Click between its query and its click can be left holding a
+// node that is gone ("Could not find node with given id").
+func clickLive(selector string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.WaitVisible(chromedp.CSS(selector)),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`void document.querySelector(%q).click()`, selector)),
+	)
 }
 
 // markPage tags the loaded document: a reload would lose the tag.
