@@ -12,7 +12,7 @@ dir="${GANTRY_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gantry/kube-$key}"
 build() { # module-dir package binary
   [[ -x "$dir/$3" ]] && return
   echo "kube-build.sh: building $3 (first run only; minutes on 2 cores)" >&2
-  (cd "$1" && go build -trimpath -o "$dir/$3.tmp" "$2") && mv "$dir/$3.tmp" "$dir/$3"
+  (cd "$1" && GOGC=${GANTRY_COMPILE_GOGC:-400} go build -trimpath -o "$dir/$3.tmp" "$2") && mv "$dir/$3.tmp" "$dir/$3"
 }
 mkdir -p "$dir"
 build etcd go.etcd.io/etcd/server/v3 etcd
