@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
@@ -25,7 +26,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	for _, m := range v.machines {
 		machines = append(machines, m)
 	}
-	sort.Slice(machines, func(i, j int) bool { return machines[i].ID < machines[j].ID })
+	slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 	plan := planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
 		Unavailable: p.mem.Unavailable, Now: p.now, Subnets: p.subnetBudgets(v)})
 	if at := planner.NextCandidate(p.cfg.Planner, machines, p.now); !at.IsZero() {

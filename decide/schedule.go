@@ -213,7 +213,7 @@ func (p *Pass) buildView(clusters []string) *view {
 // at the replicas in their windows.
 func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*api.Service) []*planner.Machine {
 	on := make([]*planner.Machine, len(running))
-	counts := map[*planner.Machine]int{}
+	counts := make(map[*planner.Machine]int, len(v.machines))
 	total := 0
 	for i, r := range running {
 		if pm := v.machines[r.Machine]; pm != nil && services[r.Service] != nil {

@@ -1,9 +1,10 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -21,10 +22,14 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	for _, nm := range plan.Add {
 		growing[nm.Cluster] = true
 	}
-	for _, pr := range plan.Pending {
+	if len(plan.Pending) > 0 {
+		clusterOf := make(map[string]string, len(p.in.Pending))
 		for _, r := range p.in.Pending {
-			if r.ID == pr.Replica {
-				growing[r.Cluster] = true
+			clusterOf[r.ID] = r.Cluster
+		}
+		for _, pr := range plan.Pending {
+			if cluster, ok := clusterOf[pr.Replica]; ok {
+				growing[cluster] = true
 			}
 		}
 	}
@@ -41,7 +46,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		stopped[Key(g.Cluster, g.ID)] = g.Stopped
 	}
 	var removals []Removal
-	sim := newSimulation(p.in.Machines)
+	var sim *simulation // made for the first machine that may go: a growing cluster needs none
 	for _, m := range p.candidates() {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
@@ -50,6 +55,9 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		g := p.groups[key]
 		if g == nil || growing[m.Cluster] || live[key] <= g.MinSize {
 			continue
+		}
+		if sim == nil {
+			sim = newSimulation(p.in.Machines)
 		}
 		if len(sim.replicas[m.ID]) == 0 {
 			idleLongEnough := !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
@@ -93,15 +101,8 @@ func (p *planning) candidates() []*Machine {
 			out = append(out, m)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if len(a.Replicas) != len(b.Replicas) {
-			return len(a.Replicas) < len(b.Replicas)
-		}
-		if a.PricePerHour != b.PricePerHour {
-			return a.PricePerHour > b.PricePerHour
-		}
-		return a.ID < b.ID
+	slices.SortFunc(out, func(a, b *Machine) int {
+		return cmp.Or(cmp.Compare(len(a.Replicas), len(b.Replicas)), cmp.Compare(b.PricePerHour, a.PricePerHour), strings.Compare(a.ID, b.ID))
 	})
 	return out
 }

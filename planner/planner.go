@@ -113,18 +113,19 @@ type (
 )
 
 // Compute plans for the snapshot.
-func Compute(cfg Config, in Input) Plan {
-	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}}
+func Compute(cfg Config, in Input) Plan { return compute(cfg, in, false) }
+
+// compute is Compute; placeAlways builds the placing sessions even with
+// nothing pending (the test that the shortcut changes no plan).
+func compute(cfg Config, in Input, placeAlways bool) Plan {
+	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, placeAlways: placeAlways}
 	for _, g := range in.Groups {
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
 	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
 	in.Pending = withZoneDomains(in.Pending, in.Groups)
 	p.in.Pending = in.Pending
-	res, machines := p.place(in)
-	compaction := scheduler.NewSession(machines)
-	compaction.Learn(in.Pending)
-	p.compact(compaction, &res, in.Pending)
+	res := p.placeAndCompact(in)
 	p.dropEmptyBins()
 	p.rightSize()
 	plan := Plan{Desired: map[string]int{}}
@@ -136,6 +137,23 @@ func Compute(cfg Config, in Input) Plan {
 	plan.Add, plan.Remove = api.NonNil(plan.Add), api.NonNil(plan.Remove)
 	plan.Placements, plan.Pending = api.NonNil(plan.Placements), api.NonNil(plan.Pending)
 	return plan
+}
+
+// placeAndCompact places the pending replicas and compacts the machines
+// it opened. With nothing pending it only opens what groups below their
+// minimum need: the sessions it would build (every live machine cloned
+// and sorted, every resident learnt: 500,000 at 50,000 machines) would
+// have nothing to place.
+func (p *planning) placeAndCompact(in Input) scheduler.Result {
+	if len(in.Pending) == 0 && !p.placeAlways {
+		p.openMinSize()
+		return scheduler.Result{Unplaced: map[string]string{}}
+	}
+	res, machines := p.place(in)
+	compaction := scheduler.NewSession(machines)
+	compaction.Learn(in.Pending)
+	p.compact(compaction, &res, in.Pending)
+	return res
 }
 
 // place puts pending replicas on live machines and opens new ones, one
@@ -261,6 +279,8 @@ type planning struct {
 	catalog *offeringIndex
 	bins    []*bin
 	added   map[string]int
+	// placeAlways: see compute.
+	placeAlways bool
 }
 
 // subnetsLeft reports whether the cluster can hold one more machine, and

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -375,4 +376,50 @@ func TestStoppedWarmPool(t *testing.T) {
 	if len(p.Add) != 0 {
 		t.Fatalf("a stopped machine counts toward the warm pool: %+v", p.Add)
 	}
+}
+
+// With nothing pending the planner skips its placing sessions: random
+// fleets (groups below, at and above their minimum, warm pools, idle,
+// underused and oversized machines) get the plan the sessions give.
+func TestNothingPendingPlansAsThePlacingSessionsWould(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	adds, removals := 0, 0
+	for round := range 200 {
+		var groups []*Group
+		var ms []*Machine
+		for gi := range 1 + rng.IntN(3) {
+			types := []provisioner.InstanceType{itype(1 + rng.IntN(4)), itype(4 + rng.IntN(13))}
+			id := fmt.Sprintf("g%d", gi)
+			for mi := range rng.IntN(6) {
+				it := types[rng.IntN(len(types))]
+				var rs []scheduler.Replica
+				for ri, r := range replicas(fmt.Sprintf("%s-m%d", id, mi), rng.IntN(4), int64(100+rng.IntN(600))) {
+					r.ID = fmt.Sprintf("%s-%d", r.Service, ri)
+					rs = append(rs, r)
+				}
+				ms = append(ms, joined(fmt.Sprintf("%s-m%d", id, mi), id, it, time.Duration(rng.IntN(7200))*time.Second, rs...))
+			}
+			live := 0
+			for _, m := range ms {
+				if m.Group == id {
+					live++
+				}
+			}
+			g := group(id, live, rng.IntN(4), 8, types...)
+			g.WarmPool = rng.IntN(2)
+			groups = append(groups, g)
+		}
+		in := Input{Groups: groups, Machines: ms, Now: now}
+		shortcut, placed := compute(DefaultConfig(), in, false), compute(DefaultConfig(), in, true)
+		if !reflect.DeepEqual(shortcut, placed) {
+			t.Fatalf("round %d: without the sessions\n%+v\nwith them\n%+v", round, shortcut, placed)
+		}
+		adds, removals = adds+len(shortcut.Add), removals+len(shortcut.Remove)
+	}
+	if adds == 0 || removals == 0 {
+		t.Fatalf("the fleets drawn gave %d additions and %d removals: the comparison tried neither", adds, removals)
+	}
+	t.Logf("%d additions and %d removals compared", adds, removals)
 }

@@ -1,8 +1,8 @@
 package scheduler
 
 import (
+	"cmp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
@@ -38,11 +38,8 @@ func newState(machines []*Machine) *state {
 	for i, m := range machines {
 		byScore[i] = scored{m, packScore(m)}
 	}
-	sort.Slice(byScore, func(i, j int) bool {
-		if byScore[i].score != byScore[j].score {
-			return byScore[i].score > byScore[j].score
-		}
-		return byScore[i].m.ID < byScore[j].m.ID
+	slices.SortFunc(byScore, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.m.ID, b.m.ID))
 	})
 	order := make([]*Machine, len(byScore))
 	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
