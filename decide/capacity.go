@@ -124,11 +124,11 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		}
 	}
 	for id, why := range reasons {
-		r := p.replicaByID[id]
+		r := p.replica(id)
 		if r == nil || r.Machine != "" {
 			continue
 		}
-		replica.SetPending(r, why, p.now)
+		replica.SetPending(p.own(r), why, p.now)
 		p.plan.Pending[id] = why
 	}
 }

@@ -51,7 +51,7 @@ func (p *Pass) placePod(r *api.Replica, sp api.ServiceSpec, s spec.KubernetesSet
 	}
 	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: pl})
 	// The pass sees it placed: later steps must not count it pending.
-	_ = replica.Assign(r, pl, false, p.now)
+	_ = replica.Assign(p.own(r), pl, false, p.now)
 }
 
 // setKubernetesReady records whether the cluster's API server takes

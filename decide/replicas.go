@@ -56,7 +56,7 @@ func groupByService(replicas []*api.Replica) map[string][]*api.Replica {
 // revision, while an older replica of the index still holds it).
 func (p *Pass) createReplica(rev api.Revision, index int) *api.Replica {
 	id := replica.ID(rev.Service, index)
-	for n := 0; p.replicaByID[id] != nil || p.idRetiring(id); n++ {
+	for n := 0; p.replica(id) != nil || p.idRetiring(id); n++ {
 		id = fmt.Sprintf("%s-r%d", replica.ID(rev.Service, index), rev.Number)
 		if n > 0 {
 			id = fmt.Sprintf("%s-r%d-%d", replica.ID(rev.Service, index), rev.Number, n)
@@ -144,17 +144,23 @@ func (p *Pass) finishHandovers() {
 	for _, r := range p.replicas {
 		if replica.Draining(r) && p.reached(r.HandedOverAt.Add(p.drainOf(r))) {
 			p.plan.EndMoves = append(p.plan.EndMoves, r.ID)
-			replica.EndMove(r)
+			replica.EndMove(p.own(r))
 		}
 	}
 }
 
 func (p *Pass) dropDeleted() {
+	if len(p.deleting) == 0 {
+		return
+	}
 	kept := p.replicas[:0]
 	for _, r := range p.replicas {
 		if p.deleting[r.ID] {
-			delete(p.replicaByID, r.ID)
+			delete(p.replicaAt, r.ID)
 			continue
+		}
+		if p.replicaAt[r.ID] != len(kept) {
+			p.replicaAt[r.ID] = len(kept)
 		}
 		kept = append(kept, r)
 	}

@@ -215,8 +215,13 @@ func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*
 	on := make([]*planner.Machine, len(running))
 	counts := make(map[*planner.Machine]int, len(v.machines))
 	total := 0
+	var svc string
+	known := false
 	for i, r := range running {
-		if pm := v.machines[r.Machine]; pm != nil && services[r.Service] != nil {
+		if r.Service != svc { // replicas come by service
+			svc, known = r.Service, services[r.Service] != nil
+		}
+		if pm := v.machines[r.Machine]; pm != nil && known {
 			on[i] = pm
 			counts[pm]++
 			total++
@@ -302,7 +307,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			unplaced = append(unplaced, byID[id])
 		}
 		for _, e := range result.Evictions {
-			if r := p.replicaByID[e.ReplicaID]; r != nil {
+			if r := p.replica(e.ReplicaID); r != nil {
 				if svc := p.services[r.Service]; svc != nil {
 					unplaced = append(unplaced, toSchedReplica(r, svc, p.specOf(r, svc), v.zones[r.Cluster]))
 				}
@@ -326,21 +331,22 @@ func (p *Pass) needsPlace(r *api.Replica) bool {
 // replicas, the plan and the view (the planner must see them too).
 func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Replica) {
 	for _, e := range res.Evictions {
-		r := p.replicaByID[e.ReplicaID]
+		r := p.replica(e.ReplicaID)
 		if r == nil || r.Machine != e.MachineID {
 			continue
 		}
 		p.plan.Evictions = append(p.plan.Evictions, Eviction{Replica: r.ID, Machine: e.MachineID, By: e.PreemptedBy})
-		replica.ToPending(r, "preempted by higher-priority replica "+e.PreemptedBy, p.now)
+		replica.ToPending(p.own(r), "preempted by higher-priority replica "+e.PreemptedBy, p.now)
 		if pm := v.machines[e.MachineID]; pm != nil {
 			pm.Replicas = withoutReplica(pm.Replicas, e.ReplicaID)
 		}
 	}
 	for _, pl := range res.Placements {
-		r, m := p.replicaByID[pl.ReplicaID], p.machineByID[pl.MachineID]
+		r, m := p.replica(pl.ReplicaID), p.machineByID[pl.MachineID]
 		if r == nil || m == nil {
 			continue
 		}
+		r = p.own(r)
 		placement := replica.Placement{Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note, Address: p.replicaAddress(m)}
 		from := r.Machine
 		if err := replica.Assign(r, placement, from != "", p.now); err != nil {
@@ -445,7 +451,7 @@ func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *sched
 	pl := res.Placements[0]
 	placement := replica.Placement{Machine: target.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note, Address: p.replicaAddress(p.machineByID[target.ID])}
 	from := r.Machine
-	if err := replica.Assign(r, placement, true, p.now); err != nil {
+	if err := replica.Assign(p.own(r), placement, true, p.now); err != nil {
 		return false
 	}
 	v.machines[target.ID].Replicas = append(v.machines[target.ID].Replicas, sr)
