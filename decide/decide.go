@@ -99,7 +99,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := mem.Clone()
 	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: make(map[string]*api.Machine, len(snap.Machines)),
-		replicaAt: make(map[string]int, len(snap.Replicas)), services: map[string]*api.Service{}, deleting: map[string]bool{}}
+		replicaAt: make(map[string]int, len(snap.Replicas)), services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}}
 	p.plan.Pending = map[string]string{}
 	// The pass changes its own copies of the machines, in one array.
 	machines := derefAll(snap.Machines)
@@ -142,7 +142,7 @@ func (p *Pass) addReplica(r *api.Replica) {
 	c := *r
 	p.replicaAt[c.ID] = len(p.replicas)
 	p.replicas = append(p.replicas, &c)
-	p.owned(&c)
+	p.mine[&c] = true
 }
 
 // replica is the pass's replica of that id (nil: none, or retiring).
@@ -166,15 +166,8 @@ func (p *Pass) own(r *api.Replica) *api.Replica {
 	}
 	c := *r
 	p.replicas[i] = &c
-	p.owned(&c)
+	p.mine[&c] = true
 	return &c
-}
-
-func (p *Pass) owned(r *api.Replica) {
-	if p.mine == nil {
-		p.mine = map[*api.Replica]bool{}
-	}
-	p.mine[r] = true
 }
 
 func (p *Pass) clusterNames() []string {

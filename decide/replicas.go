@@ -159,9 +159,7 @@ func (p *Pass) dropDeleted() {
 			delete(p.replicaAt, r.ID)
 			continue
 		}
-		if p.replicaAt[r.ID] != len(kept) {
-			p.replicaAt[r.ID] = len(kept)
-		}
+		p.replicaAt[r.ID] = len(kept)
 		kept = append(kept, r)
 	}
 	p.replicas = kept
