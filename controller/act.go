@@ -388,11 +388,15 @@ func (w *writer) assign(a decide.Assignment) error {
 	}
 	msg, typ := "placed as Pod "+a.Placement.Pod, api.EventNormal
 	if a.Placement.Pod == "" {
-		m, err := w.tx.GetMachine(a.Placement.Machine)
-		if done, err := skip(err); done || !m.Schedulable() {
-			return err
-		}
-		msg = "placed on machine " + m.ID
+		// The machine is not read again: decide placed on it from the
+		// snapshot, and only this leader terminates machines. Reading it
+		// would make every heartbeat with news from it (which writes the
+		// machine and reads its replicas) fail this transaction under
+		// PostgreSQL's serializable isolation. A drain or cordon asked
+		// for meanwhile is seen by the next pass, which moves what a
+		// drain must, as kube-scheduler's binding does not check a
+		// cordon either.
+		msg = "placed on machine " + a.Placement.Machine
 	}
 	if r.Machine != a.From || replica.Assign(r, a.Placement, a.Moving(), w.now) != nil {
 		return nil // the replica changed since the snapshot; the next pass decides again

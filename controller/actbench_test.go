@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,4 +59,102 @@ func BenchmarkActPlacesOnPostgres(b *testing.B) {
 		}
 	}
 	b.ReportMetric(replicas*float64(b.N)/b.Elapsed().Seconds(), "replicas/s")
+}
+
+// BenchmarkActPlacesUnderHeartbeats is the same act step while the
+// machines it places on heartbeat with news (each a transaction that
+// reads its machine and its replicas, changes one and writes the
+// machine), as they do while a fleet grows: "attempts/op" counts how
+// many times the act's transaction ran to commit once.
+//
+//	GANTRY_TEST_POSTGRES=… go test ./controller -run '^$' -bench ActPlacesUnderHeartbeats -benchtime 3x
+func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
+	const replicas, machines, heartbeaters = 10000, 2000, 6
+	db, err := postgres.Open(context.Background(), postgres.DefaultConfig(pgtest.URL(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(context.Background(), func(tx store.Tx) error {
+		for i := range machines {
+			id := fmt.Sprintf("m-%d", i)
+			if err := tx.CreateMachine(&api.Machine{ID: id, Cluster: "dev", FleetState: api.FleetReady, JoinState: api.JoinJoined}); err != nil {
+				return err
+			}
+			for j := range 5 {
+				r := &api.Replica{ID: fmt.Sprintf("old-%d-%d", i, j), Service: "old", Cluster: "dev", Machine: id, State: api.ReplicaStarting}
+				if err := tx.PutReplica(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var beats, failed atomic.Int64
+	var wg sync.WaitGroup
+	for h := range heartbeaters {
+		wg.Go(func() {
+			for n := h; ctx.Err() == nil; n += heartbeaters {
+				id := fmt.Sprintf("m-%d", n%machines)
+				err := db.Update(ctx, func(tx store.Tx) error {
+					m, err := tx.GetMachine(id)
+					if err != nil {
+						return err
+					}
+					on, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
+					if err != nil {
+						return err
+					}
+					if len(on) > 0 {
+						r := *on[n%len(on)]
+						r.Reason = fmt.Sprintf("beat %d", n)
+						if err := tx.PutReplica(&r); err != nil {
+							return err
+						}
+					}
+					if _, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id}); err != nil {
+						return err
+					}
+					m.ReportSequence++
+					return tx.PutMachine(m)
+				})
+				switch {
+				case err == nil:
+					beats.Add(1)
+				case ctx.Err() == nil:
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	round, attempts := 0, 0
+	for b.Loop() {
+		round++
+		var plan decide.Plan
+		for i := range replicas {
+			r := &api.Replica{ID: fmt.Sprintf("r%d-%d", round, i), Index: i, Service: fmt.Sprintf("s-%d", i/100), Cluster: "dev", State: api.ReplicaPending}
+			plan.CreateReplicas = append(plan.CreateReplicas, r)
+			plan.Assignments = append(plan.Assignments, decide.Assignment{Replica: r.ID, Placement: replica.Placement{Machine: fmt.Sprintf("m-%d", i%machines)}})
+		}
+		now := time.Unix(1_800_000_000, 0)
+		if err := db.Update(context.Background(), func(tx store.Tx) error {
+			attempts++
+			w := &writer{tx: newReadBack(tx), now: now}
+			if err := w.replicas(plan); err != nil {
+				return err
+			}
+			return w.placements(plan)
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop()
+	wg.Wait()
+	b.ReportMetric(float64(attempts)/float64(b.N), "attempts/op")
+	b.ReportMetric(float64(beats.Load())/b.Elapsed().Seconds(), "beats/s")
+	b.ReportMetric(float64(failed.Load()), "beats-failed")
 }

@@ -34,6 +34,24 @@ func BenchmarkDecideDeploying10kMachines(b *testing.B) {
 	benchDecide(b, h)
 }
 
+// A pass at 50,000 machines and 500,000 replicas after 1,000 services
+// each gained a replica: the controller's BenchmarkPassSteady50k/changed
+// without the store, quick to set up and to profile:
+//
+//	go test ./decide -run '^$' -bench DecideChanged50k -benchtime 5x -count 6
+func BenchmarkDecideChanged50kMachines(b *testing.B) {
+	h := steadyFleet(b, 50000, 5000)
+	h.Decide()
+	for _, svc := range h.Snap.Services[:1000] {
+		more := *svc.Spec.Replicas + 1
+		svc.Spec.Replicas = &more
+	}
+	if plan := h.Decide(); len(plan.CreateReplicas) != 1000 || len(plan.Assignments) != 1000 {
+		b.Fatalf("1,000 services one replica more: %d replicas made, %d placed", len(plan.CreateReplicas), len(plan.Assignments))
+	}
+	benchDecide(b, h)
+}
+
 func benchDecide(b *testing.B, h *decidetest.Harness) {
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -45,14 +63,18 @@ func benchDecide(b *testing.B, h *decidetest.Harness) {
 
 // fleet10k is 10,000 joined machines running 100,000 replicas of 1,000
 // services.
-func fleet10k(b *testing.B) *decidetest.Harness {
+func fleet10k(b *testing.B) *decidetest.Harness { return steadyFleet(b, 10000, 1000) }
+
+// steadyFleet is machines joined machines running services services of 100
+// replicas each.
+func steadyFleet(b *testing.B, machineCount, services int) *decidetest.Harness {
 	h := decidetest.New(b)
-	h.Cluster("c", decidetest.Group("g", "large", 0, 20000))
+	h.Cluster("c", decidetest.Group("g", "large", 0, 2*machineCount))
 	var machines []string
-	for i := 0; i < 10000; i++ {
+	for range machineCount {
 		machines = append(machines, h.Machine("c", "g", "large").ID)
 	}
-	for s := 0; s < 1000; s++ {
+	for s := range services {
 		name := fmt.Sprintf("svc%d", s)
 		h.Service(name, "c", 100, "100m", "64Mi")
 		for i := 0; i < 100; i++ {

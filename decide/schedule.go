@@ -20,6 +20,8 @@ import (
 type view struct {
 	clusters map[string]bool
 	machines map[string]*planner.Machine
+	// byID are the machines of machines, in p.machines' order: by id.
+	byID []*planner.Machine
 	// joined are schedulable; launching count as spread domains.
 	joined, launching []*scheduler.Machine
 	zones             map[string][]string
@@ -171,6 +173,7 @@ func (p *Pass) buildView(clusters []string) *view {
 		}
 		pm := &planner.Machine{Machine: p.schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}
 		v.machines[m.ID] = pm
+		v.byID = append(v.byID, pm) // by id, but for machines the pass launched (at the end)
 		switch {
 		case pm.Joined && m.Schedulable() && inOverlay(m, cl):
 			v.joined = append(v.joined, pm.Machine)
@@ -210,10 +213,15 @@ func (p *Pass) buildView(clusters []string) *view {
 // window's capacity is its count, so a later append to one machine's
 // list copies it rather than writing into the next's, and nothing
 // changes a list in place (withoutReplica copies): the residents point
-// at the replicas in their windows.
+// at the replicas in their windows. Each machine's count of services
+// gets its room too (at most one per replica).
 func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*api.Service) []*planner.Machine {
+	slot := make(map[string]int32, len(v.byID))
+	for i, pm := range v.byID {
+		slot[pm.ID] = int32(i)
+	}
 	on := make([]*planner.Machine, len(running))
-	counts := make(map[*planner.Machine]int, len(v.machines))
+	counts := make([]int, len(v.byID))
 	total := 0
 	var svc string
 	known := false
@@ -221,18 +229,22 @@ func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*
 		if r.Service != svc { // replicas come by service
 			svc, known = r.Service, services[r.Service] != nil
 		}
-		if pm := v.machines[r.Machine]; pm != nil && known {
-			on[i] = pm
-			counts[pm]++
+		if at, ok := slot[r.Machine]; ok && known {
+			on[i] = v.byID[at]
+			counts[at]++
 			total++
 		}
 	}
 	replicas := make([]scheduler.Replica, total)
 	residents := make([]scheduler.Resident, total)
 	at := 0
-	for pm, n := range counts {
+	for i, pm := range v.byID {
+		n := counts[i]
 		pm.Replicas = replicas[at : at : at+n]
 		pm.Residents = residents[at : at : at+n]
+		if n > 0 {
+			pm.ServiceCount = make(map[string]int, n)
+		}
 		at += n
 	}
 	return on
@@ -240,7 +252,8 @@ func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*
 
 // trackIdle remembers since when each joined machine has been empty.
 func (p *Pass) trackIdle(v *view) {
-	for id, pm := range v.machines {
+	for _, pm := range v.byID {
+		id := pm.ID
 		if !pm.Joined {
 			continue
 		}
