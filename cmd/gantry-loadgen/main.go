@@ -31,7 +31,8 @@ func main() {
 	flag.IntVar(&cfg.JoinWorkers, "join-workers", cfg.JoinWorkers, "joins in flight at most")
 	flag.IntVar(&cfg.Services, "services", cfg.Services, "services applied to the cluster after the joins (their replicas are placed on the machines)")
 	flag.IntVar(&cfg.ReplicasPerService, "replicas-per-service", 10, "replicas of each service")
-	flag.DurationVar(&cfg.PlaceTimeout, "place-timeout", cfg.PlaceTimeout, "how long the servers may take to hold every replica")
+	flag.DurationVar(&cfg.PlaceTimeout, "place-timeout", cfg.PlaceTimeout, "how long the servers may take to take and hold each hundred services (their apply and their replicas)")
+	flag.DurationVar(&cfg.PlaceRetryWait, "place-retry-wait", cfg.PlaceRetryWait, "wait before an apply or a count of replicas that failed is sent again")
 	flag.Parse()
 	cfg.AdminToken = os.Getenv("GANTRY_ADMIN_TOKEN")
 	if tokenFile != "" {

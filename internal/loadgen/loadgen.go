@@ -50,19 +50,24 @@ type Config struct {
 	HTTP  *http.Client
 	CAPEM []byte
 	// Services of ReplicasPerService replicas each (10m CPU, 16Mi) are
-	// applied to the load cluster once the machines joined, while the
-	// warm-up heartbeats run; the warm-up goes on until the servers
-	// hold them all, for PlaceTimeout at most.
+	// applied to the load cluster once the machines joined, a hundred
+	// at a time, while the warm-up heartbeats run; the warm-up goes on
+	// until the servers hold them all. Each hundred may take
+	// PlaceTimeout to be applied and held; an apply or a count that
+	// fails (a timeout of a busy server) is sent again every
+	// PlaceRetryWait meanwhile (an apply of the same file changes
+	// nothing the second time).
 	Services           int
 	ReplicasPerService int
 	PlaceTimeout       time.Duration
+	PlaceRetryWait     time.Duration
 }
 
 // DefaultConfig is 10,000 machines at 2,000 heartbeats/s for 30 s.
 func DefaultConfig() Config {
 	return Config{Cluster: "load", Machines: 10000, Rate: 2000, Duration: 30 * time.Second, Warmup: 5 * time.Second,
 		Workers: 512, JoinWorkers: 16, Timeout: 10 * time.Second, RetryWait: 100 * time.Millisecond, JoinRetries: 30,
-		PlaceTimeout: 30 * time.Minute}
+		PlaceTimeout: 10 * time.Minute, PlaceRetryWait: time.Second}
 }
 
 // Result is what a run measured.

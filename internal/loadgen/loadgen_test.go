@@ -2,10 +2,17 @@ package loadgen
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,4 +104,39 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// An apply that fails (a busy server's 503 or timeout) is sent again:
+// at 50,000 machines one such failure ended a run of an hour.
+func TestFailedApplyIsSentAgain(t *testing.T) {
+	srv, caPEM := startServer(t)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	target, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	var applies atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/apply" && applies.Add(1) == 2 { // the cluster's, then the first services'
+
+			http.Error(w, `{"reason":"unavailable","message":"busy"}`, http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.AdminToken = front.URL, srv.AdminToken()
+	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers = 20, 200, 200*time.Millisecond, 200*time.Millisecond, 8
+	cfg.Services, cfg.ReplicasPerService, cfg.PlaceRetryWait = 150, 2, 10*time.Millisecond
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replicas != 300 || applies.Load() != 4 {
+		t.Fatalf("%d replicas held after %d applies, want 300 after 4 (the cluster's, then the services' three times: the first refused)", res.Replicas, applies.Load())
+	}
 }

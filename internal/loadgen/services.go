@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -40,14 +41,17 @@ func startServices(ctx context.Context, cfg Config, httpClient *http.Client) cha
 // once the servers hold the replicas of the ones before: a fleet that
 // grows, rather than one pass making half a million replicas at once.
 func placeServices(ctx context.Context, cfg Config, admin *client.Client) (int, error) {
-	deadline := time.Now().Add(cfg.PlaceTimeout)
 	held := 0
 	for first := 0; first < cfg.Services; first += servicesPerApply {
+		deadline := time.Now().Add(cfg.PlaceTimeout)
 		last := min(first+servicesPerApply, cfg.Services)
-		if _, err := admin.Apply(ctx, servicesSpec(cfg, first, last)); err != nil {
+		err := retry(ctx, cfg, deadline, func() error {
+			_, err := admin.Apply(ctx, servicesSpec(cfg, first, last))
+			return err
+		})
+		if err != nil {
 			return held, fmt.Errorf("apply services %d…: %w", first, err)
 		}
-		var err error
 		if held, err = awaitReplicas(ctx, cfg, admin, last*cfg.ReplicasPerService, deadline); err != nil {
 			return held, err
 		}
@@ -58,21 +62,39 @@ func placeServices(ctx context.Context, cfg Config, admin *client.Client) (int, 
 // awaitReplicas waits until the servers hold want replicas of the load's
 // cluster.
 func awaitReplicas(ctx context.Context, cfg Config, admin *client.Client, want int, deadline time.Time) (int, error) {
+	held := 0
+	err := retry(ctx, cfg, deadline, func() error {
+		_, n, err := admin.ListReplicasWindow(ctx, client.ReplicaQuery{Cluster: cfg.Cluster}, 0, 1)
+		switch {
+		case err != nil:
+			return fmt.Errorf("count the replicas: %w", err)
+		case n < want:
+			held = n
+			return fmt.Errorf("the servers hold %d replicas of %d after %s", n, want, cfg.PlaceTimeout)
+		}
+		held = n
+		return nil
+	})
+	return held, err
+}
+
+// retry calls fn until it succeeds, every PlaceRetryWait, and returns
+// its last error at the deadline. A request the server refused as bad
+// (4xx other than 429) is not sent again.
+func retry(ctx context.Context, cfg Config, deadline time.Time, fn func() error) error {
 	for {
-		_, held, err := admin.ListReplicasWindow(ctx, client.ReplicaQuery{Cluster: cfg.Cluster}, 0, 1)
-		if err != nil {
-			return 0, fmt.Errorf("count the replicas: %w", err)
+		err := fn()
+		var refused *client.APIError
+		if err == nil || (errors.As(err, &refused) && refused.Status < 500 && refused.Status != http.StatusTooManyRequests) {
+			return err
 		}
-		if held >= want {
-			return held, nil
-		}
-		if time.Now().After(deadline) {
-			return held, fmt.Errorf("the servers hold %d replicas of %d after %s", held, want, cfg.PlaceTimeout)
+		if !time.Now().Add(cfg.PlaceRetryWait).Before(deadline) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return held, ctx.Err()
-		case <-time.After(time.Second):
+			return errors.Join(err, ctx.Err())
+		case <-time.After(cfg.PlaceRetryWait):
 		}
 	}
 }
