@@ -41,20 +41,8 @@ func BenchmarkActPlacesOnPostgres(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		round++
-		var plan decide.Plan
-		for i := range replicas {
-			r := &api.Replica{ID: fmt.Sprintf("r%d-%d", round, i), Index: i, Service: fmt.Sprintf("s-%d", i/100), Cluster: "dev", State: api.ReplicaPending}
-			plan.CreateReplicas = append(plan.CreateReplicas, r)
-			plan.Assignments = append(plan.Assignments, decide.Assignment{Replica: r.ID, Placement: replica.Placement{Machine: fmt.Sprintf("m-%d", i%machines)}})
-		}
-		now := time.Unix(1_800_000_000, 0)
-		if err := db.Update(context.Background(), func(tx store.Tx) error {
-			w := &writer{tx: newReadBack(tx), now: now}
-			if err := w.replicas(plan); err != nil {
-				return err
-			}
-			return w.placements(plan)
-		}); err != nil {
+		plan := placing(round, replicas, machines)
+		if err := db.Update(context.Background(), func(tx store.Tx) error { return actPlacing(tx, plan) }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -134,20 +122,10 @@ func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
 	round, attempts := 0, 0
 	for b.Loop() {
 		round++
-		var plan decide.Plan
-		for i := range replicas {
-			r := &api.Replica{ID: fmt.Sprintf("r%d-%d", round, i), Index: i, Service: fmt.Sprintf("s-%d", i/100), Cluster: "dev", State: api.ReplicaPending}
-			plan.CreateReplicas = append(plan.CreateReplicas, r)
-			plan.Assignments = append(plan.Assignments, decide.Assignment{Replica: r.ID, Placement: replica.Placement{Machine: fmt.Sprintf("m-%d", i%machines)}})
-		}
-		now := time.Unix(1_800_000_000, 0)
+		plan := placing(round, replicas, machines)
 		if err := db.Update(context.Background(), func(tx store.Tx) error {
 			attempts++
-			w := &writer{tx: newReadBack(tx), now: now}
-			if err := w.replicas(plan); err != nil {
-				return err
-			}
-			return w.placements(plan)
+			return actPlacing(tx, plan)
 		}); err != nil {
 			b.Fatal(err)
 		}
@@ -157,4 +135,25 @@ func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
 	b.ReportMetric(float64(attempts)/float64(b.N), "attempts/op")
 	b.ReportMetric(float64(beats.Load())/b.Elapsed().Seconds(), "beats/s")
 	b.ReportMetric(float64(failed.Load()), "beats-failed")
+}
+
+// placing is a plan that makes n replicas (ids of the round) and places
+// them over machines m-0 … m-(machines-1).
+func placing(round, n, machines int) decide.Plan {
+	var plan decide.Plan
+	for i := range n {
+		r := &api.Replica{ID: fmt.Sprintf("r%d-%d", round, i), Index: i, Service: fmt.Sprintf("s-%d", i/100), Cluster: "dev", State: api.ReplicaPending}
+		plan.CreateReplicas = append(plan.CreateReplicas, r)
+		plan.Assignments = append(plan.Assignments, decide.Assignment{Replica: r.ID, Placement: replica.Placement{Machine: fmt.Sprintf("m-%d", i%machines)}})
+	}
+	return plan
+}
+
+// actPlacing is the act step's writes of such a plan, in tx.
+func actPlacing(tx store.Tx, plan decide.Plan) error {
+	w := &writer{tx: newReadBack(tx), now: time.Unix(1_800_000_000, 0)}
+	if err := w.replicas(plan); err != nil {
+		return err
+	}
+	return w.placements(plan)
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/decide"
-	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/postgres/pgtest"
@@ -28,20 +26,18 @@ func TestActPlacingDoesNotConflictWithTheMachinesHeartbeat(t *testing.T) {
 	}
 	defer db.Close()
 	if err := db.Update(ctx, func(tx store.Tx) error {
-		return tx.CreateMachine(&api.Machine{ID: "m", Cluster: "dev", FleetState: api.FleetReady, JoinState: api.JoinJoined})
+		return tx.CreateMachine(&api.Machine{ID: "m-0", Cluster: "dev", FleetState: api.FleetReady, JoinState: api.JoinJoined})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r := &api.Replica{ID: "web-0", Service: "web", Cluster: "dev", State: api.ReplicaPending}
-	plan := decide.Plan{CreateReplicas: []*api.Replica{r},
-		Assignments: []decide.Assignment{{Replica: r.ID, Placement: replica.Placement{Machine: "m"}}}}
+	plan := placing(1, 1, 1)
 	heartbeat := func() error { // as server/heartbeat writes one with news
 		return db.Update(ctx, func(tx store.Tx) error {
-			m, err := tx.GetMachine("m")
+			m, err := tx.GetMachine("m-0")
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ListReplicas(store.ReplicaFilter{Machine: "m"}); err != nil {
+			if _, err := tx.ListReplicas(store.ReplicaFilter{Machine: "m-0"}); err != nil {
 				return err
 			}
 			m.ReportSequence++
@@ -69,9 +65,9 @@ func TestActPlacingDoesNotConflictWithTheMachinesHeartbeat(t *testing.T) {
 		t.Errorf("the act ran %d times: the heartbeat made it fail", attempts)
 	}
 	err = db.View(ctx, func(tx store.Tx) error {
-		got, err := tx.GetReplica(r.ID)
-		if err == nil && got.Machine != "m" {
-			t.Errorf("web-0 is on %q, want m", got.Machine)
+		got, err := tx.GetReplica(plan.CreateReplicas[0].ID)
+		if err == nil && got.Machine != "m-0" {
+			t.Errorf("%s is on %q, want m-0", got.ID, got.Machine)
 		}
 		return err
 	})
