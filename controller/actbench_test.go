@@ -23,21 +23,7 @@ import (
 //	GANTRY_TEST_POSTGRES=… go test ./controller -run '^$' -bench ActPlacesOnPostgres -benchtime 5x
 func BenchmarkActPlacesOnPostgres(b *testing.B) {
 	const replicas, machines = 10000, 100
-	db, err := postgres.Open(context.Background(), postgres.DefaultConfig(pgtest.URL(b)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Update(context.Background(), func(tx store.Tx) error {
-		for i := range machines {
-			if err := tx.CreateMachine(&api.Machine{ID: fmt.Sprintf("m-%d", i), Cluster: "dev", FleetState: api.FleetReady, JoinState: api.JoinJoined}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
+	db := machinesOnPostgres(b, machines, 0)
 	round := 0
 	for b.Loop() {
 		round++
@@ -58,28 +44,7 @@ func BenchmarkActPlacesOnPostgres(b *testing.B) {
 //	GANTRY_TEST_POSTGRES=… go test ./controller -run '^$' -bench ActPlacesUnderHeartbeats -benchtime 3x
 func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
 	const replicas, machines, heartbeaters = 10000, 2000, 6
-	db, err := postgres.Open(context.Background(), postgres.DefaultConfig(pgtest.URL(b)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Update(context.Background(), func(tx store.Tx) error {
-		for i := range machines {
-			id := fmt.Sprintf("m-%d", i)
-			if err := tx.CreateMachine(&api.Machine{ID: id, Cluster: "dev", FleetState: api.FleetReady, JoinState: api.JoinJoined}); err != nil {
-				return err
-			}
-			for j := range 5 {
-				r := &api.Replica{ID: fmt.Sprintf("old-%d-%d", i, j), Service: "old", Cluster: "dev", Machine: id, State: api.ReplicaStarting}
-				if err := tx.PutReplica(r); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}); err != nil {
-		b.Fatal(err)
-	}
+	db := machinesOnPostgres(b, machines, 5)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var beats, failed atomic.Int64
@@ -156,4 +121,33 @@ func actPlacing(tx store.Tx, plan decide.Plan) error {
 		return err
 	}
 	return w.placements(plan)
+}
+
+// machinesOnPostgres is a PostgreSQL store of its own holding machines
+// m-0 … m-(machines-1), each with running replicas already on it.
+func machinesOnPostgres(b *testing.B, machines, running int) *postgres.Store {
+	db, err := postgres.Open(context.Background(), postgres.DefaultConfig(pgtest.URL(b)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	err = db.Update(context.Background(), func(tx store.Tx) error {
+		for i := range machines {
+			id := fmt.Sprintf("m-%d", i)
+			if err := tx.CreateMachine(&api.Machine{ID: id, Cluster: "dev", FleetState: api.FleetReady, JoinState: api.JoinJoined}); err != nil {
+				return err
+			}
+			for j := range running {
+				r := &api.Replica{ID: fmt.Sprintf("old-%d-%d", i, j), Service: "old", Cluster: "dev", Machine: id, State: api.ReplicaStarting}
+				if err := tx.PutReplica(r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db
 }
