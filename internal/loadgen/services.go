@@ -65,14 +65,12 @@ func awaitReplicas(ctx context.Context, cfg Config, admin *client.Client, want i
 	held := 0
 	err := retry(ctx, cfg, deadline, func() error {
 		_, n, err := admin.ListReplicasWindow(ctx, client.ReplicaQuery{Cluster: cfg.Cluster}, 0, 1)
-		switch {
-		case err != nil:
+		if err != nil {
 			return fmt.Errorf("count the replicas: %w", err)
-		case n < want:
-			held = n
+		}
+		if held = n; n < want {
 			return fmt.Errorf("the servers hold %d replicas of %d after %s", n, want, cfg.PlaceTimeout)
 		}
-		held = n
 		return nil
 	})
 	return held, err
