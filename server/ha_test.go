@@ -144,7 +144,7 @@ func TestLogsAreRelayedToTheAgentsServer(t *testing.T) {
 			}
 		}
 	}()
-	b.logs.awaitPoll(t, "m1")
+	awaitPoll(t, b.logs, "m1")
 	rc, err := a.admin.Logs(ctx, "web-0", client.LogOptions{Tail: -1})
 	if err != nil {
 		t.Fatalf("logs through a, agent on b: %v", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/server/relay"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -157,7 +158,7 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	}
 	credential := ts.joinManual(t, "dev", "m1")
 	go func() { _, _ = client.New(srv.URL(), credential, ts.http).LogRequests(context.Background(), "m1") }()
-	srv.logs.awaitPoll(t, "m1")
+	awaitPoll(t, srv.logs, "m1")
 	cancel()
 	select {
 	case err := <-done:
@@ -169,21 +170,18 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	}
 }
 
-// awaitPoll waits until an agent's poll for log requests waits in the
-// hub.
-func (h *logHub) awaitPoll(t *testing.T, machine string) {
+// awaitPoll waits until the agent of machine polls hub for log
+// requests.
+func awaitPoll(t *testing.T, hub *relay.Logs, machine string) {
 	t.Helper()
 	deadline := time.After(time.Minute)
 	for {
-		h.mu.Lock()
-		_, waiting := h.wake[machine]
-		changed := h.changed
-		h.mu.Unlock()
-		if waiting {
+		polling, polled := hub.Polling(machine)
+		if polling {
 			return
 		}
 		select {
-		case <-changed:
+		case <-polled:
 		case <-deadline:
 			t.Fatal("the agent's poll never reached the server")
 		}

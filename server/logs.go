@@ -1,132 +1,17 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gantry-dev/gantry/internal/randid"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/server/relay"
 	"github.com/gantry-dev/gantry/spec"
 	"github.com/gantry-dev/gantry/store"
 )
-
-// logHub pairs `gantry logs` viewers with the agents that hold the output:
-// a viewer's request waits for the machine's agent to pick it up (long
-// poll) and post chunks, which are relayed as they come.
-type logHub struct {
-	mu       sync.Mutex
-	pending  map[string][]api.LogRequest // by machine
-	wake     map[string]chan struct{}    // by machine, closed when a request arrives
-	sessions map[string]*logSession
-	// changed is closed (and replaced) when an agent's poll starts to wait.
-	changed chan struct{}
-}
-
-type logSession struct {
-	machine string
-	chunks  chan logChunk
-	gone    chan struct{} // closed when the viewer leaves
-}
-
-type logChunk struct {
-	data []byte
-	eof  bool
-	err  string
-}
-
-func newLogHub() *logHub {
-	return &logHub{pending: map[string][]api.LogRequest{}, wake: map[string]chan struct{}{}, sessions: map[string]*logSession{},
-		changed: make(chan struct{})}
-}
-
-func (h *logHub) open(machine string, req api.LogRequest) *logSession {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := &logSession{machine: machine, chunks: make(chan logChunk, 8), gone: make(chan struct{})}
-	h.sessions[req.ID] = s
-	h.queueLocked(machine, req)
-	return s
-}
-
-// queue hands a request to the machine's agent's next poll (a stream's:
-// the agent answers it on a WebSocket of its own, not in chunks).
-func (h *logHub) queue(machine string, req api.LogRequest) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.queueLocked(machine, req)
-}
-
-func (h *logHub) queueLocked(machine string, req api.LogRequest) {
-	h.pending[machine] = append(h.pending[machine], req)
-	if ch, ok := h.wake[machine]; ok {
-		close(ch)
-		delete(h.wake, machine)
-	}
-}
-
-func (h *logHub) close(id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s, ok := h.sessions[id]; ok {
-		close(s.gone)
-		delete(h.sessions, id)
-		reqs := h.pending[s.machine][:0]
-		for _, r := range h.pending[s.machine] {
-			if r.ID != id {
-				reqs = append(reqs, r)
-			}
-		}
-		h.pending[s.machine] = reqs
-	}
-}
-
-// take returns the machine's pending requests, waiting up to wait for one.
-func (h *logHub) take(ctx context.Context, machine string, wait time.Duration) []api.LogRequest {
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		h.mu.Lock()
-		if reqs := h.pending[machine]; len(reqs) > 0 {
-			delete(h.pending, machine)
-			h.mu.Unlock()
-			return reqs
-		}
-		ch, ok := h.wake[machine]
-		if !ok {
-			ch = make(chan struct{})
-			h.wake[machine] = ch
-			close(h.changed)
-			h.changed = make(chan struct{})
-		}
-		h.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return nil
-		}
-	}
-}
-
-// polling reports whether machine's agent waits in a poll here now.
-func (h *logHub) polling(machine string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.wake[machine]
-	return ok
-}
-
-func (h *logHub) session(id, machine string) (*logSession, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s, ok := h.sessions[id]
-	return s, ok && s.machine == machine
-}
 
 // handleLogs streams a replica's output: GET /v1/replicas/{id}/logs
 // ?follow=true&tail=N.
@@ -148,40 +33,40 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if s.relayLogs(w, r, machine) {
 		return
 	}
-	session := s.logs.open(machine, req)
-	defer s.logs.close(req.ID)
+	session := s.logs.Open(machine, req)
+	defer s.logs.Close(req.ID)
 	attach := time.NewTimer(s.cfg.LogAttachTimeout)
 	defer attach.Stop()
-	var first logChunk
+	var first relay.Chunk
 	select {
-	case first = <-session.chunks:
+	case first = <-session.Chunks():
 	case <-attach.C:
 		s.writeError(w, r, errorf(http.StatusGatewayTimeout, "timeout", "", "the agent of machine %s did not send the logs of %s within %s", machine, req.ReplicaID, s.cfg.LogAttachTimeout))
 		return
 	case <-r.Context().Done():
 		return
 	}
-	if first.err != "" {
-		s.writeError(w, r, errorf(http.StatusBadGateway, "agent-error", "", "machine %s: %s", machine, first.err))
+	if first.Err != "" {
+		s.writeError(w, r, errorf(http.StatusBadGateway, "agent-error", "", "machine %s: %s", machine, first.Err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	for chunk := first; ; {
-		if len(chunk.data) > 0 {
-			if _, err := w.Write(chunk.data); err != nil {
+		if len(chunk.Data) > 0 {
+			if _, err := w.Write(chunk.Data); err != nil {
 				return
 			}
 			if flusher != nil {
 				flusher.Flush()
 			}
 		}
-		if chunk.eof || chunk.err != "" {
+		if chunk.EOF || chunk.Err != "" {
 			return
 		}
 		select {
-		case chunk = <-session.chunks:
+		case chunk = <-session.Chunks():
 		case <-r.Context().Done():
 			return
 		}
@@ -288,7 +173,7 @@ func (s *Server) podLogs(w http.ResponseWriter, r *http.Request, req api.LogRequ
 // GET /v1/machines/{id}/log-requests.
 func (s *Server) handleLogRequests(w http.ResponseWriter, r *http.Request) {
 	s.recordLogServer(r, r.PathValue("id"))
-	reqs := s.logs.take(r.Context(), r.PathValue("id"), s.cfg.LogPollWait)
+	reqs := s.logs.Take(r.Context(), r.PathValue("id"), s.cfg.LogPollWait)
 	writeJSON(w, http.StatusOK, list[api.LogRequest]{Items: api.NonNil(reqs)})
 }
 
@@ -296,7 +181,7 @@ func (s *Server) handleLogRequests(w http.ResponseWriter, r *http.Request) {
 // POST /v1/machines/{id}/log-streams/{stream}?eof=1|error=msg. 410 tells
 // the agent the viewer has left.
 func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
-	session, ok := s.logs.session(r.PathValue("stream"), r.PathValue("id"))
+	session, ok := s.logs.Session(r.PathValue("stream"), r.PathValue("id"))
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "no one is reading log stream %s", r.PathValue("stream")))
 		return
@@ -306,12 +191,10 @@ func (s *Server) handleLogChunk(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	chunk := logChunk{data: data, eof: r.URL.Query().Get("eof") != "", err: r.URL.Query().Get("error")}
-	select {
-	case session.chunks <- chunk:
-		w.WriteHeader(http.StatusNoContent)
-	case <-session.gone:
+	chunk := relay.Chunk{Data: data, EOF: r.URL.Query().Get("eof") != "", Err: r.URL.Query().Get("error")}
+	if !session.Post(r.Context(), chunk) {
 		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "the reader of log stream %s has left", r.PathValue("stream")))
-	case <-r.Context().Done():
+		return
 	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -46,7 +46,7 @@ func (s *Server) recordLogServer(r *http.Request, machine string) {
 // polls here, when it was relayed already, or when no other server is
 // known.
 func (s *Server) relayLogs(w http.ResponseWriter, r *http.Request, machine string) bool {
-	if r.Header.Get(relayedHeader) != "" || s.logs.polling(machine) {
+	if polling, _ := s.logs.Polling(machine); polling || r.Header.Get(relayedHeader) != "" {
 		return false
 	}
 	var target string

@@ -31,6 +31,8 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica/ingest"
 	"github.com/gantry-dev/gantry/server/heartbeat"
+	"github.com/gantry-dev/gantry/server/names"
+	"github.com/gantry-dev/gantry/server/relay"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres"
 	"github.com/gantry-dev/gantry/store/sqlite"
@@ -136,7 +138,7 @@ type Config struct {
 	UsageTTL    time.Duration
 	PeerTimeout time.Duration
 	// Names tunes how agents learn their cluster's DNS names.
-	Names NamesConfig
+	Names names.Config
 	// Watch tunes the change feed's watches.
 	Watch WatchConfig
 	// View tunes the server's view of the store (quiet heartbeats are
@@ -229,7 +231,7 @@ func DefaultConfig(dataDir string) Config {
 		HeartbeatFlushInterval: time.Second, HeartbeatsPerLease: 4, CredentialCacheTTL: 5 * time.Minute,
 		ReadHeaderTimeout: 10 * time.Second, BodyReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ShutdownTimeout: 15 * time.Second, LogPollWait: 25 * time.Second, LogAttachTimeout: 15 * time.Second, UsageTTL: time.Minute, PeerTimeout: 5 * time.Second,
 		RateLimits:     DefaultRateLimits(),
-		Names:          DefaultNamesConfig(),
+		Names:          names.DefaultConfig(),
 		Watch:          DefaultWatchConfig(),
 		View:           ViewConfig{Resync: 10 * time.Second},
 		HealthPing:     HealthPing{Timeout: 2 * time.Second, Cache: time.Second},
@@ -275,11 +277,11 @@ type Server struct {
 	// advertise is the URL other servers and agents reach this one at.
 	advertise string
 	http      *http.Server
-	logs      *logHub
-	streams   *streamHub
+	logs      *relay.Logs
+	streams   *relay.Streams
 	usage     *usageCache
 	history   *history
-	names     *namesHub
+	names     *names.Hub
 	// wakes tell agents their assignments changed.
 	wakes *assignmentWakes
 	// view is the store as the change feed says (shared with the
@@ -330,11 +332,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.WrapStore != nil {
 		st = cfg.WrapStore(db)
 	}
-	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: newLogHub(), streams: newStreamHub(), usage: newUsageCache(cfg.UsageTTL), statuses: ingest.Store{},
+	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: relay.NewLogs(), streams: relay.NewStreams(), usage: newUsageCache(cfg.UsageTTL), statuses: ingest.Store{},
 		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{}),
 		history: &history{limit: cfg.History.Length}}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
-	s.names = newNamesHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
+	s.names = names.NewHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.wakes = newAssignmentWakes()
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.prepare(ctx); err != nil {

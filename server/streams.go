@@ -2,17 +2,16 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/coder/websocket"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/internal/randid"
+	"github.com/gantry-dev/gantry/server/relay"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -22,47 +21,6 @@ import (
 // agent opens a WebSocket of its own back to that server, and the server
 // relays the two, message by message. The agent is never reached
 // directly, and acts only on what a caller's admin token asked for.
-
-// streamHub pairs callers' streams with the agents' answers.
-type streamHub struct {
-	mu      sync.Mutex
-	waiting map[string]*pendingStream
-}
-
-// pendingStream is a caller's stream waiting for its agent's.
-type pendingStream struct {
-	machine string
-	agent   chan *websocket.Conn
-}
-
-func newStreamHub() *streamHub { return &streamHub{waiting: map[string]*pendingStream{}} }
-
-func (h *streamHub) open(id, machine string) *pendingStream {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p := &pendingStream{machine: machine, agent: make(chan *websocket.Conn, 1)}
-	h.waiting[id] = p
-	return p
-}
-
-func (h *streamHub) close(id string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.waiting, id)
-}
-
-// claim takes the caller's stream id of machine for the agent's answer
-// (false when none waits: it left, or it is another machine's).
-func (h *streamHub) claim(id, machine string) (*pendingStream, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	p, ok := h.waiting[id]
-	if !ok || p.machine != machine {
-		return nil, false
-	}
-	delete(h.waiting, id)
-	return p, true
-}
 
 // handleExec runs a command in a replica: GET /v1/replicas/{id}/exec
 // ?command=…&stdin=…&tty=… (a WebSocket of api.Channel* frames).
@@ -117,32 +75,32 @@ func (s *Server) openStream(w http.ResponseWriter, r *http.Request, req api.LogR
 	}
 	who, _ := r.Context().Value(principalKey{}).(principal)
 	s.recordAudit(r.Context(), who, what)
-	pending := s.streams.open(req.ID, machine)
-	defer s.streams.close(req.ID)
+	pending := s.streams.Open(req.ID, machine)
+	defer s.streams.Close(req.ID)
 	caller, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the caller
 	}
 	defer caller.CloseNow()
 	caller.SetReadLimit(-1)
-	s.logs.queue(machine, req)
+	s.logs.Queue(machine, req)
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LogAttachTimeout)
 	defer cancel()
 	var agent *websocket.Conn
 	select {
-	case agent = <-pending.agent:
+	case agent = <-pending.Agent():
 	case <-ctx.Done():
 		_ = caller.Close(websocket.StatusTryAgainLater, fmt.Sprintf("the agent of machine %s did not answer within %s", machine, s.cfg.LogAttachTimeout))
 		return
 	}
 	defer agent.CloseNow()
-	relay(r.Context(), caller, agent)
+	relay.Pipe(r.Context(), caller, agent)
 }
 
 // handleMachineStream is an agent's answer to a stream request: GET
 // /v1/machines/{id}/streams/{stream} (a WebSocket).
 func (s *Server) handleMachineStream(w http.ResponseWriter, r *http.Request) {
-	pending, ok := s.streams.claim(r.PathValue("stream"), r.PathValue("id"))
+	pending, ok := s.streams.Claim(r.PathValue("stream"), r.PathValue("id"))
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusGone, "gone", "", "no one waits for stream %s", r.PathValue("stream")))
 		return
@@ -152,40 +110,7 @@ func (s *Server) handleMachineStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	conn.SetReadLimit(-1)
-	// The caller's handler relays it from here (a hijacked connection
-	// outlives this handler).
-	pending.agent <- conn
-}
-
-// relay copies messages each way until one side ends, then closes the
-// other with the same status and reason.
-func relay(ctx context.Context, a, b *websocket.Conn) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, 2)
-	pipe := func(from, to *websocket.Conn) {
-		for {
-			typ, data, err := from.Read(ctx)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if err := to.Write(ctx, typ, data); err != nil {
-				errs <- err
-				return
-			}
-		}
-	}
-	go pipe(a, b)
-	go pipe(b, a)
-	err := <-errs
-	status, reason := websocket.StatusNormalClosure, ""
-	var ce websocket.CloseError
-	if errors.As(err, &ce) {
-		status, reason = ce.Code, ce.Reason
-	}
-	_ = a.Close(status, reason)
-	_ = b.Close(status, reason)
+	pending.Answer(conn)
 }
 
 // recordAudit writes an audit event of a call that does what a GET

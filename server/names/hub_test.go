@@ -1,4 +1,4 @@
-package server
+package names
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	clock := func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
 	// The first computation waits until every first asker has started.
 	release := make(chan struct{})
-	h := newNamesHub(NamesConfig{Wait: time.Minute, Forget: time.Minute}, clock, func(ctx context.Context, cluster string) (api.ClusterNames, error) {
+	h := NewHub(Config{Wait: time.Minute, Forget: time.Minute}, clock, func(ctx context.Context, cluster string) (api.ClusterNames, error) {
 		computed.Add(1)
 		<-release
 		return api.ClusterNames{Cluster: cluster, Version: version.Load().(string)}, nil
@@ -39,7 +39,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			started.Done()
-			if got, err := h.wait(ctx, "dev", ""); err != nil || got.Version != "v1" {
+			if got, err := h.Wait(ctx, "dev", ""); err != nil || got.Version != "v1" {
 				t.Errorf("first ask: %+v %v", got, err)
 			}
 		}()
@@ -53,7 +53,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	h.mu.Lock()
 	changed := h.clusters["dev"].changed
 	h.mu.Unlock()
-	if err := h.refresh(ctx, nil); err != nil { // same version: nobody wakes
+	if err := h.Refresh(ctx, nil); err != nil { // same version: nobody wakes
 		t.Fatal(err)
 	}
 	select {
@@ -63,11 +63,11 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	}
 	woken := make(chan string, 1)
 	go func() {
-		got, _ := h.wait(ctx, "dev", "v1")
+		got, _ := h.Wait(ctx, "dev", "v1")
 		woken <- got.Version
 	}()
 	version.Store("v2")
-	if err := h.refresh(ctx, nil); err != nil {
+	if err := h.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if v := <-woken; v != "v2" {
@@ -77,7 +77,7 @@ func TestNamesHubComputesOnceAndWakesOnChange(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	clockMu.Unlock()
 	before := computed.Load()
-	if err := h.refresh(ctx, nil); err != nil {
+	if err := h.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h.entry("dev") != nil || computed.Load() != before {
@@ -96,19 +96,19 @@ func TestNamesHubAnswersKeptVersionsWithTheDifference(t *testing.T) {
 		return endpoints.Names("dev", []api.ServiceEndpoints{set}, nil, nil, nil)
 	}
 	current.Store(names(2))
-	h := newNamesHub(NamesConfig{Wait: time.Minute, Forget: time.Hour, History: 1}, time.Now, func(context.Context, string) (api.ClusterNames, error) {
+	h := NewHub(Config{Wait: time.Minute, Forget: time.Hour, History: 1}, time.Now, func(context.Context, string) (api.ClusterNames, error) {
 		return current.Load().(api.ClusterNames), nil
 	})
 	ctx := context.Background()
-	v1, err := h.wait(ctx, "dev", "")
+	v1, err := h.Wait(ctx, "dev", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	current.Store(names(1))
-	if err := h.refresh(ctx, nil); err != nil {
+	if err := h.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, data, err := h.waitEncoded(ctx, "dev", v1.Version, true)
+	_, data, err := h.WaitEncoded(ctx, "dev", v1.Version, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,14 +124,14 @@ func TestNamesHubAnswersKeptVersionsWithTheDifference(t *testing.T) {
 		t.Fatalf("applied: %+v %v", applied, err)
 	}
 	current.Store(names(0))
-	if err := h.refresh(ctx, nil); err != nil {
+	if err := h.Refresh(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, asked := range []struct {
 		version string
 		delta   bool
 	}{{v1.Version, true}, {applied.Version, false}} {
-		_, data, _ := h.waitEncoded(ctx, "dev", asked.version, asked.delta)
+		_, data, _ := h.WaitEncoded(ctx, "dev", asked.version, asked.delta)
 		var whole api.ClusterNames
 		if err := json.Unmarshal(data, &whole); err != nil || whole.Base != "" || whole.Version != names(0).Version {
 			t.Fatalf("poll from %s (delta %v): %s, want the names whole", asked.version, asked.delta, data)
