@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,10 +69,10 @@ func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.
 // machine's provider instance, whose calls share its workers.
 func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keys map[string]string) {
 	for _, m := range launched {
-		c.calls.launch(m.ID, keys[m.ID])
+		c.calls.Launch(m.ID, keys[m.ID])
 	}
 	for _, id := range plan.LaunchCalls {
-		c.calls.launch(id, keys[id])
+		c.calls.Launch(id, keys[id])
 	}
 	diagnose := map[string]string{}
 	for _, t := range plan.Terminates {
@@ -80,25 +81,25 @@ func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keys ma
 		}
 	}
 	for _, id := range plan.TerminateCalls {
-		c.calls.terminate(id, keys[id], diagnose[id])
+		c.calls.Terminate(id, keys[id], diagnose[id])
 	}
 	for _, id := range plan.Describes {
-		c.calls.describe(id, keys[id])
+		c.calls.Describe(id, keys[id])
 	}
 	for _, key := range plan.Lists {
-		c.calls.list(key)
+		c.calls.List(key)
 	}
 	for _, f := range plan.Fences {
-		c.calls.fence(f, keys[f.Machine])
+		c.calls.Fence(f, keys[f.Machine])
 	}
 	for _, o := range plan.Orphans {
-		c.calls.terminateOrphan(o)
+		c.calls.TerminateOrphan(o)
 	}
 	for _, s := range plan.Starts {
-		c.calls.warmPool(decide.CallStart, s, keys[s.Machine])
+		c.calls.WarmPool(decide.CallStart, s, keys[s.Machine])
 	}
 	for _, s := range plan.Stops {
-		c.calls.warmPool(decide.CallStop, s, keys[s.Machine])
+		c.calls.WarmPool(decide.CallStop, s, keys[s.Machine])
 	}
 }
 
@@ -313,19 +314,12 @@ func (w *writer) launches(launches []decide.Launch) ([]*api.Machine, error) {
 			return nil, err
 		}
 		if err := w.record(api.EventNormal, "Launching", "Machine", m.ID, "launching %s (%s, %s, $%.4f/h) in group %s/%s (subnet %s): %s",
-			l.InstanceType, orNone(l.Zone), l.CapacityType, l.PricePerHour, l.Cluster, l.Group, m.Subnet, l.Reason); err != nil {
+			l.InstanceType, cmp.Or(l.Zone, "(none)"), l.CapacityType, l.PricePerHour, l.Cluster, l.Group, m.Subnet, l.Reason); err != nil {
 			return nil, err
 		}
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // placements applies evictions, assignments and pending reasons; an

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
+	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/decide/decidetest"
 	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/fake"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlite"
@@ -186,13 +189,24 @@ func steadyFleet(b *testing.B, machines, services int) *Controller {
 	ccfg.Decide.Planner.MaxRemovals = 0
 	c := New(ccfg, Deps{Store: db, Registry: reg, Signer: signer, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		LivenessSince: func() time.Time { return h.Now.Add(-time.Hour) }})
-	// Listed just now: no pass lists the provider (whose fake holds none
-	// of these instances) while the clock stands still.
-	c.observed.listedAt[decidetest.Provider] = h.Now
+	// Listed just now, each machine's instance found: no pass lists the
+	// provider (whose fake holds none of these instances) while the
+	// clock stands still.
+	c.observed.Listed(decidetest.Provider, listing(h.Snap.Machines, h.Now))
 	for range 2 { // the first pass records the deployments as complete
 		if _, err := c.pass(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 	}
 	return c
+}
+
+// listing is a provider's inventory at at holding each machine's instance.
+func listing(machines []*api.Machine, at time.Time) decide.Inventory {
+	inv := decide.Inventory{At: at}
+	for _, m := range machines {
+		inv.Instances = append(inv.Instances, provisioner.Instance{ID: m.ProviderID, State: provisioner.StateRunning, LaunchedAt: m.CreatedAt,
+			Tags: map[string]string{provisioner.TagMachine: m.ID}})
+	}
+	return inv
 }

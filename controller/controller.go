@@ -23,6 +23,7 @@ import (
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/view"
 	"github.com/gantry-dev/gantry/target"
+	"github.com/gantry-dev/gantry/target/machines"
 	"k8s.io/utils/clock"
 )
 
@@ -39,7 +40,7 @@ type Config struct {
 	// storm's), a change waits no longer than this to be decided.
 	MaxRest time.Duration
 	Decide  decide.Config
-	Calls   CallConfig
+	Calls   machines.CallConfig
 	// ViewBatch is how many changes of the feed the pass's view reads at
 	// a time.
 	ViewBatch int
@@ -51,28 +52,10 @@ type Config struct {
 	FullPassInterval time.Duration
 }
 
-// CallConfig tunes the provider calls.
-type CallConfig struct {
-	// ProviderTimeout bounds one provider call.
-	ProviderTimeout time.Duration
-	// Concurrency is how many calls run at once per provider instance.
-	Concurrency int
-	// ServerURL is what agents dial, unless their cluster's agent.apiUrl
-	// says otherwise.
-	ServerURL string
-	// JoinTokenTTL is how long a launched machine's join token is valid.
-	JoinTokenTTL time.Duration
-	// InstallationID is tagged on every instance; recovery only ever
-	// touches instances with this server's id.
-	InstallationID string
-	// ConsoleTailLines of a machine that never joined go into its event.
-	ConsoleTailLines int
-}
-
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
 	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
-		Calls: CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
+		Calls: machines.CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
 // Deps are what the controller works with.
@@ -109,8 +92,8 @@ type Deps struct {
 type Controller struct {
 	cfg Config
 	Deps
-	calls    *calls
-	observed *observations
+	calls    *machines.Calls
+	observed *machines.Observations
 	trigger  chan struct{}
 	ready    chan struct{}
 	readyOne sync.Once
@@ -131,12 +114,13 @@ type Controller struct {
 
 // New returns a controller.
 func New(cfg Config, d Deps) *Controller {
-	c := &Controller{cfg: cfg, Deps: d, observed: newObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{}),
+	c := &Controller{cfg: cfg, Deps: d, observed: machines.NewObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{}),
 		view: d.View}
 	if c.view == nil {
 		c.view = view.New(cfg.ViewBatch)
 	}
-	c.calls = newCalls(cfg.Calls, d, c.observed, c.Trigger)
+	c.calls = machines.NewCalls(cfg.Calls, machines.Deps{Store: d.Store, Registry: d.Registry, Signer: d.Signer, Clock: d.Clock, Log: d.Log,
+		Metrics: d.Metrics, Tracer: d.Tracer, Leading: d.Leading}, c.observed, c.Trigger)
 	return c
 }
 
@@ -169,14 +153,14 @@ func (c *Controller) Ready() <-chan struct{} { return c.ready }
 func (c *Controller) Run(ctx context.Context) {
 	ticker := c.Clock.NewTicker(c.cfg.Interval)
 	defer ticker.Stop()
-	c.calls.setTerm(ctx)
+	c.calls.SetTerm(ctx)
 	defer func() {
 		// The term's calls are cancelled with it (ctx): waiting for them
 		// takes only as long as a provider takes to see that.
-		c.calls.wait()
-		c.calls.setTerm(context.Background())
+		c.calls.Wait()
+		c.calls.SetTerm(context.Background())
 	}()
-	c.observed.reset()
+	c.observed.Reset()
 	c.quiet = nil // a new term decides afresh
 	for {
 		began := c.Clock.Now()
@@ -262,7 +246,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	err = c.act(actCtx, snap, mem, plan)
 	endSpan(actSpan, err)
 	if err != nil {
-		c.observed.relist(snap.Inventories)
+		c.observed.Relist(snap.Inventories)
 		return plan, fmt.Errorf("act: %w", err)
 	}
 	c.recordRollouts(mem, plan.Memory)
@@ -272,7 +256,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 }
 
 // Wait blocks until the provider calls under way have finished.
-func (c *Controller) Wait() { c.calls.wait() }
+func (c *Controller) Wait() { c.calls.Wait() }
 
 // TerminateAll stops every live machine at once and waits for their
 // providers (`gantry dev` on exit, with the loop stopped); report is told
@@ -300,8 +284,8 @@ func (c *Controller) TerminateAll(ctx context.Context, reason string, report fun
 		if report != nil {
 			report(m)
 		}
-		c.calls.terminate(m.ID, registry.KeyOf(m), "")
+		c.calls.Terminate(m.ID, registry.KeyOf(m), "")
 	}
-	c.calls.wait()
+	c.calls.Wait()
 	return nil
 }

@@ -87,13 +87,13 @@ func TestHungProviderStallsNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	slowLaunches := 0
-	for call := range e.ctrl.calls.inFlight() {
+	for call := range e.ctrl.calls.InFlight() {
 		if strings.HasPrefix(call, decide.CallKey(decide.CallLaunch, "c-")) {
 			slowLaunches++
 		}
 	}
 	if slowLaunches != 2 {
-		t.Fatalf("%d slow launches under way after another pass, want the same 2: %v", slowLaunches, e.ctrl.calls.inFlight())
+		t.Fatalf("%d slow launches under way after another pass, want the same 2: %v", slowLaunches, e.ctrl.calls.InFlight())
 	}
 	e.fakes["slow"].Hang(fake.OpLaunch, false)
 	e.fakes["slow"].Hang(fake.OpList, false)

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
@@ -58,9 +56,9 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		c.Heartbeats(snap.Machines)
 	}
 	snap.Catalogs, snap.Providers = providerFacts(c.Registry, snap.Clusters)
-	c.observed.keepLaunching(snap.Machines)
-	snap.Instances, snap.Inventories, snap.ListedAt = c.observed.view(take)
-	snap.InFlight = c.calls.inFlight()
+	c.observed.KeepLaunching(snap.Machines)
+	snap.Instances, snap.Inventories, snap.ListedAt = c.observed.View(take)
+	snap.InFlight = c.calls.InFlight()
 	snap.LivenessSince = c.LivenessSince()
 	if c.Kubernetes != nil {
 		snap.Kubernetes = c.Kubernetes()
@@ -95,89 +93,6 @@ func providerInfos(reg *registry.Registry) map[string]decide.ProviderInfo {
 		infos[name] = decide.ProviderInfo{Provisions: e.Provisions, CanStop: e.CanStop, Runtimes: reg.Runtimes(name)}
 	}
 	return infos
-}
-
-// observations are what Describe and List calls found, kept until a pass
-// takes them (inventories once; instances until the machine is gone).
-type observations struct {
-	mu          sync.Mutex
-	instances   map[string]decide.InstanceObservation
-	inventories map[string]decide.Inventory
-	listedAt    map[string]time.Time
-}
-
-func newObservations() *observations {
-	return &observations{instances: map[string]decide.InstanceObservation{}, inventories: map[string]decide.Inventory{}, listedAt: map[string]time.Time{}}
-}
-
-// reset forgets everything: a new term lists and describes afresh.
-func (o *observations) reset() {
-	fresh := newObservations()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.instances, o.inventories, o.listedAt = fresh.instances, fresh.inventories, fresh.listedAt
-}
-
-func (o *observations) described(machine string, obs decide.InstanceObservation) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.instances[machine] = obs
-}
-
-func (o *observations) listed(key string, inv decide.Inventory) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.inventories[key] = inv
-	o.listedAt[key] = inv.At
-}
-
-// relist forgets that keys were listed: a pass that took their
-// inventories failed before acting on them.
-func (o *observations) relist(keys map[string]decide.Inventory) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for k := range keys {
-		delete(o.listedAt, k)
-	}
-}
-
-// keepLaunching drops what was observed of machines that joined or are
-// gone: only launches are followed by Describe.
-func (o *observations) keepLaunching(machines []*api.Machine) {
-	launching := map[string]bool{}
-	for _, m := range machines {
-		if m.Launching() {
-			launching[m.ID] = true
-		}
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for id := range o.instances {
-		if !launching[id] {
-			delete(o.instances, id)
-		}
-	}
-}
-
-// view copies the observations for a pass; with take, inventories are
-// handed over (each is judged by one pass only).
-func (o *observations) view(take bool) (map[string]decide.InstanceObservation, map[string]decide.Inventory, map[string]time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	instances := make(map[string]decide.InstanceObservation, len(o.instances))
-	for k, v := range o.instances {
-		instances[k] = v
-	}
-	listedAt := make(map[string]time.Time, len(o.listedAt))
-	for k, v := range o.listedAt {
-		listedAt[k] = v
-	}
-	if !take {
-		return instances, map[string]decide.Inventory{}, listedAt
-	}
-	inventories := o.inventories
-	o.inventories = map[string]decide.Inventory{}
-	return instances, inventories, listedAt
 }
 
 // fleetCounts are the gauges' values: machines by state, pending replicas.

@@ -4,11 +4,11 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/telemetry"
 )
 
 func (d Deps) tracer() trace.Tracer {
@@ -34,14 +34,6 @@ func (c *Controller) decide(ctx context.Context, snap *decide.Snapshot, mem deci
 
 // endSpan ends span, marking it failed with err.
 func endSpan(span trace.Span, err error) {
-	markFailed(span, err)
+	telemetry.MarkFailed(span, err)
 	span.End()
-}
-
-// markFailed records err on span, if any.
-func markFailed(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
 }

@@ -1,36 +1,48 @@
-package controller
+// Package machines is the target of the machines Gantry provisions
+// itself: the provider calls that carry out a pass's decisions (launch,
+// terminate, describe, list, fence, stop and start), each in a worker,
+// and what those calls observed for the next pass. Its decide side is
+// in package decide (machines.go, capacity.go), as the Kubernetes
+// target's is in package target/kube.
+package machines
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"k8s.io/utils/clock"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/auth"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/fleet"
 	"github.com/gantry-dev/gantry/internal/randid"
+	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/telemetry"
 )
 
-// calls runs provider calls in workers: one call per subject at a time,
+// Calls runs provider calls in workers: one call per subject at a time,
 // at most Concurrency per provider instance, each bounded by
 // ProviderTimeout. A worker records what its call did in the store
 // (through the machine's lifecycle, package fleet) and leaves an outcome
 // for the next pass to learn from, or hands what it observed to the
-// observations.
-type calls struct {
+// Observations.
+type Calls struct {
 	cfg CallConfig
 	Deps
-	observed *observations
+	observed *Observations
 	done     func()
 
 	mu sync.Mutex
@@ -42,12 +54,56 @@ type calls struct {
 	wg       sync.WaitGroup
 }
 
-func newCalls(cfg CallConfig, d Deps, observed *observations, done func()) *calls {
-	return &calls{cfg: cfg, Deps: d, observed: observed, done: done, term: context.Background(), inflight: map[string]bool{}, slots: map[string]chan struct{}{}}
+// CallConfig tunes the provider calls.
+type CallConfig struct {
+	// ProviderTimeout bounds one provider call.
+	ProviderTimeout time.Duration
+	// Concurrency is how many calls run at once per provider instance.
+	Concurrency int
+	// ServerURL is what agents dial, unless their cluster's agent.apiUrl
+	// says otherwise.
+	ServerURL string
+	// JoinTokenTTL is how long a launched machine's join token is valid.
+	JoinTokenTTL time.Duration
+	// InstallationID is tagged on every instance; recovery only ever
+	// touches instances with this server's id.
+	InstallationID string
+	// ConsoleTailLines of a machine that never joined go into its event.
+	ConsoleTailLines int
 }
 
-// setTerm makes ctx the context of the calls started from now on.
-func (c *calls) setTerm(ctx context.Context) {
+// Deps are what the calls work with.
+type Deps struct {
+	Store    store.Store
+	Registry *registry.Registry
+	Signer   *auth.Signer
+	Clock    clock.PassiveClock
+	Log      *slog.Logger
+	// Metrics may be nil.
+	Metrics *metrics.Metrics
+	// Tracer traces the calls (nil: not traced).
+	Tracer trace.Tracer
+	// Leading reports whether this server still leads; calls are made
+	// only while it does (nil: always).
+	Leading func() bool
+}
+
+func (d Deps) tracer() trace.Tracer {
+	if d.Tracer == nil {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return d.Tracer
+}
+
+// NewCalls returns the calls of a controller: what they observe goes to
+// observed, and done is called after each call ends (the controller's
+// trigger of its next pass).
+func NewCalls(cfg CallConfig, d Deps, observed *Observations, done func()) *Calls {
+	return &Calls{cfg: cfg, Deps: d, observed: observed, done: done, term: context.Background(), inflight: map[string]bool{}, slots: map[string]chan struct{}{}}
+}
+
+// SetTerm makes ctx the context of the calls started from now on.
+func (c *Calls) SetTerm(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.term = ctx
@@ -56,7 +112,7 @@ func (c *calls) setTerm(ctx context.Context) {
 // start runs fn in a worker unless a call for the same subject runs; the
 // calls of one provider instance share its Concurrency workers, so a
 // provider that hangs holds only its own.
-func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Context)) {
+func (c *Calls) start(kind, subject, providerKey string, fn func(ctx context.Context)) {
 	key := decide.CallKey(kind, subject)
 	c.mu.Lock()
 	if c.inflight[key] {
@@ -104,7 +160,8 @@ func (c *calls) start(kind, subject, providerKey string, fn func(ctx context.Con
 // leader's to do, and nothing of it is recorded.
 func termEnded(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
-func (c *calls) inFlight() map[string]bool {
+// InFlight are the calls under way, by decide.CallKey.
+func (c *Calls) InFlight() map[string]bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make(map[string]bool, len(c.inflight))
@@ -114,11 +171,12 @@ func (c *calls) inFlight() map[string]bool {
 	return out
 }
 
-func (c *calls) wait() { c.wg.Wait() }
+// Wait blocks until the calls under way have finished.
+func (c *Calls) Wait() { c.wg.Wait() }
 
 // machine reads a machine (and its cluster, when it still exists) and the
 // provider instance it was launched through.
-func (c *calls) machine(id string) (*api.Machine, *api.Cluster, provisioner.Provisioner, error) {
+func (c *Calls) machine(id string) (*api.Machine, *api.Cluster, provisioner.Provisioner, error) {
 	var m *api.Machine
 	var cl *api.Cluster
 	err := c.Store.View(context.Background(), func(tx store.Tx) error {
@@ -141,7 +199,7 @@ func (c *calls) machine(id string) (*api.Machine, *api.Cluster, provisioner.Prov
 
 // update changes a machine in a transaction, with an event and, when
 // given, an outcome for the next pass.
-func (c *calls) update(id string, change func(*api.Machine) error, outcome *decide.Outcome, typ, reason, format string, args ...any) {
+func (c *Calls) update(id string, change func(*api.Machine) error, outcome *decide.Outcome, typ, reason, format string, args ...any) {
 	now := c.Clock.Now()
 	err := c.Store.Update(context.Background(), func(tx store.Tx) error {
 		if outcome != nil {
@@ -176,7 +234,7 @@ func putOutcome(tx store.Tx, o decide.Outcome) error {
 	return tx.PutMemory(decide.OutcomeKey(o.Call+"-"+o.Machine+"-"+randid.Hex(6)), string(data))
 }
 
-func (c *calls) outcome(call string, m *api.Machine, err error) *decide.Outcome {
+func (c *Calls) outcome(call string, m *api.Machine, err error) *decide.Outcome {
 	o := &decide.Outcome{Call: call, Machine: m.ID, Cluster: m.Cluster, Group: m.Group, InstanceType: m.InstanceType,
 		Zone: m.Zone, CapacityType: m.CapacityType, At: c.Clock.Now()}
 	if err != nil {
@@ -185,9 +243,9 @@ func (c *calls) outcome(call string, m *api.Machine, err error) *decide.Outcome 
 	return o
 }
 
-// launch sends a recorded intent to its provider (again, if need be: the
-// launch key makes it idempotent).
-func (c *calls) launch(id, key string) {
+// Launch sends a recorded intent to its provider (again, if need be: the
+// Launch key makes it idempotent).
+func (c *Calls) Launch(id, key string) {
 	c.start(decide.CallLaunch, id, key, func(ctx context.Context) {
 		m, cl, prov, err := c.machine(id)
 		if err != nil || cl == nil || m.ProviderID != "" || m.JoinState != api.JoinProvisioning {
@@ -216,7 +274,7 @@ func (c *calls) launch(id, key string) {
 			return
 		}
 		if launchErr != nil {
-			markFailed(trace.SpanFromContext(ctx), launchErr)
+			telemetry.MarkFailed(trace.SpanFromContext(ctx), launchErr)
 			c.Log.Warn("launch failed", "machine", id, "err", launchErr)
 			c.update(id, func(m *api.Machine) error { return fleet.LaunchFailed(m, launchErr.Error(), now) }, c.outcome(decide.CallLaunch, m, launchErr),
 				api.EventWarning, "LaunchFailed", "provider %s: %v", prov.Name(), launchErr)
@@ -229,7 +287,7 @@ func (c *calls) launch(id, key string) {
 
 // launchSpec is what the provider gets: the machine, its tags, and the
 // cluster's machine template and provider settings.
-func (c *calls) launchSpec(m *api.Machine, cl *api.Cluster, token string) provisioner.LaunchSpec {
+func (c *Calls) launchSpec(m *api.Machine, cl *api.Cluster, token string) provisioner.LaunchSpec {
 	b := provisioner.Bootstrap{ServerURL: c.cfg.ServerURL, Cluster: m.Cluster, Group: m.Group, MachineID: m.ID, JoinToken: token, NetworkMode: cl.NetworkMode()}
 	if a := cl.Spec.Agent; a != nil {
 		if a.APIURL != "" {
@@ -253,11 +311,11 @@ func Tags(m *api.Machine, installation string) map[string]string {
 	}
 }
 
-// terminate terminates a terminating machine's instance, then records it
+// Terminate terminates a terminating machine's instance, then records it
 // terminated (its /24 is free again). diagnose, when set, is why the
 // machine never joined: its console is read first, and the event says
 // how far its boot got.
-func (c *calls) terminate(id, key, diagnose string) {
+func (c *Calls) Terminate(id, key, diagnose string) {
 	c.start(decide.CallTerminate, id, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(id)
 		if err != nil {
@@ -293,11 +351,11 @@ func (c *calls) terminate(id, key, diagnose string) {
 		}
 		now := c.Clock.Now()
 		c.update(id, func(m *api.Machine) error { return fleet.SetFleetState(m, api.FleetTerminated, now) }, nil,
-			api.EventNormal, "Terminated", "instance %s terminated; subnet %s released", orNone(strings.Join(ids, ",")), orNone(m.Subnet))
+			api.EventNormal, "Terminated", "instance %s terminated; subnet %s released", cmp.Or(strings.Join(ids, ","), "(none)"), cmp.Or(m.Subnet, "(none)"))
 	})
 }
 
-func (c *calls) diagnose(ctx context.Context, m *api.Machine, prov provisioner.Provisioner, why string) {
+func (c *Calls) diagnose(ctx context.Context, m *api.Machine, prov provisioner.Provisioner, why string) {
 	if reader, ok := prov.(provisioner.ConsoleReader); ok && m.ProviderID != "" {
 		console, err := reader.ConsoleOutput(ctx, m.ProviderID)
 		why = fleet.WithConsole(why, console, err, c.cfg.ConsoleTailLines)
@@ -305,14 +363,14 @@ func (c *calls) diagnose(ctx context.Context, m *api.Machine, prov provisioner.P
 	c.update(m.ID, func(m *api.Machine) error { m.Reason = why; return nil }, nil, api.EventNormal, "Terminating", "%s", why)
 }
 
-func (c *calls) recordOutcome(o *decide.Outcome) {
+func (c *Calls) recordOutcome(o *decide.Outcome) {
 	if err := c.Store.Update(context.Background(), func(tx store.Tx) error { return putOutcome(tx, *o) }); err != nil {
 		c.Log.Error("record provider call outcome", "machine", o.Machine, "err", err)
 	}
 }
 
-// terminateOrphan terminates a tagged instance no live machine owns.
-func (c *calls) terminateOrphan(o decide.Orphan) {
+// TerminateOrphan terminates a tagged instance no live machine owns.
+func (c *Calls) TerminateOrphan(o decide.Orphan) {
 	c.start(decide.CallTerminate, o.Instance.ID, o.ProviderKey, func(ctx context.Context) {
 		prov, err := c.Registry.Get(o.ProviderKey)
 		if err == nil {
@@ -334,8 +392,8 @@ func (c *calls) terminateOrphan(o decide.Orphan) {
 	})
 }
 
-// describe looks up a machine's instance for the next pass.
-func (c *calls) describe(id, key string) {
+// Describe looks up a machine's instance for the next pass.
+func (c *Calls) Describe(id, key string) {
 	c.start(decide.CallDescribe, id, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(id)
 		if err != nil || m.ProviderID == "" {
@@ -353,8 +411,8 @@ func (c *calls) describe(id, key string) {
 	})
 }
 
-// list lists a provider instance's tagged instances for recovery.
-func (c *calls) list(key string) {
+// List lists a provider instance's tagged instances for recovery.
+func (c *Calls) List(key string) {
 	c.start(decide.CallList, key, key, func(ctx context.Context) {
 		prov, err := c.Registry.Get(key)
 		if err != nil {
@@ -369,7 +427,7 @@ func (c *calls) list(key string) {
 			c.Log.Warn("list instances", "provider", key, "err", err)
 			return
 		}
-		c.observed.listed(key, decide.Inventory{Instances: instances, At: at})
+		c.observed.Listed(key, decide.Inventory{Instances: instances, At: at})
 		if fw, ok := prov.(provisioner.MeshFirewaller); ok {
 			c.sweepMeshFirewalls(ctx, key, fw, instances)
 		}
@@ -378,7 +436,7 @@ func (c *calls) list(key string) {
 
 // sweepMeshFirewalls lets a provider delete the overlay firewalls it made
 // for clusters that are gone and hold no instance any more.
-func (c *calls) sweepMeshFirewalls(ctx context.Context, key string, fw provisioner.MeshFirewaller, instances []provisioner.Instance) {
+func (c *Calls) sweepMeshFirewalls(ctx context.Context, key string, fw provisioner.MeshFirewaller, instances []provisioner.Instance) {
 	keep := map[string]bool{}
 	for _, inst := range instances {
 		keep[inst.Tags[provisioner.TagCluster]] = true
@@ -398,9 +456,9 @@ func (c *calls) sweepMeshFirewalls(ctx context.Context, key string, fw provision
 	}
 }
 
-// warmPool stops or starts a warm-pool machine's instance; a started one
+// WarmPool stops or starts a warm-pool machine's instance; a started one
 // gets the addresses the provider returns.
-func (c *calls) warmPool(call string, step decide.MachineStep, key string) {
+func (c *Calls) WarmPool(call string, step decide.MachineStep, key string) {
 	c.start(call, step.Machine, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(step.Machine)
 		if err != nil {

@@ -1,6 +1,7 @@
-package controller
+package machines
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,13 +13,13 @@ import (
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// fence stops a failed primary's machine through its provider and asks
+// Fence stops a failed primary's machine through its provider and asks
 // the provider whether it is stopped; the outcome tells the next pass
 // whether the failover may promote. Terminating an instance twice is
 // harmless, so a machine already terminating is simply confirmed. A
 // machine whose instance id is not known yet is looked up by its tags
 // first: a fence is confirmed only by a provider's answer.
-func (c *calls) fence(f decide.Fence, key string) {
+func (c *Calls) Fence(f decide.Fence, key string) {
 	c.start(decide.CallFence, f.Machine, key, func(ctx context.Context) {
 		m, _, prov, err := c.machine(f.Machine)
 		if err != nil {
@@ -47,7 +48,7 @@ func (c *calls) fence(f decide.Fence, key string) {
 // answer never arrived, the live instances tagged with m's id (found one
 // becomes m's ProviderID). None found is the provider's answer that m has
 // no instance.
-func (c *calls) instancesOf(ctx context.Context, m *api.Machine, prov provisioner.Provisioner) ([]string, error) {
+func (c *Calls) instancesOf(ctx context.Context, m *api.Machine, prov provisioner.Provisioner) ([]string, error) {
 	if m.ProviderID != "" {
 		return []string{m.ProviderID}, nil
 	}
@@ -67,7 +68,7 @@ func (c *calls) instancesOf(ctx context.Context, m *api.Machine, prov provisione
 		now := c.Clock.Now()
 		inst := found[slices.IndexFunc(found, func(i provisioner.Instance) bool { return i.ID == ids[0] })]
 		c.update(m.ID, func(m *api.Machine) error { return fleet.Launched(m, inst, now) }, nil, api.EventNormal, "InstanceFound",
-			"instance %s found by its tags (the agent reported %s)", inst.ID, orNone(m.ReportedInstance))
+			"instance %s found by its tags (the agent reported %s)", inst.ID, cmp.Or(m.ReportedInstance, "(none)"))
 	}
 	return ids, nil
 }
