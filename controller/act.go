@@ -17,10 +17,15 @@ import (
 	"github.com/gantry-dev/gantry/store"
 )
 
-// act carries a plan out: every store write in one transaction (launch
-// intents before their provider calls), then the provider calls, each in
-// a worker. A step whose object changed since the snapshot (a replica
-// deleted, a machine gone) is skipped: the next pass decides again.
+// act carries a plan out: its store writes, launch intents first, then
+// the provider calls, each in a worker. The writes of the replicas it
+// makes and places commit in batches of PlacementBatch after the rest (a
+// transaction as large as a fleet's growth conflicts with every
+// heartbeat under PostgreSQL's serializable isolation and is retried
+// whole); each is a step decided from the snapshot that stands alone, as
+// kube-scheduler binds each Pod alone. A step whose object changed since
+// the snapshot (a replica deleted, a machine gone) is skipped: the next
+// pass decides again, also what a failed or interrupted batch left.
 func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.Memory, plan decide.Plan) error {
 	put, del, err := decide.Diff(mem, plan.Memory)
 	if err != nil {
@@ -33,14 +38,13 @@ func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.
 		w := &writer{tx: newReadBack(tx), now: now}
 		steps := []func() error{
 			func() error { return w.memory(put, del) },
-			func() error { return w.replicas(plan) },
+			func() error { return w.removals(plan) },
 			func() error { return w.machines(plan) },
 			func() error {
 				var err error
 				launched, err = w.launches(plan.Launches)
 				return err
 			},
-			func() error { return w.placements(plan) },
 			func() error { return w.events(plan.Events) },
 			func() error { return w.reverts(plan.Reverts) }, // after the event that says why
 		}
@@ -62,7 +66,81 @@ func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.
 		keys[m.ID] = registry.KeyOf(m)
 	}
 	c.dispatch(plan, launched, keys)
-	return nil
+	_, err = placeInBatches(ctx, c.Store, placementSteps(plan), c.cfg.PlacementBatch, now)
+	return err
+}
+
+// placeInBatches commits steps, batch of them at a time (all at once
+// when batch is 0), in order; attempts counts the transactions run,
+// retries included.
+func placeInBatches(ctx context.Context, st store.Store, steps []placementStep, batch int, now time.Time) (attempts int, err error) {
+	if batch <= 0 {
+		batch = len(steps)
+	}
+	for from := 0; from < len(steps); from += batch {
+		part := steps[from:min(from+batch, len(steps))]
+		err := st.Update(ctx, func(tx store.Tx) error {
+			attempts++
+			w := &writer{tx: newReadBack(tx), now: now}
+			for _, step := range part {
+				if err := step(w); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return attempts, fmt.Errorf("place replicas %d-%d of %d: %w", from+1, from+len(part), len(steps), err)
+		}
+	}
+	return attempts, nil
+}
+
+// placementStep is one replica's writes in a placement batch.
+type placementStep func(w *writer) error
+
+// placementSteps are the plan's evictions first (they free what the
+// assignments take), then each replica it makes with its assignment, the
+// assignments of replicas that exist by machine (a batch touches few
+// machines, so few heartbeats meet it), and its pending reasons.
+func placementSteps(plan decide.Plan) []placementStep {
+	steps := make([]placementStep, 0, len(plan.Evictions)+len(plan.CreateReplicas)+len(plan.Assignments)+len(plan.Pending))
+	for _, e := range plan.Evictions {
+		steps = append(steps, func(w *writer) error { return w.evict(e) })
+	}
+	assignments := make(map[string]decide.Assignment, len(plan.Assignments))
+	for _, a := range plan.Assignments {
+		assignments[a.Replica] = a
+	}
+	for _, r := range plan.CreateReplicas {
+		a, placed := assignments[r.ID]
+		delete(assignments, r.ID)
+		steps = append(steps, func(w *writer) error {
+			if err := w.create(r); err != nil || !placed {
+				return err
+			}
+			return w.assign(a)
+		})
+	}
+	existing := make([]decide.Assignment, 0, len(assignments))
+	for _, a := range plan.Assignments {
+		if _, ok := assignments[a.Replica]; ok {
+			existing = append(existing, a)
+		}
+	}
+	sort.SliceStable(existing, func(i, j int) bool { return existing[i].Placement.Machine < existing[j].Placement.Machine })
+	for _, a := range existing {
+		steps = append(steps, func(w *writer) error { return w.assign(a) })
+	}
+	ids := make([]string, 0, len(plan.Pending))
+	for id := range plan.Pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		steps = append(steps, func(w *writer) error { return w.pending(id, plan.Pending[id]) })
+	}
+	return steps
 }
 
 // dispatch hands the plan's provider calls to workers; keys says each
@@ -140,15 +218,15 @@ func skip(err error) (bool, error) {
 	return err != nil, err
 }
 
-func (w *writer) replicas(plan decide.Plan) error {
-	for _, r := range plan.CreateReplicas {
-		if err := w.tx.PutReplica(r); err != nil {
-			return err
-		}
-		if err := w.record(api.EventNormal, "Created", "Replica", r.ID, "replica %d of service %s", r.Index, r.Service); err != nil {
-			return err
-		}
+func (w *writer) create(r *api.Replica) error {
+	if err := w.tx.PutReplica(r); err != nil {
+		return err
 	}
+	return w.record(api.EventNormal, "Created", "Replica", r.ID, "replica %d of service %s", r.Index, r.Service)
+}
+
+// removals deletes, retires and ends the moves of the plan's replicas.
+func (w *writer) removals(plan decide.Plan) error {
 	for _, d := range plan.DeleteReplicas {
 		if err := w.tx.DeleteReplica(d.ID); err != nil {
 			return err
@@ -322,44 +400,19 @@ func (w *writer) launches(launches []decide.Launch) ([]*api.Machine, error) {
 	return out, nil
 }
 
-// placements applies evictions, assignments and pending reasons; an
-// assignment whose replica or machine changed since the snapshot waits
-// for the next pass.
-func (w *writer) placements(plan decide.Plan) error {
-	for _, e := range plan.Evictions {
-		if err := w.evict(e); err != nil {
-			return err
-		}
+// pending records why a replica waits, when that changed.
+func (w *writer) pending(id, reason string) error {
+	r, err := w.tx.GetReplica(id)
+	if done, err := skip(err); done {
+		return err
 	}
-	for _, a := range plan.Assignments {
-		if err := w.assign(a); err != nil {
-			return err
-		}
+	if !replica.SetPending(r, reason, w.now) {
+		return nil
 	}
-	ids := make([]string, 0, len(plan.Pending))
-	for id := range plan.Pending {
-		ids = append(ids, id)
+	if err := w.tx.PutReplica(r); err != nil {
+		return err
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		r, err := w.tx.GetReplica(id)
-		if done, err := skip(err); done {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if !replica.SetPending(r, plan.Pending[id], w.now) {
-			continue
-		}
-		if err := w.tx.PutReplica(r); err != nil {
-			return err
-		}
-		if err := w.record(api.EventWarning, "Pending", "Replica", id, "%s", plan.Pending[id]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.record(api.EventWarning, "Pending", "Replica", id, "%s", reason)
 }
 
 func (w *writer) evict(e decide.Eviction) error {

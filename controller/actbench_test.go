@@ -18,31 +18,51 @@ import (
 
 // BenchmarkActPlacesOnPostgres: the act step's writes for a pass that
 // makes and places 10,000 replicas on 100 machines, on PostgreSQL (each
-// replica written, recorded, read back, placed and recorded again).
+// replica written, recorded, read back, placed and recorded again), in
+// one transaction (batch=all) or PlacementBatch a transaction.
 //
 //	GANTRY_TEST_POSTGRES=… go test ./controller -run '^$' -bench ActPlacesOnPostgres -benchtime 5x
 func BenchmarkActPlacesOnPostgres(b *testing.B) {
 	const replicas, machines = 10000, 100
-	db := machinesOnPostgres(b, machines, 0)
-	round := 0
-	for b.Loop() {
-		round++
-		plan := placing(round, replicas, machines)
-		if err := db.Update(context.Background(), func(tx store.Tx) error { return actPlacing(tx, plan) }); err != nil {
-			b.Fatal(err)
+	forEachBatch(b, func(b *testing.B, batch int) {
+		db := machinesOnPostgres(b, machines, 0)
+		round := 0
+		for b.Loop() {
+			round++
+			if _, err := actPlacing(db, placing(round, replicas, machines), batch); err != nil {
+				b.Fatal(err)
+			}
 		}
+		b.ReportMetric(replicas*float64(b.N)/b.Elapsed().Seconds(), "replicas/s")
+	})
+}
+
+// forEachBatch runs bench with the act in one transaction (batch=all)
+// and in the default PlacementBatch.
+func forEachBatch(b *testing.B, bench func(b *testing.B, batch int)) {
+	for _, batch := range []int{0, DefaultConfig().PlacementBatch} {
+		name := fmt.Sprintf("batch=%d", batch)
+		if batch == 0 {
+			name = "batch=all"
+		}
+		b.Run(name, func(b *testing.B) { bench(b, batch) })
 	}
-	b.ReportMetric(replicas*float64(b.N)/b.Elapsed().Seconds(), "replicas/s")
 }
 
 // BenchmarkActPlacesUnderHeartbeats is the same act step while the
 // machines it places on heartbeat with news (each a transaction that
 // reads its machine and its replicas, changes one and writes the
-// machine), as they do while a fleet grows: "attempts/op" counts how
-// many times the act's transaction ran to commit once.
+// machine), as they do while a fleet grows: "attempts/op" counts the
+// act's transactions run (retries included), "batches/op" those it
+// needs without a retry. batch=all commits the step in one transaction,
+// as the act did before PlacementBatch.
 //
 //	GANTRY_TEST_POSTGRES=… go test ./controller -run '^$' -bench ActPlacesUnderHeartbeats -benchtime 3x
 func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
+	forEachBatch(b, benchmarkActUnderHeartbeats)
+}
+
+func benchmarkActUnderHeartbeats(b *testing.B, batch int) {
 	const replicas, machines, heartbeaters = 10000, 2000, 6
 	db := machinesOnPostgres(b, machines, 5)
 	ctx, stop := context.WithCancel(context.Background())
@@ -52,30 +72,7 @@ func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
 	for h := range heartbeaters {
 		wg.Go(func() {
 			for n := h; ctx.Err() == nil; n += heartbeaters {
-				id := fmt.Sprintf("m-%d", n%machines)
-				err := db.Update(ctx, func(tx store.Tx) error {
-					m, err := tx.GetMachine(id)
-					if err != nil {
-						return err
-					}
-					on, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
-					if err != nil {
-						return err
-					}
-					if len(on) > 0 {
-						r := *on[n%len(on)]
-						r.Reason = fmt.Sprintf("beat %d", n)
-						if err := tx.PutReplica(&r); err != nil {
-							return err
-						}
-					}
-					if _, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id}); err != nil {
-						return err
-					}
-					m.ReportSequence++
-					return tx.PutMachine(m)
-				})
-				switch {
+				switch err := heartbeatWithNews(ctx, db, fmt.Sprintf("m-%d", n%machines), n); {
 				case err == nil:
 					beats.Add(1)
 				case ctx.Err() == nil:
@@ -87,19 +84,50 @@ func BenchmarkActPlacesUnderHeartbeats(b *testing.B) {
 	round, attempts := 0, 0
 	for b.Loop() {
 		round++
-		plan := placing(round, replicas, machines)
-		if err := db.Update(context.Background(), func(tx store.Tx) error {
-			attempts++
-			return actPlacing(tx, plan)
-		}); err != nil {
+		n, err := actPlacing(db, placing(round, replicas, machines), batch)
+		if err != nil {
 			b.Fatal(err)
 		}
+		attempts += n
 	}
 	stop()
 	wg.Wait()
+	batches := 1
+	if batch > 0 {
+		batches = (replicas + batch - 1) / batch
+	}
 	b.ReportMetric(float64(attempts)/float64(b.N), "attempts/op")
+	b.ReportMetric(float64(batches), "batches/op")
 	b.ReportMetric(float64(beats.Load())/b.Elapsed().Seconds(), "beats/s")
 	b.ReportMetric(float64(failed.Load()), "beats-failed")
+}
+
+// heartbeatWithNews writes a heartbeat of machine id as the server
+// writes one with news: the machine and its replicas read, one replica
+// changed, the machine written.
+func heartbeatWithNews(ctx context.Context, db store.Store, id string, n int) error {
+	return db.Update(ctx, func(tx store.Tx) error {
+		m, err := tx.GetMachine(id)
+		if err != nil {
+			return err
+		}
+		on, err := tx.ListReplicas(store.ReplicaFilter{Machine: id})
+		if err != nil {
+			return err
+		}
+		if len(on) > 0 {
+			r := *on[n%len(on)]
+			r.Reason = fmt.Sprintf("beat %d", n)
+			if err := tx.PutReplica(&r); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ListReplicas(store.ReplicaFilter{PreviousMachine: id}); err != nil {
+			return err
+		}
+		m.ReportSequence++
+		return tx.PutMachine(m)
+	})
 }
 
 // placing is a plan that makes n replicas (ids of the round) and places
@@ -114,13 +142,10 @@ func placing(round, n, machines int) decide.Plan {
 	return plan
 }
 
-// actPlacing is the act step's writes of such a plan, in tx.
-func actPlacing(tx store.Tx, plan decide.Plan) error {
-	w := &writer{tx: newReadBack(tx), now: time.Unix(1_800_000_000, 0)}
-	if err := w.replicas(plan); err != nil {
-		return err
-	}
-	return w.placements(plan)
+// actPlacing is the act step's writes of such a plan, batch replicas a
+// transaction (0: all in one); it returns the transactions run.
+func actPlacing(db store.Store, plan decide.Plan, batch int) (int, error) {
+	return placeInBatches(context.Background(), db, placementSteps(plan), batch, time.Unix(1_800_000_000, 0))
 }
 
 // machinesOnPostgres is a PostgreSQL store of its own holding machines

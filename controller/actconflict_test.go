@@ -48,7 +48,7 @@ func TestActPlacingDoesNotConflictWithTheMachinesHeartbeat(t *testing.T) {
 	err = db.Update(ctx, func(tx store.Tx) error {
 		attempts++
 		w := &writer{tx: newReadBack(tx), now: time.Unix(1_800_000_000, 0)}
-		if err := w.replicas(plan); err != nil {
+		if err := w.create(plan.CreateReplicas[0]); err != nil {
 			return err
 		}
 		if attempts == 1 { // the machine reports while the act runs
@@ -56,7 +56,7 @@ func TestActPlacingDoesNotConflictWithTheMachinesHeartbeat(t *testing.T) {
 				t.Fatalf("heartbeat: %v", err)
 			}
 		}
-		return w.placements(plan)
+		return w.assign(plan.Assignments[0])
 	})
 	if err != nil {
 		t.Fatalf("act: %v", err)

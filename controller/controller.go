@@ -41,6 +41,10 @@ type Config struct {
 	MaxRest time.Duration
 	Decide  decide.Config
 	Calls   machines.CallConfig
+	// PlacementBatch is how many replicas' writes (made, placed, evicted
+	// or given a pending reason) commit in one transaction of the act,
+	// after its other writes (0: all in one).
+	PlacementBatch int
 	// ViewBatch is how many changes of the feed the pass's view reads at
 	// a time.
 	ViewBatch int
@@ -54,7 +58,7 @@ type Config struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, FullPassInterval: 5 * time.Minute,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, PlacementBatch: 500, FullPassInterval: 5 * time.Minute,
 		Calls: machines.CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
