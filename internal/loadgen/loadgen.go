@@ -117,17 +117,23 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		httpClient = &http.Client{Timeout: cfg.Timeout, Transport: transport}
 	}
 	start := time.Now()
-	machines, err := join(ctx, cfg, httpClient)
+	machines := &roster{}
+	joining, joined := context.WithCancel(ctx)
+	alive := make(chan struct{})
+	go func() { defer close(alive); keepAlive(joining, cfg, machines) }()
+	err := join(ctx, cfg, httpClient, machines)
+	joined()
+	<-alive
 	if err != nil {
 		return Result{}, err
 	}
-	joined := time.Since(start)
+	joinDuration := time.Since(start)
 	placed := startServices(ctx, cfg, httpClient)
 	if err := warmUp(ctx, cfg, machines, placed); err != nil {
 		return Result{}, err
 	}
 	res, err := drive(ctx, cfg, machines, cfg.Duration)
-	res.JoinDuration = joined
+	res.JoinDuration = joinDuration
 	if placed != nil {
 		p := <-placed
 		res.Replicas, res.PlaceDuration = p.replicas, p.took
@@ -137,7 +143,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 // warmUp drives unmeasured heartbeats for cfg.Warmup, and on, a warm-up
 // at a time, until the services are placed (placed is closed).
-func warmUp(ctx context.Context, cfg Config, machines []machine, placed chan placement) error {
+func warmUp(ctx context.Context, cfg Config, machines *roster, placed chan placement) error {
 	for round := 0; ; round++ {
 		if cfg.Warmup > 0 {
 			if _, err := drive(ctx, cfg, machines, cfg.Warmup); err != nil {
@@ -177,21 +183,21 @@ func clusterSpec(name string, machines int) []byte {
 // loadGroup is the group machine i joins.
 func loadGroup(i int) string { return fmt.Sprintf("load-%d", i/groupSize) }
 
-func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, error) {
+// join joins the machines, each added to machines once it joined.
+func join(ctx context.Context, cfg Config, httpClient *http.Client, machines *roster) error {
 	admin := client.New(cfg.Servers, cfg.AdminToken, httpClient)
 	if _, err := admin.Apply(ctx, clusterSpec(cfg.Cluster, cfg.Machines)); err != nil {
-		return nil, fmt.Errorf("apply the load cluster: %w", err)
+		return fmt.Errorf("apply the load cluster: %w", err)
 	}
 	tokens := map[string]string{}
 	for i := 0; i < cfg.Machines; i += groupSize {
 		tok, err := admin.CreateJoinToken(ctx, api.JoinTokenRequest{Cluster: cfg.Cluster, Group: loadGroup(i), TTL: "24h", Reusable: -1})
 		if err != nil {
-			return nil, fmt.Errorf("mint a join token: %w", err)
+			return fmt.Errorf("mint a join token: %w", err)
 		}
 		tokens[loadGroup(i)] = tok.Token
 	}
 	servers := client.SplitURLs(cfg.Servers)
-	machines := make([]machine, cfg.Machines)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -226,7 +232,7 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 					continue
 				}
 				if err == nil {
-					machines[i] = machine{id: id, api: c.WithToken(resp.Credential)}
+					machines.add(machine{id: id, api: c.WithToken(resp.Credential)})
 				}
 			}
 		})
@@ -239,10 +245,58 @@ func join(ctx context.Context, cfg Config, httpClient *http.Client) ([]machine, 
 	}
 	close(next)
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	return firstErr
+}
+
+// roster is the machines that joined so far, heartbeating in turn: a
+// drive goes on from the machine after the last one's, so each machine
+// beats once per len/Rate seconds however the run is cut into drives
+// (warm-ups, the measured run).
+type roster struct {
+	mu       sync.Mutex
+	machines []machine
+	next     int
+}
+
+func (r *roster) add(m machine) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.machines = append(r.machines, m)
+}
+
+func (r *roster) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.machines)
+}
+
+// turn is the machine whose heartbeat is next.
+func (r *roster) turn() machine {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.machines[r.next%len(r.machines)]
+	r.next = (r.next + 1) % len(r.machines)
+	return m
+}
+
+// keepAlive heartbeats the machines that joined, at most cfg.Rate and
+// each at most once a second, until ctx ends: the first of 50,000
+// machines join minutes before the last, and a machine that does not
+// heartbeat meanwhile is found unreachable, then lost. Not measured.
+func keepAlive(ctx context.Context, cfg Config, machines *roster) {
+	for ctx.Err() == nil {
+		n := machines.len()
+		if n == 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(cfg.RetryWait):
+			}
+			continue
+		}
+		window := cfg
+		window.Rate = min(cfg.Rate, float64(n))
+		_, _ = drive(ctx, window, machines, time.Second)
 	}
-	return slices.DeleteFunc(machines, func(m machine) bool { return m.api == nil }), nil
 }
 
 func cmpErr(a, b error) error {
@@ -258,8 +312,8 @@ type beat struct {
 }
 
 // drive sends heartbeats at cfg.Rate for d, machine after machine.
-func drive(ctx context.Context, cfg Config, machines []machine, d time.Duration) (Result, error) {
-	if len(machines) == 0 {
+func drive(ctx context.Context, cfg Config, machines *roster, d time.Duration) (Result, error) {
+	if machines.len() == 0 {
 		return Result{}, errors.New("loadgen: no machine joined")
 	}
 	total := int(cfg.Rate * d.Seconds())
@@ -299,7 +353,7 @@ func drive(ctx context.Context, cfg Config, machines []machine, d time.Duration)
 		if ctx.Err() != nil {
 			break
 		}
-		queue <- beat{m: machines[k%len(machines)], due: due}
+		queue <- beat{m: machines.turn(), due: due}
 	}
 	close(queue)
 	wg.Wait()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,10 +13,13 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/server"
 )
 
@@ -138,5 +142,78 @@ func TestFailedApplyIsSentAgain(t *testing.T) {
 	}
 	if res.Replicas != 300 || applies.Load() != 4 {
 		t.Fatalf("%d replicas held after %d applies, want 300 after 4 (the cluster's, then the services' three times: the first refused)", res.Replicas, applies.Load())
+	}
+}
+
+// Each drive goes on from the machine after the last one's: a run cut
+// into warm-ups shorter than a round of the fleet still heartbeats every
+// machine (at 50,000 machines and 1,000/s, 30-second warm-ups that each
+// began again at the first machine left 20,000 silent, and the servers
+// found them lost).
+func TestEveryMachineBeatsAcrossDrives(t *testing.T) {
+	var mu sync.Mutex
+	beats := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		beats[r.URL.Path]++
+		mu.Unlock()
+		_, _ = io.WriteString(w, `{"assignments":[]}`)
+	}))
+	defer srv.Close()
+	machines := &roster{}
+	for i := range 10 {
+		machines.add(machine{id: fmt.Sprintf("m%d", i), api: client.New(srv.URL, "token", srv.Client())})
+	}
+	cfg := DefaultConfig()
+	cfg.Rate, cfg.Workers = 600, 2
+	for range 2 {
+		if _, err := drive(context.Background(), cfg, machines, 10*time.Millisecond); err != nil { // 6 beats
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if path := fmt.Sprintf("/v1/machines/m%d/heartbeat", i); beats[path] == 0 {
+			t.Errorf("machine m%d never heartbeat in two drives of 6 beats (beats %v)", i, beats)
+		}
+	}
+}
+
+// The machines that joined heartbeat while the others join: the last
+// join is held until a heartbeat has come through.
+func TestJoinedMachinesBeatWhileOthersJoin(t *testing.T) {
+	srv, caPEM := startServer(t)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	target, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	var joins, beats atomic.Int32
+	beaten := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/heartbeat"):
+			if beats.Add(1) == 1 {
+				close(beaten)
+			}
+		case r.URL.Path == "/v1/join" && joins.Add(1) == 5:
+			select {
+			case <-beaten:
+			case <-time.After(20 * time.Second): // within the client's Timeout: no join sent again
+				http.Error(w, `{"reason":"invalid","message":"no heartbeat came while the machines joined"}`, http.StatusBadRequest)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cfg := DefaultConfig()
+	cfg.Servers, cfg.AdminToken = front.URL, srv.AdminToken()
+	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers, cfg.JoinWorkers = 5, 100, 100*time.Millisecond, 0, 4, 1
+	cfg.Timeout = time.Minute
+	if _, err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
 	}
 }
