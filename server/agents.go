@@ -199,6 +199,12 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	id, now := r.PathValue("id"), s.clock.Now()
 	assignments, path, err := s.ingest.Heartbeat(r.Context(), id, req, now)
+	if errors.Is(err, store.ErrUnavailable) {
+		// It reached this server: it is alive, though its news could not
+		// be written (it sends them again). Otherwise a store that fails
+		// the writes of a loaded fleet would have its machines found lost.
+		s.beats.Beat(id, now)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return

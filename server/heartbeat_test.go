@@ -291,3 +291,32 @@ func assignmentsJSON(t *testing.T, as []api.Assignment) string {
 	}
 	return string(data)
 }
+
+// A machine whose heartbeat reached the server is alive even when its
+// news could not be written (the store failed it, or lost every race
+// under load): its liveness is kept, the agent sends the news again, and
+// the control loop does not find it unreachable meanwhile.
+func TestHeartbeatWhoseNewsFailedStillCountsAsLive(t *testing.T) {
+	fake := clocktesting.NewFakeClock(time.Now())
+	var failing atomic.Bool
+	ts, ctx := withTestCluster(t, func(c *Config) {
+		c.Clock = fake
+		c.WrapStore = func(s store.Store) store.Store { return failingStore{Store: s, failing: &failing} }
+	})
+	credential := ts.joinManual(t, "dev", "m1")
+	agent := client.New(ts.URL(), credential, ts.http)
+	if _, err := agent.Heartbeat(ctx, "m1", api.HeartbeatRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	fake.Step(10 * time.Second)
+	beatAt := fake.Now()
+	failing.Store(true)
+	news := api.HeartbeatRequest{Inventory: &api.Inventory{Capacity: api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}}}
+	if _, err := agent.Heartbeat(ctx, "m1", news); !client.IsStatus(err, 503) {
+		t.Fatalf("a heartbeat with news on a failing store: %v, want 503", err)
+	}
+	m, err := ts.admin.GetMachine(ctx, "m1")
+	if err != nil || m.LastHeartbeat == nil || m.LastHeartbeat.Before(beatAt) {
+		t.Fatalf("last heartbeat %v (%v), want at least %v: the machine reached the server", m.LastHeartbeat, err, beatAt)
+	}
+}
