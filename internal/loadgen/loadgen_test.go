@@ -114,24 +114,14 @@ func envInt(name string, def int) int {
 // at 50,000 machines one such failure ended a run of an hour.
 func TestFailedApplyIsSentAgain(t *testing.T) {
 	srv, caPEM := startServer(t)
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	target, err := url.Parse(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
 	var applies atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := inFront(t, srv, caPEM, func(w http.ResponseWriter, r *http.Request) bool {
 		if r.URL.Path == "/v1/apply" && applies.Add(1) == 2 { // the cluster's, then the first services'
-
 			http.Error(w, `{"reason":"unavailable","message":"busy"}`, http.StatusServiceUnavailable)
-			return
+			return true
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
+		return false
+	})
 	cfg := DefaultConfig()
 	cfg.Servers, cfg.AdminToken = front.URL, srv.AdminToken()
 	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers = 20, 200, 200*time.Millisecond, 200*time.Millisecond, 8
@@ -182,17 +172,9 @@ func TestEveryMachineBeatsAcrossDrives(t *testing.T) {
 // join is held until a heartbeat has come through.
 func TestJoinedMachinesBeatWhileOthersJoin(t *testing.T) {
 	srv, caPEM := startServer(t)
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	target, err := url.Parse(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
 	var joins, beats atomic.Int32
 	beaten := make(chan struct{})
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front := inFront(t, srv, caPEM, func(w http.ResponseWriter, r *http.Request) bool {
 		switch {
 		case strings.HasSuffix(r.URL.Path, "/heartbeat"):
 			if beats.Add(1) == 1 {
@@ -203,12 +185,11 @@ func TestJoinedMachinesBeatWhileOthersJoin(t *testing.T) {
 			case <-beaten:
 			case <-time.After(20 * time.Second): // within the client's Timeout: no join sent again
 				http.Error(w, `{"reason":"invalid","message":"no heartbeat came while the machines joined"}`, http.StatusBadRequest)
-				return
+				return true
 			}
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
+		return false
+	})
 	cfg := DefaultConfig()
 	cfg.Servers, cfg.AdminToken = front.URL, srv.AdminToken()
 	cfg.Machines, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Workers, cfg.JoinWorkers = 5, 100, 100*time.Millisecond, 0, 4, 1
@@ -216,4 +197,24 @@ func TestJoinedMachinesBeatWhileOthersJoin(t *testing.T) {
 	if _, err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// inFront is a plain-HTTP proxy to srv whose intercept sees each request
+// first and may answer it itself (true).
+func inFront(t *testing.T, srv *server.Server, caPEM []byte, intercept func(http.ResponseWriter, *http.Request) bool) *httptest.Server {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	target, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !intercept(w, r) {
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(front.Close)
+	return front
 }
