@@ -67,6 +67,9 @@ type Pass struct {
 	// mine are the replicas the pass copied (own) or made.
 	mine map[*api.Replica]bool
 	live int
+	// revisionIndex lists the memory's revision keys by service (nil
+	// until revisionKeys builds it).
+	revisionIndex map[string][]string
 }
 
 // Decide decides one pass.

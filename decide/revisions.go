@@ -57,6 +57,9 @@ func (p *Pass) currentRevision(svc *api.Service, replicas []*api.Replica) api.Re
 		rev.Number = last.Number + 1
 	}
 	rev.Generation = svc.Metadata.Generation
+	if !known {
+		p.indexRevision(name, key)
+	}
 	p.mem.Revisions[key] = rev
 	p.pruneRevisions(svc, rev, replicas)
 	return rev
@@ -65,13 +68,34 @@ func (p *Pass) currentRevision(svc *api.Service, replicas []*api.Replica) api.Re
 // revisionsOf is a service's revisions, oldest first.
 func (p *Pass) revisionsOf(service string) []api.Revision {
 	var out []api.Revision
-	for _, r := range p.mem.Revisions {
-		if r.Service == service {
+	for _, key := range p.revisionKeys()[service] {
+		if r, ok := p.mem.Revisions[key]; ok { // not pruned since
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
 	return out
+}
+
+// revisionKeys indexes the memory's revisions by service, once a pass
+// needs it: scanning every service's revisions for each service that
+// changed took a third of a pass after 1,000 of 5,000 services changed.
+// Keys stay listed once pruned; revisionsOf skips them.
+func (p *Pass) revisionKeys() map[string][]string {
+	if p.revisionIndex == nil {
+		p.revisionIndex = make(map[string][]string, len(p.snap.Services))
+		for key, r := range p.mem.Revisions {
+			p.revisionIndex[r.Service] = append(p.revisionIndex[r.Service], key)
+		}
+	}
+	return p.revisionIndex
+}
+
+// indexRevision lists a revision new to the memory.
+func (p *Pass) indexRevision(service, key string) {
+	if p.revisionIndex != nil {
+		p.revisionIndex[service] = append(p.revisionIndex[service], key)
+	}
 }
 
 // pruneRevisions keeps the current revision, the newest others up to
