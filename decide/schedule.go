@@ -40,12 +40,12 @@ func toSchedReplica(r *api.Replica, svc *api.Service, sp api.ServiceSpec, zones 
 	pl := sp.Placement
 	req := r.Requests
 	req.GPUs = 0 // GPUs are matched by device, from GPU below
-	sr := scheduler.Replica{
-		ID: r.ID, Service: r.Service, Cluster: r.Cluster, Index: r.Index, Requests: req,
+	sr := scheduler.Replica{ID: r.ID, Index: r.Index, Requests: req, Rules: &scheduler.Rules{
+		Service: r.Service, Cluster: r.Cluster,
 		Runtime: runtimeFor(sp), Isolation: sp.Isolation, Groups: pl.CapacityGroups, NodeSelector: pl.NodeSelector,
 		Dedicated: pl.Dedicated, SameZone: pl.SameZone, Priority: pl.Priority, Scoring: pl.Scoring, Spread: pl.Spread, ZoneDomains: zones,
 		Preempt: pl.PreemptLowerPriority, Labels: svc.Metadata.Labels,
-	}
+	}}
 	if len(pl.Affinity)+len(pl.AntiAffinity) > 0 {
 		sr.Terms = &scheduler.Terms{Affinity: pl.Affinity, AntiAffinity: pl.AntiAffinity}
 	}

@@ -47,8 +47,9 @@ func benchReplicas(n int, kinds ...int) []scheduler.Replica {
 	for s := 0; len(out) < n; s++ {
 		kind := kinds[s%len(kinds)]
 		for i := 0; i < 100 && len(out) < n; i++ {
-			r := scheduler.Replica{ID: fmt.Sprintf("s%d-%d", s, i), Service: fmt.Sprintf("s%d", s), Cluster: "c", Index: i,
-				Runtime: scheduler.RuntimeDocker, Requests: api.Resources{MilliCPU: cpus[rng.IntN(len(cpus))], MemoryBytes: int64(100+rng.IntN(3996)) << 20}}
+			r := scheduler.Replica{ID: fmt.Sprintf("s%d-%d", s, i), Index: i,
+				Requests: api.Resources{MilliCPU: cpus[rng.IntN(len(cpus))], MemoryBytes: int64(100+rng.IntN(3996)) << 20},
+				Rules:    &scheduler.Rules{Service: fmt.Sprintf("s%d", s), Cluster: "c", Runtime: scheduler.RuntimeDocker}}
 			switch kind {
 			case mixZoneSpread:
 				r.Spread = []api.SpreadRule{{Key: api.SpreadZone, MaxSkew: 1}}

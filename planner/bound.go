@@ -31,7 +31,10 @@ func (p *planning) lowerBound(plan *Plan) float64 {
 	var clusters []string
 	for _, nm := range plan.Add {
 		for _, id := range nm.Replicas {
-			r := byID[id]
+			r, ok := byID[id]
+			if !ok { // a resident moved by a replacement: only its GPUs count
+				r = scheduler.Replica{ID: id, Rules: &scheduler.Rules{}}
+			}
 			r.Requests.GPUs = gpus[id]
 			if _, ok := onNew[nm.Cluster]; !ok {
 				clusters = append(clusters, nm.Cluster)

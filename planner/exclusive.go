@@ -78,8 +78,7 @@ func exclusivePackable(r *scheduler.Replica, exclusive map[string]bool) bool {
 	if !exclusive[r.Service] {
 		return false
 	}
-	plain := *r
-	plain.Terms = nil
+	plain := r.Reruled(func(rules *scheduler.Rules) { rules.Terms = nil })
 	return shapeable(&plain, nil)
 }
 
@@ -439,9 +438,11 @@ func minResources(a, b api.Resources) api.Resources {
 func spreadOnlyServices(in Input, shunned map[string]bool, live func() map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range in.Pending {
-		plain := r
-		plain.Spread = nil
-		if len(r.Spread) == 1 && r.Spread[0].Key == api.SpreadMachine && r.Spread[0].MaxSkew >= 1 && shapeable(&plain, shunned) && !live()[r.Service] {
+		if len(r.Spread) != 1 || r.Spread[0].Key != api.SpreadMachine || r.Spread[0].MaxSkew < 1 || out[r.Service] {
+			continue
+		}
+		plain := r.Reruled(func(rules *scheduler.Rules) { rules.Spread = nil })
+		if shapeable(&plain, shunned) && !live()[r.Service] {
 			out[r.Service] = true
 		}
 	}

@@ -227,8 +227,7 @@ func (p *planning) pinZones(in Input, shunned map[string]bool, live func() map[s
 // zonePinnable: the replica's only rule is sameZone or a zone spread
 // (over known zones), and it could otherwise go anywhere.
 func zonePinnable(r *scheduler.Replica, shunned map[string]bool) bool {
-	plain := *r
-	plain.Spread, plain.SameZone = nil, false
+	plain := r.Reruled(func(rules *scheduler.Rules) { rules.Spread, rules.SameZone = nil, false })
 	if !shapeable(&plain, shunned) {
 		return false
 	}

@@ -179,10 +179,16 @@ func packLargestFirst(rs []scheduler.Replica, cand *candidate) (bins [][]int, mi
 	binOf := map[string]int{}
 	index := make(map[string]int, len(rs))
 	plain := make([]scheduler.Replica, len(rs)) // zone rules were settled by pinZones
+	unzoned := map[*scheduler.Rules]*scheduler.Rules{}
 	for i, r := range rs {
 		index[r.ID] = i
 		plain[i] = r
-		plain[i].Spread, plain[i].SameZone, plain[i].ZoneDomains = nil, false, nil
+		if u, ok := unzoned[r.Rules]; ok {
+			plain[i].Rules = u
+			continue
+		}
+		plain[i] = r.Reruled(func(rules *scheduler.Rules) { rules.Spread, rules.SameZone, rules.ZoneDomains = nil, false, nil })
+		unzoned[r.Rules] = plain[i].Rules
 	}
 	res := scheduler.NewSession(nil).Place(plain, func(r *scheduler.Replica, hint string) (*scheduler.Machine, string) {
 		m, why := open(r, hint)

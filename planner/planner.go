@@ -359,35 +359,49 @@ func withZoneDomains(pending []scheduler.Replica, groups []*Group) []scheduler.R
 	out := make([]scheduler.Replica, len(pending))
 	copy(out, pending)
 	memo := map[string][]string{} // by cluster and group pinning
+	widened := map[*scheduler.Rules]*scheduler.Rules{}
 	for i := range out {
 		r := &out[i]
 		if !hasZoneSpread(r) {
 			continue
 		}
-		key := r.Cluster + "|" + strings.Join(r.Groups, ",") + "|" + strings.Join(r.ZoneDomains, ",")
-		if zones, ok := memo[key]; ok {
-			r.ZoneDomains = zones
+		if w, ok := widened[r.Rules]; ok {
+			r.Rules = w
 			continue
 		}
-		set := map[string]bool{}
-		for _, z := range r.ZoneDomains {
-			set[z] = true
+		key := r.Cluster + "|" + strings.Join(r.Groups, ",") + "|" + strings.Join(r.ZoneDomains, ",")
+		zones, ok := memo[key]
+		if !ok {
+			zones = zoneDomains(r, groups, groupZones)
+			memo[key] = zones
 		}
-		for _, g := range groups {
-			if g.Cluster == r.Cluster && (len(r.Groups) == 0 || slices.Contains(r.Groups, g.ID)) {
-				for _, z := range groupZones[g] {
-					set[z] = true
-				}
-			}
-		}
-		zones := make([]string, 0, len(set))
-		for z := range set {
-			zones = append(zones, z)
-		}
-		sort.Strings(zones)
-		memo[key], r.ZoneDomains = zones, zones
+		shared := r.Rules
+		*r = r.Reruled(func(rules *scheduler.Rules) { rules.ZoneDomains = zones })
+		widened[shared] = r.Rules
 	}
 	return out
+}
+
+// zoneDomains are the replica's zones and those of every group it may
+// launch in, sorted.
+func zoneDomains(r *scheduler.Replica, groups []*Group, groupZones map[*Group][]string) []string {
+	set := map[string]bool{}
+	for _, z := range r.ZoneDomains {
+		set[z] = true
+	}
+	for _, g := range groups {
+		if g.Cluster == r.Cluster && (len(r.Groups) == 0 || slices.Contains(r.Groups, g.ID)) {
+			for _, z := range groupZones[g] {
+				set[z] = true
+			}
+		}
+	}
+	zones := make([]string, 0, len(set))
+	for z := range set {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	return zones
 }
 
 func hasZoneSpread(r *scheduler.Replica) bool {

@@ -34,8 +34,8 @@ func group(id string, live, min, max int, types ...provisioner.InstanceType) *Gr
 func replicas(svc string, n int, milliCPU int64) []scheduler.Replica {
 	var out []scheduler.Replica
 	for i := 0; i < n; i++ {
-		out = append(out, scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Service: svc, Cluster: "c", Index: i,
-			Runtime: scheduler.RuntimeProcess, Requests: api.Resources{MilliCPU: milliCPU, MemoryBytes: 1 << 20}})
+		out = append(out, scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Index: i, Requests: api.Resources{MilliCPU: milliCPU, MemoryBytes: 1 << 20},
+			Rules: &scheduler.Rules{Service: svc, Cluster: "c", Runtime: scheduler.RuntimeProcess}})
 	}
 	return out
 }

@@ -175,8 +175,8 @@ func makeWorkload(t testing.TB, seed uint64, ruleNames []string) workload {
 			if perReplica {
 				req = sh.draw(rng)
 			}
-			r := scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Service: svc, Cluster: "c", Index: i,
-				Runtime: scheduler.RuntimeDocker, Requests: req}
+			r := scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Index: i, Requests: req,
+				Rules: &scheduler.Rules{Service: svc, Cluster: "c", Runtime: scheduler.RuntimeDocker}}
 			if constrain != nil {
 				constrain(&r)
 			}

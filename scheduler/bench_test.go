@@ -28,7 +28,7 @@ func placementFixture(machines, replicas int) ([]*Machine, []Replica) {
 	const perService = 100
 	rs := make([]Replica, 0, replicas)
 	for s := 0; len(rs) < replicas; s++ {
-		tmpl := Replica{Service: fmt.Sprintf("svc%04d", s), Cluster: "c", Runtime: RuntimeDocker, Requests: karpenterMix(rng)}
+		tmpl := Replica{Requests: karpenterMix(rng), Rules: &Rules{Service: fmt.Sprintf("svc%04d", s), Cluster: "c", Runtime: RuntimeDocker}}
 		if s%5 == 0 {
 			key := api.SpreadZone
 			if s%10 == 0 {

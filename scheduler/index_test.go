@@ -35,11 +35,11 @@ func TestFitIndexFindsWhatAWalkFinds(t *testing.T) {
 		switch m := x.machines[rng.IntN(len(x.machines))]; rng.IntN(4) {
 		case 0:
 			if m.Free().Fits(req) {
-				Assign(m, Replica{Service: "s", Requests: req}, nil)
+				Assign(m, Replica{Requests: req, Rules: &Rules{Service: "s"}}, nil)
 			}
 		case 1:
 			if m.Allocated.Fits(req) {
-				Unassign(m, Replica{Service: "s", Requests: req}, nil)
+				Unassign(m, Replica{Requests: req, Rules: &Rules{Service: "s"}}, nil)
 			}
 		case 2:
 			(&Session{}).Exclude(m, !m.excluded)
@@ -54,7 +54,7 @@ func TestExcludedMachineTakesNothing(t *testing.T) {
 	a := &Machine{ID: "a", Cluster: "c", Runtimes: []string{RuntimeDocker}, Allocatable: api.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30}}
 	s := NewSession([]*Machine{a})
 	s.Exclude(a, true)
-	r := Replica{ID: "r", Service: "s", Cluster: "c", Runtime: RuntimeDocker, Requests: api.Resources{MilliCPU: 100}}
+	r := Replica{ID: "r", Requests: api.Resources{MilliCPU: 100}, Rules: &Rules{Service: "s", Cluster: "c", Runtime: RuntimeDocker}}
 	if res, ok := s.PlaceAll([]Replica{r}); ok || len(res.Placements) != 0 {
 		t.Fatalf("placed on an excluded machine: %+v", res)
 	}

@@ -97,14 +97,31 @@ type GPUNeed struct {
 
 // Replica is a replica to place, with what it asks of its machine.
 type Replica struct {
-	ID      string
-	Service string
-	Cluster string
-	Index   int
+	ID    string
+	Index int
 	// Requests are CPU, memory and ephemeral storage; GPUs come from GPU.
 	Requests api.Resources
-	Runtime  string
-	GPU      *GPUNeed
+	// Rules are what its service and revision ask, shared by the replicas
+	// of one revision: a pass at 50,000 machines holds 500,000 running
+	// replicas, and a copy of the rules in each was 200 of its 264 bytes.
+	// Shared, so never changed through a replica: set a new Rules.
+	*Rules
+}
+
+// Reruled is r with its own copy of its rules, changed by change.
+func (r Replica) Reruled(change func(*Rules)) Replica {
+	rules := *r.Rules
+	change(&rules)
+	r.Rules = &rules
+	return r
+}
+
+// Rules are what a service's revision asks of every replica's machine.
+type Rules struct {
+	Service string
+	Cluster string
+	Runtime string
+	GPU     *GPUNeed
 	// Isolation is one of the api.Isolation* values ("" = any).
 	Isolation string
 	// Groups pins the replica to capacity groups (any group when empty).

@@ -24,8 +24,8 @@ func withGPUs(m *Machine, typ string, vram float64, n int) *Machine {
 }
 
 func replica(svc string, i int, milliCPU int64, memMi int64) Replica {
-	return Replica{ID: fmt.Sprintf("%s-%d", svc, i), Service: svc, Cluster: "c", Index: i, Runtime: RuntimeProcess,
-		Requests: api.Resources{MilliCPU: milliCPU, MemoryBytes: memMi << 20}}
+	return Replica{ID: fmt.Sprintf("%s-%d", svc, i), Index: i, Requests: api.Resources{MilliCPU: milliCPU, MemoryBytes: memMi << 20},
+		Rules: &Rules{Service: svc, Cluster: "c", Runtime: RuntimeProcess}}
 }
 
 func placedOn(res Result, id string) string {
