@@ -30,7 +30,15 @@ stop_servers() {
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   pids=()
 }
-trap 'stop_servers; rm -rf "$work"' EXIT
+dbname=
+# cleanup stops the servers and drops the run's database, however the
+# script ends (a stopped benchmark left its database behind).
+cleanup() {
+  stop_servers
+  if [[ -n $dbname ]]; then psql "$GANTRY_TEST_POSTGRES" -qc "DROP DATABASE IF EXISTS $dbname" >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 trap 'exit 143' INT TERM # so that the EXIT trap stops the servers
 # cpu_sampler writes "<epoch seconds> <busy jiffies> <total jiffies>" every
 # second, from the first line of /proc/stat.
@@ -140,5 +148,4 @@ for run in $(seq 1 "$RUNS"); do
   echo "cpu over the measured ${DURATION}: $cores cores busy of $(nproc) (servers, PostgreSQL and generator); $(python3 -c "print(f'{$cores / ($RATE / 1000):.2f}')") core-s per 1,000 heartbeats/s"
   stop_servers
 done
-psql "$admin_db" -qc "DROP DATABASE IF EXISTS $dbname" >/dev/null
 exit "$failed"
