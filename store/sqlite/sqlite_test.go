@@ -3,11 +3,14 @@ package sqlite
 import (
 	"bufio"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlstore"
 	"github.com/gantry-dev/gantry/store/storetest"
 )
 
@@ -162,5 +166,35 @@ func TestKilledWriterLosesNoAcknowledgedWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A write whose context ends before it commits fails with the context's
+// error, not as a store that is unavailable, and leaves nothing: database/
+// sql rolls the transaction back when its context ends, and the commit
+// then reports only that the transaction was done.
+func TestWriteWhoseContextEndedFailsWithTheContextsError(t *testing.T) {
+	s := openTemp(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCluster(&api.Cluster{Metadata: api.ObjectMeta{Name: "c"}}); err != nil {
+			return err
+		}
+		cancel()
+		sqlTx, _ := sqlstore.SQL(tx)
+		for !errors.Is(sqlTx.QueryRowContext(context.Background(), "SELECT 1").Scan(new(int)), sql.ErrTxDone) {
+			runtime.Gosched() // until database/sql has rolled it back
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("write after its context ended: %v, want the context's cancellation", err)
+	}
+	err = s.View(context.Background(), func(tx store.Tx) error {
+		_, err := tx.GetCluster("c")
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the cancelled write left its cluster: %v", err)
 	}
 }

@@ -153,6 +153,9 @@ func (d *Dialect) Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn f
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
+		if errors.Is(err, sql.ErrTxDone) && ctx.Err() != nil {
+			err = ctx.Err() // database/sql rolled it back when the context ended
+		}
 		return d.failure("commit", err)
 	}
 	if t.wroteChanges && d.Feed.Committed != nil {
