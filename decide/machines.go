@@ -211,6 +211,9 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 // finishDrains terminates draining machines that hold no replica any
 // more, or whose deadline has passed.
 func (p *Pass) finishDrains() {
+	if !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
+		return // counting what each machine holds walks every replica
+	}
 	holds := map[string]int{}
 	for _, r := range append(slices.Clip(p.replicas), p.retiring...) {
 		holds[r.Machine]++

@@ -25,9 +25,15 @@ type groupRollout struct {
 // memory keeps only when it began, for its events. Machines joined by
 // hand are not Gantry's to replace.
 func (p *Pass) rollouts(clusters []string) {
-	busy := map[string]bool{}
-	for _, r := range p.replicas {
-		busy[r.Machine] = true
+	var busy map[string]bool // machines running a replica, once a rollout needs them
+	machinesBusy := func() map[string]bool {
+		if busy == nil {
+			busy = make(map[string]bool, len(p.machines))
+			for _, r := range p.replicas {
+				busy[r.Machine] = true
+			}
+		}
+		return busy
 	}
 	for _, name := range clusters {
 		cl := p.snap.Clusters[name]
@@ -35,12 +41,12 @@ func (p *Pass) rollouts(clusters []string) {
 			continue
 		}
 		for _, g := range cl.Spec.CapacityGroups {
-			p.rollOutGroup(cl, g, busy)
+			p.rollOutGroup(cl, g, machinesBusy)
 		}
 	}
 }
 
-func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy map[string]bool) {
+func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy func() map[string]bool) {
 	name, key := cl.Metadata.Name, planner.Key(cl.Metadata.Name, g.GroupID)
 	current := spec.TemplateHash(cl, g.GroupID)
 	gr := p.tally(name, g.GroupID, current, busy)
@@ -77,8 +83,12 @@ func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy map[strin
 	}
 }
 
-func (p *Pass) tally(cluster, group, current string, busy map[string]bool) groupRollout {
+// tally counts a group's machines by template; the spare ones (current,
+// joined, empty) only when some are outdated: finding which machines run
+// a replica walks every replica.
+func (p *Pass) tally(cluster, group, current string, busy func() map[string]bool) groupRollout {
 	var gr groupRollout
+	var ready []*api.Machine
 	for _, m := range p.machines {
 		if m.Cluster != cluster || m.Group != group || !m.CountsTowardGroup() || !p.provisions(m) {
 			continue
@@ -95,8 +105,15 @@ func (p *Pass) tally(cluster, group, current string, busy map[string]bool) group
 			gr.outdated = append(gr.outdated, m)
 		case m.JoinState != api.JoinJoined:
 			gr.launched++
-		case !busy[m.ID] && m.FleetState != api.FleetDraining:
-			gr.spare++
+		case m.FleetState != api.FleetDraining:
+			ready = append(ready, m)
+		}
+	}
+	if len(gr.outdated) > 0 {
+		for _, m := range ready {
+			if !busy()[m.ID] {
+				gr.spare++
+			}
 		}
 	}
 	return gr
