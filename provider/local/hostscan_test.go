@@ -4,23 +4,16 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/provider/local/localtest"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
-// TestMain lets the test binary stand in for `gantry agent` (argv[1] is
-// "agent", as the real one's is): it idles until stopped.
+// TestMain lets the test binary stand in for `gantry agent`.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "agent" {
-		stop := make(chan os.Signal, 1)
-		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
-		<-stop
-		os.Exit(0)
-	}
+	localtest.StandInForAgent()
 	os.Exit(m.Run())
 }
 
