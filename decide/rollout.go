@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
@@ -25,23 +26,20 @@ type groupRollout struct {
 // memory keeps only when it began, for its events. Machines joined by
 // hand are not Gantry's to replace.
 func (p *Pass) rollouts(clusters []string) {
-	var busy map[string]bool // machines running a replica, once a rollout needs them
-	machinesBusy := func() map[string]bool {
-		if busy == nil {
-			busy = make(map[string]bool, len(p.machines))
-			for _, r := range p.replicas {
-				busy[r.Machine] = true
-			}
+	busy := sync.OnceValue(func() map[string]bool { // machines running a replica, once a rollout needs them
+		out := make(map[string]bool, len(p.machines))
+		for _, r := range p.replicas {
+			out[r.Machine] = true
 		}
-		return busy
-	}
+		return out
+	})
 	for _, name := range clusters {
 		cl := p.snap.Clusters[name]
 		if p.snap.Catalogs[name].Err != "" {
 			continue
 		}
 		for _, g := range cl.Spec.CapacityGroups {
-			p.rollOutGroup(cl, g, machinesBusy)
+			p.rollOutGroup(cl, g, busy)
 		}
 	}
 }
