@@ -1,9 +1,13 @@
 package decide_test
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/decide/decidetest"
 )
@@ -81,6 +85,10 @@ func steadyFleet(b *testing.B, machineCount, services int) *decidetest.Harness {
 			h.Replica(name, i, machines[(s*100+i)%len(machines)])
 		}
 	}
+	// As the store and a server's view list them: by service and id.
+	slices.SortFunc(h.Snap.Replicas, func(a, b *api.Replica) int {
+		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
+	})
 	h.Config.Planner.MaxRemovals = 0
 	return h
 }

@@ -56,9 +56,9 @@ type Pass struct {
 	// pass changes one: own swaps in a copy first. Copying all of them
 	// took a quarter of a pass at 500,000 replicas, to change a few.
 	replicas []*api.Replica
-	// replicaAt is each replica's position in replicas.
-	replicaAt map[string]int
-	services  map[string]*api.Service
+	// index finds a replica's position in replicas.
+	index    replicaIndex
+	services map[string]*api.Service
 	// deleting are the replicas this pass deletes (or retires).
 	deleting map[string]bool
 	// retiring are replicas out of their names, running until drained:
@@ -102,7 +102,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := mem.Clone()
 	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: make(map[string]*api.Machine, len(snap.Machines)),
-		replicaAt: make(map[string]int, len(snap.Replicas)), services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}}
+		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}}
 	p.plan.Pending = map[string]string{}
 	// The pass changes its own copies of the machines, in one array.
 	machines := derefAll(snap.Machines)
@@ -122,9 +122,9 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 			p.retiring = append(p.retiring, r) // read, never changed
 			continue
 		}
-		p.replicaAt[r.ID] = len(p.replicas)
 		p.replicas = append(p.replicas, r)
 	}
+	p.index = newReplicaIndex(p.replicas)
 	for _, s := range snap.Services {
 		p.services[s.Metadata.Name] = s
 	}
@@ -143,14 +143,14 @@ func derefAll[T any](list []*T) []T {
 
 func (p *Pass) addReplica(r *api.Replica) {
 	c := *r
-	p.replicaAt[c.ID] = len(p.replicas)
+	p.index.add(c.ID, len(p.replicas))
 	p.replicas = append(p.replicas, &c)
 	p.mine[&c] = true
 }
 
 // replica is the pass's replica of that id (nil: none, or retiring).
 func (p *Pass) replica(id string) *api.Replica {
-	if i, ok := p.replicaAt[id]; ok {
+	if i, ok := p.index.find(p.replicas, id); ok {
 		return p.replicas[i]
 	}
 	return nil
@@ -163,7 +163,7 @@ func (p *Pass) own(r *api.Replica) *api.Replica {
 	if p.mine[r] {
 		return r
 	}
-	i, ok := p.replicaAt[r.ID]
+	i, ok := p.index.findOf(p.replicas, r.Service, r.ID)
 	if !ok || p.replicas[i] != r {
 		panic("decide: own of a replica the pass does not hold: " + r.ID)
 	}

@@ -417,10 +417,12 @@ func (x *deployment) stableOr() api.Revision {
 // fillIndexes gives every index without a replica one of rev: scaling
 // up, or a failed replica's place.
 func (x *deployment) fillIndexes(rev api.Revision) {
-	held := map[int]bool{}
-	for _, r := range append(append([]*api.Replica(nil), x.fresh...), x.old...) {
-		if !x.p.deleting[r.ID] {
-			held[r.Index] = true
+	held := make([]bool, max(x.d.Desired, 0))
+	for _, list := range [][]*api.Replica{x.fresh, x.old} {
+		for _, r := range list {
+			if r.Index >= 0 && r.Index < len(held) && !x.p.deleting[r.ID] {
+				held[r.Index] = true
+			}
 		}
 	}
 	for i := 0; i < x.d.Desired; i++ {

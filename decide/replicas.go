@@ -153,14 +153,5 @@ func (p *Pass) dropDeleted() {
 	if len(p.deleting) == 0 {
 		return
 	}
-	kept := p.replicas[:0]
-	for _, r := range p.replicas {
-		if p.deleting[r.ID] {
-			delete(p.replicaAt, r.ID)
-			continue
-		}
-		p.replicaAt[r.ID] = len(kept)
-		kept = append(kept, r)
-	}
-	p.replicas = kept
+	p.replicas = p.index.without(p.replicas, func(r *api.Replica) bool { return p.deleting[r.ID] })
 }

@@ -276,9 +276,13 @@ func (p *Pass) trackIdle(v *view) {
 func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	var plain, spread []scheduler.Replica
 	build := schedReplicas{p: p, zones: v.zones}
+	draining := p.drainingMachines()
 	for _, r := range p.replicas {
+		if !needsPlace(r, draining) {
+			continue
+		}
 		svc, ok := p.services[r.Service]
-		if !ok || !v.clusters[r.Cluster] || !p.needsPlace(r) {
+		if !ok || !v.clusters[r.Cluster] {
 			continue
 		}
 		sr := build.of(r, svc)
@@ -332,12 +336,23 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 }
 
 // needsPlace: pending, or on a draining machine and not yet moving.
-func (p *Pass) needsPlace(r *api.Replica) bool {
-	if r.Machine == "" {
-		return true
+func needsPlace(r *api.Replica, draining map[string]bool) bool {
+	return r.Machine == "" || (draining[r.Machine] && r.PreviousMachine == "")
+}
+
+// drainingMachines are the ids of the machines draining (usually none:
+// the replicas they hold are looked up only then).
+func (p *Pass) drainingMachines() map[string]bool {
+	var ids map[string]bool
+	for _, m := range p.machines {
+		if m.FleetState == api.FleetDraining {
+			if ids == nil {
+				ids = map[string]bool{}
+			}
+			ids[m.ID] = true
+		}
 	}
-	m := p.machineByID[r.Machine]
-	return m != nil && m.FleetState == api.FleetDraining && r.PreviousMachine == ""
+	return ids
 }
 
 // book records a scheduling result: evictions, then placements, on the

@@ -7,10 +7,12 @@
 package decidetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,6 +180,7 @@ func (h *Harness) Step(d time.Duration) { h.Now = h.Now.Add(d) }
 // Decide runs one pass at the harness's time and keeps its memory.
 func (h *Harness) Decide() decide.Plan {
 	h.T.Helper()
+	h.inStoreOrder()
 	before := snapshotJSON(h.T, h.Snap)
 	inputs := h.inputs()
 	asleep := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap) &&
@@ -203,6 +206,15 @@ func (h *Harness) Decide() decide.Plan {
 	h.Events = append(h.Events, plan.Events...)
 	h.Snap.Inventories = map[string]decide.Inventory{}
 	return plan
+}
+
+// inStoreOrder lists the snapshot's replicas as the store and a server's
+// view do: by service and id (decide finds replicas by binary search in
+// that order).
+func (h *Harness) inStoreOrder() {
+	slices.SortStableFunc(h.Snap.Replicas, func(a, b *api.Replica) int {
+		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
+	})
 }
 
 // Pass decides, then applies the plan.

@@ -1,0 +1,98 @@
+package decide
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// replicaIndex finds a pass's replicas by id. The store lists replicas by
+// service and id, and every id begins with its service's name and a dash
+// (replica.ID), so a binary search finds one: a map of every replica,
+// built each pass, took 0.1 s of a pass at 500,000 replicas. The
+// replicas the pass makes, and every replica of a snapshot in another
+// order (tests build such), are in a map.
+type replicaIndex struct {
+	// sorted: replicas[:sorted] are the snapshot's, by service and id.
+	sorted int
+	// at are the positions of the others.
+	at map[string]int
+}
+
+func byServiceAndID(a, b *api.Replica) int {
+	return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
+}
+
+func newReplicaIndex(replicas []*api.Replica) replicaIndex {
+	if slices.IsSortedFunc(replicas, byServiceAndID) && !slices.ContainsFunc(replicas, idOutsideService) {
+		return replicaIndex{sorted: len(replicas), at: map[string]int{}}
+	}
+	x := replicaIndex{at: make(map[string]int, len(replicas))}
+	for i, r := range replicas {
+		x.at[r.ID] = i
+	}
+	return x
+}
+
+// idOutsideService: r's id does not begin with its service's name and a
+// dash.
+func idOutsideService(r *api.Replica) bool {
+	n := len(r.Service)
+	return len(r.ID) <= n || r.ID[n] != '-' || r.ID[:n] != r.Service
+}
+
+// find is the position of the replica of that id.
+func (x *replicaIndex) find(replicas []*api.Replica, id string) (int, bool) {
+	if i, ok := x.at[id]; ok {
+		return i, true
+	}
+	for n := strings.IndexByte(id, '-'); n >= 0; {
+		if i, ok := x.search(replicas, id[:n], id); ok {
+			return i, true
+		}
+		next := strings.IndexByte(id[n+1:], '-')
+		if next < 0 {
+			break
+		}
+		n += 1 + next
+	}
+	return 0, false
+}
+
+// findOf is the position of the replica of that service and id.
+func (x *replicaIndex) findOf(replicas []*api.Replica, service, id string) (int, bool) {
+	if i, ok := x.at[id]; ok {
+		return i, true
+	}
+	return x.search(replicas, service, id)
+}
+
+func (x *replicaIndex) search(replicas []*api.Replica, service, id string) (int, bool) {
+	return slices.BinarySearchFunc(replicas[:x.sorted], [2]string{service, id}, func(r *api.Replica, key [2]string) int {
+		return cmp.Or(strings.Compare(r.Service, key[0]), strings.Compare(r.ID, key[1]))
+	})
+}
+
+// add records a replica appended at position i.
+func (x *replicaIndex) add(id string, i int) { x.at[id] = i }
+
+// without is replicas without those dropped, the index following them.
+func (x *replicaIndex) without(replicas []*api.Replica, dropped func(*api.Replica) bool) []*api.Replica {
+	kept, sorted := replicas[:0], 0
+	for i, r := range replicas {
+		if dropped(r) {
+			delete(x.at, r.ID)
+			continue
+		}
+		if i < x.sorted {
+			sorted++
+		} else {
+			x.at[r.ID] = len(kept)
+		}
+		kept = append(kept, r)
+	}
+	x.sorted = sorted
+	return kept
+}
