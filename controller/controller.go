@@ -114,6 +114,9 @@ type Controller struct {
 	// the last pass decided (the pass goroutine's alone).
 	quiet       *quietPass
 	lastDecided time.Time
+	// booked is the last pass's booking of its machines, a memo for the
+	// next (the pass goroutine's alone).
+	booked *decide.Booking
 }
 
 // New returns a controller.
@@ -165,7 +168,7 @@ func (c *Controller) Run(ctx context.Context) {
 		c.calls.SetTerm(context.Background())
 	}()
 	c.observed.Reset()
-	c.quiet = nil // a new term decides afresh
+	c.quiet, c.booked = nil, nil // a new term decides afresh
 	for {
 		began := c.Clock.Now()
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
@@ -239,8 +242,9 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 		c.Metrics.Passed(metrics.PassSkipped)
 		return decide.Plan{}, nil
 	}
+	snap.Booked = c.booked
 	plan = c.decide(ctx, snap, mem)
-	c.quiet, c.lastDecided = nil, now
+	c.quiet, c.lastDecided, c.booked = nil, now, plan.Booked
 	c.checkSafetyNet(asleep, snap, mem, &plan)
 	c.mu.Lock()
 	c.live = plan.LiveMachines

@@ -12,6 +12,9 @@ import (
 // Plan is what one pass decided: a plain value. The act step carries it
 // out, store writes first (in one transaction), then provider calls.
 type Plan struct {
+	// Booked is what the pass booked on its machines, for the next pass
+	// (Snapshot.Booked); it decides nothing.
+	Booked *Booking `json:"-"`
 	// Replicas to create and to delete.
 	CreateReplicas []*api.Replica
 	DeleteReplicas []ReplicaDelete

@@ -19,6 +19,8 @@ type replicaIndex struct {
 	sorted int
 	// at are the positions of the others.
 	at map[string]int
+	// ordered: the snapshot's replicas were in the store's order.
+	ordered bool
 }
 
 func byServiceAndID(a, b *api.Replica) int {
@@ -27,7 +29,7 @@ func byServiceAndID(a, b *api.Replica) int {
 
 func newReplicaIndex(replicas []*api.Replica) replicaIndex {
 	if slices.IsSortedFunc(replicas, byServiceAndID) && !slices.ContainsFunc(replicas, idOutsideService) {
-		return replicaIndex{sorted: len(replicas), at: map[string]int{}}
+		return replicaIndex{sorted: len(replicas), at: map[string]int{}, ordered: true}
 	}
 	x := replicaIndex{at: make(map[string]int, len(replicas))}
 	for i, r := range replicas {

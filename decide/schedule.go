@@ -68,15 +68,21 @@ type schedReplicas struct {
 }
 
 func (b *schedReplicas) of(r *api.Replica, svc *api.Service) scheduler.Replica {
-	if b.last == nil || b.svc != svc || b.last.Service != r.Service || b.last.SpecHash != r.SpecHash || b.last.Cluster != r.Cluster {
-		b.built = toSchedReplica(r, svc, b.p.specOf(r, svc), b.zones[r.Cluster])
-		b.last, b.svc = r, svc
-	}
+	b.rulesOf(r, svc)
 	sr := b.built
 	req := r.Requests
 	req.GPUs = 0
 	sr.ID, sr.Index, sr.Requests = r.ID, r.Index, req
 	return sr
+}
+
+// rulesOf are the rules of r's run.
+func (b *schedReplicas) rulesOf(r *api.Replica, svc *api.Service) *scheduler.Rules {
+	if b.last == nil || b.svc != svc || b.last.Service != r.Service || b.last.SpecHash != r.SpecHash || b.last.Cluster != r.Cluster {
+		b.built = toSchedReplica(r, svc, b.p.specOf(r, svc), b.zones[r.Cluster])
+		b.last, b.svc = r, svc
+	}
+	return b.built.Rules
 }
 
 // specOf is what a replica runs: its revision's spec (the service's
@@ -166,6 +172,7 @@ func (p *Pass) buildView(clusters []string) *view {
 			v.zones[name] = append(v.zones[name], g.Zones...)
 		}
 	}
+	var lists []machineList
 	for _, m := range p.machines {
 		cl, ok := p.snap.Clusters[m.Cluster]
 		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
@@ -176,78 +183,23 @@ func (p *Pass) buildView(clusters []string) *view {
 		v.byID = append(v.byID, pm) // by id, but for machines the pass launched (at the end)
 		switch {
 		case pm.Joined && m.Schedulable() && inOverlay(m, cl):
-			v.joined = append(v.joined, pm.Machine)
+			lists = append(lists, listJoined)
 		case m.Launching():
+			lists = append(lists, listLaunching)
+		default:
+			lists = append(lists, listNone)
+		}
+	}
+	p.plan.Booked = p.bookReplicas(v, lists)
+	for i, pm := range v.byID {
+		switch lists[i] {
+		case listJoined:
+			v.joined = append(v.joined, pm.Machine)
+		case listLaunching:
 			v.launching = append(v.launching, pm.Machine)
 		}
 	}
-	running := append(slices.Clip(p.replicas), p.retiring...) // retiring ones run until drained
-	on := v.reserveReplicaLists(running, p.services)
-	var svc *api.Service
-	build := schedReplicas{p: p, zones: v.zones}
-	for i, r := range running {
-		pm := on[i]
-		if pm == nil {
-			continue
-		}
-		if svc == nil || svc.Metadata.Name != r.Service { // replicas come by service
-			svc = p.services[r.Service]
-		}
-		sr := build.of(r, svc)
-		if svc != nil && svc.Spec.Failover != nil {
-			pm.DoNotDisrupt = true // a failover member's data lives on its machine
-		}
-		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
-		pm.Replicas = append(pm.Replicas, sr)
-		booked := &pm.Replicas[len(pm.Replicas)-1] // in its window: never moved, never changed
-		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: booked, Priority: sr.Priority, GPUs: r.GPUIndexes})
-	}
 	return v
-}
-
-// reserveReplicaLists finds the machine each running replica is booked
-// on (nil: none in the view, or its service is gone) and gives each
-// machine's replica and resident lists their room, cut from two arrays
-// for the whole pass: appended one by one, the lists of a
-// 500,000-replica fleet allocated over a gigabyte per pass. Each
-// window's capacity is its count, so a later append to one machine's
-// list copies it rather than writing into the next's, and nothing
-// changes a list in place (withoutReplica copies): the residents point
-// at the replicas in their windows. Each machine's count of services
-// gets its room too (at most one per replica).
-func (v *view) reserveReplicaLists(running []*api.Replica, services map[string]*api.Service) []*planner.Machine {
-	slot := make(map[string]int32, len(v.byID))
-	for i, pm := range v.byID {
-		slot[pm.ID] = int32(i)
-	}
-	on := make([]*planner.Machine, len(running))
-	counts := make([]int, len(v.byID))
-	total := 0
-	var svc string
-	known := false
-	for i, r := range running {
-		if r.Service != svc { // replicas come by service
-			svc, known = r.Service, services[r.Service] != nil
-		}
-		if at, ok := slot[r.Machine]; ok && known {
-			on[i] = v.byID[at]
-			counts[at]++
-			total++
-		}
-	}
-	replicas := make([]scheduler.Replica, total)
-	residents := make([]scheduler.Resident, total)
-	at := 0
-	for i, pm := range v.byID {
-		n := counts[i]
-		pm.Replicas = replicas[at : at : at+n]
-		pm.Residents = residents[at : at : at+n]
-		if n > 0 {
-			pm.ServiceCount = make(map[string]int, n)
-		}
-		at += n
-	}
-	return on
 }
 
 // trackIdle remembers since when each joined machine has been empty.

@@ -40,6 +40,9 @@ type Snapshot struct {
 	// reliably (it started leading, or its store came back): no machine
 	// counts as silent for the time before.
 	LivenessSince time.Time
+	// Booked is the last pass's Plan.Booked (nil: none), a memo that
+	// spares this pass booking again the machines nothing changed on.
+	Booked *Booking `json:"-"`
 }
 
 // ClusterProvider is what a cluster's provider settings give: the

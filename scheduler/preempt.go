@@ -52,6 +52,7 @@ func victimsFor(m *Machine, r *Replica, withGPU bool) ([]Resident, bool) {
 		return lower[i].Replica.ID < lower[j].Replica.ID
 	})
 	trial := *m
+	trial.shared = false // its own copies, below
 	trial.GPUs = append([]GPU(nil), m.GPUs...)
 	trial.ServiceCount = make(map[string]int, len(m.ServiceCount))
 	for k, v := range m.ServiceCount {

@@ -57,6 +57,9 @@ type Machine struct {
 	slots []slot
 	// excluded: a what-if is emptying the machine; nothing goes on it.
 	excluded bool
+	// shared: ServiceCount and GPUs are another copy's (Share); the first
+	// change takes its own.
+	shared bool
 }
 
 // Free is what is left to allocate.
@@ -65,7 +68,7 @@ func (m *Machine) Free() api.Resources { return m.Allocatable.Sub(m.Allocated) }
 // Clone copies a machine, so that placing on the copy leaves it as it was.
 func (m *Machine) Clone() *Machine {
 	c := *m
-	c.slots, c.excluded = nil, false
+	c.slots, c.excluded, c.shared = nil, false, false
 	c.GPUs = slices.Clone(m.GPUs)
 	c.ServiceCount = maps.Clone(m.ServiceCount)
 	if c.ServiceCount == nil {
@@ -75,6 +78,27 @@ func (m *Machine) Clone() *Machine {
 	// copies, and appends to a clipped slice copy too.
 	c.Residents = m.Residents[:len(m.Residents):len(m.Residents)]
 	return &c
+}
+
+// Share copies a machine cheaply: the copy shares its counts of
+// services and its devices with m until it books or unbooks a replica,
+// which copies them first. A machine kept across passes is handed to each
+// pass this way, and stays as it was.
+func (m *Machine) Share() *Machine {
+	c := *m
+	c.slots, c.excluded, c.shared = nil, false, true
+	c.Residents = m.Residents[:len(m.Residents):len(m.Residents)]
+	return &c
+}
+
+// own gives a shared machine its own counts and devices.
+func (m *Machine) own() {
+	if !m.shared {
+		return
+	}
+	m.GPUs = slices.Clone(m.GPUs)
+	m.ServiceCount = maps.Clone(m.ServiceCount)
+	m.shared = false
 }
 
 // Resident is a replica already on a machine. Its Replica is shared,
@@ -278,6 +302,7 @@ func (s *Session) Machines() []*Machine { return s.st.order }
 
 // Assign books a replica's requests (and GPU devices) on a machine.
 func Assign(m *Machine, r Replica, gpus []int) {
+	m.own()
 	req := r.Requests
 	req.GPUs = len(gpus) // GPUs are booked by device, never by count alone
 	m.Allocated = m.Allocated.Add(req)
@@ -297,6 +322,7 @@ func Assign(m *Machine, r Replica, gpus []int) {
 
 // Unassign undoes Assign (for what-if simulations).
 func Unassign(m *Machine, r Replica, gpus []int) {
+	m.own()
 	req := r.Requests
 	req.GPUs = len(gpus)
 	m.Allocated = m.Allocated.Sub(req)

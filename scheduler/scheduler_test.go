@@ -458,3 +458,20 @@ func TestNoPreemptionWithoutOptionOrOfHigherPriority(t *testing.T) {
 		t.Fatalf("preempted a higher-priority replica: %+v", res)
 	}
 }
+
+// A shared copy books and unbooks on its own counts and devices: the
+// machine it was shared from stays as it was.
+func TestSharedMachineLeavesTheOriginalAlone(t *testing.T) {
+	m := &Machine{ID: "m", Allocatable: api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}, ServiceCount: map[string]int{"db": 1},
+		GPUs: []GPU{{Index: 0, Type: "a100"}, {Index: 1, Type: "a100"}}}
+	c := m.Share()
+	r := Replica{ID: "web-0", Requests: api.Resources{MilliCPU: 100}, Rules: &Rules{Service: "web"}}
+	Assign(c, r, []int{1})
+	Unassign(c, Replica{ID: "db-0", Rules: &Rules{Service: "db"}}, nil)
+	if m.ServiceCount["web"] != 0 || m.ServiceCount["db"] != 1 || m.GPUs[1].Used || m.Allocated.MilliCPU != 0 {
+		t.Fatalf("the original changed: counts %v, GPUs %+v, allocated %+v", m.ServiceCount, m.GPUs, m.Allocated)
+	}
+	if c.ServiceCount["web"] != 1 || c.ServiceCount["db"] != 0 || !c.GPUs[1].Used {
+		t.Fatalf("the copy did not book: counts %v, GPUs %+v", c.ServiceCount, c.GPUs)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +52,9 @@ type Harness struct {
 	Woken int
 	seq   int
 	last  *lastPass
+	// booked is the last pass's booking, handed to the next (as the
+	// controller does).
+	booked *decide.Booking
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -185,7 +189,7 @@ func (h *Harness) Decide() decide.Plan {
 	inputs := h.inputs()
 	asleep := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap) &&
 		decide.Asleep(h.Config, h.last.plan, h.Snap, h.Now)
-	plan := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+	plan := h.decideBothWays()
 	if after := snapshotJSON(h.T, h.Snap); after != before {
 		h.T.Fatalf("decide changed its snapshot: a server's view shares the snapshot's objects between passes")
 	}
@@ -205,6 +209,27 @@ func (h *Harness) Decide() decide.Plan {
 	h.Memory = plan.Memory
 	h.Events = append(h.Events, plan.Events...)
 	h.Snap.Inventories = map[string]decide.Inventory{}
+	return plan
+}
+
+// decideBothWays decides the pass from the last pass's booking, as the
+// controller does, and without it, and fails unless both decide the same:
+// the booking is a memo.
+func (h *Harness) decideBothWays() decide.Plan {
+	h.T.Helper()
+	h.Snap.Booked = h.booked
+	plan := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+	h.Snap.Booked = nil
+	if h.booked != nil {
+		full := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+		kept, fresh := plan, full
+		kept.Booked, fresh.Booked = nil, nil
+		if !reflect.DeepEqual(kept, fresh) {
+			h.T.Fatalf("at %s a pass from the last pass's booking decided otherwise than one booking afresh:\nfrom the booking: %s\nafresh: %s",
+				h.Now.Format(time.RFC3339Nano), Describe(plan), Describe(full))
+		}
+	}
+	h.booked = plan.Booked
 	return plan
 }
 

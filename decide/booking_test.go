@@ -1,0 +1,101 @@
+package decide_test
+
+import (
+	"testing"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+)
+
+// The harness decides every pass from the last pass's booking and
+// afresh, and fails when they differ. These change, between two passes,
+// one thing the booking remembers of a machine that nothing else on it
+// changes with; a booking that kept it would leave the replica pending.
+
+func assignedTo(plan decide.Plan, replicaID, machine string) bool {
+	for _, a := range plan.Assignments {
+		if a.Replica == replicaID && a.Placement.Machine == machine {
+			return true
+		}
+	}
+	return false
+}
+
+// A machine's labels change (a new object, as a server's view hands
+// out): a replica that selects them is placed there.
+func TestBookingSeesAMachinesNewLabels(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	m := h.Machine("c", "g", "small")
+	h.Service("db", "c", 1, "100m", "64Mi", func(s *api.ServiceSpec) { s.Placement.NodeSelector = map[string]string{"disk": "ssd"} })
+	if plan := h.Pass(); len(plan.Assignments) != 0 {
+		t.Fatalf("placed on a machine without the label: %+v", plan.Assignments)
+	}
+	m.Labels = map[string]string{"disk": "ssd"}
+	if plan := h.Pass(); !assignedTo(plan, "db-0", m.ID) {
+		t.Fatalf("db-0 not placed on the machine that now has its label: %s", decidetest.Describe(plan))
+	}
+}
+
+// A resident's service is relabelled: a replica that kept away from the
+// old label may now share its machine.
+func TestBookingSeesAResidentsNewLabels(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	m := h.Machine("c", "g", "small")
+	db := h.Service("db", "c", 1, "100m", "64Mi")
+	db.Metadata.Labels = map[string]string{"tier": "db"}
+	h.Replica("db", 0, m.ID)
+	h.Service("web", "c", 1, "100m", "64Mi", func(s *api.ServiceSpec) {
+		s.Placement.AntiAffinity = []api.AffinityTerm{{Selector: map[string]string{"tier": "db"}, Topology: "machine"}}
+	})
+	if plan := h.Pass(); assignedTo(plan, "web-0", m.ID) {
+		t.Fatalf("web-0 placed beside a tier=db replica: %s", decidetest.Describe(plan))
+	}
+	db.Metadata.Labels = map[string]string{"tier": "cache"}
+	if plan := h.Pass(); !assignedTo(plan, "web-0", m.ID) {
+		t.Fatalf("web-0 not placed once its neighbour is no longer tier=db: %s", decidetest.Describe(plan))
+	}
+}
+
+// A resident's requests shrink (a new object): a replica that did not fit
+// beside it now does.
+func TestBookingSeesAResidentsNewRequests(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	m := h.Machine("c", "g", "small")
+	h.Service("big", "c", 1, "800m", "64Mi")
+	big := h.Replica("big", 0, m.ID)
+	h.Service("web", "c", 1, "500m", "64Mi")
+	if plan := h.Pass(); assignedTo(plan, "web-0", m.ID) {
+		t.Fatalf("web-0 placed where it does not fit: %s", decidetest.Describe(plan))
+	}
+	smaller := *h.ReplicaByID(big.ID)
+	smaller.Requests.MilliCPU = 200
+	for i, r := range h.Snap.Replicas {
+		if r.ID == big.ID {
+			h.Snap.Replicas[i] = &smaller
+		}
+	}
+	if plan := h.Pass(); !assignedTo(plan, "web-0", m.ID) {
+		t.Fatalf("web-0 not placed once its neighbour asks less: %s", decidetest.Describe(plan))
+	}
+}
+
+// A pass whose plan was not carried out (its act failed) is decided
+// again from the same snapshot: the placements the first one booked on
+// its copies of the machines left the booking as it was, so the second
+// places the same.
+func TestBookingOutlivesAPlanNotCarriedOut(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 2, 2))
+	h.Machine("c", "g", "small")
+	h.Machine("c", "g", "small")
+	h.Service("web", "c", 1, "100m", "64Mi", spreadOverMachines)
+	first := h.Decide()
+	again := h.Decide()
+	if len(first.Assignments) != 1 || len(again.Assignments) != 1 || first.Assignments[0].Placement.Machine != again.Assignments[0].Placement.Machine {
+		t.Fatalf("decided again, the replica went elsewhere: first %+v, again %+v", first.Assignments, again.Assignments)
+	}
+}
