@@ -117,6 +117,9 @@ type Controller struct {
 	// booked is the last pass's booking of its machines, a memo for the
 	// next (the pass goroutine's alone).
 	booked *decide.Booking
+	// memory decodes the memory's entries for the passes, each once (the
+	// pass goroutine's alone).
+	memory decide.MemoryDecoder
 }
 
 // New returns a controller.

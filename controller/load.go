@@ -48,7 +48,11 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 	if err != nil {
 		return nil, decide.Memory{}, 0, err
 	}
-	mem, err := decide.DecodeMemory(entries)
+	decode := decide.DecodeMemory
+	if take { // the pass goroutine's: dry runs decode afresh
+		decode = c.memory.Decode
+	}
+	mem, err := decode(entries)
 	if err != nil {
 		return nil, decide.Memory{}, 0, err
 	}

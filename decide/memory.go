@@ -157,46 +157,93 @@ func (m Memory) Entries() (map[string]string, error) {
 // DecodeMemory reads the store's entries; an entry that does not decode
 // is an error naming it (entries of unknown sections are left alone).
 func DecodeMemory(entries map[string]string) (Memory, error) {
+	var d MemoryDecoder
+	return d.Decode(entries)
+}
+
+// Diff is what to write to go from old to next: entries to put (those
+// whose JSON differs) and keys to delete. An entry whose value is deeply
+// equal to its old one is not encoded: a pass changes a few of the tens
+// of thousands of entries a large fleet's memory holds, and encoding all
+// of them twice took a tenth of a pass.
+func Diff(old, next Memory) (put map[string]string, del []string, err error) {
+	put = map[string]string{}
+	before, after := old.sections(), next.sections()
+	for name, f := range after {
+		was := before[name]
+		iter := f.MapRange()
+		for iter.Next() {
+			key, value := iter.Key(), iter.Value()
+			prior := reflect.Value{}
+			if !was.IsNil() {
+				prior = was.MapIndex(key)
+			}
+			if prior.IsValid() && reflect.DeepEqual(prior.Interface(), value.Interface()) {
+				continue
+			}
+			data, err := json.Marshal(value.Interface())
+			if err != nil {
+				return nil, nil, fmt.Errorf("memory %s/%s: %w", name, key, err)
+			}
+			if prior.IsValid() {
+				if same, err := json.Marshal(prior.Interface()); err == nil && string(same) == string(data) {
+					continue
+				}
+			}
+			put[name+"/"+key.String()] = string(data)
+		}
+	}
+	for name, f := range before {
+		now := after[name]
+		iter := f.MapRange()
+		for iter.Next() {
+			if now.IsNil() || !now.MapIndex(iter.Key()).IsValid() {
+				del = append(del, name+"/"+iter.Key().String())
+			}
+		}
+	}
+	return put, del, nil
+}
+
+// MemoryDecoder decodes the store's memory entries pass after pass,
+// keeping what it decoded: an entry unchanged since the last decode is
+// not decoded again. Its values are shared between the memories it
+// returns, which decide never changes (it copies a value's maps before
+// changing them). Its zero value is ready; it is not safe for concurrent
+// use.
+type MemoryDecoder struct {
+	last map[string]decodedEntry
+}
+
+type decodedEntry struct {
+	raw   string
+	value reflect.Value
+}
+
+// Decode is DecodeMemory, from what the last Decode decoded.
+func (d *MemoryDecoder) Decode(entries map[string]string) (Memory, error) {
 	m := NewMemory()
 	sections := m.sections()
+	next := make(map[string]decodedEntry, len(entries))
 	for k, raw := range entries {
 		name, key, ok := strings.Cut(k, "/")
 		f, known := sections[name]
 		if !ok || !known {
 			continue
 		}
-		v := reflect.New(f.Type().Elem())
-		if err := json.Unmarshal([]byte(raw), v.Interface()); err != nil {
-			return m, fmt.Errorf("memory entry %s: %w", k, err)
+		e, kept := d.last[k]
+		if !kept || e.raw != raw {
+			v := reflect.New(f.Type().Elem())
+			if err := json.Unmarshal([]byte(raw), v.Interface()); err != nil {
+				return m, fmt.Errorf("memory entry %s: %w", k, err)
+			}
+			e = decodedEntry{raw: raw, value: v.Elem()}
 		}
-		f.SetMapIndex(reflect.ValueOf(key), v.Elem())
+		f.SetMapIndex(reflect.ValueOf(key), e.value)
+		next[k] = e
 	}
+	d.last = next
 	return m, nil
-}
-
-// Diff is what to write to go from old to next: entries to put and keys
-// to delete.
-func Diff(old, next Memory) (put map[string]string, del []string, err error) {
-	before, err := old.Entries()
-	if err != nil {
-		return nil, nil, err
-	}
-	after, err := next.Entries()
-	if err != nil {
-		return nil, nil, err
-	}
-	put = map[string]string{}
-	for k, v := range after {
-		if before[k] != v {
-			put[k] = v
-		}
-	}
-	for k := range before {
-		if _, ok := after[k]; !ok {
-			del = append(del, k)
-		}
-	}
-	return put, del, nil
 }
 
 // Equal reports whether two memories hold the same entries.

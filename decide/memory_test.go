@@ -59,3 +59,85 @@ func TestMemoryForgetsWhatIsGone(t *testing.T) {
 		t.Fatalf("remembered: %v", entries)
 	}
 }
+
+// Diff puts exactly the entries whose JSON changed: a value deeply
+// different but encoded the same (a time with a clock reading, an empty
+// map for a nil one) is no write, and a deep change inside a value is.
+func TestMemoryDiffPutsWhatTheEntriesChanged(t *testing.T) {
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	old := decide.NewMemory()
+	old.IdleSince["m1"] = at
+	old.IdleSince["m2"] = at
+	old.Deployments["web"] = api.Deployment{Service: "web", Revision: "r1", State: api.DeployProgressing, AvailableSince: map[string]time.Time{"web-0": at}}
+	old.Deployments["db"] = api.Deployment{Service: "db", Revision: "r1", State: api.DeployComplete}
+	next := old.Clone()
+	clock := time.Now()
+	next.IdleSince["m1"] = clock.Add(at.Sub(clock)) // the same instant, with a clock reading
+	next.IdleSince["m3"] = at
+	web := next.Deployments["web"]
+	web.AvailableSince = map[string]time.Time{"web-0": at, "web-1": at}
+	next.Deployments["web"] = web
+	db := next.Deployments["db"]
+	db.AvailableSince = map[string]time.Time{} // encoded as the nil one
+	next.Deployments["db"] = db
+	delete(next.IdleSince, "m2")
+	put, del, err := decide.Diff(old, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := old.Entries()
+	after, _ := next.Entries()
+	want := map[string]string{}
+	for k, v := range after {
+		if before[k] != v {
+			want[k] = v
+		}
+	}
+	if len(put) != len(want) || put["idle/m3"] == "" || put["deployment/web"] == "" {
+		t.Fatalf("put %v, want %v", put, want)
+	}
+	for k, v := range want {
+		if put[k] != v {
+			t.Fatalf("put[%s] = %q, want %q", k, put[k], v)
+		}
+	}
+	if len(del) != 1 || del[0] != "idle/m2" {
+		t.Fatalf("deleted %v, want idle/m2", del)
+	}
+}
+
+// A decoder decodes again only the entries that changed since its last
+// decode, and its memories are what DecodeMemory gives.
+func TestMemoryDecoderReusesWhatDidNotChange(t *testing.T) {
+	entries := map[string]string{
+		"deployment/web": `{"service":"web","revision":"r1","state":"Progressing","availableSince":{"web-0":"2026-03-04T05:06:07Z"}}`,
+		"deployment/db":  `{"service":"db","revision":"r1","state":"Complete"}`,
+		"desired/c/g":    "3",
+	}
+	var d decide.MemoryDecoder
+	first, err := d.Decode(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries["desired/c/g"] = "4"
+	entries["deployment/db"] = `{"service":"db","revision":"r2","state":"Progressing"}`
+	second, err := d.Decode(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := decide.DecodeMemory(entries)
+	if err != nil || !second.Equal(fresh) {
+		t.Fatalf("decoded %+v, want %+v (%v)", second, fresh, err)
+	}
+	if second.Desired["c/g"] != 4 || second.Deployments["db"].Revision != "r2" {
+		t.Fatalf("changed entries not decoded again: %+v", second)
+	}
+	a, b := first.Deployments["web"].AvailableSince, second.Deployments["web"].AvailableSince
+	a["probe"] = time.Time{}
+	if _, shared := b["probe"]; !shared {
+		t.Fatal("an unchanged entry was decoded again")
+	}
+	if _, err := d.Decode(map[string]string{"desired/c/g": "many"}); err == nil {
+		t.Fatal("a bad entry decoded")
+	}
+}

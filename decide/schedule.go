@@ -355,18 +355,20 @@ func withoutReplica(rs []scheduler.Replica, id string) []scheduler.Replica {
 // replica of the service runs.
 func (p *Pass) repairSpread(v *view) {
 	budget := p.cfg.MaxSpreadMoves
-	bySvc := map[string][]*api.Replica{}
-	for _, r := range p.replicas {
-		bySvc[r.Service] = append(bySvc[r.Service], r)
+	var names []string
+	for name, svc := range p.services {
+		if len(svc.Spec.Placement.Spread) > 0 {
+			names = append(names, name)
+		}
 	}
-	names := make([]string, 0, len(bySvc))
-	for n := range bySvc {
-		names = append(names, n)
+	if budget <= 0 || len(names) == 0 {
+		return
 	}
 	sort.Strings(names)
+	bySvc := groupByService(p.replicas)
 	for _, name := range names {
 		svc := p.services[name]
-		if budget <= 0 || svc == nil || len(svc.Spec.Placement.Spread) == 0 || !v.clusters[svc.Spec.Cluster] ||
+		if budget <= 0 || len(bySvc[name]) == 0 || !v.clusters[svc.Spec.Cluster] ||
 			p.mem.Deployments[name].State != api.DeployComplete { // a deployment places replicas anew anyway
 			continue
 		}
