@@ -40,6 +40,9 @@ type bookedMachine struct {
 }
 
 type bookedReplica struct {
+	// replica is the object booked: a later snapshot's same object is
+	// paired with it without comparing names.
+	replica  *api.Replica
 	resident *scheduler.Resident
 	machine  int32 // in Booking.machines
 	failover bool
@@ -153,11 +156,11 @@ func (b *booker) match(running []*api.Replica) (at, from []int32) {
 func (b *booker) merge(replicas []*api.Replica, entries []bookedReplica, base int, from []int32) {
 	j := 0
 	for k, r := range replicas {
-		for j < len(entries) && compareEntry(r, &entries[j]) > 0 {
+		for j < len(entries) && entries[j].replica != r && compareEntry(r, &entries[j]) > 0 {
 			b.unbook(int32(base + j))
 			j++
 		}
-		if j < len(entries) && compareEntry(r, &entries[j]) == 0 {
+		if j < len(entries) && (entries[j].replica == r || compareEntry(r, &entries[j]) == 0) {
 			from[k] = int32(base + j)
 			j++
 		}
@@ -195,7 +198,7 @@ func (b *booker) sameBooking(r *api.Replica, svc *api.Service, e *bookedReplica)
 	booked := e.resident.Replica
 	req := r.Requests
 	req.GPUs = 0
-	if r.Index != booked.Index || req != booked.Requests || !slices.Equal(r.GPUIndexes, e.resident.GPUs) || (svc.Spec.Failover != nil) != e.failover {
+	if r.ID != booked.ID || r.Index != booked.Index || req != booked.Requests || !slices.Equal(r.GPUIndexes, e.resident.GPUs) || (svc.Spec.Failover != nil) != e.failover {
 		return false
 	}
 	fresh := b.build.rulesOf(r, svc)
@@ -241,7 +244,7 @@ func (b *booker) book(running []*api.Replica, at, from []int32, lists []machineL
 		}
 		if !b.dirty[i] {
 			e := b.entry(from[k])
-			next.replicas = append(next.replicas, bookedReplica{resident: e.resident, machine: nextAt[i], failover: e.failover})
+			next.replicas = append(next.replicas, bookedReplica{replica: r, resident: e.resident, machine: nextAt[i], failover: e.failover})
 			continue
 		}
 		pm := v.byID[i]
@@ -253,7 +256,7 @@ func (b *booker) book(running []*api.Replica, at, from []int32, lists []machineL
 		pm.Replicas = append(pm.Replicas, sr)
 		booked := &pm.Replicas[len(pm.Replicas)-1] // in its list: never moved, never changed
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: booked, Priority: sr.Priority, GPUs: r.GPUIndexes})
-		next.replicas = append(next.replicas, bookedReplica{resident: &pm.Residents[len(pm.Residents)-1], machine: nextAt[i], failover: svc.Spec.Failover != nil})
+		next.replicas = append(next.replicas, bookedReplica{replica: r, resident: &pm.Residents[len(pm.Residents)-1], machine: nextAt[i], failover: svc.Spec.Failover != nil})
 	}
 	if mainLen >= len(running) {
 		next.main = len(next.replicas)

@@ -54,6 +54,8 @@ type View struct {
 	// merges in.
 	sorted sortedLists
 	dirty  dirtyNames
+	// strings are the strings the replicas and machines share.
+	strings interner
 }
 
 type dirtyNames struct {
@@ -191,6 +193,14 @@ func (v *View) load(tx store.Tx) error {
 	v.groups = byKey(groups, groupName)
 	v.machines = byKey(machines, machineID)
 	v.replicas = byKey(replicas, replicaID)
+	v.strings = interner{}
+	for _, m := range machines { // not shared yet
+		v.strings.machine(m)
+	}
+	for _, r := range replicas {
+		v.strings.replica(r)
+	}
+	v.strings.base = len(v.strings.strs)
 	v.work = newWorkIndex(replicas)
 	v.byCluster = newClusterIndex(replicas, machines)
 	v.memory = maps.Clone(memory)
@@ -218,6 +228,9 @@ func (v *View) follow(tx store.Tx) error {
 			v.rev = c.Revision
 		}
 		if len(changes) < v.batch {
+			if v.strings.outgrown() {
+				v.strings = compacted(v.machines, v.replicas)
+			}
 			return nil
 		}
 	}
@@ -238,12 +251,14 @@ func (v *View) apply(c store.Change) error {
 	case store.FeedMachine:
 		v.byCluster.removeMachine(v.machines[c.Name])
 		err = put(v.machines, c, (*api.Machine).Live)
+		v.strings.machine(v.machines[c.Name])
 		v.byCluster.addMachine(v.machines[c.Name])
 		mark(&v.dirty.machines, c.Name)
 	case store.FeedReplica:
 		v.work.remove(v.replicas[c.Name])
 		v.byCluster.removeReplica(v.replicas[c.Name])
 		err = put(v.replicas, c, func(*api.Replica) bool { return true })
+		v.strings.replica(v.replicas[c.Name])
 		v.work.add(v.replicas[c.Name])
 		v.byCluster.addReplica(v.replicas[c.Name])
 		mark(&v.dirty.replicas, c.Name)
