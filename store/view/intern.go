@@ -31,19 +31,41 @@ func (in *interner) of(s string) string {
 	return s
 }
 
+// replicaStrings and machineStrings are the fields the view shares.
+func replicaStrings(r *api.Replica) []*string {
+	return []*string{&r.Service, &r.Cluster, &r.SpecHash, &r.Machine, &r.PreviousMachine}
+}
+
+func machineStrings(m *api.Machine) []*string {
+	return []*string{&m.ID, &m.Cluster, &m.Group, &m.Zone}
+}
+
 func (in *interner) replica(r *api.Replica) {
-	if r == nil {
-		return
+	if r != nil {
+		in.share(replicaStrings(r))
 	}
-	r.Service, r.Cluster, r.SpecHash = in.of(r.Service), in.of(r.Cluster), in.of(r.SpecHash)
-	r.Machine, r.PreviousMachine = in.of(r.Machine), in.of(r.PreviousMachine)
 }
 
 func (in *interner) machine(m *api.Machine) {
-	if m == nil {
-		return
+	if m != nil {
+		in.share(machineStrings(m))
 	}
-	m.ID, m.Cluster, m.Group, m.Zone = in.of(m.ID), in.of(m.Cluster), in.of(m.Group), in.of(m.Zone)
+}
+
+// share points each field at the table's copy.
+func (in *interner) share(fields []*string) {
+	for _, f := range fields {
+		*f = in.of(*f)
+	}
+}
+
+// keep adds the fields' strings to the table as they are.
+func (in *interner) keep(fields []*string) {
+	for _, f := range fields {
+		if *f != "" {
+			in.strs[*f] = *f
+		}
+	}
 }
 
 // outgrown: the table has doubled since it was last rebuilt.
@@ -53,18 +75,11 @@ func (in *interner) outgrown() bool { return len(in.strs) > 2*in.base+1024 }
 // reads them: readers share the objects.
 func compacted(machines map[string]*api.Machine, replicas map[string]*api.Replica) interner {
 	in := interner{strs: make(map[string]string, len(machines))}
-	keep := func(ss ...string) {
-		for _, s := range ss {
-			if s != "" {
-				in.strs[s] = s
-			}
-		}
-	}
 	for _, m := range machines {
-		keep(m.ID, m.Cluster, m.Group, m.Zone)
+		in.keep(machineStrings(m))
 	}
 	for _, r := range replicas {
-		keep(r.Service, r.Cluster, r.SpecHash, r.Machine, r.PreviousMachine)
+		in.keep(replicaStrings(r))
 	}
 	in.base = len(in.strs)
 	return in
