@@ -119,7 +119,7 @@ func benchPass(b *testing.B, c *Controller, mode int) {
 	}
 	for b.Loop() {
 		if mode == passReread {
-			c.view = view.New(c.cfg.ViewBatch)
+			c.view = view.New(c.cfg.ViewBatch, c.cfg.ViewChangeLog)
 		}
 		plan, err := c.pass(ctx)
 		if err != nil {

@@ -48,6 +48,10 @@ type Config struct {
 	// ViewBatch is how many changes of the feed the pass's view reads at
 	// a time.
 	ViewBatch int
+	// ViewChangeLog is how many of the changes it applied the view keeps,
+	// from which a pass learns what changed since the last booked its
+	// machines; further apart, a pass books them all afresh.
+	ViewChangeLog int
 	// FullPassInterval: a pass after one that decided nothing is skipped
 	// while nothing it decides from changed and no deadline came (the
 	// incremental loop), but at least this often the pass runs in full
@@ -58,7 +62,7 @@ type Config struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, PlacementBatch: 500, FullPassInterval: 5 * time.Minute,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, ViewChangeLog: view.DefaultChangeLog, PlacementBatch: 500, FullPassInterval: 5 * time.Minute,
 		Calls: machines.CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
@@ -115,8 +119,10 @@ type Controller struct {
 	quiet       *quietPass
 	lastDecided time.Time
 	// booked is the last pass's booking of its machines, a memo for the
-	// next (the pass goroutine's alone).
-	booked *decide.Booking
+	// next, made from the store at revision bookedAt (the pass
+	// goroutine's alone).
+	booked   *decide.Booking
+	bookedAt int64
 	// memory decodes the memory's entries for the passes, each once (the
 	// pass goroutine's alone).
 	memory decide.MemoryDecoder
@@ -127,7 +133,7 @@ func New(cfg Config, d Deps) *Controller {
 	c := &Controller{cfg: cfg, Deps: d, observed: machines.NewObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{}),
 		view: d.View}
 	if c.view == nil {
-		c.view = view.New(cfg.ViewBatch)
+		c.view = view.New(cfg.ViewBatch, cfg.ViewChangeLog)
 	}
 	c.calls = machines.NewCalls(cfg.Calls, machines.Deps{Store: d.Store, Registry: d.Registry, Signer: d.Signer, Clock: d.Clock, Log: d.Log,
 		Metrics: d.Metrics, Tracer: d.Tracer, Leading: d.Leading}, c.observed, c.Trigger)
@@ -245,9 +251,9 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 		c.Metrics.Passed(metrics.PassSkipped)
 		return decide.Plan{}, nil
 	}
-	snap.Booked = c.booked
+	snap.Booked, snap.Changed = c.booked, c.changedSince(c.bookedAt, revision)
 	plan = c.decide(ctx, snap, mem)
-	c.quiet, c.lastDecided, c.booked = nil, now, plan.Booked
+	c.quiet, c.lastDecided, c.booked, c.bookedAt = nil, now, plan.Booked, revision
 	c.checkSafetyNet(asleep, snap, mem, &plan)
 	c.mu.Lock()
 	c.live = plan.LiveMachines

@@ -135,3 +135,26 @@ func secretRevisions(tx store.Tx) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// changedSince is what changed in the store after revision from up to
+// revision to, as the view applied it (nil: not known).
+func (c *Controller) changedSince(from, to int64) *decide.Changes {
+	logged, ok := c.view.ChangesSince(from, to)
+	if !ok {
+		return nil
+	}
+	changed := decide.NewChanges()
+	for _, l := range logged {
+		switch l.Kind {
+		case store.FeedReplica:
+			changed.Replica(l.Name, l.Machine)
+		case store.FeedService:
+			changed.Services[l.Name] = true
+		case store.FeedCluster:
+			changed.Clusters[l.Name] = true
+		case store.FeedMemory:
+			changed.MemoryEntry(l.Name)
+		}
+	}
+	return changed
+}

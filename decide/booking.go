@@ -1,6 +1,9 @@
 package decide
 
 import (
+	"cmp"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -14,38 +17,54 @@ import (
 // Booking is what a pass booked on the machines of its view: each
 // machine as the scheduler sees it with the replicas running there,
 // before the pass placed anything. The caller keeps a plan's Booking and
-// hands it to the next pass (Snapshot.Booked), which takes every machine
-// whose inputs are the same from it — its own fields, the replicas on it
-// and their rules — instead of booking its replicas again: that took a
-// third of a pass at 500,000 replicas, to find the few machines a change
-// touched. It is a memo: a pass decides the same with it or without it
-// (the decide harness decides every pass both ways and compares). It is
-// never changed: a pass takes copies of its machines that copy their
-// counts before they change them (scheduler.Machine.Share).
+// hands it to the next pass (Snapshot.Booked) with what changed since
+// (Snapshot.Changed). The next pass books afresh only the machines whose
+// own fields changed or that a changed replica, service, cluster or
+// revision touches, and takes the others as they were: booking every
+// replica took a third of a pass at 500,000 replicas, and walking them
+// all to find the few machines a change touched took most of the rest.
+// It is a memo: a pass decides the same with it or without it (the
+// decide harness decides every pass both ways and compares). It is never
+// changed: a pass takes copies of its machines that copy their counts
+// before they change them (scheduler.Machine.Share).
 type Booking struct {
 	// machines are the view's machines as booked (none the pass
 	// launched), byID their positions.
 	machines []bookedMachine
 	byID     map[string]int32
-	// replicas are the booked replicas of the pass's list (by service and
-	// id), then, from main on, those of its retiring replicas (by service
-	// and id too).
-	replicas []bookedReplica
-	main     int
+	// elsewhere are the running replicas on machines outside the view
+	// (draining, stopped, lost, of another target), by machine: booked
+	// when their machine comes into it.
+	elsewhere map[string][]*api.Replica
+	// runs are what each run's rules were built from.
+	runs map[run]runInputs
+	// own are the replicas booked from the pass's own copies, with their
+	// machines: the store may not hold what the pass changed, so the next
+	// pass books them again.
+	own map[string]string
 }
 
 type bookedMachine struct {
 	pm   planner.Machine
 	list machineList
+	// replicas are the running replicas on the machine, in the order
+	// booked (by service and id, retiring ones last), those of deleted
+	// services too (not booked).
+	replicas []*api.Replica
 }
 
-type bookedReplica struct {
-	// replica is the object booked: a later snapshot's same object is
-	// paired with it without comparing names.
-	replica  *api.Replica
-	resident *scheduler.Resident
-	machine  int32 // in Booking.machines
-	failover bool
+// run names the replicas of one service, revision and cluster, which
+// share their rules.
+type run struct{ service, hash, cluster string }
+
+type runInputs struct {
+	// revision: the memory held the run's revision (its spec, else the
+	// service's).
+	revision bool
+	// rules are the run's rules as booked, encoded, with whether its
+	// service was a failover group's ("": its service was gone). Encoded,
+	// not shared: tests change their services' maps in place.
+	rules string
 }
 
 // machineList is which of the view's lists a machine is on.
@@ -57,55 +76,53 @@ const (
 	listLaunching
 )
 
-func (e *bookedReplica) service() string { return e.resident.Replica.Rules.Service }
-func (e *bookedReplica) id() string      { return e.resident.Replica.ID }
-
 // booker books the running replicas on a view's machines, from the last
 // pass's Booking where it can.
 type booker struct {
-	p        *Pass
-	v        *view
-	prev     *Booking
-	viewAt   map[string]int32 // position in v.byID, by machine id
-	prevView []int32          // position in v.byID of each of prev's machines (-1: none)
-	reused   []int32          // prev's machine each of v.byID's is taken from (-1: none)
-	dirty    []bool           // of v.byID: booked afresh
+	p     *Pass
+	v     *view
+	lists []machineList
+	// prev and changed are the last booking and what changed since (nil:
+	// book every machine afresh).
+	prev    *Booking
+	changed *Changes
+	viewAt  map[string]int32 // position in v.byID, by machine id
+	reused  []int32          // prev's machine each of v.byID's is taken from (-1: none)
+	fresh   [][]*api.Replica // of v.byID: the replicas to book afresh
+	dirty   []bool           // of v.byID: booked afresh
+	// incoming are the changed replicas now on each machine; touched the
+	// machines outside the view whose lists change.
+	incoming map[string][]*api.Replica
+	touched  map[string]bool
 	build    schedReplicas
-	// the last comparison of a run's rules with those it was booked with
-	freshRules, keptRules *scheduler.Rules
-	sameRules             bool
+	next     *Booking
 }
 
 // bookReplicas books every running replica on its machine of the view,
 // and returns the Booking to hand to the next pass (nil when the pass's
 // replicas are not in the store's order).
 func (p *Pass) bookReplicas(v *view, lists []machineList) *Booking {
-	running := append(slices.Clip(p.replicas), p.retiring...) // retiring ones run until drained
-	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine) && slices.IsSortedFunc(p.retiring, byServiceAndID)
-	prev := p.snap.Booked
-	if !ordered || prev == nil {
-		prev = &Booking{}
-	}
-	b := &booker{p: p, v: v, prev: prev, viewAt: make(map[string]int32, len(v.byID)), prevView: make([]int32, len(prev.machines)),
-		reused: make([]int32, len(v.byID)), dirty: make([]bool, len(v.byID)), build: schedReplicas{p: p, zones: v.zones}}
-	for j := range b.prevView {
-		b.prevView[j] = -1
-	}
+	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine)
+	n := len(v.byID)
+	b := &booker{p: p, v: v, lists: lists, viewAt: make(map[string]int32, n), reused: make([]int32, n), fresh: make([][]*api.Replica, n),
+		dirty: make([]bool, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
+		next: &Booking{machines: make([]bookedMachine, 0, n), byID: make(map[string]int32, n), own: map[string]string{}}}
 	for i, pm := range v.byID {
 		b.viewAt[pm.ID] = int32(i)
 		b.reused[i] = -1
-		j, ok := prev.byID[pm.ID]
-		if ok {
-			b.prevView[j] = int32(i)
-		}
-		if ok && sameMachine(pm, lists[i], &prev.machines[j]) {
-			b.reused[i] = j
+	}
+	if ordered && p.snap.Booked != nil && p.snap.Changed != nil {
+		b.prev, b.changed = p.snap.Booked, p.snap.Changed
+		if ids := b.changedReplicas(); ids != nil {
+			b.collectChanged(ids)
 		} else {
-			b.dirty[i] = true
+			b.prev, b.changed = nil, nil
 		}
 	}
-	at, from := b.match(running)
-	next := b.book(running, at, from, lists)
+	if b.prev == nil {
+		b.collectAll()
+	}
+	next := b.book()
 	if !ordered {
 		return nil
 	}
@@ -115,139 +132,239 @@ func (p *Pass) bookReplicas(v *view, lists []machineList) *Booking {
 // onAMachine: a replica the pass made that is already on a machine.
 func onAMachine(r *api.Replica) bool { return r.Machine != "" }
 
-// match finds, for each running replica, the machine of the view it is
-// booked on (-1: none) and its entry in the last booking (-1: none),
-// marking dirty every machine that gains, loses or changes a replica.
-func (b *booker) match(running []*api.Replica) (at, from []int32) {
-	at, from = make([]int32, len(running)), make([]int32, len(running))
-	for k := range from {
-		from[k] = -1
+// collectAll lists every running replica on its machine.
+func (b *booker) collectAll() {
+	b.next.runs = map[run]runInputs{}
+	b.next.elsewhere = map[string][]*api.Replica{}
+	running := [][]*api.Replica{b.p.replicas, b.p.retiring} // retiring ones run until drained
+	at := make([][]int32, len(running))
+	counts := make([]int32, len(b.v.byID))
+	for l, list := range running {
+		at[l] = make([]int32, len(list))
+		for k, r := range list {
+			at[l][k] = -1
+			if i, ok := b.viewAt[r.Machine]; ok && r.Machine != "" {
+				at[l][k] = i
+				counts[i]++
+			}
+		}
 	}
-	mainLen := len(b.p.replicas)
-	b.merge(running[:b.p.index.sorted], b.prev.replicas[:b.prev.main], 0, from)
-	b.merge(running[mainLen:], b.prev.replicas[b.prev.main:], b.prev.main, from[mainLen:])
-	var svc *api.Service
-	for k, r := range running {
-		at[k] = -1
-		if svc == nil || svc.Metadata.Name != r.Service { // replicas come by service
-			svc = b.p.services[r.Service]
+	for i := range b.v.byID {
+		b.dirty[i] = true
+		if counts[i] > 0 {
+			b.fresh[i] = make([]*api.Replica, 0, counts[i])
 		}
-		if r.Machine == "" || svc == nil {
-			b.unbook(from[k])
+	}
+	for l, list := range running {
+		for k, r := range list {
+			switch i := at[l][k]; {
+			case i >= 0:
+				b.fresh[i] = append(b.fresh[i], r)
+			case r.Machine != "":
+				b.next.elsewhere[r.Machine] = append(b.next.elsewhere[r.Machine], r)
+			}
+		}
+	}
+}
+
+// collectChanged lists, for the machines a change touched, the replicas
+// on them now; the others are taken from the last booking.
+func (b *booker) collectChanged(ids map[string]bool) {
+	prev := b.prev
+	base := make([][]*api.Replica, len(b.v.byID))
+	seen := make([]bool, len(prev.machines))
+	for i, pm := range b.v.byID {
+		j, ok := prev.byID[pm.ID]
+		if !ok {
+			base[i], b.dirty[i] = prev.elsewhere[pm.ID], true
 			continue
 		}
-		if e := b.entry(from[k]); e != nil && b.prev.machines[e.machine].pm.ID == r.Machine && b.sameBooking(r, svc, e) {
-			at[k] = b.prevView[e.machine]
-			continue
-		}
-		b.unbook(from[k])
-		if i, ok := b.viewAt[r.Machine]; ok {
-			at[k] = i
+		seen[j], base[i] = true, prev.machines[j].replicas
+		if sameMachine(pm, b.lists[i], &prev.machines[j]) {
+			b.reused[i] = j
+		} else {
 			b.dirty[i] = true
 		}
 	}
-	return at, from
-}
-
-// merge pairs replicas with the last booking's entries of the same
-// service and id (both lists are by service and id); base is where
-// entries begins in the last booking. Entries left without a replica
-// unbook their machines.
-func (b *booker) merge(replicas []*api.Replica, entries []bookedReplica, base int, from []int32) {
-	j := 0
-	for k, r := range replicas {
-		for j < len(entries) && entries[j].replica != r && compareEntry(r, &entries[j]) > 0 {
-			b.unbook(int32(base + j))
-			j++
-		}
-		if j < len(entries) && (entries[j].replica == r || compareEntry(r, &entries[j]) == 0) {
-			from[k] = int32(base + j)
-			j++
+	b.next.elsewhere = make(map[string][]*api.Replica, len(prev.elsewhere))
+	for id, list := range prev.elsewhere {
+		if _, in := b.viewAt[id]; !in {
+			b.next.elsewhere[id] = list
 		}
 	}
-	for ; j < len(entries); j++ {
-		b.unbook(int32(base + j))
+	for j := range prev.machines {
+		if m := &prev.machines[j]; !seen[j] && len(m.replicas) > 0 {
+			b.next.elsewhere[m.pm.ID] = m.replicas
+		}
+	}
+	b.place(ids)
+	for i, pm := range b.v.byID {
+		if b.dirty[i] {
+			b.fresh[i] = rebooked(base[i], ids, b.incoming[pm.ID])
+		}
+	}
+	for id := range b.touched {
+		if list := rebooked(b.next.elsewhere[id], ids, b.incoming[id]); len(list) > 0 {
+			b.next.elsewhere[id] = list
+		} else {
+			delete(b.next.elsewhere, id)
+		}
 	}
 }
 
-func compareEntry(r *api.Replica, e *bookedReplica) int {
-	if c := strings.Compare(r.Service, e.service()); c != 0 {
-		return c
+// changedReplicas are the ids of the replicas whose booking may differ
+// from the last: changed in the store, booked from the last pass's own
+// copies, copied, made or deleted by this pass, or of a service whose
+// rules changed. nil: so many that booking afresh is quicker.
+func (b *booker) changedReplicas() map[string]bool {
+	ids := map[string]bool{}
+	for id := range b.changed.Replicas {
+		ids[id] = true
 	}
-	return strings.Compare(r.ID, e.id())
-}
-
-func (b *booker) entry(i int32) *bookedReplica {
-	if i < 0 {
+	for id := range b.prev.own {
+		ids[id] = true
+	}
+	for r := range b.p.mine {
+		ids[r.ID] = true
+	}
+	for id := range b.p.deleting {
+		ids[id] = true
+	}
+	b.next.runs = maps.Clone(b.prev.runs)
+	for _, service := range b.staleServices() {
+		for _, r := range b.p.snapshotReplicasOf(service) {
+			ids[r.ID] = true
+		}
+	}
+	if float64(len(ids)) > b.p.cfg.RebookShare*float64(len(b.p.snap.Replicas)) {
 		return nil
 	}
-	return &b.prev.replicas[i]
+	return ids
 }
 
-// unbook marks dirty the machine a last booking's entry was on.
-func (b *booker) unbook(i int32) {
-	if e := b.entry(i); e != nil {
-		if at := b.prevView[e.machine]; at >= 0 {
-			b.dirty[at] = true
+// place marks the machines the changed replicas were and are on, and
+// lists each where it is now.
+func (b *booker) place(ids map[string]bool) {
+	for id := range ids {
+		b.touch(b.changed.Replicas[id])
+		b.touch(b.prev.own[id])
+		if was := searchByID(b.p.snap.Replicas, id); was != nil {
+			b.touch(was.Machine)
+		}
+		if r := b.p.runningReplica(id); r != nil && r.Machine != "" {
+			b.touch(r.Machine)
+			b.incoming[r.Machine] = append(b.incoming[r.Machine], r)
 		}
 	}
 }
 
-// sameBooking: r books on its machine what e booked there.
-func (b *booker) sameBooking(r *api.Replica, svc *api.Service, e *bookedReplica) bool {
-	booked := e.resident.Replica
-	req := r.Requests
-	req.GPUs = 0
-	if r.ID != booked.ID || r.Index != booked.Index || req != booked.Requests || !slices.Equal(r.GPUIndexes, e.resident.GPUs) || (svc.Spec.Failover != nil) != e.failover {
-		return false
+// staleServices are the services some run of which has rules other than
+// it was booked with. A run's rules are built again when what they are
+// built from changed: the service (made, changed or deleted), its
+// cluster (zones), or its revision (changed, made or dropped). The runs
+// of stale services are forgotten; booking their replicas records them
+// again.
+func (b *booker) staleServices() []string {
+	var stale []string
+	seen := map[string]bool{}
+	for k, in := range b.prev.runs {
+		if seen[k.service] {
+			continue
+		}
+		key := RevisionKey(k.service, k.hash)
+		_, revision := b.p.mem.Revisions[key]
+		touched := revision != in.revision || b.changed.Services[k.service] || b.changed.Clusters[k.cluster] || b.changed.Revisions[key]
+		if touched && b.rulesOf(k) != in.rules {
+			seen[k.service] = true
+			stale = append(stale, k.service)
+		}
 	}
-	fresh := b.build.rulesOf(r, svc)
-	if fresh != b.freshRules || booked.Rules != b.keptRules {
-		b.freshRules, b.keptRules = fresh, booked.Rules
-		b.sameRules = reflect.DeepEqual(*fresh, *booked.Rules)
+	for k := range b.next.runs {
+		if seen[k.service] {
+			delete(b.next.runs, k)
+		}
 	}
-	return b.sameRules
+	return stale
 }
 
-// book books the replicas of the dirty machines afresh, takes the others
+// touch marks the machine's booking changed.
+func (b *booker) touch(machine string) {
+	if machine == "" {
+		return
+	}
+	if i, ok := b.viewAt[machine]; ok {
+		b.dirty[i] = true
+		return
+	}
+	b.touched[machine] = true
+}
+
+// rebooked is a machine's replicas: those of base not changed, with
+// those changed that are on it now, in the order a pass books them.
+func rebooked(base []*api.Replica, changed map[string]bool, incoming []*api.Replica) []*api.Replica {
+	out := make([]*api.Replica, 0, len(base)+len(incoming))
+	for _, r := range base {
+		if !changed[r.ID] {
+			out = append(out, r)
+		}
+	}
+	if len(incoming) == 0 {
+		return out
+	}
+	out = append(out, incoming...)
+	slices.SortFunc(out, inBookingOrder)
+	return out
+}
+
+// inBookingOrder: the pass's replicas by service and id, then its
+// retiring ones by service and id.
+func inBookingOrder(a, b *api.Replica) int {
+	return cmp.Or(cmp.Compare(retiringRank(a), retiringRank(b)), byServiceAndID(a, b))
+}
+
+func retiringRank(r *api.Replica) int {
+	if r.RetiringSince != nil {
+		return 1
+	}
+	return 0
+}
+
+// book books the listed replicas of the dirty machines, takes the others
 // from the last booking, and returns the booking of this pass.
-func (b *booker) book(running []*api.Replica, at, from []int32, lists []machineList) *Booking {
-	v := b.v
-	b.reserve(at)
-	next := &Booking{machines: make([]bookedMachine, 0, len(v.byID)), byID: make(map[string]int32, len(v.byID)),
-		replicas: make([]bookedReplica, 0, len(running))}
-	nextAt := make([]int32, len(v.byID)) // position in next.machines of each of v.byID's
-	for i, pm := range v.byID {
-		nextAt[i] = -1
-		if !b.dirty[i] {
+func (b *booker) book() *Booking {
+	next := b.next
+	b.reserve()
+	for i, pm := range b.v.byID {
+		list := b.fresh[i]
+		if b.dirty[i] {
+			b.bookMachine(pm, list)
+		} else {
 			kept := &b.prev.machines[b.reused[i]]
 			pm.Machine, pm.Replicas, pm.DoNotDisrupt = kept.pm.Machine, slices.Clip(kept.pm.Replicas), kept.pm.DoNotDisrupt
+			list = kept.replicas
 		}
 		if !isPlaceholder(b.p.machineByID[pm.ID]) {
-			nextAt[i] = int32(len(next.machines))
-			next.byID[pm.ID] = nextAt[i]
-			next.machines = append(next.machines, bookedMachine{list: lists[i]})
+			next.byID[pm.ID] = int32(len(next.machines))
+			// The booking keeps each machine as booked; the pass works on
+			// copies.
+			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
 		}
+		pm.Machine = pm.Machine.Share()
 	}
-	mainLen := len(b.p.replicas)
+	return next
+}
+
+// bookMachine books a machine's replicas afresh.
+func (b *booker) bookMachine(pm *planner.Machine, list []*api.Replica) {
 	var svc *api.Service
-	for k, r := range running {
-		if k == mainLen {
-			next.main = len(next.replicas)
-		}
-		i := at[k]
-		if i < 0 {
-			continue
-		}
-		if svc == nil || svc.Metadata.Name != r.Service {
+	for _, r := range list {
+		if svc == nil || svc.Metadata.Name != r.Service { // replicas come by service
 			svc = b.p.services[r.Service]
 		}
-		if !b.dirty[i] {
-			e := b.entry(from[k])
-			next.replicas = append(next.replicas, bookedReplica{replica: r, resident: e.resident, machine: nextAt[i], failover: e.failover})
+		b.record(r)
+		if svc == nil {
 			continue
 		}
-		pm := v.byID[i]
 		sr := b.build.of(r, svc)
 		if svc.Spec.Failover != nil {
 			pm.DoNotDisrupt = true // a failover member's data lives on its machine
@@ -256,19 +373,38 @@ func (b *booker) book(running []*api.Replica, at, from []int32, lists []machineL
 		pm.Replicas = append(pm.Replicas, sr)
 		booked := &pm.Replicas[len(pm.Replicas)-1] // in its list: never moved, never changed
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: booked, Priority: sr.Priority, GPUs: r.GPUIndexes})
-		next.replicas = append(next.replicas, bookedReplica{replica: r, resident: &pm.Residents[len(pm.Residents)-1], machine: nextAt[i], failover: svc.Spec.Failover != nil})
-	}
-	if mainLen >= len(running) {
-		next.main = len(next.replicas)
-	}
-	// The booking keeps each machine as booked; the pass works on copies.
-	for i, pm := range v.byID {
-		if nextAt[i] >= 0 {
-			next.machines[nextAt[i]].pm = *pm
+		if len(b.p.mine) > 0 && b.p.mine[r] {
+			b.next.own[r.ID] = pm.ID
 		}
-		pm.Machine = pm.Machine.Share()
 	}
-	return next
+}
+
+// record notes what r's run was booked from.
+func (b *booker) record(r *api.Replica) {
+	k := run{service: r.Service, hash: r.SpecHash, cluster: r.Cluster}
+	if _, ok := b.next.runs[k]; ok {
+		return
+	}
+	_, revision := b.p.mem.Revisions[RevisionKey(k.service, k.hash)]
+	b.next.runs[k] = runInputs{revision: revision, rules: b.rulesOf(k)}
+}
+
+// rulesOf is a run's rules now, encoded ("": its service is gone).
+func (b *booker) rulesOf(k run) string {
+	svc := b.p.services[k.service]
+	if svc == nil {
+		return ""
+	}
+	sample := &api.Replica{Service: k.service, SpecHash: k.hash, Cluster: k.cluster}
+	rules := toSchedReplica(sample, svc, b.p.specOf(sample, svc), b.v.zones[k.cluster]).Rules
+	data, err := json.Marshal(struct {
+		Rules    *scheduler.Rules
+		Failover bool
+	}{rules, svc.Spec.Failover != nil})
+	if err != nil {
+		panic("decide: encoding rules: " + err.Error()) // plain data: cannot fail
+	}
+	return string(data)
 }
 
 // reserve gives each dirty machine's replica and resident lists their
@@ -280,15 +416,9 @@ func (b *booker) book(running []*api.Replica, at, from []int32, lists []machineL
 // the pass: a machine kept by later passes would keep its pass's whole
 // array alive. Each machine's count of services gets its room too (at
 // most one per replica).
-func (b *booker) reserve(at []int32) {
-	counts := make([]int, len(b.v.byID))
-	for _, i := range at {
-		if i >= 0 && b.dirty[i] {
-			counts[i]++
-		}
-	}
+func (b *booker) reserve() {
 	for i, pm := range b.v.byID {
-		if c := counts[i]; c > 0 && b.dirty[i] {
+		if c := len(b.fresh[i]); c > 0 && b.dirty[i] {
 			pm.Replicas = make([]scheduler.Replica, 0, c)
 			pm.Residents = make([]scheduler.Resident, 0, c)
 			pm.ServiceCount = make(map[string]int, c)
@@ -305,4 +435,78 @@ func sameMachine(pm *planner.Machine, list machineList, kept *bookedMachine) boo
 		a.TEE == k.TEE && a.Allocatable == k.Allocatable && a.PricePerHour == k.PricePerHour &&
 		maps.Equal(a.Labels, k.Labels) && slices.Equal(a.Runtimes, k.Runtimes) &&
 		slices.EqualFunc(a.GPUs, k.GPUs, func(x, y scheduler.GPU) bool { return x.Index == y.Index && x.Type == y.Type && x.VRAMGB == y.VRAMGB })
+}
+
+// runningReplica is the pass's replica of that id, retiring or not (nil:
+// none).
+func (p *Pass) runningReplica(id string) *api.Replica {
+	if r := p.replica(id); r != nil {
+		return r
+	}
+	return searchByID(p.retiring, id)
+}
+
+// snapshotReplicasOf are the snapshot's replicas of a service, retiring
+// ones too (the snapshot in the store's order).
+func (p *Pass) snapshotReplicasOf(service string) []*api.Replica {
+	all := p.snap.Replicas
+	from, _ := slices.BinarySearchFunc(all, service, func(r *api.Replica, s string) int { return strings.Compare(r.Service, s) })
+	to := from
+	for to < len(all) && all[to].Service == service {
+		to++
+	}
+	return all[from:to]
+}
+
+// searchByID finds a replica by id in a list by service and id, whose
+// ids begin with their service's name and a dash (replica.ID).
+func searchByID(list []*api.Replica, id string) *api.Replica {
+	for n := 0; ; n++ {
+		dash := strings.IndexByte(id[n:], '-')
+		if dash < 0 {
+			return nil
+		}
+		n += dash
+		if i, ok := slices.BinarySearchFunc(list, [2]string{id[:n], id}, func(r *api.Replica, key [2]string) int {
+			return cmp.Or(strings.Compare(r.Service, key[0]), strings.Compare(r.ID, key[1]))
+		}); ok {
+			return list[i]
+		}
+	}
+}
+
+// Differs describes the first difference between two bookings ("":
+// none): the decide harness checks that a booking made from the last one
+// and what changed is the booking made afresh.
+func (b *Booking) Differs(o *Booking) string {
+	if b == nil || o == nil {
+		if b != o {
+			return fmt.Sprintf("one booking is missing (%v, %v)", b == nil, o == nil)
+		}
+		return ""
+	}
+	if len(b.machines) != len(o.machines) {
+		return fmt.Sprintf("%d machines booked, %d afresh", len(b.machines), len(o.machines))
+	}
+	for i := range b.machines {
+		x, y := &b.machines[i], &o.machines[i]
+		if !reflect.DeepEqual(x.pm, y.pm) || x.list != y.list || !slices.Equal(replicaIDs(x.replicas), replicaIDs(y.replicas)) {
+			return fmt.Sprintf("machine %s: booked %+v with %v, afresh %+v with %v", x.pm.ID, x.pm, replicaIDs(x.replicas), y.pm, replicaIDs(y.replicas))
+		}
+	}
+	if !maps.EqualFunc(b.elsewhere, o.elsewhere, func(x, y []*api.Replica) bool { return slices.Equal(replicaIDs(x), replicaIDs(y)) }) {
+		return fmt.Sprintf("replicas outside the view: %d machines, afresh %d", len(b.elsewhere), len(o.elsewhere))
+	}
+	if !maps.Equal(b.own, o.own) {
+		return fmt.Sprintf("own copies %v, afresh %v", b.own, o.own)
+	}
+	return ""
+}
+
+func replicaIDs(list []*api.Replica) []string {
+	ids := make([]string, len(list))
+	for i, r := range list {
+		ids[i] = r.ID
+	}
+	return ids
 }

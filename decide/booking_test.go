@@ -13,6 +13,15 @@ import (
 // one thing the booking remembers of a machine that nothing else on it
 // changes with; a booking that kept it would leave the replica pending.
 
+// settle runs passes until one changes nothing the next would see, so
+// that the change a test makes next is the only one.
+func settle(h *decidetest.Harness) {
+	h.T.Helper()
+	for range 3 {
+		h.Pass()
+	}
+}
+
 func assignedTo(plan decide.Plan, replicaID, machine string) bool {
 	for _, a := range plan.Assignments {
 		if a.Replica == replicaID && a.Placement.Machine == machine {
@@ -32,6 +41,7 @@ func TestBookingSeesAMachinesNewLabels(t *testing.T) {
 	if plan := h.Pass(); len(plan.Assignments) != 0 {
 		t.Fatalf("placed on a machine without the label: %+v", plan.Assignments)
 	}
+	settle(h)
 	m.Labels = map[string]string{"disk": "ssd"}
 	if plan := h.Pass(); !assignedTo(plan, "db-0", m.ID) {
 		t.Fatalf("db-0 not placed on the machine that now has its label: %s", decidetest.Describe(plan))
@@ -53,6 +63,7 @@ func TestBookingSeesAResidentsNewLabels(t *testing.T) {
 	if plan := h.Pass(); assignedTo(plan, "web-0", m.ID) {
 		t.Fatalf("web-0 placed beside a tier=db replica: %s", decidetest.Describe(plan))
 	}
+	settle(h)
 	db.Metadata.Labels = map[string]string{"tier": "cache"}
 	if plan := h.Pass(); !assignedTo(plan, "web-0", m.ID) {
 		t.Fatalf("web-0 not placed once its neighbour is no longer tier=db: %s", decidetest.Describe(plan))
@@ -71,6 +82,7 @@ func TestBookingSeesAResidentsNewRequests(t *testing.T) {
 	if plan := h.Pass(); assignedTo(plan, "web-0", m.ID) {
 		t.Fatalf("web-0 placed where it does not fit: %s", decidetest.Describe(plan))
 	}
+	settle(h)
 	smaller := *h.ReplicaByID(big.ID)
 	smaller.Requests.MilliCPU = 200
 	for i, r := range h.Snap.Replicas {
@@ -98,4 +110,68 @@ func TestBookingOutlivesAPlanNotCarriedOut(t *testing.T) {
 	if len(first.Assignments) != 1 || len(again.Assignments) != 1 || first.Assignments[0].Placement.Machine != again.Assignments[0].Placement.Machine {
 		t.Fatalf("decided again, the replica went elsewhere: first %+v, again %+v", first.Assignments, again.Assignments)
 	}
+}
+
+// The booking is checked against a booking made afresh, not only the
+// plan: these change what a resident's rules are built from where no
+// decision of the pass reads it yet.
+
+// A cluster's zones change: its residents' rules name the new ones.
+func TestBookingSeesAClustersNewZones(t *testing.T) {
+	h := decidetest.New(t)
+	c := h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	c.Spec.CapacityGroups[0].Zones = []string{"a"}
+	m := h.Machine("c", "g", "small")
+	h.Service("db", "c", 1, "100m", "64Mi")
+	h.Replica("db", 0, m.ID)
+	settle(h)
+	c.Spec.CapacityGroups[0].Zones = []string{"a", "b"}
+	h.Pass()
+}
+
+// A revision's spec in the memory changes (a test's edit; revisions are
+// named by their spec's hash): the replicas of that revision are booked
+// with its rules.
+func TestBookingSeesARevisionsNewSpec(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	m := h.Machine("c", "g", "small")
+	h.Service("db", "c", 1, "100m", "64Mi")
+	db := h.Replica("db", 0, m.ID)
+	settle(h)
+	key := decide.RevisionKey("db", db.SpecHash)
+	rev, ok := h.Memory.Revisions[key]
+	if !ok {
+		t.Fatalf("no revision %s in the memory: %v", key, h.Memory.Revisions)
+	}
+	rev.Spec.Placement.Priority = 7
+	h.Memory.Revisions[key] = rev
+	h.Pass()
+}
+
+// What changed is noted as the view logs it: a replica's first machine
+// counts (where the last booking has it), and of the memory only the
+// revisions.
+func TestChangesNoteTheFirstMachineAndTheRevisions(t *testing.T) {
+	c := decide.NewChanges()
+	c.Replica("web-0", "m1")
+	c.Replica("web-0", "m2")
+	c.MemoryEntry("revision/" + decide.RevisionKey("web", "abc"))
+	c.MemoryEntry(decide.DeploymentKey("web"))
+	if c.Replicas["web-0"] != "m1" || len(c.Revisions) != 1 || !c.Revisions[decide.RevisionKey("web", "abc")] {
+		t.Fatalf("noted %+v", c)
+	}
+}
+
+// A service becomes a failover group's member (its spec's output, not
+// its revision): its machines are not to be disrupted.
+func TestBookingSeesAServiceJoinAFailoverGroup(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	m := h.Machine("c", "g", "small")
+	db := h.Service("db", "c", 1, "100m", "64Mi")
+	h.Replica("db", 0, m.ID)
+	settle(h)
+	db.Spec.Failover = &api.FailoverMemberSpec{Group: "pg", Home: "primary"}
+	h.Pass()
 }

@@ -49,7 +49,11 @@ type Config struct {
 	// MaxSpreadMoves bounds the replicas moved in one pass to repair a
 	// spread that machine churn left violated.
 	MaxSpreadMoves int
-	Planner        planner.Config
+	// RebookShare: when more than this share of the replicas changed
+	// since the last pass's booking, a pass books every machine afresh,
+	// which is then quicker than finding the ones the changes touched.
+	RebookShare float64
+	Planner     planner.Config
 }
 
 // DefaultConfig returns production defaults.
@@ -59,8 +63,8 @@ func DefaultConfig() Config {
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
 		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, DescribeInterval: 5 * time.Second, ResyncInterval: 5 * time.Minute,
 		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute,
-		MaxSpreadMoves: 1,
-		Planner:        planner.DefaultConfig(),
+		MaxSpreadMoves: 1, RebookShare: 0.25,
+		Planner: planner.DefaultConfig(),
 	}
 }
 

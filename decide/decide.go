@@ -66,7 +66,10 @@ type Pass struct {
 	retiring []*api.Replica
 	// mine are the replicas the pass copied (own) or made.
 	mine map[*api.Replica]bool
-	live int
+	// snapInOrder: the snapshot's replicas are by service and id, as the
+	// store lists them, and every id begins with its service's name.
+	snapInOrder bool
+	live        int
 	// revisionIndex lists the memory's revision keys by service (nil
 	// until revisionKeys builds it).
 	revisionIndex map[string][]string
@@ -117,14 +120,19 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	// The view's snapshot lists them by id already: pdqsort only checks.
 	slices.SortFunc(p.machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
 	p.replicas = make([]*api.Replica, 0, len(snap.Replicas))
-	for _, r := range snap.Replicas {
+	// In the store's order, the lists of both kinds are too.
+	p.snapInOrder = true
+	for i, r := range snap.Replicas {
+		if p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
+			p.snapInOrder = false
+		}
 		if r.RetiringSince != nil {
 			p.retiring = append(p.retiring, r) // read, never changed
 			continue
 		}
 		p.replicas = append(p.replicas, r)
 	}
-	p.index = newReplicaIndex(p.replicas)
+	p.index = indexOf(p.replicas, p.snapInOrder)
 	for _, s := range snap.Services {
 		p.services[s.Metadata.Name] = s
 	}

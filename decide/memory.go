@@ -58,7 +58,10 @@ func PromotionKey(service string) string { return "promote/" + service }
 func DeploymentKey(service string) string { return "deployment/" + service }
 
 // RevisionPrefix is the prefix of a service's revisions in the store.
-func RevisionPrefix(service string) string { return "revision/" + service + "/" }
+func RevisionPrefix(service string) string { return revisionsPrefix + service + "/" }
+
+// revisionsPrefix is the prefix of every revision in the store.
+const revisionsPrefix = "revision/"
 
 // Backoff is a group's launch backoff.
 type Backoff struct {

@@ -28,7 +28,13 @@ func byServiceAndID(a, b *api.Replica) int {
 }
 
 func newReplicaIndex(replicas []*api.Replica) replicaIndex {
-	if slices.IsSortedFunc(replicas, byServiceAndID) && !slices.ContainsFunc(replicas, idOutsideService) {
+	return indexOf(replicas, slices.IsSortedFunc(replicas, byServiceAndID) && !slices.ContainsFunc(replicas, idOutsideService))
+}
+
+// indexOf is the index of replicas, which are by service and id, each id
+// within its service, if inOrder.
+func indexOf(replicas []*api.Replica, inOrder bool) replicaIndex {
+	if inOrder {
 		return replicaIndex{sorted: len(replicas), at: map[string]int{}, ordered: true}
 	}
 	x := replicaIndex{at: make(map[string]int, len(replicas))}

@@ -43,6 +43,9 @@ type Snapshot struct {
 	// Booked is the last pass's Plan.Booked (nil: none), a memo that
 	// spares this pass booking again the machines nothing changed on.
 	Booked *Booking `json:"-"`
+	// Changed is what changed since the snapshot Booked was made from
+	// (nil: not known; Booked is then not used).
+	Changed *Changes `json:"-"`
 }
 
 // ClusterProvider is what a cluster's provider settings give: the

@@ -417,7 +417,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		s.kube = s.cfg.Kubernetes(target.KubernetesHost{Store: s.store, Fenced: s.fenced, Reads: s.kubeReads, Sink: s.statuses,
 			Trigger: func() { s.ctrl.Trigger() }, Interval: cc.Interval}, s.log, s.clock)
 	}
-	s.view = view.New(cc.ViewBatch)
+	s.view = view.New(cc.ViewBatch, cc.ViewChangeLog)
 	s.follower = view.NewFollower(s.view, s.store, s.cfg.View.Resync, s.clock, s.log)
 	s.beats = heartbeat.NewBeats(s.store, s.cfg.HeartbeatFlushInterval, s.clock, s.metrics, s.log)
 	s.ingest = &heartbeat.Ingester{Store: s.store, Follower: s.follower, Secrets: s.secretReader, Sink: s.statuses,

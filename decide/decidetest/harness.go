@@ -53,8 +53,10 @@ type Harness struct {
 	seq   int
 	last  *lastPass
 	// booked is the last pass's booking, handed to the next (as the
-	// controller does).
+	// controller does) with what changed since the objects it was booked
+	// from, frozen.
 	booked *decide.Booking
+	frozen *frozenObjects
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -212,24 +214,29 @@ func (h *Harness) Decide() decide.Plan {
 	return plan
 }
 
-// decideBothWays decides the pass from the last pass's booking, as the
-// controller does, and without it, and fails unless both decide the same:
-// the booking is a memo.
+// decideBothWays decides the pass from the last pass's booking and what
+// changed since, as the controller does, and without it, and fails
+// unless both book and decide the same: the booking is a memo.
 func (h *Harness) decideBothWays() decide.Plan {
 	h.T.Helper()
-	h.Snap.Booked = h.booked
-	plan := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+	h.Snap.Booked, h.Snap.Changed = h.booked, h.frozen.changes(h.T, h.Snap, h.Memory)
+	fromBooking := h.Config
+	fromBooking.RebookShare = 1 // from the booking however much changed, to check it
+	plan := decide.Decide(fromBooking, h.Snap, h.Memory, h.Now)
 	h.Snap.Booked = nil
 	if h.booked != nil {
 		full := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
 		kept, fresh := plan, full
 		kept.Booked, fresh.Booked = nil, nil
+		if diff := plan.Booked.Differs(full.Booked); diff != "" {
+			h.T.Fatalf("at %s a pass booked from the last pass's booking and what changed since otherwise than afresh: %s", h.Now.Format(time.RFC3339Nano), diff)
+		}
 		if !reflect.DeepEqual(kept, fresh) {
 			h.T.Fatalf("at %s a pass from the last pass's booking decided otherwise than one booking afresh:\nfrom the booking: %s\nafresh: %s",
 				h.Now.Format(time.RFC3339Nano), Describe(plan), Describe(full))
 		}
 	}
-	h.booked = plan.Booked
+	h.booked, h.frozen = plan.Booked, freeze(h.T, h.Snap, h.Memory)
 	return plan
 }
 

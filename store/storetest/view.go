@@ -42,7 +42,7 @@ func RunView(t *testing.T, open func(t *testing.T, retention time.Duration) stor
 func testViewFollows(t *testing.T, s store.Store, seed uint64, batch int) int {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, seed))
-	v := view.New(batch)
+	v := view.New(batch, 0)
 	w := &randomWriter{rng: rng, beat: time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)}
 	for round := range 40 {
 		must(t, s.Update(ctx, func(tx store.Tx) error {

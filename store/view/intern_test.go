@@ -36,7 +36,7 @@ func TestViewKeepsOneCopyOfRepeatedStrings(t *testing.T) {
 		}
 	}
 	put("web-0", "web-1")
-	v := view.New(0)
+	v := view.New(0, 0)
 	var snap view.Snapshot
 	sync := func() {
 		t.Helper()

@@ -42,7 +42,7 @@ func TestListReplicasAnswersAsTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	v := view.New(0)
+	v := view.New(0, 0)
 	for round := range 20 {
 		write(50 + rng.IntN(150))
 		if err := st.View(ctx, func(tx store.Tx) error { _, err := v.Follow(tx); return err }); err != nil {

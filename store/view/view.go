@@ -28,6 +28,10 @@ import (
 // DefaultBatch is how many changes one read of the feed takes.
 const DefaultBatch = 1000
 
+// DefaultChangeLog is how many of the changes it applied a view keeps
+// for ChangesSince.
+const DefaultChangeLog = 1 << 16
+
 // View is the copy. Its zero value is not ready: use New.
 type View struct {
 	batch int
@@ -56,6 +60,21 @@ type View struct {
 	dirty  dirtyNames
 	// strings are the strings the replicas and machines share.
 	strings interner
+	// log are the changes applied since logFrom (at most logCap), for
+	// the leader's pass (ChangesSince).
+	log     []Logged
+	logFrom int64
+	logCap  int
+}
+
+// Logged is a change the view applied.
+type Logged struct {
+	Revision int64
+	Kind     string // store.Feed*
+	Name     string
+	// Machine is, for a replica, the machine it was on before the change
+	// ("": none, or new).
+	Machine string
 }
 
 type dirtyNames struct {
@@ -78,13 +97,42 @@ type sortedLists struct {
 	memory   map[string]string
 }
 
-// New returns an empty view that reads batch changes at a time (0:
-// DefaultBatch).
-func New(batch int) *View {
+// New returns an empty view that reads batch changes at a time and
+// keeps the last changeLog it applied (0: DefaultBatch, DefaultChangeLog).
+func New(batch, changeLog int) *View {
 	if batch <= 0 {
 		batch = DefaultBatch
 	}
-	return &View{batch: batch}
+	if changeLog <= 0 {
+		changeLog = DefaultChangeLog
+	}
+	return &View{batch: batch, logCap: changeLog}
+}
+
+// ChangesSince are the changes the view applied after revision from up
+// to revision to, oldest first; false when it does not know them all
+// (it read the whole store since, or has let them go).
+func (v *View) ChangesSince(from, to int64) ([]Logged, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.loaded || from < v.logFrom || to > v.rev || from > to {
+		return nil, false
+	}
+	after := func(rev int64) int {
+		i, _ := slices.BinarySearchFunc(v.log, rev+1, func(l Logged, r int64) int { return cmp.Compare(l.Revision, r) })
+		return i
+	}
+	return slices.Clone(v.log[after(from):after(to)]), true
+}
+
+// logged keeps a change, letting the oldest half go when the log is full.
+func (v *View) logged(l Logged) {
+	if len(v.log) >= v.logCap {
+		drop := len(v.log) - v.logCap/2
+		v.logFrom = v.log[drop-1].Revision
+		v.log = slices.Clone(v.log[drop:])
+	}
+	v.log = append(v.log, l)
 }
 
 // Snapshot is the view at one revision: the store's lists, ordered as
@@ -209,6 +257,7 @@ func (v *View) load(tx store.Tx) error {
 	}
 	v.sorted = sortedLists{clusters: clusters, services: services, groups: groups, machines: machines, replicas: replicas, memory: maps.Clone(v.memory)}
 	v.dirty = dirtyNames{}
+	v.log, v.logFrom = nil, rev
 	v.rev, v.loaded = rev, true
 	v.loads++
 	return nil
@@ -237,6 +286,11 @@ func (v *View) follow(tx store.Tx) error {
 }
 
 func (v *View) apply(c store.Change) error {
+	l := Logged{Revision: c.Revision, Kind: c.Kind, Name: c.Name}
+	if was := v.replicas[c.Name]; c.Kind == store.FeedReplica && was != nil {
+		l.Machine = was.Machine
+	}
+	v.logged(l)
 	var err error
 	switch c.Kind {
 	case store.FeedCluster:
