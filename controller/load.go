@@ -147,13 +147,13 @@ func (c *Controller) changedSince(from, to int64) *decide.Changes {
 	for _, l := range logged {
 		switch l.Kind {
 		case store.FeedReplica:
-			changed.Replica(l.Name, l.Machine)
+			changed.Replica(l.Name, l.Service, l.Machine)
 		case store.FeedService:
 			changed.Services[l.Name] = true
 		case store.FeedCluster:
 			changed.Clusters[l.Name] = true
 		case store.FeedMemory:
-			changed.MemoryEntry(l.Name)
+			changed.Memory[l.Name] = true
 		}
 	}
 	return changed

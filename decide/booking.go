@@ -38,10 +38,15 @@ type Booking struct {
 	elsewhere map[string][]*api.Replica
 	// runs are what each run's rules were built from.
 	runs map[run]runInputs
-	// own are the replicas booked from the pass's own copies, with their
-	// machines: the store may not hold what the pass changed, so the next
-	// pass books them again.
+	// own are the replicas the pass itself changed before it booked
+	// (copied, made, deleted), with the machines they were booked on ("":
+	// none): the store may not hold what the pass did (its act may fail),
+	// so the next pass books them again.
 	own map[string]string
+	// quiet are the services whose steps decided nothing, and secrets the
+	// Secrets' revisions the pass read (quiet.go).
+	quiet   map[string]quietService
+	secrets map[string]string
 }
 
 type bookedMachine struct {
@@ -126,6 +131,17 @@ func (p *Pass) bookReplicas(v *view, lists []machineList) *Booking {
 	if !ordered {
 		return nil
 	}
+	for r := range p.mine {
+		if _, booked := next.own[r.ID]; !booked {
+			next.own[r.ID] = ""
+		}
+	}
+	for id := range p.deleting {
+		if _, booked := next.own[id]; !booked {
+			next.own[id] = ""
+		}
+	}
+	next.quiet, next.secrets = p.quiet, p.snap.SecretRevisions
 	return next
 }
 
@@ -246,7 +262,7 @@ func (b *booker) changedReplicas() map[string]bool {
 // lists each where it is now.
 func (b *booker) place(ids map[string]bool) {
 	for id := range ids {
-		b.touch(b.changed.Replicas[id])
+		b.touch(b.changed.Replicas[id].Machine)
 		b.touch(b.prev.own[id])
 		if was := searchByID(b.p.snap.Replicas, id); was != nil {
 			b.touch(was.Machine)
@@ -273,7 +289,7 @@ func (b *booker) staleServices() []string {
 		}
 		key := RevisionKey(k.service, k.hash)
 		_, revision := b.p.mem.Revisions[key]
-		touched := revision != in.revision || b.changed.Services[k.service] || b.changed.Clusters[k.cluster] || b.changed.Revisions[key]
+		touched := revision != in.revision || b.changed.Services[k.service] || b.changed.Clusters[k.cluster] || b.changed.revision(key)
 		if touched && b.rulesOf(k) != in.rules {
 			seen[k.service] = true
 			stale = append(stale, k.service)

@@ -150,28 +150,14 @@ func TestBookingSeesARevisionsNewSpec(t *testing.T) {
 }
 
 // What changed is noted as the view logs it: a replica's first machine
-// counts (where the last booking has it), and of the memory only the
+// counts (where the last booking has it); the services touched are those
+// of the replicas and of the memory's deployments, promotions and
 // revisions.
-func TestChangesNoteTheFirstMachineAndTheRevisions(t *testing.T) {
+func TestChangesNoteTheFirstMachine(t *testing.T) {
 	c := decide.NewChanges()
-	c.Replica("web-0", "m1")
-	c.Replica("web-0", "m2")
-	c.MemoryEntry("revision/" + decide.RevisionKey("web", "abc"))
-	c.MemoryEntry(decide.DeploymentKey("web"))
-	if c.Replicas["web-0"] != "m1" || len(c.Revisions) != 1 || !c.Revisions[decide.RevisionKey("web", "abc")] {
+	c.Replica("web-0", "web", "m1")
+	c.Replica("web-0", "web", "m2")
+	if c.Replicas["web-0"].Machine != "m1" {
 		t.Fatalf("noted %+v", c)
 	}
-}
-
-// A service becomes a failover group's member (its spec's output, not
-// its revision): its machines are not to be disrupted.
-func TestBookingSeesAServiceJoinAFailoverGroup(t *testing.T) {
-	h := decidetest.New(t)
-	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
-	m := h.Machine("c", "g", "small")
-	db := h.Service("db", "c", 1, "100m", "64Mi")
-	h.Replica("db", 0, m.ID)
-	settle(h)
-	db.Spec.Failover = &api.FailoverMemberSpec{Group: "pg", Home: "primary"}
-	h.Pass()
 }

@@ -5,38 +5,58 @@ import "strings"
 // Changes is what changed in the store between the snapshot the last
 // pass's Booking was made from and this one. The leader reads it from
 // its view's log of the change feed; the decide harness from the objects
-// it handed the last pass. It lets a pass book afresh only the machines
-// a change touched without walking every replica to find them. nil: not
-// known, and the pass books every machine afresh.
+// it handed the last pass. It lets a pass find the machines and services
+// a change touched without walking every replica. nil: not known, and
+// the pass books every machine and steps every service.
 type Changes struct {
-	// Replicas are the replicas made, changed or deleted, each with the
-	// machine it was on in the earlier snapshot ("": none, or new).
-	Replicas map[string]string
+	// Replicas are the replicas made, changed or deleted, by id.
+	Replicas map[string]ReplicaWas
 	// Services and Clusters are those made, changed or deleted.
 	Services map[string]bool
 	Clusters map[string]bool
-	// Revisions are the memory's revisions written or dropped, by
-	// RevisionKey.
-	Revisions map[string]bool
+	// Memory are the memory's entries written or dropped, by their keys
+	// in the store.
+	Memory map[string]bool
+}
+
+// ReplicaWas is what a pass needs to know of a changed replica as it
+// was: its service, and the machine it was on ("": none, or new).
+type ReplicaWas struct {
+	Service string
+	Machine string
 }
 
 // NewChanges is an empty Changes, to note changes in.
 func NewChanges() *Changes {
-	return &Changes{Replicas: map[string]string{}, Services: map[string]bool{}, Clusters: map[string]bool{}, Revisions: map[string]bool{}}
+	return &Changes{Replicas: map[string]ReplicaWas{}, Services: map[string]bool{}, Clusters: map[string]bool{}, Memory: map[string]bool{}}
 }
 
-// Replica notes a replica changed that was on machine before; the first
-// note of a replica counts (the machine it was on at the start).
-func (c *Changes) Replica(id, machine string) {
+// Replica notes a replica of a service changed that was on machine
+// before; the first note of a replica counts (the machine it was on at
+// the start).
+func (c *Changes) Replica(id, service, machine string) {
 	if _, noted := c.Replicas[id]; !noted {
-		c.Replicas[id] = machine
+		c.Replicas[id] = ReplicaWas{Service: service, Machine: machine}
 	}
 }
 
-// MemoryEntry notes a memory entry written or dropped, by its key in the
-// store.
-func (c *Changes) MemoryEntry(key string) {
-	if k, ok := strings.CutPrefix(key, revisionsPrefix); ok {
-		c.Revisions[k] = true
+// revision reports whether the memory's revision of that key changed.
+func (c *Changes) revision(key string) bool { return c.Memory[revisionsPrefix+key] }
+
+// servicesTouched are the services whose replicas or whose memory
+// entries (deployment, promotion, revisions) changed.
+func (c *Changes) servicesTouched() map[string]bool {
+	out := map[string]bool{}
+	for _, was := range c.Replicas {
+		out[was.Service] = true
 	}
+	for key := range c.Memory {
+		section, rest, _ := strings.Cut(key, "/")
+		switch section + "/" {
+		case DeploymentKey(""), PromotionKey(""), revisionsPrefix:
+			service, _, _ := strings.Cut(rest, "/")
+			out[service] = true
+		}
+	}
+	return out
 }

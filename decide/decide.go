@@ -66,6 +66,10 @@ type Pass struct {
 	retiring []*api.Replica
 	// mine are the replicas the pass copied (own) or made.
 	mine map[*api.Replica]bool
+	// in is the memory the pass began with, never changed.
+	in Memory
+	// quiet are the services whose steps decided nothing (quiet.go).
+	quiet map[string]quietService
 	// snapInOrder: the snapshot's replicas are by service and id, as the
 	// store lists them, and every id begins with its service's name.
 	snapInOrder bool
@@ -104,7 +108,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := mem.Clone()
-	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, machineByID: make(map[string]*api.Machine, len(snap.Machines)),
+	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{}, machineByID: make(map[string]*api.Machine, len(snap.Machines)),
 		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}}
 	p.plan.Pending = map[string]string{}
 	// The pass changes its own copies of the machines, in one array.

@@ -2,6 +2,7 @@ package decide_test
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -51,7 +52,11 @@ func incrementalWorld(t *testing.T, seed uint64) *decidetest.Harness {
 	h.Service("web", "c", 3, "300m", "128Mi", func(s *api.ServiceSpec) {
 		s.Update.MinHealthySeconds, s.Update.DrainSeconds = 20, &drain
 	})
-	h.Service("api", "c", 2, "700m", "256Mi", func(s *api.ServiceSpec) { s.Update.ProgressDeadlineSeconds = 120 })
+	h.Service("api", "c", 2, "700m", "256Mi", func(s *api.ServiceSpec) {
+		s.Update.ProgressDeadlineSeconds = 120
+		s.SecretEnv = map[string]api.SecretKeyRef{"TOKEN": {Name: "api-token", Key: "token"}}
+	})
+	h.Snap.SecretRevisions = map[string]string{"api-token": "1"}
 	silent := map[string]bool{}
 	steps := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
 	for i := 0; i < 250; i++ {
@@ -67,7 +72,13 @@ func incrementalWorld(t *testing.T, seed uint64) *decidetest.Harness {
 				fleet.Heartbeat(m, h.Now)
 			}
 		}
-		answer(h, h.Pass())
+		if rng.IntN(10) == 0 { // the act failed: nothing written, the memory as it was
+			before := h.Memory
+			h.Decide()
+			h.Memory = before
+		} else {
+			answer(h, h.Pass())
+		}
 		h.Step(steps[rng.IntN(len(steps))])
 	}
 	return h
@@ -96,7 +107,7 @@ func answer(h *decidetest.Harness, plan decide.Plan) {
 
 // incrementalChange makes one random change, or (most often) none.
 func incrementalChange(h *decidetest.Harness, rng *rand.Rand, silent map[string]bool) {
-	switch rng.IntN(14) {
+	switch rng.IntN(18) {
 	case 0:
 		svc := h.Snap.Services[rng.IntN(len(h.Snap.Services))]
 		c := *svc
@@ -125,6 +136,26 @@ func incrementalChange(h *decidetest.Harness, rng *rand.Rand, silent map[string]
 				}
 			}
 		}
+	case 4: // an operator deletes a replica
+		if n := len(h.Snap.Replicas); n > 0 {
+			i := rng.IntN(n)
+			h.Snap.Replicas = append(h.Snap.Replicas[:i:i], h.Snap.Replicas[i+1:]...)
+		}
+	case 5: // an operator promotes a service's deployment
+		svc := h.Snap.Services[rng.IntN(len(h.Snap.Services))].Metadata.Name
+		h.Memory.Promotions = maps.Clone(h.Memory.Promotions)
+		h.Memory.Promotions[svc] = h.Memory.Deployments[svc].Revision
+	case 6: // a running replica's health check passes or fails
+		if len(h.Snap.Replicas) > 0 {
+			r := h.Snap.Replicas[rng.IntN(len(h.Snap.Replicas))]
+			if r.State == api.ReplicaRunning {
+				c := *r
+				c.Health = []api.Health{api.HealthHealthy, api.HealthUnhealthy}[rng.IntN(2)]
+				*r = c
+			}
+		}
+	case 7: // the Secret a service reads is written again
+		h.Snap.SecretRevisions = map[string]string{"api-token": fmt.Sprint(rng.IntN(3))}
 	}
 }
 

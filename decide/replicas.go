@@ -1,9 +1,10 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -14,20 +15,59 @@ import (
 // syncReplicas keeps every service's replicas in line with its spec: one
 // per index of its current revision, reached through a deployment
 // (deploy.go). Replicas of deleted services go (their agent stops them).
+//
+// A service the last pass found quiet is skipped while nothing its steps
+// read changed (quiet.go).
 func (p *Pass) syncReplicas() {
-	services := make([]*api.Service, 0, len(p.snap.Services))
-	services = append(services, p.snap.Services...)
-	sort.Slice(services, func(i, j int) bool { return services[i].Metadata.Name < services[j].Metadata.Name })
-	byService := groupByService(p.replicas)
-	for _, svc := range services {
-		p.deployService(svc, byService[svc.Metadata.Name])
+	services := p.snap.Services
+	byName := func(a, b *api.Service) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) }
+	if !slices.IsSortedFunc(services, byName) {
+		services = slices.SortedFunc(slices.Values(services), byName)
 	}
-	for _, r := range p.replicas {
+	busy := p.busyServices()
+	skip := p.quietServices(busy)
+	var groups map[string][]*api.Replica
+	for _, svc := range services {
+		name := svc.Metadata.Name
+		if q, ok := skip[name]; ok {
+			if !q.wake.IsZero() {
+				p.plan.Wake.at(q.wake)
+			}
+			p.quiet[name] = q
+			continue
+		}
+		p.stepService(svc, p.replicasOf(name, &groups), busy[name])
+	}
+	p.deleteOrphans()
+	p.dropDeleted()
+}
+
+// deleteOrphans deletes the replicas of deleted services. In the
+// store's order the replicas of a service are a run, skipped by a binary
+// search.
+func (p *Pass) deleteOrphans() {
+	sorted := 0
+	if p.index.ordered {
+		sorted = p.index.sorted
+	}
+	for i := 0; i < sorted; {
+		run := p.replicas[i:sorted]
+		service := run[0].Service
+		n, _ := slices.BinarySearchFunc(run, service, func(r *api.Replica, s string) int {
+			return cmp.Or(strings.Compare(r.Service, s), -1) // ends at the first of a later service
+		})
+		if p.services[service] == nil {
+			for _, r := range run[:n] {
+				p.deleteReplica(r, "service "+r.Service+" was deleted")
+			}
+		}
+		i += n
+	}
+	for _, r := range p.replicas[sorted:] {
 		if p.services[r.Service] == nil {
 			p.deleteReplica(r, "service "+r.Service+" was deleted")
 		}
 	}
-	p.dropDeleted()
 }
 
 // groupByService groups replicas by service. They come in the store's

@@ -12,32 +12,33 @@ import (
 // finds what changed (decide.Changes, as a server's view logs it) by
 // comparing them with their encodings.
 type frozenObjects struct {
-	replicas  map[string]frozenReplica
-	services  map[string]string
-	clusters  map[string]string
-	revisions map[string]string
+	replicas map[string]frozenReplica
+	services map[string]string
+	clusters map[string]string
+	memory   map[string]string
 }
 
 type frozenReplica struct {
 	encoded string
-	machine string
+	was     decide.ReplicaWas
 }
 
 func freeze(t testing.TB, snap *decide.Snapshot, mem decide.Memory) *frozenObjects {
 	t.Helper()
+	entries, err := mem.Entries()
+	if err != nil {
+		t.Fatalf("encoding the memory: %v", err)
+	}
 	f := &frozenObjects{replicas: make(map[string]frozenReplica, len(snap.Replicas)), services: map[string]string{},
-		clusters: map[string]string{}, revisions: map[string]string{}}
+		clusters: map[string]string{}, memory: entries}
 	for _, r := range snap.Replicas {
-		f.replicas[r.ID] = frozenReplica{encoded: encode(t, r), machine: r.Machine}
+		f.replicas[r.ID] = frozenReplica{encoded: encode(t, r), was: decide.ReplicaWas{Service: r.Service, Machine: r.Machine}}
 	}
 	for _, s := range snap.Services {
 		f.services[s.Metadata.Name] = encode(t, s)
 	}
 	for name, c := range snap.Clusters {
 		f.clusters[name] = encode(t, c)
-	}
-	for key, rev := range mem.Revisions {
-		f.revisions[key] = encode(t, rev)
 	}
 	return f
 }
@@ -57,16 +58,16 @@ func (f *frozenObjects) changes(t testing.TB, snap *decide.Snapshot, mem decide.
 		return nil
 	}
 	now := freeze(t, snap, mem)
-	c := &decide.Changes{Replicas: map[string]string{}, Services: changedKeys(f.services, now.services),
-		Clusters: changedKeys(f.clusters, now.clusters), Revisions: changedKeys(f.revisions, now.revisions)}
+	c := &decide.Changes{Replicas: map[string]decide.ReplicaWas{}, Services: changedKeys(f.services, now.services),
+		Clusters: changedKeys(f.clusters, now.clusters), Memory: changedKeys(f.memory, now.memory)}
 	for id, was := range f.replicas {
 		if is, ok := now.replicas[id]; !ok || is.encoded != was.encoded {
-			c.Replicas[id] = was.machine
+			c.Replicas[id] = was.was
 		}
 	}
-	for id := range now.replicas {
+	for id, is := range now.replicas {
 		if _, ok := f.replicas[id]; !ok {
-			c.Replicas[id] = ""
+			c.Replicas[id] = decide.ReplicaWas{Service: is.was.Service}
 		}
 	}
 	return c

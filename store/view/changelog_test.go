@@ -43,7 +43,7 @@ func TestViewLogsTheChangesItApplied(t *testing.T) {
 	put(&api.Replica{ID: "web-1", Service: "web"})
 	now := follow()
 	got, ok := v.ChangesSince(loaded, now)
-	if !ok || fmt.Sprint(got) != fmt.Sprintf("[{%d Replica web-0 m1} {%d Replica web-1 }]", loaded+1, loaded+2) {
+	if !ok || fmt.Sprint(got) != fmt.Sprintf("[{%d Replica web-0 web m1} {%d Replica web-1 web }]", loaded+1, loaded+2) {
 		t.Fatalf("changes since the load: %v, %v", got, ok)
 	}
 	if got, ok := v.ChangesSince(loaded+1, now); !ok || len(got) != 1 || got[0].Name != "web-1" {

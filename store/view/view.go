@@ -72,8 +72,9 @@ type Logged struct {
 	Revision int64
 	Kind     string // store.Feed*
 	Name     string
-	// Machine is, for a replica, the machine it was on before the change
-	// ("": none, or new).
+	// Service and Machine are, for a replica, its service and the machine
+	// it was on before the change ("": none, or new).
+	Service string
 	Machine string
 }
 
@@ -286,11 +287,8 @@ func (v *View) follow(tx store.Tx) error {
 }
 
 func (v *View) apply(c store.Change) error {
-	l := Logged{Revision: c.Revision, Kind: c.Kind, Name: c.Name}
-	if was := v.replicas[c.Name]; c.Kind == store.FeedReplica && was != nil {
-		l.Machine = was.Machine
-	}
-	v.logged(l)
+	was := v.replicas[c.Name]
+	defer func() { v.logged(logEntry(c, was, v.replicas)) }()
 	var err error
 	switch c.Kind {
 	case store.FeedCluster:
@@ -328,6 +326,21 @@ func (v *View) apply(c store.Change) error {
 		return fmt.Errorf("view: change %d (%s %s): %w", c.Revision, c.Kind, c.Name, err)
 	}
 	return nil
+}
+
+// logEntry is how the log keeps a change: for a replica, its service
+// and the machine it was on (was, before the change; replicas, after it,
+// to find the service of one made).
+func logEntry(c store.Change, was *api.Replica, replicas map[string]*api.Replica) Logged {
+	l := Logged{Revision: c.Revision, Kind: c.Kind, Name: c.Name}
+	switch {
+	case c.Kind != store.FeedReplica:
+	case was != nil:
+		l.Service, l.Machine = was.Service, was.Machine
+	case replicas[c.Name] != nil:
+		l.Service = replicas[c.Name].Service
+	}
+	return l
 }
 
 // put replaces (or removes) the object a change names; keep says whether
