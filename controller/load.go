@@ -37,6 +37,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		}
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
 		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
+		snap.InStoreOrder = objects.InStoreOrder
 		if snap.SecretRevisions, err = secretRevisions(tx); err != nil {
 			return err
 		}

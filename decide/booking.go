@@ -141,7 +141,7 @@ func (p *Pass) bookReplicas(v *view, lists []machineList) *Booking {
 			next.own[id] = ""
 		}
 	}
-	next.quiet, next.secrets = p.quiet, p.snap.SecretRevisions
+	next.quiet, next.secrets = p.quiet, maps.Clone(p.snap.SecretRevisions)
 	return next
 }
 

@@ -126,8 +126,9 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p.replicas = make([]*api.Replica, 0, len(snap.Replicas))
 	// In the store's order, the lists of both kinds are too.
 	p.snapInOrder = true
+	check := !snap.InStoreOrder
 	for i, r := range snap.Replicas {
-		if p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
+		if check && p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
 			p.snapInOrder = false
 		}
 		if r.RetiringSince != nil {

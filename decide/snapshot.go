@@ -18,6 +18,11 @@ type Snapshot struct {
 	// Machines are the live machines; Replicas all replicas.
 	Machines []*api.Machine
 	Replicas []*api.Replica
+	// InStoreOrder: the caller vouches that Replicas are as the store
+	// lists them, by service and id, each id its service's name, a dash
+	// and more (replica.ID), as a server's view hands them out; the pass
+	// then does not check it (a walk of every replica). Unset, it checks.
+	InStoreOrder bool
 	// Catalogs are what each cluster's provider settings offer, by cluster.
 	Catalogs map[string]ClusterProvider
 	// Providers describes each provider by name.

@@ -63,3 +63,35 @@ func TestViewLogsTheChangesItApplied(t *testing.T) {
 		t.Fatalf("the last two changes: %v, %v", got, ok)
 	}
 }
+
+// The view vouches for the replicas' order only while every id begins
+// with its service's name and a dash: a pass searches them by that.
+func TestViewVouchesForTheOrderOfServiceIDs(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.DefaultConfig(filepath.Join(t.TempDir(), "db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	v := view.New(0, 0)
+	inOrder := func(write func(tx store.Tx) error) bool {
+		t.Helper()
+		var snap view.Snapshot
+		if err := st.Update(ctx, write); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.View(ctx, func(tx store.Tx) (err error) { snap, err = v.Sync(tx); return }); err != nil {
+			t.Fatal(err)
+		}
+		return snap.InStoreOrder
+	}
+	if !inOrder(func(tx store.Tx) error { return tx.PutReplica(&api.Replica{ID: "web-0", Service: "web"}) }) {
+		t.Fatal("web-0 of web: not vouched for")
+	}
+	if inOrder(func(tx store.Tx) error { return tx.PutReplica(&api.Replica{ID: "web", Service: "web"}) }) {
+		t.Fatal("an id without its service's name and a dash: vouched for")
+	}
+	if !inOrder(func(tx store.Tx) error { return tx.DeleteReplica("web") }) {
+		t.Fatal("the odd id deleted: not vouched for")
+	}
+}

@@ -60,6 +60,9 @@ type View struct {
 	dirty  dirtyNames
 	// strings are the strings the replicas and machines share.
 	strings interner
+	// oddIDs counts the replicas whose ids do not begin with their
+	// service's name and a dash (replica.ID makes none).
+	oddIDs int
 	// log are the changes applied since logFrom (at most logCap), for
 	// the leader's pass (ChangesSince).
 	log     []Logged
@@ -149,6 +152,10 @@ type Snapshot struct {
 	Machines []*api.Machine
 	Replicas []*api.Replica
 	Memory   map[string]string
+	// InStoreOrder: every replica's id begins with its service's name and
+	// a dash, so the replicas' order (by service and id) is the one a
+	// pass searches them in.
+	InStoreOrder bool
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
@@ -250,6 +257,10 @@ func (v *View) load(tx store.Tx) error {
 		v.strings.replica(r)
 	}
 	v.strings.base = len(v.strings.strs)
+	v.oddIDs = 0
+	for _, r := range replicas {
+		v.oddIDs += oddID(r)
+	}
 	v.work = newWorkIndex(replicas)
 	v.byCluster = newClusterIndex(replicas, machines)
 	v.memory = maps.Clone(memory)
@@ -309,7 +320,9 @@ func (v *View) apply(c store.Change) error {
 	case store.FeedReplica:
 		v.work.remove(v.replicas[c.Name])
 		v.byCluster.removeReplica(v.replicas[c.Name])
+		v.oddIDs -= oddID(v.replicas[c.Name])
 		err = put(v.replicas, c, func(*api.Replica) bool { return true })
+		v.oddIDs += oddID(v.replicas[c.Name])
 		v.strings.replica(v.replicas[c.Name])
 		v.work.add(v.replicas[c.Name])
 		v.byCluster.addReplica(v.replicas[c.Name])
@@ -375,7 +388,19 @@ func (v *View) snapshot() Snapshot {
 		s.memory = maps.Clone(v.memory)
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
-		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory}
+		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.oddIDs == 0}
+}
+
+// oddID is 1 for a replica whose id does not begin with its service's
+// name and a dash, else 0 (and for none).
+func oddID(r *api.Replica) int {
+	if r == nil {
+		return 0
+	}
+	if n := len(r.Service); len(r.ID) <= n || r.ID[n] != '-' || r.ID[:n] != r.Service {
+		return 1
+	}
+	return 0
 }
 
 // resorted is the sorted list of objects after the named ones changed:
