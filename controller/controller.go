@@ -251,7 +251,9 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 		c.Metrics.Passed(metrics.PassSkipped)
 		return decide.Plan{}, nil
 	}
-	snap.Booked, snap.Changed = c.booked, c.changedSince(c.bookedAt, revision)
+	if !asleep { // the safety net decides without the memos too
+		snap.Booked, snap.Changed = c.booked, c.changedSince(c.bookedAt, revision)
+	}
 	plan = c.decide(ctx, snap, mem)
 	c.quiet, c.lastDecided, c.booked, c.bookedAt = nil, now, plan.Booked, revision
 	c.checkSafetyNet(asleep, snap, mem, &plan)
