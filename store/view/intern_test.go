@@ -2,13 +2,11 @@ package view_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"unsafe"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/gantry-dev/gantry/store/view"
 )
 
@@ -17,11 +15,7 @@ import (
 // cluster, revision and machine), and so does the machine they run on.
 func TestViewKeepsOneCopyOfRepeatedStrings(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.DefaultConfig(filepath.Join(t.TempDir(), "db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	put := func(ids ...string) {
 		t.Helper()
 		if err := st.Update(ctx, func(tx store.Tx) error {
@@ -40,7 +34,7 @@ func TestViewKeepsOneCopyOfRepeatedStrings(t *testing.T) {
 	var snap view.Snapshot
 	sync := func() {
 		t.Helper()
-		if err := st.View(ctx, func(tx store.Tx) error { snap, err = v.Sync(tx); return err }); err != nil {
+		if err := st.View(ctx, func(tx store.Tx) (err error) { snap, err = v.Sync(tx); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}

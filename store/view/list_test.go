@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/gantry-dev/gantry/store/view"
 )
 
@@ -18,11 +16,7 @@ import (
 // keys to list after, offsets, limits and counts.
 func TestListReplicasAnswersAsTheStore(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.DefaultConfig(filepath.Join(t.TempDir(), "db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openStore(t)
 	rng := rand.New(rand.NewPCG(31, 7))
 	pick := func(prefix string, n int) string { return fmt.Sprintf("%s%d", prefix, rng.IntN(n)) }
 	write := func(n int) {
