@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +123,10 @@ func sameWork(t *testing.T, tx store.Tx, v *view.View, machines []*api.Machine) 
 		if !ok {
 			t.Fatalf("the view has no work of live machine %s", m.ID)
 		}
+		// The store's MachineWork lists in no order; the view's by id.
+		byID := func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) }
+		slices.SortFunc(on, byID)
+		slices.SortFunc(leaving, byID)
 		if g, s := fmt.Sprint(replicaIDs(w.On), replicaIDs(w.Leaving)), fmt.Sprint(replicaIDs(on), replicaIDs(leaving)); g != s {
 			t.Fatalf("machine %s: the view's replicas on it and leaving it %s, the store's %s", m.ID, g, s)
 		}
@@ -139,6 +145,7 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Machines, errs[3] = tx.ListMachines(store.MachineFilter{LiveOnly: true})
 	s.Replicas, errs[4] = tx.ListReplicas(store.ReplicaFilter{})
 	s.Memory, errs[5] = tx.ListMemory()
+	s.InStoreOrder = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return !strings.HasPrefix(r.ID, r.Service+"-") })
 	return s, errors.Join(errs[:]...)
 }
 
@@ -159,6 +166,16 @@ type randomWriter struct {
 	rng      *rand.Rand
 	machines int
 	beat     time.Time
+}
+
+// replicaID is the id of a replica of service sN: now and then one that
+// does not begin with its service's name (the view then no longer
+// vouches for the replicas' order).
+func (w *randomWriter) replicaID(n string) string {
+	if w.rng.IntN(8) == 0 {
+		return "odd" + n
+	}
+	return "s" + n + "-" + fmt.Sprint(w.rng.IntN(4))
 }
 
 func (w *randomWriter) write(tx store.Tx) error {
@@ -189,7 +206,7 @@ func (w *randomWriter) write(tx store.Tx) error {
 	case 6:
 		// A replica written again may move to another cluster: the
 		// view's index by cluster must follow.
-		r := &api.Replica{ID: "s" + n + "-" + fmt.Sprint(w.rng.IntN(4)), Service: "s" + n, Cluster: fmt.Sprintf("c%d", w.rng.IntN(3)),
+		r := &api.Replica{ID: w.replicaID(n), Service: "s" + n, Cluster: fmt.Sprintf("c%d", w.rng.IntN(3)),
 			State: []api.ReplicaState{api.ReplicaPending, api.ReplicaRunning}[w.rng.IntN(2)]}
 		if w.machines > 0 && r.State == api.ReplicaRunning {
 			r.Machine = fmt.Sprintf("m%03d", 1+w.rng.IntN(w.machines))
@@ -199,7 +216,7 @@ func (w *randomWriter) write(tx store.Tx) error {
 		}
 		return tx.PutReplica(r)
 	case 7:
-		return tx.DeleteReplica("s" + n + "-" + fmt.Sprint(w.rng.IntN(4)))
+		return tx.DeleteReplica(w.replicaID(n))
 	case 8:
 		// A heartbeat: not in the feed, and in the view all the same.
 		w.beat = w.beat.Add(time.Duration(1+w.rng.IntN(5)) * time.Second)
