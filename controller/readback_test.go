@@ -3,12 +3,11 @@ package controller
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 )
 
 // countingTx counts the replica and machine reads that reach the store.
@@ -31,12 +30,8 @@ func (c *countingTx) GetMachine(id string) (*api.Machine, error) {
 // every read is a copy of the object as written: changing it changes
 // nothing kept.
 func TestActReadsBackWhatItWroteFromMemory(t *testing.T) {
-	db, err := sqlite.Open(context.Background(), sqlite.DefaultConfig(filepath.Join(t.TempDir(), "gantry.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(context.Background(), func(tx store.Tx) error {
+	db := sqlitetest.Open(t)
+	err := db.Update(context.Background(), func(tx store.Tx) error {
 		counted := &countingTx{Tx: tx}
 		rb := newReadBack(counted)
 		if err := rb.CreateMachine(&api.Machine{ID: "m1", Cluster: "dev", FleetState: api.FleetReady}); err != nil {

@@ -2,24 +2,19 @@ package fleet
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 )
 
 // An intent whose random id is taken never overwrites the machine that has
 // it: it is recorded under another id (defect: two agents took one
 // machine's credential from each other in turn).
 func TestIntentWithATakenIDDrawsAnother(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), sqlite.DefaultConfig(filepath.Join(t.TempDir(), "db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := sqlitetest.Open(t)
 	now := time.Now()
 	cl := &api.Cluster{Metadata: api.ObjectMeta{Name: "c"}, Spec: api.ClusterSpec{ContainerCIDR: "10.244.0.0/16",
 		CapacityGroups: []api.CapacityGroup{{GroupID: "g", MaxSize: 3}}}}
@@ -28,6 +23,7 @@ func TestIntentWithATakenIDDrawsAnother(t *testing.T) {
 	ids := []string{"c-g-taken", "c-g-fresh"}
 	next := func(string, string) string { id := ids[0]; ids = ids[1:]; return id }
 	var m *api.Machine
+	var err error
 	err = st.Update(context.Background(), func(tx store.Tx) error {
 		if err := tx.CreateMachine(live); err != nil {
 			return err

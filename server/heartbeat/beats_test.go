@@ -3,13 +3,12 @@ package heartbeat
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 	"k8s.io/utils/clock"
 )
 
@@ -18,15 +17,7 @@ type countedFlushes struct{ machines []int }
 func (c *countedFlushes) FlushTook(float64)              {}
 func (c *countedFlushes) HeartbeatsFlushed(machines int) { c.machines = append(c.machines, machines) }
 
-func openStore(t *testing.T) store.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.DefaultConfig(filepath.Join(t.TempDir(), "gantry.db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
+func openStore(t *testing.T) store.Store { return sqlitetest.Open(t) }
 
 // A machine's newest heartbeat is kept until flushed; reads of machines
 // see it meanwhile; a flush that fails keeps the batch for the next, and

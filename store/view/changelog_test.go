@@ -3,32 +3,20 @@ package view_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 	"github.com/gantry-dev/gantry/store/view"
 )
-
-// openStore is an empty SQLite store, closed when the test ends.
-func openStore(t *testing.T) *sqlite.Store {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.DefaultConfig(filepath.Join(t.TempDir(), "db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
 
 // The view logs the changes it applies: for a replica, the machine it
 // was on before. It answers for the revisions it logged, and says it
 // does not know once it let them go (a log of four keeps two when full).
 func TestViewLogsTheChangesItApplied(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t)
 	put := func(r *api.Replica) {
 		t.Helper()
 		if err := st.Update(ctx, func(tx store.Tx) error { return tx.PutReplica(r) }); err != nil {
@@ -75,7 +63,7 @@ func TestViewLogsTheChangesItApplied(t *testing.T) {
 // with its service's name and a dash: a pass searches them by that.
 func TestViewVouchesForTheOrderOfServiceIDs(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t)
 	v := view.New(0, 0)
 	inOrder := func(write func(tx store.Tx) error) bool {
 		t.Helper()

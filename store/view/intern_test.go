@@ -7,6 +7,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 	"github.com/gantry-dev/gantry/store/view"
 )
 
@@ -15,7 +16,7 @@ import (
 // cluster, revision and machine), and so does the machine they run on.
 func TestViewKeepsOneCopyOfRepeatedStrings(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t)
 	put := func(ids ...string) {
 		t.Helper()
 		if err := st.Update(ctx, func(tx store.Tx) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 	"github.com/gantry-dev/gantry/store/view"
 )
 
@@ -16,7 +17,7 @@ import (
 // keys to list after, offsets, limits and counts.
 func TestListReplicasAnswersAsTheStore(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st := sqlitetest.Open(t)
 	rng := rand.New(rand.NewPCG(31, 7))
 	pick := func(prefix string, n int) string { return fmt.Sprintf("%s%d", prefix, rng.IntN(n)) }
 	write := func(n int) {

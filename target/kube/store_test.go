@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/replica/ingest"
 	"github.com/gantry-dev/gantry/store"
-	"github.com/gantry-dev/gantry/store/sqlite"
+	"github.com/gantry-dev/gantry/store/sqlite/sqlitetest"
 	"github.com/gantry-dev/gantry/target"
 )
 
@@ -23,15 +22,11 @@ import (
 // of batch placed as Pods, one of web not placed yet, one on a machine.
 func storeWith(t *testing.T) store.Store {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.DefaultConfig(filepath.Join(t.TempDir(), "db")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := sqlitetest.Open(t)
 	web := &api.Service{Metadata: api.ObjectMeta{Name: "web", Labels: map[string]string{"tier": "front"}}, Spec: api.ServiceSpec{Cluster: "k",
 		Image: "nginx", Ports: []api.Port{{Name: "http", ContainerPort: 80}}, SecretEnv: map[string]api.SecretKeyRef{"TOKEN": {Name: "creds", Key: "token"}}}}
 	batch := &api.Service{Metadata: api.ObjectMeta{Name: "batch"}, Spec: api.ServiceSpec{Cluster: "k", Image: "busybox"}}
-	err = st.Update(context.Background(), func(tx store.Tx) error {
+	err := st.Update(context.Background(), func(tx store.Tx) error {
 		for _, cl := range []*api.Cluster{
 			{Metadata: api.ObjectMeta{Name: "k"}, Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: api.ProviderKubernetes, Config: map[string]string{"namespace": "apps"}}}},
 			{Metadata: api.ObjectMeta{Name: "m"}, Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "local"}}},
