@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/replica"
 )
 
 // replicaIndex finds a pass's replicas by id. The store lists replicas by
@@ -46,10 +47,7 @@ func indexOf(replicas []*api.Replica, inOrder bool) replicaIndex {
 
 // idOutsideService: r's id does not begin with its service's name and a
 // dash.
-func idOutsideService(r *api.Replica) bool {
-	n := len(r.Service)
-	return len(r.ID) <= n || r.ID[n] != '-' || r.ID[:n] != r.Service
-}
+func idOutsideService(r *api.Replica) bool { return !replica.NamedInService(r) }
 
 // find is the position of the replica of that id.
 func (x *replicaIndex) find(replicas []*api.Replica, id string) (int, bool) {

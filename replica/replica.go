@@ -71,6 +71,14 @@ func Retire(r *api.Replica, why string, now time.Time) bool {
 // ID names the i-th replica of a service.
 func ID(service string, i int) string { return fmt.Sprintf("%s-%d", service, i) }
 
+// NamedInService: r's id begins with its service's name and a dash, as
+// every id ID makes does; the store's order (by service and id) is then
+// one a replica is found in by its id alone.
+func NamedInService(r *api.Replica) bool {
+	n := len(r.Service)
+	return len(r.ID) > n && r.ID[n] == '-' && r.ID[:n] == r.Service
+}
+
 // ToPending sends a replica back to the scheduler: nothing of its old
 // placement stays (machine, GPUs, runtime class, ports, address, health).
 // A copy still running on a machine it was moving off stays there until

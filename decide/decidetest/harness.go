@@ -247,8 +247,10 @@ func (h *Harness) inStoreOrder() {
 	slices.SortStableFunc(h.Snap.Replicas, func(a, b *api.Replica) int {
 		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
 	})
-	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return !strings.HasPrefix(r.ID, r.Service+"-") })
+	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
 }
+
+func outsideService(r *api.Replica) bool { return !replica.NamedInService(r) }
 
 // Pass decides, then applies the plan.
 func (h *Harness) Pass() decide.Plan {

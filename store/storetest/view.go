@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/view"
 )
@@ -145,7 +146,7 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Machines, errs[3] = tx.ListMachines(store.MachineFilter{LiveOnly: true})
 	s.Replicas, errs[4] = tx.ListReplicas(store.ReplicaFilter{})
 	s.Memory, errs[5] = tx.ListMemory()
-	s.InStoreOrder = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return !strings.HasPrefix(r.ID, r.Service+"-") })
+	s.InStoreOrder = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
 	return s, errors.Join(errs[:]...)
 }
 

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -394,13 +395,10 @@ func (v *View) snapshot() Snapshot {
 // oddID is 1 for a replica whose id does not begin with its service's
 // name and a dash, else 0 (and for none).
 func oddID(r *api.Replica) int {
-	if r == nil {
+	if r == nil || replica.NamedInService(r) {
 		return 0
 	}
-	if n := len(r.Service); len(r.ID) <= n || r.ID[n] != '-' || r.ID[:n] != r.Service {
-		return 1
-	}
-	return 0
+	return 1
 }
 
 // resorted is the sorted list of objects after the named ones changed:
