@@ -126,6 +126,9 @@ type Controller struct {
 	// memory decodes the memory's entries for the passes, each once (the
 	// pass goroutine's alone).
 	memory decide.MemoryDecoder
+	// pending are the replicas on no machine by cluster, as the last
+	// pass read them (the pass goroutine's alone).
+	pending map[string]int
 }
 
 // New returns a controller.
@@ -260,7 +263,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	c.mu.Lock()
 	c.live = plan.LiveMachines
 	c.mu.Unlock()
-	c.Metrics.SetFleet(fleetCounts(snap))
+	c.Metrics.SetFleet(fleetCounts(snap, c.pending))
 	actCtx, actSpan := c.tracer().Start(ctx, "gantry.act")
 	err = c.act(actCtx, snap, mem, plan)
 	endSpan(actSpan, err)

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
@@ -37,7 +38,10 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		}
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
 		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
-		snap.InStoreOrder = objects.InStoreOrder
+		snap.InStoreOrder, snap.NoneRetiring = objects.InStoreOrder, objects.NoneRetiring
+		if take {
+			c.pending = objects.Pending
+		}
 		if snap.SecretRevisions, err = secretRevisions(tx); err != nil {
 			return err
 		}
@@ -100,8 +104,9 @@ func providerInfos(reg *registry.Registry) map[string]decide.ProviderInfo {
 	return infos
 }
 
-// fleetCounts are the gauges' values: machines by state, pending replicas.
-func fleetCounts(s *decide.Snapshot) ([]metrics.MachineCount, map[string]int) {
+// fleetCounts are the gauges' values: machines by state, pending replicas
+// (counted by the view, by cluster).
+func fleetCounts(s *decide.Snapshot, pendingByCluster map[string]int) ([]metrics.MachineCount, map[string]int) {
 	byKey := map[[3]string]int{}
 	for _, m := range s.Machines {
 		byKey[[3]string{m.Cluster, string(m.JoinState), string(m.FleetState)}]++
@@ -114,11 +119,7 @@ func fleetCounts(s *decide.Snapshot) ([]metrics.MachineCount, map[string]int) {
 	for name := range s.Clusters {
 		pending[name] = 0
 	}
-	for _, r := range s.Replicas {
-		if r.Machine == "" {
-			pending[r.Cluster]++
-		}
-	}
+	maps.Copy(pending, pendingByCluster)
 	return counts, pending
 }
 

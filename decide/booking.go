@@ -29,9 +29,8 @@ import (
 // before they change them (scheduler.Machine.Share).
 type Booking struct {
 	// machines are the view's machines as booked (none the pass
-	// launched), byID their positions.
+	// launched), by id.
 	machines []bookedMachine
-	byID     map[string]int32
 	// elsewhere are the running replicas on machines outside the view
 	// (draining, stopped, lost, of another target), by machine: booked
 	// when their machine comes into it.
@@ -84,14 +83,14 @@ const (
 // booker books the running replicas on a view's machines, from the last
 // pass's Booking where it can.
 type booker struct {
-	p     *Pass
-	v     *view
-	lists []machineList
+	p       *Pass
+	v       *view
+	lists   []machineList
+	sources []source
 	// prev and changed are the last booking and what changed since (nil:
 	// book every machine afresh).
 	prev    *Booking
 	changed *Changes
-	viewAt  map[string]int32 // position in v.byID, by machine id
 	reused  []int32          // prev's machine each of v.byID's is taken from (-1: none)
 	fresh   [][]*api.Replica // of v.byID: the replicas to book afresh
 	dirty   []bool           // of v.byID: booked afresh
@@ -106,14 +105,13 @@ type booker struct {
 // bookReplicas books every running replica on its machine of the view,
 // and returns the Booking to hand to the next pass (nil when the pass's
 // replicas are not in the store's order).
-func (p *Pass) bookReplicas(v *view, lists []machineList) *Booking {
+func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Booking {
 	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine)
 	n := len(v.byID)
-	b := &booker{p: p, v: v, lists: lists, viewAt: make(map[string]int32, n), reused: make([]int32, n), fresh: make([][]*api.Replica, n),
+	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: make([]int32, n), fresh: make([][]*api.Replica, n),
 		dirty: make([]bool, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
-		next: &Booking{machines: make([]bookedMachine, 0, n), byID: make(map[string]int32, n), own: map[string]string{}}}
-	for i, pm := range v.byID {
-		b.viewAt[pm.ID] = int32(i)
+		next: &Booking{machines: make([]bookedMachine, 0, n), own: map[string]string{}}}
+	for i := range b.reused {
 		b.reused[i] = -1
 	}
 	if ordered && p.snap.Booked != nil && p.snap.Changed != nil {
@@ -153,13 +151,17 @@ func (b *booker) collectAll() {
 	b.next.runs = map[run]runInputs{}
 	b.next.elsewhere = map[string][]*api.Replica{}
 	running := [][]*api.Replica{b.p.replicas, b.p.retiring} // retiring ones run until drained
+	viewAt := make(map[string]int32, len(b.v.byID))
+	for i, id := range b.v.ids {
+		viewAt[id] = int32(i)
+	}
 	at := make([][]int32, len(running))
 	counts := make([]int32, len(b.v.byID))
 	for l, list := range running {
 		at[l] = make([]int32, len(list))
 		for k, r := range list {
 			at[l][k] = -1
-			if i, ok := b.viewAt[r.Machine]; ok && r.Machine != "" {
+			if i, ok := viewAt[r.Machine]; ok && r.Machine != "" {
 				at[l][k] = i
 				counts[i]++
 			}
@@ -189,22 +191,26 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	prev := b.prev
 	base := make([][]*api.Replica, len(b.v.byID))
 	seen := make([]bool, len(prev.machines))
-	for i, pm := range b.v.byID {
-		j, ok := prev.byID[pm.ID]
-		if !ok {
-			base[i], b.dirty[i] = prev.elsewhere[pm.ID], true
+	walk := 0 // both lists are by id: a merge, not lookups
+	for i, id := range b.v.ids {
+		for walk < len(prev.machines) && prev.machines[walk].pm.ID < id {
+			walk++
+		}
+		j := walk
+		if i >= b.v.sorted || j == len(prev.machines) || prev.machines[j].pm.ID != id {
+			base[i], b.dirty[i] = prev.elsewhere[id], true
 			continue
 		}
 		seen[j], base[i] = true, prev.machines[j].replicas
-		if sameMachine(pm, b.lists[i], &prev.machines[j]) {
-			b.reused[i] = j
+		if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
+			b.reused[i] = int32(j)
 		} else {
 			b.dirty[i] = true
 		}
 	}
 	b.next.elsewhere = make(map[string][]*api.Replica, len(prev.elsewhere))
 	for id, list := range prev.elsewhere {
-		if _, in := b.viewAt[id]; !in {
+		if _, in := b.v.position(id); !in {
 			b.next.elsewhere[id] = list
 		}
 	}
@@ -214,9 +220,9 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		}
 	}
 	b.place(ids)
-	for i, pm := range b.v.byID {
+	for i, id := range b.v.ids {
 		if b.dirty[i] {
-			b.fresh[i] = rebooked(base[i], ids, b.incoming[pm.ID])
+			b.fresh[i] = rebooked(base[i], ids, b.incoming[id])
 		}
 	}
 	for id := range b.touched {
@@ -308,7 +314,7 @@ func (b *booker) touch(machine string) {
 	if machine == "" {
 		return
 	}
-	if i, ok := b.viewAt[machine]; ok {
+	if i, ok := b.v.position(machine); ok {
 		b.dirty[i] = true
 		return
 	}
@@ -349,6 +355,11 @@ func retiringRank(r *api.Replica) int {
 // from the last booking, and returns the booking of this pass.
 func (b *booker) book() *Booking {
 	next := b.next
+	for i, pm := range b.v.byID {
+		if b.dirty[i] { // a kept machine a change touched too is booked afresh
+			pm.Machine = b.bookable(i)
+		}
+	}
 	b.reserve()
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
@@ -359,8 +370,7 @@ func (b *booker) book() *Booking {
 			pm.Machine, pm.Replicas, pm.DoNotDisrupt = kept.pm.Machine, slices.Clip(kept.pm.Replicas), kept.pm.DoNotDisrupt
 			list = kept.replicas
 		}
-		if !isPlaceholder(b.p.machineByID[pm.ID]) {
-			next.byID[pm.ID] = int32(len(next.machines))
+		if !strings.HasPrefix(pm.ID, placeholderPrefix) {
 			// The booking keeps each machine as booked; the pass works on
 			// copies.
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
@@ -442,10 +452,29 @@ func (b *booker) reserve() {
 	}
 }
 
-// sameMachine: the view's machine pm, on list, is the machine kept was
-// booked on, as the scheduler and the planner see it.
-func sameMachine(pm *planner.Machine, list machineList, kept *bookedMachine) bool {
-	a, k := pm.Machine, kept.pm.Machine
+// source is a view's machine and its cluster.
+type source struct {
+	m  *api.Machine
+	cl *api.Cluster
+}
+
+// schedulerMachine is the view's machine i as the scheduler sees it.
+func (b *booker) schedulerMachine(i int) scheduler.Machine {
+	return b.p.schedulerMachine(b.sources[i].m, b.sources[i].cl)
+}
+
+// bookable is the view's machine i as the scheduler sees it, with an
+// empty count of services, to book replicas on.
+func (b *booker) bookable(i int) *scheduler.Machine {
+	sm := b.schedulerMachine(i)
+	sm.ServiceCount = map[string]int{}
+	return &sm
+}
+
+// sameMachine: the view's machine a (pm's), on list, is the machine kept
+// was booked on, as the scheduler and the planner see it.
+func sameMachine(a *scheduler.Machine, pm *planner.Machine, list machineList, kept *bookedMachine) bool {
+	k := kept.pm.Machine
 	return list == kept.list && pm.Joined == kept.pm.Joined && pm.CreatedAt.Equal(kept.pm.CreatedAt) &&
 		a.ID == k.ID && a.Cluster == k.Cluster && a.Group == k.Group && a.Zone == k.Zone && a.CapacityType == k.CapacityType &&
 		a.TEE == k.TEE && a.Allocatable == k.Allocatable && a.PricePerHour == k.PricePerHour &&
@@ -507,7 +536,7 @@ func (b *Booking) Differs(o *Booking) string {
 	for i := range b.machines {
 		x, y := &b.machines[i], &o.machines[i]
 		if !reflect.DeepEqual(x.pm, y.pm) || x.list != y.list || !slices.Equal(replicaIDs(x.replicas), replicaIDs(y.replicas)) {
-			return fmt.Sprintf("machine %s: booked %+v with %v, afresh %+v with %v", x.pm.ID, x.pm, replicaIDs(x.replicas), y.pm, replicaIDs(y.replicas))
+			return fmt.Sprintf("machine %s: booked %+v %+v with %v, afresh %+v %+v with %v", x.pm.ID, x.pm, *x.pm.Machine, replicaIDs(x.replicas), y.pm, *y.pm.Machine, replicaIDs(y.replicas))
 		}
 	}
 	if !maps.EqualFunc(b.elsewhere, o.elsewhere, func(x, y []*api.Replica) bool { return slices.Equal(replicaIDs(x), replicaIDs(y)) }) {

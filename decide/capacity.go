@@ -86,7 +86,7 @@ func (p *Pass) templateOf(cluster, group string) string {
 // its successor took its replicas.
 func (p *Pass) removeMachines(plan planner.Plan) {
 	for _, r := range plan.Remove {
-		m := p.machineByID[r.MachineID]
+		m := p.machine(r.MachineID)
 		switch {
 		case m == nil:
 		case r.Stop:
@@ -110,7 +110,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 			if why, ok := blocked[nm.Key]; ok {
 				reasons[pl.Replica] += ": " + why
 			}
-		} else if m, ok := v.machines[pl.Machine]; ok && !m.Joined {
+		} else if m := v.machine(pl.Machine); m != nil && !m.Joined {
 			reasons[pl.Replica] = p.waitingFor(pl.Machine)
 		}
 	}
@@ -133,7 +133,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 }
 
 func (p *Pass) waitingFor(machine string) string {
-	m := p.machineByID[machine]
+	m := p.machine(machine)
 	if m != nil && isPlaceholder(m) {
 		return fmt.Sprintf("waiting for a new %s machine in %s/%s", m.InstanceType, m.Group, orNone(m.Zone))
 	}

@@ -50,8 +50,13 @@ type Pass struct {
 	plan Plan
 	mem  *Memory
 
-	machines    []*api.Machine
-	machineByID map[string]*api.Machine
+	// machines are by id, then those the pass launched (from
+	// sortedMachines on): the snapshot's, shared and never changed, until
+	// the pass changes one (ownMachine), as replicas are.
+	machines       []*api.Machine
+	sortedMachines int
+	// mineMachines are the machines the pass copied or launched.
+	mineMachines map[*api.Machine]bool
 	// replicas are the snapshot's, shared and never changed, until the
 	// pass changes one: own swaps in a copy first. Copying all of them
 	// took a quarter of a pass at 500,000 replicas, to change a few.
@@ -108,25 +113,28 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := mem.Clone()
-	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{}, machineByID: make(map[string]*api.Machine, len(snap.Machines)),
-		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}}
+	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{},
+		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
-	// The pass changes its own copies of the machines, in one array.
-	machines := derefAll(snap.Machines)
-	for i := range machines {
-		c := &machines[i]
-		p.machines = append(p.machines, c)
-		p.machineByID[c.ID] = c
-		if c.Live() {
+	p.machines = slices.Clone(snap.Machines)
+	for _, m := range p.machines {
+		if m.Live() {
 			p.live++
 		}
 	}
 	// The view's snapshot lists them by id already: pdqsort only checks.
 	slices.SortFunc(p.machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
-	p.replicas = make([]*api.Replica, 0, len(snap.Replicas))
+	p.sortedMachines = len(p.machines)
 	// In the store's order, the lists of both kinds are too.
 	p.snapInOrder = true
 	check := !snap.InStoreOrder
+	if !check && snap.NoneRetiring {
+		p.replicas = slices.Clone(snap.Replicas)
+		p.index = indexOf(p.replicas, true)
+		p.finishNew()
+		return p
+	}
+	p.replicas = make([]*api.Replica, 0, len(snap.Replicas))
 	for i, r := range snap.Replicas {
 		if check && p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
 			p.snapInOrder = false
@@ -138,20 +146,16 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 		p.replicas = append(p.replicas, r)
 	}
 	p.index = indexOf(p.replicas, p.snapInOrder)
-	for _, s := range snap.Services {
-		p.services[s.Metadata.Name] = s
-	}
-	p.plan.LiveMachines = p.live
+	p.finishNew()
 	return p
 }
 
-// derefAll is the values the pointers point to.
-func derefAll[T any](list []*T) []T {
-	out := make([]T, len(list))
-	for i, o := range list {
-		out[i] = *o
+// finishNew indexes the services.
+func (p *Pass) finishNew() {
+	for _, s := range p.snap.Services {
+		p.services[s.Metadata.Name] = s
 	}
-	return out
+	p.plan.LiveMachines = p.live
 }
 
 func (p *Pass) addReplica(r *api.Replica) {
@@ -205,9 +209,27 @@ func (p *Pass) inFlight(kind, subject string) bool { return p.snap.InFlight[Call
 // one joined by hand).
 func (p *Pass) provisions(m *api.Machine) bool { return p.snap.Providers[m.Provider].Provisions }
 
+// ownMachine returns the pass's own copy of m, to change: the first
+// time, a copy that takes m's place in the pass. Callers change what it
+// returns, never m.
+func (p *Pass) ownMachine(m *api.Machine) *api.Machine {
+	if p.mineMachines[m] {
+		return m
+	}
+	i, ok := findByID(p.machines, p.sortedMachines, m.ID, apiMachineID)
+	if !ok || p.machines[i] != m {
+		panic("decide: ownMachine of a machine the pass does not hold: " + m.ID)
+	}
+	c := *m
+	p.machines[i] = &c
+	p.mineMachines[&c] = true
+	return &c
+}
+
 // terminate marks a machine terminating; its replicas go back to pending,
 // and replicas moving off it keep their new machine.
 func (p *Pass) terminate(m *api.Machine, cause, why string, diagnose bool) {
+	m = p.ownMachine(m)
 	changed, err := fleet.Terminating(m, why, p.now)
 	if err != nil || !changed {
 		return
@@ -241,7 +263,7 @@ func (p *Pass) launch(l Launch, template string) {
 		m.Provider, m.Labels = cl.Spec.Provider.Name, g.Labels
 	}
 	p.machines = append(p.machines, m)
-	p.machineByID[m.ID] = m
+	p.mineMachines[m] = true
 }
 
 // placeholderPrefix marks the pass's own machines on their way, which the
@@ -253,7 +275,7 @@ func isPlaceholder(m *api.Machine) bool { return strings.HasPrefix(m.ID, placeho
 // drain starts draining a machine.
 func (p *Pass) drain(m *api.Machine, why string) {
 	deadline := p.now.Add(p.cfg.DrainDeadline)
-	if changed, err := fleet.Drain(m, why, deadline, p.now); err == nil && changed {
+	if changed, err := fleet.Drain(p.ownMachine(m), why, deadline, p.now); err == nil && changed {
 		p.plan.Drains = append(p.plan.Drains, Drain{Machine: m.ID, Reason: why, Deadline: deadline})
 	}
 }
@@ -280,9 +302,9 @@ func (p *Pass) forget() {
 	keepKeys(p.mem.Revisions, isService)
 	keepKeys(p.mem.Promotions, isService)
 	keepKeys(p.mem.Unavailable, func(k string) bool { return !p.reached(p.mem.Unavailable[k]) })
-	keepKeys(p.mem.IdleSince, func(id string) bool { m := p.machineByID[id]; return m != nil && m.Live() })
+	keepKeys(p.mem.IdleSince, func(id string) bool { m := p.machine(id); return m != nil && m.Live() })
 	keepKeys(p.mem.Terminations, func(id string) bool {
-		m := p.machineByID[id]
+		m := p.machine(id)
 		return m != nil && m.FleetState == api.FleetTerminating
 	})
 }

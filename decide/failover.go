@@ -125,7 +125,7 @@ func (p *Pass) failoverSides(g *api.FailoverGroup, st *failover.State) map[strin
 			}
 		}
 		if s.r = SideReplica(ofService); s.r != nil {
-			s.m = p.machineByID[s.r.Machine]
+			s.m = p.machine(s.r.Machine)
 		}
 		sides[home] = s
 	}
@@ -143,7 +143,7 @@ func (p *Pass) renewLease(st *failover.State, primary *machineSide) {
 	if st.Phase == failover.PhaseFencing || st.Phase == failover.PhaseSwitchover {
 		return
 	}
-	m := p.machineByID[InstanceMachine(st.Holder)]
+	m := p.machine(InstanceMachine(st.Holder))
 	if m == nil || !m.Live() {
 		return // it renews nothing more; the last known renewal stands
 	}
@@ -162,7 +162,7 @@ func (p *Pass) fenceSide(g *api.FailoverGroup, st *failover.State, s *machineSid
 		return
 	}
 	st.FenceMachine = machine
-	if m := p.machineByID[machine]; m != nil && m.Live() {
+	if m := p.machine(machine); m != nil && m.Live() {
 		p.terminate(m, CauseFenced, "fenced: failover group "+g.Metadata.Name+" promotes its replica", false)
 	}
 	if p.inFlight(CallFence, machine) || st.FenceTried != nil && !p.reached(st.FenceTried.Add(p.cfg.DescribeInterval)) {
@@ -236,7 +236,7 @@ func (s *machineSide) Replication() *api.ReplicationStatus {
 }
 
 func (s *machineSide) Fence() failover.FenceState {
-	m := s.p.machineByID[InstanceMachine(s.st.Holder)]
+	m := s.p.machine(InstanceMachine(s.st.Holder))
 	switch {
 	case s.st.FenceConfirmed:
 		return failover.FenceConfirmed

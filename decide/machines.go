@@ -64,7 +64,7 @@ func (p *Pass) recoverInstances() {
 			inst, found := byMachine[m.ID]
 			switch {
 			case found && m.ProviderID == "":
-				if err := fleet.Launched(m, inst, p.now); err == nil {
+				if err := fleet.Launched(p.ownMachine(m), inst, p.now); err == nil {
 					p.plan.Adoptions = append(p.plan.Adoptions, Adoption{Machine: m.ID, Instance: inst})
 				}
 			case !found && m.ProviderID != "" && m.FleetState != api.FleetTerminating && instanceKnownBefore(m, inv.At):
@@ -72,7 +72,7 @@ func (p *Pass) recoverInstances() {
 			}
 		}
 		for _, inst := range inv.Instances {
-			m := p.machineByID[inst.Tags[provisioner.TagMachine]]
+			m := p.machine(inst.Tags[provisioner.TagMachine])
 			if (m == nil || !m.Live()) && p.now.Sub(inst.LaunchedAt) > p.cfg.OrphanGrace {
 				p.plan.Orphans = append(p.plan.Orphans, Orphan{ProviderKey: key, Instance: inst})
 			}
@@ -141,7 +141,7 @@ func (p *Pass) detectLost() {
 		case m.UnreachableSince == nil:
 			why := fmt.Sprintf("no heartbeat for %s (limit %s); replicas move after %s unless it returns",
 				silent.Round(time.Second), limit, p.cfg.RescheduleGrace)
-			if fleet.MarkUnreachable(m, why, p.now) {
+			if fleet.MarkUnreachable(p.ownMachine(m), why, p.now) {
 				p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
 			}
 		case p.reached(m.UnreachableSince.Add(p.cfg.RescheduleGrace)):

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"strings"
 	"time"
 
@@ -106,21 +105,11 @@ func OutcomeKey(id string) string { return "outcome/" + id }
 // ConditionKey names a cluster's condition in memory.
 func ConditionKey(cluster, typ string) string { return cluster + "/" + typ }
 
-// sections maps each field of Memory to its key prefix.
-func (m *Memory) sections() map[string]reflect.Value {
-	out := map[string]reflect.Value{}
-	v := reflect.ValueOf(m).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		out[v.Type().Field(i).Tag.Get("memory")] = v.Field(i)
-	}
-	return out
-}
-
 // NewMemory is an empty memory.
 func NewMemory() Memory {
 	var m Memory
-	for _, f := range m.sections() {
-		f.Set(reflect.MakeMap(f.Type()))
+	for _, sec := range memorySections() {
+		sec.makeEmpty(&m)
 	}
 	return m
 }
@@ -128,15 +117,8 @@ func NewMemory() Memory {
 // Clone copies a memory (its maps; the values are plain).
 func (m Memory) Clone() Memory {
 	c := NewMemory()
-	src, dst := m.sections(), c.sections()
-	for name, f := range src {
-		if f.IsNil() {
-			continue
-		}
-		iter := f.MapRange()
-		for iter.Next() {
-			dst[name].SetMapIndex(iter.Key(), iter.Value())
-		}
+	for _, sec := range memorySections() {
+		sec.clone(&c, &m)
 	}
 	return c
 }
@@ -144,14 +126,17 @@ func (m Memory) Clone() Memory {
 // Entries is the memory as the store keeps it: "section/key" → JSON.
 func (m Memory) Entries() (map[string]string, error) {
 	out := map[string]string{}
-	for name, f := range m.sections() {
-		iter := f.MapRange()
-		for iter.Next() {
-			data, err := json.Marshal(iter.Value().Interface())
+	for _, sec := range memorySections() {
+		err := sec.entries(&m, func(key string, value any) error {
+			data, err := json.Marshal(value)
 			if err != nil {
-				return nil, fmt.Errorf("memory %s/%s: %w", name, iter.Key(), err)
+				return fmt.Errorf("memory %s/%s: %w", sec.name, key, err)
 			}
-			out[name+"/"+iter.Key().String()] = string(data)
+			out[sec.name+"/"+key] = string(data)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
@@ -171,38 +156,9 @@ func DecodeMemory(entries map[string]string) (Memory, error) {
 // of them twice took a tenth of a pass.
 func Diff(old, next Memory) (put map[string]string, del []string, err error) {
 	put = map[string]string{}
-	before, after := old.sections(), next.sections()
-	for name, f := range after {
-		was := before[name]
-		iter := f.MapRange()
-		for iter.Next() {
-			key, value := iter.Key(), iter.Value()
-			prior := reflect.Value{}
-			if !was.IsNil() {
-				prior = was.MapIndex(key)
-			}
-			if prior.IsValid() && reflect.DeepEqual(prior.Interface(), value.Interface()) {
-				continue
-			}
-			data, err := json.Marshal(value.Interface())
-			if err != nil {
-				return nil, nil, fmt.Errorf("memory %s/%s: %w", name, key, err)
-			}
-			if prior.IsValid() {
-				if same, err := json.Marshal(prior.Interface()); err == nil && string(same) == string(data) {
-					continue
-				}
-			}
-			put[name+"/"+key.String()] = string(data)
-		}
-	}
-	for name, f := range before {
-		now := after[name]
-		iter := f.MapRange()
-		for iter.Next() {
-			if now.IsNil() || !now.MapIndex(iter.Key()).IsValid() {
-				del = append(del, name+"/"+iter.Key().String())
-			}
+	for _, sec := range memorySections() {
+		if err := sec.diff(&old, &next, put, &del); err != nil {
+			return nil, nil, err
 		}
 	}
 	return put, del, nil
@@ -220,29 +176,32 @@ type MemoryDecoder struct {
 
 type decodedEntry struct {
 	raw   string
-	value reflect.Value
+	value any
 }
 
 // Decode is DecodeMemory, from what the last Decode decoded.
 func (d *MemoryDecoder) Decode(entries map[string]string) (Memory, error) {
 	m := NewMemory()
-	sections := m.sections()
+	sections := map[string]memorySection{}
+	for _, sec := range memorySections() {
+		sections[sec.name] = sec
+	}
 	next := make(map[string]decodedEntry, len(entries))
 	for k, raw := range entries {
 		name, key, ok := strings.Cut(k, "/")
-		f, known := sections[name]
+		sec, known := sections[name]
 		if !ok || !known {
 			continue
 		}
 		e, kept := d.last[k]
 		if !kept || e.raw != raw {
-			v := reflect.New(f.Type().Elem())
-			if err := json.Unmarshal([]byte(raw), v.Interface()); err != nil {
+			v, err := sec.decode(raw)
+			if err != nil {
 				return m, fmt.Errorf("memory entry %s: %w", k, err)
 			}
-			e = decodedEntry{raw: raw, value: v.Elem()}
+			e = decodedEntry{raw: raw, value: v}
 		}
-		f.SetMapIndex(reflect.ValueOf(key), e.value)
+		sec.set(&m, key, e.value)
 		next[k] = e
 	}
 	d.last = next

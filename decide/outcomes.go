@@ -38,7 +38,7 @@ func (p *Pass) foldOutcomes() {
 		case CallFence:
 			p.fenceOutcome(o)
 		case CallStart:
-			if m := p.machineByID[o.Machine]; o.Failed() && m != nil && m.FleetState == api.FleetStopped {
+			if m := p.machine(o.Machine); o.Failed() && m != nil && m.FleetState == api.FleetStopped {
 				p.terminate(m, CauseStartFailed, "warm-pool machine did not start: "+o.Error, false)
 			}
 		}
@@ -86,7 +86,7 @@ func (p *Pass) setProviderReady(cluster string, ready bool, message string, o Ou
 }
 
 func (p *Pass) terminateOutcome(o Outcome) {
-	m := p.machineByID[o.Machine]
+	m := p.machine(o.Machine)
 	if !o.Failed() || m == nil || m.FleetState != api.FleetTerminating {
 		return
 	}

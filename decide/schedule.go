@@ -19,9 +19,12 @@ import (
 // replicas booked.
 type view struct {
 	clusters map[string]bool
-	machines map[string]*planner.Machine
-	// byID are the machines of machines, in p.machines' order: by id.
-	byID []*planner.Machine
+	// byID are the machines of the view, in p.machines' order: by id,
+	// the first sorted of them, then those the pass launched.
+	byID   []*planner.Machine
+	sorted int
+	// ids are byID's ids (set before the booking sets their machines).
+	ids []string
 	// joined are schedulable; launching count as spread domains.
 	joined, launching []*scheduler.Machine
 	zones             map[string][]string
@@ -65,6 +68,14 @@ type schedReplicas struct {
 	last  *api.Replica
 	svc   *api.Service
 	built scheduler.Replica
+	// runs are the rules built, by run: the replicas of one run share
+	// them, however they come (a machine's residents come a run each).
+	runs map[builtRun]scheduler.Replica
+}
+
+type builtRun struct {
+	run
+	svc *api.Service
 }
 
 func (b *schedReplicas) of(r *api.Replica, svc *api.Service) scheduler.Replica {
@@ -78,10 +89,19 @@ func (b *schedReplicas) of(r *api.Replica, svc *api.Service) scheduler.Replica {
 
 // rulesOf are the rules of r's run.
 func (b *schedReplicas) rulesOf(r *api.Replica, svc *api.Service) *scheduler.Rules {
-	if b.last == nil || b.svc != svc || b.last.Service != r.Service || b.last.SpecHash != r.SpecHash || b.last.Cluster != r.Cluster {
-		b.built = toSchedReplica(r, svc, b.p.specOf(r, svc), b.zones[r.Cluster])
-		b.last, b.svc = r, svc
+	if b.last != nil && b.svc == svc && b.last.Service == r.Service && b.last.SpecHash == r.SpecHash && b.last.Cluster == r.Cluster {
+		return b.built.Rules
 	}
+	k := builtRun{run{service: r.Service, hash: r.SpecHash, cluster: r.Cluster}, svc}
+	built, ok := b.runs[k]
+	if !ok {
+		built = toSchedReplica(r, svc, b.p.specOf(r, svc), b.zones[r.Cluster])
+		if b.runs == nil {
+			b.runs = map[builtRun]scheduler.Replica{}
+		}
+		b.runs[k] = built
+	}
+	b.built, b.last, b.svc = built, r, svc
 	return b.built.Rules
 }
 
@@ -95,11 +115,13 @@ func (p *Pass) specOf(r *api.Replica, svc *api.Service) api.ServiceSpec {
 }
 
 // schedulerMachine is a machine as the scheduler sees it, before its
-// replicas are booked.
-func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) *scheduler.Machine {
-	sm := &scheduler.Machine{
+// replicas are booked, but for its count of services: a value, which the
+// booking compares with the machine it kept and allocates only when they
+// differ (bookable).
+func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) scheduler.Machine {
+	sm := scheduler.Machine{
 		ID: m.ID, Cluster: m.Cluster, Group: m.Group, Zone: m.Zone, CapacityType: m.CapacityType, Labels: m.Labels,
-		Runtimes: m.Runtimes, PricePerHour: m.PricePerHour, ServiceCount: map[string]int{},
+		Runtimes: m.Runtimes, PricePerHour: m.PricePerHour,
 		Allocatable: api.Allocatable(m.Capacity, spec.Reserved(cl.Spec.SystemReserved)),
 	}
 	if m.JoinState != api.JoinJoined {
@@ -165,7 +187,7 @@ func inOverlay(m *api.Machine, cl *api.Cluster) bool {
 }
 
 func (p *Pass) buildView(clusters []string) *view {
-	v := &view{clusters: map[string]bool{}, machines: map[string]*planner.Machine{}, zones: map[string][]string{}}
+	v := &view{clusters: map[string]bool{}, zones: map[string][]string{}}
 	for _, name := range clusters {
 		v.clusters[name] = true
 		for _, g := range p.snap.Clusters[name].Spec.CapacityGroups {
@@ -173,14 +195,22 @@ func (p *Pass) buildView(clusters []string) *view {
 		}
 	}
 	var lists []machineList
-	for _, m := range p.machines {
+	var sources []source
+	all := make([]planner.Machine, 0, len(p.machines)) // one allocation, not 50,000
+	for i, m := range p.machines {
 		cl, ok := p.snap.Clusters[m.Cluster]
 		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
 			continue
 		}
-		pm := &planner.Machine{Machine: p.schedulerMachine(m, cl), Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt}
-		v.machines[m.ID] = pm
+		// The booking sets its scheduler's machine.
+		all = append(all, planner.Machine{Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt})
+		pm := &all[len(all)-1]
 		v.byID = append(v.byID, pm) // by id, but for machines the pass launched (at the end)
+		sources = append(sources, source{m, cl})
+		v.ids = append(v.ids, m.ID)
+		if i < p.sortedMachines {
+			v.sorted = len(v.byID)
+		}
 		switch {
 		case pm.Joined && m.Schedulable() && inOverlay(m, cl):
 			lists = append(lists, listJoined)
@@ -190,7 +220,7 @@ func (p *Pass) buildView(clusters []string) *view {
 			lists = append(lists, listNone)
 		}
 	}
-	p.plan.Booked = p.bookReplicas(v, lists)
+	p.plan.Booked = p.bookReplicas(v, lists, sources)
 	for i, pm := range v.byID {
 		switch lists[i] {
 		case listJoined:
@@ -317,12 +347,12 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		}
 		p.plan.Evictions = append(p.plan.Evictions, Eviction{Replica: r.ID, Machine: e.MachineID, By: e.PreemptedBy})
 		replica.ToPending(p.own(r), "preempted by higher-priority replica "+e.PreemptedBy, p.now)
-		if pm := v.machines[e.MachineID]; pm != nil {
+		if pm := v.machine(e.MachineID); pm != nil {
 			pm.Replicas = withoutReplica(pm.Replicas, e.ReplicaID)
 		}
 	}
 	for _, pl := range res.Placements {
-		r, m := p.replica(pl.ReplicaID), p.machineByID[pl.MachineID]
+		r, m := p.replica(pl.ReplicaID), p.machine(pl.MachineID)
 		if r == nil || m == nil {
 			continue
 		}
@@ -334,7 +364,7 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		}
 		p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from})
 		p.plan.Capacity.Placements = append(p.plan.Capacity.Placements, planner.ReplicaPlacement{Replica: r.ID, Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
-		if pm := v.machines[pl.MachineID]; pm != nil {
+		if pm := v.machine(pl.MachineID); pm != nil {
 			sr := byID[pl.ReplicaID]
 			pm.Replicas = append(pm.Replicas, sr)
 			// A resident from now on: later sessions of the pass see its
@@ -400,7 +430,7 @@ func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica)
 			count[domainOf(m)] += 0
 		}
 		for _, r := range replicas {
-			if m, ok := v.machines[r.Machine]; ok {
+			if m := v.machine(r.Machine); m != nil {
 				count[domainOf(m.Machine)]++
 			}
 		}
@@ -409,8 +439,8 @@ func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica)
 			continue
 		}
 		from := lastReplicaIn(replicas, func(r *api.Replica) bool {
-			m, ok := v.machines[r.Machine]
-			return ok && domainOf(m.Machine) == fullest
+			m := v.machine(r.Machine)
+			return m != nil && domainOf(m.Machine) == fullest
 		})
 		for _, target := range eligible {
 			sr := toSchedReplica(from, svc, p.specOf(from, svc), v.zones[svc.Spec.Cluster])
@@ -431,12 +461,13 @@ func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *sched
 		return false
 	}
 	pl := res.Placements[0]
-	placement := replica.Placement{Machine: target.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note, Address: p.replicaAddress(p.machineByID[target.ID])}
+	placement := replica.Placement{Machine: target.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note, Address: p.replicaAddress(p.machine(target.ID))}
 	from := r.Machine
 	if err := replica.Assign(p.own(r), placement, true, p.now); err != nil {
 		return false
 	}
-	v.machines[target.ID].Replicas = append(v.machines[target.ID].Replicas, sr)
+	pm := v.machine(target.ID)
+	pm.Replicas = append(pm.Replicas, sr)
 	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from, Why: why})
 	return true
 }

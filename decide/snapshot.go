@@ -23,6 +23,10 @@ type Snapshot struct {
 	// and more (replica.ID), as a server's view hands them out; the pass
 	// then does not check it (a walk of every replica). Unset, it checks.
 	InStoreOrder bool
+	// NoneRetiring: the caller vouches that no replica is retiring (a
+	// server's view counts them); the pass then does not look (a walk of
+	// every replica).
+	NoneRetiring bool
 	// Catalogs are what each cluster's provider settings offer, by cluster.
 	Catalogs map[string]ClusterProvider
 	// Providers describes each provider by name.

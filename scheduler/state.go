@@ -44,11 +44,17 @@ func newState(machines []*Machine) *state {
 	order := make([]*Machine, len(byScore))
 	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
 		anti: map[string][]api.AffinityTerm{}, sets: map[string]*eligibleSet{}}
+	// Residents share their rules by revision: each rules is learnt once
+	// (a map by pointer, not two by service name for each of 500,000).
+	learnt := map[*Rules]bool{}
 	for i, s := range byScore {
 		order[i] = s.m
 		s.m.rank, s.m.slots = i, nil
 		for _, res := range s.m.Residents {
-			st.learn(res.Replica)
+			if !learnt[res.Replica.Rules] {
+				learnt[res.Replica.Rules] = true
+				st.learn(res.Replica)
+			}
 		}
 		st.byCluster[s.m.Cluster] = append(st.byCluster[s.m.Cluster], s.m)
 		if s.m.TEE {

@@ -242,12 +242,14 @@ func (h *Harness) decideBothWays() decide.Plan {
 
 // inStoreOrder lists the snapshot's replicas as the store and a server's
 // view do: by service and id (decide finds replicas by binary search in
-// that order), and vouches for it when every id is its service's.
+// that order), and vouches for it when every id is its service's, and
+// that none is retiring when none is.
 func (h *Harness) inStoreOrder() {
 	slices.SortStableFunc(h.Snap.Replicas, func(a, b *api.Replica) int {
 		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
 	})
 	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
+	h.Snap.NoneRetiring = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
 }
 
 func outsideService(r *api.Replica) bool { return !replica.NamedInService(r) }

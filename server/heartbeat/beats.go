@@ -62,17 +62,21 @@ func (b *Beats) giveBack(batch map[string]time.Time) {
 	}
 }
 
-// Overlay sets the unflushed heartbeats on machines read from the store.
+// Overlay sets the unflushed heartbeats on machines read from the
+// store: the list's element becomes a copy carrying it. The machines
+// themselves are left alone (a view shares them between readers).
 func (b *Beats) Overlay(machines []*api.Machine) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.pending) == 0 {
 		return
 	}
-	for _, m := range machines {
+	for i, m := range machines {
 		if at, ok := b.pending[m.ID]; ok && (m.LastHeartbeat == nil || at.After(*m.LastHeartbeat)) {
+			c := *m
 			t := at.UTC()
-			m.LastHeartbeat = &t
+			c.LastHeartbeat = &t
+			machines[i] = &c
 		}
 	}
 }

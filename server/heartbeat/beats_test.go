@@ -3,6 +3,7 @@ package heartbeat
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,10 +32,14 @@ func TestBeatsKeepTheNewestUntilAFlushSucceeds(t *testing.T) {
 	b.Beat("m1", t0.Add(time.Second))
 	b.Beat("m1", t0) // older news: kept out
 	b.Beat("m2", t0)
-	seen := []*api.Machine{{ID: "m1"}, {ID: "m2", LastHeartbeat: new(t0.Add(time.Minute))}, {ID: "m3"}}
+	read := []*api.Machine{{ID: "m1"}, {ID: "m2", LastHeartbeat: new(t0.Add(time.Minute))}, {ID: "m3"}}
+	seen := slices.Clone(read)
 	b.Overlay(seen)
 	if got := seen[0].LastHeartbeat; got == nil || !got.Equal(t0.Add(time.Second)) {
 		t.Fatalf("m1 read with heartbeat %v, want its newest unflushed one", got)
+	}
+	if read[0].LastHeartbeat != nil {
+		t.Fatal("the overlay changed the machine it was handed (shared by a view's readers), not a copy")
 	}
 	if got := seen[1].LastHeartbeat; !got.Equal(t0.Add(time.Minute)) || seen[2].LastHeartbeat != nil {
 		t.Fatalf("a stored newer heartbeat was replaced (%v), or a machine with none got one (%v)", got, seen[2].LastHeartbeat)

@@ -147,6 +147,13 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Replicas, errs[4] = tx.ListReplicas(store.ReplicaFilter{})
 	s.Memory, errs[5] = tx.ListMemory()
 	s.InStoreOrder = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
+	s.NoneRetiring = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
+	s.Pending = map[string]int{}
+	for _, r := range s.Replicas {
+		if r.Machine == "" {
+			s.Pending[r.Cluster]++
+		}
+	}
 	return s, errors.Join(errs[:]...)
 }
 
@@ -213,6 +220,9 @@ func (w *randomWriter) write(tx store.Tx) error {
 			r.Machine = fmt.Sprintf("m%03d", 1+w.rng.IntN(w.machines))
 			if w.rng.IntN(3) == 0 {
 				r.PreviousMachine = fmt.Sprintf("m%03d", 1+w.rng.IntN(w.machines))
+			}
+			if w.rng.IntN(4) == 0 {
+				r.RetiringSince = new(w.beat) // the view counts them
 			}
 		}
 		return tx.PutReplica(r)

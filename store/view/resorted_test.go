@@ -11,8 +11,6 @@ import (
 
 type item struct{ name, group string }
 
-func itemName(i *item) string { return i.name }
-
 func byGroupThenName(a, b *item) int {
 	return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.name, b.name))
 }
@@ -30,10 +28,12 @@ func TestResortedMergesChangesAsAFullSortWould(t *testing.T) {
 		}
 		old := sortedBy(objects, byGroupThenName)
 		before := slices.Clone(old)
-		dirty := map[string]bool{}
+		dirty := map[string]*item{}
 		for range 1 + rng.IntN(len(objects)/5) {
 			name := fmt.Sprintf("o%03d", rng.IntN(len(objects)+20))
-			dirty[name] = true
+			if _, seen := dirty[name]; !seen {
+				dirty[name] = objects[name] // the version in old
+			}
 			switch rng.IntN(3) {
 			case 0:
 				delete(objects, name)
@@ -41,7 +41,7 @@ func TestResortedMergesChangesAsAFullSortWould(t *testing.T) {
 				objects[name] = &item{name: name, group: fmt.Sprint(rng.IntN(5))}
 			}
 		}
-		got := resorted(old, objects, dirty, itemName, byGroupThenName)
+		got := resorted(old, objects, dirty, byGroupThenName)
 		want := sortedBy(objects, byGroupThenName)
 		if !slices.Equal(got, want) {
 			t.Fatalf("seed %d: merged %v, sorted %v", seed, names(got), names(want))

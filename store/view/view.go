@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
-	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -61,9 +60,9 @@ type View struct {
 	dirty  dirtyNames
 	// strings are the strings the replicas and machines share.
 	strings interner
-	// oddIDs counts the replicas whose ids do not begin with their
-	// service's name and a dash (replica.ID makes none).
-	oddIDs int
+	// beaten are the machines with heartbeats the last sync handed out.
+	beaten beatenMachines
+	counts replicaCounts
 	// log are the changes applied since logFrom (at most logCap), for
 	// the leader's pass (ChangesSince).
 	log     []Logged
@@ -82,15 +81,25 @@ type Logged struct {
 	Machine string
 }
 
+// dirtyNames are the objects changed since the sorted lists were made,
+// each with its version in them (nil: none).
 type dirtyNames struct {
-	clusters, services, groups, machines, replicas map[string]bool
+	clusters map[string]*api.Cluster
+	services map[string]*api.Service
+	groups   map[string]*api.FailoverGroup
+	machines map[string]*api.Machine
+	replicas map[string]*api.Replica
 }
 
-func mark(names *map[string]bool, name string) {
+// mark notes that the named object changed; was is its version before
+// (nil: none), kept from its first change since the lists were made.
+func mark[T any](names *map[string]*T, name string, was *T) {
 	if *names == nil {
-		*names = map[string]bool{}
+		*names = map[string]*T{}
 	}
-	(*names)[name] = true
+	if _, seen := (*names)[name]; !seen {
+		(*names)[name] = was
+	}
 }
 
 type sortedLists struct {
@@ -157,12 +166,18 @@ type Snapshot struct {
 	// a dash, so the replicas' order (by service and id) is the one a
 	// pass searches them in.
 	InStoreOrder bool
+	// NoneRetiring: no replica is retiring (out of its name, running until
+	// drained).
+	NoneRetiring bool
+	// Pending counts the replicas on no machine, by cluster (none: absent).
+	Pending map[string]int
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
 // not in the feed: each sync reads them (one small row per machine) and
-// the snapshot's machines are copies carrying them, as ListMachines
-// reports them; a reader may change those copies.
+// the snapshot's machines carry them, as ListMachines reports them: a
+// machine with a later recorded heartbeat than its own is a copy that
+// carries it, kept for the next sync while neither changes.
 func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -175,25 +190,42 @@ func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	snap := v.snapshot()
-	snap.Machines = withHeartbeats(snap.Machines, beats)
+	snap.Machines = v.beaten.with(snap.Machines, beats)
 	return snap, nil
 }
 
-// withHeartbeats copies machines with the later of their own heartbeat
-// and the recorded one.
-func withHeartbeats(machines []*api.Machine, beats map[string]time.Time) []*api.Machine {
+// beatenMachines are the machines the last sync handed out (out), made
+// from the view's (from); both by id.
+type beatenMachines struct{ from, out []*api.Machine }
+
+// with is machines with the later of their own heartbeat and the
+// recorded one: the machine itself when its own is the later, else a
+// copy, the last sync's when it was made from the same machine and beat.
+func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Time) []*api.Machine {
 	if len(machines) == 0 {
+		*b = beatenMachines{}
 		return nil
 	}
 	out := make([]*api.Machine, len(machines))
-	copies := make([]api.Machine, len(machines))
+	j := 0
 	for i, m := range machines {
-		copies[i] = *m
-		if at, ok := beats[m.ID]; ok && (m.LastHeartbeat == nil || at.After(*m.LastHeartbeat)) {
-			copies[i].LastHeartbeat = &at
+		at, ok := beats[m.ID]
+		if !ok || (m.LastHeartbeat != nil && !at.After(*m.LastHeartbeat)) {
+			out[i] = m
+			continue
 		}
-		out[i] = &copies[i]
+		for j < len(b.from) && b.from[j].ID < m.ID {
+			j++
+		}
+		if j < len(b.from) && b.from[j] == m && b.out[j] != m && b.out[j].LastHeartbeat.Equal(at) {
+			out[i] = b.out[j]
+			continue
+		}
+		c := *m
+		c.LastHeartbeat = &at
+		out[i] = &c
 	}
+	*b = beatenMachines{from: machines, out: out}
 	return out
 }
 
@@ -258,10 +290,7 @@ func (v *View) load(tx store.Tx) error {
 		v.strings.replica(r)
 	}
 	v.strings.base = len(v.strings.strs)
-	v.oddIDs = 0
-	for _, r := range replicas {
-		v.oddIDs += oddID(r)
-	}
+	v.counts = newReplicaCounts(replicas)
 	v.work = newWorkIndex(replicas)
 	v.byCluster = newClusterIndex(replicas, machines)
 	v.memory = maps.Clone(memory)
@@ -304,30 +333,30 @@ func (v *View) apply(c store.Change) error {
 	var err error
 	switch c.Kind {
 	case store.FeedCluster:
+		mark(&v.dirty.clusters, c.Name, v.clusters[c.Name])
 		err = put(v.clusters, c, func(*api.Cluster) bool { return true })
-		mark(&v.dirty.clusters, c.Name)
 	case store.FeedService:
+		mark(&v.dirty.services, c.Name, v.services[c.Name])
 		err = put(v.services, c, func(*api.Service) bool { return true })
-		mark(&v.dirty.services, c.Name)
 	case store.FeedFailoverGroup:
+		mark(&v.dirty.groups, c.Name, v.groups[c.Name])
 		err = put(v.groups, c, func(*api.FailoverGroup) bool { return true })
-		mark(&v.dirty.groups, c.Name)
 	case store.FeedMachine:
+		mark(&v.dirty.machines, c.Name, v.machines[c.Name])
 		v.byCluster.removeMachine(v.machines[c.Name])
 		err = put(v.machines, c, (*api.Machine).Live)
 		v.strings.machine(v.machines[c.Name])
 		v.byCluster.addMachine(v.machines[c.Name])
-		mark(&v.dirty.machines, c.Name)
 	case store.FeedReplica:
+		mark(&v.dirty.replicas, c.Name, was)
 		v.work.remove(v.replicas[c.Name])
 		v.byCluster.removeReplica(v.replicas[c.Name])
-		v.oddIDs -= oddID(v.replicas[c.Name])
+		v.counts.add(v.replicas[c.Name], -1)
 		err = put(v.replicas, c, func(*api.Replica) bool { return true })
-		v.oddIDs += oddID(v.replicas[c.Name])
+		v.counts.add(v.replicas[c.Name], 1)
 		v.strings.replica(v.replicas[c.Name])
 		v.work.add(v.replicas[c.Name])
 		v.byCluster.addReplica(v.replicas[c.Name])
-		mark(&v.dirty.replicas, c.Name)
 	case store.FeedMemory:
 		if c.Deleted {
 			delete(v.memory, c.Name)
@@ -377,11 +406,11 @@ func put[T any](objects map[string]*T, c store.Change, keep func(*T) bool) error
 // snapshot brings the lists up to the changes.
 func (v *View) snapshot() Snapshot {
 	s, d := &v.sorted, &v.dirty
-	s.clusters = resorted(s.clusters, v.clusters, d.clusters, clusterName, func(a, b *api.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	s.services = resorted(s.services, v.services, d.services, serviceName, func(a, b *api.Service) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	s.groups = resorted(s.groups, v.groups, d.groups, groupName, func(a, b *api.FailoverGroup) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
-	s.machines = resorted(s.machines, v.machines, d.machines, machineID, func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
-	s.replicas = resorted(s.replicas, v.replicas, d.replicas, replicaID, func(a, b *api.Replica) int {
+	s.clusters = resorted(s.clusters, v.clusters, d.clusters, func(a, b *api.Cluster) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	s.services = resorted(s.services, v.services, d.services, func(a, b *api.Service) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	s.groups = resorted(s.groups, v.groups, d.groups, func(a, b *api.FailoverGroup) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
+	s.machines = resorted(s.machines, v.machines, d.machines, func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
+	s.replicas = resorted(s.replicas, v.replicas, d.replicas, func(a, b *api.Replica) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
 	})
 	*d = dirtyNames{}
@@ -389,49 +418,61 @@ func (v *View) snapshot() Snapshot {
 		s.memory = maps.Clone(v.memory)
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
-		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.oddIDs == 0}
-}
-
-// oddID is 1 for a replica whose id does not begin with its service's
-// name and a dash, else 0 (and for none).
-func oddID(r *api.Replica) int {
-	if r == nil || replica.NamedInService(r) {
-		return 0
-	}
-	return 1
+		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
+		NoneRetiring: v.counts.retiring == 0, Pending: v.counts.pendingByCluster()}
 }
 
 // resorted is the sorted list of objects after the named ones changed:
-// the old list without them, merged with their present versions sorted.
-// A few changes among 500,000 replicas cost a walk of the list, not a
-// sort of it. The old list is left as it was (readers may hold it).
-func resorted[T any](old []*T, objects map[string]*T, dirty map[string]bool, key func(*T) string, compare func(a, b *T) int) []*T {
+// the old list without their old versions, found by binary search,
+// merged with their present versions sorted. A few changes among
+// 500,000 replicas cost copying the list, not a sort of it nor reading
+// every object. The old list is left as it was (readers may hold it).
+// An object's place in the order must not depend on what a change may
+// change in it without a new name (a replica's service is fixed).
+func resorted[T any](old []*T, objects map[string]*T, dirty map[string]*T, compare func(a, b *T) int) []*T {
 	if len(dirty) == 0 && old != nil {
 		return old
 	}
 	if old == nil || len(dirty) > len(old)/4 {
 		return sortedBy(objects, compare)
 	}
+	drop := make([]int, 0, len(dirty))
 	changed := make([]*T, 0, len(dirty))
-	for name := range dirty {
+	for name, was := range dirty {
+		if was != nil {
+			i, found := slices.BinarySearchFunc(old, was, compare)
+			if !found || old[i] != was {
+				return sortedBy(objects, compare) // not where its order says: sort afresh
+			}
+			drop = append(drop, i)
+		}
 		if o, ok := objects[name]; ok {
 			changed = append(changed, o)
 		}
 	}
+	slices.Sort(drop)
 	slices.SortFunc(changed, compare)
-	out := make([]*T, 0, len(objects))
-	for _, o := range old {
-		if dirty[key(o)] {
-			continue
+	out := make([]*T, 0, len(old)-len(drop)+len(changed))
+	merge := func(run []*T) {
+		for len(changed) > 0 {
+			k, _ := slices.BinarySearchFunc(run, changed[0], compare)
+			if k == len(run) {
+				break
+			}
+			out = append(append(out, run[:k]...), changed[0])
+			run, changed = run[k:], changed[1:]
 		}
-		for len(changed) > 0 && compare(changed[0], o) < 0 {
-			out = append(out, changed[0])
-			changed = changed[1:]
-		}
-		out = append(out, o)
+		out = append(out, run...)
 	}
+	from := 0
+	for _, i := range drop {
+		merge(old[from:i])
+		from = i + 1
+	}
+	merge(old[from:])
 	return append(out, changed...)
 }
+
 func byKey[T any](list []*T, key func(*T) string) map[string]*T {
 	out := make(map[string]*T, len(list))
 	for _, o := range list {
