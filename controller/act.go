@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -26,14 +28,16 @@ import (
 // kube-scheduler binds each Pod alone. A step whose object changed since
 // the snapshot (a replica deleted, a machine gone) is skipped: the next
 // pass decides again, also what a failed or interrupted batch left.
-func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.Memory, plan decide.Plan) error {
+// It returns the objects of the feed it wrote (feedKey).
+func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.Memory, plan decide.Plan) (map[string]bool, error) {
 	put, del, err := decide.Diff(mem, plan.Memory)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	own := &ownWrites{Store: c.Store, names: map[string]bool{}}
 	now := c.Clock.Now()
 	var launched []*api.Machine
-	err = c.Store.Update(ctx, func(tx store.Tx) error {
+	err = own.Update(ctx, func(tx store.Tx) error {
 		launched = nil
 		w := &writer{tx: newReadBack(tx), now: now}
 		steps := []func() error{
@@ -56,18 +60,14 @@ func (c *Controller) act(ctx context.Context, snap *decide.Snapshot, mem decide.
 		return nil
 	})
 	if err != nil {
-		return err
+		return own.names, err
 	}
 	for _, t := range plan.Terminates {
 		c.Metrics.Terminated(t.Cause)
 	}
-	keys := map[string]string{}
-	for _, m := range append(snap.Machines, launched...) {
-		keys[m.ID] = registry.KeyOf(m)
-	}
-	c.dispatch(plan, launched, keys)
-	_, err = placeInBatches(ctx, c.Store, placementSteps(plan), c.cfg.PlacementBatch, now)
-	return err
+	c.dispatch(plan, launched, providerKeys(snap.Machines, launched))
+	_, err = placeInBatches(ctx, own, placementSteps(plan), c.cfg.PlacementBatch, now)
+	return own.names, err
 }
 
 // placeInBatches commits steps, batch of them at a time (all at once
@@ -143,14 +143,36 @@ func placementSteps(plan decide.Plan) []placementStep {
 	return steps
 }
 
-// dispatch hands the plan's provider calls to workers; keys says each
+// providerKeys finds a machine's provider instance among machines (the
+// view's, by id) and those launched: a map of every machine's, built for
+// the few calls a pass makes, cost a large fleet's pass more than they.
+func providerKeys(machines, launched []*api.Machine) func(id string) string {
+	return func(id string) string {
+		for _, m := range launched {
+			if m.ID == id {
+				return registry.KeyOf(m)
+			}
+		}
+		if i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) }); ok {
+			return registry.KeyOf(machines[i])
+		}
+		for _, m := range machines { // not by id after all
+			if m.ID == id {
+				return registry.KeyOf(m)
+			}
+		}
+		return ""
+	}
+}
+
+// dispatch hands the plan's provider calls to workers; keyOf says each
 // machine's provider instance, whose calls share its workers.
-func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keys map[string]string) {
+func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keyOf func(id string) string) {
 	for _, m := range launched {
-		c.calls.Launch(m.ID, keys[m.ID])
+		c.calls.Launch(m.ID, keyOf(m.ID))
 	}
 	for _, id := range plan.LaunchCalls {
-		c.calls.Launch(id, keys[id])
+		c.calls.Launch(id, keyOf(id))
 	}
 	diagnose := map[string]string{}
 	for _, t := range plan.Terminates {
@@ -159,25 +181,25 @@ func (c *Controller) dispatch(plan decide.Plan, launched []*api.Machine, keys ma
 		}
 	}
 	for _, id := range plan.TerminateCalls {
-		c.calls.Terminate(id, keys[id], diagnose[id])
+		c.calls.Terminate(id, keyOf(id), diagnose[id])
 	}
 	for _, id := range plan.Describes {
-		c.calls.Describe(id, keys[id])
+		c.calls.Describe(id, keyOf(id))
 	}
 	for _, key := range plan.Lists {
 		c.calls.List(key)
 	}
 	for _, f := range plan.Fences {
-		c.calls.Fence(f, keys[f.Machine])
+		c.calls.Fence(f, keyOf(f.Machine))
 	}
 	for _, o := range plan.Orphans {
 		c.calls.TerminateOrphan(o)
 	}
 	for _, s := range plan.Starts {
-		c.calls.WarmPool(decide.CallStart, s, keys[s.Machine])
+		c.calls.WarmPool(decide.CallStart, s, keyOf(s.Machine))
 	}
 	for _, s := range plan.Stops {
-		c.calls.WarmPool(decide.CallStop, s, keys[s.Machine])
+		c.calls.WarmPool(decide.CallStop, s, keyOf(s.Machine))
 	}
 }
 

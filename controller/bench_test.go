@@ -19,6 +19,7 @@ import (
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/sqlite"
 	"github.com/gantry-dev/gantry/store/view"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -133,8 +134,20 @@ func benchPass(b *testing.B, c *Controller, mode int) {
 
 // steadyFleet stores machines machines of the harness provider running
 // services services of 100 replicas each, and returns a controller on it
-// whose first pass (the view's first read) is done.
+// whose first pass (the view's first read) is done, on a fake clock.
 func steadyFleet(b *testing.B, machines, services int) *Controller {
+	b.Helper()
+	return steadyFleetOn(b, machines, services, func(start time.Time) benchClock { return clocktesting.NewFakeClock(start) })
+}
+
+// benchClock is the clock a benchmark's store and controller share.
+type benchClock interface {
+	clock.WithTicker
+}
+
+// steadyFleetOn is steadyFleet on the clock clockAt makes, starting at
+// the harness's time.
+func steadyFleetOn(b *testing.B, machines, services int, clockAt func(start time.Time) benchClock) *Controller {
 	b.Helper()
 	h := decidetest.New(b)
 	h.Cluster("c", decidetest.Group("g", "large", 0, 2*machines))
@@ -149,7 +162,7 @@ func steadyFleet(b *testing.B, machines, services int) *Controller {
 			h.Replica(name, i, ids[(s*100+i)%len(ids)])
 		}
 	}
-	clk := clocktesting.NewFakeClock(h.Now)
+	clk := clockAt(h.Now)
 	cfg := sqlite.DefaultConfig(filepath.Join(b.TempDir(), "gantry.db"))
 	cfg.Now = clk.Now
 	db, err := sqlite.Open(context.Background(), cfg)
@@ -187,14 +200,22 @@ func steadyFleet(b *testing.B, machines, services int) *Controller {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := registry.New(nil, registry.Static(fake.New(decidetest.Provider, decidetest.Catalog(), clk), "process"))
 	ccfg := DefaultConfig()
 	ccfg.Decide.Planner.MaxRemovals = 0
+	// The provider holds each machine's instance, tagged as Gantry tags
+	// them: a list finds them all.
+	prov := fake.New(decidetest.Provider, decidetest.Catalog(), clk)
+	for _, inst := range listing(h.Snap.Machines, h.Now).Instances {
+		inst.Tags[provisioner.TagManagedBy], inst.Tags[provisioner.TagInstallation] = provisioner.ManagedByValue, ccfg.Calls.InstallationID
+		prov.Add(inst)
+	}
+	reg := registry.New(nil, registry.Static(prov, "process"))
 	c := New(ccfg, Deps{Store: db, Registry: reg, Signer: signer, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		LivenessSince: func() time.Time { return h.Now.Add(-time.Hour) }})
+		// Heartbeats stand still: no machine counts as silent however long
+		// the benchmark runs on a clock that moves.
+		LivenessSince: clk.Now})
 	// Listed just now, each machine's instance found: no pass lists the
-	// provider (whose fake holds none of these instances) while the
-	// clock stands still.
+	// provider while the clock stands still.
 	c.observed.Listed(decidetest.Provider, listing(h.Snap.Machines, h.Now))
 	for range 2 { // the first pass records the deployments as complete
 		if _, err := c.pass(context.Background()); err != nil {

@@ -7,6 +7,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -134,7 +135,7 @@ type Controller struct {
 // New returns a controller.
 func New(cfg Config, d Deps) *Controller {
 	c := &Controller{cfg: cfg, Deps: d, observed: machines.NewObservations(), trigger: make(chan struct{}, 1), ready: make(chan struct{}),
-		view: d.View}
+		view: d.View, feed: feedPosition{batch: cmp.Or(cfg.ViewBatch, view.DefaultBatch)}}
 	if c.view == nil {
 		c.view = view.New(cfg.ViewBatch, cfg.ViewChangeLog)
 	}
@@ -265,14 +266,14 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	c.mu.Unlock()
 	c.Metrics.SetFleet(fleetCounts(snap, c.pending))
 	actCtx, actSpan := c.tracer().Start(ctx, "gantry.act")
-	err = c.act(actCtx, snap, mem, plan)
+	own, err := c.act(actCtx, snap, mem, plan)
 	endSpan(actSpan, err)
 	if err != nil {
 		c.observed.Relist(snap.Inventories)
 		return plan, fmt.Errorf("act: %w", err)
 	}
 	c.recordRollouts(mem, plan.Memory)
-	c.recordDecision(ctx, plan)
+	c.recordDecision(plan, revision, own)
 	c.rememberQuiet(snap, mem, revision, plan)
 	return plan, nil
 }

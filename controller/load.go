@@ -38,7 +38,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		}
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
 		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
-		snap.InStoreOrder, snap.NoneRetiring = objects.InStoreOrder, objects.NoneRetiring
+		snap.InStoreOrder, snap.NoneRetiring, snap.NoneMoving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.NoneMoving, objects.Unplaced
 		if take {
 			c.pending = objects.Pending
 		}

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/failover"
 	"github.com/gantry-dev/gantry/metrics"
+	"github.com/gantry-dev/gantry/store"
 )
 
 func TestRolloutMetricsCountTransitions(t *testing.T) {
@@ -74,6 +77,56 @@ func TestDecisionLatencyRunsFromTheChangeToTheAct(t *testing.T) {
 	if count, _ := histogram(t, m.DecisionLatency); count != 1 {
 		t.Fatalf("a pass after its own writes observed a latency (%d observations)", count)
 	}
+}
+
+// A change another writer commits while a pass acts is not that pass's
+// own write: the next pass, which carries it out, measures its latency
+// from its commit.
+func TestDecisionLatencyCountsAChangeCommittedDuringAnAct(t *testing.T) {
+	e := newEnv(t)
+	m := metrics.New(prometheus.NewRegistry())
+	e.ctrl.Metrics = m
+	e.pass()
+	e.apply(twoMachines)
+	e.clock.Step(3 * time.Second)
+	during := &writeDuringAct{Store: e.ctrl.Store, write: func() {
+		e.clock.Step(time.Second)
+		e.apply(strings.Replace(twoMachines, "minSize: 2", "minSize: 3", 1))
+		e.clock.Step(time.Second) // the act's own writes, and its workers', come later
+	}}
+	e.ctrl.Store = during
+	if plan := e.pass(); len(plan.Launches) != 2 {
+		t.Fatalf("launches: %+v", plan.Launches)
+	}
+	if !during.wrote {
+		t.Fatal("the other writer did not write during the act")
+	}
+	e.clock.Step(2 * time.Second)
+	if plan := e.pass(); len(plan.Launches) != 1 {
+		t.Fatalf("after the group grew: launches %+v", plan.Launches)
+	}
+	// The first act ended 5s after the first change (the other writer's
+	// two seconds went by during it); the second 3s after the change made
+	// then.
+	if count, sum := histogram(t, m.DecisionLatency); count != 2 || sum != 5+3 {
+		t.Fatalf("%d observations summing to %vs, want 2: 5s, and 3s for the change made during the act", count, sum)
+	}
+}
+
+// writeDuringAct is a store that, the first time a write transaction
+// begins, lets write commit another writer's change first.
+type writeDuringAct struct {
+	store.Store
+	write func()
+	wrote bool
+}
+
+func (s *writeDuringAct) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	if !s.wrote {
+		s.wrote = true
+		s.write()
+	}
+	return s.Store.Update(ctx, fn)
 }
 
 func histogram(t *testing.T, h prometheus.Histogram) (uint64, float64) {

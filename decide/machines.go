@@ -105,8 +105,11 @@ func (p *Pass) listProviders() {
 			keys[cp.Key] = true
 		}
 	}
-	for _, m := range p.machines {
-		keys[registry.KeyOf(m)] = true
+	last := ""
+	for _, m := range p.machines { // a fleet's machines share a few keys
+		if key := registry.KeyOf(m); key != last {
+			keys[key], last = true, key
+		}
 	}
 	for key := range keys {
 		name, _, _ := strings.Cut(key, ":")

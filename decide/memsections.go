@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"time"
+	"unsafe"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/failover"
@@ -87,7 +88,7 @@ func section[V any](name string, field func(*Memory) *map[string]V) memorySectio
 func diffSection[V any](name string, old, next map[string]V, put map[string]string, del *[]string) error {
 	for key, value := range next {
 		prior, had := old[key]
-		if had && reflect.DeepEqual(&prior, &value) {
+		if had && (sameBits(&prior, &value) || reflect.DeepEqual(&prior, &value)) {
 			continue
 		}
 		data, err := json.Marshal(value)
@@ -107,4 +108,15 @@ func diffSection[V any](name string, old, next map[string]V, put map[string]stri
 		}
 	}
 	return nil
+}
+
+// sameBits: a and b are the same bytes (the same numbers, and strings,
+// maps and slices that point to the same memory), so deeply equal. An
+// entry the pass did not touch is its input's copy, bit for bit: a
+// deployment's map of 100 times compared entry by entry through
+// reflection cost a large fleet's pass tens of milliseconds. Not the same
+// bytes says nothing (DeepEqual then decides).
+func sameBits[V any](a, b *V) bool {
+	n := int(unsafe.Sizeof(*a))
+	return unsafe.String((*byte)(unsafe.Pointer(a)), n) == unsafe.String((*byte)(unsafe.Pointer(b)), n)
 }

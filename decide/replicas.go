@@ -181,7 +181,11 @@ func (p *Pass) finishRetiring() {
 // finishHandovers stops the old copies of moved replicas once drained:
 // out of the endpoints since the new copy ran, for drainSeconds.
 func (p *Pass) finishHandovers() {
-	for _, r := range p.replicas {
+	candidates := p.replicas
+	if p.snap.NoneMoving {
+		candidates = p.replicasAmong(nil)
+	}
+	for _, r := range candidates {
 		if replica.Draining(r) && p.reached(r.HandedOverAt.Add(p.drainOf(r))) {
 			p.plan.EndMoves = append(p.plan.EndMoves, r.ID)
 			replica.EndMove(p.own(r))

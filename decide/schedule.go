@@ -259,7 +259,11 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	var plain, spread []scheduler.Replica
 	build := schedReplicas{p: p, zones: v.zones}
 	draining := p.drainingMachines()
-	for _, r := range p.replicas {
+	candidates := p.replicas
+	if draining == nil && p.snap.Unplaced != nil {
+		candidates = p.replicasAmong(p.snap.Unplaced)
+	}
+	for _, r := range candidates {
 		if !needsPlace(r, draining) {
 			continue
 		}

@@ -27,6 +27,13 @@ type Snapshot struct {
 	// server's view counts them); the pass then does not look (a walk of
 	// every replica).
 	NoneRetiring bool
+	// NoneMoving: the caller vouches that no replica is moving off a
+	// machine (PreviousMachine set).
+	NoneMoving bool
+	// Unplaced, when not nil, are the ids of every replica on no machine,
+	// as the caller (a server's view) keeps them: the pass looks for
+	// replicas to place among them and those it changed, not among all.
+	Unplaced []string
 	// Catalogs are what each cluster's provider settings offer, by cluster.
 	Catalogs map[string]ClusterProvider
 	// Providers describes each provider by name.

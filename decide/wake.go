@@ -81,12 +81,19 @@ func pendingChanges(snap *Snapshot, pending map[string]string) bool {
 	if len(pending) == 0 {
 		return false
 	}
-	for _, r := range snap.Replicas {
-		if why, ok := pending[r.ID]; ok && (r.Machine == "" && r.Pod == "") && (r.State != api.ReplicaPending || r.Reason != why) {
-			return true
-		}
+	differs := func(r *api.Replica) bool {
+		why, ok := pending[r.ID]
+		return ok && (r.Machine == "" && r.Pod == "") && (r.State != api.ReplicaPending || r.Reason != why)
 	}
-	return false
+	if snap.InStoreOrder { // found by binary search, not a walk of every replica
+		for id := range pending {
+			if r := searchByID(snap.Replicas, id); r != nil && differs(r) {
+				return true
+			}
+		}
+		return false
+	}
+	return slices.ContainsFunc(snap.Replicas, differs)
 }
 
 // SilentAt is the earliest time a machine that heartbeats falls silent

@@ -225,14 +225,18 @@ func (h *Harness) decideBothWays() decide.Plan {
 	plan := decide.Decide(fromBooking, h.Snap, h.Memory, h.Now)
 	h.Snap.Booked = nil
 	if h.booked != nil {
-		full := decide.Decide(h.Config, h.Snap, h.Memory, h.Now)
+		// Afresh, and without what the snapshot vouches for: every replica
+		// walked.
+		walked := *h.Snap
+		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced = false, false, false, nil
+		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
 		kept, fresh := plan, full
 		kept.Booked, fresh.Booked = nil, nil
 		if diff := plan.Booked.Differs(full.Booked); diff != "" {
 			h.T.Fatalf("at %s a pass booked from the last pass's booking and what changed since otherwise than afresh: %s", h.Now.Format(time.RFC3339Nano), diff)
 		}
 		if !reflect.DeepEqual(kept, fresh) {
-			h.T.Fatalf("at %s a pass from the last pass's booking decided otherwise than one booking afresh:\nfrom the booking: %s\nafresh: %s",
+			h.T.Fatalf("at %s a pass from the last pass's booking (and the snapshot's word) decided otherwise than one booking afresh (walking every replica):\nfrom the booking: %s\nafresh: %s",
 				h.Now.Format(time.RFC3339Nano), Describe(plan), Describe(full))
 		}
 	}
@@ -242,14 +246,22 @@ func (h *Harness) decideBothWays() decide.Plan {
 
 // inStoreOrder lists the snapshot's replicas as the store and a server's
 // view do: by service and id (decide finds replicas by binary search in
-// that order), and vouches for it when every id is its service's, and
-// that none is retiring when none is.
+// that order), and vouches for it when every id is its service's, says
+// whether any is retiring or moving, and lists those on no machine, as a
+// server's view does.
 func (h *Harness) inStoreOrder() {
 	slices.SortStableFunc(h.Snap.Replicas, func(a, b *api.Replica) int {
 		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
 	})
 	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
 	h.Snap.NoneRetiring = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
+	h.Snap.NoneMoving = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
+	h.Snap.Unplaced = []string{}
+	for _, r := range h.Snap.Replicas {
+		if r.Machine == "" {
+			h.Snap.Unplaced = append(h.Snap.Unplaced, r.ID)
+		}
+	}
 }
 
 func outsideService(r *api.Replica) bool { return !replica.NamedInService(r) }

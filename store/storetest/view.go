@@ -148,12 +148,15 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Memory, errs[5] = tx.ListMemory()
 	s.InStoreOrder = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
 	s.NoneRetiring = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
-	s.Pending = map[string]int{}
+	s.NoneMoving = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
+	s.Pending, s.Unplaced = map[string]int{}, []string{}
 	for _, r := range s.Replicas {
 		if r.Machine == "" {
 			s.Pending[r.Cluster]++
+			s.Unplaced = append(s.Unplaced, r.ID)
 		}
 	}
+	slices.Sort(s.Unplaced)
 	return s, errors.Join(errs[:]...)
 }
 

@@ -2,6 +2,7 @@ package view
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/replica"
@@ -15,12 +16,16 @@ type replicaCounts struct {
 	oddIDs int
 	// retiring are the replicas out of their names, running until drained.
 	retiring int
-	// pending are the replicas on no machine, by cluster.
-	pending map[string]int
+	// moving are the replicas moving off a machine (PreviousMachine set).
+	moving int
+	// pending are the replicas on no machine, by cluster; unplaced their
+	// ids.
+	pending  map[string]int
+	unplaced map[string]bool
 }
 
 func newReplicaCounts(replicas []*api.Replica) replicaCounts {
-	c := replicaCounts{pending: map[string]int{}}
+	c := replicaCounts{pending: map[string]int{}, unplaced: map[string]bool{}}
 	for _, r := range replicas {
 		c.add(r, 1)
 	}
@@ -38,12 +43,26 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 	if r.RetiringSince != nil {
 		c.retiring += n
 	}
+	if r.PreviousMachine != "" {
+		c.moving += n
+	}
 	if r.Machine == "" {
 		c.pending[r.Cluster] += n
 		if c.pending[r.Cluster] == 0 {
 			delete(c.pending, r.Cluster)
 		}
+		if n > 0 {
+			c.unplaced[r.ID] = true
+		} else {
+			delete(c.unplaced, r.ID)
+		}
 	}
+}
+
+// unplacedIDs are the ids of the replicas on no machine, sorted (not
+// nil: a pass reads nil as not known).
+func (c *replicaCounts) unplacedIDs() []string {
+	return append([]string{}, slices.Sorted(maps.Keys(c.unplaced))...)
 }
 
 // pendingByCluster is a copy of the pending counts.

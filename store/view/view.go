@@ -169,8 +169,12 @@ type Snapshot struct {
 	// NoneRetiring: no replica is retiring (out of its name, running until
 	// drained).
 	NoneRetiring bool
-	// Pending counts the replicas on no machine, by cluster (none: absent).
-	Pending map[string]int
+	// NoneMoving: no replica is moving off a machine.
+	NoneMoving bool
+	// Pending counts the replicas on no machine, by cluster (none:
+	// absent); Unplaced are their ids, sorted.
+	Pending  map[string]int
+	Unplaced []string
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
@@ -419,7 +423,7 @@ func (v *View) snapshot() Snapshot {
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
 		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
-		NoneRetiring: v.counts.retiring == 0, Pending: v.counts.pendingByCluster()}
+		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs()}
 }
 
 // resorted is the sorted list of objects after the named ones changed:

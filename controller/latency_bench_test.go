@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/metrics"
+	"github.com/gantry-dev/gantry/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// BenchmarkDecisionLatency50k runs the leader's loop as a server runs it
+// (Run, on the real clock, a Trigger after each write) over the steady
+// fleet of BenchmarkPassSteady50k, and writes b.N lone changes (a service
+// scaled by one) at random moments, one a second on average (exponential
+// gaps, seeded). It reports the decision latency the loop itself
+// observes (gantry_decision_latency_seconds: from a change's commit to
+// the end of the act step of the pass that first read it; a pass that
+// read several observes its oldest): p50, p99 and the largest, in ms.
+// A change that arrives while a pass runs waits for it, the loop's rest
+// after it (MaxDutyCycle) and the next pass.
+//
+//	go test ./controller -run '^$' -bench DecisionLatency50k -benchtime 200x -timeout 60m
+func BenchmarkDecisionLatency50k(b *testing.B) {
+	c := steadyFleetOn(b, 50000, 5000, func(start time.Time) benchClock { return &shiftedClock{shift: time.Until(start)} })
+	b.Run("gap=1s", func(b *testing.B) { benchLatency(b, c, time.Second) })
+}
+
+// benchLatency writes b.N changes gap apart on average to c's running
+// loop and reports the latencies it observed.
+func benchLatency(b *testing.B, c *Controller, gap time.Duration) {
+	recorded := &recordingHistogram{Histogram: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "latency"})}
+	c.Metrics = metrics.New(prometheus.NewRegistry())
+	c.Metrics.DecisionLatency = recorded
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	<-c.Ready()
+	rng := rand.New(rand.NewPCG(1, uint64(b.N)))
+	b.ResetTimer()
+	for i := range b.N {
+		time.Sleep(time.Duration(rng.ExpFloat64() * float64(gap)))
+		if err := scaleService(ctx, c.Store, fmt.Sprintf("svc%d", i%5000)); err != nil {
+			b.Fatal(err)
+		}
+		c.Trigger()
+	}
+	time.Sleep(5 * time.Second) // the last changes are carried out
+	b.StopTimer()
+	cancel()
+	<-done
+	samples := recorded.sorted()
+	if len(samples) == 0 {
+		b.Fatal("no decision observed")
+	}
+	quantile := func(q float64) float64 { return samples[min(len(samples)-1, int(q*float64(len(samples))))] * 1000 }
+	b.ReportMetric(quantile(0.5), "p50-ms")
+	b.ReportMetric(quantile(0.99), "p99-ms")
+	b.ReportMetric(samples[len(samples)-1]*1000, "max-ms")
+	b.ReportMetric(float64(len(samples)), "decisions")
+	b.ReportMetric(0, "ns/op")
+}
+
+// scaleService gives a service one replica more.
+func scaleService(ctx context.Context, st store.Store, name string) error {
+	return st.Update(ctx, func(tx store.Tx) error {
+		s, err := tx.GetService(name)
+		if err != nil {
+			return err
+		}
+		more := *s
+		replicas := *s.Spec.Replicas + 1
+		more.Spec.Replicas = &replicas
+		return tx.PutService(&more)
+	})
+}
+
+// shiftedClock is the real clock, moved to another moment: the harness's
+// fleet was made at a fixed time.
+type shiftedClock struct {
+	clock.RealClock
+	shift time.Duration
+}
+
+func (c *shiftedClock) Now() time.Time                  { return time.Now().Add(c.shift) }
+func (c *shiftedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// recordingHistogram keeps every observation too.
+type recordingHistogram struct {
+	prometheus.Histogram
+	mu      sync.Mutex
+	samples []float64
+}
+
+func (h *recordingHistogram) Observe(v float64) {
+	h.mu.Lock()
+	h.samples = append(h.samples, v)
+	h.mu.Unlock()
+	h.Histogram.Observe(v)
+}
+
+func (h *recordingHistogram) sorted() []float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(slices.Values(h.samples))
+}
