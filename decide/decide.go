@@ -184,9 +184,15 @@ func (p *Pass) own(r *api.Replica) *api.Replica {
 	if !ok || p.replicas[i] != r {
 		panic("decide: own of a replica the pass does not hold: " + r.ID)
 	}
-	c := *r
-	p.replicas[i] = &c
-	p.mine[&c] = true
+	return takeCopy(p.replicas, i, p.mine)
+}
+
+// takeCopy puts a copy of list[i] in its place, notes it in mine, and
+// returns it.
+func takeCopy[T any](list []*T, i int, mine map[*T]bool) *T {
+	c := *list[i]
+	list[i] = &c
+	mine[&c] = true
 	return &c
 }
 
@@ -220,10 +226,7 @@ func (p *Pass) ownMachine(m *api.Machine) *api.Machine {
 	if !ok || p.machines[i] != m {
 		panic("decide: ownMachine of a machine the pass does not hold: " + m.ID)
 	}
-	c := *m
-	p.machines[i] = &c
-	p.mineMachines[&c] = true
-	return &c
+	return takeCopy(p.machines, i, p.mineMachines)
 }
 
 // terminate marks a machine terminating; its replicas go back to pending,
