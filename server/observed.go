@@ -154,8 +154,9 @@ func (s *Server) handleGetMachine(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.beats.Overlay([]*api.Machine{m})
-	writeJSON(w, http.StatusOK, m)
+	one := []*api.Machine{m}
+	s.beats.Overlay(one) // a copy, when a heartbeat is kept in memory
+	writeJSON(w, http.StatusOK, one[0])
 }
 
 // handleDrain drains a machine: its replicas move (new copy first), then

@@ -181,7 +181,8 @@ type Snapshot struct {
 // not in the feed: each sync reads them (one small row per machine) and
 // the snapshot's machines carry them, as ListMachines reports them: a
 // machine with a later recorded heartbeat than its own is a copy that
-// carries it, kept for the next sync while neither changes.
+// carries it, kept for the next sync while neither changes. The list is
+// the caller's; the machines, like every object, are shared.
 func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -230,7 +231,7 @@ func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Tim
 		out[i] = &c
 	}
 	*b = beatenMachines{from: machines, out: out}
-	return out
+	return slices.Clone(out) // readers may set elements (Beats.Overlay)
 }
 
 // Loads is how many times the view read the whole store.
