@@ -647,6 +647,18 @@ func (a *Agent) reconcile(ctx context.Context, assignments []api.Assignment) {
 	a.mu.Unlock()
 	haltAll(stopping)
 	for _, as := range assignments {
+		a.mu.Lock()
+		ranOut := as.Failover != nil && as.Failover.LeaseSeconds > 0 && !a.renewedAt.IsZero() && a.leaseRanOut(as.Failover)
+		a.mu.Unlock()
+		if ranOut {
+			// An answer that comes after the lease it renews ran out (it
+			// was sent before the server went away) must not start a
+			// primary again: fenced, as the lease watch left it.
+			fenced := *as.Failover
+			fenced.Role = api.RoleFenced
+			a.writeRole(&fenced)
+			continue
+		}
 		if as.Failover != nil {
 			a.writeRole(as.Failover)
 		}

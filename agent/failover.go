@@ -113,16 +113,18 @@ func (a *Agent) expiredPrimaries() ([]expiredPrimary, time.Time) {
 	defer a.mu.Unlock()
 	var out []expiredPrimary
 	for id, s := range a.supervisors {
-		f := s.role()
-		if f == nil || f.Role != api.RolePrimary {
-			continue
-		}
-		if a.leaseClock().Since(a.renewedAt) > a.leaseStop(f.LeaseSeconds) {
+		if f := s.role(); a.leaseRanOut(f) {
 			out = append(out, expiredPrimary{s: s, role: *f})
 			delete(a.supervisors, id)
 		}
 	}
 	return out, a.renewedAt
+}
+
+// leaseRanOut: f is a primary's role whose lease ran out LeaseStopAfter
+// after the last renewal (a.mu held).
+func (a *Agent) leaseRanOut(f *api.FailoverAssignment) bool {
+	return f != nil && f.Role == api.RolePrimary && a.leaseClock().Since(a.renewedAt) > a.leaseStop(f.LeaseSeconds)
 }
 
 // leaseStop is how long after its last renewal a primary stops.
