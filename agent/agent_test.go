@@ -27,7 +27,12 @@ type fakeServer struct {
 	last        []api.ReplicaStatus
 	down        bool
 	refused     int
-	joined      api.JoinRequest
+	// hold, when set, holds each heartbeat's answer until it is closed,
+	// then answers it as if the server were up; held counts the
+	// heartbeats held.
+	hold   chan struct{}
+	held   int
+	joined api.JoinRequest
 }
 
 func (f *fakeServer) handler(t *testing.T) http.Handler {
@@ -43,8 +48,15 @@ func (f *fakeServer) handler(t *testing.T) http.Handler {
 	})
 	mux.HandleFunc("POST /v1/machines/m1/heartbeat", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
+		hold := f.hold
+		if hold != nil {
+			f.held++
+			f.mu.Unlock()
+			<-hold
+			f.mu.Lock()
+		}
 		defer f.mu.Unlock()
-		if f.down {
+		if f.down && hold == nil {
 			f.refused++
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

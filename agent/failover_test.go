@@ -109,3 +109,42 @@ func TestLeaseSelfStopOnAFakeClock(t *testing.T) {
 		t.Fatalf("the member was not told it is fenced: %+v", role)
 	}
 }
+
+// An answer sent before the server went away and received after the
+// lease it renews ran out must not start the primary again: the lease
+// watch fenced it, and the late answer leaves it fenced.
+func TestLateAnswerDoesNotRestartAFencedPrimary(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fs, dir, _ := startAgentWith(t, func(c *Config) { c.LeaseClock, c.LeaseCheckInterval = clk, 10*time.Millisecond })
+	run := "echo $$ > pid; echo '{\"role\":\"primary\",\"epoch\":3,\"serving\":true}' > $GANTRY_FAILOVER_DIR/status.json; exec sleep 300"
+	as := memberAssignment("pg-0", "pg", api.RolePrimary, "sh", "-c", run)
+	as.Failover.LeaseSeconds = 8 // stopped 6 s after the last renewal sent
+	fs.set(as)
+	pidFile := filepath.Join(dir, "replicas", "pg-0", "pid")
+	eventually(t, "the primary running", func() bool { st, ok := fs.status("pg-0"); return ok && fileExists(pidFile) && st.Member != nil })
+	pid := strings.TrimSpace(readFile(pidFile))
+	release := make(chan struct{})
+	fs.mu.Lock()
+	fs.hold = release
+	fs.mu.Unlock()
+	eventually(t, "a heartbeat waiting for its answer", func() bool { fs.mu.Lock(); defer fs.mu.Unlock(); return fs.held > 0 })
+	fs.mu.Lock()
+	fs.hold, fs.down = nil, true // the ones after it are refused
+	fs.mu.Unlock()
+	for range 7 { // past 6 s since that heartbeat was sent
+		eventually(t, "the lease watch waiting on its clock", clk.HasWaiters)
+		clk.Step(time.Second)
+	}
+	eventually(t, "the primary stopped", func() bool { return !fileExists("/proc/" + pid) })
+	refused := func() int { fs.mu.Lock(); defer fs.mu.Unlock(); return fs.refused }
+	before := refused()
+	close(release) // the late answer: the primary, renewed as of its sending
+	eventually(t, "the heartbeat after the late answer", func() bool { return refused() > before })
+	var role api.FailoverAssignment
+	if found, _ := atomicfile.ReadJSON(filepath.Join(dir, "failover", "pg", member.RoleFile), &role); !found || role.Role != api.RoleFenced {
+		t.Fatalf("after the late answer the member's role is %+v, want fenced", role)
+	}
+	if fileExists(pidFile) && strings.TrimSpace(readFile(pidFile)) != pid {
+		t.Fatal("the late answer started the primary again")
+	}
+}
