@@ -432,8 +432,6 @@ func (v *View) snapshot() Snapshot {
 // merged with their present versions sorted. A few changes among
 // 500,000 replicas cost copying the list, not a sort of it nor reading
 // every object. The old list is left as it was (readers may hold it).
-// An object's place in the order must not depend on what a change may
-// change in it without a new name (a replica's service is fixed).
 func resorted[T any](old []*T, objects map[string]*T, dirty map[string]*T, compare func(a, b *T) int) []*T {
 	if len(dirty) == 0 && old != nil {
 		return old
