@@ -33,10 +33,16 @@ type Config struct {
 	// Interval between passes (a pass also runs when triggered).
 	Interval time.Duration
 	// MaxDutyCycle bounds the share of time the loop spends in passes:
-	// after a pass of duration d it rests d×(1/MaxDutyCycle−1) before the
-	// next, triggered or not, so that a large fleet's passes leave the
-	// CPU to the API and the heartbeats (1: no rest).
+	// a pass of duration d owes a rest of d×(1/MaxDutyCycle−1), which the
+	// time between passes pays back, so that a large fleet's passes leave
+	// the CPU to the API and the heartbeats (1: no rest; see dutyBudget).
 	MaxDutyCycle float64
+	// DutyWindow is the window MaxDutyCycle holds over: the loop rests
+	// only for what it owes beyond (1−MaxDutyCycle)×DutyWindow, so that a
+	// change finding the loop idle is decided at once, and a burst of
+	// changes gets passes back to back for up to MaxDutyCycle×DutyWindow
+	// (0: every pass is followed by its whole rest).
+	DutyWindow time.Duration
 	// MaxRest caps that rest: after a pass that took minutes (a join
 	// storm's), a change waits no longer than this to be decided.
 	MaxRest time.Duration
@@ -63,7 +69,7 @@ type Config struct {
 
 // DefaultConfig returns production defaults.
 func DefaultConfig() Config {
-	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, ViewChangeLog: view.DefaultChangeLog, PlacementBatch: 500, FullPassInterval: 5 * time.Minute,
+	return Config{Interval: 2 * time.Second, MaxDutyCycle: 0.5, DutyWindow: 10 * time.Second, MaxRest: 10 * time.Second, Decide: decide.DefaultConfig(), ViewBatch: view.DefaultBatch, ViewChangeLog: view.DefaultChangeLog, PlacementBatch: 500, FullPassInterval: 5 * time.Minute,
 		Calls: machines.CallConfig{ProviderTimeout: time.Minute, Concurrency: 8, JoinTokenTTL: 15 * time.Minute, ConsoleTailLines: 20}}
 }
 
@@ -182,17 +188,16 @@ func (c *Controller) Run(ctx context.Context) {
 	}()
 	c.observed.Reset()
 	c.quiet, c.booked = nil, nil // a new term decides afresh
+	var budget dutyBudget
 	for {
 		began := c.Clock.Now()
 		if err := c.Pass(ctx); err != nil && ctx.Err() == nil {
 			c.Log.Error("reconcile pass", "err", err)
 		}
+		budget.passed(c.cfg, c.Clock.Now(), c.Clock.Since(began))
 		c.readyOne.Do(func() { close(c.ready) })
 		if c.AfterPass != nil {
 			c.AfterPass()
-		}
-		if !c.rest(ctx, c.Clock.Since(began)) {
-			return
 		}
 		select {
 		case <-ctx.Done():
@@ -200,13 +205,14 @@ func (c *Controller) Run(ctx context.Context) {
 		case <-ticker.C():
 		case <-c.trigger:
 		}
+		if !c.rest(ctx, budget.rest(c.cfg, c.Clock.Now())) {
+			return
+		}
 	}
 }
 
-// rest waits after a pass that took d for restAfter(d); false when ctx
-// ended.
-func (c *Controller) rest(ctx context.Context, d time.Duration) bool {
-	wait := c.cfg.restAfter(d)
+// rest waits for wait; false when ctx ended.
+func (c *Controller) rest(ctx context.Context, wait time.Duration) bool {
 	if wait <= 0 {
 		return ctx.Err() == nil
 	}
@@ -218,20 +224,6 @@ func (c *Controller) rest(ctx context.Context, d time.Duration) bool {
 	case <-timer.C():
 		return true
 	}
-}
-
-// restAfter is the rest after a pass that took d: what keeps the loop's
-// duty cycle under MaxDutyCycle, at most MaxRest.
-func (cfg Config) restAfter(d time.Duration) time.Duration {
-	duty := cfg.MaxDutyCycle
-	if duty <= 0 || duty >= 1 || d <= 0 {
-		return 0
-	}
-	wait := time.Duration(float64(d) * (1/duty - 1))
-	if cfg.MaxRest > 0 {
-		wait = min(wait, cfg.MaxRest)
-	}
-	return wait
 }
 
 // Pass runs one pass: load, decide, act.
