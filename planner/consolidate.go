@@ -18,6 +18,9 @@ import (
 // than MinLifetime, never below minSize or into the warm pool, at most
 // MaxRemovals, and never in a cluster the plan is growing.
 func (p *planning) consolidate(plan *Plan) []Removal {
+	if p.cfg.MaxRemovals <= 0 {
+		return nil // no walk or sort of every machine to remove none
+	}
 	growing := map[string]bool{}
 	for _, nm := range plan.Add {
 		growing[nm.Cluster] = true

@@ -85,10 +85,16 @@ func (m *Machine) Clone() *Machine {
 // which copies them first. A machine kept across passes is handed to each
 // pass this way, and stays as it was.
 func (m *Machine) Share() *Machine {
-	c := *m
+	c := new(Machine)
+	m.ShareInto(c)
+	return c
+}
+
+// ShareInto makes c a copy of m as Share does (for copies made in bulk).
+func (m *Machine) ShareInto(c *Machine) {
+	*c = *m
 	c.slots, c.excluded, c.shared = nil, false, true
 	c.Residents = m.Residents[:len(m.Residents):len(m.Residents)]
-	return &c
 }
 
 // own gives a shared machine its own counts and devices.
@@ -220,7 +226,12 @@ type Eviction struct {
 
 // Schedule places pending replicas, highest priority first, largest first
 // within a priority. Machines are updated in place with what was placed.
+// With nothing pending it builds no session: a pass that places nothing
+// (most passes) would sort and index every machine for nothing.
 func Schedule(machines []*Machine, pending []Replica) Result {
+	if len(pending) == 0 {
+		return Result{Unplaced: map[string]string{}}
+	}
 	return NewSession(machines).Place(pending, nil)
 }
 

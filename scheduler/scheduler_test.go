@@ -475,3 +475,19 @@ func TestSharedMachineLeavesTheOriginalAlone(t *testing.T) {
 		t.Fatalf("the copy did not book: counts %v, GPUs %+v", c.ServiceCount, c.GPUs)
 	}
 }
+
+// With nothing pending Schedule answers what a session would, without
+// building one: the machines are left as they were, not ranked.
+func TestScheduleWithNothingPendingTouchesNoMachine(t *testing.T) {
+	a, b := machine("a", "g", 4000, 8), machine("b", "g", 4000, 8)
+	b.Allocated = api.Resources{MilliCPU: 2000, MemoryBytes: 4 << 30}
+	a.rank, b.rank = -7, -7
+	got := Schedule([]*Machine{a, b}, nil)
+	want := NewSession([]*Machine{machine("a", "g", 4000, 8)}).Place(nil, nil)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nothing pending: %+v, a session answers %+v", got, want)
+	}
+	if a.rank != -7 || b.rank != -7 {
+		t.Errorf("nothing pending, yet the machines were ranked (%d, %d): a session was built", a.rank, b.rank)
+	}
+}
