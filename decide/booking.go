@@ -361,6 +361,8 @@ func (b *booker) book() *Booking {
 		}
 	}
 	b.reserve()
+	// The pass's copies in one allocation, not one for each of 50,000.
+	copies := make([]scheduler.Machine, len(b.v.byID))
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
 		if b.dirty[i] {
@@ -370,12 +372,13 @@ func (b *booker) book() *Booking {
 			pm.Machine, pm.Replicas, pm.DoNotDisrupt = kept.pm.Machine, slices.Clip(kept.pm.Replicas), kept.pm.DoNotDisrupt
 			list = kept.replicas
 		}
-		if !strings.HasPrefix(pm.ID, placeholderPrefix) {
+		if i < b.v.sorted { // not one the pass launched (a placeholder)
 			// The booking keeps each machine as booked; the pass works on
 			// copies.
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
 		}
-		pm.Machine = pm.Machine.Share()
+		pm.Machine.ShareInto(&copies[i])
+		pm.Machine = &copies[i]
 	}
 	return next
 }

@@ -171,17 +171,31 @@ func (p *Pass) subnetBudgets(v *view) map[string]planner.Subnets {
 // plannerGroups describes every capacity group of the target's clusters
 // to the planner, with the instance types it may launch.
 func (p *Pass) plannerGroups(v *view) []*planner.Group {
-	live, stopped, tee := map[string]int{}, map[string]int{}, map[string]bool{}
+	type tally struct {
+		live, stopped int
+		tee           bool
+	}
+	counts := map[[2]string]*tally{}
+	var last *tally
+	var lastKey [2]string
 	for _, m := range p.machines {
-		key := planner.Key(m.Cluster, m.Group)
+		// Machines of a group mostly follow each other: the key is hashed
+		// when the group changes, not for each of 50,000.
+		if last == nil || m.Cluster != lastKey[0] || m.Group != lastKey[1] {
+			lastKey = [2]string{m.Cluster, m.Group}
+			if last = counts[lastKey]; last == nil {
+				last = &tally{}
+				counts[lastKey] = last
+			}
+		}
 		if m.CountsTowardGroup() {
-			live[key]++
+			last.live++
 		}
 		if m.FleetState == api.FleetStopped {
-			stopped[key]++
+			last.stopped++
 		}
 		if m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
-			tee[key] = true
+			last.tee = true
 		}
 	}
 	var out []*planner.Group
@@ -201,12 +215,15 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 			if err != nil {
 				continue
 			}
-			key := planner.Key(name, g.GroupID)
+			t := counts[[2]string{name, g.GroupID}]
+			if t == nil {
+				t = &tally{}
+			}
 			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
 				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: prov.Runtimes,
-				TEE:      tee[key] || slices.ContainsFunc(prov.Runtimes, runtime.IsTEE),
-				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: live[key],
-				WarmStopped: g.WarmPoolState == api.WarmStopped && prov.CanStop, Stopped: stopped[key]})
+				TEE:      t.tee || slices.ContainsFunc(prov.Runtimes, runtime.IsTEE),
+				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: t.live,
+				WarmStopped: g.WarmPoolState == api.WarmStopped && prov.CanStop, Stopped: t.stopped})
 		}
 	}
 	return out

@@ -122,7 +122,14 @@ func SilentAt(cfg Config, snap *Snapshot) time.Time {
 
 // watchedForSilence: a joined machine whose heartbeats count.
 func watchedForSilence(m *api.Machine) bool {
-	return m.JoinState == api.JoinJoined && slices.Contains([]api.FleetState{api.FleetReady, api.FleetActive, api.FleetDraining}, m.FleetState)
+	if m.JoinState != api.JoinJoined {
+		return false
+	}
+	switch m.FleetState {
+	case api.FleetReady, api.FleetActive, api.FleetDraining:
+		return true
+	}
+	return false
 }
 
 // lastSign is a machine's last heartbeat, but never before the server
