@@ -167,6 +167,8 @@ func (c *Controller) changedSince(from, to int64) *decide.Changes {
 			changed.Clusters[l.Name] = true
 		case store.FeedMemory:
 			changed.Memory[l.Name] = true
+		case store.FeedMachine:
+			changed.Machines[l.Name] = true
 		}
 	}
 	return changed

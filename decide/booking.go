@@ -42,6 +42,11 @@ type Booking struct {
 	// none): the store may not hold what the pass did (its act may fail),
 	// so the next pass books them again.
 	own map[string]string
+	// ownMachines are the machines the pass changed (the store may not
+	// hold what it did either), and providers what it knew of the
+	// providers (a machine not joined yet runs its provider's runtimes).
+	ownMachines map[string]bool
+	providers   map[string]ProviderInfo
 	// quiet are the services whose steps decided nothing, and secrets the
 	// Secrets' revisions the pass read (quiet.go).
 	quiet   map[string]quietService
@@ -91,9 +96,11 @@ type booker struct {
 	// book every machine afresh).
 	prev    *Booking
 	changed *Changes
-	reused  []int32          // prev's machine each of v.byID's is taken from (-1: none)
-	fresh   [][]*api.Replica // of v.byID: the replicas to book afresh
-	dirty   []bool           // of v.byID: booked afresh
+	// sameProviders: the providers are as the last booking knew them.
+	sameProviders bool
+	reused        []int32          // prev's machine each of v.byID's is taken from (-1: none)
+	fresh         [][]*api.Replica // of v.byID: the replicas to book afresh
+	dirty         []bool           // of v.byID: booked afresh
 	// incoming are the changed replicas now on each machine; touched the
 	// machines outside the view whose lists change.
 	incoming map[string][]*api.Replica
@@ -116,6 +123,7 @@ func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Boo
 	}
 	if ordered && p.snap.Booked != nil && p.snap.Changed != nil {
 		b.prev, b.changed = p.snap.Booked, p.snap.Changed
+		b.sameProviders = reflect.DeepEqual(b.prev.providers, p.snap.Providers)
 		if ids := b.changedReplicas(); ids != nil {
 			b.collectChanged(ids)
 		} else {
@@ -140,6 +148,7 @@ func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Boo
 		}
 	}
 	next.quiet, next.secrets = p.quiet, maps.Clone(p.snap.SecretRevisions)
+	next.providers = maps.Clone(p.snap.Providers)
 	return next
 }
 
@@ -202,7 +211,9 @@ func (b *booker) collectChanged(ids map[string]bool) {
 			continue
 		}
 		seen[j], base[i] = true, prev.machines[j].replicas
-		if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
+		if b.unchanged(i, &prev.machines[j]) {
+			b.reused[i] = int32(j)
+		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
 			b.reused[i] = int32(j)
 		} else {
 			b.dirty[i] = true
@@ -483,6 +494,16 @@ func sameMachine(a *scheduler.Machine, pm *planner.Machine, list machineList, ke
 		a.TEE == k.TEE && a.Allocatable == k.Allocatable && a.PricePerHour == k.PricePerHour &&
 		maps.Equal(a.Labels, k.Labels) && slices.Equal(a.Runtimes, k.Runtimes) &&
 		slices.EqualFunc(a.GPUs, k.GPUs, func(x, y scheduler.GPU) bool { return x.Index == y.Index && x.Type == y.Type && x.VRAMGB == y.VRAMGB })
+}
+
+// unchanged: the view's machine i is, by what changed since the last
+// booking, the machine kept as it was booked, without comparing every
+// field of each of 50,000 machines: the feed did not list it, neither
+// pass changed it, nor its cluster nor the providers changed.
+func (b *booker) unchanged(i int, kept *bookedMachine) bool {
+	m, cl := b.sources[i].m, b.sources[i].cl
+	return b.changed.Machines != nil && !b.changed.Machines[m.ID] && !b.prev.ownMachines[m.ID] && !b.p.mineMachines[m] &&
+		!b.changed.Clusters[cl.Metadata.Name] && b.sameProviders && b.lists[i] == kept.list
 }
 
 // runningReplica is the pass's replica of that id, retiring or not (nil:

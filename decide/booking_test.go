@@ -1,11 +1,14 @@
 package decide_test
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/provisioner"
 )
 
 // The harness decides every pass from the last pass's booking and
@@ -126,6 +129,56 @@ func TestBookingSeesAClustersNewZones(t *testing.T) {
 	h.Replica("db", 0, m.ID)
 	settle(h)
 	c.Spec.CapacityGroups[0].Zones = []string{"a", "b"}
+	h.Pass()
+}
+
+// A machine on its way learns its zone from the provider's list: the pass
+// books its own copy with the zone though the feed has not listed the
+// machine; and when that plan is not carried out, the next pass books
+// the store's machine again, without the zone, though nothing changed in
+// the store since.
+func TestBookingSeesAMachineThePassChanged(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	intent := h.Machine("c", "g", "small", func(m *api.Machine) {
+		m.ProviderID, m.JoinedAt, m.LastHeartbeat, m.CreatedAt, m.Runtimes, m.Zone = "", nil, nil, h.Now, nil, ""
+		m.JoinState = api.JoinProvisioning
+	})
+	h.Decide()
+	h.Step(time.Minute)
+	h.Snap.Inventories[decidetest.Provider] = decide.Inventory{At: h.Now, Instances: []provisioner.Instance{
+		{ID: "i-found", Zone: "z-listed", Tags: map[string]string{provisioner.TagMachine: intent.ID}, LaunchedAt: h.Now},
+	}}
+	if plan := h.Decide(); len(plan.Adoptions) != 1 {
+		t.Fatalf("the machine was not adopted: %s", decidetest.Describe(plan))
+	}
+	h.Decide() // the adoption was not carried out
+}
+
+// A cluster keeps more back on every machine: its machines' allocatable
+// room shrinks though no machine changed.
+func TestBookingSeesAClustersNewReservation(t *testing.T) {
+	h := decidetest.New(t)
+	c := h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	h.Machine("c", "g", "small")
+	settle(h)
+	c.Spec.SystemReserved = api.ResourceAmounts{CPU: "200m"}
+	h.Pass()
+}
+
+// A machine not joined yet runs what its provider offers: when the
+// provider's runtimes change, its booking does.
+func TestBookingSeesAProvidersNewRuntimes(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	h.Machine("c", "g", "small", func(m *api.Machine) {
+		m.JoinedAt, m.LastHeartbeat, m.CreatedAt, m.Runtimes = nil, nil, h.Now, nil
+		m.JoinState = api.JoinBooting
+	})
+	settle(h)
+	info := h.Snap.Providers[decidetest.Provider]
+	info.Runtimes = append(slices.Clone(info.Runtimes), "sandbox")
+	h.Snap.Providers[decidetest.Provider] = info
 	h.Pass()
 }
 

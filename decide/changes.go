@@ -17,6 +17,11 @@ type Changes struct {
 	// Memory are the memory's entries written or dropped, by their keys
 	// in the store.
 	Memory map[string]bool
+	// Machines are those made, changed or deleted, by id, but for
+	// heartbeats held in memory (laid over the store's machines): nothing
+	// booked reads a heartbeat. nil: not known, and the booking compares
+	// every machine with the one it kept.
+	Machines map[string]bool
 }
 
 // ReplicaWas is what a pass needs to know of a changed replica as it
@@ -28,7 +33,8 @@ type ReplicaWas struct {
 
 // NewChanges is an empty Changes, to note changes in.
 func NewChanges() *Changes {
-	return &Changes{Replicas: map[string]ReplicaWas{}, Services: map[string]bool{}, Clusters: map[string]bool{}, Memory: map[string]bool{}}
+	return &Changes{Replicas: map[string]ReplicaWas{}, Services: map[string]bool{}, Clusters: map[string]bool{}, Memory: map[string]bool{},
+		Machines: map[string]bool{}}
 }
 
 // Replica notes a replica of a service changed that was on machine

@@ -108,6 +108,12 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	p.decideFailover()
 	p.forget()
 	p.plan.Memory = *p.mem
+	if p.plan.Booked != nil {
+		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
+		for m := range p.mineMachines {
+			p.plan.Booked.ownMachines[m.ID] = true
+		}
+	}
 	return p.plan
 }
 

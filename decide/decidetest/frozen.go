@@ -16,6 +16,9 @@ type frozenObjects struct {
 	services map[string]string
 	clusters map[string]string
 	memory   map[string]string
+	// machines are encoded without their heartbeats, as a server's view
+	// logs them (heartbeats held in memory are not changes).
+	machines map[string]string
 }
 
 type frozenReplica struct {
@@ -30,7 +33,12 @@ func freeze(t testing.TB, snap *decide.Snapshot, mem decide.Memory) *frozenObjec
 		t.Fatalf("encoding the memory: %v", err)
 	}
 	f := &frozenObjects{replicas: make(map[string]frozenReplica, len(snap.Replicas)), services: map[string]string{},
-		clusters: map[string]string{}, memory: entries}
+		clusters: map[string]string{}, memory: entries, machines: make(map[string]string, len(snap.Machines))}
+	for _, m := range snap.Machines {
+		quiet := *m
+		quiet.LastHeartbeat = nil
+		f.machines[m.ID] = encode(t, &quiet)
+	}
 	for _, r := range snap.Replicas {
 		f.replicas[r.ID] = frozenReplica{encoded: encode(t, r), was: decide.ReplicaWas{Service: r.Service, Machine: r.Machine}}
 	}
@@ -59,7 +67,7 @@ func (f *frozenObjects) changes(t testing.TB, snap *decide.Snapshot, mem decide.
 	}
 	now := freeze(t, snap, mem)
 	c := &decide.Changes{Replicas: map[string]decide.ReplicaWas{}, Services: changedKeys(f.services, now.services),
-		Clusters: changedKeys(f.clusters, now.clusters), Memory: changedKeys(f.memory, now.memory)}
+		Clusters: changedKeys(f.clusters, now.clusters), Memory: changedKeys(f.memory, now.memory), Machines: changedKeys(f.machines, now.machines)}
 	for id, was := range f.replicas {
 		if is, ok := now.replicas[id]; !ok || is.encoded != was.encoded {
 			c.Replicas[id] = was.was
