@@ -39,6 +39,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
 		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
 		snap.InStoreOrder, snap.NoneRetiring, snap.NoneMoving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.NoneMoving, objects.Unplaced
+		snap.Orphaned = objects.Orphaned
 		if take {
 			c.pending = objects.Pending
 		}

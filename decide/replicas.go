@@ -44,11 +44,16 @@ func (p *Pass) syncReplicas() {
 
 // deleteOrphans deletes the replicas of deleted services. In the
 // store's order the replicas of a service are a run, skipped by a binary
-// search.
+// search; when the snapshot names the orphaned services, only their runs
+// are looked for.
 func (p *Pass) deleteOrphans() {
 	sorted := 0
 	if p.index.ordered {
 		sorted = p.index.sorted
+	}
+	if p.snap.Orphaned != nil && sorted > 0 {
+		p.deleteRunsOf(p.snap.Orphaned, p.replicas[:sorted])
+		sorted = 0
 	}
 	for i := 0; i < sorted; {
 		run := p.replicas[i:sorted]
@@ -65,6 +70,23 @@ func (p *Pass) deleteOrphans() {
 	}
 	for _, r := range p.replicas[sorted:] {
 		if p.services[r.Service] == nil {
+			p.deleteReplica(r, "service "+r.Service+" was deleted")
+		}
+	}
+}
+
+// deleteRunsOf deletes the replicas of the named services (deleted ones)
+// among replicas, which are by service.
+func (p *Pass) deleteRunsOf(services []string, replicas []*api.Replica) {
+	for _, service := range services {
+		if p.services[service] != nil {
+			continue
+		}
+		from, _ := slices.BinarySearchFunc(replicas, service, func(r *api.Replica, s string) int { return strings.Compare(r.Service, s) })
+		for _, r := range replicas[from:] {
+			if r.Service != service {
+				break
+			}
 			p.deleteReplica(r, "service "+r.Service+" was deleted")
 		}
 	}

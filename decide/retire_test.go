@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,30 @@ func TestReplicaThatServesNothingIsDeletedAtOnce(t *testing.T) {
 	scaleTo(h, 1)
 	if plan := h.Pass(); len(plan.DeleteReplicas) != 1 || len(plan.RetireReplicas) != 0 {
 		t.Fatalf("drainSeconds 0: deleted %+v, retired %+v", plan.DeleteReplicas, plan.RetireReplicas)
+	}
+}
+
+// A deleted service's replicas go, and only theirs: among three
+// services, the middle one deleted, with the view naming it orphaned or
+// not (the harness decides both ways).
+func TestReplicasOfADeletedServiceAreDeleted(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	m := h.Machine("c", "g", "small")
+	for _, name := range []string{"api", "db", "web"} {
+		h.Service(name, "c", 2, "10m", "16Mi")
+		h.Replica(name, 0, m.ID)
+		h.Replica(name, 1, m.ID)
+	}
+	settle(h)
+	h.Snap.Services = slices.DeleteFunc(h.Snap.Services, func(s *api.Service) bool { return s.Metadata.Name == "db" })
+	plan := h.Pass()
+	var gone []string
+	for _, d := range append(plan.DeleteReplicas, plan.RetireReplicas...) {
+		gone = append(gone, d.ID)
+	}
+	slices.Sort(gone)
+	if !slices.Equal(gone, []string{"db-0", "db-1"}) {
+		t.Fatalf("deleted %v, want db's two replicas: %s", gone, decidetest.Describe(plan))
 	}
 }

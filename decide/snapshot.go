@@ -34,6 +34,11 @@ type Snapshot struct {
 	// as the caller (a server's view) keeps them: the pass looks for
 	// replicas to place among them and those it changed, not among all.
 	Unplaced []string
+	// Orphaned, when not nil, are the services some replica names that
+	// are not among Services, as the caller (a server's view) counts
+	// them: the pass deletes their replicas without looking at every
+	// replica's service.
+	Orphaned []string
 	// Catalogs are what each cluster's provider settings offer, by cluster.
 	Catalogs map[string]ClusterProvider
 	// Providers describes each provider by name.

@@ -228,7 +228,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		// Afresh, and without what the snapshot vouches for: every replica
 		// walked.
 		walked := *h.Snap
-		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced = false, false, false, nil
+		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced, walked.Orphaned = false, false, false, nil, nil
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
 		kept, fresh := plan, full
 		kept.Booked, fresh.Booked = nil, nil
@@ -256,12 +256,17 @@ func (h *Harness) inStoreOrder() {
 	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
 	h.Snap.NoneRetiring = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
 	h.Snap.NoneMoving = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
-	h.Snap.Unplaced = []string{}
+	h.Snap.Unplaced, h.Snap.Orphaned = []string{}, []string{}
 	for _, r := range h.Snap.Replicas {
 		if r.Machine == "" {
 			h.Snap.Unplaced = append(h.Snap.Unplaced, r.ID)
 		}
+		orphan := !slices.ContainsFunc(h.Snap.Services, func(s *api.Service) bool { return s.Metadata.Name == r.Service })
+		if orphan && !slices.Contains(h.Snap.Orphaned, r.Service) {
+			h.Snap.Orphaned = append(h.Snap.Orphaned, r.Service)
+		}
 	}
+	slices.Sort(h.Snap.Orphaned)
 }
 
 func outsideService(r *api.Replica) bool { return !replica.NamedInService(r) }

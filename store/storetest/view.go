@@ -157,6 +157,13 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 		}
 	}
 	slices.Sort(s.Unplaced)
+	s.Orphaned = []string{}
+	for _, r := range s.Replicas {
+		if !slices.ContainsFunc(s.Services, func(svc *api.Service) bool { return svc.Metadata.Name == r.Service }) && !slices.Contains(s.Orphaned, r.Service) {
+			s.Orphaned = append(s.Orphaned, r.Service)
+		}
+	}
+	slices.Sort(s.Orphaned)
 	return s, errors.Join(errs[:]...)
 }
 

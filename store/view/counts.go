@@ -22,10 +22,12 @@ type replicaCounts struct {
 	// ids.
 	pending  map[string]int
 	unplaced map[string]bool
+	// byService counts the replicas of each service named.
+	byService map[string]int
 }
 
 func newReplicaCounts(replicas []*api.Replica) replicaCounts {
-	c := replicaCounts{pending: map[string]int{}, unplaced: map[string]bool{}}
+	c := replicaCounts{pending: map[string]int{}, unplaced: map[string]bool{}, byService: map[string]int{}}
 	for _, r := range replicas {
 		c.add(r, 1)
 	}
@@ -46,6 +48,10 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 	if r.PreviousMachine != "" {
 		c.moving += n
 	}
+	c.byService[r.Service] += n
+	if c.byService[r.Service] == 0 {
+		delete(c.byService, r.Service)
+	}
 	if r.Machine == "" {
 		c.pending[r.Cluster] += n
 		if c.pending[r.Cluster] == 0 {
@@ -63,6 +69,19 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 // nil: a pass reads nil as not known).
 func (c *replicaCounts) unplacedIDs() []string {
 	return append([]string{}, slices.Sorted(maps.Keys(c.unplaced))...)
+}
+
+// orphaned are the services some replica names that services does not
+// hold, sorted (not nil: a pass reads nil as not known).
+func (c *replicaCounts) orphaned(services map[string]*api.Service) []string {
+	out := []string{}
+	for name := range c.byService {
+		if services[name] == nil {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // pendingByCluster is a copy of the pending counts.

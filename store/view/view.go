@@ -175,6 +175,9 @@ type Snapshot struct {
 	// absent); Unplaced are their ids, sorted.
 	Pending  map[string]int
 	Unplaced []string
+	// Orphaned are the services some replica names that are not among
+	// Services, sorted.
+	Orphaned []string
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
@@ -424,7 +427,8 @@ func (v *View) snapshot() Snapshot {
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
 		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
-		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs()}
+		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
+		Orphaned: v.counts.orphaned(v.services)}
 }
 
 // resorted is the sorted list of objects after the named ones changed:
