@@ -491,3 +491,32 @@ func TestScheduleWithNothingPendingTouchesNoMachine(t *testing.T) {
 		t.Errorf("nothing pending, yet the machines were ranked (%d, %d): a session was built", a.rank, b.rank)
 	}
 }
+
+// Machines of many clusters are kept apart however many there are (the
+// session finds a cluster's list by name among a few, by a map past
+// them): a replica of each cluster lands in its own.
+func TestManyClustersKeepTheirMachines(t *testing.T) {
+	var machines []*Machine
+	var pending []Replica
+	for i := range 3 * clustersCompared {
+		cluster := fmt.Sprintf("c%02d", i)
+		for j := range 3 {
+			m := machine(fmt.Sprintf("%s-m%d", cluster, j), "g", 4000, 8)
+			m.Cluster = cluster
+			machines = append(machines, m)
+		}
+		r := replica("web-"+cluster, 0, 1000, 512)
+		r.Rules.Cluster = cluster
+		pending = append(pending, r)
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(machines), func(i, j int) { machines[i], machines[j] = machines[j], machines[i] })
+	res := Schedule(machines, pending)
+	if len(res.Placements) != len(pending) {
+		t.Fatalf("placed %d of %d: %v", len(res.Placements), len(pending), res.Unplaced)
+	}
+	for _, p := range res.Placements {
+		if cluster := strings.SplitN(p.ReplicaID, "-", 3)[1]; !strings.HasPrefix(p.MachineID, cluster+"-") {
+			t.Errorf("%s placed on %s, outside its cluster", p.ReplicaID, p.MachineID)
+		}
+	}
+}

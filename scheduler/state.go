@@ -45,23 +45,64 @@ func newState(machines []*Machine) *state {
 	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
 		anti: map[string][]api.AffinityTerm{}, sets: map[string]*eligibleSet{}}
 	// Residents share their rules by revision: each rules is learnt once
-	// (a map by pointer, not two by service name for each of 500,000).
+	// (a map by pointer, not two by service name for each of 500,000),
+	// and rules without labels or terms teach nothing.
 	learnt := map[*Rules]bool{}
+	clusters := clusterLists{at: map[string]int{}}
 	for i, s := range byScore {
 		order[i] = s.m
 		s.m.rank, s.m.slots = i, nil
 		for _, res := range s.m.Residents {
-			if !learnt[res.Replica.Rules] {
-				learnt[res.Replica.Rules] = true
+			if rules := res.Replica.Rules; (rules.Labels != nil || rules.Terms != nil) && !learnt[rules] {
+				learnt[rules] = true
 				st.learn(res.Replica)
 			}
 		}
-		st.byCluster[s.m.Cluster] = append(st.byCluster[s.m.Cluster], s.m)
+		clusters.add(s.m)
 		if s.m.TEE {
 			st.teeInClus[s.m.Cluster] = true
 		}
 	}
+	for _, l := range clusters.lists {
+		st.byCluster[l.name] = l.machines
+	}
 	return st
+}
+
+// clusterLists are machines by cluster, in the order added. A fleet has
+// few clusters: finding one's list by comparing names (equal ones mostly
+// the same string) is quicker than hashing a name for each of 50,000
+// machines; past a few, a map finds it.
+type clusterLists struct {
+	lists []clusterList
+	at    map[string]int
+}
+
+type clusterList struct {
+	name     string
+	machines []*Machine
+}
+
+const clustersCompared = 8
+
+func (c *clusterLists) add(m *Machine) {
+	i, ok := -1, false
+	if len(c.lists) <= clustersCompared {
+		for j := range c.lists {
+			if c.lists[j].name == m.Cluster {
+				i, ok = j, true
+				break
+			}
+		}
+	} else {
+		i, ok = c.at[m.Cluster]
+	}
+	if !ok {
+		i = len(c.lists)
+		c.lists = append(c.lists, clusterList{name: m.Cluster})
+		c.at[m.Cluster] = i
+	}
+	c.lists[i].machines = append(c.lists[i].machines, m)
 }
 
 // tier is a set of machines tried in turn, and how replicas run there.
