@@ -166,12 +166,16 @@ func Diff(old, next Memory) (put map[string]string, del []string, err error) {
 
 // MemoryDecoder decodes the store's memory entries pass after pass,
 // keeping what it decoded: an entry unchanged since the last decode is
-// not decoded again. Its values are shared between the memories it
-// returns, which decide never changes (it copies a value's maps before
-// changing them). Its zero value is ready; it is not safe for concurrent
-// use.
+// not decoded again, and the memory it returned last is brought up to
+// the entries in place, not built afresh (10,000 entries at 50,000
+// machines: building their maps took a tenth of a lone change's pass).
+// So a memory it returns holds until the next Decode, and nobody may
+// change it (decide never does: it copies the memory, and a value's maps
+// before changing them). Its zero value is ready; it is not safe for
+// concurrent use.
 type MemoryDecoder struct {
 	last map[string]decodedEntry
+	mem  *Memory
 }
 
 type decodedEntry struct {
@@ -181,31 +185,39 @@ type decodedEntry struct {
 
 // Decode is DecodeMemory, from what the last Decode decoded.
 func (d *MemoryDecoder) Decode(entries map[string]string) (Memory, error) {
-	m := NewMemory()
+	if d.mem == nil {
+		m := NewMemory()
+		d.mem, d.last = &m, map[string]decodedEntry{}
+	}
 	sections := map[string]memorySection{}
 	for _, sec := range memorySections() {
 		sections[sec.name] = sec
 	}
-	next := make(map[string]decodedEntry, len(entries))
 	for k, raw := range entries {
 		name, key, ok := strings.Cut(k, "/")
 		sec, known := sections[name]
 		if !ok || !known {
 			continue
 		}
-		e, kept := d.last[k]
-		if !kept || e.raw != raw {
-			v, err := sec.decode(raw)
-			if err != nil {
-				return m, fmt.Errorf("memory entry %s: %w", k, err)
-			}
-			e = decodedEntry{raw: raw, value: v}
+		if e, kept := d.last[k]; kept && e.raw == raw {
+			continue
 		}
-		sec.set(&m, key, e.value)
-		next[k] = e
+		v, err := sec.decode(raw)
+		if err != nil {
+			d.mem, d.last = nil, nil // half brought up: the next decodes afresh
+			return NewMemory(), fmt.Errorf("memory entry %s: %w", k, err)
+		}
+		sec.set(d.mem, key, v)
+		d.last[k] = decodedEntry{raw: raw, value: v}
 	}
-	d.last = next
-	return m, nil
+	for k := range d.last {
+		if _, ok := entries[k]; !ok {
+			name, key, _ := strings.Cut(k, "/")
+			sections[name].remove(d.mem, key)
+			delete(d.last, k)
+		}
+	}
+	return *d.mem, nil
 }
 
 // Equal reports whether two memories hold the same entries.

@@ -137,7 +137,16 @@ func TestMemoryDecoderReusesWhatDidNotChange(t *testing.T) {
 	if _, shared := b["probe"]; !shared {
 		t.Fatal("an unchanged entry was decoded again")
 	}
+	delete(entries, "deployment/web")
+	third, err := d.Decode(entries)
+	if fresh, _ := decide.DecodeMemory(entries); err != nil || !third.Equal(fresh) {
+		t.Fatalf("after an entry was dropped decoded %+v, want %+v (%v)", third, fresh, err)
+	}
 	if _, err := d.Decode(map[string]string{"desired/c/g": "many"}); err == nil {
 		t.Fatal("a bad entry decoded")
+	}
+	after, err := d.Decode(entries)
+	if fresh, _ := decide.DecodeMemory(entries); err != nil || !after.Equal(fresh) {
+		t.Fatalf("after a bad entry decoded %+v, want %+v (%v)", after, fresh, err)
 	}
 }

@@ -29,8 +29,9 @@ type memorySection struct {
 	diff func(old, next *Memory, put map[string]string, del *[]string) error
 	// decode decodes an entry's JSON.
 	decode func(raw string) (any, error)
-	// set sets a decoded entry in m (value from decode).
-	set func(m *Memory, key string, value any)
+	// set sets a decoded entry in m (value from decode); remove drops one.
+	set    func(m *Memory, key string, value any)
+	remove func(m *Memory, key string)
 }
 
 // memorySections are Memory's sections, in its fields' order (a test
@@ -78,7 +79,8 @@ func section[V any](name string, field func(*Memory) *map[string]V) memorySectio
 			err := json.Unmarshal([]byte(raw), &v)
 			return v, err
 		},
-		set: func(m *Memory, key string, value any) { (*field(m))[key] = value.(V) },
+		set:    func(m *Memory, key string, value any) { (*field(m))[key] = value.(V) },
+		remove: func(m *Memory, key string) { delete(*field(m), key) },
 	}
 }
 
