@@ -51,12 +51,24 @@ func (p *Pass) deleteOrphans() {
 	if p.index.ordered {
 		sorted = p.index.sorted
 	}
-	if p.snap.Orphaned != nil && sorted > 0 {
+	if p.snap.Orphaned != nil {
 		p.deleteRunsOf(p.snap.Orphaned, p.replicas[:sorted])
-		sorted = 0
+	} else {
+		p.deleteOrphanedRuns(p.replicas[:sorted])
 	}
-	for i := 0; i < sorted; {
-		run := p.replicas[i:sorted]
+	for _, r := range p.replicas[sorted:] {
+		if p.services[r.Service] == nil {
+			p.deleteReplica(r, "service "+r.Service+" was deleted")
+		}
+	}
+}
+
+// deleteOrphanedRuns deletes the replicas of deleted services among
+// replicas, which are by service: each service's run is skipped by a
+// binary search.
+func (p *Pass) deleteOrphanedRuns(replicas []*api.Replica) {
+	for i := 0; i < len(replicas); {
+		run := replicas[i:]
 		service := run[0].Service
 		n, _ := slices.BinarySearchFunc(run, service, func(r *api.Replica, s string) int {
 			return cmp.Or(strings.Compare(r.Service, s), -1) // ends at the first of a later service
@@ -67,11 +79,6 @@ func (p *Pass) deleteOrphans() {
 			}
 		}
 		i += n
-	}
-	for _, r := range p.replicas[sorted:] {
-		if p.services[r.Service] == nil {
-			p.deleteReplica(r, "service "+r.Service+" was deleted")
-		}
 	}
 }
 
