@@ -194,9 +194,11 @@ func (p *Pass) buildView(clusters []string) *view {
 			v.zones[name] = append(v.zones[name], g.Zones...)
 		}
 	}
-	var lists []machineList
-	var sources []source
-	all := make([]planner.Machine, 0, len(p.machines)) // one allocation, not 50,000
+	// Each list in one allocation, not grown to 50,000 by appends.
+	n := len(p.machines)
+	lists, sources := make([]machineList, 0, n), make([]source, 0, n)
+	all := make([]planner.Machine, 0, n)
+	v.byID, v.ids = make([]*planner.Machine, 0, n), make([]string, 0, n)
 	for i, m := range p.machines {
 		cl, ok := p.snap.Clusters[m.Cluster]
 		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
@@ -221,6 +223,7 @@ func (p *Pass) buildView(clusters []string) *view {
 		}
 	}
 	p.plan.Booked = p.bookReplicas(v, lists, sources)
+	v.joined = make([]*scheduler.Machine, 0, len(v.byID))
 	for i, pm := range v.byID {
 		switch lists[i] {
 		case listJoined:
