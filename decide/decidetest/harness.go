@@ -187,13 +187,16 @@ func (h *Harness) Step(d time.Duration) { h.Now = h.Now.Add(d) }
 func (h *Harness) Decide() decide.Plan {
 	h.T.Helper()
 	h.inStoreOrder()
-	before := snapshotJSON(h.T, h.Snap)
+	before, memBefore := snapshotJSON(h.T, h.Snap), h.memoryJSON()
 	inputs := h.inputs()
 	asleep := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap) &&
 		decide.Asleep(h.Config, h.last.plan, h.Snap, h.Now)
 	plan := h.decideBothWays()
 	if after := snapshotJSON(h.T, h.Snap); after != before {
 		h.T.Fatalf("decide changed its snapshot: a server's view shares the snapshot's objects between passes")
+	}
+	if after := h.memoryJSON(); after != memBefore {
+		h.T.Fatalf("decide changed the memory it was handed: a server's decoder keeps it for the next pass")
 	}
 	idle := plan.Idle(h.Snap, h.Memory)
 	unchanged := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap)
@@ -212,6 +215,16 @@ func (h *Harness) Decide() decide.Plan {
 	h.Events = append(h.Events, plan.Events...)
 	h.Snap.Inventories = map[string]decide.Inventory{}
 	return plan
+}
+
+// memoryJSON is the harness's memory as the store would hold it.
+func (h *Harness) memoryJSON() string {
+	h.T.Helper()
+	entries, err := h.Memory.Entries()
+	if err != nil {
+		h.T.Fatalf("encoding the memory: %v", err)
+	}
+	return encode(h.T, entries)
 }
 
 // decideBothWays decides the pass from the last pass's booking and what
