@@ -130,6 +130,9 @@ type Controller struct {
 	// goroutine's alone).
 	booked   *decide.Booking
 	bookedAt int64
+	// scratch is the memory each pass works in (the loop's passes run
+	// one at a time).
+	scratch decide.Scratch
 	// memory decodes the memory's entries for the passes, each once (the
 	// pass goroutine's alone).
 	memory decide.MemoryDecoder
@@ -250,6 +253,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	if !asleep { // the safety net decides without the memos too
 		snap.Booked, snap.Changed = c.booked, c.changedSince(c.bookedAt, revision)
 	}
+	snap.Scratch = &c.scratch
 	plan = c.decide(ctx, snap, mem)
 	c.quiet, c.lastDecided, c.booked, c.bookedAt = nil, now, plan.Booked, revision
 	c.checkSafetyNet(asleep, snap, mem, &plan)

@@ -373,7 +373,7 @@ func (b *booker) book() *Booking {
 	}
 	b.reserve()
 	// The pass's copies in one allocation, not one for each of 50,000.
-	copies := make([]scheduler.Machine, len(b.v.byID))
+	copies := b.p.snap.Scratch.schedulerMachines(len(b.v.byID))
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
 		if b.dirty[i] {

@@ -73,6 +73,8 @@ type Pass struct {
 	mine map[*api.Replica]bool
 	// in is the memory the pass began with, never changed.
 	in Memory
+	// owns: which of mem's copy-on-write sections are the pass's own.
+	owns ownedSections
 	// quiet are the services whose steps decided nothing (quiet.go).
 	quiet map[string]quietService
 	// snapInOrder: the snapshot's replicas are by service and id, as the
@@ -118,8 +120,8 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 }
 
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
-	next := mem.Clone()
-	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{},
+	next, owns := passMemory(mem)
+	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, owns: owns, in: mem, quiet: map[string]quietService{},
 		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
 	p.machines = slices.Clone(snap.Machines)
@@ -307,11 +309,11 @@ func (p *Pass) forget() {
 		return p.snap.Clusters[cluster] != nil
 	})
 	isService := func(k string) bool { name, _, _ := strings.Cut(k, "/"); return p.services[name] != nil }
-	keepKeys(p.mem.Deployments, isService)
-	keepKeys(p.mem.Revisions, isService)
+	keepKeysOwned(&p.mem.Deployments, &p.owns.deployments, isService)
+	keepKeysOwned(&p.mem.Revisions, &p.owns.revisions, isService)
 	keepKeys(p.mem.Promotions, isService)
 	keepKeys(p.mem.Unavailable, func(k string) bool { return !p.reached(p.mem.Unavailable[k]) })
-	keepKeys(p.mem.IdleSince, func(id string) bool { m := p.machine(id); return m != nil && m.Live() })
+	keepKeysOwned(&p.mem.IdleSince, &p.owns.idle, func(id string) bool { m := p.machine(id); return m != nil && m.Live() })
 	keepKeys(p.mem.Terminations, func(id string) bool {
 		m := p.machine(id)
 		return m != nil && m.FleetState == api.FleetTerminating

@@ -73,7 +73,7 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica) {
 	}
 	x.count()
 	delete(p.mem.Promotions, svc.Metadata.Name)
-	p.mem.Deployments[svc.Metadata.Name] = d
+	setEntry(&p.mem.Deployments, &p.owns.deployments, svc.Metadata.Name, d)
 }
 
 // deploymentOf is the service's deployment of rev: the one under way, or
@@ -380,7 +380,7 @@ func (x *deployment) fail(why string) {
 	p, name := x.p, x.svc.Metadata.Name
 	x.d.State, x.d.Reason = api.DeployFailed, why
 	x.rev.Failed = why
-	p.mem.Revisions[RevisionKey(name, x.rev.Hash)] = x.rev
+	setEntry(&p.mem.Revisions, &p.owns.revisions, RevisionKey(name, x.rev.Hash), x.rev)
 	p.event(api.EventWarning, "DeploymentFailed", api.KindService, name, fmt.Sprintf("revision %d failed: %s", x.rev.Number, why))
 	if stable, ok := p.mem.Revisions[RevisionKey(name, x.d.Stable)]; ok && x.policy.Reverts() {
 		p.plan.Reverts = append(p.plan.Reverts, Revert{Service: name, Generation: x.svc.Metadata.Generation, To: stable,

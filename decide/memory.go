@@ -123,6 +123,66 @@ func (m Memory) Clone() Memory {
 	return c
 }
 
+// passMemory is a pass's memory: mem's sections copied, but for the
+// large ones (copyOnWrite), which it shares with mem until the pass
+// writes them (Pass.ownSection). Copying and then comparing every
+// service's deployment and revisions took a tenth of a lone change's
+// pass at 5,000 services.
+func passMemory(mem Memory) (Memory, ownedSections) {
+	c := NewMemory()
+	for _, sec := range memorySections() {
+		if copyOnWrite(sec.name) {
+			sec.share(&c, &mem)
+		} else {
+			sec.clone(&c, &mem)
+		}
+	}
+	return c, ownedSections{}
+}
+
+// copyOnWrite: the section is shared with the pass's input until the
+// pass writes it.
+func copyOnWrite(section string) bool {
+	switch section {
+	case "deployment", "revision", "idle":
+		return true
+	}
+	return false
+}
+
+// ownedSections says which of the copy-on-write sections the pass has
+// copied (it may write them).
+type ownedSections struct{ deployments, revisions, idle bool }
+
+// owned is m to write into: a copy of it the first time.
+func owned[V any](m *map[string]V, copied *bool) map[string]V {
+	if !*copied {
+		c := make(map[string]V, len(*m)+1)
+		maps.Copy(c, *m)
+		*m, *copied = c, true
+	}
+	return *m
+}
+
+// setEntry writes value at key unless m holds it already (a pass that
+// decides the same again does not copy its section).
+func setEntry[V any](m *map[string]V, copied *bool, key string, value V) {
+	if prior, ok := (*m)[key]; ok && sameEntry(prior, value) {
+		return
+	}
+	owned(m, copied)[key] = value
+}
+
+// keepKeysOwned is keepKeys for a copy-on-write section: copied only
+// when a key goes.
+func keepKeysOwned[V any](m *map[string]V, copied *bool, keep func(string) bool) {
+	for k := range *m { // the map ranged over is the one before any copy
+		if !keep(k) {
+			delete(owned(m, copied), k)
+		}
+	}
+}
+
 // Entries is the memory as the store keeps it: "section/key" → JSON.
 func (m Memory) Entries() (map[string]string, error) {
 	out := map[string]string{}

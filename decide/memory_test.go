@@ -1,11 +1,15 @@
 package decide_test
 
 import (
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
 )
 
 // Memory goes to the store as one entry per key and comes back the same;
@@ -148,5 +152,54 @@ func TestMemoryDecoderReusesWhatDidNotChange(t *testing.T) {
 	after, err := d.Decode(entries)
 	if fresh, _ := decide.DecodeMemory(entries); err != nil || !after.Equal(fresh) {
 		t.Fatalf("after a bad entry decoded %+v, want %+v (%v)", after, fresh, err)
+	}
+}
+
+// TestPassSharesTheMemoryItDidNotWrite: a pass hands back the
+// deployments, revisions and idle times it was handed, not copies, when
+// it changed none of them (Diff then skips them without a walk), and
+// copies a section before it writes one (the harness fails a pass that
+// changed the memory it was handed).
+func TestPassSharesTheMemoryItDidNotWrite(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "large", 0, 10))
+	h.Service("web", "c", 3, "100m", "64Mi")
+	h.Service("db", "c", 2, "100m", "64Mi")
+	h.Settle(20)
+	sameMap := func(a, b any) bool { return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer() }
+	in := h.Memory
+	plan := h.Pass()
+	if !sameMap(plan.Memory.Deployments, in.Deployments) || !sameMap(plan.Memory.Revisions, in.Revisions) || !sameMap(plan.Memory.IdleSince, in.IdleSince) {
+		t.Fatal("a steady pass copied memory sections it did not write")
+	}
+	if put, del, err := decide.Diff(in, plan.Memory); err != nil || len(put)+len(del) > 0 {
+		t.Fatalf("a steady pass changed its memory: put %v, del %v (%v)", put, del, err)
+	}
+	edit := func(change func(*api.ServiceSpec)) {
+		web := *h.Snap.Services[slices.IndexFunc(h.Snap.Services, func(s *api.Service) bool { return s.Metadata.Name == "web" })]
+		change(&web.Spec)
+		web.Metadata.Generation++
+		swapService(h, &web)
+		in = h.Memory
+		plan = h.Pass()
+	}
+	four := 4
+	edit(func(s *api.ServiceSpec) { s.Replicas = &four }) // the same revision
+	if len(plan.CreateReplicas) != 1 || !sameMap(plan.Memory.Revisions, in.Revisions) {
+		put, _, _ := decide.Diff(in, plan.Memory)
+		t.Fatalf("scaling web made %d replicas and copied its revisions: %v", len(plan.CreateReplicas), put)
+	}
+	edit(func(s *api.ServiceSpec) { s.Env = map[string]string{"V": "2"} }) // a new revision
+	if sameMap(plan.Memory.Revisions, in.Revisions) || sameMap(plan.Memory.Deployments, in.Deployments) {
+		t.Fatal("a pass wrote web's new revision into the memory it was handed")
+	}
+	put, _, err := decide.Diff(in, plan.Memory)
+	if err != nil || len(put) == 0 {
+		t.Fatalf("web's new revision was not written: %v (%v)", put, err)
+	}
+	for key := range put {
+		if !strings.Contains(key, "web") {
+			t.Errorf("the pass wrote %s, not the changed service's", key)
+		}
 	}
 }

@@ -60,7 +60,7 @@ func (p *Pass) currentRevision(svc *api.Service, replicas []*api.Replica) api.Re
 	if !known {
 		p.indexRevision(name, key)
 	}
-	p.mem.Revisions[key] = rev
+	setEntry(&p.mem.Revisions, &p.owns.revisions, key, rev)
 	p.pruneRevisions(svc, rev, replicas)
 	return rev
 }
@@ -118,7 +118,7 @@ func (p *Pass) pruneRevisions(svc *api.Service, current api.Revision, replicas [
 		case r.Hash == stable || kept < history:
 			kept++
 		case !running[r.Hash]:
-			delete(p.mem.Revisions, RevisionKey(name, r.Hash))
+			delete(owned(&p.mem.Revisions, &p.owns.revisions), RevisionKey(name, r.Hash))
 		}
 	}
 }

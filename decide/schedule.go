@@ -197,7 +197,7 @@ func (p *Pass) buildView(clusters []string) *view {
 	// Each list in one allocation, not grown to 50,000 by appends.
 	n := len(p.machines)
 	lists, sources := make([]machineList, 0, n), make([]source, 0, n)
-	all := make([]planner.Machine, 0, n)
+	all := p.snap.Scratch.plannerMachines(n)
 	v.byID, v.ids = make([]*planner.Machine, 0, n), make([]string, 0, n)
 	for i, m := range p.machines {
 		cl, ok := p.snap.Clusters[m.Cluster]
@@ -242,12 +242,15 @@ func (p *Pass) trackIdle(v *view) {
 		if !pm.Joined {
 			continue
 		}
+		_, idle := p.mem.IdleSince[id]
 		if len(pm.Replicas) > 0 {
-			delete(p.mem.IdleSince, id)
+			if idle {
+				delete(owned(&p.mem.IdleSince, &p.owns.idle), id)
+			}
 			continue
 		}
-		if _, ok := p.mem.IdleSince[id]; !ok {
-			p.mem.IdleSince[id] = p.now
+		if !idle {
+			owned(&p.mem.IdleSince, &p.owns.idle)[id] = p.now
 		}
 		pm.IdleSince = p.mem.IdleSince[id]
 	}

@@ -67,6 +67,9 @@ type Snapshot struct {
 	// Changed is what changed since the snapshot Booked was made from
 	// (nil: not known; Booked is then not used).
 	Changed *Changes `json:"-"`
+	// Scratch is memory the pass may work in (nil: its own), kept by a
+	// caller that decides pass after pass.
+	Scratch *Scratch `json:"-"`
 }
 
 // ClusterProvider is what a cluster's provider settings give: the

@@ -57,6 +57,9 @@ type Harness struct {
 	// from, frozen.
 	booked *decide.Booking
 	frozen *frozenObjects
+	// scratch is handed to every pass and cleared after each: a pass
+	// whose plan or booking pointed into it would break.
+	scratch decide.Scratch
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -235,7 +238,10 @@ func (h *Harness) decideBothWays() decide.Plan {
 	h.Snap.Booked, h.Snap.Changed = h.booked, h.frozen.changes(h.T, h.Snap, h.Memory)
 	fromBooking := h.Config
 	fromBooking.RebookShare = 1 // from the booking however much changed, to check it
+	h.Snap.Scratch = &h.scratch
+	defer func() { h.Snap.Scratch = nil }()
 	plan := decide.Decide(fromBooking, h.Snap, h.Memory, h.Now)
+	h.scratch.Clear()
 	h.Snap.Booked = nil
 	if h.booked != nil {
 		// Afresh, and without what the snapshot vouches for: every replica
@@ -243,6 +249,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		walked := *h.Snap
 		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced, walked.Orphaned = false, false, false, nil, nil
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
+		h.scratch.Clear()
 		kept, fresh := plan, full
 		kept.Booked, fresh.Booked = nil, nil
 		if diff := plan.Booked.Differs(full.Booked); diff != "" {
