@@ -180,8 +180,6 @@ func (c *Controller) Ready() <-chan struct{} { return c.ready }
 // leadership term (ctx is the term's): what the last term observed of the
 // providers is forgotten, the store is the memory.
 func (c *Controller) Run(ctx context.Context) {
-	ticker := c.Clock.NewTicker(c.cfg.Interval)
-	defer ticker.Stop()
 	c.calls.SetTerm(ctx)
 	defer func() {
 		// The term's calls are cancelled with it (ctx): waiting for them
@@ -202,16 +200,30 @@ func (c *Controller) Run(ctx context.Context) {
 		if c.AfterPass != nil {
 			c.AfterPass()
 		}
-		select {
-		case <-ctx.Done():
+		if !c.await(ctx) {
 			return
-		case <-ticker.C():
-		case <-c.trigger:
 		}
 		if !c.rest(ctx, budget.rest(c.cfg, c.Clock.Now())) {
 			return
 		}
 	}
+}
+
+// await waits for a trigger, or for Interval after the last pass; false
+// when ctx ended. Timed from the pass, not a fixed ticker: a pass that a
+// change triggered has seen the clock too, and a tick soon after it
+// would only add a pass for a later change to wait behind (at one change
+// a second, the ticker's passes were a third of all).
+func (c *Controller) await(ctx context.Context) bool {
+	timer := c.Clock.NewTimer(c.cfg.Interval)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C():
+	case <-c.trigger:
+	}
+	return true
 }
 
 // rest waits for wait; false when ctx ended.
