@@ -30,7 +30,8 @@ import (
 
 // Config tunes the loop.
 type Config struct {
-	// Interval between passes (a pass also runs when triggered).
+	// Interval from a pass to the next when nothing triggers one sooner
+	// (a trigger starts a pass at once).
 	Interval time.Duration
 	// MaxDutyCycle bounds the share of time the loop spends in passes:
 	// a pass of duration d owes a rest of d×(1/MaxDutyCycle−1), which the
