@@ -86,9 +86,11 @@ func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy func() ma
 // a replica walks every replica.
 func (p *Pass) tally(cluster, group, current string, busy func() map[string]bool) groupRollout {
 	var gr groupRollout
-	var ready []*api.Machine
+	inGroup := func(m *api.Machine) bool {
+		return m.Cluster == cluster && m.Group == group && m.CountsTowardGroup() && p.provisions(m)
+	}
 	for _, m := range p.machines {
-		if m.Cluster != cluster || m.Group != group || !m.CountsTowardGroup() || !p.provisions(m) {
+		if !inGroup(m) {
 			continue
 		}
 		gr.live++
@@ -101,15 +103,17 @@ func (p *Pass) tally(cluster, group, current string, busy func() map[string]bool
 			gr.draining++
 		case m.TemplateHash != current:
 			gr.outdated = append(gr.outdated, m)
-		case m.JoinState != api.JoinJoined:
-			gr.launched++
-		case m.FleetState != api.FleetDraining:
-			ready = append(ready, m)
 		}
 	}
-	if len(gr.outdated) > 0 {
-		for _, m := range ready {
-			if !busy()[m.ID] {
+	if len(gr.outdated) == 0 {
+		return gr
+	}
+	for _, m := range p.machines { // only a rollout needs the spare ones (no list of 50,000 every pass)
+		if inGroup(m) && m.FleetState != api.FleetStopped && m.TemplateHash == current {
+			switch {
+			case m.JoinState != api.JoinJoined:
+				gr.launched++
+			case m.FleetState != api.FleetDraining && !busy()[m.ID]:
 				gr.spare++
 			}
 		}
