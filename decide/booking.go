@@ -200,9 +200,12 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	prev := b.prev
 	base := make([][]*api.Replica, len(b.v.byID))
 	seen := make([]bool, len(prev.machines))
+	suspect := b.suspects()
 	walk := 0 // both lists are by id: a merge, not lookups
 	for i, id := range b.v.ids {
-		for walk < len(prev.machines) && prev.machines[walk].pm.ID < id {
+		// Mostly the same machine as the last pass's at walk: equal
+		// strings (most often the same bytes) compare quicker than ordered.
+		for walk < len(prev.machines) && prev.machines[walk].pm.ID != id && prev.machines[walk].pm.ID < id {
 			walk++
 		}
 		j := walk
@@ -211,7 +214,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 			continue
 		}
 		seen[j], base[i] = true, prev.machines[j].replicas
-		if b.unchanged(i, &prev.machines[j]) {
+		if suspect != nil && !suspect[i] && b.lists[i] == prev.machines[j].list {
 			b.reused[i] = int32(j)
 		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
 			b.reused[i] = int32(j)
@@ -496,14 +499,38 @@ func sameMachine(a *scheduler.Machine, pm *planner.Machine, list machineList, ke
 		slices.EqualFunc(a.GPUs, k.GPUs, func(x, y scheduler.GPU) bool { return x.Index == y.Index && x.Type == y.Type && x.VRAMGB == y.VRAMGB })
 }
 
-// unchanged: the view's machine i is, by what changed since the last
-// booking, the machine kept as it was booked, without comparing every
-// field of each of 50,000 machines: the feed did not list it, neither
-// pass changed it, nor its cluster nor the providers changed.
-func (b *booker) unchanged(i int, kept *bookedMachine) bool {
-	m, cl := b.sources[i].m, b.sources[i].cl
-	return b.changed.Machines != nil && !b.changed.Machines[m.ID] && !b.prev.ownMachines[m.ID] && !b.p.mineMachines[m] &&
-		!b.changed.Clusters[cl.Metadata.Name] && b.sameProviders && b.lists[i] == kept.list
+// suspects marks the view's machines that may have changed since the
+// last booking: listed by the feed, changed by either pass, or of a
+// changed cluster. The others are, by what changed, the machines kept as
+// they were booked (when on the same list), without comparing every
+// field of each of 50,000 machines, nor looking each up in four sets.
+// nil: every machine is compared (the feed's machines are not known, or
+// the providers changed).
+func (b *booker) suspects() []bool {
+	if b.changed.Machines == nil || !b.sameProviders {
+		return nil
+	}
+	suspect := make([]bool, len(b.v.byID))
+	mark := func(id string) {
+		if i, ok := b.v.position(id); ok {
+			suspect[i] = true
+		}
+	}
+	for id := range b.changed.Machines {
+		mark(id)
+	}
+	for id := range b.prev.ownMachines {
+		mark(id)
+	}
+	for m := range b.p.mineMachines {
+		mark(m.ID)
+	}
+	if len(b.changed.Clusters) > 0 {
+		for i, src := range b.sources {
+			suspect[i] = suspect[i] || b.changed.Clusters[src.cl.Metadata.Name]
+		}
+	}
+	return suspect
 }
 
 // runningReplica is the pass's replica of that id, retiring or not (nil:
