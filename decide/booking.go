@@ -416,6 +416,9 @@ func (b *booker) bookMachine(pm *planner.Machine, list []*api.Replica) {
 		pm.Replicas = append(pm.Replicas, sr)
 		booked := &pm.Replicas[len(pm.Replicas)-1] // in its list: never moved, never changed
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: booked, Priority: sr.Priority, GPUs: r.GPUIndexes})
+		if pm.PlainResidents == len(pm.Residents)-1 && !booked.Teaches() {
+			pm.PlainResidents++
+		}
 		if len(b.p.mine) > 0 && b.p.mine[r] {
 			b.next.own[r.ID] = pm.ID
 		}

@@ -163,3 +163,27 @@ func TestOpenerIsToldTheZoneTheTermsAllow(t *testing.T) {
 		t.Fatalf("hints %v: want web kept out of z1 (first allowed: z2), api free", hints)
 	}
 }
+
+// A session does not look at a machine's first PlainResidents residents
+// and learns from those after them: a db after a plain resident keeps
+// web off its machine; counted among the plain ones (wrongly, to show the
+// count is read), it does not.
+func TestSessionLearnsTheResidentsAfterThePlainOnes(t *testing.T) {
+	a := machine("a", "g", 8000, 16)
+	plain, pg := replica("api", 0, 100, 64), labelled(replica("pg", 0, 100, 64), db)
+	for _, r := range []*Replica{&plain, &pg} {
+		Assign(a, *r, nil)
+		a.Residents = append(a.Residents, Resident{Replica: r})
+	}
+	web := replica("web", 0, 500, 256)
+	web.Terms = &Terms{AntiAffinity: required(api.SpreadMachine, db)}
+	for _, tc := range []struct {
+		plain int
+		want  string
+	}{{0, ""}, {1, ""}, {2, "a"}} {
+		a.PlainResidents = tc.plain
+		if got := placedOn(Schedule([]*Machine{a.Clone()}, []Replica{web}), "web-0"); got != tc.want {
+			t.Errorf("with %d plain residents web went on %q, want %q", tc.plain, got, tc.want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ func (st *state) preempt(eligible []*Machine, tiers []tier, r *Replica, res *Res
 	for _, v := range bestVictims {
 		Unassign(best, *v.Replica, v.GPUs)
 		best.Residents = removeResident(best.Residents, v.Replica.ID)
+		best.PlainResidents = 0 // the residents after the one removed moved up
 		res.Evictions = append(res.Evictions, Eviction{ReplicaID: v.Replica.ID, MachineID: best.ID, PreemptedBy: r.ID})
 	}
 	why, gpus := dynamicFit(best, r, t.withGPU)

@@ -51,6 +51,11 @@ type Machine struct {
 	ServiceCount map[string]int
 	// Residents are the replicas running here, for preemption.
 	Residents []Resident
+	// PlainResidents: the first this many Residents teach a session
+	// nothing (Replica.Teaches is false for each), so it does not look at
+	// their rules (a walk of 500,000 residents' rules every pass). Set by
+	// whoever books the residents; 0 (the default) looks at every one.
+	PlainResidents int
 
 	rank int // position in the current pass's placement order
 	// slots are the machine's places in the pass's fit indexes.
@@ -137,6 +142,10 @@ type Replica struct {
 	// Shared, so never changed through a replica: set a new Rules.
 	*Rules
 }
+
+// Teaches: r's rules have labels or affinity terms, which a session
+// learns from the machines r runs on.
+func (r *Replica) Teaches() bool { return r.Labels != nil || r.Terms != nil }
 
 // Reruled is r with its own copy of its rules, changed by change.
 func (r Replica) Reruled(change func(*Rules)) Replica {

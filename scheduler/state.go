@@ -52,8 +52,8 @@ func newState(machines []*Machine) *state {
 	for i, s := range byScore {
 		order[i] = s.m
 		s.m.rank, s.m.slots = i, nil
-		for _, res := range s.m.Residents {
-			if rules := res.Replica.Rules; (rules.Labels != nil || rules.Terms != nil) && !learnt[rules] {
+		for _, res := range s.m.Residents[min(s.m.PlainResidents, len(s.m.Residents)):] {
+			if rules := res.Replica.Rules; res.Replica.Teaches() && !learnt[rules] {
 				learnt[rules] = true
 				st.learn(res.Replica)
 			}
