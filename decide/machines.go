@@ -295,13 +295,29 @@ func (p *Pass) drainOrphanedGroups() {
 			exists[planner.Key(name, g.GroupID)] = true
 		}
 	}
+	inSpec := runMemo(func(k [2]string) bool { return exists[planner.Key(k[0], k[1])] })
 	for _, m := range p.machines {
-		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !exists[planner.Key(m.Cluster, m.Group)] {
+		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !inSpec([2]string{m.Cluster, m.Group}) {
 			if m.FleetState == api.FleetStopped {
 				p.terminate(m, CauseRemoved, "its cluster or capacity group was removed from the spec", false)
 				continue
 			}
 			p.drain(m, "its cluster or capacity group was removed from the spec")
 		}
+	}
+}
+
+// runMemo answers look(key) once for each run of equal keys: a fleet's
+// machines share a few providers and groups, so a walk of 50,000 looks
+// one up about as often as it changes (building a group's key and
+// hashing it for each machine cost a pass milliseconds).
+func runMemo[K comparable](look func(K) bool) func(K) bool {
+	var last K
+	var answer, known bool
+	return func(key K) bool {
+		if !known || key != last {
+			last, answer, known = key, look(key), true
+		}
+		return answer
 	}
 }

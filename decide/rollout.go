@@ -86,8 +86,9 @@ func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy func() ma
 // a replica walks every replica.
 func (p *Pass) tally(cluster, group, current string, busy func() map[string]bool) groupRollout {
 	var gr groupRollout
+	provisions := runMemo(func(provider string) bool { return p.snap.Providers[provider].Provisions })
 	inGroup := func(m *api.Machine) bool {
-		return m.Cluster == cluster && m.Group == group && m.CountsTowardGroup() && p.provisions(m)
+		return m.Cluster == cluster && m.Group == group && m.CountsTowardGroup() && provisions(m.Provider)
 	}
 	for _, m := range p.machines {
 		if !inGroup(m) {
