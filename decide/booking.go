@@ -24,9 +24,12 @@ import (
 // replica took a third of a pass at 500,000 replicas, and walking them
 // all to find the few machines a change touched took most of the rest.
 // It is a memo: a pass decides the same with it or without it (the
-// decide harness decides every pass both ways and compares). It is never
-// changed: a pass takes copies of its machines that copy their counts
-// before they change them (scheduler.Machine.Share).
+// decide harness decides every pass both ways and compares). A pass
+// consumes the Booking it is handed: its own Booking may take over the
+// same list of machines, rewritten (hand each to one pass only). The
+// machines themselves are never changed: a pass takes copies of them
+// that copy their counts before they change them
+// (scheduler.Machine.Share).
 type Booking struct {
 	// machines are the view's machines as booked (none the pass
 	// launched), by id.
@@ -107,6 +110,10 @@ type booker struct {
 	touched  map[string]bool
 	build    schedReplicas
 	next     *Booking
+	// inPlace: the view lists the machines prev booked, in its order; the
+	// next booking takes prev's list over (prev is the pass's to consume:
+	// a new list of 50,000 booked machines each pass was 6 MB of garbage).
+	inPlace bool
 }
 
 // bookReplicas books every running replica on its machine of the view,
@@ -117,7 +124,7 @@ func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Boo
 	n := len(v.byID)
 	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: make([]int32, n), fresh: make([][]*api.Replica, n),
 		dirty: make([]bool, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
-		next: &Booking{machines: make([]bookedMachine, 0, n), own: map[string]string{}}}
+		next: &Booking{own: map[string]string{}}}
 	for i := range b.reused {
 		b.reused[i] = -1
 	}
@@ -201,6 +208,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	base := make([][]*api.Replica, len(b.v.byID))
 	seen := make([]bool, len(prev.machines))
 	suspect := b.suspects()
+	b.inPlace = len(prev.machines) == b.v.sorted
 	walk := 0 // both lists are by id: a merge, not lookups
 	for i, id := range b.v.ids {
 		// Mostly the same machine as the last pass's at walk: equal
@@ -209,6 +217,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 			walk++
 		}
 		j := walk
+		b.inPlace = b.inPlace && j == i
 		if i >= b.v.sorted || j == len(prev.machines) || prev.machines[j].pm.ID != id {
 			base[i], b.dirty[i] = prev.elsewhere[id], true
 			continue
@@ -375,6 +384,10 @@ func (b *booker) book() *Booking {
 		}
 	}
 	b.reserve()
+	next.machines = make([]bookedMachine, 0, len(b.v.byID))
+	if b.inPlace { // each machine's entry is read (kept) before it is written
+		next.machines = b.prev.machines[:0]
+	}
 	// The pass's copies in one allocation, not one for each of 50,000.
 	copies := b.p.snap.Scratch.schedulerMachines(len(b.v.byID))
 	for i, pm := range b.v.byID {

@@ -63,6 +63,8 @@ type Snapshot struct {
 	LivenessSince time.Time
 	// Booked is the last pass's Plan.Booked (nil: none), a memo that
 	// spares this pass booking again the machines nothing changed on.
+	// The pass consumes it (its own Booking may reuse its memory): hand
+	// a Booking to one pass only.
 	Booked *Booking `json:"-"`
 	// Changed is what changed since the snapshot Booked was made from
 	// (nil: not known; Booked is then not used).
