@@ -24,11 +24,11 @@ func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, set *eligibl
 	switch {
 	case indexed && len(r.Spread) == 0 && binpack && st.selfExclusive(r):
 		svc := r.Service
-		return &indexedFit{index: set.index(zone), withGPU: t.withGPU, skip: func(m *Machine) bool { return m.ServiceCount[svc] > 0 }}
+		return st.indexedOrScan(set, zone, t.withGPU, func(m *Machine) bool { return m.ServiceCount[svc] > 0 })
 	case st.hasAffinity(r):
 		// Affinity counts change with every replica placed: the general picker.
 	case len(r.Spread) == 0 && binpack && indexed:
-		return &indexedFit{index: set.index(zone), withGPU: t.withGPU}
+		return st.indexedOrScan(set, zone, t.withGPU, nil)
 	case len(r.Spread) == 0 && binpack:
 		return &firstFit{machines: t.machines, withGPU: t.withGPU}
 	case len(r.Spread) == 1 && binpack && r.Spread[0].Key == api.SpreadMachine:
@@ -102,6 +102,57 @@ func (p *indexedFit) placed(*Machine) {}
 
 // add: opened machines reach the shared index through state.add.
 func (p *indexedFit) add(*Machine) {}
+
+// indexedOrScan is first fit over the set's machines (or those in zone),
+// through the set's shared fit index, or, while the index over all of
+// them is not built and the session has walked fewer machines than it
+// has, by walking them: a pass that places one replica among 50,000
+// machines built the index (every machine added, a tree over them) to
+// find one. A walk that runs past the session's budget builds the index
+// and goes on through it, so a session walks at most once more than
+// building the index would.
+func (st *state) indexedOrScan(set *eligibleSet, zone string, withGPU bool, skip func(*Machine) bool) picker {
+	if zone != "" || set.all != nil || st.walked >= len(st.order) {
+		return &indexedFit{index: set.index(zone), withGPU: withGPU, skip: skip}
+	}
+	return &scanFit{st: st, set: set, withGPU: withGPU, skip: skip}
+}
+
+// scanFit is indexedFit over all of a set's machines, walking them until
+// the session's budget runs out.
+type scanFit struct {
+	st      *state
+	set     *eligibleSet
+	pos     int
+	withGPU bool
+	skip    func(*Machine) bool
+	indexed *indexedFit // once the budget ran out
+}
+
+func (p *scanFit) pick(r *Replica) (*Machine, []int) {
+	if p.indexed != nil {
+		return p.indexed.pick(r)
+	}
+	for ; p.pos < len(p.set.machines); p.pos++ {
+		if p.st.walked++; p.st.walked > len(p.st.order) {
+			p.indexed = &indexedFit{index: p.set.index(""), pos: p.pos, withGPU: p.withGPU, skip: p.skip}
+			return p.indexed.pick(r)
+		}
+		m := p.set.machines[p.pos]
+		if p.skip != nil && p.skip(m) {
+			continue
+		}
+		if why, gpus := dynamicFit(m, r, p.withGPU); why == "" {
+			return m, gpus
+		}
+	}
+	return nil, nil
+}
+
+func (p *scanFit) placed(*Machine) {}
+
+// add: opened machines reach the set (and its index) through state.add.
+func (p *scanFit) add(*Machine) {}
 
 // sparseSpread is machine spread when the service runs on fewer machines
 // than the class may use, so the least-loaded count stays 0 for the whole

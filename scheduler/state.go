@@ -26,6 +26,9 @@ type state struct {
 	hosts map[string]*hostList
 	// terse: unplaced replicas get no explanation (what-if passes).
 	terse bool
+	// walked counts the machines first-fit walks looked at instead of a
+	// fit index (indexedOrScan); past len(order) they use the index.
+	walked int
 }
 
 type scored struct {
