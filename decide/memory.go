@@ -125,7 +125,7 @@ func (m Memory) Clone() Memory {
 
 // passMemory is a pass's memory: mem's sections copied, but for the
 // large ones (copyOnWrite), which it shares with mem until the pass
-// writes them (Pass.ownSection). Copying and then comparing every
+// writes them (owned, setEntry). Copying and then comparing every
 // service's deployment and revisions took a tenth of a lone change's
 // pass at 5,000 services.
 func passMemory(mem Memory) (Memory, ownedSections) {
