@@ -120,8 +120,8 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 }
 
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
-	next, owns := passMemory(mem)
-	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, owns: owns, in: mem, quiet: map[string]quietService{},
+	next := passMemory(mem)
+	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{},
 		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
 	p.machines = slices.Clone(snap.Machines)

@@ -128,7 +128,7 @@ func (m Memory) Clone() Memory {
 // writes them (owned, setEntry). Copying and then comparing every
 // service's deployment and revisions took a tenth of a lone change's
 // pass at 5,000 services.
-func passMemory(mem Memory) (Memory, ownedSections) {
+func passMemory(mem Memory) Memory {
 	c := NewMemory()
 	for _, sec := range memorySections() {
 		if copyOnWrite(sec.name) {
@@ -137,7 +137,7 @@ func passMemory(mem Memory) (Memory, ownedSections) {
 			sec.clone(&c, &mem)
 		}
 	}
-	return c, ownedSections{}
+	return c
 }
 
 // copyOnWrite: the section is shared with the pass's input until the
