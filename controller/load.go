@@ -39,7 +39,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
 		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
 		snap.InStoreOrder, snap.NoneRetiring, snap.NoneMoving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.NoneMoving, objects.Unplaced
-		snap.Orphaned = objects.Orphaned
+		snap.Orphaned, snap.MachinesByID = objects.Orphaned, true // the view lists machines by id
 		if take {
 			c.pending = objects.Pending
 		}

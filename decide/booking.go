@@ -122,8 +122,9 @@ type booker struct {
 func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Booking {
 	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine)
 	n := len(v.byID)
-	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: make([]int32, n), fresh: make([][]*api.Replica, n),
-		dirty: make([]bool, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
+	sc := p.snap.Scratch
+	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: reuse(&sc.of().reused, n), fresh: reuse(&sc.of().fresh, n),
+		dirty: reuse(&sc.of().dirty, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
 		next: &Booking{own: map[string]string{}}}
 	for i := range b.reused {
 		b.reused[i] = -1
@@ -205,8 +206,8 @@ func (b *booker) collectAll() {
 // on them now; the others are taken from the last booking.
 func (b *booker) collectChanged(ids map[string]bool) {
 	prev := b.prev
-	base := make([][]*api.Replica, len(b.v.byID))
-	seen := make([]bool, len(prev.machines))
+	sc := b.p.snap.Scratch.of()
+	base, seen := reuse(&sc.base, len(b.v.byID)), reuse(&sc.seen, len(prev.machines))
 	suspect := b.suspects()
 	b.inPlace = len(prev.machines) == b.v.sorted
 	walk := 0 // both lists are by id: a merge, not lookups
@@ -384,9 +385,10 @@ func (b *booker) book() *Booking {
 		}
 	}
 	b.reserve()
-	next.machines = make([]bookedMachine, 0, len(b.v.byID))
 	if b.inPlace { // each machine's entry is read (kept) before it is written
 		next.machines = b.prev.machines[:0]
+	} else {
+		next.machines = make([]bookedMachine, 0, len(b.v.byID))
 	}
 	// The pass's copies in one allocation, not one for each of 50,000.
 	copies := b.p.snap.Scratch.schedulerMachines(len(b.v.byID))
@@ -526,7 +528,7 @@ func (b *booker) suspects() []bool {
 	if b.changed.Machines == nil || !b.sameProviders {
 		return nil
 	}
-	suspect := make([]bool, len(b.v.byID))
+	suspect := reuse(&b.p.snap.Scratch.of().suspect, len(b.v.byID))
 	mark := func(id string) {
 		if i, ok := b.v.position(id); ok {
 			suspect[i] = true

@@ -23,9 +23,9 @@ import (
 func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons map[string]string) {
 	groups := p.plannerGroups(v)
 	machines := slices.Clone(v.byID)
-	// In id order already (then pdqsort only checks), unless the pass
-	// launched machines before it built the view.
-	slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
+	if v.sorted < len(machines) { // the pass launched machines before it built the view
+		slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
+	}
 	plan := planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
 		Unavailable: p.mem.Unavailable, Now: p.now, Subnets: p.subnetBudgets(v)})
 	if at := planner.NextCandidate(p.cfg.Planner, machines, p.now); !at.IsZero() {

@@ -130,19 +130,20 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 			p.live++
 		}
 	}
-	// The view's snapshot lists them by id already: pdqsort only checks.
-	slices.SortFunc(p.machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
+	if !snap.MachinesByID {
+		slices.SortFunc(p.machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
+	}
 	p.sortedMachines = len(p.machines)
 	// In the store's order, the lists of both kinds are too.
 	p.snapInOrder = true
 	check := !snap.InStoreOrder
 	if !check && snap.NoneRetiring {
-		p.replicas = slices.Clone(snap.Replicas)
+		p.replicas = append(reuse(&snap.Scratch.of().replicas, len(snap.Replicas))[:0], snap.Replicas...)
 		p.index = indexOf(p.replicas, true)
 		p.finishNew()
 		return p
 	}
-	p.replicas = make([]*api.Replica, 0, len(snap.Replicas))
+	p.replicas = reuse(&snap.Scratch.of().replicas, len(snap.Replicas))[:0]
 	for i, r := range snap.Replicas {
 		if check && p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
 			p.snapInOrder = false

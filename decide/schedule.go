@@ -196,9 +196,10 @@ func (p *Pass) buildView(clusters []string) *view {
 	}
 	// Each list in one allocation, not grown to 50,000 by appends.
 	n := len(p.machines)
-	lists, sources := make([]machineList, 0, n), make([]source, 0, n)
+	sc := p.snap.Scratch.of()
+	lists, sources := reuse(&sc.lists, n)[:0], reuse(&sc.sources, n)[:0]
 	all := p.snap.Scratch.plannerMachines(n)
-	v.byID, v.ids = make([]*planner.Machine, 0, n), make([]string, 0, n)
+	v.byID, v.ids = reuse(&sc.byID, n)[:0], reuse(&sc.ids, n)[:0]
 	for i, m := range p.machines {
 		cl, ok := p.snap.Clusters[m.Cluster]
 		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
@@ -256,6 +257,21 @@ func (p *Pass) trackIdle(v *view) {
 	}
 }
 
+// scheduleSpread places the replicas with a spread rule on the joined
+// machines and those on their way (onTheirWay), as spread domains.
+func (p *Pass) scheduleSpread(v *view, spread []scheduler.Replica) (scheduler.Result, map[string]bool) {
+	if len(spread) == 0 { // not a copy of 50,000 machines to place nothing
+		return scheduler.Schedule(nil, nil), nil
+	}
+	domains := slices.Clone(v.joined)
+	onTheirWay := map[string]bool{}
+	for _, m := range v.launching {
+		domains = append(domains, m.Clone())
+		onTheirWay[m.ID] = true
+	}
+	return scheduler.Schedule(domains, spread), onTheirWay
+}
+
 // schedule places pending replicas (and replicas moving off draining
 // machines) on joined machines. Replicas with a spread rule count the
 // machines on their way as domains too: one placed there waits for it to
@@ -292,13 +308,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	}
 	res := scheduler.Schedule(v.joined, plain)
 	p.book(v, res, byID)
-	domains := slices.Clone(v.joined)
-	onTheirWay := map[string]bool{}
-	for _, m := range v.launching {
-		domains = append(domains, m.Clone())
-		onTheirWay[m.ID] = true
-	}
-	spreadRes := scheduler.Schedule(domains, spread)
+	spreadRes, onTheirWay := p.scheduleSpread(v, spread)
 	var placed []scheduler.Placement
 	for _, pl := range spreadRes.Placements {
 		if onTheirWay[pl.MachineID] {

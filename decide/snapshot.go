@@ -23,6 +23,10 @@ type Snapshot struct {
 	// and more (replica.ID), as a server's view hands them out; the pass
 	// then does not check it (a walk of every replica). Unset, it checks.
 	InStoreOrder bool
+	// MachinesByID: the caller vouches that Machines are by id (as Go
+	// compares strings), as a server's view hands them out; the pass then
+	// does not sort them (which costs a comparison of each when they are).
+	MachinesByID bool
 	// NoneRetiring: the caller vouches that no replica is retiring (a
 	// server's view counts them); the pass then does not look (a walk of
 	// every replica).

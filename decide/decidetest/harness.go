@@ -248,6 +248,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		// walked.
 		walked := *h.Snap
 		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced, walked.Orphaned = false, false, false, nil, nil
+		walked.MachinesByID = false
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
 		h.scratch.Clear()
 		kept, fresh := plan, full
@@ -274,6 +275,7 @@ func (h *Harness) inStoreOrder() {
 		return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
 	})
 	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
+	h.Snap.MachinesByID = slices.IsSortedFunc(h.Snap.Machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
 	h.Snap.NoneRetiring = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
 	h.Snap.NoneMoving = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
 	h.Snap.Unplaced, h.Snap.Orphaned = []string{}, []string{}
