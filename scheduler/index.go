@@ -170,8 +170,10 @@ func (st *state) eligibleFor(r *Replica) *eligibleSet {
 	if set, ok := st.sets[key]; ok {
 		return set
 	}
-	set := &eligibleSet{sample: *r, zones: map[string]*fitIndex{}, hasZone: map[string]bool{}}
-	for _, m := range st.byCluster[r.Cluster] {
+	in := st.byCluster[r.Cluster]
+	// Room for all of them: most machines fit most classes.
+	set := &eligibleSet{sample: *r, zones: map[string]*fitIndex{}, hasZone: map[string]bool{}, machines: make([]*Machine, 0, len(in))}
+	for _, m := range in {
 		if staticFit(m, r) == "" {
 			set.machines = append(set.machines, m)
 			set.noteZone(m.Zone)

@@ -52,6 +52,9 @@ func newState(machines []*Machine) *state {
 	// and rules without labels or terms teach nothing.
 	learnt := map[*Rules]bool{}
 	clusters := clusterLists{at: map[string]int{}}
+	// Most fleets are one cluster: its list is the order itself (clipped:
+	// a machine opened later is appended to a copy).
+	oneCluster := len(machines) > 0 && !slices.ContainsFunc(machines, func(m *Machine) bool { return m.Cluster != machines[0].Cluster })
 	for i, s := range byScore {
 		order[i] = s.m
 		s.m.rank, s.m.slots = i, nil
@@ -61,13 +64,18 @@ func newState(machines []*Machine) *state {
 				st.learn(res.Replica)
 			}
 		}
-		clusters.add(s.m)
+		if !oneCluster {
+			clusters.add(s.m)
+		}
 		if s.m.TEE {
 			st.teeInClus[s.m.Cluster] = true
 		}
 	}
 	for _, l := range clusters.lists {
 		st.byCluster[l.name] = l.machines
+	}
+	if oneCluster {
+		st.byCluster[machines[0].Cluster] = slices.Clip(order)
 	}
 	return st
 }
