@@ -24,6 +24,10 @@ type replicaCounts struct {
 	unplaced map[string]bool
 	// byService counts the replicas of each service named.
 	byService map[string]int
+	// orphans are the last orphaned list, still true while known: its
+	// inputs (the services named and the services held) are the same.
+	orphans      []string
+	orphansKnown bool
 }
 
 func newReplicaCounts(replicas []*api.Replica) replicaCounts {
@@ -49,8 +53,12 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 		c.moving += n
 	}
 	c.byService[r.Service] += n
-	if c.byService[r.Service] == 0 {
+	switch c.byService[r.Service] {
+	case 0:
 		delete(c.byService, r.Service)
+		c.orphansKnown = false
+	case n: // the first of its service
+		c.orphansKnown = false
 	}
 	if r.Machine == "" {
 		c.pending[r.Cluster] += n
@@ -72,8 +80,14 @@ func (c *replicaCounts) unplacedIDs() []string {
 }
 
 // orphaned are the services some replica names that services does not
-// hold, sorted (not nil: a pass reads nil as not known).
+// hold, sorted (not nil: a pass reads nil as not known). The view calls
+// servicesChanged when a service comes or goes; until then, or a service
+// first or no longer named, the last list holds (not a walk of every
+// service each snapshot).
 func (c *replicaCounts) orphaned(services map[string]*api.Service) []string {
+	if c.orphansKnown {
+		return c.orphans
+	}
 	out := []string{}
 	for name := range c.byService {
 		if services[name] == nil {
@@ -81,8 +95,12 @@ func (c *replicaCounts) orphaned(services map[string]*api.Service) []string {
 		}
 	}
 	slices.Sort(out)
-	return out
+	c.orphans, c.orphansKnown = slices.Clip(out), true
+	return c.orphans
 }
+
+// servicesChanged notes that a service came or went.
+func (c *replicaCounts) servicesChanged() { c.orphansKnown = false }
 
 // pendingByCluster is a copy of the pending counts.
 func (c *replicaCounts) pendingByCluster() map[string]int { return maps.Clone(c.pending) }

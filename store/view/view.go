@@ -345,7 +345,11 @@ func (v *View) apply(c store.Change) error {
 		err = put(v.clusters, c, func(*api.Cluster) bool { return true })
 	case store.FeedService:
 		mark(&v.dirty.services, c.Name, v.services[c.Name])
+		had := v.services[c.Name] != nil
 		err = put(v.services, c, func(*api.Service) bool { return true })
+		if had != (v.services[c.Name] != nil) {
+			v.counts.servicesChanged()
+		}
 	case store.FeedFailoverGroup:
 		mark(&v.dirty.groups, c.Name, v.groups[c.Name])
 		err = put(v.groups, c, func(*api.FailoverGroup) bool { return true })
