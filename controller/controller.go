@@ -140,6 +140,9 @@ type Controller struct {
 	// pending are the replicas on no machine by cluster, as the last
 	// pass read them (the pass goroutine's alone).
 	pending map[string]int
+	// machineStates are the live machines by cluster and state, as the
+	// last pass's view counted them.
+	machineStates []view.MachineStates
 }
 
 // New returns a controller.
@@ -273,7 +276,7 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	c.mu.Lock()
 	c.live = plan.LiveMachines
 	c.mu.Unlock()
-	c.Metrics.SetFleet(fleetCounts(snap, c.pending))
+	c.Metrics.SetFleet(fleetCounts(snap, c.machineStates, c.pending))
 	actCtx, actSpan := c.tracer().Start(ctx, "gantry.act")
 	own, err := c.act(actCtx, snap, mem, plan)
 	endSpan(actSpan, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/metrics"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/store"
+	"github.com/gantry-dev/gantry/store/view"
 )
 
 // load reads the pass's snapshot: the store's objects and memory in one
@@ -41,7 +42,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		snap.InStoreOrder, snap.NoneRetiring, snap.NoneMoving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.NoneMoving, objects.Unplaced
 		snap.Orphaned, snap.MachinesByID = objects.Orphaned, true // the view lists machines by id
 		if take {
-			c.pending = objects.Pending
+			c.pending, c.machineStates = objects.Pending, objects.MachineStates
 		}
 		if snap.SecretRevisions, err = secretRevisions(tx); err != nil {
 			return err
@@ -105,27 +106,12 @@ func providerInfos(reg *registry.Registry) map[string]decide.ProviderInfo {
 	return infos
 }
 
-// fleetCounts are the gauges' values: machines by state, pending replicas
-// (counted by the view, by cluster).
-func fleetCounts(s *decide.Snapshot, pendingByCluster map[string]int) ([]metrics.MachineCount, map[string]int) {
-	byKey := map[[3]string]*int{}
-	var last *int
-	var lastKey [3]string
-	for _, m := range s.Machines {
-		// Most machines are in the state of the one before: the key is
-		// hashed when it changes, not for each of 50,000.
-		if key := [3]string{m.Cluster, string(m.JoinState), string(m.FleetState)}; last == nil || key != lastKey {
-			if last = byKey[key]; last == nil {
-				last = new(int)
-				byKey[key] = last
-			}
-			lastKey = key
-		}
-		*last++
-	}
-	counts := make([]metrics.MachineCount, 0, len(byKey))
-	for k, n := range byKey {
-		counts = append(counts, metrics.MachineCount{Cluster: k[0], JoinState: k[1], FleetState: k[2], N: *n})
+// fleetCounts are the gauges' values: machines by state and pending
+// replicas by cluster, both counted by the view.
+func fleetCounts(s *decide.Snapshot, states []view.MachineStates, pendingByCluster map[string]int) ([]metrics.MachineCount, map[string]int) {
+	counts := make([]metrics.MachineCount, 0, len(states))
+	for _, st := range states {
+		counts = append(counts, metrics.MachineCount{Cluster: st.Cluster, JoinState: st.JoinState, FleetState: st.FleetState, N: st.N})
 	}
 	pending := map[string]int{}
 	for name := range s.Clusters {

@@ -164,6 +164,7 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 		}
 	}
 	slices.Sort(s.Orphaned)
+	s.MachineStates = view.CountMachineStates(s.Machines)
 	return s, errors.Join(errs[:]...)
 }
 

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -104,3 +105,52 @@ func (c *replicaCounts) servicesChanged() { c.orphansKnown = false }
 
 // pendingByCluster is a copy of the pending counts.
 func (c *replicaCounts) pendingByCluster() map[string]int { return maps.Clone(c.pending) }
+
+// MachineStates counts live machines by cluster and state.
+type MachineStates struct {
+	Cluster    string `json:"cluster"`
+	JoinState  string `json:"joinState"`
+	FleetState string `json:"fleetState"`
+	N          int    `json:"n"`
+}
+
+type machineState struct{ cluster, join, fleet string }
+
+// machineCounts count the live machines by cluster and state, kept as
+// machines change (the gauges' walk of every machine each pass).
+type machineCounts map[machineState]int
+
+// add counts m (n = 1) or stops counting it (n = -1); nil counts nothing.
+func (c machineCounts) add(m *api.Machine, n int) {
+	if m == nil {
+		return
+	}
+	k := machineState{m.Cluster, string(m.JoinState), string(m.FleetState)}
+	if c[k] += n; c[k] == 0 {
+		delete(c, k)
+	}
+}
+
+// list is the counts, by cluster, join state and fleet state.
+func (c machineCounts) list() []MachineStates {
+	out := make([]MachineStates, 0, len(c))
+	for k, n := range c {
+		out = append(out, MachineStates{Cluster: k.cluster, JoinState: k.join, FleetState: k.fleet, N: n})
+	}
+	slices.SortFunc(out, compareStates)
+	return out
+}
+
+func compareStates(a, b MachineStates) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.JoinState, b.JoinState), cmp.Compare(a.FleetState, b.FleetState))
+}
+
+// CountMachineStates counts machines by cluster and state, as a
+// snapshot's MachineStates do.
+func CountMachineStates(machines []*api.Machine) []MachineStates {
+	c := machineCounts{}
+	for _, m := range machines {
+		c.add(m, 1)
+	}
+	return c.list()
+}

@@ -63,6 +63,7 @@ type View struct {
 	// beaten are the machines with heartbeats the last sync handed out.
 	beaten beatenMachines
 	counts replicaCounts
+	states machineCounts
 	// log are the changes applied since logFrom (at most logCap), for
 	// the leader's pass (ChangesSince).
 	log     []Logged
@@ -178,6 +179,8 @@ type Snapshot struct {
 	// Orphaned are the services some replica names that are not among
 	// Services, sorted.
 	Orphaned []string
+	// MachineStates count the live machines by cluster and state, sorted.
+	MachineStates []MachineStates
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
@@ -301,6 +304,10 @@ func (v *View) load(tx store.Tx) error {
 	v.counts = newReplicaCounts(replicas)
 	v.work = newWorkIndex(replicas)
 	v.byCluster = newClusterIndex(replicas, machines)
+	v.states = machineCounts{}
+	for _, m := range machines {
+		v.states.add(m, 1)
+	}
 	v.memory = maps.Clone(memory)
 	if v.memory == nil {
 		v.memory = map[string]string{}
@@ -356,7 +363,9 @@ func (v *View) apply(c store.Change) error {
 	case store.FeedMachine:
 		mark(&v.dirty.machines, c.Name, v.machines[c.Name])
 		v.byCluster.removeMachine(v.machines[c.Name])
+		v.states.add(v.machines[c.Name], -1)
 		err = put(v.machines, c, (*api.Machine).Live)
+		v.states.add(v.machines[c.Name], 1)
 		v.strings.machine(v.machines[c.Name])
 		v.byCluster.addMachine(v.machines[c.Name])
 	case store.FeedReplica:
@@ -432,7 +441,7 @@ func (v *View) snapshot() Snapshot {
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
 		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
 		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
-		Orphaned: v.counts.orphaned(v.services)}
+		Orphaned: v.counts.orphaned(v.services), MachineStates: v.states.list()}
 }
 
 // resorted is the sorted list of objects after the named ones changed:
