@@ -120,7 +120,9 @@ func (e *env) checkBooking(write string) int {
 		e.t.Fatalf("after %s the view no longer knew what changed since revision %d", write, c.bookedAt)
 	}
 	kept := decide.Decide(c.cfg.Decide, snap, mem, e.clock.Now())
-	snap.Booked = nil
+	// A pass consumes the booking it is handed: the loop's next pass books
+	// afresh.
+	snap.Booked, c.booked = nil, nil
 	fresh := decide.Decide(c.cfg.Decide, snap, mem, e.clock.Now())
 	if diff := kept.Booked.Differs(fresh.Booked); diff != "" {
 		e.t.Fatalf("after %s the booking from the log differs from one made afresh: %s", write, diff)

@@ -276,7 +276,7 @@ func (b *booker) changedReplicas() map[string]bool {
 	for id := range b.p.deleting {
 		ids[id] = true
 	}
-	b.next.runs = maps.Clone(b.prev.runs)
+	b.next.runs = b.prev.runs // the pass consumes the booking it was handed
 	for _, service := range b.staleServices() {
 		for _, r := range b.p.snapshotReplicasOf(service) {
 			ids[r.ID] = true

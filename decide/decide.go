@@ -124,7 +124,7 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{},
 		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
-	p.machines = slices.Clone(snap.Machines)
+	p.machines = append(reuse(&snap.Scratch.of().apiMachines, len(snap.Machines))[:0], snap.Machines...)
 	for _, m := range p.machines {
 		if m.Live() {
 			p.live++

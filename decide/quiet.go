@@ -32,13 +32,14 @@ func (p *Pass) quietServices(busy map[string]bool) map[string]quietService {
 		return nil
 	}
 	touched := changed.servicesTouched()
-	out := make(map[string]quietService, len(prev.quiet))
-	for name, q := range prev.quiet {
-		if touched[name] || changed.Services[name] || busy[name] || p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake) {
-			continue
-		}
-		out[name] = q
+	// The pass consumes the booking it was handed: its map, not a copy.
+	out := prev.quiet
+	if out == nil {
+		out = map[string]quietService{}
 	}
+	maps.DeleteFunc(out, func(name string, q quietService) bool {
+		return touched[name] || changed.Services[name] || busy[name] || p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake)
+	})
 	return out
 }
 

@@ -3,6 +3,7 @@ package decide
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +27,13 @@ func (p *Pass) syncReplicas() {
 	}
 	busy := p.busyServices()
 	skip := p.quietServices(busy)
+	if len(p.quiet) == 0 && skip != nil {
+		// The pass's own map: the skipped services stay quiet (not a second
+		// map of thousands each pass).
+		p.quiet = skip
+	}
 	var groups map[string][]*api.Replica
+	skipped := 0
 	for _, svc := range services {
 		name := svc.Metadata.Name
 		if q, ok := skip[name]; ok {
@@ -34,9 +41,13 @@ func (p *Pass) syncReplicas() {
 				p.plan.Wake.at(q.wake)
 			}
 			p.quiet[name] = q
+			skipped++
 			continue
 		}
 		p.stepService(svc, p.replicasOf(name, &groups), busy[name])
+	}
+	if skipped < len(skip) { // quiet once, and no longer a service
+		maps.DeleteFunc(p.quiet, func(name string, _ quietService) bool { return p.services[name] == nil })
 	}
 	p.deleteOrphans()
 	p.dropDeleted()

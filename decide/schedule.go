@@ -269,7 +269,7 @@ func (p *Pass) scheduleSpread(v *view, spread []scheduler.Replica) (scheduler.Re
 		domains = append(domains, m.Clone())
 		onTheirWay[m.ID] = true
 	}
-	return scheduler.Schedule(domains, spread), onTheirWay
+	return p.snap.Scratch.of().sched.Schedule(domains, spread), onTheirWay
 }
 
 // schedule places pending replicas (and replicas moving off draining
@@ -306,7 +306,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	for _, r := range append(plain, spread...) {
 		byID[r.ID] = r
 	}
-	res := scheduler.Schedule(v.joined, plain)
+	res := p.snap.Scratch.of().sched.Schedule(v.joined, plain)
 	p.book(v, res, byID)
 	spreadRes, onTheirWay := p.scheduleSpread(v, spread)
 	var placed []scheduler.Placement

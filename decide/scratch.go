@@ -20,8 +20,10 @@ import (
 type Scratch struct {
 	machines []planner.Machine
 	copies   []scheduler.Machine
-	// The pass's replicas (it changes the list, not the snapshot's).
-	replicas []*api.Replica
+	// The pass's replicas and machines (it changes its lists, not the
+	// snapshot's).
+	replicas    []*api.Replica
+	apiMachines []*api.Machine
 	// The view's lists of machines, and the booking's notes on each.
 	byID        []*planner.Machine
 	ids         []string
@@ -31,6 +33,8 @@ type Scratch struct {
 	fresh, base [][]*api.Replica
 	dirty, seen []bool
 	suspect     []bool
+	// The scheduler's order of the machines.
+	sched scheduler.Scratch
 }
 
 // of is s, or a scratch for one pass when there is none.
@@ -81,9 +85,11 @@ func (s *Scratch) Clear() {
 	clear(s.machines[:cap(s.machines)])
 	clear(s.copies[:cap(s.copies)])
 	clear(s.replicas[:cap(s.replicas)])
+	clear(s.apiMachines[:cap(s.apiMachines)])
 	clear(s.byID[:cap(s.byID)])
 	clear(s.ids[:cap(s.ids)])
 	clear(s.sources[:cap(s.sources)])
 	clear(s.fresh[:cap(s.fresh)])
 	clear(s.base[:cap(s.base)])
+	s.sched.Clear()
 }

@@ -265,7 +265,7 @@ func (s *Session) Balance(demand api.Resources) *Session {
 }
 
 // NewSession starts a pass over machines.
-func NewSession(machines []*Machine) *Session { return &Session{st: newState(machines)} }
+func NewSession(machines []*Machine) *Session { return &Session{st: newState(machines, nil)} }
 
 // Place places replicas; with an opener, a replica that fits nowhere gets
 // a new machine when the opener can make one.

@@ -36,15 +36,14 @@ type scored struct {
 	score float64
 }
 
-func newState(machines []*Machine) *state {
-	byScore := make([]scored, len(machines))
+func newState(machines []*Machine, scratch *Scratch) *state {
+	byScore, order := scratch.lists(len(machines))
 	for i, m := range machines {
 		byScore[i] = scored{m, packScore(m)}
 	}
 	slices.SortFunc(byScore, func(a, b scored) int {
 		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.m.ID, b.m.ID))
 	})
-	order := make([]*Machine, len(byScore))
 	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
 		anti: map[string][]api.AffinityTerm{}, sets: map[string]*eligibleSet{}}
 	// Residents share their rules by revision: each rules is learnt once
