@@ -67,7 +67,7 @@ func BenchmarkPassSteady50k(b *testing.B) {
 	b.Run("changed=1", func(b *testing.B) { benchChanged(b, c, 1) })
 	// As a server runs: every machine's heartbeat recorded (the liveness
 	// table a sync reads whole), none late.
-	b.Run("changed=1/beating", func(b *testing.B) {
+	b.Run("changed=1,beating", func(b *testing.B) {
 		recordBeats(b, c)
 		benchChanged(b, c, 1)
 	})

@@ -122,9 +122,9 @@ type booker struct {
 func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Booking {
 	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine)
 	n := len(v.byID)
-	sc := p.snap.Scratch
-	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: reuse(&sc.of().reused, n), fresh: reuse(&sc.of().fresh, n),
-		dirty: reuse(&sc.of().dirty, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
+	sc := p.snap.Scratch.of()
+	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: reuse(&sc.reused, n), fresh: reuse(&sc.fresh, n),
+		dirty: reuse(&sc.dirty, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
 		next: &Booking{own: map[string]string{}}}
 	for i := range b.reused {
 		b.reused[i] = -1

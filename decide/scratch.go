@@ -7,10 +7,11 @@ import (
 )
 
 // Scratch is memory a pass works in that the next pass may reuse: its
-// list of replicas, its view of every machine, the booking's notes on
-// each and the scheduler's copies of them, remade each pass (about 30 MB
-// a pass at 50,000 machines and 500,000 replicas, two thirds of what a
-// lone change's pass allocated, and so of how often the collector ran). A
+// lists of replicas and machines, its view of every machine, the
+// booking's notes on each, the scheduler's copies of them and its order,
+// remade each pass (most of what a lone change's pass allocated at
+// 50,000 machines and 500,000 replicas, and so of how often the
+// collector ran). A
 // caller that decides pass after pass keeps one and hands it to each
 // (Snapshot.Scratch). Nothing a pass returns points into it: once
 // Decide returns, its contents are garbage for the next pass to

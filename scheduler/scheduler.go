@@ -238,10 +238,7 @@ type Eviction struct {
 // With nothing pending it builds no session: a pass that places nothing
 // (most passes) would sort and index every machine for nothing.
 func Schedule(machines []*Machine, pending []Replica) Result {
-	if len(pending) == 0 {
-		return Result{Unplaced: map[string]string{}}
-	}
-	return NewSession(machines).Place(pending, nil)
+	return (*Scratch)(nil).Schedule(machines, pending)
 }
 
 // Opener adds a machine for a replica that fits nowhere (the planner's new
@@ -265,7 +262,7 @@ func (s *Session) Balance(demand api.Resources) *Session {
 }
 
 // NewSession starts a pass over machines.
-func NewSession(machines []*Machine) *Session { return &Session{st: newState(machines, nil)} }
+func NewSession(machines []*Machine) *Session { return (*Scratch)(nil).NewSession(machines) }
 
 // Place places replicas; with an opener, a replica that fits nowhere gets
 // a new machine when the opener can make one.

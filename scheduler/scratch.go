@@ -10,12 +10,12 @@ type Scratch struct {
 	order   []*Machine
 }
 
-// NewSession is NewSession working in s.
+// NewSession is NewSession working in s (nil: in lists of its own).
 func (s *Scratch) NewSession(machines []*Machine) *Session {
 	return &Session{st: newState(machines, s)}
 }
 
-// Schedule is Schedule working in s.
+// Schedule is Schedule working in s (nil: in lists of its own).
 func (s *Scratch) Schedule(machines []*Machine, pending []Replica) Result {
 	if len(pending) == 0 {
 		return Result{Unplaced: map[string]string{}}
