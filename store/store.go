@@ -124,6 +124,9 @@ type Tx interface {
 	// (what a copy of the machines kept from the feed, which carries no
 	// heartbeats, lays over them).
 	ListLiveness() (map[string]time.Time, error)
+	// ScanLiveness calls each with every heartbeat PutLiveness recorded,
+	// in no order (ListLiveness without a map of them all).
+	ScanLiveness(each func(machine string, at time.Time)) error
 
 	// MachineWork reads a machine with the replicas on it and those
 	// leaving it (as ListReplicas with Machine and with PreviousMachine),

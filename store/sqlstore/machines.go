@@ -112,24 +112,31 @@ func (t *tx) PutLiveness(beats map[string]time.Time) error {
 }
 
 func (t *tx) ListLiveness() (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	if err := t.ScanLiveness(func(id string, at time.Time) { out[id] = at }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (t *tx) ScanLiveness(each func(machine string, at time.Time)) error {
 	rows, err := t.query(`SELECT machine_id, at FROM liveness`)
 	if err != nil {
-		return nil, t.dialect.failure("list liveness", err)
+		return t.dialect.failure("list liveness", err)
 	}
 	defer rows.Close()
-	out := map[string]time.Time{}
 	for rows.Next() {
 		var id string
 		var at int64
 		if err := rows.Scan(&id, &at); err != nil {
-			return nil, t.dialect.failure("list liveness", err)
+			return t.dialect.failure("list liveness", err)
 		}
-		out[id] = time.Unix(0, at).UTC()
+		each(id, time.Unix(0, at).UTC())
 	}
 	if err := rows.Err(); err != nil {
-		return nil, t.dialect.failure("list liveness", err)
+		return t.dialect.failure("list liveness", err)
 	}
-	return out, nil
+	return nil
 }
 
 // livenessChunk is how many heartbeats one statement records: a power of

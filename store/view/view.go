@@ -19,7 +19,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
@@ -60,7 +59,9 @@ type View struct {
 	dirty  dirtyNames
 	// strings are the strings the replicas and machines share.
 	strings interner
-	// beaten are the machines with heartbeats the last sync handed out.
+	// beats are the recorded heartbeats; beaten the machines with them the
+	// last sync handed out.
+	beats  beatTable
 	beaten beatenMachines
 	counts replicaCounts
 	states machineCounts
@@ -184,11 +185,12 @@ type Snapshot struct {
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
-// not in the feed: each sync reads them (one small row per machine) and
-// the snapshot's machines carry them, as ListMachines reports them: a
-// machine with a later recorded heartbeat than its own is a copy that
-// carries it, kept for the next sync while neither changes. The list is
-// the caller's; the machines, like every object, are shared.
+// not in the feed: each sync reads them (one small row per machine) into
+// a table it keeps, and the snapshot's machines carry them, as
+// ListMachines reports them: a machine with a later recorded heartbeat
+// than its own is a copy that carries it, kept for the next sync while
+// neither changes. The list is the caller's; the machines, like every
+// object, are shared.
 func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -196,48 +198,13 @@ func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 		v.loaded = false
 		return Snapshot{}, err
 	}
-	beats, err := tx.ListLiveness()
+	changed, all, err := v.beats.read(tx)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	snap := v.snapshot()
-	snap.Machines = v.beaten.with(snap.Machines, beats)
+	snap.Machines = v.beaten.with(snap.Machines, v.beats.at, changed, all)
 	return snap, nil
-}
-
-// beatenMachines are the machines the last sync handed out (out), made
-// from the view's (from); both by id.
-type beatenMachines struct{ from, out []*api.Machine }
-
-// with is machines with the later of their own heartbeat and the
-// recorded one: the machine itself when its own is the later, else a
-// copy, the last sync's when it was made from the same machine and beat.
-func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Time) []*api.Machine {
-	if len(machines) == 0 {
-		*b = beatenMachines{}
-		return nil
-	}
-	out := make([]*api.Machine, len(machines))
-	j := 0
-	for i, m := range machines {
-		at, ok := beats[m.ID]
-		if !ok || (m.LastHeartbeat != nil && !at.After(*m.LastHeartbeat)) {
-			out[i] = m
-			continue
-		}
-		for j < len(b.from) && b.from[j].ID < m.ID {
-			j++
-		}
-		if j < len(b.from) && b.from[j] == m && b.out[j] != m && b.out[j].LastHeartbeat.Equal(at) {
-			out[i] = b.out[j]
-			continue
-		}
-		c := *m
-		c.LastHeartbeat = &at
-		out[i] = &c
-	}
-	*b = beatenMachines{from: machines, out: out}
-	return slices.Clone(out) // readers may set elements (Beats.Overlay)
 }
 
 // Loads is how many times the view read the whole store.

@@ -1,0 +1,121 @@
+package view
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/store"
+)
+
+// beatTable is the recorded heartbeats by machine, kept from sync to
+// sync. Each sync reads them all (heartbeats are not in the feed) but
+// changes only the entries that differ, and names their machines, so
+// that only those machines' copies are remade (not a map of 50,000 and a
+// look at every machine each sync).
+type beatTable struct {
+	at map[string]time.Time
+	// stale: the table may hold entries the machines handed out do not
+	// carry, unnamed (the first read, a read that failed midway, rows
+	// deleted): the next sync looks at every machine.
+	stale bool
+}
+
+// read brings the table to tx's heartbeats, and returns the machines
+// whose heartbeat changed, or all when every machine must be looked at.
+func (t *beatTable) read(tx store.Tx) (changed []string, all bool, err error) {
+	if t.at == nil {
+		t.at, t.stale = map[string]time.Time{}, true
+	}
+	rows := 0
+	err = tx.ScanLiveness(func(id string, at time.Time) {
+		rows++
+		if was, ok := t.at[id]; !ok || !was.Equal(at) {
+			t.at[id] = at
+			changed = append(changed, id)
+		}
+	})
+	if err == nil && rows < len(t.at) { // rows were deleted: read them afresh
+		fresh := make(map[string]time.Time, rows)
+		err = tx.ScanLiveness(func(id string, at time.Time) { fresh[id] = at })
+		t.at, t.stale = fresh, true
+	}
+	if err != nil {
+		t.stale = true
+		return nil, true, err
+	}
+	all, t.stale = t.stale, false
+	return changed, all, nil
+}
+
+// beatenMachines are the machines the last sync handed out (out), made
+// from the view's (from); both by id.
+type beatenMachines struct{ from, out []*api.Machine }
+
+// with is machines with the later of their own heartbeat and the
+// recorded one: the machine itself when its own is the later, else a
+// copy, the last sync's when it was made from the same machine and beat.
+// When machines is the list the last sync had and not all heartbeats
+// must be looked at, only the changed machines' are.
+func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Time, changed []string, all bool) []*api.Machine {
+	if len(machines) == 0 {
+		*b = beatenMachines{}
+		return nil
+	}
+	if !all && sameList(machines, b.from) {
+		for _, id := range changed {
+			if i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) }); ok {
+				b.out[i] = beaten(machines[i], beats)
+			}
+		}
+		return slices.Clone(b.out) // readers may set elements (Beats.Overlay)
+	}
+	out := make([]*api.Machine, len(machines))
+	j := 0
+	for i, m := range machines {
+		at, later := recordedLater(m, beats)
+		if !later {
+			out[i] = m
+			continue
+		}
+		for j < len(b.from) && b.from[j].ID < m.ID {
+			j++
+		}
+		if j < len(b.from) && b.from[j] == m && b.out[j] != m && b.out[j].LastHeartbeat.Equal(at) {
+			out[i] = b.out[j]
+			continue
+		}
+		out[i] = carrying(m, at)
+	}
+	*b = beatenMachines{from: machines, out: out}
+	return slices.Clone(out) // readers may set elements (Beats.Overlay)
+}
+
+// beaten is m with the later of its own heartbeat and the recorded one.
+func beaten(m *api.Machine, beats map[string]time.Time) *api.Machine {
+	if at, later := recordedLater(m, beats); later {
+		return carrying(m, at)
+	}
+	return m
+}
+
+// recordedLater is m's recorded heartbeat, and whether it is later than
+// its own.
+func recordedLater(m *api.Machine, beats map[string]time.Time) (time.Time, bool) {
+	at, ok := beats[m.ID]
+	return at, ok && (m.LastHeartbeat == nil || at.After(*m.LastHeartbeat))
+}
+
+// carrying is a copy of m that carries the heartbeat at.
+func carrying(m *api.Machine, at time.Time) *api.Machine {
+	c := *m
+	c.LastHeartbeat = &at
+	return &c
+}
+
+// sameList: a and b are the same list (the view's lists are never
+// changed in place).
+func sameList(a, b []*api.Machine) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+}
