@@ -124,7 +124,7 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{},
 		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
-	p.machines = append(reuse(&snap.Scratch.of().apiMachines, len(snap.Machines))[:0], snap.Machines...)
+	p.machines = append(room(&snap.Scratch.of().apiMachines, len(snap.Machines)), snap.Machines...)
 	for _, m := range p.machines {
 		if m.Live() {
 			p.live++
@@ -138,12 +138,12 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p.snapInOrder = true
 	check := !snap.InStoreOrder
 	if !check && snap.NoneRetiring {
-		p.replicas = append(reuse(&snap.Scratch.of().replicas, len(snap.Replicas))[:0], snap.Replicas...)
+		p.replicas = append(room(&snap.Scratch.of().replicas, len(snap.Replicas)), snap.Replicas...)
 		p.index = indexOf(p.replicas, true)
 		p.finishNew()
 		return p
 	}
-	p.replicas = reuse(&snap.Scratch.of().replicas, len(snap.Replicas))[:0]
+	p.replicas = room(&snap.Scratch.of().replicas, len(snap.Replicas))
 	for i, r := range snap.Replicas {
 		if check && p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
 			p.snapInOrder = false

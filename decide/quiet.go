@@ -32,13 +32,15 @@ func (p *Pass) quietServices(busy map[string]bool) map[string]quietService {
 		return nil
 	}
 	touched := changed.servicesTouched()
-	// The pass consumes the booking it was handed: its map, not a copy.
+	// The pass consumes the booking it was handed: its map, not a copy,
+	// without the services gone since.
 	out := prev.quiet
 	if out == nil {
 		out = map[string]quietService{}
 	}
 	maps.DeleteFunc(out, func(name string, q quietService) bool {
-		return touched[name] || changed.Services[name] || busy[name] || p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake)
+		return touched[name] || changed.Services[name] || busy[name] || p.services[name] == nil ||
+			p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake)
 	})
 	return out
 }

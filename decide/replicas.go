@@ -3,7 +3,6 @@ package decide
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -27,27 +26,19 @@ func (p *Pass) syncReplicas() {
 	}
 	busy := p.busyServices()
 	skip := p.quietServices(busy)
-	if len(p.quiet) == 0 && skip != nil {
-		// The pass's own map: the skipped services stay quiet (not a second
-		// map of thousands each pass).
-		p.quiet = skip
+	if skip != nil {
+		p.quiet = skip // the skipped services stay quiet: the pass's own map
 	}
 	var groups map[string][]*api.Replica
-	skipped := 0
 	for _, svc := range services {
 		name := svc.Metadata.Name
 		if q, ok := skip[name]; ok {
 			if !q.wake.IsZero() {
 				p.plan.Wake.at(q.wake)
 			}
-			p.quiet[name] = q
-			skipped++
 			continue
 		}
 		p.stepService(svc, p.replicasOf(name, &groups), busy[name])
-	}
-	if skipped < len(skip) { // quiet once, and no longer a service
-		maps.DeleteFunc(p.quiet, func(name string, _ quietService) bool { return p.services[name] == nil })
 	}
 	p.deleteOrphans()
 	p.dropDeleted()

@@ -197,9 +197,9 @@ func (p *Pass) buildView(clusters []string) *view {
 	// Each list in one allocation, not grown to 50,000 by appends.
 	n := len(p.machines)
 	sc := p.snap.Scratch.of()
-	lists, sources := reuse(&sc.lists, n)[:0], reuse(&sc.sources, n)[:0]
+	lists, sources := room(&sc.lists, n), room(&sc.sources, n)
 	all := p.snap.Scratch.plannerMachines(n)
-	v.byID, v.ids = reuse(&sc.byID, n)[:0], reuse(&sc.ids, n)[:0]
+	v.byID, v.ids = room(&sc.byID, n), room(&sc.ids, n)
 	for i, m := range p.machines {
 		cl, ok := p.snap.Clusters[m.Cluster]
 		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {

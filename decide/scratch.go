@@ -46,6 +46,15 @@ func (s *Scratch) of() *Scratch {
 	return s
 }
 
+// room is *buf emptied, with room for n (what it held is overwritten by
+// the caller's appends, not cleared first).
+func room[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, 0, n+n/8) // room for a growing fleet
+	}
+	return (*buf)[:0]
+}
+
 // reuse is *buf as a list of n zero values, grown when it is too short.
 func reuse[T any](buf *[]T, n int) []T {
 	if cap(*buf) < n {

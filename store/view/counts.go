@@ -81,10 +81,10 @@ func (c *replicaCounts) unplacedIDs() []string {
 }
 
 // orphaned are the services some replica names that services does not
-// hold, sorted (not nil: a pass reads nil as not known). The view calls
-// servicesChanged when a service comes or goes; until then, or a service
-// first or no longer named, the last list holds (not a walk of every
-// service each snapshot).
+// hold, sorted (not nil: a pass reads nil as not known). The list is kept
+// until a service comes or goes (servicesChanged) or a service is first
+// or no longer named by a replica: not a walk of every service each
+// snapshot.
 func (c *replicaCounts) orphaned(services map[string]*api.Service) []string {
 	if c.orphansKnown {
 		return c.orphans
