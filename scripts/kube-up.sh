@@ -23,7 +23,9 @@ mkdir -p "$base"
 kubeconfig="$base/admin.kubeconfig"
 
 healthy() { curl -sk --max-time 2 -H "Authorization: Bearer $(cat "$base/admin.token" 2>/dev/null)" "https://127.0.0.1:$port/readyz" 2>/dev/null | grep -qx ok; }
-running() { [[ -f "$base/$1.pid" ]] && kill -0 "$(cat "$base/$1.pid")" 2>/dev/null; }
+# A pid file left by a run that was killed may name a pid reused since by
+# another process: only the one whose program is ours counts.
+running() { [[ -f "$base/$1.pid" ]] && [[ "$(readlink "/proc/$(cat "$base/$1.pid")/exe" 2>/dev/null)" == "$(readlink -f "$bin/$1")" ]]; }
 start() { # name, command...
   local name=$1; shift
   running "$name" && return
