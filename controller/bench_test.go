@@ -71,29 +71,61 @@ func BenchmarkPassSteady50k(b *testing.B) {
 		recordBeats(b, c)
 		benchChanged(b, c, 1)
 	})
+	// And a second of a 50,000-machine fleet's heartbeats (5,000, every
+	// machine's each ten seconds) recorded before each pass.
+	hb := newHeartbeats(b, c)
+	b.Run("changed=1,beats=5000", func(b *testing.B) { benchChangedBeating(b, c, 1, hb, 5000) })
 }
 
 // recordBeats records a heartbeat of every live machine now.
 func recordBeats(b *testing.B, c *Controller) {
-	err := c.Store.Update(context.Background(), func(tx store.Tx) error {
-		machines, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
-		if err != nil {
-			return err
-		}
-		beats := make(map[string]time.Time, len(machines))
-		for _, m := range machines {
-			beats[m.ID] = c.Clock.Now()
-		}
-		return tx.PutLiveness(beats)
-	})
-	if err != nil {
+	hb := newHeartbeats(b, c)
+	if err := hb.record(context.Background(), len(hb.ids)); err != nil {
 		b.Fatal(err)
 	}
 }
 
+// heartbeats records the live machines' heartbeats in turn, as servers
+// flush them.
+type heartbeats struct {
+	c    *Controller
+	ids  []string
+	next int
+}
+
+func newHeartbeats(b *testing.B, c *Controller) *heartbeats {
+	var ids []string
+	err := c.Store.View(context.Background(), func(tx store.Tx) error {
+		machines, err := tx.ListMachines(store.MachineFilter{LiveOnly: true})
+		for _, m := range machines {
+			ids = append(ids, m.ID)
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &heartbeats{c: c, ids: ids}
+}
+
+// record records the next n machines' heartbeats now, in one write.
+func (h *heartbeats) record(ctx context.Context, n int) error {
+	beats := make(map[string]time.Time, n)
+	now := h.c.Clock.Now()
+	for range min(n, len(h.ids)) {
+		beats[h.ids[h.next]] = now
+		h.next = (h.next + 1) % len(h.ids)
+	}
+	return h.c.Store.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(beats) })
+}
+
 // benchChanged times a pass after n services each gained a replica
 // (written before the timer runs).
-func benchChanged(b *testing.B, c *Controller, n int) {
+func benchChanged(b *testing.B, c *Controller, n int) { benchChangedBeating(b, c, n, nil, 0) }
+
+// benchChangedBeating is benchChanged with beats heartbeats of hb
+// recorded before each pass.
+func benchChangedBeating(b *testing.B, c *Controller, n int, hb *heartbeats, beats int) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -113,6 +145,9 @@ func benchChanged(b *testing.B, c *Controller, n int) {
 			}
 			return nil
 		})
+		if err == nil && beats > 0 {
+			err = hb.record(ctx, beats)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}

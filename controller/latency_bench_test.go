@@ -28,7 +28,9 @@ import (
 // cost, not a lone change's. A change that arrives while a pass runs
 // waits for it and its own pass, and for a rest when the loop owes one
 // (MaxDutyCycle over DutyWindow). gap=1s,beating then records a
-// heartbeat of every machine first, as a server's liveness table holds.
+// heartbeat of every machine first, as a server's liveness table holds,
+// and gap=1s,beats=5000/s records them all the while, as servers flush
+// them.
 //
 //	go test ./controller -run '^$' -bench DecisionLatency50k -benchtime 200x -timeout 60m
 func BenchmarkDecisionLatency50k(b *testing.B) {
@@ -40,6 +42,37 @@ func BenchmarkDecisionLatency50k(b *testing.B) {
 		recordBeats(b, c)
 		benchLatency(b, c, time.Second)
 	})
+	// And heartbeats flowing as three servers flush them: each a third of
+	// 5,000 a second (every machine's each ten seconds), once a second.
+	b.Run("gap=1s,beats=5000/s", func(b *testing.B) {
+		stop := flowBeats(b, newHeartbeats(b, c), 5000, 3)
+		defer stop()
+		benchLatency(b, c, time.Second)
+	})
+}
+
+// flowBeats records perSecond heartbeats of hb a second, in flushes
+// writes a second, on the real clock until stopped.
+func flowBeats(b *testing.B, hb *heartbeats, perSecond, flushes int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(time.Second / time.Duration(flushes))
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			if err := hb.record(ctx, perSecond/flushes); err != nil && ctx.Err() == nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // benchLatency writes b.N changes gap apart on average to c's running

@@ -34,6 +34,10 @@ var (
 	ErrFenced = errors.New("fenced: this server no longer holds the lease")
 )
 
+// AllLiveness asks ScanLiveness for every recorded heartbeat (rows
+// written before heartbeats were marked carry mark 0).
+const AllLiveness int64 = -1
+
 // Unavailable wraps a failure of the store itself.
 func Unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
@@ -124,9 +128,13 @@ type Tx interface {
 	// (what a copy of the machines kept from the feed, which carries no
 	// heartbeats, lays over them).
 	ListLiveness() (map[string]time.Time, error)
-	// ScanLiveness calls each with every heartbeat PutLiveness recorded,
-	// in no order (ListLiveness without a map of them all).
-	ScanLiveness(each func(machine string, at time.Time)) error
+	// ScanLiveness calls each, in no order, with the heartbeats recorded
+	// after the mark after (AllLiveness: every one) and the mark of the
+	// write that recorded each. Each write's mark is greater than every
+	// mark written before it, in commit order: a reader that saw mark N
+	// has seen every heartbeat recorded up to N, and ScanLiveness(N)
+	// gives it the ones recorded since.
+	ScanLiveness(after int64, each func(machine string, at time.Time, mark int64)) error
 
 	// MachineWork reads a machine with the replicas on it and those
 	// leaving it (as ListReplicas with Machine and with PreviousMachine),

@@ -112,6 +112,10 @@ const migrationLock = `SELECT pg_advisory_xact_lock(7400740074007400)`
 const (
 	feedLock       = `SELECT pg_advisory_xact_lock(7400740074007401)`
 	changesChannel = "gantry_changes"
+	// marksLock is held from a heartbeats' write's drawing of its mark
+	// to its commit (sqlstore.LivenessMarks). Taken before the feed's
+	// lock by a transaction that holds both.
+	marksLock = `SELECT pg_advisory_xact_lock(7400740074007402)`
 )
 
 var migrations = []string{
@@ -147,6 +151,11 @@ var migrations = []string{
 	// Replicas list in pages by service and id.
 	`DROP INDEX replicas_service;
 	 CREATE INDEX replicas_service_id ON replicas(service, id);`,
+	// Heartbeats' writes are marked, so that a view reads those since
+	// the last it saw.
+	`ALTER TABLE liveness ADD COLUMN mark BIGINT NOT NULL DEFAULT 0;
+	 CREATE INDEX liveness_mark ON liveness(mark);
+	 CREATE SEQUENCE liveness_marks;`,
 }
 
 // Open connects and migrates the database.
@@ -180,7 +189,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		PruneEvery:  100,
 		Now:         sqlstore.ClockOr(cfg.Now),
 		Committed:   s.changed.Fire,
-	}}
+	}, Marks: sqlstore.LivenessMarks{Lock: marksLock, Next: `SELECT nextval('liveness_marks')`}}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		leases.Close()

@@ -75,6 +75,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		PruneEvery: 100,
 		Now:        sqlstore.ClockOr(cfg.Now),
 		Committed:  s.changed.Fire,
+	}, Marks: sqlstore.LivenessMarks{
+		// One writer: the next mark is the newest one's successor.
+		Next: `SELECT COALESCE(MAX(mark), 0) + 1 FROM liveness`,
 	}}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
@@ -211,6 +214,10 @@ var migrations = []string{
 	// Replicas list in pages by service and id.
 	`DROP INDEX replicas_service;
 	 CREATE INDEX replicas_service_id ON replicas(service, id);`,
+	// Heartbeats' writes are marked, so that a view reads those since
+	// the last it saw.
+	`ALTER TABLE liveness ADD COLUMN mark INTEGER NOT NULL DEFAULT 0;
+	 CREATE INDEX liveness_mark ON liveness(mark);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -93,16 +93,23 @@ func decodeMachine(data string, heartbeatNanos int64) (*api.Machine, error) {
 }
 
 func (t *tx) PutLiveness(beats map[string]time.Time) error {
+	if len(beats) == 0 {
+		return nil
+	}
+	mark, err := t.nextLivenessMark()
+	if err != nil {
+		return err
+	}
 	ids := slices.Sorted(maps.Keys(beats)) // one lock order for every server
 	for len(ids) > 0 {
 		n := livenessChunk(len(ids))
-		args := make([]any, 0, 2*n)
+		args := make([]any, 0, 3*n)
 		for _, id := range ids[:n] {
-			args = append(args, id, beats[id].UnixNano())
+			args = append(args, id, beats[id].UnixNano(), mark)
 		}
 		// A later heartbeat recorded by another server is kept.
-		err := t.exec("record heartbeats", `INSERT INTO liveness(machine_id, at) VALUES `+strings.Repeat("(?, ?), ", n-1)+`(?, ?)
-			ON CONFLICT(machine_id) DO UPDATE SET at = excluded.at WHERE excluded.at > liveness.at`, args...)
+		err := t.exec("record heartbeats", `INSERT INTO liveness(machine_id, at, mark) VALUES `+strings.Repeat("(?, ?, ?), ", n-1)+`(?, ?, ?)
+			ON CONFLICT(machine_id) DO UPDATE SET at = excluded.at, mark = excluded.mark WHERE excluded.at > liveness.at`, args...)
 		if err != nil {
 			return err
 		}
@@ -111,27 +118,42 @@ func (t *tx) PutLiveness(beats map[string]time.Time) error {
 	return nil
 }
 
+// nextLivenessMark draws the mark of this write's heartbeats, under the
+// marks' lock when the dialect has one.
+func (t *tx) nextLivenessMark() (int64, error) {
+	if lock := t.dialect.Marks.Lock; lock != "" {
+		if err := t.exec("lock the heartbeats' marks", lock); err != nil {
+			return 0, err
+		}
+	}
+	var mark int64
+	if err := t.queryRow(t.dialect.Marks.Next).Scan(&mark); err != nil {
+		return 0, t.dialect.failure("next heartbeat mark", err)
+	}
+	return mark, nil
+}
+
 func (t *tx) ListLiveness() (map[string]time.Time, error) {
 	out := map[string]time.Time{}
-	if err := t.ScanLiveness(func(id string, at time.Time) { out[id] = at }); err != nil {
+	if err := t.ScanLiveness(store.AllLiveness, func(id string, at time.Time, _ int64) { out[id] = at }); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-func (t *tx) ScanLiveness(each func(machine string, at time.Time)) error {
-	rows, err := t.query(`SELECT machine_id, at FROM liveness`)
+func (t *tx) ScanLiveness(after int64, each func(machine string, at time.Time, mark int64)) error {
+	rows, err := t.query(`SELECT machine_id, at, mark FROM liveness WHERE mark > ?`, after)
 	if err != nil {
 		return t.dialect.failure("list liveness", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
-		var at int64
-		if err := rows.Scan(&id, &at); err != nil {
+		var at, mark int64
+		if err := rows.Scan(&id, &at, &mark); err != nil {
 			return t.dialect.failure("list liveness", err)
 		}
-		each(id, time.Unix(0, at).UTC())
+		each(id, time.Unix(0, at).UTC(), mark)
 	}
 	if err := rows.Err(); err != nil {
 		return t.dialect.failure("list liveness", err)

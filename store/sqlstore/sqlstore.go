@@ -26,6 +26,8 @@ type Dialect struct {
 	MaxEvents int
 	// Feed is the change feed's part.
 	Feed Feed
+	// Marks number the heartbeats' writes (LivenessMarks).
+	Marks LivenessMarks
 	// WriteBehind, when set, holds replica writes and events back to send
 	// them together (writebehind.go; with deferred revisions only).
 	WriteBehind *WriteBehind
@@ -36,6 +38,19 @@ type Dialect struct {
 	statements sync.Map // statementKey → *sql.Stmt
 	// preparing counts the statements being prepared in the background.
 	preparing sync.WaitGroup
+}
+
+// LivenessMarks number each write of heartbeats with a mark greater
+// than every mark written before, in commit order: a reader that saw
+// mark N sees every write up to N, and reads only the rows marked after
+// it next time (a sync reads the heartbeats that changed, not 50,000).
+type LivenessMarks struct {
+	// Lock, when set, is taken before the mark is drawn and held until
+	// the commit, so that marks follow commit order (PostgreSQL's
+	// sequences hand out values in call order, not commit order).
+	Lock string
+	// Next draws the write's mark.
+	Next string
 }
 
 // Closed waits for the background preparations once the databases are

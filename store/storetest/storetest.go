@@ -28,6 +28,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ConcurrentWriters", func(t *testing.T) { testConcurrentWriters(t, open(t)) })
 	t.Run("ConcurrentSubnetClaims", func(t *testing.T) { testConcurrentSubnetClaims(t, open(t)) })
 	t.Run("Liveness", func(t *testing.T) { testLiveness(t, open(t)) })
+	t.Run("LivenessMarks", func(t *testing.T) { testLivenessMarks(t, open(t)) })
+	t.Run("LivenessMarksFollowCommits", func(t *testing.T) { testLivenessMarksFollowCommits(t, open(t)) })
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open(t)) })
 	t.Run("MachineWork", func(t *testing.T) { testMachineWork(t, open(t)) })
 	t.Run("FailoverGroups", func(t *testing.T) { testFailoverGroups(t, open(t)) })

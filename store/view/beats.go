@@ -10,43 +10,56 @@ import (
 )
 
 // beatTable is the recorded heartbeats by machine, kept from sync to
-// sync. Each sync reads them all (heartbeats are not in the feed) but
-// changes only the entries that differ, and names their machines, so
-// that only those machines' copies are remade (not a map of 50,000 and a
-// look at every machine each sync).
+// sync. Heartbeats are not in the feed, but their writes are marked in
+// commit order (store.Tx.ScanLiveness): a sync reads only the rows
+// written since the newest mark it saw and names their machines, so
+// that only those machines' copies are remade (not 50,000 rows read and
+// every machine looked at each sync).
 type beatTable struct {
 	at map[string]time.Time
-	// stale: the table may hold entries the machines handed out do not
-	// carry, unnamed (the first read, a read that failed midway, rows
-	// deleted): the next sync looks at every machine.
-	stale bool
+	// mark is the newest mark read; whole that the table holds every row
+	// up to it (false: the next sync reads them all and looks at every
+	// machine: the first, and after a read that failed midway, whose
+	// rows were taken in but not named).
+	mark  int64
+	whole bool
 }
 
 // read brings the table to tx's heartbeats, and returns the machines
 // whose heartbeat changed, or all when every machine must be looked at.
 func (t *beatTable) read(tx store.Tx) (changed []string, all bool, err error) {
-	if t.at == nil {
-		t.at, t.stale = map[string]time.Time{}, true
+	if !t.whole {
+		return nil, true, t.readWhole(tx)
 	}
-	rows := 0
-	err = tx.ScanLiveness(func(id string, at time.Time) {
-		rows++
+	newest := t.mark
+	err = tx.ScanLiveness(t.mark, func(id string, at time.Time, mark int64) {
+		newest = max(newest, mark)
 		if was, ok := t.at[id]; !ok || !was.Equal(at) {
 			t.at[id] = at
 			changed = append(changed, id)
 		}
 	})
-	if err == nil && rows < len(t.at) { // rows were deleted: read them afresh
-		fresh := make(map[string]time.Time, rows)
-		err = tx.ScanLiveness(func(id string, at time.Time) { fresh[id] = at })
-		t.at, t.stale = fresh, true
-	}
 	if err != nil {
-		t.stale = true
+		t.whole = false
 		return nil, true, err
 	}
-	all, t.stale = t.stale, false
-	return changed, all, nil
+	t.mark = newest
+	return changed, false, nil
+}
+
+// readWhole reads every recorded heartbeat afresh.
+func (t *beatTable) readWhole(tx store.Tx) error {
+	fresh := make(map[string]time.Time, len(t.at))
+	var newest int64
+	err := tx.ScanLiveness(store.AllLiveness, func(id string, at time.Time, mark int64) {
+		fresh[id] = at
+		newest = max(newest, mark)
+	})
+	if err != nil {
+		return err
+	}
+	t.at, t.mark, t.whole = fresh, newest, true
+	return nil
 }
 
 // beatenMachines are the machines the last sync handed out (out), made
