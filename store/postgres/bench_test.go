@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/postgres/pgtest"
+	"github.com/gantry-dev/gantry/store/storetest"
 )
 
 // BenchmarkConcurrentFeedWrites is the store's write throughput when many
@@ -77,4 +78,19 @@ func BenchmarkLargeWrite(b *testing.B) {
 		}
 	}
 	b.ReportMetric(10000*float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+}
+
+// BenchmarkLiveness: a view's read of a second's heartbeats at 50,000
+// machines (storetest.BenchLiveness).
+//
+//	go test ./store/postgres -run '^$' -bench Liveness -benchtime 100x
+func BenchmarkLiveness(b *testing.B) {
+	storetest.BenchLiveness(b, func(b *testing.B) store.Store {
+		s, err := Open(context.Background(), DefaultConfig(pgtest.URL(b)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
 }

@@ -23,7 +23,9 @@ import (
 	"github.com/gantry-dev/gantry/store/storetest"
 )
 
-func openTemp(t *testing.T) store.Store {
+func openTemp(t *testing.T) store.Store { return openTempTB(t) }
+
+func openTempTB(t testing.TB) store.Store {
 	t.Helper()
 	s, err := Open(context.Background(), DefaultConfig(filepath.Join(t.TempDir(), "gantry.db")))
 	if err != nil {

@@ -118,3 +118,83 @@ func testLivenessMarksFollowCommits(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// BenchLiveness times a read of the heartbeats a second of a
+// 50,000-machine fleet's brings (5,000, written untimed before each):
+// sub-benchmark since reads those marked after the newest the last read
+// saw, as a view's sync does; whole reads every row, as it did before
+// heartbeats were marked. write times the write of those 5,000.
+func BenchLiveness(b *testing.B, open func(b *testing.B) store.Store) {
+	b.Run("since", func(b *testing.B) { benchLiveness(b, open(b), false) })
+	b.Run("whole", func(b *testing.B) { benchLiveness(b, open(b), true) })
+	b.Run("write", func(b *testing.B) { BenchLivenessWrites(b, open(b)) })
+}
+
+// BenchLivenessWrites times the write of 5,000 heartbeats into a table
+// of 50,000 machines'.
+func BenchLivenessWrites(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	const machines, perSecond = 50000, 5000
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	next := 0
+	write := func(n int) {
+		beats := make(map[string]time.Time, n)
+		for range n {
+			beats[fmt.Sprintf("m%05d", next%machines)] = at
+			next++
+		}
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(beats) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write(machines)
+	for b.Loop() {
+		at = at.Add(time.Second)
+		write(perSecond)
+	}
+}
+
+func benchLiveness(b *testing.B, s store.Store, whole bool) {
+	ctx := context.Background()
+	const machines, perSecond = 50000, 5000
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	write := func(from, n int) {
+		beats := make(map[string]time.Time, n)
+		for i := from; i < from+n; i++ {
+			beats[fmt.Sprintf("m%05d", i%machines)] = at
+		}
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(beats) }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	write(0, machines)
+	mark, next := store.AllLiveness, 0
+	read := func() int {
+		rows := 0
+		err := s.View(ctx, func(tx store.Tx) error {
+			return tx.ScanLiveness(mark, func(_ string, _ time.Time, m int64) { rows, mark = rows+1, max(mark, m) })
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if whole {
+			mark = store.AllLiveness
+		}
+		return rows
+	}
+	read()
+	want := perSecond
+	if whole {
+		want = machines
+	}
+	for b.Loop() {
+		b.StopTimer()
+		at = at.Add(time.Second)
+		write(next, perSecond)
+		next += perSecond
+		b.StartTimer()
+		if rows := read(); rows != want {
+			b.Fatalf("read %d heartbeats, want %d", rows, want)
+		}
+	}
+}
