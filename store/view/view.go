@@ -185,8 +185,8 @@ type Snapshot struct {
 }
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
-// not in the feed: each sync reads them (one small row per machine) into
-// a table it keeps, and the snapshot's machines carry them, as
+// not in the feed: each sync reads those recorded since the last into a
+// table it keeps (beatTable), and the snapshot's machines carry them, as
 // ListMachines reports them: a machine with a later recorded heartbeat
 // than its own is a copy that carries it, kept for the next sync while
 // neither changes. The list is the caller's; the machines, like every
