@@ -100,7 +100,8 @@ type Deps struct {
 	// heartbeat path (nil: the controller keeps its own).
 	View *view.View
 	// Heartbeats, when set, lays the heartbeats this server holds in
-	// memory (not flushed yet) over the machines a pass reads.
+	// memory (not flushed yet) over the machines a pass reads, which are
+	// sorted by id.
 	Heartbeats func([]*api.Machine)
 }
 
