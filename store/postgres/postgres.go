@@ -112,9 +112,10 @@ const migrationLock = `SELECT pg_advisory_xact_lock(7400740074007400)`
 const (
 	feedLock       = `SELECT pg_advisory_xact_lock(7400740074007401)`
 	changesChannel = "gantry_changes"
-	// marksLock is held from a heartbeats' write's drawing of its mark
-	// to its commit (sqlstore.LivenessMarks). Taken before the feed's
-	// lock by a transaction that holds both.
+	// marksLock is held from a heartbeats' write's drawing of its mark to
+	// its commit (sqlstore.LivenessMarks; the trigger of the migration
+	// below takes it too). Taken before the feed's lock by a transaction
+	// that holds both.
 	marksLock = `SELECT pg_advisory_xact_lock(7400740074007402)`
 )
 
@@ -152,10 +153,23 @@ var migrations = []string{
 	`DROP INDEX replicas_service;
 	 CREATE INDEX replicas_service_id ON replicas(service, id);`,
 	// Heartbeats' writes are marked, so that a view reads those since
-	// the last it saw.
+	// the last it saw (sqlstore.LivenessMarks). A server of an older
+	// version writes none: the triggers mark its rows, under the same
+	// lock and from the same sequence (a row a newer server marked is
+	// left to it: a trigger per row costs half a write again).
 	`ALTER TABLE liveness ADD COLUMN mark BIGINT NOT NULL DEFAULT 0;
 	 CREATE INDEX liveness_mark ON liveness(mark);
-	 CREATE SEQUENCE liveness_marks;`,
+	 CREATE SEQUENCE liveness_marks;
+	 CREATE FUNCTION liveness_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+	 BEGIN
+	   PERFORM pg_advisory_xact_lock(7400740074007402);
+	   NEW.mark := nextval('liveness_marks');
+	   RETURN NEW;
+	 END $$;
+	 CREATE TRIGGER liveness_mark_insert BEFORE INSERT ON liveness
+	   FOR EACH ROW WHEN (NEW.mark = 0) EXECUTE FUNCTION liveness_mark();
+	 CREATE TRIGGER liveness_mark_update BEFORE UPDATE OF at ON liveness
+	   FOR EACH ROW WHEN (NEW.mark = OLD.mark) EXECUTE FUNCTION liveness_mark();`,
 }
 
 // Open connects and migrates the database.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -260,5 +261,39 @@ func TestRenewalDoesNotWaitForAPooledConnection(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A server of the version before heartbeats were marked writes them
+// without a mark, as it did: the database marks them all the same, so
+// that a newer leader's view, which reads only what was marked since its
+// last sync, sees the machines that report to the older server.
+func TestHeartbeatsAnOlderServerWritesAreMarked(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(map[string]time.Time{"m1": at}) }); err != nil {
+		t.Fatal(err)
+	}
+	scan := func(after int64) (map[string]time.Time, int64) {
+		got, newest := map[string]time.Time{}, after
+		err := s.View(ctx, func(tx store.Tx) error {
+			return tx.ScanLiveness(after, func(id string, at time.Time, mark int64) { got[id], newest = at, max(newest, mark) })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, newest
+	}
+	_, seen := scan(store.AllLiveness)
+	const olderWrite = `INSERT INTO liveness(machine_id, at) VALUES ($1, $2)
+		ON CONFLICT(machine_id) DO UPDATE SET at = excluded.at WHERE excluded.at > liveness.at`
+	for id, beat := range map[string]time.Time{"m1": at.Add(time.Second), "m2": at} {
+		if _, err := s.db.ExecContext(ctx, olderWrite, id, beat.UnixNano()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := scan(seen); !maps.Equal(got, map[string]time.Time{"m1": at.Add(time.Second), "m2": at}) {
+		t.Fatalf("read after mark %d: %v, want m1's newer heartbeat and m2's first", seen, got)
 	}
 }
