@@ -3,7 +3,10 @@ package process
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,39 +60,54 @@ func TestExecStreamOnATerminal(t *testing.T) {
 	}
 }
 
-// A replica's process group is measured: its CPU time grows while it
-// computes, and its resident memory is counted.
+// Measure counts the whole process group: a busy child of the replica's
+// shell adds its CPU time. The child says when it runs (its first FIFO:
+// the group is past exec, its memory counted) and when it has burned
+// some CPU (the second), so the test waits on those, not on a clock.
 func TestMeasureSumsTheProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	started, burned := filepath.Join(dir, "started"), filepath.Join(dir, "burned")
+	for _, fifo := range []string{started, burned} {
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	d := New(DefaultConfig(t.TempDir()))
-	tk, err := d.Start(context.Background(), runtime.Spec{ReplicaID: "r", Command: []string{"sh", "-c", "while :; do :; done & wait"}})
+	child := `( echo > "$STARTED"; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo > "$BURNED"; while :; do :; done ) & wait`
+	tk, err := d.Start(context.Background(), runtime.Spec{ReplicaID: "r", Command: []string{"sh", "-c", child},
+		Env: map[string]string{"STARTED": started, "BURNED": burned}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tk.Stop(context.Background(), time.Second)
 	m := tk.(runtime.Measurer)
-	// Right after the start the group may be mid-exec, its resident memory
-	// not yet counted (CI saw a first sample of 0): the first sample is the
-	// first that counts some.
-	deadline := time.Now().Add(10 * time.Second)
-	first, err := m.Measure(context.Background())
-	for err == nil && first.MemoryBytes <= 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		first, err = m.Measure(context.Background())
+	waitFor := func(fifo string) {
+		t.Helper()
+		read := make(chan error, 1)
+		go func() { _, err := os.ReadFile(fifo); read <- err }() // once the child wrote and closed it
+		select {
+		case err := <-read:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-tk.Done():
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Close() // lets the read end
+			}
+			t.Fatalf("the replica exited before it wrote %s: %v", filepath.Base(fifo), tk.ExitError())
+		}
 	}
+	waitFor(started)
+	first, err := m.Measure(context.Background())
 	if err != nil || first.MemoryBytes <= 0 {
 		t.Fatalf("first sample %+v %v", first, err)
 	}
-	for {
-		s, err := m.Measure(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.CPU > first.CPU {
-			break // the busy child is counted with its group
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CPU time did not grow: %+v then %+v", first, s)
-		}
-		time.Sleep(50 * time.Millisecond)
+	waitFor(burned)
+	second, err := m.Measure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.CPU <= first.CPU {
+		t.Fatalf("the busy child's CPU time is not counted with its group: %+v then %+v", first, second)
 	}
 }
