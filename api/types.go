@@ -722,6 +722,18 @@ func (m *Machine) CountsTowardGroup() bool {
 	return m.Live() && m.FleetState != FleetTerminating && m.UnreachableSince == nil
 }
 
+// WithHeartbeat is m when its own heartbeat is at or after at, else a
+// copy of m carrying at: machines read from a store or a view are
+// shared between readers, never changed in place.
+func (m *Machine) WithHeartbeat(at time.Time) *Machine {
+	if m.LastHeartbeat != nil && !at.After(*m.LastHeartbeat) {
+		return m
+	}
+	c := *m
+	c.LastHeartbeat = &at
+	return &c
+}
+
 // Launching reports whether the machine was launched and has not joined
 // yet.
 func (m *Machine) Launching() bool {

@@ -75,7 +75,7 @@ func (b *Beats) Overlay(machines []*api.Machine) {
 	}
 	for i, m := range machines {
 		if at, ok := b.pending[m.ID]; ok {
-			machines[i] = carrying(m, at)
+			machines[i] = m.WithHeartbeat(at.UTC())
 		}
 	}
 }
@@ -91,21 +91,9 @@ func (b *Beats) OverlayByID(machines []*api.Machine) {
 	}
 	for id, at := range b.pending {
 		if i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) }); ok {
-			machines[i] = carrying(machines[i], at)
+			machines[i] = machines[i].WithHeartbeat(at.UTC())
 		}
 	}
-}
-
-// carrying is m, or a copy of it carrying the heartbeat at when that is
-// later than its own.
-func carrying(m *api.Machine, at time.Time) *api.Machine {
-	if m.LastHeartbeat != nil && !at.After(*m.LastHeartbeat) {
-		return m
-	}
-	c := *m
-	t := at.UTC()
-	c.LastHeartbeat = &t
-	return &c
 }
 
 // Run writes the batch every interval until ctx ends, then once more.

@@ -125,53 +125,58 @@ func testLivenessMarksFollowCommits(t *testing.T, s store.Store) {
 // saw, as a view's sync does; whole reads every row, as it did before
 // heartbeats were marked. write times the write of those 5,000.
 func BenchLiveness(b *testing.B, open func(b *testing.B) store.Store) {
-	b.Run("since", func(b *testing.B) { benchLiveness(b, open(b), false) })
-	b.Run("whole", func(b *testing.B) { benchLiveness(b, open(b), true) })
-	b.Run("write", func(b *testing.B) { BenchLivenessWrites(b, open(b)) })
+	b.Run("since", func(b *testing.B) { benchLivenessReads(b, open(b), false) })
+	b.Run("whole", func(b *testing.B) { benchLivenessReads(b, open(b), true) })
+	b.Run("write", func(b *testing.B) { benchLivenessWrites(b, open(b)) })
 }
 
-// BenchLivenessWrites times the write of 5,000 heartbeats into a table
-// of 50,000 machines'.
-func BenchLivenessWrites(b *testing.B, s store.Store) {
-	ctx := context.Background()
-	const machines, perSecond = 50000, 5000
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	next := 0
-	write := func(n int) {
-		beats := make(map[string]time.Time, n)
-		for range n {
-			beats[fmt.Sprintf("m%05d", next%machines)] = at
-			next++
-		}
-		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(beats) }); err != nil {
-			b.Fatal(err)
-		}
+// The benchmarks' fleet, and the heartbeats it sends a second.
+const benchMachines, benchBeatsPerSecond = 50000, 5000
+
+// fleetBeats writes the fleet's heartbeats in turn, each second's later
+// than the last's.
+type fleetBeats struct {
+	s    store.Store
+	at   time.Time
+	next int
+}
+
+func newFleetBeats(b *testing.B, s store.Store) *fleetBeats {
+	f := &fleetBeats{s: s, at: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	f.write(b, benchMachines)
+	return f
+}
+
+// second writes a second's heartbeats.
+func (f *fleetBeats) second(b *testing.B) {
+	f.at = f.at.Add(time.Second)
+	f.write(b, benchBeatsPerSecond)
+}
+
+func (f *fleetBeats) write(b *testing.B, n int) {
+	beats := make(map[string]time.Time, n)
+	for range n {
+		beats[fmt.Sprintf("m%05d", f.next%benchMachines)] = f.at
+		f.next++
 	}
-	write(machines)
+	if err := f.s.Update(context.Background(), func(tx store.Tx) error { return tx.PutLiveness(beats) }); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchLivenessWrites(b *testing.B, s store.Store) {
+	f := newFleetBeats(b, s)
 	for b.Loop() {
-		at = at.Add(time.Second)
-		write(perSecond)
+		f.second(b)
 	}
 }
 
-func benchLiveness(b *testing.B, s store.Store, whole bool) {
-	ctx := context.Background()
-	const machines, perSecond = 50000, 5000
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	write := func(from, n int) {
-		beats := make(map[string]time.Time, n)
-		for i := from; i < from+n; i++ {
-			beats[fmt.Sprintf("m%05d", i%machines)] = at
-		}
-		if err := s.Update(ctx, func(tx store.Tx) error { return tx.PutLiveness(beats) }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	write(0, machines)
-	mark, next := store.AllLiveness, 0
+func benchLivenessReads(b *testing.B, s store.Store, whole bool) {
+	f := newFleetBeats(b, s)
+	mark := store.AllLiveness
 	read := func() int {
 		rows := 0
-		err := s.View(ctx, func(tx store.Tx) error {
+		err := s.View(context.Background(), func(tx store.Tx) error {
 			return tx.ScanLiveness(mark, func(_ string, _ time.Time, m int64) { rows, mark = rows+1, max(mark, m) })
 		})
 		if err != nil {
@@ -183,15 +188,13 @@ func benchLiveness(b *testing.B, s store.Store, whole bool) {
 		return rows
 	}
 	read()
-	want := perSecond
+	want := benchBeatsPerSecond
 	if whole {
-		want = machines
+		want = benchMachines
 	}
 	for b.Loop() {
 		b.StopTimer()
-		at = at.Add(time.Second)
-		write(next, perSecond)
-		next += perSecond
+		f.second(b)
 		b.StartTimer()
 		if rows := read(); rows != want {
 			b.Fatalf("read %d heartbeats, want %d", rows, want)

@@ -99,7 +99,7 @@ func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Tim
 			out[i] = b.out[j]
 			continue
 		}
-		out[i] = carrying(m, at)
+		out[i] = m.WithHeartbeat(at)
 	}
 	*b = beatenMachines{from: machines, out: out}
 	return slices.Clone(out) // readers may set elements (Beats.Overlay)
@@ -107,8 +107,8 @@ func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Tim
 
 // beaten is m with the later of its own heartbeat and the recorded one.
 func beaten(m *api.Machine, beats map[string]time.Time) *api.Machine {
-	if at, later := recordedLater(m, beats); later {
-		return carrying(m, at)
+	if at, ok := beats[m.ID]; ok {
+		return m.WithHeartbeat(at)
 	}
 	return m
 }
@@ -118,13 +118,6 @@ func beaten(m *api.Machine, beats map[string]time.Time) *api.Machine {
 func recordedLater(m *api.Machine, beats map[string]time.Time) (time.Time, bool) {
 	at, ok := beats[m.ID]
 	return at, ok && (m.LastHeartbeat == nil || at.After(*m.LastHeartbeat))
-}
-
-// carrying is a copy of m that carries the heartbeat at.
-func carrying(m *api.Machine, at time.Time) *api.Machine {
-	c := *m
-	c.LastHeartbeat = &at
-	return &c
 }
 
 // sameList: a and b are the same list (the view's lists are never
