@@ -17,9 +17,14 @@ type timedClock struct {
 	timer chan [2]time.Time
 }
 
+// NewTimer tells of the timer only once the fake clock holds it: told
+// before, the test could step the clock past a timer not yet there, and
+// the timer would never fire.
 func (c *timedClock) NewTimer(d time.Duration) clock.Timer {
-	c.timer <- [2]time.Time{c.Now(), c.Now().Add(d)}
-	return c.FakeClock.NewTimer(d)
+	now := c.Now()
+	timer := c.FakeClock.NewTimer(d)
+	c.timer <- [2]time.Time{now, now.Add(d)}
+	return timer
 }
 
 func (c *timedClock) NewTicker(time.Duration) clock.Ticker {
