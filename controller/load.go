@@ -38,7 +38,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 			snap.Clusters[cl.Metadata.Name] = cl
 		}
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
-		snap.Machines, snap.Replicas, entries = objects.Machines, objects.Replicas, objects.Memory
+		snap.Machines, snap.ReplicaChunks, entries = objects.Machines, objects.Replicas, objects.Memory
 		snap.InStoreOrder, snap.NoneRetiring, snap.NoneMoving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.NoneMoving, objects.Unplaced
 		snap.Orphaned, snap.MachinesByID = objects.Orphaned, true // the view lists machines by id
 		if take {

@@ -21,7 +21,7 @@ func (d Deps) tracer() trace.Tracer {
 // decide runs the pure decision in a span that says what it decided.
 func (c *Controller) decide(ctx context.Context, snap *decide.Snapshot, mem decide.Memory) decide.Plan {
 	_, span := c.tracer().Start(ctx, "gantry.decide", trace.WithAttributes(
-		attribute.Int("gantry.machines", len(snap.Machines)), attribute.Int("gantry.replicas", len(snap.Replicas))))
+		attribute.Int("gantry.machines", len(snap.Machines)), attribute.Int("gantry.replicas", snap.ReplicaCount())))
 	defer span.End()
 	plan := decide.Decide(c.cfg.Decide, snap, mem, c.Clock.Now())
 	span.SetAttributes(

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/chunks"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/scheduler"
 )
@@ -282,7 +283,7 @@ func (b *booker) changedReplicas() map[string]bool {
 			ids[r.ID] = true
 		}
 	}
-	if float64(len(ids)) > b.p.cfg.RebookShare*float64(len(b.p.snap.Replicas)) {
+	if float64(len(ids)) > b.p.cfg.RebookShare*float64(b.p.snap.ReplicaCount()) {
 		return nil
 	}
 	return ids
@@ -294,7 +295,7 @@ func (b *booker) place(ids map[string]bool) {
 	for id := range ids {
 		b.touch(b.changed.Replicas[id].Machine)
 		b.touch(b.prev.own[id])
-		if was := searchByID(b.p.snap.Replicas, id); was != nil {
+		if was := searchByID(b.p.snap.AllReplicas(), id); was != nil {
 			b.touch(was.Machine)
 		}
 		if r := b.p.runningReplica(id); r != nil && r.Machine != "" {
@@ -557,34 +558,38 @@ func (p *Pass) runningReplica(id string) *api.Replica {
 	if r := p.replica(id); r != nil {
 		return r
 	}
-	return searchByID(p.retiring, id)
+	if len(p.retiring) == 0 {
+		return nil
+	}
+	return searchByID(chunks.List[api.Replica]{p.retiring}, id)
 }
 
 // snapshotReplicasOf are the snapshot's replicas of a service, retiring
 // ones too (the snapshot in the store's order).
-func (p *Pass) snapshotReplicasOf(service string) []*api.Replica {
-	all := p.snap.Replicas
-	from, _ := slices.BinarySearchFunc(all, service, func(r *api.Replica, s string) int { return strings.Compare(r.Service, s) })
-	to := from
-	for to < len(all) && all[to].Service == service {
-		to++
+func (p *Pass) snapshotReplicasOf(service string) (of []*api.Replica) {
+	from := chunks.From(p.snap.AllReplicas(), service, func(r *api.Replica, s string) int { return strings.Compare(r.Service, s) })
+	for r := range from.All {
+		if r.Service != service {
+			break
+		}
+		of = append(of, r)
 	}
-	return all[from:to]
+	return of
 }
 
 // searchByID finds a replica by id in a list by service and id, whose
 // ids begin with their service's name and a dash (replica.ID).
-func searchByID(list []*api.Replica, id string) *api.Replica {
+func searchByID(list chunks.List[api.Replica], id string) *api.Replica {
 	for n := 0; ; n++ {
 		dash := strings.IndexByte(id[n:], '-')
 		if dash < 0 {
 			return nil
 		}
 		n += dash
-		if i, ok := slices.BinarySearchFunc(list, [2]string{id[:n], id}, func(r *api.Replica, key [2]string) int {
+		if r, ok := chunks.Search(list, [2]string{id[:n], id}, func(r *api.Replica, key [2]string) int {
 			return cmp.Or(strings.Compare(r.Service, key[0]), strings.Compare(r.ID, key[1]))
 		}); ok {
-			return list[i]
+			return r
 		}
 	}
 }

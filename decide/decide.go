@@ -138,16 +138,18 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p.snapInOrder = true
 	check := !snap.InStoreOrder
 	if !check && snap.NoneRetiring {
-		p.replicas = append(room(&snap.Scratch.of().replicas, len(snap.Replicas)), snap.Replicas...)
+		p.replicas = snap.AllReplicas().AppendTo(room(&snap.Scratch.of().replicas, snap.ReplicaCount()))
 		p.index = indexOf(p.replicas, true)
 		p.finishNew()
 		return p
 	}
-	p.replicas = room(&snap.Scratch.of().replicas, len(snap.Replicas))
-	for i, r := range snap.Replicas {
-		if check && p.snapInOrder && (idOutsideService(r) || i > 0 && byServiceAndID(snap.Replicas[i-1], r) > 0) {
+	p.replicas = room(&snap.Scratch.of().replicas, snap.ReplicaCount())
+	var before *api.Replica
+	for r := range snap.AllReplicas().All {
+		if check && p.snapInOrder && (idOutsideService(r) || before != nil && byServiceAndID(before, r) > 0) {
 			p.snapInOrder = false
 		}
+		before = r
 		if r.RetiringSince != nil {
 			p.retiring = append(p.retiring, r) // read, never changed
 			continue

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/chunks"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -15,9 +16,13 @@ type Snapshot struct {
 	Services []*api.Service
 	// FailoverGroups are the declared failover groups.
 	FailoverGroups []*api.FailoverGroup
-	// Machines are the live machines; Replicas all replicas.
-	Machines []*api.Machine
-	Replicas []*api.Replica
+	// Machines are the live machines; Replicas all replicas, or, when
+	// ReplicaChunks is set, nil: the replicas are then in its chunks (as
+	// a server's view keeps them, so that a change among 500,000 copies
+	// a chunk, not the list).
+	Machines      []*api.Machine
+	Replicas      []*api.Replica
+	ReplicaChunks chunks.List[api.Replica]
 	// InStoreOrder: the caller vouches that Replicas are as the store
 	// lists them, by service and id, each id its service's name, a dash
 	// and more (replica.ID), as a server's view hands them out; the pass
@@ -127,3 +132,20 @@ const (
 // CallKey names one provider call in flight: the kind and the machine (or
 // provider key, for a list; or instance, for an orphan).
 func CallKey(kind, subject string) string { return kind + "/" + subject }
+
+// AllReplicas are the snapshot's replicas in chunks, whichever way it
+// holds them.
+func (s *Snapshot) AllReplicas() chunks.List[api.Replica] {
+	if s.ReplicaChunks != nil || len(s.Replicas) == 0 {
+		return s.ReplicaChunks
+	}
+	return chunks.List[api.Replica]{s.Replicas}
+}
+
+// ReplicaCount is how many replicas the snapshot holds.
+func (s *Snapshot) ReplicaCount() int {
+	if s.ReplicaChunks != nil {
+		return s.ReplicaChunks.Len()
+	}
+	return len(s.Replicas)
+}

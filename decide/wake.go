@@ -3,7 +3,6 @@ package decide
 import (
 	"maps"
 	"reflect"
-	"slices"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -87,13 +86,18 @@ func pendingChanges(snap *Snapshot, pending map[string]string) bool {
 	}
 	if snap.InStoreOrder { // found by binary search, not a walk of every replica
 		for id := range pending {
-			if r := searchByID(snap.Replicas, id); r != nil && differs(r) {
+			if r := searchByID(snap.AllReplicas(), id); r != nil && differs(r) {
 				return true
 			}
 		}
 		return false
 	}
-	return slices.ContainsFunc(snap.Replicas, differs)
+	for r := range snap.AllReplicas().All {
+		if differs(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // SilentAt is the earliest time a machine that heartbeats falls silent

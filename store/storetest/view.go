@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/chunks"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/store"
 	"github.com/gantry-dev/gantry/store/view"
@@ -144,13 +145,14 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Services, errs[1] = tx.ListServices()
 	s.FailoverGroups, errs[2] = tx.ListFailoverGroups()
 	s.Machines, errs[3] = tx.ListMachines(store.MachineFilter{LiveOnly: true})
-	s.Replicas, errs[4] = tx.ListReplicas(store.ReplicaFilter{})
+	replicas, err := tx.ListReplicas(store.ReplicaFilter{})
+	s.Replicas, errs[4] = chunks.Of(replicas), err
 	s.Memory, errs[5] = tx.ListMemory()
-	s.InStoreOrder = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
-	s.NoneRetiring = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
-	s.NoneMoving = !slices.ContainsFunc(s.Replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
+	s.InStoreOrder = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
+	s.NoneRetiring = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
+	s.NoneMoving = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
 	s.Pending, s.Unplaced = map[string]int{}, []string{}
-	for _, r := range s.Replicas {
+	for _, r := range replicas {
 		if r.Machine == "" {
 			s.Pending[r.Cluster]++
 			s.Unplaced = append(s.Unplaced, r.ID)
@@ -158,7 +160,7 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	}
 	slices.Sort(s.Unplaced)
 	s.Orphaned = []string{}
-	for _, r := range s.Replicas {
+	for _, r := range replicas {
 		if !slices.ContainsFunc(s.Services, func(svc *api.Service) bool { return svc.Metadata.Name == r.Service }) && !slices.Contains(s.Orphaned, r.Service) {
 			s.Orphaned = append(s.Orphaned, r.Service)
 		}

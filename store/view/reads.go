@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/chunks"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -194,9 +195,7 @@ func (v *View) Cluster(name string) (replicas []*api.Replica, machines []*api.Ma
 	if !v.loaded {
 		return nil, nil, 0, false
 	}
-	replicas = slices.SortedFunc(maps.Values(v.byCluster.replicas[name]), func(a, b *api.Replica) int {
-		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
-	})
+	replicas = slices.SortedFunc(maps.Values(v.byCluster.replicas[name]), byServiceAndID)
 	machines = slices.SortedFunc(maps.Values(v.byCluster.machines[name]), func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
 	return replicas, machines, v.rev, true
 }
@@ -217,16 +216,16 @@ func (v *View) ListReplicas(f store.ReplicaFilter, count bool) (page []*api.Repl
 	all := v.snapshot().Replicas
 	revision = v.rev
 	v.mu.Unlock()
-	from := 0
+	from := all
 	if len(f.After) == 2 {
-		from, _ = slices.BinarySearchFunc(all, f.After, func(r *api.Replica, after []string) int {
+		from = chunks.From(all, f.After, func(r *api.Replica, after []string) int {
 			if cmp.Or(cmp.Compare(r.Service, after[0]), cmp.Compare(r.ID, after[1])) <= 0 {
 				return -1
 			}
 			return 1 // the first strictly after the key
 		})
 	}
-	page = pageOf(all[from:], f)
+	page = pageOf(from, f)
 	if count {
 		total = countOf(all, f) // as CountReplicas counts: the filter's, whatever the page
 	}
@@ -235,9 +234,9 @@ func (v *View) ListReplicas(f store.ReplicaFilter, count bool) (page []*api.Repl
 
 // pageOf is the page of list that f selects: past f.Offset of them, at
 // most f.Limit (0: all).
-func pageOf(list []*api.Replica, f store.ReplicaFilter) (page []*api.Replica) {
+func pageOf(list chunks.List[api.Replica], f store.ReplicaFilter) (page []*api.Replica) {
 	skip := f.Offset
-	for _, r := range list {
+	for r := range list.All {
 		if f.Limit > 0 && len(page) == f.Limit {
 			break
 		}
@@ -253,8 +252,8 @@ func pageOf(list []*api.Replica, f store.ReplicaFilter) (page []*api.Replica) {
 	return page
 }
 
-func countOf(list []*api.Replica, f store.ReplicaFilter) (n int) {
-	for _, r := range list {
+func countOf(list chunks.List[api.Replica], f store.ReplicaFilter) (n int) {
+	for r := range list.All {
 		if selects(f, r) {
 			n++
 		}

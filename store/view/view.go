@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/chunks"
 	"github.com/gantry-dev/gantry/store"
 )
 
@@ -109,7 +110,7 @@ type sortedLists struct {
 	services []*api.Service
 	groups   []*api.FailoverGroup
 	machines []*api.Machine
-	replicas []*api.Replica
+	replicas chunks.List[api.Replica]
 	memory   map[string]string
 }
 
@@ -162,7 +163,9 @@ type Snapshot struct {
 	FailoverGroups []*api.FailoverGroup
 	// Machines are the live machines.
 	Machines []*api.Machine
-	Replicas []*api.Replica
+	// Replicas are in chunks, so that a change among 500,000 makes a new
+	// chunk, not a new list.
+	Replicas chunks.List[api.Replica]
 	Memory   map[string]string
 	// InStoreOrder: every replica's id begins with its service's name and
 	// a dash, so the replicas' order (by service and id) is the one a
@@ -279,7 +282,7 @@ func (v *View) load(tx store.Tx) error {
 	if v.memory == nil {
 		v.memory = map[string]string{}
 	}
-	v.sorted = sortedLists{clusters: clusters, services: services, groups: groups, machines: machines, replicas: replicas, memory: maps.Clone(v.memory)}
+	v.sorted = sortedLists{clusters: clusters, services: services, groups: groups, machines: machines, replicas: chunks.Of(replicas), memory: maps.Clone(v.memory)}
 	v.dirty = dirtyNames{}
 	v.log, v.logFrom = nil, rev
 	v.rev, v.loaded = rev, true
@@ -398,15 +401,13 @@ func (v *View) snapshot() Snapshot {
 	s.services = resorted(s.services, v.services, d.services, func(a, b *api.Service) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
 	s.groups = resorted(s.groups, v.groups, d.groups, func(a, b *api.FailoverGroup) int { return cmp.Compare(a.Metadata.Name, b.Metadata.Name) })
 	s.machines = resorted(s.machines, v.machines, d.machines, func(a, b *api.Machine) int { return cmp.Compare(a.ID, b.ID) })
-	s.replicas = resorted(s.replicas, v.replicas, d.replicas, func(a, b *api.Replica) int {
-		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
-	})
+	s.replicas = resortedChunks(s.replicas, v.replicas, d.replicas, byServiceAndID)
 	*d = dirtyNames{}
 	if s.memory == nil {
 		s.memory = maps.Clone(v.memory)
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
-		Machines: slices.Clip(s.machines), Replicas: slices.Clip(s.replicas), Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
+		Machines: slices.Clip(s.machines), Replicas: s.replicas, Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
 		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
 		Orphaned: v.counts.orphaned(v.services), MachineStates: v.states.list()}
 }
@@ -458,6 +459,24 @@ func resorted[T any](old []*T, objects map[string]*T, dirty map[string]*T, compa
 	}
 	merge(old[from:])
 	return append(out, changed...)
+}
+
+// resortedChunks is resorted for a list in chunks: only the chunks the
+// changes fall in are made anew.
+func resortedChunks[T any](old chunks.List[T], objects map[string]*T, dirty map[string]*T, compare func(a, b *T) int) chunks.List[T] {
+	if len(dirty) == 0 && old != nil {
+		return old
+	}
+	if len(dirty) <= len(objects)/4 {
+		if l, ok := chunks.Resorted(old, objects, dirty, compare); ok {
+			return l
+		}
+	}
+	return chunks.Of(sortedBy(objects, compare))
+}
+
+func byServiceAndID(a, b *api.Replica) int {
+	return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ID, b.ID))
 }
 
 func byKey[T any](list []*T, key func(*T) string) map[string]*T {
