@@ -100,9 +100,10 @@ type Deps struct {
 	// heartbeat path (nil: the controller keeps its own).
 	View *view.View
 	// Heartbeats, when set, lays the heartbeats this server holds in
-	// memory (not flushed yet) over the machines a pass reads, which are
-	// sorted by id.
-	Heartbeats func([]*api.Machine)
+	// memory (not flushed yet) into the heartbeats a pass reads, aligned
+	// with its machines (sorted by id; decide.Snapshot.Heartbeats), and
+	// returns them.
+	Heartbeats func(machines []*api.Machine, beats []int64) []int64
 }
 
 // Controller is the control loop.

@@ -38,7 +38,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 			snap.Clusters[cl.Metadata.Name] = cl
 		}
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
-		snap.Machines, snap.ReplicaChunks, entries = objects.Machines, objects.Replicas, objects.Memory
+		snap.Machines, snap.Heartbeats, snap.ReplicaChunks, entries = objects.Machines, objects.Heartbeats, objects.Replicas, objects.Memory
 		snap.InStoreOrder, snap.NoneRetiring, snap.NoneMoving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.NoneMoving, objects.Unplaced
 		snap.Orphaned, snap.MachinesByID = objects.Orphaned, true // the view lists machines by id
 		if take {
@@ -64,7 +64,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		return nil, decide.Memory{}, 0, err
 	}
 	if c.Heartbeats != nil {
-		c.Heartbeats(snap.Machines)
+		snap.Heartbeats = c.Heartbeats(snap.Machines, snap.Heartbeats)
 	}
 	snap.Catalogs, snap.Providers = providerFacts(c.Registry, snap.Clusters)
 	c.observed.KeepLaunching(snap.Machines)

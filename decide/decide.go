@@ -131,6 +131,9 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 		}
 	}
 	if !snap.MachinesByID {
+		if snap.Heartbeats != nil {
+			panic("decide: a snapshot's Heartbeats are aligned with its Machines by id; MachinesByID is unset")
+		}
 		slices.SortFunc(p.machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
 	}
 	p.sortedMachines = len(p.machines)

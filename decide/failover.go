@@ -143,12 +143,13 @@ func (p *Pass) renewLease(st *failover.State, primary *machineSide) {
 	if st.Phase == failover.PhaseFencing || st.Phase == failover.PhaseSwitchover {
 		return
 	}
-	m := p.machine(InstanceMachine(st.Holder))
-	if m == nil || !m.Live() {
+	i, ok := findByID(p.machines, p.sortedMachines, InstanceMachine(st.Holder), apiMachineID)
+	if !ok || !p.machines[i].Live() {
 		return // it renews nothing more; the last known renewal stands
 	}
-	p.readHeartbeat(m)
-	if renewed := lastSign(m, p.snap.LivenessSince); renewed.After(st.Renewed) {
+	m := p.machines[i]
+	p.readHeartbeat(i, m)
+	if renewed := lastSign(p.snap.heartbeat(i, m), p.snap.LivenessSince); renewed.After(st.Renewed) {
 		st.Renewed = renewed
 	}
 }

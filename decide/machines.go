@@ -130,11 +130,11 @@ func (p *Pass) listProviders() {
 // store was failing) gives every machine a full period to reach it.
 func (p *Pass) detectLost() {
 	limit := p.cfg.HeartbeatIntervalFor(p.live) * time.Duration(p.cfg.MissedHeartbeats)
-	for _, m := range p.machines {
+	for i, m := range p.machines {
 		if !watchedForSilence(m) {
 			continue
 		}
-		last := lastSign(m, p.snap.LivenessSince)
+		last := lastSign(p.snap.heartbeat(i, m), p.snap.LivenessSince)
 		silent := p.now.Sub(last)
 		switch {
 		case silent <= limit:

@@ -49,6 +49,35 @@ func TestLostMachineIsReplacedAndItsReplicasMove(t *testing.T) {
 	}
 }
 
+// Heartbeats a server's view records beside the machines
+// (Snapshot.Heartbeats, aligned with them) count as the machines' own: a
+// machine whose only recent heartbeat is there is not marked
+// unreachable, a silent one is, and a recorded heartbeat older than a
+// machine's own does not make it silent.
+func TestHeartbeatsBesideTheMachinesCount(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 3, 4))
+	lost := h.Machine("c", "g", "small")
+	beside := h.Machine("c", "g", "small")
+	own := h.Machine("c", "g", "small")
+	limit := h.Config.HeartbeatInterval * time.Duration(h.Config.MissedHeartbeats)
+	h.Step(limit + time.Second)
+	own.LastHeartbeat = &h.Now
+	h.Snap.Heartbeats = make([]int64, len(h.Snap.Machines))
+	for i, m := range h.Snap.Machines {
+		switch m {
+		case beside:
+			h.Snap.Heartbeats[i] = h.Now.UnixNano()
+		case own:
+			h.Snap.Heartbeats[i] = h.Now.Add(-2 * limit).UnixNano()
+		}
+	}
+	plan := h.Pass()
+	if len(plan.Unreachable) != 1 || plan.Unreachable[0].Machine != lost.ID {
+		t.Fatalf("unreachable: %+v, want %s alone", plan.Unreachable, lost.ID)
+	}
+}
+
 // A server that just started (or whose store failed) has heard no
 // heartbeat for a while through no fault of the machines: silence before
 // LivenessSince does not count (defect: every machine declared

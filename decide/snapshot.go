@@ -23,6 +23,12 @@ type Snapshot struct {
 	Machines      []*api.Machine
 	Replicas      []*api.Replica
 	ReplicaChunks chunks.List[api.Replica]
+	// Heartbeats, when not nil, are heartbeats recorded apart from the
+	// machines, aligned with Machines (which must then be by id:
+	// MachinesByID): Heartbeats[i], in Unix nanoseconds, is Machines[i]'s
+	// when later than its own LastHeartbeat (0: none). A server's view
+	// hands them out so rather than a copy of every machine that beat.
+	Heartbeats []int64
 	// InStoreOrder: the caller vouches that Replicas are as the store
 	// lists them, by service and id, each id its service's name, a dash
 	// and more (replica.ID), as a server's view hands them out; the pass
@@ -148,4 +154,20 @@ func (s *Snapshot) ReplicaCount() int {
 		return s.ReplicaChunks.Len()
 	}
 	return len(s.Replicas)
+}
+
+// heartbeat is the last heartbeat of Machines[i], whose version (or the
+// pass's copy of it) m is: the later of its own and Heartbeats[i] (zero:
+// none). An i beyond Machines (a machine the pass made) has m's own.
+func (s *Snapshot) heartbeat(i int, m *api.Machine) time.Time {
+	var at time.Time
+	if m.LastHeartbeat != nil {
+		at = *m.LastHeartbeat
+	}
+	if i < len(s.Heartbeats) && s.Heartbeats[i] != 0 {
+		if recorded := time.Unix(0, s.Heartbeats[i]).UTC(); recorded.After(at) {
+			return recorded
+		}
+	}
+	return at
 }

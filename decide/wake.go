@@ -50,16 +50,13 @@ func (p *Pass) passed(t time.Time) bool {
 	return true
 }
 
-// readHeartbeat notes that a decision read a machine's heartbeat.
-func (p *Pass) readHeartbeat(m *api.Machine) {
+// readHeartbeat notes that a decision read the heartbeat of a machine
+// (p.machines[i]).
+func (p *Pass) readHeartbeat(i int, m *api.Machine) {
 	if p.plan.Wake.Heartbeats == nil {
 		p.plan.Wake.Heartbeats = map[string]time.Time{}
 	}
-	var at time.Time
-	if m.LastHeartbeat != nil {
-		at = *m.LastHeartbeat
-	}
-	p.plan.Wake.Heartbeats[m.ID] = at
+	p.plan.Wake.Heartbeats[m.ID] = p.snap.heartbeat(i, m)
 }
 
 // Idle reports whether a plan asks for nothing: no store write, no
@@ -112,11 +109,11 @@ func SilentAt(cfg Config, snap *Snapshot) time.Time {
 	}
 	limit := cfg.HeartbeatIntervalFor(live) * time.Duration(cfg.MissedHeartbeats)
 	var first time.Time
-	for _, m := range snap.Machines {
+	for i, m := range snap.Machines {
 		if !watchedForSilence(m) || m.UnreachableSince != nil {
 			continue
 		}
-		at := lastSign(m, snap.LivenessSince).Add(limit + time.Nanosecond)
+		at := lastSign(snap.heartbeat(i, m), snap.LivenessSince).Add(limit + time.Nanosecond)
 		if first.IsZero() || at.Before(first) {
 			first = at
 		}
@@ -136,11 +133,11 @@ func watchedForSilence(m *api.Machine) bool {
 	return false
 }
 
-// lastSign is a machine's last heartbeat, but never before the server
-// recorded heartbeats reliably.
-func lastSign(m *api.Machine, since time.Time) time.Time {
-	if m.LastHeartbeat != nil && m.LastHeartbeat.After(since) {
-		return *m.LastHeartbeat
+// lastSign is a machine's last heartbeat (zero: none), but never before
+// the server recorded heartbeats reliably.
+func lastSign(heard, since time.Time) time.Time {
+	if heard.After(since) {
+		return heard
 	}
 	return since
 }
@@ -161,13 +158,9 @@ func Asleep(cfg Config, last Plan, snap *Snapshot, now time.Time) bool {
 		return true
 	}
 	seen := map[string]time.Time{}
-	for _, m := range snap.Machines {
+	for i, m := range snap.Machines {
 		if _, ok := last.Wake.Heartbeats[m.ID]; ok {
-			var at time.Time
-			if m.LastHeartbeat != nil {
-				at = *m.LastHeartbeat
-			}
-			seen[m.ID] = at
+			seen[m.ID] = snap.heartbeat(i, m)
 		}
 	}
 	return maps.EqualFunc(seen, last.Wake.Heartbeats, time.Time.Equal)

@@ -423,7 +423,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.ingest = &heartbeat.Ingester{Store: s.store, Follower: s.follower, Secrets: s.secretReader, Sink: s.statuses,
 		InstanceType: s.instanceType, MemberRole: memberRole, Log: s.log}
 	s.ctrl = controller.New(cc, controller.Deps{Store: s.fenced, Registry: s.registry, Signer: s.signer, Clock: s.clock, Log: s.log,
-		View: s.view, Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.OverlayByID,
+		View: s.view, Metrics: s.metrics, Tracer: s.otel.Tracer(), LivenessSince: s.livenessSince, Leading: s.elector.Leading, Heartbeats: s.beats.LayOn,
 		Kubernetes: s.kube.Observations, AfterPass: s.kube.AfterPass})
 	// Requests (agents' long polls, followed logs) end when the server
 	// stops, instead of holding its shutdown for their full wait.

@@ -80,20 +80,27 @@ func (b *Beats) Overlay(machines []*api.Machine) {
 	}
 }
 
-// OverlayByID is Overlay for machines sorted by id (a view's): each
-// unflushed heartbeat is found among them by binary search, rather than
-// each of 50,000 machines looked up among a second's heartbeats.
-func (b *Beats) OverlayByID(machines []*api.Machine) {
+// LayOn is Overlay for a pass: the unflushed heartbeats go into beats,
+// aligned with machines (sorted by id, a view's): beats[i], in Unix
+// nanoseconds, becomes the later of its own and machines[i]'s unflushed
+// heartbeat; the machines are not copied. Each heartbeat is found among
+// them by binary search, rather than each of 50,000 machines looked up
+// among a second's heartbeats. It returns beats (made when nil and a
+// heartbeat is to be laid).
+func (b *Beats) LayOn(machines []*api.Machine, beats []int64) []int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.pending) == 0 {
-		return
-	}
 	for id, at := range b.pending {
-		if i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) }); ok {
-			machines[i] = machines[i].WithHeartbeat(at.UTC())
+		i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) })
+		if !ok {
+			continue
 		}
+		if beats == nil {
+			beats = make([]int64, len(machines))
+		}
+		beats[i] = max(beats[i], at.UnixNano())
 	}
+	return beats
 }
 
 // Run writes the batch every interval until ctx ends, then once more.

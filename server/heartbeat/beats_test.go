@@ -74,15 +74,17 @@ func TestBeatsKeepTheNewestUntilAFlushSucceeds(t *testing.T) {
 	}
 }
 
-// OverlayByID lays on machines sorted by id exactly what Overlay lays:
-// random fleets and batches, heartbeats older and newer than the
-// machines' own, and ids the list does not hold.
-func TestOverlayByIDLaysWhatOverlayLays(t *testing.T) {
+// LayOn lays into heartbeats aligned with machines sorted by id what
+// Overlay lays on copies of them: random fleets and batches, heartbeats
+// older and newer than the machines' own and than those already laid,
+// and ids the list does not hold.
+func TestLayOnLaysWhatOverlayLays(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 31))
 	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	for round := range 200 {
 		b := NewBeats(nil, time.Hour, clock.RealClock{}, nil, slog.New(slog.DiscardHandler))
 		var machines []*api.Machine
+		var laid []int64 // what a view recorded, when it recorded any
 		for i := range rng.IntN(60) {
 			if rng.IntN(3) == 0 {
 				continue // an id the batch may name that the list lacks
@@ -93,24 +95,41 @@ func TestOverlayByIDLaysWhatOverlayLays(t *testing.T) {
 			}
 			machines = append(machines, m)
 		}
+		if rng.IntN(2) == 0 {
+			laid = make([]int64, len(machines))
+			for i := range laid {
+				if rng.IntN(3) == 0 {
+					laid[i] = t0.Add(time.Duration(rng.IntN(10)) * time.Second).UnixNano()
+				}
+			}
+		}
 		for range rng.IntN(40) {
 			b.Beat(fmt.Sprintf("m%03d", rng.IntN(70)), t0.Add(time.Duration(rng.IntN(10))*time.Second))
 		}
-		want, got := slices.Clone(machines), slices.Clone(machines)
+		want := slices.Clone(machines)
+		for i, at := range laid {
+			if at != 0 {
+				want[i] = want[i].WithHeartbeat(time.Unix(0, at))
+			}
+		}
 		b.Overlay(want)
-		b.OverlayByID(got)
-		for i := range want {
-			w, g := want[i].LastHeartbeat, got[i].LastHeartbeat
-			if (w == nil) != (g == nil) || (w != nil && !w.Equal(*g)) || (want[i] == machines[i]) != (got[i] == machines[i]) {
-				t.Fatalf("round %d, %s: OverlayByID laid %v (a copy: %v), Overlay %v (a copy: %v)",
-					round, machines[i].ID, g, got[i] != machines[i], w, want[i] != machines[i])
+		got := b.LayOn(machines, slices.Clone(laid))
+		for i, m := range machines {
+			heard := m.LastHeartbeat
+			if i < len(got) && got[i] != 0 && (heard == nil || time.Unix(0, got[i]).After(*heard)) {
+				heard = new(time.Unix(0, got[i]))
+			}
+			if w := want[i].LastHeartbeat; (w == nil) != (heard == nil) || w != nil && !w.Equal(*heard) {
+				t.Fatalf("round %d, %s: LayOn laid %v, Overlay %v", round, m.ID, heard, w)
 			}
 		}
 	}
 }
 
 // BenchmarkOverlay lays a second's unflushed heartbeats (1,667: a third
-// of 5,000) over 50,000 machines, as a leader's pass does.
+// of 5,000) over 50,000 machines, as a leader's pass does: on copies of
+// the machines (each-machine), or into heartbeats aligned with
+// them (aligned).
 //
 //	go test ./server/heartbeat -run '^$' -bench Overlay -benchmem
 func BenchmarkOverlay(b *testing.B) {
@@ -123,16 +142,19 @@ func BenchmarkOverlay(b *testing.B) {
 		beats.Beat(machines[i].ID, time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 	}
 	list := make([]*api.Machine, len(machines))
-	for _, c := range []struct {
-		name    string
-		overlay func([]*api.Machine)
-	}{{"each-machine", beats.Overlay}, {"by-id", beats.OverlayByID}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				copy(list, machines)
-				c.overlay(list)
-			}
-		})
-	}
+	b.Run("each-machine", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			copy(list, machines)
+			beats.Overlay(list)
+		}
+	})
+	aligned := make([]int64, len(machines))
+	b.Run("aligned", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(aligned)
+			beats.LayOn(machines, aligned)
+		}
+	})
 }

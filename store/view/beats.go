@@ -62,55 +62,47 @@ func (t *beatTable) readWhole(tx store.Tx) error {
 	return nil
 }
 
-// beatenMachines are the machines the last sync handed out (out), made
-// from the view's (from); both by id.
-type beatenMachines struct{ from, out []*api.Machine }
-
-// with is machines with the later of their own heartbeat and the
-// recorded one: the machine itself when its own is the later, else a
-// copy, the last sync's when it was made from the same machine and beat.
-// When machines is the list the last sync had and not all heartbeats
-// must be looked at, only the changed machines' are.
-func (b *beatenMachines) with(machines []*api.Machine, beats map[string]time.Time, changed []string, all bool) []*api.Machine {
-	if len(machines) == 0 {
-		*b = beatenMachines{}
-		return nil
-	}
-	if !all && sameList(machines, b.from) {
-		for _, id := range changed {
-			if i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) }); ok {
-				b.out[i] = beaten(machines[i], beats)
-			}
-		}
-		return slices.Clone(b.out) // readers may set elements (Beats.Overlay)
-	}
-	out := make([]*api.Machine, len(machines))
-	j := 0
-	for i, m := range machines {
-		at, later := recordedLater(m, beats)
-		if !later {
-			out[i] = m
-			continue
-		}
-		for j < len(b.from) && b.from[j].ID < m.ID {
-			j++
-		}
-		if j < len(b.from) && b.from[j] == m && b.out[j] != m && b.out[j].LastHeartbeat.Equal(at) {
-			out[i] = b.out[j]
-			continue
-		}
-		out[i] = m.WithHeartbeat(at)
-	}
-	*b = beatenMachines{from: machines, out: out}
-	return slices.Clone(out) // readers may set elements (Beats.Overlay)
+// alignedBeats are the recorded heartbeats later than the machines'
+// own, aligned with the machine list the last sync handed out (from):
+// beats[i], in Unix nanoseconds, is from[i]'s (0: none). The machines are
+// not copied to carry them: 5,000 heartbeats a second made 3.4 MB of
+// copies a pass for the collector.
+type alignedBeats struct {
+	from  []*api.Machine
+	beats []int64
 }
 
-// beaten is m with the later of its own heartbeat and the recorded one.
-func beaten(m *api.Machine, beats map[string]time.Time) *api.Machine {
-	if at, ok := beats[m.ID]; ok {
-		return m.WithHeartbeat(at)
+// of is machines' recorded heartbeats, aligned with them (nil when none
+// is later than its machine's own). When machines is the list the last
+// sync had and not all heartbeats must be looked at, only the changed
+// machines' are. The slice is the caller's.
+func (a *alignedBeats) of(machines []*api.Machine, recorded map[string]time.Time, changed []string, all bool) []int64 {
+	if all || !sameList(machines, a.from) || a.beats == nil {
+		a.from, a.beats = machines, nil
+		for i, m := range machines {
+			if at, later := recordedLater(m, recorded); later {
+				a.set(i, at)
+			}
+		}
+		return slices.Clone(a.beats)
 	}
-	return m
+	for _, id := range changed {
+		if i, ok := slices.BinarySearchFunc(machines, id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) }); ok {
+			if at, later := recordedLater(machines[i], recorded); later {
+				a.set(i, at)
+			} else if a.beats != nil {
+				a.beats[i] = 0
+			}
+		}
+	}
+	return slices.Clone(a.beats)
+}
+
+func (a *alignedBeats) set(i int, at time.Time) {
+	if a.beats == nil {
+		a.beats = make([]int64, len(a.from))
+	}
+	a.beats[i] = at.UnixNano()
 }
 
 // recordedLater is m's recorded heartbeat, and whether it is later than
@@ -124,4 +116,17 @@ func recordedLater(m *api.Machine, beats map[string]time.Time) (time.Time, bool)
 // changed in place).
 func sameList(a, b []*api.Machine) bool {
 	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+}
+
+// WithHeartbeats are the snapshot's machines each carrying its latest
+// heartbeat, as ListMachines reports them: a machine with a later
+// recorded heartbeat than its own is a copy that carries it.
+func (s Snapshot) WithHeartbeats() []*api.Machine {
+	out := slices.Clone(s.Machines)
+	for i, at := range s.Heartbeats {
+		if at != 0 {
+			out[i] = out[i].WithHeartbeat(time.Unix(0, at).UTC())
+		}
+	}
+	return out
 }

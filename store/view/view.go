@@ -60,12 +60,12 @@ type View struct {
 	dirty  dirtyNames
 	// strings are the strings the replicas and machines share.
 	strings interner
-	// beats are the recorded heartbeats; beaten the machines with them the
-	// last sync handed out.
-	beats  beatTable
-	beaten beatenMachines
-	counts replicaCounts
-	states machineCounts
+	// beats are the recorded heartbeats; aligned those later than their
+	// machines' own, as the last sync handed them out.
+	beats   beatTable
+	aligned alignedBeats
+	counts  replicaCounts
+	states  machineCounts
 	// log are the changes applied since logFrom (at most logCap), for
 	// the leader's pass (ChangesSince).
 	log     []Logged
@@ -161,8 +161,12 @@ type Snapshot struct {
 	Clusters       []*api.Cluster
 	Services       []*api.Service
 	FailoverGroups []*api.FailoverGroup
-	// Machines are the live machines.
-	Machines []*api.Machine
+	// Machines are the live machines. Heartbeats (from Sync only) are
+	// their recorded heartbeats, aligned with them: Heartbeats[i], in
+	// Unix nanoseconds, is Machines[i]'s when later than its own (0:
+	// none; nil: none at all); WithHeartbeats lays them on copies.
+	Machines   []*api.Machine
+	Heartbeats []int64
 	// Replicas are in chunks, so that a change among 500,000 makes a new
 	// chunk, not a new list.
 	Replicas chunks.List[api.Replica]
@@ -189,11 +193,9 @@ type Snapshot struct {
 
 // Sync brings the view to tx's snapshot and returns it. Heartbeats are
 // not in the feed: each sync reads those recorded since the last into a
-// table it keeps (beatTable), and the snapshot's machines carry them, as
-// ListMachines reports them: a machine with a later recorded heartbeat
-// than its own is a copy that carries it, kept for the next sync while
-// neither changes. The list is the caller's; the machines, like every
-// object, are shared.
+// table it keeps (beatTable), and the snapshot's Heartbeats are those
+// later than their machines' own, aligned with the machines. Heartbeats
+// is the caller's; the machines, like every object, are shared.
 func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -206,7 +208,7 @@ func (v *View) Sync(tx store.Tx) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	snap := v.snapshot()
-	snap.Machines = v.beaten.with(snap.Machines, v.beats.at, changed, all)
+	snap.Heartbeats = v.aligned.of(snap.Machines, v.beats.at, changed, all)
 	return snap, nil
 }
 
