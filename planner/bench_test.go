@@ -138,3 +138,60 @@ func benchConsolidate(b *testing.B, n int) {
 	}
 	b.ReportMetric(float64(len(p.Remove)), "removed")
 }
+
+// tierReplicas are n replicas of services of perService each that all
+// carry tier=front and keep apart from it (required anti-affinity on
+// machine, one selector across services: how Kubernetes users spread a
+// tier), so no two of them share a machine.
+func tierReplicas(n, perService int) []scheduler.Replica {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cpus := []int64{250, 500, 1000, 1500, 2000}
+	apart := &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"tier": "front"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+	out := make([]scheduler.Replica, 0, n)
+	for s := 0; len(out) < n; s++ {
+		cpu, mem := cpus[rng.IntN(len(cpus))], int64(256+rng.IntN(3840))<<20
+		for i := 0; i < perService && len(out) < n; i++ {
+			out = append(out, scheduler.Replica{ID: fmt.Sprintf("t%d-%d", s, i), Index: i,
+				Requests: api.Resources{MilliCPU: cpu, MemoryBytes: mem},
+				Rules: &scheduler.Rules{Service: fmt.Sprintf("t%d", s), Cluster: "c", Runtime: scheduler.RuntimeDocker,
+					Labels: map[string]string{"tier": "front"}, Terms: apart}})
+		}
+	}
+	return out
+}
+
+// BenchmarkPlanTierApart: 4,000 mutually exclusive replicas of 50
+// services (tierReplicas) beside 16,000 others of the mix's spread, zone
+// affinity and plain kinds (issue 32: ≤ 2 s).
+func BenchmarkPlanTierApart(b *testing.B) {
+	for _, n := range []int{400, 1000, 2000, 4000} {
+		b.Run(fmt.Sprintf("apart=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			others := benchReplicas(4*n, mixPlain, mixZoneSpread, mixMachineSpread, mixSameZone)
+			benchPlan(b, append(tierReplicas(n, n/50), others...))
+		})
+	}
+}
+
+// BenchmarkPlanSuiteLargest plans the packing quality suite's three
+// largest workloads (issue 32: each in ≤ 5 s).
+func BenchmarkPlanSuiteLargest(b *testing.B) {
+	for _, c := range []struct {
+		seed  uint64
+		rules []string
+	}{{1001, nil}, {1039, nil}, {2003, constrainedKinds[3]}} {
+		w := makeWorkload(b, c.seed, c.rules)
+		b.Run(fmt.Sprintf("seed=%d", c.seed), func(b *testing.B) {
+			b.ReportAllocs()
+			var p Plan
+			for b.Loop() {
+				p = Compute(DefaultConfig(), Input{Groups: []*Group{w.group}, Pending: w.pending, Now: now})
+			}
+			if len(p.Pending) != 0 {
+				b.Fatalf("%s: %d replicas left pending", w.name, len(p.Pending))
+			}
+			b.ReportMetric(100*p.Gap, "gap-%")
+			b.ReportMetric(float64(len(w.pending)), "replicas")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"math"
+	"reflect"
 	"slices"
 
 	"github.com/gantry-dev/gantry/api"
@@ -167,9 +168,13 @@ func (p *planning) dealCheapest(rs []scheduler.Replica, services []string, bySer
 	var machines []*exclusiveMachine
 	var unplaced []scheduler.Replica
 	best := math.Inf(1)
+	runs := make(map[string][][]int, len(services))
+	for _, svc := range services {
+		runs[svc] = sameRuns(rs, byService[svc])
+	}
 	for _, fit := range []pickRule{roomiest, snuggest} {
 		for _, slack := range exclusiveSlack {
-			dealt, rest, extra := p.dealExclusive(rs, services, byService, mix.fleet(slack), fit)
+			dealt, rest, extra := p.dealExclusive(rs, services, runs, mix.fleet(slack), fit)
 			cost := p.dealtCost(dealt, rs)
 			if machines == nil || len(rest) < len(unplaced) || (len(rest) == len(unplaced) && cost < best) {
 				machines, unplaced, best = dealt, rest, cost
@@ -209,33 +214,65 @@ func bySize(rs []scheduler.Replica, services []string, byService map[string][]in
 	return services
 }
 
-// dealExclusive deals every service's replicas, largest service first,
-// each to the machine pick prefers among those without its service; a
-// replica no machine holds gets a new one (extra counts them). One replica
-// per machine keeps a machine spread too: its services have no more
-// replicas than the machines dealt over.
-func (p *planning) dealExclusive(rs []scheduler.Replica, services []string, byService map[string][]int, machines []*exclusiveMachine, pick pickRule) ([]*exclusiveMachine, []scheduler.Replica, int) {
+// dealExclusive deals every service's replicas (in runs that ask the
+// same: sameRuns), largest service first, each to the machine pick
+// prefers among those without its service; a replica no machine holds
+// gets a new one (extra counts them). One replica per machine keeps a
+// machine spread too: its services have no more replicas than the
+// machines dealt over.
+func (p *planning) dealExclusive(rs []scheduler.Replica, services []string, runs map[string][][]int, machines []*exclusiveMachine, pick pickRule) ([]*exclusiveMachine, []scheduler.Replica, int) {
 	var left []scheduler.Replica
 	extra := 0
+	var scratch []scoredMachine
 	for _, svc := range services {
-		for _, i := range byService[svc] {
-			m := pick(machines, rs[i])
-			if m == nil {
-				cand := p.shareCandidate(rs[i:i+1], "")
-				if cand == nil {
-					left = append(left, rs[i])
-					continue
+		for _, run := range runs[svc] { // sameRuns
+			// A machine that takes one of the run's replicas then runs the
+			// service and takes no other, and the others' scores do not
+			// change: the run goes to pick's best machines in order, as
+			// one replica after another would.
+			var best []*exclusiveMachine
+			best, scratch = pick(machines, rs[run[0]], len(run), scratch)
+			for k, i := range run {
+				var m *exclusiveMachine
+				if k < len(best) {
+					m = best[k]
+				} else {
+					cand := p.shareCandidate(rs[i:i+1], "")
+					if cand == nil {
+						left = append(left, rs[i])
+						continue
+					}
+					m = &exclusiveMachine{cand: cand, free: cand.alloc, services: map[string]bool{}}
+					machines = append(machines, m)
+					extra++
 				}
-				m = &exclusiveMachine{cand: cand, free: cand.alloc, services: map[string]bool{}}
-				machines = append(machines, m)
-				extra++
+				m.free = m.free.Sub(rs[i].Requests)
+				m.services[svc] = true
+				m.replicas = append(m.replicas, i)
 			}
-			m.free = m.free.Sub(rs[i].Requests)
-			m.services[svc] = true
-			m.replicas = append(m.replicas, i)
 		}
 	}
 	return machines, left, extra
+}
+
+// sameAsk: a and b ask for the same resources under the same rules.
+func sameAsk(a, b *scheduler.Replica) bool {
+	return a.Requests == b.Requests && (a.Rules == b.Rules || reflect.DeepEqual(*a.Rules, *b.Rules))
+}
+
+// sameRuns splits a service's replicas (indexes into rs) into runs that
+// ask the same (requests and rules).
+func sameRuns(rs []scheduler.Replica, idx []int) [][]int {
+	var runs [][]int
+	for start := 0; start < len(idx); {
+		end := start + 1
+		for end < len(idx) && sameAsk(&rs[idx[end]], &rs[idx[start]]) {
+			end++
+		}
+		runs = append(runs, idx[start:end])
+		start = end
+	}
+	return runs
 }
 
 // dealtCost is what the dealt machines cost once right-sized.
@@ -387,45 +424,65 @@ func (m *exclusiveMachine) takes(r scheduler.Replica) bool {
 	return !m.services[r.Service] && m.free.Fits(r.Requests) && (m.takesAll || scheduler.Fits(m.cand.empty(), r) == "")
 }
 
-// pickRule chooses a machine for a replica among machines without its
-// service that hold it.
-type pickRule func(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine
+// pickRule chooses machines for n replicas that ask the same as r
+// among machines without r's service that hold r: the best first, one
+// replica each (fewer when fewer hold it). scratch is its working list,
+// returned for the next call.
+type pickRule func(machines []*exclusiveMachine, r scheduler.Replica, n int, scratch []scoredMachine) ([]*exclusiveMachine, []scoredMachine)
 
-// snuggest is the machine without the replica's service that holds it and
-// keeps the least room (both resources, relative to its size) after
-// taking it.
-func snuggest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine {
-	var best *exclusiveMachine
-	bestRoom := math.Inf(1)
-	for _, m := range machines {
-		if !m.takes(r) {
-			continue
-		}
-		rest := m.free.Sub(r.Requests)
-		room := float64(rest.MilliCPU)/float64(m.cand.alloc.MilliCPU) + float64(rest.MemoryBytes)/float64(m.cand.alloc.MemoryBytes)
-		if room < bestRoom {
-			best, bestRoom = m, room
-		}
-	}
-	return best
+type scoredMachine struct {
+	m     *exclusiveMachine
+	score float64
 }
 
-// roomiest is the machine without the replica's service that holds it and
-// keeps the most room (relative to its size) after taking it.
-func roomiest(machines []*exclusiveMachine, r scheduler.Replica) *exclusiveMachine {
-	var best *exclusiveMachine
-	bestRoom := math.Inf(-1)
-	for _, m := range machines {
-		if !m.takes(r) {
-			continue
+// bestTakers are the n machines that take r with the highest score, the
+// earlier first among equals (as a walk keeping the first best would
+// find them one after another).
+func bestTakers(machines []*exclusiveMachine, r scheduler.Replica, n int, scratch []scoredMachine, score func(m *exclusiveMachine, rest api.Resources) float64) ([]*exclusiveMachine, []scoredMachine) {
+	if n == 1 { // the first best, without a sort
+		var best *exclusiveMachine
+		bestScore := math.Inf(-1)
+		for _, m := range machines {
+			if m.takes(r) {
+				if s := score(m, m.free.Sub(r.Requests)); best == nil || s > bestScore {
+					best, bestScore = m, s
+				}
+			}
 		}
-		rest := m.free.Sub(r.Requests)
-		room := math.Min(float64(rest.MilliCPU)/float64(m.cand.alloc.MilliCPU), float64(rest.MemoryBytes)/float64(m.cand.alloc.MemoryBytes))
-		if room > bestRoom {
-			best, bestRoom = m, room
+		if best == nil {
+			return nil, scratch
+		}
+		return []*exclusiveMachine{best}, scratch
+	}
+	takers := scratch[:0]
+	for _, m := range machines {
+		if m.takes(r) {
+			takers = append(takers, scoredMachine{m, score(m, m.free.Sub(r.Requests))})
 		}
 	}
-	return best
+	slices.SortStableFunc(takers, func(a, b scoredMachine) int { return cmp.Compare(b.score, a.score) })
+	out := make([]*exclusiveMachine, 0, min(n, len(takers)))
+	for _, t := range takers[:min(n, len(takers))] {
+		out = append(out, t.m)
+	}
+	return out, takers
+}
+
+// snuggest prefers the machine without the replica's service that holds
+// it and keeps the least room (both resources, relative to its size)
+// after taking it.
+func snuggest(machines []*exclusiveMachine, r scheduler.Replica, n int, scratch []scoredMachine) ([]*exclusiveMachine, []scoredMachine) {
+	return bestTakers(machines, r, n, scratch, func(m *exclusiveMachine, rest api.Resources) float64 {
+		return -(float64(rest.MilliCPU)/float64(m.cand.alloc.MilliCPU) + float64(rest.MemoryBytes)/float64(m.cand.alloc.MemoryBytes))
+	})
+}
+
+// roomiest prefers the machine without the replica's service that holds
+// it and keeps the most room (relative to its size) after taking it.
+func roomiest(machines []*exclusiveMachine, r scheduler.Replica, n int, scratch []scoredMachine) ([]*exclusiveMachine, []scoredMachine) {
+	return bestTakers(machines, r, n, scratch, func(m *exclusiveMachine, rest api.Resources) float64 {
+		return math.Min(float64(rest.MilliCPU)/float64(m.cand.alloc.MilliCPU), float64(rest.MemoryBytes)/float64(m.cand.alloc.MemoryBytes))
+	})
 }
 
 func minResources(a, b api.Resources) api.Resources {

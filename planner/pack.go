@@ -236,7 +236,7 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool, tilt 
 		var bin []int
 		for {
 			var best *shapeGroup
-			bestScore := -1.0
+			bestScore, largest := -1.0, 0.0
 			for _, g := range groups {
 				if len(g.members) == 0 || !free.Fits(g.req) {
 					continue
@@ -245,11 +245,12 @@ func packByShapes(rs []scheduler.Replica, alloc api.Resources, pairs bool, tilt 
 				if score > bestScore {
 					best, bestScore = g, score
 				}
+				largest = max(largest, float64(g.req.MilliCPU)/ac+float64(g.req.MemoryBytes)/am)
 			}
 			if best == nil {
 				break
 			}
-			if pairs {
+			if pairs && pairMayFill(largest, free, ac, am) {
 				best = pairOrSingle(groups, best, free, ac, am)
 			}
 			bin = append(bin, best.members[0])
@@ -335,6 +336,14 @@ func groupByShape(rs []scheduler.Replica, alloc api.Resources, most int) (groups
 type shapeGroup struct {
 	req     api.Resources
 	members []int
+}
+
+// pairMayFill: two replicas, none larger than largest, may fill the 90%
+// of free that pairOrSingle asks of a pair; far from the end of a
+// machine they cannot, and the search of every pair of shapes is spared
+// (it was most of a large plan's time).
+func pairMayFill(largest float64, free api.Resources, ac, am float64) bool {
+	return 2*largest*(1+1e-9) > 0.9*(float64(free.MilliCPU)/ac+float64(free.MemoryBytes)/am)
 }
 
 // pairOrSingle: near the end of a machine, the first of the two replicas

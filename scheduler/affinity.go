@@ -92,24 +92,73 @@ func (st *state) shunnedBy(r *Replica) []shunned {
 	return out
 }
 
-// selfExclusive: r's only term is a required anti-affinity on machine
-// that selects r's own service and no other (and no other service's term
-// selects r): at most one replica of the service per machine, which the
-// indexed picker enforces like dedication, without counting.
-func (st *state) selfExclusive(r *Replica) bool {
-	if r.Terms == nil || len(r.Terms.Affinity) > 0 || len(r.Terms.AntiAffinity) != 1 {
-		return false
+// apartOnMachines is, for a replica whose every rule of affinity keeps
+// it off machines (required anti-affinity terms on machine, its own or
+// other services' that select it: no affinity, nothing preferred, no
+// zone), what a machine must not run for it to take the replica; false
+// for any other. A machine that runs such a replica keeps running it
+// while one class is placed, so the indexed picker can skip it for the
+// rest of the class, like a dedicated one, instead of counting matches
+// on every machine for every replica.
+func (st *state) apartOnMachines(r *Replica) (apart, bool) {
+	if r.Terms == nil || len(r.Terms.Affinity) > 0 || len(r.Terms.AntiAffinity) == 0 {
+		return apart{}, false
 	}
-	t := r.Terms.AntiAffinity[0]
-	if !t.Required() || t.Topology != api.SpreadMachine || !api.LabelsMatch(r.Labels, t.Selector) {
+	var from []string
+	for _, t := range r.Terms.AntiAffinity {
+		if !t.Required() || t.Topology != api.SpreadMachine {
+			return apart{}, false
+		}
+		from = append(from, "selector "+selectorString(t.Selector))
+	}
+	terms := r.Terms.AntiAffinity
+	var shunned []shunned
+	all := st.shunnedBy(r)
+	for _, sh := range all {
+		if sh.topology != api.SpreadMachine {
+			return apart{}, false
+		}
+		if !slices.ContainsFunc(terms, func(t api.AffinityTerm) bool { return api.LabelsMatch(st.labels[sh.service], t.Selector) }) {
+			shunned = append(shunned, sh) // else r's own terms keep it off that service's machines
+			from = append(from, "service "+sh.service)
+		}
+	}
+	slices.Sort(from)
+	return apart{key: strings.Join(from, "\x00"), selfOnly: len(all) == 0 && st.selectsItsOwnAlone(r, terms), blocked: func(m *Machine) bool {
+		for _, t := range terms {
+			if st.matching(m, t.Selector) > 0 {
+				return true
+			}
+		}
+		for _, sh := range shunned {
+			if m.ServiceCount[sh.service] > 0 {
+				return true
+			}
+		}
+		return false
+	}}, true
+}
+
+// selectsItsOwnAlone: r's one term selects r's service and no other.
+func (st *state) selectsItsOwnAlone(r *Replica, terms []api.AffinityTerm) bool {
+	if len(terms) != 1 || !api.LabelsMatch(r.Labels, terms[0].Selector) {
 		return false
 	}
 	for svc, labels := range st.labels {
-		if svc != r.Service && api.LabelsMatch(labels, t.Selector) {
+		if svc != r.Service && api.LabelsMatch(labels, terms[0].Selector) {
 			return false
 		}
 	}
-	return len(st.shunnedBy(r)) == 0
+	return true
+}
+
+// apart is what a class keeps apart from on machines: key names it,
+// blocked says whether a machine runs it; selfOnly, that it is its own
+// service's replicas alone.
+type apart struct {
+	key      string
+	selfOnly bool
+	blocked  func(*Machine) bool
 }
 
 // affinityOf counts, for each of r's terms, the matching replicas of r's

@@ -21,10 +21,18 @@ func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, set *eligibl
 	// The shared fit index covers the class's machines when the tier is
 	// all of them and a sameZone zone (if any) is known.
 	indexed := t.whole && (!r.SameZone || zone != "")
+	var keepApart apart
+	var isApart bool
+	if indexed && len(r.Spread) == 0 && binpack {
+		keepApart, isApart = st.apartOnMachines(r)
+	}
 	switch {
-	case indexed && len(r.Spread) == 0 && binpack && st.selfExclusive(r):
-		svc := r.Service
-		return st.indexedOrScan(set, zone, t.withGPU, func(m *Machine) bool { return m.ServiceCount[svc] > 0 })
+	case isApart && keepApart.selfOnly:
+		// Its own service's replicas block few machines: skipping them
+		// costs less than an index of its own for each such service.
+		return st.indexedOrScan(set, zone, t.withGPU, keepApart.blocked)
+	case isApart:
+		return &indexedFit{index: set.apartIndex(zone, keepApart), withGPU: t.withGPU, skip: keepApart.blocked}
 	case st.hasAffinity(r):
 		// Affinity counts change with every replica placed: the general picker.
 	case len(r.Spread) == 0 && binpack && indexed:

@@ -210,7 +210,11 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 	zone := ""
 	if r.SameZone {
 		zone = st.sameZoneChoice(&r, eligible)
-		eligible = inZone(eligible, zone)
+		if zone != "" { // the zone's fit index lists its machines: no walk of every machine a class
+			eligible = slices.Clip(set.index(zone).machines)
+		} else {
+			eligible = inZone(eligible, zone)
+		}
 	}
 	tiers := tiersFor(&r, eligible)
 	pickers := make([]picker, len(tiers))
