@@ -195,3 +195,34 @@ func BenchmarkPlanSuiteLargest(b *testing.B) {
 		})
 	}
 }
+
+// selfApartReplicas are n replicas of services of perService each that
+// keep one per machine (required anti-affinity on machine to their own
+// service's label).
+func selfApartReplicas(n, perService int) []scheduler.Replica {
+	rs := tierReplicas(n, perService)
+	for i := range rs {
+		svc := "a" + rs[i].Service
+		rs[i].ID = svc + rs[i].ID[len(rs[i].Service):]
+		rs[i].Rules = &scheduler.Rules{Service: svc, Cluster: "c", Runtime: scheduler.RuntimeDocker, Labels: map[string]string{"app": svc},
+			Terms: &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": svc}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}}
+	}
+	return rs
+}
+
+// BenchmarkPlanSelfApart40k: 40,000 replicas of 400 services that each
+// keep one replica per machine (issue 32: ≤ 2 s).
+func BenchmarkPlanSelfApart40k(b *testing.B) {
+	b.ReportAllocs()
+	benchPlan(b, selfApartReplicas(40000, 100))
+}
+
+// BenchmarkPlan200kEveryRule: 200,000 replicas with every kind of rule:
+// the mix's five kinds (180,000), a tier of 10,000 kept apart across 100
+// services and 10,000 of 100 services that keep apart from themselves
+// (issue 32: ≤ 10 s).
+func BenchmarkPlan200kEveryRule(b *testing.B) {
+	b.ReportAllocs()
+	mix := benchReplicas(180000, mixPlain, mixZoneSpread, mixMachineSpread, mixSameZone, mixDedicated)
+	benchPlan(b, append(append(mix, tierReplicas(10000, 100)...), selfApartReplicas(10000, 100)...))
+}

@@ -14,9 +14,12 @@ import (
 // replicas the plan put on new machines: fractional machines of any
 // allowed instance type at its cheapest allowed offering, covering their
 // CPU, memory, ephemeral storage and GPUs — and what their rules force on
-// any plan: at least as many machines as the largest service that keeps
-// one replica per machine (dedicated, or a required anti-affinity on
-// machine to itself), and in every zone of a zone spread the replicas the
+// any plan: at least as many machines as the largest group of replicas
+// that keep apart (apartGroup: a dedicated service, or a required
+// anti-affinity on machine whose selector selects the replicas that
+// carry it, one service's or a tier's), as many of them as large as each
+// of that group's requests as it has replicas asking that much or more,
+// and in every zone of a zone spread the replicas the
 // skew forces there, bought from that zone's offerings. No real plan can
 // cost less.
 func (p *planning) lowerBound(plan *Plan) float64 {
@@ -126,6 +129,15 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live fun
 	if k := forcedMachines(rs); k > 0 {
 		addRow(float64(k), func(column) float64 { return 1 })
 	}
+	apartNeed, apartShapes := apartRows(rs)
+	for k, q := range apartShapes {
+		addRow(float64(apartNeed[k]), func(c column) float64 {
+			if c.alloc.Fits(q) {
+				return 1
+			}
+			return 0
+		})
+	}
 	cost, _ := coverLP(need, supply, prices)
 	if len(forcedZones) == 0 {
 		if configured, ok := p.configurationBound(cluster, rs, cost); ok && configured > cost {
@@ -135,32 +147,26 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live fun
 	return cost
 }
 
-// forcedMachines is the most replicas of one service that must each have
-// a machine of their own.
+// forcedMachines is the most replicas of one apart group (apartGroup):
+// each must have a machine of its own.
 func forcedMachines(rs []scheduler.Replica) int {
-	counts := map[string]int{}
-	most := 0
-	for _, r := range rs {
-		if r.Dedicated || selfExclusive(&r) {
-			counts[r.Service]++
-			most = max(most, counts[r.Service])
-		}
+	if groups := apartGroups(rs); len(groups) > 0 {
+		return len(groups[0])
 	}
-	return most
+	return 0
 }
 
 // mostOnOneMachine is the most any machine can hold of rs when some keep
-// one replica per machine: the largest replica of each such service plus
-// all the others. ok is false when none do (the machine's size is the
-// only limit).
+// apart: the largest replica of each apart group plus all the others. ok
+// is false when none do (the machine's size is the only limit).
 func mostOnOneMachine(rs []scheduler.Replica) (api.Resources, bool) {
 	largest := map[string]api.Resources{}
 	var rest api.Resources
-	for _, r := range rs {
-		if r.Dedicated || selfExclusive(&r) {
-			largest[r.Service] = maxResources(largest[r.Service], r.Requests)
+	for i := range rs {
+		if g := apartGroup(&rs[i]); g != "" {
+			largest[g] = maxResources(largest[g], rs[i].Requests)
 		} else {
-			rest = rest.Add(r.Requests)
+			rest = rest.Add(rs[i].Requests)
 		}
 	}
 	if len(largest) == 0 {
@@ -170,20 +176,6 @@ func mostOnOneMachine(rs []scheduler.Replica) (api.Resources, bool) {
 		rest = rest.Add(l)
 	}
 	return rest, true
-}
-
-// selfExclusive: a required anti-affinity on machine that selects the
-// replica's own service.
-func selfExclusive(r *scheduler.Replica) bool {
-	if r.Terms == nil {
-		return false
-	}
-	for _, t := range r.Terms.AntiAffinity {
-		if t.Required() && t.Topology == api.SpreadMachine && api.LabelsMatch(r.Labels, t.Selector) {
-			return true
-		}
-	}
-	return false
 }
 
 // forcedZoneDemand: for each service with a zone spread and no replica on

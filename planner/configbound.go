@@ -51,7 +51,7 @@ const (
 	configsPerRound = 4
 )
 
-// configRow counts replicas: those of one service that keeps apart, or
+// configRow counts replicas: those of one apart group (apartGroup), or
 // those of one request shape.
 type configRow struct {
 	count int
@@ -93,7 +93,7 @@ func (p *planning) configurationBound(cluster string, rs []scheduler.Replica, pl
 	return best, best > 0
 }
 
-// configRows: a row per service that keeps apart, then a row per shape of
+// configRows: a row per apart group, then a row per shape of
 // the other replicas if that keeps the rows within configRowLimit; what is
 // not counted by a row is summed in rest.
 func configRows(rs []scheduler.Replica) (rows []configRow, rest api.Resources) {
@@ -101,11 +101,11 @@ func configRows(rs []scheduler.Replica) (rows []configRow, rest api.Resources) {
 	shapes := map[api.Resources]int{}
 	var shaped []configRow
 	for _, r := range rs {
-		if r.Dedicated || selfExclusive(&r) {
-			i, ok := apart[r.Service]
+		if g := apartGroup(&r); g != "" {
+			i, ok := apart[g]
 			if !ok {
 				i = len(rows)
-				apart[r.Service] = i
+				apart[g] = i
 				rows = append(rows, configRow{least: r.Requests, apart: true})
 			}
 			rows[i].count++

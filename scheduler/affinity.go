@@ -58,6 +58,8 @@ func (st *state) learnLabels(rs []Replica) {
 func (st *state) learn(r *Replica) {
 	if _, ok := st.labels[r.Service]; !ok && r.Labels != nil {
 		st.labels[r.Service] = r.Labels
+		clear(st.shunned)
+		st.labelsEpoch++
 	}
 	if _, ok := st.anti[r.Service]; ok {
 		return
@@ -65,13 +67,27 @@ func (st *state) learn(r *Replica) {
 	for _, t := range r.antiAffinity() {
 		if t.Required() {
 			st.anti[r.Service] = append(st.anti[r.Service], t)
+			clear(st.shunned)
+			st.labelsEpoch++
 		}
 	}
 }
 
 // shunnedBy are the other services' required anti-affinity terms that
-// select r, by service and topology.
+// select r, by service and topology; kept by service until the labels
+// or terms learnt change (a service's replicas share their labels), as
+// every class of every what-if asks (a walk of every service's terms).
+// The list is shared: not to be changed.
 func (st *state) shunnedBy(r *Replica) []shunned {
+	if out, ok := st.shunned[r.Service]; ok {
+		return out
+	}
+	out := st.shunnedAfresh(r)
+	st.shunned[r.Service] = out
+	return out
+}
+
+func (st *state) shunnedAfresh(r *Replica) []shunned {
 	var out []shunned
 	for svc, terms := range st.anti {
 		if svc == r.Service {
@@ -112,25 +128,29 @@ func (st *state) apartOnMachines(r *Replica) (apart, bool) {
 		from = append(from, "selector "+selectorString(t.Selector))
 	}
 	terms := r.Terms.AntiAffinity
-	var shunned []shunned
+	var others []shunned
 	all := st.shunnedBy(r)
 	for _, sh := range all {
 		if sh.topology != api.SpreadMachine {
 			return apart{}, false
 		}
 		if !slices.ContainsFunc(terms, func(t api.AffinityTerm) bool { return api.LabelsMatch(st.labels[sh.service], t.Selector) }) {
-			shunned = append(shunned, sh) // else r's own terms keep it off that service's machines
+			others = append(others, sh) // else r's own terms keep it off that service's machines
 			from = append(from, "service "+sh.service)
 		}
 	}
 	slices.Sort(from)
-	return apart{key: strings.Join(from, "\x00"), selfOnly: len(all) == 0 && st.selectsItsOwnAlone(r, terms), blocked: func(m *Machine) bool {
+	keeps := func(service string) bool {
+		return slices.ContainsFunc(terms, func(t api.AffinityTerm) bool { return api.LabelsMatch(st.labels[service], t.Selector) }) ||
+			slices.ContainsFunc(others, func(sh shunned) bool { return sh.service == service })
+	}
+	return apart{key: strings.Join(from, "\x00"), selfOnly: len(all) == 0 && st.selectsItsOwnAlone(r, terms), keeps: keeps, blocked: func(m *Machine) bool {
 		for _, t := range terms {
 			if st.matching(m, t.Selector) > 0 {
 				return true
 			}
 		}
-		for _, sh := range shunned {
+		for _, sh := range others {
 			if m.ServiceCount[sh.service] > 0 {
 				return true
 			}
@@ -153,11 +173,13 @@ func (st *state) selectsItsOwnAlone(r *Replica, terms []api.AffinityTerm) bool {
 }
 
 // apart is what a class keeps apart from on machines: key names it,
-// blocked says whether a machine runs it; selfOnly, that it is its own
-// service's replicas alone.
+// keeps says whether it keeps apart from a service's replicas, blocked
+// whether a machine runs any; selfOnly, that it is its own service's
+// replicas alone.
 type apart struct {
 	key      string
 	selfOnly bool
+	keeps    func(service string) bool
 	blocked  func(*Machine) bool
 }
 

@@ -20,10 +20,50 @@ type fitIndex struct {
 	// cpu, mem and eph hold per node the largest free amount below it
 	// (node 1 is the root; leaves start at index leaves).
 	cpu, mem, eph []int64
-	// blocked, when set, marks machines the index counts as full (an
-	// apart index's: those running a replica the class keeps away from);
-	// a booking's touch asks it again.
-	blocked func(*Machine) bool
+	// apart, when set, counts on each machine the replicas its class
+	// keeps apart from; the index counts a machine that runs any as full.
+	apart *apartCounts
+}
+
+// apartCounts are an apart index's counts, by position, of the replicas
+// of the services its class keeps apart from, kept as bookings change
+// them (Machine.counted): a booking does not walk the machine's services.
+type apartCounts struct {
+	keeps  func(service string) bool
+	memo   map[string]bool
+	counts []int
+	// epoch is the state's labelsEpoch the counts were made at: labels
+	// learnt later may change what keeps says.
+	epoch int
+}
+
+func (a *apartCounts) keepsFrom(service string) bool {
+	v, ok := a.memo[service]
+	if !ok {
+		v = a.keeps(service)
+		a.memo[service] = v
+	}
+	return v
+}
+
+func (a *apartCounts) countOn(m *Machine) int {
+	n := 0
+	for svc, c := range m.ServiceCount {
+		if c > 0 && a.keepsFrom(svc) {
+			n += c
+		}
+	}
+	return n
+}
+
+// counted notes in the machine's apart indexes a booking (delta 1) or
+// its undoing (-1) of a replica of service, before its touch.
+func (m *Machine) counted(service string, delta int) {
+	for _, s := range m.slots {
+		if a := s.index.apart; a != nil && s.pos < len(s.index.machines) && s.index.machines[s.pos] == m && a.keepsFrom(service) {
+			a.counts[s.pos] += delta
+		}
+	}
 }
 
 // slot is a machine's place in one index, so that a booking updates it.
@@ -32,10 +72,10 @@ type slot struct {
 	pos   int
 }
 
-func newFitIndex(machines []*Machine) *fitIndex { return newBlockedIndex(machines, nil) }
+func newFitIndex(machines []*Machine) *fitIndex { return newApartIndex(machines, nil) }
 
-func newBlockedIndex(machines []*Machine, blocked func(*Machine) bool) *fitIndex {
-	x := &fitIndex{blocked: blocked}
+func newApartIndex(machines []*Machine, apart *apartCounts) *fitIndex {
+	x := &fitIndex{apart: apart}
 	x.grow(max(len(machines), 1))
 	for _, m := range machines {
 		x.add(m)
@@ -66,6 +106,9 @@ func (x *fitIndex) grow(n int) {
 func (x *fitIndex) add(m *Machine) {
 	pos := len(x.machines)
 	x.machines = append(x.machines, m)
+	if x.apart != nil {
+		x.apart.counts = append(x.apart.counts, x.apart.countOn(m))
+	}
 	m.slots = append(m.slots, slot{index: x, pos: pos})
 	if pos >= x.leaves {
 		x.grow(pos + 1)
@@ -76,7 +119,7 @@ func (x *fitIndex) add(m *Machine) {
 
 func (x *fitIndex) setLeaf(pos int, m *Machine) {
 	i := x.leaves + pos
-	if m.excluded || x.blocked != nil && x.blocked(m) {
+	if m.excluded || x.apart != nil && x.apart.counts[pos] > 0 {
 		x.cpu[i], x.mem[i], x.eph[i] = -1, -1, -1
 		return
 	}
@@ -226,9 +269,9 @@ type apartKey struct{ zone, from string }
 // machine free of it in log(machines), not by skipping past every
 // machine that runs it (a what-if that moves one replica of a tier of
 // 4,000 walked 4,000 machines).
-func (s *eligibleSet) apartIndex(zone string, a apart) *fitIndex {
+func (s *eligibleSet) apartIndex(zone string, a apart, epoch int) *fitIndex {
 	k := apartKey{zone, a.key}
-	if x, ok := s.apart[k]; ok {
+	if x, ok := s.apart[k]; ok && x.apart.epoch == epoch {
 		return x
 	}
 	var in []*Machine
@@ -240,7 +283,10 @@ func (s *eligibleSet) apartIndex(zone string, a apart) *fitIndex {
 	if s.apart == nil {
 		s.apart = map[apartKey]*fitIndex{}
 	}
-	x := newBlockedIndex(in, a.blocked)
+	x := newApartIndex(nil, &apartCounts{keeps: a.keeps, memo: map[string]bool{}, epoch: epoch})
+	for _, m := range in {
+		x.add(m)
+	}
 	s.apart[k] = x
 	return x
 }

@@ -32,7 +32,7 @@ func (st *state) pickerFor(r *Replica, t tier, eligible []*Machine, set *eligibl
 		// costs less than an index of its own for each such service.
 		return st.indexedOrScan(set, zone, t.withGPU, keepApart.blocked)
 	case isApart:
-		return &indexedFit{index: set.apartIndex(zone, keepApart), withGPU: t.withGPU, skip: keepApart.blocked}
+		return &indexedFit{index: set.apartIndex(zone, keepApart, st.labelsEpoch), withGPU: t.withGPU, skip: keepApart.blocked}
 	case st.hasAffinity(r):
 		// Affinity counts change with every replica placed: the general picker.
 	case len(r.Spread) == 0 && binpack && indexed:

@@ -334,6 +334,7 @@ func Assign(m *Machine, r Replica, gpus []int) {
 		m.ServiceCount = map[string]int{}
 	}
 	m.ServiceCount[r.Service]++
+	m.counted(r.Service, 1)
 	m.touch()
 }
 
@@ -353,6 +354,7 @@ func Unassign(m *Machine, r Replica, gpus []int) {
 	if m.ServiceCount[r.Service]--; m.ServiceCount[r.Service] <= 0 {
 		delete(m.ServiceCount, r.Service)
 	}
+	m.counted(r.Service, -1)
 	m.touch()
 }
 

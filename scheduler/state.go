@@ -19,6 +19,10 @@ type state struct {
 	labels map[string]map[string]string
 	// anti are each service's required anti-affinity terms.
 	anti map[string][]api.AffinityTerm
+	// shunned are shunnedBy's answers by service, until learn changes
+	// labels or anti; labelsEpoch counts those changes.
+	shunned     map[string][]shunned
+	labelsEpoch int
 	// sets are the machines each static need may use (see staticKey).
 	sets map[string]*eligibleSet
 	// hosts are, per service, machines that run or ran a replica of it in
@@ -45,7 +49,7 @@ func newState(machines []*Machine, scratch *Scratch) *state {
 		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.m.ID, b.m.ID))
 	})
 	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
-		anti: map[string][]api.AffinityTerm{}, sets: map[string]*eligibleSet{}}
+		anti: map[string][]api.AffinityTerm{}, shunned: map[string][]shunned{}, sets: map[string]*eligibleSet{}}
 	// Residents share their rules by revision: each rules is learnt once
 	// (a map by pointer, not two by service name for each of 500,000),
 	// and rules without labels or terms teach nothing.
