@@ -100,7 +100,7 @@ func (p *planning) moveBin(b *bin, session *scheduler.Session, machine map[strin
 		}
 		session.Exclude(b.m, false)
 		for _, r := range mine {
-			scheduler.Assign(b.m, r, res.Placements[where[r.ID]].GPUs)
+			session.Rebook(b.m, r, res.Placements[where[r.ID]].GPUs)
 		}
 		return false
 	}

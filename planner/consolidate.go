@@ -224,7 +224,7 @@ func (s *simulation) moveAway(id string, warmPool int) bool {
 	}
 	s.session.Exclude(mine, false)
 	for _, r := range s.replicas[id] {
-		scheduler.Assign(mine, r, nil)
+		s.session.Rebook(mine, r, nil)
 	}
 	return false
 }

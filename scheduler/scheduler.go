@@ -358,6 +358,13 @@ func Unassign(m *Machine, r Replica, gpus []int) {
 	m.touch()
 }
 
+// Rebook books a replica back on a machine of the session (a what-if
+// undone): as Assign, and the machine counts again among the service's
+// hosts, which spread rules count from (a machine whose replicas were
+// booked back with Assign alone was missing from them, and a zone
+// spread counted too few in its zone).
+func (s *Session) Rebook(m *Machine, r Replica, gpus []int) { s.st.book(m, &r, gpus) }
+
 // Exclude keeps a machine out of the session's placements (a what-if that
 // empties it), or lets it back in.
 func (s *Session) Exclude(m *Machine, excluded bool) {

@@ -153,7 +153,7 @@ func (st *state) add(m *Machine) {
 
 // book assigns a replica and keeps the service's hosts current.
 func (st *state) book(m *Machine, r *Replica, gpus []int) {
-	if st.hosts != nil && m.ServiceCount[r.Service] == 0 {
+	if st.hosts != nil {
 		st.noteHost(r.Service, m)
 	}
 	Assign(m, *r, gpus)
