@@ -558,17 +558,6 @@ const (
 // Required reports whether the term must hold.
 func (t AffinityTerm) Required() bool { return t.Mode != AffinityPreferred }
 
-// LabelsMatch reports whether labels carry every key and value of
-// selector (an empty selector matches everything).
-func LabelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // Scoring strategies.
 const (
 	ScoringBinpack = "binpack"

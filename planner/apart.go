@@ -3,8 +3,6 @@ package planner
 import (
 	"cmp"
 	"slices"
-	"sort"
-	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/scheduler"
@@ -37,7 +35,7 @@ func apartSelector(r *scheduler.Replica) string {
 	first := ""
 	for _, t := range r.Terms.AntiAffinity {
 		if t.Required() && t.Topology == api.SpreadMachine && api.LabelsMatch(r.Labels, t.Selector) {
-			if key := selectorKey(t.Selector); first == "" || key < first {
+			if key := api.SelectorString(t.Selector); first == "" || key < first {
 				first = key
 			}
 		}
@@ -48,15 +46,6 @@ func apartSelector(r *scheduler.Replica) string {
 // selfExclusive: a required anti-affinity on machine that selects the
 // replica's own labels (it and the replicas like it keep apart).
 func selfExclusive(r *scheduler.Replica) bool { return apartSelector(r) != "" }
-
-func selectorKey(sel map[string]string) string {
-	parts := make([]string, 0, len(sel))
-	for k, v := range sel {
-		parts = append(parts, k+"="+v)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
-}
 
 // apartGroups are rs's apart groups, each its members' indexes, the
 // largest first (then by name).

@@ -83,17 +83,8 @@ func keepsRules(t *testing.T, what string, pending []scheduler.Replica, p Plan) 
 		perZone[r.Service][zoneOf[pl.Machine]]++
 	}
 	for m, rs := range onMachine {
-		for i, a := range rs {
-			for j, b := range rs {
-				if i == j || a.Terms == nil {
-					continue
-				}
-				for _, term := range a.Terms.AntiAffinity {
-					if api.LabelsMatch(b.Labels, term.Selector) {
-						t.Fatalf("%s: %s and %s share %s, but %s keeps apart from %v", what, a.ID, b.ID, m, a.ID, term.Selector)
-					}
-				}
-			}
+		if a, b, broken := scheduler.KeptApartBroken(rs); broken {
+			t.Fatalf("%s: %s and %s share %s, but %s keeps apart from them", what, a.ID, b.ID, m, a.ID)
 		}
 	}
 	for svc := range perZone {

@@ -125,7 +125,7 @@ func (st *state) apartOnMachines(r *Replica) (apart, bool) {
 		if !t.Required() || t.Topology != api.SpreadMachine {
 			return apart{}, false
 		}
-		from = append(from, "selector "+selectorString(t.Selector))
+		from = append(from, "selector "+api.SelectorString(t.Selector))
 	}
 	terms := r.Terms.AntiAffinity
 	var others []shunned
@@ -251,9 +251,9 @@ func (a *affinity) violation(m *Machine) string {
 			continue
 		}
 		if t.anti {
-			return fmt.Sprintf("anti-affinity: a replica matching %s on the same %s", selectorString(t.Selector), t.Topology)
+			return fmt.Sprintf("anti-affinity: a replica matching %s on the same %s", api.SelectorString(t.Selector), t.Topology)
 		}
-		return fmt.Sprintf("affinity: no replica matching %s on the same %s", selectorString(t.Selector), t.Topology)
+		return fmt.Sprintf("affinity: no replica matching %s on the same %s", api.SelectorString(t.Selector), t.Topology)
 	}
 	for _, sh := range a.shunned {
 		n := m.ServiceCount[sh.service]
@@ -324,11 +324,22 @@ func (a *affinity) zoneHint(domains []string) string {
 	return slices.Min(allowed)
 }
 
-func selectorString(sel map[string]string) string {
-	parts := make([]string, 0, len(sel))
-	for k, v := range sel {
-		parts = append(parts, k+"="+v)
+// KeptApartBroken is the first pair of replicas of rs, which share one
+// machine, that a required anti-affinity on machine keeps apart: the
+// first carries a term that selects the second. ok is false when none
+// does. Tests check plans and placements with it.
+func KeptApartBroken(rs []Replica) (carrier, selected Replica, ok bool) {
+	for i, a := range rs {
+		for j, b := range rs {
+			if i == j {
+				continue
+			}
+			for _, t := range a.antiAffinity() {
+				if t.Required() && t.Topology == api.SpreadMachine && api.LabelsMatch(b.Labels, t.Selector) {
+					return a, b, true
+				}
+			}
+		}
 	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
+	return Replica{}, Replica{}, false
 }

@@ -48,17 +48,8 @@ func apartWorkload(rng *rand.Rand) []Replica {
 func keptApart(t *testing.T, what string, byMachine map[string][]Replica) {
 	t.Helper()
 	for m, rs := range byMachine {
-		for i, a := range rs {
-			for j, b := range rs {
-				if i == j || a.Terms == nil {
-					continue
-				}
-				for _, term := range a.Terms.AntiAffinity {
-					if api.LabelsMatch(b.Labels, term.Selector) {
-						t.Fatalf("%s: %s and %s share %s, but %s keeps apart from %v", what, a.ID, b.ID, m, a.ID, term.Selector)
-					}
-				}
-			}
+		if a, b, broken := KeptApartBroken(rs); broken {
+			t.Fatalf("%s: %s and %s share %s, but %s keeps apart from them", what, a.ID, b.ID, m, a.ID)
 		}
 	}
 }
