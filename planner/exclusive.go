@@ -114,11 +114,18 @@ func (p *planning) packExclusive(rs []scheduler.Replica, res *scheduler.Result) 
 		}
 		byService[r.Service] = append(byService[r.Service], i)
 	}
-	forced := 0
+	forced, spreadMost := 0, 0
 	for _, idx := range byService {
 		if selfExclusive(&rs[idx[0]]) {
 			forced = max(forced, len(idx))
+		} else {
+			spreadMost = max(spreadMost, len(idx))
 		}
+	}
+	if forced == 0 {
+		// Machine spreads alone: as many machines as the largest has
+		// replicas hold each one replica a machine.
+		forced = spreadMost
 	}
 	// A spread service is dealt only when the forced machines hold it one
 	// replica each: its replicas then fill their room instead of stacking

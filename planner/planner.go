@@ -118,7 +118,26 @@ func Compute(cfg Config, in Input) Plan { return compute(cfg, in, false) }
 // compute is Compute; placeAlways builds the placing sessions even with
 // nothing pending (the test that the shortcut changes no plan).
 func compute(cfg Config, in Input, placeAlways bool) Plan {
-	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, placeAlways: placeAlways}
+	plan, p := computeWith(cfg, in, placeAlways, false)
+	if 2*p.spreadAlone >= len(in.Pending) && p.spreadAlone > 0 {
+		// Most of what is pending are services whose only rule is a
+		// machine spread, with none that keep apart: the scheduler's
+		// spread placement packs some mixes better, dealing them over an
+		// LP fleet others (held-out seed 8006: 32.9% -> 13.9%; suite
+		// seed 2016: 11.3% -> 14.9%). Both keep every rule: the cheaper
+		// is kept. (A few spread services among many others are not
+		// worth planning twice.)
+		if dealt, _ := computeWith(cfg, in, placeAlways, true); len(dealt.Pending) <= len(plan.Pending) && dealt.CostAfter < plan.CostAfter*(1-1e-9) {
+			plan = dealt
+		}
+	}
+	return plan
+}
+
+// computeWith is compute, spread services dealt like services that keep
+// apart when dealSpread (see place).
+func computeWith(cfg Config, in Input, placeAlways, dealSpread bool) (Plan, *planning) {
+	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, placeAlways: placeAlways, dealSpread: dealSpread}
 	for _, g := range in.Groups {
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
@@ -136,7 +155,7 @@ func compute(cfg Config, in Input, placeAlways bool) Plan {
 	// Empty lists, not nulls: the JSON form is a documented interface.
 	plan.Add, plan.Remove = api.NonNil(plan.Add), api.NonNil(plan.Remove)
 	plan.Placements, plan.Pending = api.NonNil(plan.Placements), api.NonNil(plan.Pending)
-	return plan
+	return plan, p
 }
 
 // placeAndCompact places the pending replicas and compacts the machines
@@ -186,13 +205,14 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 				ruled = append(ruled, r)
 			}
 		}
-		if len(alone) > 0 {
+		switch {
+		case len(alone) > 0 || p.dealSpread && len(spread) > 0:
 			// Beside services that keep apart, spread services are dealt
-			// with them (see packExclusive). Alone they keep the
-			// scheduler's spread placement: dealing them packs some mixes
-			// better but scans every machine for every replica.
+			// with them (see packExclusive); alone, when asked (compute
+			// tries both).
 			alone = append(alone, spread...)
-		} else {
+		default:
+			p.spreadAlone += len(spread)
 			ruled = append(ruled, spread...)
 		}
 		p.placeExclusive(session, alone, &res)
@@ -281,6 +301,12 @@ type planning struct {
 	added   map[string]int
 	// placeAlways: see compute.
 	placeAlways bool
+	// dealSpread: deal spread services like services that keep apart
+	// even with none of those; spreadAlone counts the spread replicas
+	// the scheduler placed for want of them (compute may then try
+	// dealing them).
+	dealSpread  bool
+	spreadAlone int
 }
 
 // subnetsLeft reports whether the cluster can hold one more machine, and
