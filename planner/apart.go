@@ -72,14 +72,14 @@ func apartGroups(rs []scheduler.Replica) [][]int {
 // group's shapes (an LP row each).
 const apartShapeLimit = 32
 
-// apartRows are rows of the bound for the largest apart group: its
+// apartRows are rows of the bound for the largest apart group (groups:
+// apartGroups, the largest first): its
 // replicas each need a machine of their own that holds them, so for each
 // of its request shapes q, the machines that hold q number at least its
 // members that ask q or more in every resource. need is that count, holds
 // whether a column's machine holds q. The largest shapes are kept when
 // there are more than apartShapeLimit.
-func apartRows(rs []scheduler.Replica) (need []int, shapes []api.Resources) {
-	groups := apartGroups(rs)
+func apartRows(rs []scheduler.Replica, groups [][]int) (need []int, shapes []api.Resources) {
 	if len(groups) == 0 {
 		return nil, nil
 	}

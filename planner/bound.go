@@ -87,7 +87,8 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live fun
 	for i := range cols {
 		cols[i].alloc = grain.floor(cols[i].alloc)
 	}
-	if most, ok := mostOnOneMachine(rs); ok {
+	groups := apartGroups(rs)
+	if most, ok := mostOnOneMachine(rs, groups); ok {
 		for i := range cols {
 			cols[i].alloc = minResources(cols[i].alloc, most)
 		}
@@ -126,10 +127,10 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live fun
 			}
 		}
 	}
-	if k := forcedMachines(rs); k > 0 {
-		addRow(float64(k), func(column) float64 { return 1 })
+	if len(groups) > 0 { // the largest group: each a machine of its own
+		addRow(float64(len(groups[0])), func(column) float64 { return 1 })
 	}
-	apartNeed, apartShapes := apartRows(rs)
+	apartNeed, apartShapes := apartRows(rs, groups)
 	for k, q := range apartShapes {
 		addRow(float64(apartNeed[k]), func(c column) float64 {
 			if c.alloc.Fits(q) {
@@ -147,35 +148,30 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live fun
 	return cost
 }
 
-// forcedMachines is the most replicas of one apart group (apartGroup):
-// each must have a machine of its own.
-func forcedMachines(rs []scheduler.Replica) int {
-	if groups := apartGroups(rs); len(groups) > 0 {
-		return len(groups[0])
-	}
-	return 0
-}
-
 // mostOnOneMachine is the most any machine can hold of rs when some keep
-// apart: the largest replica of each apart group plus all the others. ok
-// is false when none do (the machine's size is the only limit).
-func mostOnOneMachine(rs []scheduler.Replica) (api.Resources, bool) {
-	largest := map[string]api.Resources{}
-	var rest api.Resources
-	for i := range rs {
-		if g := apartGroup(&rs[i]); g != "" {
-			largest[g] = maxResources(largest[g], rs[i].Requests)
-		} else {
-			rest = rest.Add(rs[i].Requests)
-		}
-	}
-	if len(largest) == 0 {
+// apart (groups: apartGroups): the largest replica of each group plus
+// all the others. ok is false when none do (the machine's size is the
+// only limit).
+func mostOnOneMachine(rs []scheduler.Replica, groups [][]int) (api.Resources, bool) {
+	if len(groups) == 0 {
 		return api.Resources{}, false
 	}
-	for _, l := range largest {
-		rest = rest.Add(l)
+	member := make([]bool, len(rs))
+	var most api.Resources
+	for _, g := range groups {
+		var largest api.Resources
+		for _, i := range g {
+			member[i] = true
+			largest = maxResources(largest, rs[i].Requests)
+		}
+		most = most.Add(largest)
 	}
-	return rest, true
+	for i := range rs {
+		if !member[i] {
+			most = most.Add(rs[i].Requests)
+		}
+	}
+	return most, true
 }
 
 // forcedZoneDemand: for each service with a zone spread and no replica on

@@ -141,22 +141,11 @@ func (st *state) apartOnMachines(r *Replica) (apart, bool) {
 	}
 	slices.Sort(from)
 	keeps := func(service string) bool {
-		return slices.ContainsFunc(terms, func(t api.AffinityTerm) bool { return api.LabelsMatch(st.labels[service], t.Selector) }) ||
+		labels, known := st.labels[service] // as matching counts them
+		return known && slices.ContainsFunc(terms, func(t api.AffinityTerm) bool { return api.LabelsMatch(labels, t.Selector) }) ||
 			slices.ContainsFunc(others, func(sh shunned) bool { return sh.service == service })
 	}
-	return apart{key: strings.Join(from, "\x00"), selfOnly: len(all) == 0 && st.selectsItsOwnAlone(r, terms), keeps: keeps, blocked: func(m *Machine) bool {
-		for _, t := range terms {
-			if st.matching(m, t.Selector) > 0 {
-				return true
-			}
-		}
-		for _, sh := range others {
-			if m.ServiceCount[sh.service] > 0 {
-				return true
-			}
-		}
-		return false
-	}}, true
+	return apart{key: strings.Join(from, "\x00"), selfOnly: len(all) == 0 && st.selectsItsOwnAlone(r, terms), keeps: keeps}, true
 }
 
 // selectsItsOwnAlone: r's one term selects r's service and no other.
@@ -173,14 +162,22 @@ func (st *state) selectsItsOwnAlone(r *Replica, terms []api.AffinityTerm) bool {
 }
 
 // apart is what a class keeps apart from on machines: key names it,
-// keeps says whether it keeps apart from a service's replicas, blocked
-// whether a machine runs any; selfOnly, that it is its own service's
-// replicas alone.
+// keeps says whether it keeps apart from a service's replicas; selfOnly,
+// that it is its own service's replicas alone.
 type apart struct {
 	key      string
 	selfOnly bool
 	keeps    func(service string) bool
-	blocked  func(*Machine) bool
+}
+
+// blocked reports whether m runs a replica the class keeps apart from.
+func (a apart) blocked(m *Machine) bool {
+	for svc, n := range m.ServiceCount {
+		if n > 0 && a.keeps(svc) {
+			return true
+		}
+	}
+	return false
 }
 
 // affinityOf counts, for each of r's terms, the matching replicas of r's

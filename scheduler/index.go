@@ -264,7 +264,7 @@ func (s *eligibleSet) add(m *Machine) {
 type apartKey struct{ zone, from string }
 
 // apartIndex is the fit index over the set's machines (or those in
-// zone) that counts as full every machine blocked says runs what a
+// zone) that counts as full every machine apart.blocked says runs what a
 // class keeps apart from: a class that keeps one per machine finds a
 // machine free of it in log(machines), not by skipping past every
 // machine that runs it (a what-if that moves one replica of a tier of
