@@ -2,6 +2,7 @@ package planner
 
 import (
 	"math"
+	"slices"
 
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/optimize/convex/lp"
@@ -86,24 +87,42 @@ var resourceDims = []func(api.Resources) float64{
 // scaled by its need for numerical sanity. It returns +Inf when no mix
 // of columns covers the need.
 func coverLP(need []float64, supply [][]float64, price []float64) (float64, []float64) {
-	n, m := len(need), len(supply)
-	if n == 0 || m == 0 {
+	// A column that supplies nothing never helps a cover, and gonum's
+	// simplex refuses a matrix with a column of zeros (a type floored to
+	// nothing by the request grain made the bound +Inf).
+	var useful []int
+	for j, s := range supply {
+		if slices.ContainsFunc(s, func(v float64) bool { return v != 0 }) {
+			useful = append(useful, j)
+		}
+	}
+	n, m := len(need), len(useful)
+	if n == 0 || len(supply) == 0 {
 		return 0, nil
+	}
+	if m == 0 {
+		return math.Inf(1), nil
 	}
 	a := mat.NewDense(n, m+n, nil)
 	b := make([]float64, n)
 	c := make([]float64, m+n)
 	for r := range need {
 		b[r] = 1
-		for j := range supply {
-			a.Set(r, j, supply[j][r]/need[r])
+		for k, j := range useful {
+			a.Set(r, k, supply[j][r]/need[r])
 		}
 		a.Set(r, m+r, -1)
 	}
-	copy(c, price)
+	for k, j := range useful {
+		c[k] = price[j]
+	}
 	cost, x, err := lp.Simplex(c, a, b, 1e-10, nil)
 	if err != nil {
 		return math.Inf(1), nil
 	}
-	return cost, x[:m]
+	machines := make([]float64, len(supply))
+	for k, j := range useful {
+		machines[j] = x[k]
+	}
+	return cost, machines
 }
