@@ -32,8 +32,10 @@ func (p *planning) lowerBound(plan *Plan) float64 {
 		gpus[pl.Replica] = len(pl.GPUs)
 	}
 	onNew := map[string][]scheduler.Replica{}
+	machines := map[string][]plannedMachine{}
 	var clusters []string
 	for _, nm := range plan.Add {
+		planned := plannedMachine{itype: nm.InstanceType}
 		for _, id := range nm.Replicas {
 			r, ok := byID[id]
 			if !ok { // a resident moved by a replacement: only its GPUs count
@@ -43,15 +45,17 @@ func (p *planning) lowerBound(plan *Plan) float64 {
 			if _, ok := onNew[nm.Cluster]; !ok {
 				clusters = append(clusters, nm.Cluster)
 			}
+			planned.replicas = append(planned.replicas, len(onNew[nm.Cluster]))
 			onNew[nm.Cluster] = append(onNew[nm.Cluster], r)
 		}
+		machines[nm.Cluster] = append(machines[nm.Cluster], planned)
 	}
 	// Walking every machine's services for a few spread services on new
 	// machines took a tenth of a pass at 50,000 machines: only when asked.
 	live := sync.OnceValue(func() map[string]bool { return p.servicesOnLiveMachines(plan) })
 	total := 0.0
 	for _, cluster := range clusters {
-		total += p.clusterBound(cluster, onNew[cluster], live)
+		total += p.clusterBound(cluster, onNew[cluster], machines[cluster], live)
 	}
 	return total
 }
@@ -76,7 +80,14 @@ func (p *planning) servicesOnLiveMachines(plan *Plan) map[string]bool {
 	return out
 }
 
-func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live func() map[string]bool) float64 {
+// plannedMachine is a machine the plan adds: its type and the replicas it
+// holds (indexes into its cluster's replicas).
+type plannedMachine struct {
+	itype    string
+	replicas []int
+}
+
+func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, planned []plannedMachine, live func() map[string]bool) float64 {
 	demand := totalDemand(rs) // Requests.GPUs holds the devices placed
 	forcedZones := forcedZoneDemand(rs, live)
 	cols := p.typeColumns(cluster)
@@ -141,7 +152,7 @@ func (p *planning) clusterBound(cluster string, rs []scheduler.Replica, live fun
 	}
 	cost, _ := coverLP(need, supply, prices)
 	if len(forcedZones) == 0 {
-		if configured, ok := p.configurationBound(cluster, rs, cost); ok && configured > cost {
+		if configured, ok := p.configurationBound(cluster, rs, planned, cost); ok && configured > cost {
 			cost = configured
 		}
 	}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
@@ -20,7 +21,11 @@ import (
 // counted by shape. The LP buys configurations (Gilmore–Gomory, by column
 // generation: a knapsack finds the configuration each type prices best)
 // to cover every row's replica count and the rest's demand. A real plan's
-// machines are configurations, so no plan costs less. A service that keeps
+// machines are configurations, so no plan costs less. The LP starts from
+// the plan's own machines (its value is then at most the plan's cost, and
+// the duals are sensible from the first round), and a type's knapsack is
+// solved exactly on a grid when that is small (knapsack_dp.go): together
+// they let the generation reach its end instead of tailing off. A service that keeps
 // apart is taken at its smallest request in every resource, which keeps
 // the bound valid when its replicas differ.
 
@@ -31,7 +36,7 @@ const (
 	configRowLimit = 48
 	// configRounds bounds the column generation; each round's duals,
 	// scaled (Farley), give a valid bound on their own.
-	configRounds = 40
+	configRounds = 60
 	// configSearchTypes: each round, the knapsack is searched for the
 	// types whose quick ceiling (the fractional fill) promises most; the
 	// others' ceilings stand for them.
@@ -45,10 +50,17 @@ const (
 	deepKnapsackNodeLimit = 200_000
 	// configNodeBudget bounds the knapsack nodes of the whole bound;
 	// once spent, the ceilings stand for the searches.
-	configNodeBudget = 2_000_000
+	configNodeBudget = 10_000_000
+	// configTolerance: the column generation stops once its bound is
+	// within this fraction of the LP's value (all it could still prove).
+	configTolerance = 0.001
+	// configPlannedLimit: the plan's machines the LP starts from, the
+	// most common configurations (a dense simplex over thousands of
+	// distinct ones would take longer than the rounds they save).
+	configPlannedLimit = 32
 	// configsPerRound: the configurations worth most over their price
 	// join the LP each round (more would only make it larger).
-	configsPerRound = 4
+	configsPerRound = 16
 )
 
 // configRow counts replicas: those of one apart group (apartGroup), or
@@ -60,10 +72,12 @@ type configRow struct {
 }
 
 // configurationBound is the bound above for the replicas rs of the
-// cluster; ok is false when it would be the plain bound. It stops once the
-// LP is known not to pass plain, the bound already in hand.
-func (p *planning) configurationBound(cluster string, rs []scheduler.Replica, plain float64) (float64, bool) {
-	rows, rest := configRows(rs)
+// cluster; ok is false when it would be the plain bound. The plan's
+// machines (planned) are its first configurations. It stops once the LP
+// is known not to pass plain or the bound already in hand by more than
+// configTolerance.
+func (p *planning) configurationBound(cluster string, rs []scheduler.Replica, planned []plannedMachine, plain float64) (float64, bool) {
+	rows, rowOf, rest := configRows(rs)
 	if len(rows) == 0 {
 		return 0, false
 	}
@@ -71,14 +85,16 @@ func (p *planning) configurationBound(cluster string, rs []scheduler.Replica, pl
 	if cg == nil {
 		return 0, false
 	}
+	cg.addPlanned(planned, rowOf)
 	best := 0.0
 	for range configRounds {
 		value, duals, ok := cg.solveDual()
 		if !ok {
 			break
 		}
-		if value <= plain*(1+1e-9) {
-			// More configurations only lower the LP's value.
+		if value <= math.Max(plain, best)*(1+configTolerance) {
+			// More configurations only lower the LP's value: the bound
+			// in hand is all but what it could still prove.
 			break
 		}
 		theta, added := cg.generate(duals)
@@ -95,12 +111,15 @@ func (p *planning) configurationBound(cluster string, rs []scheduler.Replica, pl
 
 // configRows: a row per apart group, then a row per shape of
 // the other replicas if that keeps the rows within configRowLimit; what is
-// not counted by a row is summed in rest.
-func configRows(rs []scheduler.Replica) (rows []configRow, rest api.Resources) {
+// not counted by a row is summed in rest. rowOf is each replica's row (-1
+// for none).
+func configRows(rs []scheduler.Replica) (rows []configRow, rowOf []int, rest api.Resources) {
 	apart := map[string]int{}
 	shapes := map[api.Resources]int{}
 	var shaped []configRow
-	for _, r := range rs {
+	rowOf, shapeOf := make([]int, len(rs)), make([]int, len(rs))
+	for k, r := range rs {
+		rowOf[k], shapeOf[k] = -1, -1
 		if g := apartGroup(&r); g != "" {
 			i, ok := apart[g]
 			if !ok {
@@ -110,26 +129,34 @@ func configRows(rs []scheduler.Replica) (rows []configRow, rest api.Resources) {
 			}
 			rows[i].count++
 			rows[i].least = minResources(rows[i].least, r.Requests)
+			rowOf[k] = i
 			continue
 		}
 		rest = rest.Add(r.Requests)
+		if len(shaped) > configRowLimit {
+			continue // too many shapes for rows: rest counts them
+		}
 		i, ok := shapes[r.Requests]
-		if !ok && len(shapes) <= configRowLimit {
+		if !ok {
 			i = len(shaped)
 			shapes[r.Requests] = i
 			shaped = append(shaped, configRow{least: r.Requests})
 		}
-		if i < len(shaped) {
-			shaped[i].count++
+		shaped[i].count++
+		shapeOf[k] = i
+	}
+	switch {
+	case len(rows) > configRowLimit:
+		return nil, nil, api.Resources{}
+	case len(rows)+len(shaped) > configRowLimit:
+		return rows, rowOf, rest
+	}
+	for k, i := range shapeOf {
+		if i >= 0 {
+			rowOf[k] = len(rows) + i
 		}
 	}
-	if len(rows) > configRowLimit {
-		return nil, api.Resources{}
-	}
-	if len(rows)+len(shaped) <= configRowLimit {
-		return append(rows, shaped...), api.Resources{}
-	}
-	return rows, rest
+	return append(rows, shaped...), rowOf, api.Resources{}
 }
 
 // configLP is the configuration LP's rows (the counted ones, then one per
@@ -182,14 +209,76 @@ func newConfigLP(rows []configRow, rest api.Resources, cols []column) *configLP 
 	return cg
 }
 
+// addPlanned adds the plan's own machines as configurations, the most
+// common first and at most configPlannedLimit of them: the LP starts at
+// about the plan's cost, not at a replica per machine, and its duals make
+// sense from the first round.
+func (cg *configLP) addPlanned(planned []plannedMachine, rowOf []int) {
+	col := map[string]int{}
+	for j, c := range cg.cols {
+		col[c.name] = j
+	}
+	type config struct {
+		col   int
+		picks []knapsackPick
+		times int
+	}
+	var configs []*config
+	byKey := map[string]*config{}
+	for _, m := range planned {
+		j, ok := col[m.itype]
+		if !ok {
+			continue
+		}
+		counts := make([]int, len(cg.rows))
+		for _, k := range m.replicas {
+			if rowOf[k] >= 0 {
+				counts[rowOf[k]]++
+			}
+		}
+		var picks []knapsackPick
+		for i, n := range counts {
+			if n > 0 {
+				picks = append(picks, knapsackPick{index: i, count: n})
+			}
+		}
+		key := fmt.Sprint(j, picks)
+		if c, ok := byKey[key]; ok {
+			c.times++
+			continue
+		}
+		if cg.cols[j].alloc.Fits(cg.used(picks)) {
+			byKey[key] = &config{col: j, picks: picks, times: 1}
+			configs = append(configs, byKey[key])
+		}
+	}
+	slices.SortStableFunc(configs, func(a, b *config) int { return cmp.Compare(b.times, a.times) })
+	for i, c := range configs[:min(len(configs), configPlannedLimit)] {
+		cg.add(cg.cols[c.col], c.picks)
+		// Many machines of a plan are nearly alike, and gonum's simplex
+		// met a singular basis among them; a discount of its own for each
+		// breaks the ties. A cheaper configuration only lowers the LP's
+		// value: the bound stays valid.
+		cg.price[len(cg.price)-1] *= 1 - 1e-7*float64(i+1)
+	}
+}
+
+// used is what the picks take of a machine, each replica at its row's least.
+func (cg *configLP) used(picks []knapsackPick) api.Resources {
+	var used api.Resources
+	for _, pick := range picks {
+		used = used.Add(times(cg.rows[pick.index].least, pick.count))
+	}
+	return used
+}
+
 // add records the configuration of the column's type holding the picks.
 func (cg *configLP) add(c column, picks []knapsackPick) {
 	supply := make([]float64, len(cg.need))
-	var used api.Resources
 	for _, pick := range picks {
 		supply[pick.index] = float64(pick.count)
-		used = used.Add(times(cg.rows[pick.index].least, pick.count))
 	}
+	used := cg.used(picks)
 	for k, d := range cg.dims {
 		supply[len(cg.rows)+k] = math.Max(0, d(c.alloc)-d(used))
 	}
@@ -318,6 +407,10 @@ func (cg *configLP) generate(duals []float64) (float64, bool) {
 
 // search runs one knapsack search within the limit and the budget left.
 func (cg *configLP) search(items []knapsackItem, room api.Resources, limit int) knapsackResult {
+	if res, visits, ok := solveGridKnapsack(items, room); ok {
+		cg.budget -= visits / gridVisitsPerNode
+		return res
+	}
 	res := solveKnapsack(items, room, min(limit, cg.budget), true)
 	cg.budget -= res.nodes
 	return res

@@ -57,6 +57,37 @@ func TestKnapsackIsExactAndItsCeilingHolds(t *testing.T) {
 	}
 }
 
+// The grid's dynamic program finds the best choice, and its picks fit
+// and are worth what it says.
+func TestGridKnapsackIsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	room := api.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30}
+	for trial := range 300 {
+		var items []knapsackItem
+		for i := range 1 + rng.IntN(6) {
+			items = append(items, knapsackItem{index: 10 + i, value: 0.1 + rng.Float64(), most: 1 + rng.IntN(5),
+				size: api.Resources{MilliCPU: 250 * int64(1+rng.IntN(8)), MemoryBytes: int64(1+rng.IntN(16)) << 28}})
+		}
+		want := bruteKnapsack(items, room, 0)
+		got, _, ok := solveGridKnapsack(items, room)
+		if !ok {
+			t.Fatalf("trial %d: the grid does not apply to %d items", trial, len(items))
+		}
+		var used api.Resources
+		worth := 0.0
+		for _, p := range got.picks {
+			it := items[slicesIndex(items, p.index)]
+			if p.count > it.most {
+				t.Fatalf("trial %d: %d of item %d, at most %d", trial, p.count, p.index, it.most)
+			}
+			used, worth = used.Add(times(it.size, p.count)), worth+float64(p.count)*it.value
+		}
+		if math.Abs(got.value-want) > 1e-9 || math.Abs(worth-want) > 1e-9 || got.ceiling != got.value || !room.Fits(used) {
+			t.Fatalf("trial %d: found %.4f (picks worth %.4f, using %+v), best is %.4f", trial, got.value, worth, used, want)
+		}
+	}
+}
+
 func slicesIndex(items []knapsackItem, index int) int {
 	for i, it := range items {
 		if it.index == index {

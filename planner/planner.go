@@ -127,10 +127,11 @@ func compute(cfg Config, in Input, placeAlways bool) Plan {
 		// seed 2016: 11.3% -> 14.9%). Both keep every rule: the cheaper
 		// is kept. (A few spread services among many others are not
 		// worth planning twice.)
-		if dealt, _ := computeWith(cfg, in, placeAlways, true); len(dealt.Pending) <= len(plan.Pending) && dealt.CostAfter < plan.CostAfter*(1-1e-9) {
-			plan = dealt
+		if dealt, pd := computeWith(cfg, in, placeAlways, true); len(dealt.Pending) <= len(plan.Pending) && dealt.CostAfter < plan.CostAfter*(1-1e-9) {
+			plan, p = dealt, pd
 		}
 	}
+	p.bound(&plan) // of the plan kept alone: the bound is the dearer part
 	return plan
 }
 
@@ -631,6 +632,10 @@ func (p *planning) totals(plan *Plan) {
 		}
 		plan.Desired[key] = min(max(d, g.MinSize), g.MaxSize)
 	}
+}
+
+// bound sets the plan's lower bound and its gap.
+func (p *planning) bound(plan *Plan) {
 	plan.LowerBound = p.lowerBound(plan)
 	if plan.LowerBound > 0 {
 		plan.Gap = plan.NewCapacityCost/plan.LowerBound - 1

@@ -362,3 +362,43 @@ func TestPackingQualityMachineSpreadAlone(t *testing.T) {
 		t.Errorf("%s: gap %.2f%% above the target %.0f%%", results[0].name, 100*results[0].gap, 100*constrainedTarget)
 	}
 }
+
+// TestConfigurationBoundConverges: held-out seed 7046 (11,844 replicas of
+// 28 shapes on AWS spot types) reported 4.29% because the configuration
+// bound's column generation stopped after 40 rounds far from its end (a
+// replica per configuration to start, knapsacks on small types cut short
+// with ceilings a quarter too high). Started from the plan's own machines
+// and priced exactly, it proves the plan within 0.45% (issue 32).
+func TestConfigurationBoundConverges(t *testing.T) {
+	if raceDetector {
+		t.Skip("the packing quality suite runs without the race detector (scripts/test.sh: its own step)")
+	}
+	results, _ := planAll(t, 1, 7046, func(int) []string { return nil })
+	if results[0].gap > 0.01 {
+		t.Errorf("%s: gap %.2f%%: the configuration bound did not converge", results[0].name, 100*results[0].gap)
+	}
+}
+
+// TestPackingQualityEveryRule: 20,000 replicas with every kind of rule on
+// 400 types (BenchmarkPlan20kEveryRule's workload: the mix's five kinds,
+// a tier kept apart across ten services and ten services kept apart from
+// themselves) keep their rules and plan within the constrained target
+// (issue 32).
+func TestPackingQualityEveryRule(t *testing.T) {
+	if raceDetector {
+		t.Skip("the packing quality suite runs without the race detector (scripts/test.sh: its own step)")
+	}
+	pending := everyRuleReplicas(20000)
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{benchGroup()}, Pending: pending, Now: now})
+	if len(p.Pending) != 0 {
+		t.Fatalf("%d replicas left pending, e.g. %+v", len(p.Pending), p.Pending[0])
+	}
+	keepsRules(t, "every rule, 20,000 replicas", pending, p)
+	if p.NewCapacityCost < p.LowerBound*(1-1e-9) {
+		t.Fatalf("cost %.4f below the lower bound %.4f", p.NewCapacityCost, p.LowerBound)
+	}
+	t.Logf("%d machines, $%.2f/h, bound $%.2f/h, gap %.2f%%", len(p.Add), p.NewCapacityCost, p.LowerBound, 100*p.Gap)
+	if p.Gap > constrainedTarget {
+		t.Errorf("gap %.2f%% above the target %.0f%%", 100*p.Gap, 100*constrainedTarget)
+	}
+}
