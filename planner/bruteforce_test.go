@@ -151,7 +151,7 @@ func zonesKeepSpreads(members [][]scheduler.Replica) bool {
 
 // tinyPlanSlack is how far above the optimum a tiny plan may cost. The
 // planner is a heuristic built for many replicas: on these 400 draws it
-// finds the optimum for about seven in ten, and the others cost a median
+// finds the optimum for 288, and the others cost a median
 // 17% and at worst 79.5% more (it opens the type cheapest per resource,
 // then right-sizes each machine; the optimum splits the replicas another
 // way). The slack catches a plan gone wrong, not a missed optimum.

@@ -145,9 +145,13 @@ func computeWith(cfg Config, in Input, placeAlways, dealSpread bool) (Plan, *pla
 	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
 	in.Pending = withZoneDomains(in.Pending, in.Groups)
 	p.in.Pending = in.Pending
-	res := p.placeAndCompact(in)
+	res, machines := p.placeAndCompact(in)
 	p.dropEmptyBins()
 	p.rightSize()
+	if p.downsize(machines, &res) {
+		p.dropEmptyBins()
+		p.rightSize()
+	}
 	plan := Plan{Desired: map[string]int{}}
 	p.collect(&plan, res)
 	p.floorBins(&plan)
@@ -164,16 +168,16 @@ func computeWith(cfg Config, in Input, placeAlways, dealSpread bool) (Plan, *pla
 // minimum need: the sessions it would build (every live machine cloned
 // and sorted, every resident learnt: 500,000 at 50,000 machines) would
 // have nothing to place.
-func (p *planning) placeAndCompact(in Input) scheduler.Result {
+func (p *planning) placeAndCompact(in Input) (scheduler.Result, []*scheduler.Machine) {
 	if len(in.Pending) == 0 && !p.placeAlways {
 		p.openMinSize()
-		return scheduler.Result{Unplaced: map[string]string{}}
+		return scheduler.Result{Unplaced: map[string]string{}}, nil
 	}
 	res, machines := p.place(in)
 	compaction := scheduler.NewSession(machines)
 	compaction.Learn(in.Pending)
 	p.compact(compaction, &res, in.Pending)
-	return res
+	return res, machines
 }
 
 // place puts pending replicas on live machines and opens new ones, one

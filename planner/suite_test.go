@@ -402,3 +402,25 @@ func TestPackingQualityEveryRule(t *testing.T) {
 		t.Errorf("gap %.2f%% above the target %.0f%%", 100*p.Gap, 100*constrainedTarget)
 	}
 }
+
+// TestPackingQualityTierBesideOthers: 1,000 replicas kept apart as a tier
+// beside 4,000 of the mix's plain, spread and zone kinds
+// (BenchmarkPlanTierApart/apart=1000). The tier's machines are opened for
+// one replica each and the plain ones packed by mix elsewhere; moved into
+// the room the tier's machines pay for (downsize), the plan meets the
+// constrained target (18.4% without).
+func TestPackingQualityTierBesideOthers(t *testing.T) {
+	if raceDetector {
+		t.Skip("the packing quality suite runs without the race detector (scripts/test.sh: its own step)")
+	}
+	pending := append(tierReplicas(1000, 20), benchReplicas(4000, mixPlain, mixZoneSpread, mixMachineSpread, mixSameZone)...)
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{benchGroup()}, Pending: pending, Now: now})
+	if len(p.Pending) != 0 {
+		t.Fatalf("%d replicas left pending, e.g. %+v", len(p.Pending), p.Pending[0])
+	}
+	keepsRules(t, "a tier beside others", pending, p)
+	t.Logf("%d machines, $%.2f/h, bound $%.2f/h, gap %.2f%%", len(p.Add), p.NewCapacityCost, p.LowerBound, 100*p.Gap)
+	if p.Gap > constrainedTarget {
+		t.Errorf("gap %.2f%% above the target %.0f%%", 100*p.Gap, 100*constrainedTarget)
+	}
+}
