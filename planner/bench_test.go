@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provider/aws/awscatalog"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
 )
@@ -239,4 +240,42 @@ func everyRuleReplicas(n int) []scheduler.Replica {
 func BenchmarkPlan20kEveryRule(b *testing.B) {
 	b.ReportAllocs()
 	benchPlan(b, everyRuleReplicas(20000))
+}
+
+// BenchmarkPlanTinyExact: eight replicas (three services: plain, kept
+// apart from themselves, spread over zones) on the AWS catalog's general
+// purpose types, any capacity type: the plan the exact search answers
+// (its cost beside the heuristics').
+func BenchmarkPlanTinyExact(b *testing.B) {
+	awsTypes, ok := awscatalog.CatalogFor("us-east-1")
+	if !ok {
+		b.Fatal("the built-in AWS catalog does not load")
+	}
+	g := &Group{Cluster: "c", ID: "g", MaxSize: 100, CapacityType: api.CapacityAny, Runtimes: []string{scheduler.RuntimeDocker}, Types: generalPurpose(awsTypes)}
+	var pending []scheduler.Replica
+	for s, n := range []int{3, 3, 2} {
+		svc := fmt.Sprintf("s%d", s)
+		rules := &scheduler.Rules{Service: svc, Cluster: "c", Runtime: scheduler.RuntimeDocker}
+		switch s {
+		case 1:
+			rules.Labels = map[string]string{"app": svc}
+			rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": svc}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+		case 2:
+			rules.Spread = []api.SpreadRule{{Key: api.SpreadZone, MaxSkew: 1}}
+		}
+		for i := range n {
+			pending = append(pending, scheduler.Replica{ID: fmt.Sprintf("%s-%d", svc, i), Index: i,
+				Requests: api.Resources{MilliCPU: int64(500 * (s + 1)), MemoryBytes: int64(1+s) << 30}, Rules: rules})
+		}
+	}
+	b.ReportAllocs()
+	var p Plan
+	for b.Loop() {
+		p = Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: pending, Now: now})
+	}
+	if len(p.Pending) != 0 {
+		b.Fatalf("%d replicas left pending", len(p.Pending))
+	}
+	b.ReportMetric(100*p.Gap, "gap-%")
+	b.ReportMetric(float64(len(p.Add)), "machines")
 }

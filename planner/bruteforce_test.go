@@ -14,7 +14,9 @@ import (
 // Tiny workloads are planned and also solved exactly, by trying every way
 // to split their replicas into machines: the bound must not pass the
 // optimum, the plan must not cost less than it (the plan would break a
-// rule, or the search would be wrong), and the plan must come close.
+// rule, or the search would be wrong), and it must be the optimum when
+// its new machines hold at most exactReplicaLimit replicas (the planner
+// searches those exactly too: exact.go), within tinyPlanSlack otherwise.
 
 // oddTypes are priced out of proportion, so which types a plan buys
 // matters: a small one dear per vCPU, a memory-rich one, a cheap large one.
@@ -113,17 +115,6 @@ func splitCost(rs []scheduler.Replica, block []int, blocks int, types []provisio
 	return total, zonesKeepSpreads(members)
 }
 
-func dedicationBroken(m []scheduler.Replica) bool {
-	seen := map[string]bool{}
-	for _, r := range m {
-		if r.Dedicated && seen[r.Service] {
-			return true
-		}
-		seen[r.Service] = true
-	}
-	return false
-}
-
 // zonesKeepSpreads: some choice of zone a or b for each machine keeps
 // every zone spread's skew (the types are offered in both at one price).
 func zonesKeepSpreads(members [][]scheduler.Replica) bool {
@@ -149,12 +140,10 @@ func zonesKeepSpreads(members [][]scheduler.Replica) bool {
 	return false
 }
 
-// tinyPlanSlack is how far above the optimum a tiny plan may cost. The
-// planner is a heuristic built for many replicas: on these 400 draws it
-// finds the optimum for 288, and the others cost a median
-// 17% and at worst 79.5% more (it opens the type cheapest per resource,
-// then right-sizes each machine; the optimum splits the replicas another
-// way). The slack catches a plan gone wrong, not a missed optimum.
+// tinyPlanSlack is how far above the optimum a plan of more than
+// exactReplicaLimit replicas may cost (the few draws of nine): the
+// heuristics alone found the optimum for 283 of these 400 draws, and the
+// others cost a median 17% and at worst 79.5% more.
 const tinyPlanSlack = 0.8
 
 func TestTinyPlansAgainstBruteForce(t *testing.T) {
@@ -188,8 +177,8 @@ func TestTinyPlansAgainstBruteForce(t *testing.T) {
 		if over > worst {
 			worst, worstWhat = over, what
 		}
-		if over > tinyPlanSlack {
-			t.Errorf("%s: plan %.4f is %.0f%% above the optimum %.4f", what, p.NewCapacityCost, 100*over, opt)
+		if len(pending) <= exactReplicaLimit && over > 1e-9 || over > tinyPlanSlack {
+			t.Errorf("%s: plan %.4f is %.1f%% above the optimum %.4f", what, p.NewCapacityCost, 100*over, opt)
 		}
 	}
 	if cases < 300 {

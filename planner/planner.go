@@ -152,6 +152,7 @@ func computeWith(cfg Config, in Input, placeAlways, dealSpread bool) (Plan, *pla
 		p.dropEmptyBins()
 		p.rightSize()
 	}
+	p.solveExactly(&res)
 	plan := Plan{Desired: map[string]int{}}
 	p.collect(&plan, res)
 	p.floorBins(&plan)
