@@ -114,3 +114,26 @@ func TestBoundCountsTheMachinesATierForces(t *testing.T) {
 		t.Fatalf("cost %.4f, bound %.4f, gap %.1f%%: want the bound to count the %d machines the tier forces", p.NewCapacityCost, p.LowerBound, 100*p.Gap, len(pending))
 	}
 }
+
+// Two services kept apart in zones (one selector, topology zone): one
+// replica per zone, so a machine each; the bound counts those machines
+// (apart in zones is apart on machines), not the fraction of one their
+// requests fill.
+func TestBoundCountsWhatZoneAntiAffinityForces(t *testing.T) {
+	g := group("g", 0, 0, 10, itype(1), itype(2))
+	db := map[string]string{"role": "db"}
+	apart := &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: db, Topology: api.SpreadZone, Mode: api.AffinityRequired}}}
+	var pending []scheduler.Replica
+	for _, svc := range []string{"primary", "replica"} {
+		r := replicas(svc, 1, 250)[0]
+		r.Labels, r.Terms = db, apart
+		pending = append(pending, r)
+	}
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Pending: pending, Now: now})
+	if len(p.Pending) != 0 || len(p.Add) != 2 || p.Add[0].Zone == p.Add[1].Zone {
+		t.Fatalf("want a machine in each zone: %+v, pending %+v", p.Add, p.Pending)
+	}
+	if p.NewCapacityCost < p.LowerBound*(1-1e-9) || p.Gap > 1e-6 {
+		t.Fatalf("cost %.4f, bound %.4f, gap %.1f%%: want the bound to count the two machines", p.NewCapacityCost, p.LowerBound, 100*p.Gap)
+	}
+}

@@ -10,9 +10,10 @@ import (
 
 // apartGroup names the replicas no two of which may share a machine, as
 // the bound counts them: a dedicated service's replicas, or the replicas
-// that match a selector and carry a required anti-affinity on machine
-// with it (their own service's or a tier's of many services: each keeps
-// every other off its machine). "" for a replica in no such group. A
+// that match a selector and carry a required anti-affinity on machine or
+// zone with it (their own service's or a tier's of many services: each
+// keeps every other off its machine; apart in zones is apart on machines
+// too). "" for a replica in no such group. A
 // replica in several is counted in one (the first selector in order):
 // every group the bound counts must be one whose members are pairwise
 // apart, not every group a replica is in.
@@ -20,21 +21,23 @@ func apartGroup(r *scheduler.Replica) string {
 	if r.Dedicated {
 		return "dedicated " + r.Service
 	}
-	if sel := apartSelector(r); sel != "" {
+	if sel := apartSelector(r, true); sel != "" {
 		return "apart " + sel
 	}
 	return ""
 }
 
 // apartSelector is the first (in order) selector of r's required
-// anti-affinity terms on machine that selects r itself ("": none).
-func apartSelector(r *scheduler.Replica) string {
+// anti-affinity terms on machine (or zone, when zonesToo) that selects r
+// itself ("": none).
+func apartSelector(r *scheduler.Replica, zonesToo bool) string {
 	if r.Terms == nil {
 		return ""
 	}
 	first := ""
 	for _, t := range r.Terms.AntiAffinity {
-		if t.Required() && t.Topology == api.SpreadMachine && api.LabelsMatch(r.Labels, t.Selector) {
+		onTopology := t.Topology == api.SpreadMachine || zonesToo && t.Topology == api.SpreadZone
+		if t.Required() && onTopology && api.LabelsMatch(r.Labels, t.Selector) {
 			if key := api.SelectorString(t.Selector); first == "" || key < first {
 				first = key
 			}
@@ -45,7 +48,7 @@ func apartSelector(r *scheduler.Replica) string {
 
 // selfExclusive: a required anti-affinity on machine that selects the
 // replica's own labels (it and the replicas like it keep apart).
-func selfExclusive(r *scheduler.Replica) bool { return apartSelector(r) != "" }
+func selfExclusive(r *scheduler.Replica) bool { return apartSelector(r, false) != "" }
 
 // apartGroups are rs's apart groups, each its members' indexes, the
 // largest first (then by name).

@@ -394,7 +394,7 @@ func withZoneDomains(pending []scheduler.Replica, groups []*Group) []scheduler.R
 	widened := map[*scheduler.Rules]*scheduler.Rules{}
 	for i := range out {
 		r := &out[i]
-		if !hasZoneSpread(r) {
+		if !hasZoneSpread(r) && !keptApartInZones(r) {
 			continue
 		}
 		if w, ok := widened[r.Rules]; ok {
@@ -434,6 +434,17 @@ func zoneDomains(r *scheduler.Replica, groups []*Group, groupZones map[*Group][]
 	}
 	sort.Strings(zones)
 	return zones
+}
+
+// keptApartInZones: a required anti-affinity on zone; the zones it may
+// use are the scheduler's choices of a zone for a new machine (without
+// them it knew only the zones its matches run in, and opened the new
+// machine in one of those, where it could not go).
+func keptApartInZones(r *scheduler.Replica) bool {
+	if r.Terms == nil {
+		return false
+	}
+	return slices.ContainsFunc(r.Terms.AntiAffinity, func(t api.AffinityTerm) bool { return t.Required() && t.Topology == api.SpreadZone })
 }
 
 func hasZoneSpread(r *scheduler.Replica) bool {
