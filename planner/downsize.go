@@ -43,7 +43,15 @@ func (p *planning) downsize(machines []*scheduler.Machine, res *scheduler.Result
 		machine[m.ID] = m
 	}
 	session := scheduler.NewSession(kept)
-	session.Learn(p.in.Pending)
+	// What moves has no rule and no rule selects it (shapeable): the
+	// labels and terms of the others need not be learnt.
+	var moving []scheduler.Replica
+	for _, r := range p.in.Pending {
+		if _, ok := byID[r.ID]; ok {
+			moving = append(moving, r)
+		}
+	}
+	session.Learn(moving)
 	donors := slices.Clone(p.bins)
 	slices.SortStableFunc(donors, func(a, b *bin) int { return cmp.Compare(b.offering.PricePerHour, a.offering.PricePerHour) })
 	var shrunk []*scheduler.Machine
