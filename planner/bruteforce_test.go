@@ -41,11 +41,9 @@ func tinyRuledWorkload(rng *rand.Rand) []scheduler.Replica {
 		rules := &scheduler.Rules{Service: svc, Cluster: "c", Runtime: scheduler.RuntimeProcess}
 		switch rng.IntN(5) {
 		case 0:
-			rules.Labels = map[string]string{"tier": "a"}
-			rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"tier": "a"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+			keepApart(rules, map[string]string{"tier": "a"})
 		case 1:
-			rules.Labels = map[string]string{"app": svc}
-			rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": svc}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+			keepApart(rules, map[string]string{"app": svc})
 		case 2:
 			rules.Dedicated = true
 		case 3:

@@ -24,6 +24,17 @@ func bruteKnapsack(items []knapsackItem, room api.Resources, at int) float64 {
 	return best
 }
 
+// randomItems draws n knapsack items (indexes from first on, at most most
+// of each) of 250m–2,000m and 256 MiB–4 GiB.
+func randomItems(rng *rand.Rand, n, first, most int) []knapsackItem {
+	var items []knapsackItem
+	for i := range n {
+		items = append(items, knapsackItem{index: first + i, value: 0.1 + rng.Float64(), most: 1 + rng.IntN(most),
+			size: api.Resources{MilliCPU: 250 * int64(1+rng.IntN(8)), MemoryBytes: int64(1+rng.IntN(16)) << 28}})
+	}
+	return items
+}
+
 // The branch and bound finds the best choice when it may search to the
 // end, and when cut short its ceiling is never below the best choice (the
 // configuration bound's validity rests on it).
@@ -31,11 +42,7 @@ func TestKnapsackIsExactAndItsCeilingHolds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	room := api.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30}
 	for trial := range 200 {
-		var items []knapsackItem
-		for i := range 2 + rng.IntN(5) {
-			items = append(items, knapsackItem{index: i, value: 0.1 + rng.Float64(), most: 1 + rng.IntN(4),
-				size: api.Resources{MilliCPU: 250 * int64(1+rng.IntN(8)), MemoryBytes: int64(1+rng.IntN(16)) << 28}})
-		}
+		items := randomItems(rng, 2+rng.IntN(5), 0, 4)
 		want := bruteKnapsack(items, room, 0)
 		for _, byDensity := range []bool{false, true} {
 			full := solveKnapsack(items, room, 1_000_000, byDensity)
@@ -63,11 +70,7 @@ func TestGridKnapsackIsExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	room := api.Resources{MilliCPU: 4000, MemoryBytes: 8 << 30}
 	for trial := range 300 {
-		var items []knapsackItem
-		for i := range 1 + rng.IntN(6) {
-			items = append(items, knapsackItem{index: 10 + i, value: 0.1 + rng.Float64(), most: 1 + rng.IntN(5),
-				size: api.Resources{MilliCPU: 250 * int64(1+rng.IntN(8)), MemoryBytes: int64(1+rng.IntN(16)) << 28}})
-		}
+		items := randomItems(rng, 1+rng.IntN(6), 10, 5)
 		want := bruteKnapsack(items, room, 0)
 		got, _, ok := solveGridKnapsack(items, room)
 		if !ok {

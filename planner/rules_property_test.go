@@ -20,11 +20,9 @@ func smallRuledWorkload(rng *rand.Rand) []scheduler.Replica {
 		rules := &scheduler.Rules{Service: svc, Cluster: "c", Runtime: scheduler.RuntimeProcess}
 		switch rng.IntN(5) {
 		case 0:
-			rules.Labels = map[string]string{"tier": "a"}
-			rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"tier": "a"}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+			keepApart(rules, map[string]string{"tier": "a"})
 		case 1:
-			rules.Labels = map[string]string{"app": svc}
-			rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"app": svc}, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
+			keepApart(rules, map[string]string{"app": svc})
 		case 2:
 			rules.Spread = []api.SpreadRule{{Key: api.SpreadMachine, MaxSkew: 1 + rng.IntN(2)}}
 		case 3:
@@ -37,6 +35,13 @@ func smallRuledWorkload(rng *rand.Rand) []scheduler.Replica {
 		}
 	}
 	return out
+}
+
+// keepApart gives the rules the label and a required anti-affinity on
+// machine to it.
+func keepApart(rules *scheduler.Rules, label map[string]string) {
+	rules.Labels = label
+	rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: label, Topology: api.SpreadMachine, Mode: api.AffinityRequired}}}
 }
 
 // For random small workloads with anti-affinity (across services and to
