@@ -35,7 +35,7 @@ func (p *planning) lowerBound(plan *Plan) float64 {
 	machines := map[string][]plannedMachine{}
 	var clusters []string
 	for _, nm := range plan.Add {
-		planned := plannedMachine{itype: nm.InstanceType}
+		planned := plannedMachine{itype: nm.InstanceType, replicas: make([]int, 0, len(nm.Replicas))}
 		for _, id := range nm.Replicas {
 			r, ok := byID[id]
 			if !ok { // a resident moved by a replacement: only its GPUs count

@@ -80,8 +80,8 @@ func (p *planning) solveExactly(res *scheduler.Result) bool {
 // exactCase: the replicas on new machines, and their placements' indexes,
 // when the plan is one the exact search may answer.
 func (p *planning) exactCase(res *scheduler.Result) ([]scheduler.Replica, []int, bool) {
-	if len(p.bins) < 1 {
-		return nil, nil, false
+	if len(p.bins) < 1 || len(p.bins) > exactReplicaLimit {
+		return nil, nil, false // every new machine holds a replica (dropEmptyBins)
 	}
 	onBin := map[string]bool{}
 	for _, b := range p.bins {
@@ -90,38 +90,60 @@ func (p *planning) exactCase(res *scheduler.Result) ([]scheduler.Replica, []int,
 		}
 		onBin[b.m.ID] = true
 	}
-	byID := make(map[string]*scheduler.Replica, len(p.in.Pending))
-	for i := range p.in.Pending {
-		byID[p.in.Pending[i].ID] = &p.in.Pending[i]
+	where := map[string]int{} // a replica on a new machine → its placement
+	for i, pl := range res.Placements {
+		if onBin[pl.MachineID] {
+			if len(where) == exactReplicaLimit {
+				return nil, nil, false
+			}
+			where[pl.ReplicaID] = i
+		}
 	}
 	var rs []scheduler.Replica
-	var where []int
-	elsewhere := map[string]bool{} // services with a replica not on new machines
-	for i, pl := range res.Placements {
-		r := byID[pl.ReplicaID]
-		if r == nil || !onBin[pl.MachineID] {
-			if r != nil {
-				elsewhere[r.Service] = true
-			}
+	var at []int
+	for i := range p.in.Pending {
+		r := &p.in.Pending[i]
+		pl, ok := where[r.ID]
+		if !ok {
 			continue
 		}
-		if len(rs) == exactReplicaLimit || !exactRules(r) || (len(rs) > 0 && r.Cluster != rs[0].Cluster) {
+		if !exactRules(r) || (len(rs) > 0 && r.Cluster != rs[0].Cluster) {
 			return nil, nil, false
 		}
-		rs, where = append(rs, *r), append(where, i)
+		rs, at = append(rs, *r), append(at, pl)
 	}
-	if len(rs) == 0 {
+	if len(rs) != len(where) || p.spreadElsewhere(rs, where, res) {
 		return nil, nil, false
 	}
-	for svc := range liveServices(p.in) {
-		elsewhere[svc] = true
-	}
-	for _, r := range rs {
-		if zoneSkew(&r) > 0 && elsewhere[r.Service] {
-			return nil, nil, false
+	return rs, at, true
+}
+
+// spreadElsewhere: a zone spread among rs has a replica that is not on
+// the plan's new machines (on a live machine, placed or running): its
+// zones count too, and the search does not see them.
+func (p *planning) spreadElsewhere(rs []scheduler.Replica, onNew map[string]int, res *scheduler.Result) bool {
+	spread := map[string]bool{}
+	for i := range rs {
+		if zoneSkew(&rs[i]) > 0 {
+			spread[rs[i].Service] = true
 		}
 	}
-	return rs, where, true
+	if len(spread) == 0 {
+		return false
+	}
+	for svc := range liveServices(p.in) {
+		if spread[svc] {
+			return true
+		}
+	}
+	for _, r := range p.in.Pending {
+		if _, unplaced := res.Unplaced[r.ID]; spread[r.Service] && !unplaced {
+			if _, ok := onNew[r.ID]; !ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // exactRules: the replica's rules are ones the search keeps exactly.
