@@ -19,7 +19,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
-	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/decide/playback"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/spec"
@@ -36,10 +36,11 @@ var Start = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // Harness holds a snapshot, the memory and the time between passes.
 type Harness struct {
+	// World is the snapshot (Snap) and the time (Now), and plays plans
+	// back onto it.
+	playback.World
 	T      testing.TB
 	Config decide.Config
-	Now    time.Time
-	Snap   *decide.Snapshot
 	Memory decide.Memory
 	// Events are every pass's events, in order.
 	Events []decide.Event
@@ -50,7 +51,6 @@ type Harness struct {
 	// Woken counts passes whose inputs were unchanged but which a
 	// deadline (or a silence) woke, and which then decided something.
 	Woken int
-	seq   int
 	last  *lastPass
 	// booked is the last pass's booking, handed to the next (as the
 	// controller does) with what changed since the objects it was booked
@@ -73,7 +73,7 @@ type lastPass struct {
 // New is a harness at Start with no cluster, whose server has recorded
 // heartbeats for an hour.
 func New(t testing.TB) *Harness {
-	return &Harness{T: t, Config: decide.DefaultConfig(), Now: Start, Memory: decide.NewMemory(), Snap: &decide.Snapshot{
+	return &Harness{T: t, Config: decide.DefaultConfig(), Memory: decide.NewMemory(), World: playback.World{Now: Start, Snap: &decide.Snapshot{
 		Clusters: map[string]*api.Cluster{}, Catalogs: map[string]decide.ClusterProvider{},
 		Providers: map[string]decide.ProviderInfo{
 			Provider: {Provisions: true, CanStop: true, Runtimes: []string{"process"}},
@@ -81,7 +81,7 @@ func New(t testing.TB) *Harness {
 		},
 		Instances: map[string]decide.InstanceObservation{}, Inventories: map[string]decide.Inventory{},
 		ListedAt: map[string]time.Time{Provider: Start}, InFlight: map[string]bool{}, LivenessSince: Start.Add(-time.Hour),
-	}}
+	}}}
 }
 
 // Catalog is the harness provider's instance types: small (1 CPU, 1 GiB)
@@ -135,16 +135,16 @@ func (h *Harness) Service(name, cluster string, replicas int, cpu, memory string
 // Machine adds a machine of a cluster's group that joined an hour ago and
 // heartbeats now.
 func (h *Harness) Machine(cluster, group, instanceType string, edit ...func(*api.Machine)) *api.Machine {
-	h.seq++
+	n := h.Next()
 	it, ok := provisioner.FindInstanceType(Catalog(), instanceType)
 	if !ok {
 		h.T.Fatalf("no instance type %q in the harness catalog", instanceType)
 	}
 	joined, beat := h.Now.Add(-time.Hour), h.Now
-	m := &api.Machine{ID: fmt.Sprintf("%s-%s-%d", cluster, group, h.seq), Cluster: cluster, Group: group, InstanceType: it.Name,
+	m := &api.Machine{ID: fmt.Sprintf("%s-%s-%d", cluster, group, n), Cluster: cluster, Group: group, InstanceType: it.Name,
 		Zone: it.Offerings[0].Zone, CapacityType: api.CapacityOnDemand, PricePerHour: it.Offerings[0].PricePerHour,
-		Provider: Provider, ProviderKey: Provider, ProviderID: fmt.Sprintf("i-%d", h.seq), LaunchKey: fmt.Sprintf("lk-%d", h.seq),
-		Addresses: []string{fmt.Sprintf("10.0.0.%d", h.seq)}, Subnet: fmt.Sprintf("10.244.%d.0/24", h.seq),
+		Provider: Provider, ProviderKey: Provider, ProviderID: fmt.Sprintf("i-%d", n), LaunchKey: fmt.Sprintf("lk-%d", n),
+		Addresses: []string{fmt.Sprintf("10.0.0.%d", n)}, Subnet: fmt.Sprintf("10.244.%d.0/24", n),
 		JoinState: api.JoinJoined, FleetState: api.FleetReady, Runtimes: []string{"process"},
 		Capacity:  it.Resources(),
 		CreatedAt: joined, StateChangedAt: joined, JoinedAt: &joined, LastHeartbeat: &beat}
@@ -174,13 +174,11 @@ func (h *Harness) Replica(service string, index int, machine string) *api.Replic
 }
 
 func (h *Harness) service(name string) *api.Service {
-	for _, s := range h.Snap.Services {
-		if s.Metadata.Name == name {
-			return s
-		}
+	s := h.ServiceByName(name)
+	if s == nil {
+		h.T.Fatalf("no service %s", name)
 	}
-	h.T.Fatalf("no service %s", name)
-	return nil
+	return s
 }
 
 // Step moves the time on.
@@ -301,69 +299,27 @@ func (h *Harness) Pass() decide.Plan {
 	return plan
 }
 
-// MachineByID finds a live machine.
-func (h *Harness) MachineByID(id string) *api.Machine {
-	for _, m := range h.Snap.Machines {
-		if m.ID == id {
-			return m
-		}
-	}
-	return nil
-}
-
-// ReplicaByID finds a replica.
-func (h *Harness) ReplicaByID(id string) *api.Replica {
-	for _, r := range h.Snap.Replicas {
-		if r.ID == id {
-			return r
-		}
-	}
-	return nil
-}
-
 // Outcome leaves a provider call's outcome, as a worker would.
 func (h *Harness) Outcome(o decide.Outcome) {
-	h.seq++
+	n := h.Next()
 	if o.At.IsZero() {
 		o.At = h.Now
 	}
-	h.Memory.Outcomes[fmt.Sprintf("o-%d", h.seq)] = o
+	h.Memory.Outcomes[fmt.Sprintf("o-%d", n)] = o
 }
 
 // Join makes every launched machine's agent join, with its instance
 // type's resources and its provider's runtimes.
 func (h *Harness) Join() {
-	for _, m := range h.Snap.Machines {
-		if m.JoinState != api.JoinBooting && m.JoinState != api.JoinProvisioning {
-			continue
-		}
-		inv := api.Inventory{Capacity: m.Capacity, Runtimes: h.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
-		if err := fleet.Joined(m, inv, h.Now); err != nil {
-			h.T.Fatal(err)
-		}
-	}
-}
-
-// Heartbeat makes every joined machine heartbeat now.
-func (h *Harness) Heartbeat() {
-	for _, m := range h.Snap.Machines {
-		if m.JoinState == api.JoinJoined {
-			fleet.Heartbeat(m, h.Now)
-		}
-	}
+	h.T.Helper()
+	h.check(h.World.Join())
 }
 
 // Run makes every assigned replica's agent report it running and
 // healthy (a moving replica's new copy takes over).
 func (h *Harness) Run() {
-	for _, r := range h.Snap.Replicas {
-		if r.Machine == "" || r.State == api.ReplicaRunning && r.PreviousMachine == "" {
-			continue
-		}
-		if _, err := replica.Observe(r, api.ReplicaStatus{ReplicaID: r.ID, State: api.ReplicaRunning, Health: api.HealthHealthy}, "", h.Now); err != nil {
-			h.T.Fatal(err)
-		}
-	}
+	h.T.Helper()
+	h.check(h.World.Run())
 }
 
 // Settle passes, joining machines and running replicas before each,

@@ -1,0 +1,281 @@
+// Package playback plays a decide plan back onto its snapshot the way the
+// act step, obliging providers and the machines' agents would, without a
+// store: what the decision harness (decide/decidetest) steps its tests
+// through, and what a simulation of the control loop needs (issue 33),
+// so that both run the production decide against one model of the world
+// around it rather than two.
+package playback
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// World is a snapshot and its time.
+type World struct {
+	Snap *decide.Snapshot
+	Now  time.Time
+	seq  int
+}
+
+// Next is a number no earlier call returned, for names.
+func (w *World) Next() int {
+	w.seq++
+	return w.seq
+}
+
+// Apply plays a plan back as the act step and prompt, obliging providers
+// would: intents get an instance at once, terminations finish at once,
+// warm-pool machines stop and start. An error is a plan naming what the
+// snapshot does not hold, or a change the fleet's rules refuse.
+func (w *World) Apply(p decide.Plan) error {
+	if err := w.applyReplicas(p); err != nil {
+		return err
+	}
+	for _, s := range p.Unreachable {
+		m, err := w.machine(s.Machine)
+		if err != nil {
+			return err
+		}
+		fleet.MarkUnreachable(m, s.Reason, w.Now)
+	}
+	for _, a := range p.Adoptions {
+		if err := w.onMachine(a.Machine, func(m *api.Machine) error { return fleet.Launched(m, a.Instance, w.Now) }); err != nil {
+			return err
+		}
+	}
+	for _, d := range p.Drains {
+		if err := w.onMachine(d.Machine, func(m *api.Machine) error {
+			_, err := fleet.Drain(m, d.Reason, d.Deadline, w.Now)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, t := range p.Terminates {
+		if err := w.terminate(t); err != nil {
+			return err
+		}
+	}
+	for _, l := range p.Launches {
+		if err := w.launch(l); err != nil {
+			return err
+		}
+	}
+	for _, id := range p.LaunchCalls {
+		if err := w.onMachine(id, func(m *api.Machine) error { return fleet.Launched(m, provisioner.Instance{ID: "i-" + id}, w.Now) }); err != nil {
+			return err
+		}
+	}
+	for _, id := range p.TerminateCalls {
+		if err := w.onMachine(id, func(m *api.Machine) error { return fleet.SetFleetState(m, api.FleetTerminated, w.Now) }); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.Stops {
+		if err := w.onMachine(s.Machine, func(m *api.Machine) error { return fleet.Stopped(m, w.Now) }); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.Starts {
+		if err := w.onMachine(s.Machine, func(m *api.Machine) error { return fleet.Started(m, []string{"10.1.0.1"}, w.Now) }); err != nil {
+			return err
+		}
+	}
+	if err := w.applyPlacements(p); err != nil {
+		return err
+	}
+	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, func(m *api.Machine) bool { return !m.Live() })
+	return nil
+}
+
+// onMachine does a step to a machine of the snapshot.
+func (w *World) onMachine(id string, step func(m *api.Machine) error) error {
+	m, err := w.machine(id)
+	if err != nil {
+		return err
+	}
+	return step(m)
+}
+
+func (w *World) machine(id string) (*api.Machine, error) {
+	if m := w.MachineByID(id); m != nil {
+		return m, nil
+	}
+	return nil, fmt.Errorf("the plan names machine %s, which the snapshot does not have", id)
+}
+
+// MachineByID finds a live machine.
+func (w *World) MachineByID(id string) *api.Machine {
+	for _, m := range w.Snap.Machines {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// ReplicaByID finds a replica.
+func (w *World) ReplicaByID(id string) *api.Replica {
+	for _, r := range w.Snap.Replicas {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// ServiceByName finds a service.
+func (w *World) ServiceByName(name string) *api.Service {
+	for _, s := range w.Snap.Services {
+		if s.Metadata.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (w *World) applyReplicas(p decide.Plan) error {
+	for _, r := range p.CreateReplicas {
+		c := *r
+		w.Snap.Replicas = append(w.Snap.Replicas, &c)
+	}
+	for _, rv := range p.Reverts {
+		svc := w.ServiceByName(rv.Service)
+		if svc == nil {
+			return fmt.Errorf("the plan reverts service %s, which the snapshot does not have", rv.Service)
+		}
+		if svc.Metadata.Generation == rv.Generation {
+			svc.Spec = spec.WithTemplate(svc.Spec, rv.To.Spec)
+			svc.Metadata.Generation++
+		}
+	}
+	for _, d := range p.DeleteReplicas {
+		w.Snap.Replicas = slices.DeleteFunc(w.Snap.Replicas, func(r *api.Replica) bool { return r.ID == d.ID })
+	}
+	for _, id := range p.EndMoves {
+		for _, r := range w.Snap.Replicas {
+			if r.ID == id && replica.Draining(r) {
+				replica.EndMove(r)
+			}
+		}
+	}
+	for _, d := range p.RetireReplicas {
+		for _, r := range w.Snap.Replicas {
+			if r.ID == d.ID && r.RetiringSince == nil {
+				now := w.Now
+				r.RetiringSince, r.RetireReason = &now, d.Reason
+			}
+		}
+	}
+	return nil
+}
+
+func (w *World) terminate(t decide.Terminate) error {
+	m, err := w.machine(t.Machine)
+	if err != nil {
+		return err
+	}
+	if changed, err := fleet.Terminating(m, t.Reason, w.Now); err != nil || !changed {
+		return err
+	}
+	for _, r := range w.Snap.Replicas {
+		if r.PreviousMachine == m.ID {
+			replica.EndMove(r)
+		}
+		if r.Machine == m.ID {
+			replica.ToPending(r, "machine "+m.ID+" is terminating: "+t.Reason, w.Now)
+		}
+	}
+	return nil
+}
+
+// launch records an intent whose provider answers at once: the machine
+// is booting.
+func (w *World) launch(l decide.Launch) error {
+	n := w.Next()
+	id := fmt.Sprintf("%s-%s-n%d", l.Cluster, l.Group, n)
+	cl := w.Snap.Clusters[l.Cluster]
+	if cl == nil {
+		return fmt.Errorf("the plan launches into cluster %s, which the snapshot does not have", l.Cluster)
+	}
+	g, _ := cl.Group(l.Group)
+	m := &api.Machine{ID: id, Cluster: l.Cluster, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone, CapacityType: l.CapacityType,
+		PricePerHour: l.PricePerHour, Provider: cl.Spec.Provider.Name, ProviderKey: l.ProviderKey,
+		LaunchKey: "lk-" + id, Subnet: fmt.Sprintf("10.245.%d.0/24", n), TemplateHash: spec.TemplateHash(cl, l.Group), Labels: g.Labels, Capacity: l.Capacity,
+		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, CreatedAt: w.Now, StateChangedAt: w.Now}
+	if err := fleet.Launched(m, provisioner.Instance{ID: "i-" + id, Addresses: []string{fmt.Sprintf("10.2.0.%d", n)}}, w.Now); err != nil {
+		return err
+	}
+	w.Snap.Machines = append(w.Snap.Machines, m)
+	return nil
+}
+
+func (w *World) applyPlacements(p decide.Plan) error {
+	for _, e := range p.Evictions {
+		if r := w.ReplicaByID(e.Replica); r != nil && r.Machine == e.Machine {
+			replica.ToPending(r, "preempted by "+e.By, w.Now)
+		}
+	}
+	for _, a := range p.Assignments {
+		r := w.ReplicaByID(a.Replica)
+		if r == nil {
+			return fmt.Errorf("assignment of unknown replica %s", a.Replica)
+		}
+		if err := replica.Assign(r, a.Placement, a.Moving(), w.Now); err != nil {
+			return err
+		}
+	}
+	for id, why := range p.Pending {
+		if r := w.ReplicaByID(id); r != nil {
+			replica.SetPending(r, why, w.Now)
+		}
+	}
+	return nil
+}
+
+// Join makes every launched machine's agent join, with its instance
+// type's resources and its provider's runtimes.
+func (w *World) Join() error {
+	for _, m := range w.Snap.Machines {
+		if m.JoinState != api.JoinBooting && m.JoinState != api.JoinProvisioning {
+			continue
+		}
+		inv := api.Inventory{Capacity: m.Capacity, Runtimes: w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
+		if err := fleet.Joined(m, inv, w.Now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heartbeat makes every joined machine heartbeat now.
+func (w *World) Heartbeat() {
+	for _, m := range w.Snap.Machines {
+		if m.JoinState == api.JoinJoined {
+			fleet.Heartbeat(m, w.Now)
+		}
+	}
+}
+
+// Run makes every assigned replica's agent report it running and
+// healthy (a moving replica's new copy takes over).
+func (w *World) Run() error {
+	for _, r := range w.Snap.Replicas {
+		if r.Machine == "" || r.State == api.ReplicaRunning && r.PreviousMachine == "" {
+			continue
+		}
+		if _, err := replica.Observe(r, api.ReplicaStatus{ReplicaID: r.ID, State: api.ReplicaRunning, Health: api.HealthHealthy}, "", w.Now); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package playback
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+)
+
+func world() *World {
+	cl := &api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: "c", Generation: 1}, Spec: api.ClusterSpec{
+		Provider: api.ProviderSpec{Name: "fake"}, CapacityGroups: []api.CapacityGroup{{GroupID: "g", InstanceType: "small", MaxSize: 3}}}}
+	return &World{Now: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Snap: &decide.Snapshot{
+		Clusters:  map[string]*api.Cluster{"c": cl},
+		Providers: map[string]decide.ProviderInfo{"fake": {Provisions: true, Runtimes: []string{"process"}}},
+	}}
+}
+
+// A launch becomes a booting machine at once, which then joins and
+// heartbeats; a termination takes it out of the live machines.
+func TestALaunchBootsJoinsAndTerminates(t *testing.T) {
+	w := world()
+	capacity := api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}
+	if err := w.Apply(decide.Plan{Launches: []decide.Launch{{Cluster: "c", Group: "g", InstanceType: "small", Zone: "a", Capacity: capacity}}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Snap.Machines) != 1 || !w.Snap.Machines[0].Launching() || w.Snap.Machines[0].ProviderID == "" {
+		t.Fatalf("machines after the launch: %+v", w.Snap.Machines)
+	}
+	m := w.Snap.Machines[0]
+	w.Now = w.Now.Add(time.Minute)
+	if err := w.Join(); err != nil {
+		t.Fatal(err)
+	}
+	w.Heartbeat()
+	if m.JoinState != api.JoinJoined || m.LastHeartbeat == nil || !m.LastHeartbeat.Equal(w.Now) || m.Capacity != capacity {
+		t.Fatalf("after joining: %+v", m)
+	}
+	if err := w.Apply(decide.Plan{Terminates: []decide.Terminate{{Machine: m.ID, Reason: "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Apply(decide.Plan{TerminateCalls: []string{m.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Snap.Machines) != 0 {
+		t.Fatalf("a terminated machine is still live: %+v", w.Snap.Machines[0])
+	}
+}
+
+// A plan naming what the snapshot does not hold is an error, not a
+// panic: the harness fails its test with it, a simulation stops.
+func TestAPlanNamingWhatIsNotThereIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		plan decide.Plan
+		want string
+	}{
+		{"machine", decide.Plan{Drains: []decide.Drain{{Machine: "m-9"}}}, "machine m-9"},
+		{"cluster", decide.Plan{Launches: []decide.Launch{{Cluster: "elsewhere", Group: "g"}}}, "cluster elsewhere"},
+		{"replica", decide.Plan{Assignments: []decide.Assignment{{Replica: "web-0"}}}, "unknown replica web-0"},
+		{"service", decide.Plan{Reverts: []decide.Revert{{Service: "web"}}}, "service web"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := world().Apply(tc.plan)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
