@@ -95,9 +95,7 @@ func (p *planning) moveBin(b *bin, session *scheduler.Session, machine map[strin
 		byID[r.ID] = r
 	}
 	if !ok {
-		for _, pl := range moved.Placements {
-			scheduler.Unassign(machine[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
-		}
+		takeBack(moved.Placements, machine, byID)
 		session.Exclude(b.m, false)
 		for _, r := range mine {
 			session.Rebook(b.m, r, res.Placements[where[r.ID]].GPUs)
@@ -105,11 +103,23 @@ func (p *planning) moveBin(b *bin, session *scheduler.Session, machine map[strin
 		return false
 	}
 	for _, pl := range moved.Placements {
-		i := where[pl.ReplicaID]
-		res.Placements[i].MachineID, res.Placements[i].GPUs = pl.MachineID, pl.GPUs
-		res.Placements[i].TEE, res.Placements[i].Note = pl.TEE, pl.Note
+		follow(&res.Placements[where[pl.ReplicaID]], pl)
 		on[pl.MachineID] = append(on[pl.MachineID], byID[pl.ReplicaID])
 	}
 	delete(on, b.m.ID)
 	return true
+}
+
+// takeBack undoes a what-if's placements: each replica leaves the
+// machine the session put it on (the caller books it back where it was).
+func takeBack(moved []scheduler.Placement, machine map[string]*scheduler.Machine, byID map[string]scheduler.Replica) {
+	for _, pl := range moved {
+		scheduler.Unassign(machine[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
+	}
+}
+
+// follow points a placement of the plan at where a what-if moved its
+// replica.
+func follow(into *scheduler.Placement, moved scheduler.Placement) {
+	into.MachineID, into.GPUs, into.TEE, into.Note = moved.MachineID, moved.GPUs, moved.TEE, moved.Note
 }

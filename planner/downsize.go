@@ -93,9 +93,7 @@ func scarceRoom(machines []*scheduler.Machine) float64 {
 	return min(float64(free.MilliCPU)/float64(all.MilliCPU), float64(free.MemoryBytes)/float64(all.MemoryBytes))
 }
 
-func nonNegative(r api.Resources) api.Resources {
-	return api.Resources{MilliCPU: max(r.MilliCPU, 0), MemoryBytes: max(r.MemoryBytes, 0), EphemeralBytes: max(r.EphemeralBytes, 0), GPUs: max(r.GPUs, 0)}
-}
+func nonNegative(r api.Resources) api.Resources { return maxResources(r, api.Resources{}) }
 
 // sessionMachines are the live machines and the plan's new ones still
 // kept (compaction dropped some).
@@ -131,10 +129,9 @@ func (p *planning) shrink(b *bin, session *scheduler.Session, machine map[string
 	}
 	cheaper := p.catalog.cheapestHolding(b)
 	if len(moved.Evictions) > 0 || len(moved.Placements) == 0 || cheaper == nil || cheaper.offering.PricePerHour >= b.offering.PricePerHour*(1-1e-9) {
+		takeBack(moved.Placements, machine, byID)
 		for _, pl := range moved.Placements {
-			r := byID[pl.ReplicaID]
-			scheduler.Unassign(machine[pl.MachineID], r, pl.GPUs)
-			session.Rebook(b.m, r, nil)
+			session.Rebook(b.m, byID[pl.ReplicaID], nil)
 		}
 		return false
 	}
@@ -144,7 +141,7 @@ func (p *planning) shrink(b *bin, session *scheduler.Session, machine map[string
 	}
 	for _, pl := range moved.Placements {
 		i := where[pl.ReplicaID]
-		res.Placements[i].MachineID, res.Placements[i].TEE, res.Placements[i].Note = pl.MachineID, pl.TEE, pl.Note
+		follow(&res.Placements[i], pl)
 		movable[pl.MachineID] = append(movable[pl.MachineID], i)
 	}
 	movable[b.m.ID] = slices.DeleteFunc(mine, func(i int) bool { return res.Placements[i].MachineID != b.m.ID })
