@@ -291,3 +291,32 @@ func hasEvent(p decide.Plan, reason, text string) bool {
 	}
 	return false
 }
+
+// A machine replaced by a cheaper one is replaced once: while the
+// replacement boots, the passes that follow (the controller passes again
+// at once after one that acted) launch no other. Found by gantry
+// simulate, whose launches answer after a latency: each pass launched
+// another replacement until the first one joined.
+func TestAReplacementIsLaunchedOnce(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", api.CapacityGroup{GroupID: "g", MinSize: 0, MaxSize: 5, CapacityType: api.CapacityOnDemand, WarmPoolState: api.WarmRunning})
+	h.Service("web", "c", 1, "500m", "128Mi")
+	m := h.Machine("c", "g", "large")
+	h.Replica("web", 0, m.ID)
+	plan := h.Pass()
+	if len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
+		t.Fatalf("want the large machine replaced by a small one, launched %+v", plan.Launches)
+	}
+	for i := 0; i < 3; i++ {
+		h.Step(time.Second)
+		h.Heartbeat()
+		if plan = h.Pass(); len(plan.Launches) != 0 {
+			t.Fatalf("pass %d while the replacement boots launched %+v", i+2, plan.Launches)
+		}
+	}
+	h.Join()
+	plan = h.Settle(10)
+	if len(h.Snap.Machines) != 1 || h.Snap.Machines[0].InstanceType != "small" {
+		t.Fatalf("machines after the replacement: %+v", h.Snap.Machines)
+	}
+}

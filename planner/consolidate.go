@@ -16,7 +16,8 @@ import (
 // EmptyMachineTTL, and ones whose replicas all fit on the other machines —
 // or on one cheaper machine saving at least SavingsFloor — never younger
 // than MinLifetime, never below minSize or into the warm pool, at most
-// MaxRemovals, and never in a cluster the plan is growing.
+// MaxRemovals, and never in a cluster the plan is growing or with a
+// machine on its way.
 func (p *planning) consolidate(plan *Plan) []Removal {
 	if p.cfg.MaxRemovals <= 0 {
 		return nil // no walk or sort of every machine to remove none
@@ -38,6 +39,12 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	}
 	live, idle := map[string]int{}, map[string]int{}
 	for _, m := range p.in.Machines {
+		// A machine on its way takes replicas once it joins (a replacement
+		// launched by an earlier plan, or capacity for pending ones):
+		// consolidating before then would launch that replacement again.
+		if !m.Joined {
+			growing[m.Cluster] = true
+		}
 		key := Key(m.Cluster, m.Group)
 		live[key]++
 		if len(m.Replicas) == 0 {
