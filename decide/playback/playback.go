@@ -23,7 +23,46 @@ import (
 type World struct {
 	Snap *decide.Snapshot
 	Now  time.Time
-	seq  int
+	// Provider answers the plan's launch and terminate calls; nil: at
+	// once, and they succeed.
+	Provider Provider
+	seq      int
+	// byID indexes the replicas, when IndexReplicas asked for it.
+	byID map[string]*api.Replica
+}
+
+// IndexReplicas makes ReplicaByID a lookup that Apply keeps up to date:
+// for a caller whose replicas Apply alone makes and deletes.
+func (w *World) IndexReplicas() {
+	w.byID = make(map[string]*api.Replica, len(w.Snap.Replicas))
+	for _, r := range w.Snap.Replicas {
+		w.byID[r.ID] = r
+	}
+}
+
+// Provider is the world's side of the plan's provider calls: a
+// simulation's answers them late, or not at all.
+type Provider interface {
+	// Launch is told of the launch call of an intent: the instance, and
+	// true, when it answers now; false when its answer comes later (the
+	// machine stays an intent until then).
+	Launch(m *api.Machine) (provisioner.Instance, bool)
+	// Terminate is told of the terminate call of a terminating machine:
+	// true when the instance is gone now.
+	Terminate(m *api.Machine) bool
+}
+
+// answerLaunch gives an intent the instance its provider answers with now,
+// if it does.
+func (w *World) answerLaunch(m *api.Machine) error {
+	inst := provisioner.Instance{ID: "i-" + m.ID, Addresses: []string{fmt.Sprintf("10.2.0.%d", w.seq%250+1)}}
+	if w.Provider != nil {
+		var now bool
+		if inst, now = w.Provider.Launch(m); !now {
+			return nil
+		}
+	}
+	return fleet.Launched(m, inst, w.Now)
 }
 
 // Next is a number no earlier call returned, for names.
@@ -33,7 +72,8 @@ func (w *World) Next() int {
 }
 
 // Apply plays a plan back as the act step and prompt, obliging providers
-// would: intents get an instance at once, terminations finish at once,
+// would: intents get an instance at once, terminations finish at once
+// (unless World.Provider answers otherwise),
 // warm-pool machines stop and start. An error is a plan naming what the
 // snapshot does not hold, or a change the fleet's rules refuse.
 func (w *World) Apply(p decide.Plan) error {
@@ -71,12 +111,17 @@ func (w *World) Apply(p decide.Plan) error {
 		}
 	}
 	for _, id := range p.LaunchCalls {
-		if err := w.onMachine(id, func(m *api.Machine) error { return fleet.Launched(m, provisioner.Instance{ID: "i-" + id}, w.Now) }); err != nil {
+		if err := w.onMachine(id, w.answerLaunch); err != nil {
 			return err
 		}
 	}
 	for _, id := range p.TerminateCalls {
-		if err := w.onMachine(id, func(m *api.Machine) error { return fleet.SetFleetState(m, api.FleetTerminated, w.Now) }); err != nil {
+		if err := w.onMachine(id, func(m *api.Machine) error {
+			if w.Provider != nil && !w.Provider.Terminate(m) {
+				return nil
+			}
+			return fleet.SetFleetState(m, api.FleetTerminated, w.Now)
+		}); err != nil {
 			return err
 		}
 	}
@@ -125,6 +170,9 @@ func (w *World) MachineByID(id string) *api.Machine {
 
 // ReplicaByID finds a replica.
 func (w *World) ReplicaByID(id string) *api.Replica {
+	if w.byID != nil {
+		return w.byID[id]
+	}
 	for _, r := range w.Snap.Replicas {
 		if r.ID == id {
 			return r
@@ -147,6 +195,9 @@ func (w *World) applyReplicas(p decide.Plan) error {
 	for _, r := range p.CreateReplicas {
 		c := *r
 		w.Snap.Replicas = append(w.Snap.Replicas, &c)
+		if w.byID != nil {
+			w.byID[c.ID] = &c
+		}
 	}
 	for _, rv := range p.Reverts {
 		svc := w.ServiceByName(rv.Service)
@@ -158,22 +209,25 @@ func (w *World) applyReplicas(p decide.Plan) error {
 			svc.Metadata.Generation++
 		}
 	}
-	for _, d := range p.DeleteReplicas {
-		w.Snap.Replicas = slices.DeleteFunc(w.Snap.Replicas, func(r *api.Replica) bool { return r.ID == d.ID })
+	if len(p.DeleteReplicas) > 0 {
+		deleted := make(map[string]bool, len(p.DeleteReplicas))
+		for _, d := range p.DeleteReplicas {
+			deleted[d.ID] = true
+			if w.byID != nil {
+				delete(w.byID, d.ID)
+			}
+		}
+		w.Snap.Replicas = slices.DeleteFunc(w.Snap.Replicas, func(r *api.Replica) bool { return deleted[r.ID] })
 	}
 	for _, id := range p.EndMoves {
-		for _, r := range w.Snap.Replicas {
-			if r.ID == id && replica.Draining(r) {
-				replica.EndMove(r)
-			}
+		if r := w.ReplicaByID(id); r != nil && replica.Draining(r) {
+			replica.EndMove(r)
 		}
 	}
 	for _, d := range p.RetireReplicas {
-		for _, r := range w.Snap.Replicas {
-			if r.ID == d.ID && r.RetiringSince == nil {
-				now := w.Now
-				r.RetiringSince, r.RetireReason = &now, d.Reason
-			}
+		if r := w.ReplicaByID(d.ID); r != nil && r.RetiringSince == nil {
+			now := w.Now
+			r.RetiringSince, r.RetireReason = &now, d.Reason
 		}
 	}
 	return nil
@@ -198,8 +252,8 @@ func (w *World) terminate(t decide.Terminate) error {
 	return nil
 }
 
-// launch records an intent whose provider answers at once: the machine
-// is booting.
+// launch records an intent and sends its launch call: answered at once
+// (by default), the machine is booting.
 func (w *World) launch(l decide.Launch) error {
 	n := w.Next()
 	id := fmt.Sprintf("%s-%s-n%d", l.Cluster, l.Group, n)
@@ -212,11 +266,8 @@ func (w *World) launch(l decide.Launch) error {
 		PricePerHour: l.PricePerHour, Provider: cl.Spec.Provider.Name, ProviderKey: l.ProviderKey,
 		LaunchKey: "lk-" + id, Subnet: fmt.Sprintf("10.245.%d.0/24", n), TemplateHash: spec.TemplateHash(cl, l.Group), Labels: g.Labels, Capacity: l.Capacity,
 		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, CreatedAt: w.Now, StateChangedAt: w.Now}
-	if err := fleet.Launched(m, provisioner.Instance{ID: "i-" + id, Addresses: []string{fmt.Sprintf("10.2.0.%d", n)}}, w.Now); err != nil {
-		return err
-	}
 	w.Snap.Machines = append(w.Snap.Machines, m)
-	return nil
+	return w.answerLaunch(m)
 }
 
 func (w *World) applyPlacements(p decide.Plan) error {

@@ -36,6 +36,9 @@ func examples() map[string]string {
 
   # The form -o name prints works too
   gantry describe replica/web-0`,
+		"gantry simulate": `  # Three days of demand, on demand against spot with a fallback, plotted
+  gantry simulate -f examples/simulate/shop.yaml --catalog examples/catalog.json --trace examples/simulate/demand.csv \
+    --policy examples/simulate/on-demand.yaml --policy examples/simulate/spot.yaml --plot simulate.svg`,
 		"gantry dev": `  # Server, local machines and the spec, in one command (state in ./.gantry)
   gantry dev -f examples/hello.yaml
 

@@ -1,0 +1,308 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/controller"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/sim"
+	"github.com/gantry-dev/gantry/sim/policy"
+	"github.com/gantry-dev/gantry/sim/report"
+	"github.com/gantry-dev/gantry/sim/trace"
+	"github.com/gantry-dev/gantry/spec"
+)
+
+// Trace formats.
+const (
+	traceCSV   = "csv"
+	traceAzure = "azure-vmtable"
+	formatCSV  = "csv"
+)
+
+type simulateFlags struct {
+	file, traceFile, traceFormat, catalogFile, worldFile, output, plotFile, until, azureStart string
+	policies, categories                                                                      []string
+	seed                                                                                      uint64
+}
+
+func newSimulateCmd(g *globals) *cobra.Command {
+	var f simulateFlags
+	cmd := &cobra.Command{
+		Use:   "simulate -f SPEC --trace TRACE [--policy FILE]... [-o table|json|csv] [--plot OUT.svg]",
+		Short: "Replay a trace of demand through the real control loop, offline, and compare policies",
+		Long: "Runs the control loop's own decide, pass after pass, on a simulated clock over the trace's demand, with a simulated " +
+			"provider (launch and boot latencies, capacity errors, spot interruptions: --world) answering its calls. Each --policy " +
+			"is a YAML mapping of gantry server's decision settings (and capacity-type, warm-pool, warm-pool-state for every group) " +
+			"run over the same trace and seed; the results are reported side by side. Nothing is launched. See docs/simulate.md.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runSimulate(g, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "filename", "f", "", "spec file (YAML or JSON): the clusters and services to simulate")
+	fl.StringVar(&f.traceFile, "trace", "", "demand trace: CSV of time,service,replicas[,cpu,memory,gpu] (see docs/simulate.md)")
+	fl.StringVar(&f.traceFormat, "trace-format", traceCSV, "trace format: csv, or azure-vmtable (the Azure Public Dataset's vmtable.csv)")
+	fl.StringSliceVar(&f.categories, "azure-category", nil, "azure-vmtable: CATEGORY=SERVICE, the spec service a VM category's VMs are replicas of (repeatable)")
+	fl.StringVar(&f.azureStart, "azure-start", "2026-01-01T00:00:00Z", "azure-vmtable: the time the table's second 0 is")
+	fl.StringVar(&f.catalogFile, "catalog", "", "instance-type catalog (JSON or YAML) instead of the providers' built-in ones")
+	fl.StringSliceVar(&f.policies, "policy", nil, "policy file: a YAML mapping of server settings (repeatable; none: the defaults)")
+	fl.StringVar(&f.worldFile, "world", "", "world file: launch, boot and terminate latencies, capacity errors, spot interruptions (defaults in docs/simulate.md)")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the world's draws: the same inputs and seed give the same results")
+	fl.StringVar(&f.until, "until", "", "stop at this RFC 3339 time (default: the trace's last row)")
+	fl.StringVarP(&f.output, "output", "o", formatTable, "output format: table, json, or csv (the series over time)")
+	fl.StringVar(&f.plotFile, "plot", "", "also draw cost, lower bound and replicas waiting over time for every policy into this SVG file")
+	return cmd
+}
+
+func runSimulate(g *globals, f simulateFlags) error {
+	switch {
+	case f.file == "":
+		return errors.New("-f SPEC is required")
+	case f.traceFile == "":
+		return errors.New("--trace FILE is required")
+	case f.output != formatTable && f.output != formatJSON && f.output != formatCSV:
+		return fmt.Errorf("--output %q: want table, json or csv", f.output)
+	}
+	setup, err := simulationSetup(f)
+	if err != nil {
+		return err
+	}
+	policies, err := readPolicies(f.policies)
+	if err != nil {
+		return err
+	}
+	var results []sim.Result
+	for _, p := range policies {
+		began := time.Now()
+		res, err := sim.Simulate(setup, p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.errOut, "policy %s: %d passes in %s\n", p.Name, res.Passes.Total, time.Since(began).Round(time.Millisecond))
+		results = append(results, res)
+	}
+	if f.plotFile != "" {
+		if err := writeFile(f.plotFile, func(w io.Writer) error { return report.Plot(w, results) }); err != nil {
+			return err
+		}
+	}
+	switch f.output {
+	case formatJSON:
+		return report.JSON(g.out, results)
+	case formatCSV:
+		return report.CSV(g.out, results)
+	}
+	return report.Table(g.out, results)
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	if err := write(out); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// simulationSetup reads the spec, catalog, world and trace, each checked
+// before anything runs.
+func simulationSetup(f simulateFlags) (sim.Setup, error) {
+	data, err := readSpecFile(f.file)
+	if err != nil {
+		return sim.Setup{}, err
+	}
+	providers := describedProviders()
+	docs, err := spec.Parse(f.file, data, providers)
+	if err != nil {
+		return sim.Setup{}, err
+	}
+	var catalog []provisioner.InstanceType
+	if f.catalogFile != "" {
+		raw, err := os.ReadFile(f.catalogFile)
+		if err != nil {
+			return sim.Setup{}, fmt.Errorf("read catalog: %w", err)
+		}
+		if catalog, err = spec.ParseCatalog(f.catalogFile, raw); err != nil {
+			return sim.Setup{}, err
+		}
+	}
+	var clusters []*api.Cluster
+	var services []*api.Service
+	for _, d := range docs {
+		switch {
+		case d.Cluster != nil:
+			clusters = append(clusters, d.Cluster)
+		case d.Service != nil:
+			services = append(services, d.Service)
+		case d.FailoverGroup != nil:
+			return sim.Setup{}, fmt.Errorf("%s: failover group %s: failover groups are not simulated", f.file, d.Name())
+		}
+	}
+	snap := controller.OfflineSnapshot(providers, catalog, clusters, services)
+	setup := sim.Setup{Clusters: clusters, Services: services, Catalogs: snap.Catalogs, Providers: snap.Providers, World: sim.DefaultWorld(), Seed: f.seed}
+	if f.worldFile != "" {
+		raw, err := os.ReadFile(f.worldFile)
+		if err != nil {
+			return sim.Setup{}, fmt.Errorf("read world: %w", err)
+		}
+		if setup.World, err = sim.ReadWorld(f.worldFile, raw); err != nil {
+			return sim.Setup{}, err
+		}
+	}
+	if f.until != "" {
+		if setup.End, err = trace.ParseTime(f.until); err != nil {
+			return sim.Setup{}, fmt.Errorf("--until: %w", err)
+		}
+	}
+	if setup.Trace, err = readTrace(f, services); err != nil {
+		return sim.Setup{}, err
+	}
+	return setup, setup.Check()
+}
+
+func readTrace(f simulateFlags, services []*api.Service) (trace.Trace, error) {
+	in, err := os.Open(f.traceFile)
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("read trace: %w", err)
+	}
+	defer in.Close()
+	known := map[string]bool{}
+	for _, s := range services {
+		known[s.Metadata.Name] = true
+	}
+	var tr trace.Trace
+	switch f.traceFormat {
+	case traceCSV:
+		tr, err = trace.ReadCSV(in, known)
+	case traceAzure:
+		var start time.Time
+		if start, err = trace.ParseTime(f.azureStart); err != nil {
+			return trace.Trace{}, fmt.Errorf("--azure-start: %w", err)
+		}
+		var categories map[string]string
+		if categories, err = categoryMap(f.categories, known); err != nil {
+			return trace.Trace{}, err
+		}
+		tr, err = trace.ReadAzureVMTable(in, start, categories)
+	default:
+		return trace.Trace{}, fmt.Errorf("--trace-format %q: want csv or azure-vmtable", f.traceFormat)
+	}
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("trace %s: %w", f.traceFile, err)
+	}
+	return tr, nil
+}
+
+func categoryMap(pairs []string, known map[string]bool) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, errors.New("--trace-format azure-vmtable needs --azure-category CATEGORY=SERVICE for each category of the table")
+	}
+	out := map[string]string{}
+	for _, p := range pairs {
+		category, service, ok := strings.Cut(p, "=")
+		if !ok || category == "" || service == "" {
+			return nil, fmt.Errorf("--azure-category %q: want CATEGORY=SERVICE", p)
+		}
+		if !known[service] {
+			return nil, fmt.Errorf("--azure-category %q: the spec has no service %s", p, service)
+		}
+		out[category] = service
+	}
+	return out, nil
+}
+
+// readPolicies reads the policy files; none is the defaults.
+func readPolicies(files []string) ([]sim.Policy, error) {
+	if len(files) == 0 {
+		return []sim.Policy{{Name: "default", Config: decide.DefaultConfig()}}, nil
+	}
+	var read []policy.Policy
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read policy: %w", err)
+		}
+		p, err := policy.Read(file, data)
+		if err != nil {
+			return nil, err
+		}
+		read = append(read, p)
+	}
+	if err := policy.CheckNames(read); err != nil {
+		return nil, err
+	}
+	out := make([]sim.Policy, 0, len(read))
+	for _, p := range read {
+		sp, err := simPolicy(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+// simPolicy applies a policy's settings to the defaults through the
+// decision flags of gantry server, and the group settings.
+func simPolicy(p policy.Policy) (sim.Policy, error) {
+	sp := sim.Policy{Name: p.Name, Config: decide.DefaultConfig()}
+	fs := pflag.NewFlagSet(p.Name, pflag.ContinueOnError)
+	decisionFlags(fs, &sp.Config)
+	var group api.CapacityGroup
+	fs.StringVar(&group.CapacityType, "capacity-type", "", "every capacity group's capacity type: onDemand, spot or any")
+	fs.IntVar(&group.WarmPool, "warm-pool", 0, "every capacity group's warm pool")
+	fs.StringVar(&group.WarmPoolState, "warm-pool-state", "", "every capacity group's warm-pool state: running or stopped")
+	if err := p.Apply(fs); err != nil {
+		return sim.Policy{}, err
+	}
+	if err := checkGroupSettings(p, group); err != nil {
+		return sim.Policy{}, err
+	}
+	for _, s := range p.Settings {
+		sp.Settings = append(sp.Settings, s.Key+"="+s.Value)
+	}
+	changed := func(name string) bool { return fs.Changed(name) }
+	if changed("capacity-type") || changed("warm-pool") || changed("warm-pool-state") {
+		sp.Group = func(g *api.CapacityGroup) {
+			if changed("capacity-type") {
+				g.CapacityType = group.CapacityType
+			}
+			if changed("warm-pool") {
+				g.WarmPool = group.WarmPool
+			}
+			if changed("warm-pool-state") {
+				g.WarmPoolState = group.WarmPoolState
+			}
+		}
+	}
+	return sp, nil
+}
+
+func checkGroupSettings(p policy.Policy, g api.CapacityGroup) error {
+	switch g.CapacityType {
+	case "", api.CapacityOnDemand, api.CapacitySpot, api.CapacityAny:
+	default:
+		return fmt.Errorf("policy %s (%s): capacity-type %q: want onDemand, spot or any", p.Name, p.File, g.CapacityType)
+	}
+	switch g.WarmPoolState {
+	case "", api.WarmRunning, api.WarmStopped:
+	default:
+		return fmt.Errorf("policy %s (%s): warm-pool-state %q: want running or stopped", p.Name, p.File, g.WarmPoolState)
+	}
+	if g.WarmPool < 0 {
+		return fmt.Errorf("policy %s (%s): warm-pool %d: want 0 or more", p.Name, p.File, g.WarmPool)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/playback"
+	"github.com/gantry-dev/gantry/fleet"
+	"github.com/gantry-dev/gantry/provider/registry"
+	"github.com/gantry-dev/gantry/provisioner"
+)
+
+// cloud is the simulated provider: it answers the plan's launch and
+// terminate calls after the world's latencies, fails launches for want of
+// capacity and takes spot machines back at the world's odds, answers
+// describes and lists from what it holds, and bills every instance from
+// its launch's answer until it is gone.
+type cloud struct {
+	world    World
+	rng      *rand.Rand
+	w        *playback.World
+	mem      *decide.Memory
+	agenda   *agenda
+	ledger   *ledger
+	outcomes int
+	// instances are every instance launched, by machine id.
+	instances map[string]*instance
+	// order is the instances by launch, for lists in a stable order.
+	order []*instance
+}
+
+// instance is one machine's instance at the provider.
+type instance struct {
+	machine  string
+	key      string
+	id       string
+	launched time.Time
+	gone     bool
+	// goneBy says how it went (interrupted, terminated).
+	goneBy string
+}
+
+var _ playback.Provider = (*cloud)(nil)
+
+// Launch sends the call: its answer comes after the launch latency.
+func (c *cloud) Launch(m *api.Machine) (provisioner.Instance, bool) {
+	c.w.Snap.InFlight[decide.CallKey(decide.CallLaunch, m.ID)] = true
+	c.agenda.add(event{At: c.w.Now.Add(c.world.LaunchLatency.draw(c.rng)), Kind: launchAnswered, Machine: m.ID})
+	return provisioner.Instance{}, false
+}
+
+// Terminate sends the call: an instance already gone is done with at
+// once, others go after the terminate latency.
+func (c *cloud) Terminate(m *api.Machine) bool {
+	inst := c.instances[m.ID]
+	if inst == nil || inst.gone {
+		return true
+	}
+	c.w.Snap.InFlight[decide.CallKey(decide.CallTerminate, m.ID)] = true
+	c.agenda.add(event{At: c.w.Now.Add(c.world.TerminateLatency.draw(c.rng)), Kind: terminated, Machine: m.ID})
+	return false
+}
+
+// launchAnswered: the instance exists (billed from now, its agent joins
+// after the boot, a spot one may be taken back), or the launch ran out of
+// capacity.
+func (c *cloud) launchAnswered(id string) error {
+	delete(c.w.Snap.InFlight, decide.CallKey(decide.CallLaunch, id))
+	m := c.w.MachineByID(id)
+	if m == nil || m.JoinState != api.JoinProvisioning || m.ProviderID != "" {
+		return nil // the intent was given up meanwhile (its join timed out)
+	}
+	o := decide.Outcome{Call: decide.CallLaunch, Machine: m.ID, Cluster: m.Cluster, Group: m.Group, InstanceType: m.InstanceType,
+		Zone: m.Zone, CapacityType: m.CapacityType, At: c.w.Now}
+	odds := c.world.InsufficientCapacity.OnDemand
+	if m.CapacityType == api.CapacitySpot {
+		odds = c.world.InsufficientCapacity.Spot
+	}
+	if odds > 0 && c.rng.Float64() < odds {
+		err := fmt.Sprintf("%s in %s (%s): insufficient capacity", m.InstanceType, m.Zone, m.CapacityType)
+		o.Kind, o.Error = provisioner.KindInsufficientCapacity, err
+		c.outcome(o)
+		c.ledger.launchFailed()
+		return fleet.LaunchFailed(m, err, c.w.Now)
+	}
+	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now}
+	c.instances[m.ID] = inst
+	c.order = append(c.order, inst)
+	c.outcome(o)
+	c.ledger.billFrom(m, c.w.Now)
+	c.agenda.add(event{At: c.w.Now.Add(c.world.BootToJoin.draw(c.rng)), Kind: agentJoins, Machine: m.ID})
+	if m.CapacityType == api.CapacitySpot {
+		if after, ok := c.world.interruptionAfter(c.rng); ok {
+			c.agenda.add(event{At: c.w.Now.Add(after), Kind: interrupted, Machine: m.ID})
+		}
+	}
+	return fleet.Launched(m, provisioner.Instance{ID: inst.id, State: provisioner.StatePending, LaunchedAt: c.w.Now,
+		Addresses: []string{fmt.Sprintf("10.2.%d.%d", len(c.order)/250%250, len(c.order)%250+1)}}, c.w.Now)
+}
+
+// outcome leaves a call's outcome for the next pass, as a worker does.
+func (c *cloud) outcome(o decide.Outcome) {
+	c.outcomes++
+	c.mem.Outcomes[fmt.Sprintf("sim-%d", c.outcomes)] = o
+}
+
+// agentJoins: the machine's agent joins, if its instance is still there.
+func (c *cloud) agentJoins(id string) error {
+	m, inst := c.w.MachineByID(id), c.instances[id]
+	if m == nil || inst == nil || inst.gone || !m.Launching() {
+		return nil
+	}
+	inv := api.Inventory{Capacity: m.Capacity, Runtimes: c.w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
+	return fleet.Joined(m, inv, c.w.Now)
+}
+
+// terminated: the terminate call's instance is gone.
+func (c *cloud) terminated(id string) error {
+	delete(c.w.Snap.InFlight, decide.CallKey(decide.CallTerminate, id))
+	c.gone(id, "terminated")
+	m := c.w.MachineByID(id)
+	if m == nil || m.FleetState != api.FleetTerminating {
+		return nil
+	}
+	return fleet.SetFleetState(m, api.FleetTerminated, c.w.Now)
+}
+
+// interrupted: the provider takes a spot machine back; its agent goes
+// silent and its replicas stop.
+func (c *cloud) interrupted(id string) bool {
+	inst := c.instances[id]
+	if inst == nil || inst.gone {
+		return false
+	}
+	c.gone(id, "interrupted")
+	return true
+}
+
+func (c *cloud) gone(id, by string) {
+	inst := c.instances[id]
+	if inst == nil || inst.gone {
+		return
+	}
+	inst.gone, inst.goneBy = true, by
+	c.ledger.billUntil(id, c.w.Now)
+}
+
+// alive reports whether a machine's instance runs.
+func (c *cloud) alive(machine string) bool {
+	inst := c.instances[machine]
+	return inst != nil && !inst.gone
+}
+
+// describe answers a plan's describes: what the provider says of each
+// machine's instance now.
+func (c *cloud) describe(ids []string) {
+	for _, id := range ids {
+		inst := c.instances[id]
+		obs := decide.InstanceObservation{Found: inst != nil && !inst.gone, State: provisioner.StateRunning, At: c.w.Now}
+		if !obs.Found {
+			obs.State = provisioner.StateTerminated
+		}
+		c.w.Snap.Instances[id] = obs
+	}
+}
+
+// list answers a plan's lists: every instance of the key still there,
+// tagged with its machine.
+func (c *cloud) list(keys []string) {
+	for _, key := range keys {
+		inv := decide.Inventory{At: c.w.Now}
+		for _, inst := range c.order {
+			if inst.key == key && !inst.gone {
+				inv.Instances = append(inv.Instances, provisioner.Instance{ID: inst.id, State: provisioner.StateRunning, LaunchedAt: inst.launched,
+					Tags: map[string]string{provisioner.TagMachine: inst.machine}})
+			}
+		}
+		c.w.Snap.Inventories[key] = inv
+		c.w.Snap.ListedAt[key] = c.w.Now
+	}
+	c.order = slices.DeleteFunc(c.order, func(i *instance) bool { return i.gone })
+}
+
+// heartbeat makes every joined machine whose instance runs heartbeat now.
+func (c *cloud) heartbeat() {
+	for _, m := range c.w.Snap.Machines {
+		if m.JoinState == api.JoinJoined && c.alive(m.ID) {
+			fleet.Heartbeat(m, c.w.Now)
+		}
+	}
+}

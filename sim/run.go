@@ -1,0 +1,392 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/playback"
+	"github.com/gantry-dev/gantry/replica"
+	"github.com/gantry-dev/gantry/sim/trace"
+)
+
+// run is one policy's simulation.
+type run struct {
+	setup  Setup
+	policy Policy
+	cfg    decide.Config
+	w      playback.World
+	mem    decide.Memory
+	cloud  *cloud
+	agenda *agenda
+	ledger *ledger
+	bound  *bounder
+	end    time.Time
+	// row is the next trace row to apply.
+	row int
+	// last is the last pass's plan (its wake).
+	last decide.Plan
+	res  Result
+}
+
+// loop moves the clock from instant to instant: at each, what the trace
+// and the world bring happens, then the control loop passes until it is
+// quiet; then the clock jumps to the next instant anything could change.
+func (r *run) loop() error {
+	now := r.w.Now
+	for {
+		r.w.Now = now
+		if err := r.happen(now); err != nil {
+			return err
+		}
+		acting, err := r.passes()
+		if err != nil {
+			return err
+		}
+		r.bound.sample(now, r)
+		next := r.nextInstant(now, acting)
+		if next.IsZero() || !next.Before(r.end) {
+			r.ledger.advance(now, r.end)
+			return nil
+		}
+		r.ledger.advance(now, next)
+		now = next
+	}
+}
+
+// happen applies the trace's rows and the world's events due now.
+func (r *run) happen(now time.Time) error {
+	rows := r.setup.Trace.Rows
+	for r.row < len(rows) && !rows[r.row].At.After(now) {
+		if err := r.demand(rows[r.row]); err != nil {
+			return err
+		}
+		r.row++
+	}
+	for _, e := range r.agenda.due(now) {
+		if err := r.eventHappens(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *run) eventHappens(e event) error {
+	switch e.Kind {
+	case launchAnswered:
+		return r.cloud.launchAnswered(e.Machine)
+	case agentJoins:
+		if err := r.cloud.agentJoins(e.Machine); err != nil {
+			return err
+		}
+		r.startAll(e.Machine)
+	case terminated:
+		return r.cloud.terminated(e.Machine)
+	case interrupted:
+		if r.cloud.interrupted(e.Machine) {
+			r.res.Spot.Interruptions++
+			r.lost(e.Machine, true)
+		}
+	case replicaStarts:
+		rep := r.w.ReplicaByID(e.Replica)
+		if rep == nil || rep.Machine != e.Machine || rep.Incarnation != e.Incarnation || rep.State == api.ReplicaRunning && rep.PreviousMachine == "" {
+			return nil
+		}
+		if _, err := replica.Observe(rep, api.ReplicaStatus{ReplicaID: rep.ID, State: api.ReplicaRunning, Health: api.HealthHealthy}, "", r.w.Now); err != nil {
+			return err
+		}
+		r.track(rep, false)
+	}
+	return nil
+}
+
+// demand applies a trace row: the service wants that many replicas (and
+// requests, when the row says), as `gantry apply` of its edited spec would.
+func (r *run) demand(row trace.Row) error {
+	i := slices.IndexFunc(r.w.Snap.Services, func(s *api.Service) bool { return s.Metadata.Name == row.Service })
+	if i < 0 {
+		return fmt.Errorf("trace line %d: service %s is not in the spec", row.Line, row.Service)
+	}
+	svc := *r.w.Snap.Services[i]
+	svc.Spec.Replicas = &row.Replicas
+	if o := row.Requests; o.MilliCPU != nil || o.MemoryBytes != nil || o.GPUs != nil {
+		res := svc.Spec.Resources
+		if o.MilliCPU != nil {
+			res.CPU = fmt.Sprintf("%dm", *o.MilliCPU)
+		}
+		if o.MemoryBytes != nil {
+			res.Memory = fmt.Sprint(*o.MemoryBytes)
+		}
+		if o.GPUs != nil {
+			gpu := api.GPURequirement{}
+			if res.GPU != nil {
+				gpu = *res.GPU
+			}
+			gpu.Count = *o.GPUs
+			res.GPU = &gpu
+			if gpu.Count == 0 {
+				res.GPU = nil
+			}
+		}
+		svc.Spec.Resources = res
+	}
+	svc.Metadata.Generation++
+	r.w.Snap.Services[i] = &svc
+	r.bound.demandChanged()
+	return nil
+}
+
+// passes runs the control loop at one instant until a pass is quiet (it
+// acts on nothing and asks nothing of a provider), at most the world's
+// bound; it reports whether the last pass still acted.
+func (r *run) passes() (bool, error) {
+	for i := 0; i < r.setup.World.MaxPassesPerInstant; i++ {
+		r.cloud.heartbeat()
+		plan := decide.Decide(r.cfg, r.w.Snap, r.mem, r.w.Now)
+		r.w.Snap.Inventories = map[string]decide.Inventory{}
+		r.count(plan)
+		if err := r.apply(plan); err != nil {
+			return false, err
+		}
+		r.last = plan
+		if !plan.Acts() && len(plan.Describes)+len(plan.Lists) == 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// apply plays the plan back as the act step, then answers its provider
+// calls and follows its replicas.
+func (r *run) apply(plan decide.Plan) error {
+	for _, d := range plan.DeleteReplicas {
+		r.ledger.cameUp(d.ID, r.w.Now) // no longer wanted
+	}
+	for _, d := range plan.RetireReplicas {
+		r.ledger.cameUp(d.ID, r.w.Now)
+	}
+	terminating := make([]string, 0, len(plan.Terminates))
+	for _, t := range plan.Terminates {
+		terminating = append(terminating, t.Machine)
+	}
+	if err := r.w.Apply(plan); err != nil {
+		return err
+	}
+	r.mem = plan.Memory
+	r.cloud.describe(plan.Describes)
+	r.cloud.list(plan.Lists)
+	for _, s := range plan.Stops {
+		r.ledger.pause(s.Machine, true)
+	}
+	for _, s := range plan.Starts {
+		r.ledger.pause(s.Machine, false)
+	}
+	tail := r.w.Snap.Replicas[len(r.w.Snap.Replicas)-len(plan.CreateReplicas):]
+	for _, rep := range tail {
+		r.track(rep, true)
+	}
+	for _, a := range plan.Assignments {
+		if rep := r.w.ReplicaByID(a.Replica); rep != nil {
+			r.start(rep)
+			r.track(rep, false)
+		}
+	}
+	for _, e := range plan.Evictions {
+		if rep := r.w.ReplicaByID(e.Replica); rep != nil {
+			r.track(rep, false)
+		}
+	}
+	for _, id := range terminating {
+		r.lost(id, false)
+	}
+	return nil
+}
+
+// start schedules a placed replica's start, when its machine has joined
+// (otherwise its agent starts it when it joins).
+func (r *run) start(rep *api.Replica) {
+	m := r.w.MachineByID(rep.Machine)
+	if m == nil || m.JoinState != api.JoinJoined || !r.cloud.alive(m.ID) || rep.State == api.ReplicaRunning && rep.PreviousMachine == "" {
+		return
+	}
+	r.agenda.add(event{At: r.w.Now.Add(r.setup.World.ReplicaStart.draw(r.cloud.rng)), Kind: replicaStarts, Machine: rep.Machine,
+		Replica: rep.ID, Incarnation: rep.Incarnation})
+}
+
+// startAll schedules the starts of the replicas placed on a machine that
+// just joined.
+func (r *run) startAll(machine string) {
+	for _, rep := range r.w.Snap.Replicas {
+		if rep.Machine == machine {
+			r.start(rep)
+		}
+	}
+}
+
+// lost follows the replicas of a machine that was taken back or is
+// terminating: those that ran there stop.
+func (r *run) lost(machine string, interrupted bool) {
+	for _, rep := range r.w.Snap.Replicas {
+		if rep.Machine == machine || rep.PreviousMachine == machine {
+			r.trackWhy(rep, false, interrupted)
+		}
+	}
+}
+
+func (r *run) track(rep *api.Replica, fresh bool) { r.trackWhy(rep, fresh, false) }
+
+// trackWhy notes whether a wanted replica runs now; one that ran and
+// stopped is a disruption.
+func (r *run) trackWhy(rep *api.Replica, fresh, interrupted bool) {
+	if r.up(rep) {
+		r.ledger.cameUp(rep.ID, r.w.Now)
+		return
+	}
+	if _, down := r.ledger.down[rep.ID]; !down && !fresh {
+		r.res.Disruptions.ReplicasStopped++
+	}
+	r.ledger.wentDown(rep.ID, r.w.Now, interrupted)
+}
+
+// up: a copy of the replica serves (the one it moves off counts until
+// the new one runs).
+func (r *run) up(rep *api.Replica) bool {
+	if rep.RetiringSince != nil {
+		return true
+	}
+	if rep.PreviousMachine != "" && r.cloud.alive(rep.PreviousMachine) {
+		return true
+	}
+	return rep.State == api.ReplicaRunning && rep.Machine != "" && r.cloud.alive(rep.Machine)
+}
+
+// nextInstant is the earliest time anything could change: the next
+// trace row, world event, deadline of the last pass, machine falling
+// silent, or bound to plan.
+func (r *run) nextInstant(now time.Time, acting bool) time.Time {
+	if acting { // the passes were cut short: pass again soon
+		return now.Add(time.Second)
+	}
+	if t, ok := r.agenda.next(); ok && !t.After(now) {
+		return now // an answer without latency: at this instant still
+	}
+	var next time.Time
+	note := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if r.row < len(r.setup.Trace.Rows) {
+		note(r.setup.Trace.Rows[r.row].At)
+	}
+	if t, ok := r.agenda.next(); ok {
+		note(t)
+	}
+	note(r.last.Wake.At)
+	note(r.silentAt())
+	note(r.bound.due())
+	return r.onGrain(next)
+}
+
+// onGrain puts an instant on the world's grain (from the trace's start)
+// at or after it: the control loop notices what happened in between at
+// once, as a controller triggered by each would within its pass.
+func (r *run) onGrain(t time.Time) time.Time {
+	g := r.setup.World.PassGrain
+	if t.IsZero() || g <= 0 {
+		return t
+	}
+	since := t.Sub(r.ledger.start)
+	if rest := since % g; rest != 0 {
+		since += g - rest
+	}
+	return r.ledger.start.Add(since)
+}
+
+// silentAt is when the first machine whose instance is gone looks silent
+// to the control loop (the agents of the others heartbeat all along: the
+// run makes them beat at every instant).
+func (r *run) silentAt() time.Time {
+	var dead []*api.Machine
+	for _, m := range r.w.Snap.Machines {
+		if m.JoinState == api.JoinJoined && !r.cloud.alive(m.ID) {
+			dead = append(dead, m)
+		}
+	}
+	if len(dead) == 0 {
+		return time.Time{}
+	}
+	live := r.last.LiveMachines
+	limit := r.cfg.HeartbeatIntervalFor(live) * time.Duration(r.cfg.MissedHeartbeats)
+	var first time.Time
+	for _, m := range dead {
+		if m.LastHeartbeat == nil || m.UnreachableSince != nil {
+			continue
+		}
+		at := m.LastHeartbeat.Add(limit + time.Nanosecond)
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first
+}
+
+// count notes what a pass decided.
+func (r *run) count(plan decide.Plan) {
+	p := &r.res.Passes
+	p.Total++
+	steps := len(plan.CreateReplicas) + len(plan.DeleteReplicas) + len(plan.RetireReplicas) + len(plan.Launches) + len(plan.Starts) +
+		len(plan.Stops) + len(plan.Drains) + len(plan.Terminates) + len(plan.Evictions) + len(plan.Assignments)
+	if plan.Acts() {
+		p.Acting++
+	}
+	p.Steps += steps
+	d := &r.res.Disruptions
+	d.Launches += len(plan.Launches)
+
+	for _, a := range plan.Assignments {
+		if a.Moving() {
+			d.ReplicasMoved++
+		}
+	}
+	for _, t := range plan.Terminates {
+		d.Terminations[t.Cause]++
+	}
+	for _, dr := range plan.Drains {
+		i := slices.IndexFunc(plan.Capacity.Remove, func(rm api.MachineRemoval) bool { return rm.MachineID == dr.Machine })
+		switch {
+		case i < 0:
+		case plan.Capacity.Remove[i].ReplacedBy != "":
+			d.MachinesReplaced++
+		case strings.HasPrefix(plan.Capacity.Remove[i].Reason, "empty"):
+			d.MachinesEmptied++
+		default:
+			d.MachinesConsolidated++
+		}
+	}
+}
+
+// result is the run's report.
+func (r *run) result() Result {
+	r.ledger.finish()
+	l := r.ledger
+	res := r.res
+	res.Policy, res.Settings = r.policy.Name, r.policy.Settings
+	res.Start, res.End = l.start, l.end
+	res.Cost, res.Bound = l.cost, l.boundCost
+	if l.boundCost > 0 {
+		res.Gap = l.cost/l.boundCost - 1
+	}
+	res.MachineHours = l.typeHours()
+	res.Pending = percentiles(l.episodes)
+	res.Spot.Pending = percentiles(l.spotEpisodes)
+	res.Disruptions.LaunchFailures = l.launchFailures
+	if res.Passes.Total > 0 {
+		res.Passes.StepsPerPass = float64(res.Passes.Steps) / float64(res.Passes.Total)
+	}
+	res.Series = l.series
+	return res
+}

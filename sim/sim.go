@@ -1,0 +1,142 @@
+// Package sim replays a trace of demand through the production control
+// loop: the real decide, pass after pass, on a simulated clock, with the
+// play-back of its plans (decide/playback) as the act step and a model of
+// the world (World) answering its provider calls and running its
+// replicas. A pass runs only when something changed or a deadline the
+// real code compared would pass (event-driven), so a month of a fleet
+// takes seconds. Each policy (a set of the server's decision settings)
+// is a run of its own over the same trace and seed; a run is the same
+// every time.
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/playback"
+	"github.com/gantry-dev/gantry/sim/trace"
+)
+
+// Setup is what every run of a simulation shares.
+type Setup struct {
+	Clusters []*api.Cluster
+	Services []*api.Service
+	// Catalogs are each cluster's provider key and instance types, by
+	// cluster; Providers describe the providers by name.
+	Catalogs  map[string]decide.ClusterProvider
+	Providers map[string]decide.ProviderInfo
+	Trace     trace.Trace
+	World     World
+	// Seed draws the world's latencies, capacity errors and interruptions.
+	Seed uint64
+	// End is when the run stops (zero: at the trace's last row).
+	End time.Time
+}
+
+// Policy is one run's decision settings.
+type Policy struct {
+	Name string
+	// Settings are the policy's settings as written, for the report.
+	Settings []string
+	Config   decide.Config
+	// Group changes every capacity group of the spec (capacity type, warm
+	// pool); nil: as the spec says.
+	Group func(*api.CapacityGroup)
+}
+
+// Check refuses a setup a run cannot simulate, naming what.
+func (s Setup) Check() error {
+	if len(s.Trace.Rows) == 0 {
+		return errors.New("the trace has no rows")
+	}
+	if err := s.World.Check(); err != nil {
+		return fmt.Errorf("world: %w", err)
+	}
+	var bad []error
+	for _, c := range s.Clusters {
+		if c.Kubernetes() {
+			bad = append(bad, fmt.Errorf("cluster %s: a Kubernetes cluster's capacity is not Gantry's to simulate", c.Metadata.Name))
+			continue
+		}
+		cp := s.Catalogs[c.Metadata.Name]
+		if cp.Err != "" || len(cp.Catalog) == 0 {
+			bad = append(bad, fmt.Errorf("cluster %s: no instance types to price it with (%s): pass a catalog", c.Metadata.Name, cp.Err))
+		}
+		if !s.Providers[c.Spec.Provider.Name].Provisions {
+			bad = append(bad, fmt.Errorf("cluster %s: provider %s launches no machines", c.Metadata.Name, c.Spec.Provider.Name))
+		}
+	}
+	if !s.End.IsZero() && !s.End.After(s.Trace.Start()) {
+		bad = append(bad, fmt.Errorf("the end %s is not after the trace's start %s", s.End.Format(time.RFC3339), s.Trace.Start().Format(time.RFC3339)))
+	}
+	return errors.Join(bad...)
+}
+
+// Simulate runs one policy over the setup's trace.
+func Simulate(s Setup, p Policy) (Result, error) {
+	if err := s.Check(); err != nil {
+		return Result{}, err
+	}
+	r, err := newRun(s, p)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := r.loop(); err != nil {
+		return Result{}, fmt.Errorf("policy %s at %s: %w", p.Name, r.w.Now.Format(time.RFC3339), err)
+	}
+	return r.result(), nil
+}
+
+// newRun sets a run up at the trace's start: the spec's clusters (with
+// the policy's group settings) and services, no machine yet.
+func newRun(s Setup, p Policy) (*run, error) {
+	var clusters []*api.Cluster
+	var services []*api.Service
+	if err := deepCopy(s.Clusters, &clusters); err != nil {
+		return nil, err
+	}
+	if err := deepCopy(s.Services, &services); err != nil {
+		return nil, err
+	}
+	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Services: services, Catalogs: s.Catalogs, Providers: s.Providers,
+		Instances: map[string]decide.InstanceObservation{}, Inventories: map[string]decide.Inventory{}, ListedAt: map[string]time.Time{},
+		InFlight: map[string]bool{}}
+	for _, c := range clusters {
+		if p.Group != nil {
+			for i := range c.Spec.CapacityGroups {
+				p.Group(&c.Spec.CapacityGroups[i])
+			}
+		}
+		snap.Clusters[c.Metadata.Name] = c
+	}
+	start, end := s.Trace.Start(), s.End
+	if end.IsZero() {
+		end = s.Trace.End()
+	}
+	if !end.After(start) {
+		end = start.Add(time.Minute)
+	}
+	snap.LivenessSince = start
+	r := &run{setup: s, policy: p, cfg: p.Config, mem: decide.NewMemory(), agenda: &agenda{}, ledger: newLedger(start, end), end: end}
+	r.w = playback.World{Snap: snap, Now: start}
+	r.w.IndexReplicas()
+	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, agenda: r.agenda, ledger: r.ledger,
+		instances: map[string]*instance{}}
+	r.w.Provider = r.cloud
+	r.bound = newBounder(s.World.BoundEvery, start)
+	r.res.Disruptions.Terminations = map[string]int{}
+	return r, nil
+}
+
+func deepCopy[T any](in T, out *T) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("copying the spec: %w", err)
+	}
+	return json.Unmarshal(data, out)
+}

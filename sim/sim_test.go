@@ -1,0 +1,184 @@
+package sim
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/decidetest"
+	"github.com/gantry-dev/gantry/sim/trace"
+)
+
+// testSetup is a cluster of the harness's provider and catalog whose one
+// group may use any type and capacity type, and the services named, each
+// of 500m and 1Gi replicas, with the trace given as CSV rows.
+func testSetup(t testing.TB, rows string, services ...string) Setup {
+	t.Helper()
+	c := &api.Cluster{Kind: api.KindCluster, Metadata: api.ObjectMeta{Name: "prod", Generation: 1}, Spec: api.ClusterSpec{
+		Provider:       api.ProviderSpec{Name: decidetest.Provider},
+		CapacityGroups: []api.CapacityGroup{{GroupID: "general", MinSize: 0, MaxSize: 500, CapacityType: api.CapacityAny}},
+		ContainerCIDR:  "10.0.0.0/8", Rollout: api.RolloutPolicy{MaxSurge: 1}}}
+	known := map[string]bool{}
+	var svcs []*api.Service
+	for _, name := range services {
+		zero := 0
+		svcs = append(svcs, &api.Service{Kind: api.KindService, Metadata: api.ObjectMeta{Name: name, Generation: 1}, Spec: api.ServiceSpec{
+			Cluster: "prod", Command: []string{"serve"}, Replicas: &zero, Resources: api.ServiceResources{CPU: "500m", Memory: "1Gi"},
+			Isolation: api.IsolationAny}})
+		known[name] = true
+	}
+	tr, err := trace.ReadCSV(strings.NewReader("time,service,replicas\n"+rows), known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Setup{Clusters: []*api.Cluster{c}, Services: svcs, Trace: tr, World: DefaultWorld(), Seed: 1,
+		Catalogs:  map[string]decide.ClusterProvider{"prod": {Key: decidetest.Provider, Catalog: decidetest.Catalog()}},
+		Providers: map[string]decide.ProviderInfo{decidetest.Provider: {Provisions: true, CanStop: true, Runtimes: []string{"process"}}}}
+}
+
+func defaultPolicy() Policy { return Policy{Name: "default", Config: decide.DefaultConfig()} }
+
+// A burst of demand: machines come for it, after the world's latencies,
+// and go again once it is over; the cost is what they ran for.
+func TestABurstIsServedAndItsMachinesGo(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,4
+2026-01-01T01:00:00Z,web,40
+2026-01-01T03:00:00Z,web,4
+2026-01-01T06:00:00Z,web,4
+`, "web")
+	res, err := Simulate(s, defaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pending.Count < 40 {
+		t.Errorf("pending episodes %d, want at least the 40 replicas made", res.Pending.Count)
+	}
+	if res.Pending.Max > 5*time.Minute {
+		t.Errorf("a replica waited %s", res.Pending.Max)
+	}
+	if res.Cost <= 0 || res.Bound <= 0 || res.Cost < res.Bound {
+		t.Errorf("cost %.4f, bound %.4f", res.Cost, res.Bound)
+	}
+	if res.Disruptions.Launches < 2 || res.Disruptions.Terminations[decide.CauseDrained] == 0 {
+		t.Errorf("launches %d, terminations %v: want machines to come for the burst and go after it", res.Disruptions.Launches, res.Disruptions.Terminations)
+	}
+	last := res.Series[len(res.Series)-1]
+	if last.Pending != 0 || last.Machines > 2 {
+		t.Errorf("at the end %.1f replicas wait on %.1f machines, want none waiting on at most 2 (4 replicas of 500m)", last.Pending, last.Machines)
+	}
+	peak := 0.0
+	for _, p := range res.Series {
+		peak = max(peak, p.Machines)
+	}
+	if peak < 5 {
+		t.Errorf("at most %.1f machines ran for 40 replicas of 500m on 4-CPU machines", peak)
+	}
+}
+
+// The same inputs and seed give the same results, to the last digit;
+// another seed draws another world.
+func TestARunIsTheSameEveryTime(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,6
+2026-01-01T00:30:00Z,web,30
+2026-01-01T02:00:00Z,web,8
+2026-01-01T04:00:00Z,web,8
+`, "web")
+	s.World.SpotInterruptionsPerHour = 0.2
+	s.World.InsufficientCapacity.Spot = 0.3
+	encode := func(s Setup) string {
+		res, err := Simulate(s, defaultPolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	first := encode(s)
+	if again := encode(s); again != first {
+		t.Fatalf("two runs of one seed differ:\n%s\n%s", first, again)
+	}
+	s.Seed = 2
+	if other := encode(s); other == first {
+		t.Fatal("another seed gave the very same run: the world's draws do not follow the seed")
+	}
+}
+
+// Spot machines taken back: their agents go silent, the control loop
+// replaces them and moves their replicas, which wait meanwhile.
+func TestSpotInterruptionsAreFollowed(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,12
+2026-01-01T12:00:00Z,web,12
+`, "web")
+	s.World.SpotInterruptionsPerHour = 0.5
+	res, err := Simulate(s, defaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spot.Interruptions == 0 || res.Spot.Pending.Count == 0 || res.Disruptions.ReplicasStopped == 0 {
+		t.Fatalf("interruptions %d, their replicas' waits %+v, replicas stopped %d", res.Spot.Interruptions, res.Spot.Pending, res.Disruptions.ReplicasStopped)
+	}
+	// Silent for 3 heartbeats (15 s), then the reschedule grace (30 s),
+	// then a new machine's boot (at most 90 s) and start (10 s).
+	if res.Spot.Pending.P50 < 45*time.Second || res.Spot.Pending.Max > 10*time.Minute {
+		t.Errorf("interrupted replicas waited %+v", res.Spot.Pending)
+	}
+	if res.Disruptions.Terminations[decide.CauseUnreachable]+res.Disruptions.Terminations[decide.CauseVanished] == 0 {
+		t.Errorf("terminations %v: want the lost machines terminated as unreachable or vanished", res.Disruptions.Terminations)
+	}
+	if last := res.Series[len(res.Series)-1]; last.Pending > 0.5 {
+		t.Errorf("%.1f replicas still wait at the end", last.Pending)
+	}
+}
+
+// Spot out of capacity every time: the group (capacity type any) falls
+// back to on demand.
+func TestSpotOutOfCapacityFallsBackToOnDemand(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,8
+2026-01-01T02:00:00Z,web,8
+`, "web")
+	s.World.InsufficientCapacity.Spot = 1
+	res, err := Simulate(s, defaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spot, onDemand float64
+	for _, th := range res.MachineHours {
+		if th.CapacityType == api.CapacitySpot {
+			spot += th.Hours
+		} else {
+			onDemand += th.Hours
+		}
+	}
+	if res.Disruptions.LaunchFailures == 0 || spot != 0 || onDemand == 0 {
+		t.Fatalf("launch failures %d, spot hours %.2f, on-demand hours %.2f", res.Disruptions.LaunchFailures, spot, onDemand)
+	}
+}
+
+// A world file changes the knobs it names; an unknown knob or a value
+// out of range is refused, naming it.
+func TestWorldFile(t *testing.T) {
+	w, err := ReadWorld("w.yaml", []byte("bootToJoin: {min: 10s, max: 20s}\nspotInterruptionsPerHour: 0.01\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.BootToJoin != (Span{Min: 10 * time.Second, Max: 20 * time.Second}) || w.SpotInterruptionsPerHour != 0.01 || w.LaunchLatency != DefaultWorld().LaunchLatency {
+		t.Fatalf("read %+v", w)
+	}
+	for data, want := range map[string]string{
+		"bootToJion: {min: 1s}\n":             "bootToJion",
+		"bootToJoin: {min: 20s, max: 10s}\n":  "bootToJoin",
+		"insufficientCapacity: {spot: 1.5}\n": "insufficientCapacity.spot",
+		"spotInterruptionsPerHour: -1\n":      "spotInterruptionsPerHour",
+		"launchLatency: {min: soon}\n":        "soon",
+	} {
+		if _, err := ReadWorld("w.yaml", []byte(data)); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "w.yaml") {
+			t.Errorf("%q: error %v, want one naming %s and the file", data, err, want)
+		}
+	}
+}
