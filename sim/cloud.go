@@ -24,6 +24,7 @@ type cloud struct {
 	rng      *rand.Rand
 	w        *playback.World
 	mem      *decide.Memory
+	changes  *changes
 	agenda   *agenda
 	ledger   *ledger
 	outcomes int
@@ -74,6 +75,7 @@ func (c *cloud) launchAnswered(id string) error {
 	if m == nil || m.JoinState != api.JoinProvisioning || m.ProviderID != "" {
 		return nil // the intent was given up meanwhile (its join timed out)
 	}
+	c.changes.machine(m.ID)
 	o := decide.Outcome{Call: decide.CallLaunch, Machine: m.ID, Cluster: m.Cluster, Group: m.Group, InstanceType: m.InstanceType,
 		Zone: m.Zone, CapacityType: m.CapacityType, At: c.w.Now}
 	odds := c.world.InsufficientCapacity.OnDemand
@@ -105,7 +107,9 @@ func (c *cloud) launchAnswered(id string) error {
 // outcome leaves a call's outcome for the next pass, as a worker does.
 func (c *cloud) outcome(o decide.Outcome) {
 	c.outcomes++
-	c.mem.Outcomes[fmt.Sprintf("sim-%d", c.outcomes)] = o
+	id := fmt.Sprintf("sim-%d", c.outcomes)
+	c.mem.Outcomes[id] = o
+	c.changes.memory(decide.OutcomeKey(id))
 }
 
 // agentJoins: the machine's agent joins, if its instance is still there.
@@ -114,6 +118,7 @@ func (c *cloud) agentJoins(id string) error {
 	if m == nil || inst == nil || inst.gone || !m.Launching() {
 		return nil
 	}
+	c.changes.machine(m.ID)
 	inv := api.Inventory{Capacity: m.Capacity, Runtimes: c.w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
 	return fleet.Joined(m, inv, c.w.Now)
 }
@@ -126,6 +131,7 @@ func (c *cloud) terminated(id string) error {
 	if m == nil || m.FleetState != api.FleetTerminating {
 		return nil
 	}
+	c.changes.machine(m.ID)
 	return fleet.SetFleetState(m, api.FleetTerminated, c.w.Now)
 }
 
@@ -188,8 +194,8 @@ func (c *cloud) list(keys []string) {
 // heartbeat makes every joined machine whose instance runs heartbeat now.
 func (c *cloud) heartbeat() {
 	for _, m := range c.w.Snap.Machines {
-		if m.JoinState == api.JoinJoined && c.alive(m.ID) {
-			fleet.Heartbeat(m, c.w.Now)
+		if m.JoinState == api.JoinJoined && c.alive(m.ID) && fleet.Heartbeat(m, c.w.Now) {
+			c.changes.machine(m.ID) // it came back
 		}
 	}
 }

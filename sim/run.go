@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -29,6 +30,17 @@ type run struct {
 	row int
 	// last is the last pass's plan (its wake).
 	last decide.Plan
+	// changes are what changed since the last pass, which booked its
+	// machines into booked; scratch is the passes' working memory.
+	changes *changes
+	booked  *decide.Booking
+	scratch decide.Scratch
+	// verify: decide every pass afresh too, and fail if it decides
+	// otherwise than the pass from the last booking (tests).
+	verify bool
+	// made: the last plan made replicas or launched machines, out of the
+	// store's order.
+	made bool
 	res  Result
 }
 
@@ -95,6 +107,7 @@ func (r *run) eventHappens(e event) error {
 		if rep == nil || rep.Machine != e.Machine || rep.Incarnation != e.Incarnation || rep.State == api.ReplicaRunning && rep.PreviousMachine == "" {
 			return nil
 		}
+		r.changes.replica(rep)
 		if _, err := replica.Observe(rep, api.ReplicaStatus{ReplicaID: rep.ID, State: api.ReplicaRunning, Health: api.HealthHealthy}, "", r.w.Now); err != nil {
 			return err
 		}
@@ -135,6 +148,7 @@ func (r *run) demand(row trace.Row) error {
 	}
 	svc.Metadata.Generation++
 	r.w.Snap.Services[i] = &svc
+	r.changes.service(svc.Metadata.Name)
 	r.bound.demandChanged()
 	return nil
 }
@@ -145,7 +159,10 @@ func (r *run) demand(row trace.Row) error {
 func (r *run) passes() (bool, error) {
 	for i := 0; i < r.setup.World.MaxPassesPerInstant; i++ {
 		r.cloud.heartbeat()
-		plan := decide.Decide(r.cfg, r.w.Snap, r.mem, r.w.Now)
+		plan, err := r.decide()
+		if err != nil {
+			return false, err
+		}
 		r.w.Snap.Inventories = map[string]decide.Inventory{}
 		r.count(plan)
 		if err := r.apply(plan); err != nil {
@@ -157,6 +174,32 @@ func (r *run) passes() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// decide runs a pass from the last pass's booking and what changed
+// since, in the store's order, as the controller does.
+func (r *run) decide() (decide.Plan, error) {
+	snap := r.w.Snap
+	inStoreOrder(snap, r.made)
+	r.made = false
+	snap.Booked, snap.Changed, snap.Scratch = r.booked, r.changes.take(), &r.scratch
+	plan := decide.Decide(r.cfg, snap, r.mem, r.w.Now)
+	snap.Booked, snap.Changed, snap.Scratch = nil, nil, nil
+	r.booked = plan.Booked
+	if r.verify {
+		walked := *snap
+		walked.InStoreOrder, walked.MachinesByID = false, false
+		full := decide.Decide(r.cfg, &walked, r.mem, r.w.Now)
+		if diff := plan.Booked.Differs(full.Booked); diff != "" {
+			return plan, fmt.Errorf("a pass booked from the last booking otherwise than afresh: %s", diff)
+		}
+		kept, fresh := plan, full
+		kept.Booked, fresh.Booked = nil, nil
+		if !reflect.DeepEqual(kept, fresh) {
+			return plan, fmt.Errorf("a pass from the last booking decided otherwise than one afresh:\n%+v\n%+v", kept, fresh)
+		}
+	}
+	return plan, nil
 }
 
 // apply plays the plan back as the act step, then answers its provider
@@ -172,7 +215,12 @@ func (r *run) apply(plan decide.Plan) error {
 	for _, t := range plan.Terminates {
 		terminating = append(terminating, t.Machine)
 	}
+	machines := r.changes.beforeApply(&r.w, plan)
+	r.made = r.made || len(plan.CreateReplicas)+len(plan.Launches) > 0
 	if err := r.w.Apply(plan); err != nil {
+		return err
+	}
+	if err := r.changes.afterApply(&r.w, machines, r.mem, plan.Memory); err != nil {
 		return err
 	}
 	r.mem = plan.Memory

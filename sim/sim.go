@@ -78,7 +78,10 @@ func (s Setup) Check() error {
 }
 
 // Simulate runs one policy over the setup's trace.
-func Simulate(s Setup, p Policy) (Result, error) {
+func Simulate(s Setup, p Policy) (Result, error) { return simulate(s, p, false) }
+
+// simulate is Simulate; verify decides every pass afresh too (tests).
+func simulate(s Setup, p Policy, verify bool) (Result, error) {
 	if err := s.Check(); err != nil {
 		return Result{}, err
 	}
@@ -86,6 +89,7 @@ func Simulate(s Setup, p Policy) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	r.verify = verify
 	if err := r.loop(); err != nil {
 		return Result{}, fmt.Errorf("policy %s at %s: %w", p.Name, r.w.Now.Format(time.RFC3339), err)
 	}
@@ -122,10 +126,11 @@ func newRun(s Setup, p Policy) (*run, error) {
 		end = start.Add(time.Minute)
 	}
 	snap.LivenessSince = start
-	r := &run{setup: s, policy: p, cfg: p.Config, mem: decide.NewMemory(), agenda: &agenda{}, ledger: newLedger(start, end), end: end}
+	r := &run{setup: s, policy: p, cfg: p.Config, mem: decide.NewMemory(), agenda: &agenda{}, ledger: newLedger(start, end), end: end,
+		changes: newChanges()}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
-	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, agenda: r.agenda, ledger: r.ledger,
+	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
 		instances: map[string]*instance{}}
 	r.w.Provider = r.cloud
 	r.bound = newBounder(s.World.BoundEvery, start)

@@ -49,7 +49,7 @@ func TestABurstIsServedAndItsMachinesGo(t *testing.T) {
 2026-01-01T03:00:00Z,web,4
 2026-01-01T06:00:00Z,web,4
 `, "web")
-	res, err := Simulate(s, defaultPolicy())
+	res, err := simulate(s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestARunIsTheSameEveryTime(t *testing.T) {
 	s.World.SpotInterruptionsPerHour = 0.2
 	s.World.InsufficientCapacity.Spot = 0.3
 	encode := func(s Setup) string {
-		res, err := Simulate(s, defaultPolicy())
+		res, err := simulate(s, defaultPolicy(), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestSpotInterruptionsAreFollowed(t *testing.T) {
 2026-01-01T12:00:00Z,web,12
 `, "web")
 	s.World.SpotInterruptionsPerHour = 0.5
-	res, err := Simulate(s, defaultPolicy())
+	res, err := simulate(s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestSpotOutOfCapacityFallsBackToOnDemand(t *testing.T) {
 2026-01-01T02:00:00Z,web,8
 `, "web")
 	s.World.InsufficientCapacity.Spot = 1
-	res, err := Simulate(s, defaultPolicy())
+	res, err := simulate(s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,155 @@
+package sim
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/playback"
+)
+
+// changes notes what changed in the simulated store since the last pass,
+// as a server's view logs it from the change feed, so that a pass books
+// only the machines the changes touched (decide.Snapshot.Booked and
+// Changed) instead of every one: every write the run makes goes through
+// it. A run with verify set decides every pass both ways and fails when
+// they differ, as the decision harness does.
+type changes struct {
+	c *decide.Changes
+}
+
+func newChanges() *changes { return &changes{c: decide.NewChanges()} }
+
+// take hands the changes noted to a pass and starts anew.
+func (ch *changes) take() *decide.Changes {
+	c := ch.c
+	ch.c = decide.NewChanges()
+	return c
+}
+
+func (ch *changes) replica(r *api.Replica) { ch.c.Replica(r.ID, r.Service, r.Machine) }
+func (ch *changes) machine(id string)      { ch.c.Machines[id] = true }
+func (ch *changes) service(name string)    { ch.c.Services[name] = true }
+func (ch *changes) memory(key string)      { ch.c.Memory[key] = true }
+
+// beforeApply notes, as they are, the replicas and machines a plan is
+// about to change, and returns the machines there were.
+func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) map[string]bool {
+	for _, list := range [][]decide.ReplicaDelete{plan.DeleteReplicas, plan.RetireReplicas} {
+		for _, d := range list {
+			ch.c.Replica(d.ID, d.Service, machineOf(w, d.ID))
+		}
+	}
+	for _, id := range plan.EndMoves {
+		ch.noteReplica(w, id)
+	}
+	for _, e := range plan.Evictions {
+		ch.noteReplica(w, e.Replica)
+	}
+	for _, a := range plan.Assignments {
+		ch.noteReplica(w, a.Replica)
+	}
+	for id := range plan.Pending {
+		ch.noteReplica(w, id)
+	}
+	for _, r := range plan.CreateReplicas {
+		ch.c.Replica(r.ID, r.Service, "")
+	}
+	for _, rv := range plan.Reverts {
+		ch.service(rv.Service)
+	}
+	if len(plan.Terminates) > 0 {
+		ending := map[string]bool{}
+		for _, t := range plan.Terminates {
+			ending[t.Machine] = true
+		}
+		for _, r := range w.Snap.Replicas {
+			if ending[r.Machine] || ending[r.PreviousMachine] {
+				ch.replica(r)
+			}
+		}
+	}
+	for _, steps := range [][]decide.MachineStep{plan.Unreachable, plan.Stops, plan.Starts} {
+		for _, s := range steps {
+			ch.machine(s.Machine)
+		}
+	}
+	for _, a := range plan.Adoptions {
+		ch.machine(a.Machine)
+	}
+	for _, d := range plan.Drains {
+		ch.machine(d.Machine)
+	}
+	for _, t := range plan.Terminates {
+		ch.machine(t.Machine)
+	}
+	for _, ids := range [][]string{plan.LaunchCalls, plan.TerminateCalls} {
+		for _, id := range ids {
+			ch.machine(id)
+		}
+	}
+	before := make(map[string]bool, len(w.Snap.Machines))
+	for _, m := range w.Snap.Machines {
+		before[m.ID] = true
+	}
+	return before
+}
+
+// afterApply notes the machines a plan made or removed, and the memory
+// entries it wrote or dropped.
+func (ch *changes) afterApply(w *playback.World, before map[string]bool, memBefore, memAfter decide.Memory) error {
+	for _, m := range w.Snap.Machines {
+		if !before[m.ID] {
+			ch.machine(m.ID)
+		}
+		delete(before, m.ID)
+	}
+	for id := range before {
+		ch.machine(id) // gone
+	}
+	put, del, err := decide.Diff(memBefore, memAfter)
+	if err != nil {
+		return err
+	}
+	for key := range put {
+		ch.memory(key)
+	}
+	for _, key := range del {
+		ch.memory(key)
+	}
+	return nil
+}
+
+func (ch *changes) noteReplica(w *playback.World, id string) {
+	if r := w.ReplicaByID(id); r != nil {
+		ch.replica(r)
+	}
+}
+
+func machineOf(w *playback.World, id string) string {
+	if r := w.ReplicaByID(id); r != nil {
+		return r.Machine
+	}
+	return ""
+}
+
+// inStoreOrder puts the snapshot's replicas and machines in the store's
+// order (replicas by service and id, machines by id), which the run
+// vouches for: a pass then neither checks nor indexes them afresh. Only
+// a plan's new replicas and machines (appended) break the order: made
+// says whether there were any since.
+func inStoreOrder(s *decide.Snapshot, made bool) {
+	if made {
+		slices.SortStableFunc(s.Replicas, byServiceAndID)
+		slices.SortStableFunc(s.Machines, byMachineID)
+	}
+	s.InStoreOrder, s.MachinesByID = true, true
+}
+
+func byServiceAndID(a, b *api.Replica) int {
+	return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
+}
+
+func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
