@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/controller"
@@ -80,15 +83,9 @@ func runSimulate(g *globals, f simulateFlags) error {
 	if err != nil {
 		return err
 	}
-	var results []sim.Result
-	for _, p := range policies {
-		began := time.Now()
-		res, err := sim.Simulate(setup, p)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(g.errOut, "policy %s: %d passes in %s\n", p.Name, res.Passes.Total, time.Since(began).Round(time.Millisecond))
-		results = append(results, res)
+	results, err := simulateAll(g, setup, policies)
+	if err != nil {
+		return err
 	}
 	if f.plotFile != "" {
 		if err := writeFile(f.plotFile, func(w io.Writer) error { return report.Plot(w, results) }); err != nil {
@@ -102,6 +99,30 @@ func runSimulate(g *globals, f simulateFlags) error {
 		return report.CSV(g.out, results)
 	}
 	return report.Table(g.out, results)
+}
+
+// simulateAll runs the policies side by side, as many at once as there
+// are CPUs (each run is its own and the same whichever runs first).
+func simulateAll(g *globals, setup sim.Setup, policies []sim.Policy) ([]sim.Result, error) {
+	results := make([]sim.Result, len(policies))
+	var eg errgroup.Group
+	var mu sync.Mutex // over errOut
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for i, p := range policies {
+		eg.Go(func() error {
+			began := time.Now()
+			res, err := sim.Simulate(setup, p)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			fmt.Fprintf(g.errOut, "policy %s: %d passes in %s\n", p.Name, res.Passes.Total, time.Since(began).Round(time.Millisecond))
+			mu.Unlock()
+			results[i] = res
+			return nil
+		})
+	}
+	return results, eg.Wait()
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
