@@ -42,11 +42,23 @@ const (
 	azureColumns  = 11
 )
 
-// azureVM is one VM of the table.
-type azureVM struct {
+// lifetime is one VM's or container's: from created to deleted (seconds
+// from the trace's start), a replica of service asking for milliCPU and
+// bytes.
+type lifetime struct {
 	created, deleted int64
 	service          string
 	milliCPU, bytes  int64
+}
+
+// serviceOf is the service a key (a category, an app) maps to; "*" maps
+// every key not named.
+func serviceOf(services map[string]string, key string) (string, bool) {
+	if svc, ok := services[key]; ok {
+		return svc, true
+	}
+	svc, ok := services["*"]
+	return svc, ok
 }
 
 // ReadAzureVMTable reads a VM table, its time 0 at start; services maps a
@@ -56,7 +68,7 @@ func ReadAzureVMTable(r io.Reader, start time.Time, services map[string]string) 
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
-	var vms []azureVM
+	var vms []lifetime
 	var bad []error
 	for line := 1; ; line++ {
 		record, err := cr.Read()
@@ -81,12 +93,12 @@ func ReadAzureVMTable(r io.Reader, start time.Time, services map[string]string) 
 	if len(vms) == 0 {
 		return Trace{}, errors.New("azure vm table: no VMs")
 	}
-	return Trace{Rows: azureRows(vms, start)}, nil
+	return Trace{Rows: rowsOf(vms, start)}, nil
 }
 
-func azureRow(line int, record []string, services map[string]string) (azureVM, error) {
-	fail := func(format string, a ...any) (azureVM, error) {
-		return azureVM{}, fmt.Errorf("line %d: "+format, append([]any{line}, a...)...)
+func azureRow(line int, record []string, services map[string]string) (lifetime, error) {
+	fail := func(format string, a ...any) (lifetime, error) {
+		return lifetime{}, fmt.Errorf("line %d: "+format, append([]any{line}, a...)...)
 	}
 	if len(record) < azureColumns {
 		return fail("%d columns, want %d (vmid, subscriptionid, deploymentid, vmcreated, vmdeleted, maxcpu, avgcpu, p95maxcpu, vmcategory, vmcorecountbucket, vmmemorybucket)", len(record), azureColumns)
@@ -97,7 +109,7 @@ func azureRow(line int, record []string, services map[string]string) (azureVM, e
 		return fail("vmcreated %q and vmdeleted %q: want seconds, created first", record[azureCreated], record[azureDeleted])
 	}
 	category := strings.TrimSpace(record[azureCategory])
-	svc, ok := services[category]
+	svc, ok := serviceOf(services, category)
 	if !ok {
 		return fail("vmcategory %q maps to no service", category)
 	}
@@ -109,7 +121,7 @@ func azureRow(line int, record []string, services map[string]string) (azureVM, e
 	if err != nil {
 		return fail("vmmemorybucket: %v", err)
 	}
-	return azureVM{created: created, deleted: deleted, service: svc, milliCPU: int64(cores * 1000), bytes: int64(gb * (1 << 30))}, nil
+	return lifetime{created: created, deleted: deleted, service: svc, milliCPU: int64(cores * 1000), bytes: int64(gb * (1 << 30))}, nil
 }
 
 // azureBucket is a bucket's value: its upper end, or for ">N",
@@ -127,8 +139,9 @@ func azureBucket(s string) (float64, error) {
 	return v, nil
 }
 
-// azureRows turns VMs into a row per service and instant its VMs change.
-func azureRows(vms []azureVM, start time.Time) []Row {
+// rowsOf turns lifetimes into a row per service and instant its replicas
+// change: as many as are alive, each asking for their mean.
+func rowsOf(vms []lifetime, start time.Time) []Row {
 	type change struct {
 		at      int64
 		service string

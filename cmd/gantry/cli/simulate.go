@@ -27,15 +27,19 @@ import (
 
 // Trace formats.
 const (
-	traceCSV   = "csv"
-	traceAzure = "azure-vmtable"
-	formatCSV  = "csv"
+	traceCSV     = "csv"
+	traceAzure   = "azure-vmtable"
+	traceAlibaba = "alibaba-containers"
+	formatCSV    = "csv"
 )
 
 type simulateFlags struct {
-	file, traceFile, traceFormat, catalogFile, worldFile, output, plotFile, until, azureStart string
-	policies, categories                                                                      []string
-	seed                                                                                      uint64
+	file, traceFile, traceFormat, catalogFile, worldFile, output, plotFile, until string
+	// traceStart, mapping and memoryFull read the public traces' tables.
+	traceStart, memoryFull string
+	mapping                []string
+	policies               []string
+	seed                   uint64
 }
 
 func newSimulateCmd(g *globals) *cobra.Command {
@@ -53,9 +57,10 @@ func newSimulateCmd(g *globals) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVarP(&f.file, "filename", "f", "", "spec file (YAML or JSON): the clusters and services to simulate")
 	fl.StringVar(&f.traceFile, "trace", "", "demand trace: CSV of time,service,replicas[,cpu,memory,gpu] (see docs/simulate.md)")
-	fl.StringVar(&f.traceFormat, "trace-format", traceCSV, "trace format: csv, or azure-vmtable (the Azure Public Dataset's vmtable.csv)")
-	fl.StringSliceVar(&f.categories, "azure-category", nil, "azure-vmtable: CATEGORY=SERVICE, the spec service a VM category's VMs are replicas of (repeatable)")
-	fl.StringVar(&f.azureStart, "azure-start", "2026-01-01T00:00:00Z", "azure-vmtable: the time the table's second 0 is")
+	fl.StringVar(&f.traceFormat, "trace-format", traceCSV, "trace format: csv, azure-vmtable (the Azure Public Dataset's vmtable.csv) or alibaba-containers (cluster-trace-v2018's container_meta.csv)")
+	fl.StringSliceVar(&f.mapping, "map", nil, "azure-vmtable, alibaba-containers: KEY=SERVICE, the spec service a VM category's VMs or an app_du's containers are replicas of; * for every key not named (repeatable)")
+	fl.StringVar(&f.traceStart, "trace-start", "2026-01-01T00:00:00Z", "azure-vmtable, alibaba-containers: the time the table's second 0 is")
+	fl.StringVar(&f.memoryFull, "memory-full", "", "alibaba-containers: the memory a mem_size of 100 stands for (such as 96Gi)")
 	fl.StringVar(&f.catalogFile, "catalog", "", "instance-type catalog (JSON or YAML) instead of the providers' built-in ones")
 	fl.StringSliceVar(&f.policies, "policy", nil, "policy file: a YAML mapping of server settings (repeatable; none: the defaults)")
 	fl.StringVar(&f.worldFile, "world", "", "world file: launch, boot and terminate latencies, capacity errors, spot interruptions (defaults in docs/simulate.md)")
@@ -207,18 +212,10 @@ func readTrace(f simulateFlags, services []*api.Service) (trace.Trace, error) {
 	switch f.traceFormat {
 	case traceCSV:
 		tr, err = trace.ReadCSV(in, known)
-	case traceAzure:
-		var start time.Time
-		if start, err = trace.ParseTime(f.azureStart); err != nil {
-			return trace.Trace{}, fmt.Errorf("--azure-start: %w", err)
-		}
-		var categories map[string]string
-		if categories, err = categoryMap(f.categories, known); err != nil {
-			return trace.Trace{}, err
-		}
-		tr, err = trace.ReadAzureVMTable(in, start, categories)
+	case traceAzure, traceAlibaba:
+		tr, err = readTable(f, in, known)
 	default:
-		return trace.Trace{}, fmt.Errorf("--trace-format %q: want csv or azure-vmtable", f.traceFormat)
+		return trace.Trace{}, fmt.Errorf("--trace-format %q: want csv, azure-vmtable or alibaba-containers", f.traceFormat)
 	}
 	if err != nil {
 		return trace.Trace{}, fmt.Errorf("trace %s: %w", f.traceFile, err)
@@ -226,20 +223,43 @@ func readTrace(f simulateFlags, services []*api.Service) (trace.Trace, error) {
 	return tr, nil
 }
 
-func categoryMap(pairs []string, known map[string]bool) (map[string]string, error) {
+// readTable reads a public trace's table through its adapter.
+func readTable(f simulateFlags, in io.Reader, known map[string]bool) (trace.Trace, error) {
+	start, err := trace.ParseTime(f.traceStart)
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("--trace-start: %w", err)
+	}
+	services, err := serviceMap(f.traceFormat, f.mapping, known)
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	if f.traceFormat == traceAzure {
+		return trace.ReadAzureVMTable(in, start, services)
+	}
+	if f.memoryFull == "" {
+		return trace.Trace{}, errors.New("--trace-format alibaba-containers needs --memory-full, the memory a mem_size of 100 stands for (such as 96Gi)")
+	}
+	full, err := api.ParseBytes(f.memoryFull)
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("--memory-full: %w", err)
+	}
+	return trace.ReadAlibabaContainers(in, start, services, full)
+}
+
+func serviceMap(format string, pairs []string, known map[string]bool) (map[string]string, error) {
 	if len(pairs) == 0 {
-		return nil, errors.New("--trace-format azure-vmtable needs --azure-category CATEGORY=SERVICE for each category of the table")
+		return nil, fmt.Errorf("--trace-format %s needs --map KEY=SERVICE (a VM category or app_du, or * for all)", format)
 	}
 	out := map[string]string{}
 	for _, p := range pairs {
-		category, service, ok := strings.Cut(p, "=")
-		if !ok || category == "" || service == "" {
-			return nil, fmt.Errorf("--azure-category %q: want CATEGORY=SERVICE", p)
+		key, service, ok := strings.Cut(p, "=")
+		if !ok || key == "" || service == "" {
+			return nil, fmt.Errorf("--map %q: want KEY=SERVICE", p)
 		}
 		if !known[service] {
-			return nil, fmt.Errorf("--azure-category %q: the spec has no service %s", p, service)
+			return nil, fmt.Errorf("--map %q: the spec has no service %s", p, service)
 		}
-		out[category] = service
+		out[key] = service
 	}
 	return out, nil
 }

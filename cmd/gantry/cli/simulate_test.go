@@ -95,3 +95,38 @@ func TestSimulateRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The public traces' tables run through their adapters, each service
+// named by --map; without the mapping, or Alibaba's memory scale, they
+// are refused.
+func TestSimulatePublicTraces(t *testing.T) {
+	fixtures := "../../../sim/trace/testdata/"
+	for _, c := range []struct {
+		format, file string
+		args         []string
+		refused      []string
+	}{
+		{"azure-vmtable", "azure-vmtable.csv", []string{"--map", "*=api"}, []string{"--map"}},
+		{"alibaba-containers", "alibaba-container-meta.csv", []string{"--map", "app_1=web", "--map", "*=jobs", "--memory-full", "16Gi"}, []string{"--map", "--memory-full"}},
+	} {
+		base := []string{"--trace", fixtures + c.file, "--trace-format", c.format, "-o", "json"}
+		out, errOut, code := simulate(t, append(base, c.args...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.format, code, errOut)
+		}
+		var got struct{ Results []sim.Result }
+		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got.Results) != 1 || got.Results[0].Cost <= 0 || got.Results[0].Pending.Count == 0 {
+			t.Fatalf("%s: %v %s", c.format, err, out)
+		}
+		_, errOut, code = simulate(t, base...)
+		if code == 0 || !strings.Contains(errOut, c.refused[0]) {
+			t.Errorf("%s without --map: exit %d, %s", c.format, code, errOut)
+		}
+		if len(c.refused) > 1 {
+			_, errOut, code = simulate(t, append(base, "--map", "*=jobs")...)
+			if code == 0 || !strings.Contains(errOut, c.refused[1]) {
+				t.Errorf("%s without %s: exit %d, %s", c.format, c.refused[1], code, errOut)
+			}
+		}
+	}
+}
