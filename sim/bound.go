@@ -43,7 +43,7 @@ func (b *bounder) sample(now time.Time, r *run) {
 		return
 	}
 	b.changed, b.next = false, now.Add(b.every)
-	key := demandKey(r.w.Snap)
+	key := demandKey(r.w.Snap) + "prices" + strconv.Itoa(r.price)
 	bound, ok := b.memo[key]
 	if !ok {
 		s := r.w.Snap

@@ -24,6 +24,9 @@ type ledger struct {
 	down map[string]downSince
 	// bound is the lower bound of the time ($/h), as last planned.
 	bound float64
+	// spotPrice are the spot prices a price trace changed, by type and
+	// zone: what a spot machine there is billed.
+	spotPrice map[spotKey]float64
 
 	cost, boundCost float64
 	series          []Point
@@ -33,6 +36,8 @@ type ledger struct {
 }
 
 type typeKey struct{ instanceType, capacityType string }
+
+type spotKey struct{ instanceType, zone string }
 
 // typeAccount is one type and capacity type's machine-hours so far, and
 // what its billed instances cost now.
@@ -44,6 +49,7 @@ type typeAccount struct {
 
 type billing struct {
 	key    typeKey
+	zone   string
 	price  float64
 	paused bool
 }
@@ -57,7 +63,8 @@ type downSince struct {
 func newLedger(start, end time.Time) *ledger {
 	bucket := end.Sub(start) / maxPoints
 	bucket = max(time.Minute, bucket.Round(time.Minute))
-	l := &ledger{start: start, end: end, bucket: bucket, billed: map[string]billing{}, hours: map[typeKey]*typeAccount{}, down: map[string]downSince{}}
+	l := &ledger{start: start, end: end, bucket: bucket, billed: map[string]billing{}, hours: map[typeKey]*typeAccount{}, down: map[string]downSince{},
+		spotPrice: map[spotKey]float64{}}
 	for at := start; at.Before(end); at = at.Add(bucket) {
 		l.series = append(l.series, Point{At: at})
 	}
@@ -72,7 +79,10 @@ const maxPoints = 720
 
 // billFrom starts billing a machine's instance.
 func (l *ledger) billFrom(m *api.Machine, _ time.Time) {
-	b := billing{key: typeKey{m.InstanceType, m.CapacityType}, price: m.PricePerHour}
+	b := billing{key: typeKey{m.InstanceType, m.CapacityType}, zone: m.Zone, price: m.PricePerHour}
+	if p, ok := l.spotPrice[spotKey{m.InstanceType, m.Zone}]; ok && m.CapacityType == api.CapacitySpot {
+		b.price = p
+	}
 	l.billed[m.ID] = b
 	if l.hours[b.key] == nil {
 		l.hours[b.key] = &typeAccount{TypeHours: TypeHours{InstanceType: m.InstanceType, CapacityType: m.CapacityType}}
@@ -119,6 +129,30 @@ func (l *ledger) pause(machine string, paused bool) {
 }
 
 func (l *ledger) launchFailed() { l.launchFailures++ }
+
+// reprice bills the spot machines of a type in a zone at a new price
+// from now (in the order of their ids, for the same sums every time).
+func (l *ledger) reprice(instanceType, zone string, price float64) {
+	l.spotPrice[spotKey{instanceType, zone}] = price
+	var ids []string
+	for id, b := range l.billed {
+		if b.key == (typeKey{instanceType, api.CapacitySpot}) && b.zone == zone {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		b := l.billed[id]
+		if !b.paused {
+			l.running(b, -1)
+		}
+		b.price = price
+		if !b.paused {
+			l.running(b, +1)
+		}
+		l.billed[id] = b
+	}
+}
 
 // advance accounts for the time from one instant to the next, during
 // which nothing changed.

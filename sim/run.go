@@ -26,8 +26,9 @@ type run struct {
 	ledger *ledger
 	bound  *bounder
 	end    time.Time
-	// row is the next trace row to apply.
-	row int
+	// row is the next trace row to apply; price the next spot price
+	// change.
+	row, price int
 	// last is the last pass's plan (its wake).
 	last decide.Plan
 	// changes are what changed since the last pass, which booked its
@@ -78,6 +79,7 @@ func (r *run) happen(now time.Time) error {
 		}
 		r.row++
 	}
+	r.reprice(now)
 	for _, e := range r.agenda.due(now) {
 		if err := r.eventHappens(e); err != nil {
 			return err
@@ -151,6 +153,32 @@ func (r *run) demand(row trace.Row) error {
 	r.changes.service(svc.Metadata.Name)
 	r.bound.demandChanged()
 	return nil
+}
+
+// reprice applies the spot price changes due: to the catalogs the control
+// loop prices new machines with, and to the bills of the spot machines of
+// that type and zone (the machines keep the price they were launched at in
+// the store, as Gantry does not reprice running machines).
+func (r *run) reprice(now time.Time) {
+	changes := r.setup.SpotPrices
+	for r.price < len(changes) && !changes[r.price].At.After(now) {
+		pc := changes[r.price]
+		for _, cp := range r.w.Snap.Catalogs {
+			for i := range cp.Catalog {
+				if cp.Catalog[i].Name != pc.InstanceType {
+					continue
+				}
+				for j, o := range cp.Catalog[i].Offerings {
+					if o.Zone == pc.Zone && o.CapacityType == api.CapacitySpot {
+						cp.Catalog[i].Offerings[j].PricePerHour = pc.PricePerHour
+					}
+				}
+			}
+		}
+		r.ledger.reprice(pc.InstanceType, pc.Zone, pc.PricePerHour)
+		r.bound.demandChanged()
+		r.price++
+	}
 }
 
 // passes runs the control loop at one instant until a pass is quiet (it
@@ -329,6 +357,9 @@ func (r *run) nextInstant(now time.Time, acting bool) time.Time {
 	}
 	if r.row < len(r.setup.Trace.Rows) {
 		note(r.setup.Trace.Rows[r.row].At)
+	}
+	if r.price < len(r.setup.SpotPrices) {
+		note(r.setup.SpotPrices[r.price].At)
 	}
 	if t, ok := r.agenda.next(); ok {
 		note(t)

@@ -36,6 +36,9 @@ type Setup struct {
 	Seed uint64
 	// End is when the run stops (zero: at the trace's last row).
 	End time.Time
+	// SpotPrices change spot prices over time, in time order (none: the
+	// catalog's all along).
+	SpotPrices []trace.PriceChange
 }
 
 // Policy is one run's decision settings.
@@ -107,7 +110,13 @@ func newRun(s Setup, p Policy) (*run, error) {
 	if err := deepCopy(s.Services, &services); err != nil {
 		return nil, err
 	}
-	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Services: services, Catalogs: s.Catalogs, Providers: s.Providers,
+	catalogs := s.Catalogs
+	if len(s.SpotPrices) > 0 { // the run changes its prices
+		if err := deepCopy(s.Catalogs, &catalogs); err != nil {
+			return nil, err
+		}
+	}
+	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Services: services, Catalogs: catalogs, Providers: s.Providers,
 		Instances: map[string]decide.InstanceObservation{}, Inventories: map[string]decide.Inventory{}, ListedAt: map[string]time.Time{},
 		InFlight: map[string]bool{}}
 	for _, c := range clusters {

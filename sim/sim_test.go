@@ -182,3 +182,67 @@ func TestWorldFile(t *testing.T) {
 		}
 	}
 }
+
+// Spot prices from a price trace: the spot machines running are billed
+// at the new price from then on, and the machines launched after are
+// priced with it (on demand, once spot costs more).
+func TestSpotPricesChangeOverTime(t *testing.T) {
+	rows := `2026-01-01T00:00:00Z,web,8
+2026-01-01T02:00:00Z,web,30
+2026-01-01T04:00:00Z,web,30
+`
+	plain := testSetup(t, rows, "web")
+	plain.World.SpotInterruptionsPerHour, plain.World.InsufficientCapacity.Spot = 0, 0
+	priced := plain
+	var err error
+	priced.SpotPrices, err = trace.ReadSpotPrices(strings.NewReader(`time,instanceType,zone,price
+2026-01-01T01:00:00Z,small,a,0.5
+2026-01-01T01:00:00Z,small,b,0.5
+2026-01-01T01:00:00Z,large,a,0.5
+2026-01-01T01:00:00Z,large,b,0.5
+`), func(string, string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := simulate(plain, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := simulate(priced, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hours := func(r Result, capacity string) float64 {
+		h := 0.0
+		for _, th := range r.MachineHours {
+			if th.CapacityType == capacity {
+				h += th.Hours
+			}
+		}
+		return h
+	}
+	if hours(before, api.CapacityOnDemand) != 0 || hours(after, api.CapacityOnDemand) == 0 {
+		t.Errorf("on-demand hours: %.2f at the catalog's prices, %.2f once spot costs more; want none, then some",
+			hours(before, api.CapacityOnDemand), hours(after, api.CapacityOnDemand))
+	}
+	// The spot machines of the first hour run on at $0.50/h (at least one,
+	// for three hours), at least three times what they cost before.
+	if after.Cost < 0.5*3 || after.Cost < 3*before.Cost {
+		t.Errorf("cost $%.2f with the price trace, $%.2f without", after.Cost, before.Cost)
+	}
+}
+
+// A price trace names only spot offerings the catalog has, in time order.
+func TestSpotPricesRefused(t *testing.T) {
+	_, err := trace.ReadSpotPrices(strings.NewReader(`time,instanceType,zone,price
+2026-01-01T01:00:00Z,small,a,0.5
+2026-01-01T00:00:00Z,small,a,0.5
+2026-01-01T02:00:00Z,huge,a,0.5
+2026-01-01T03:00:00Z,small,a,-1
+`), func(it, zone string) bool { return it == "small" })
+	for _, want := range []string{"line 3", "line 4", "huge", "line 5", "price"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}

@@ -34,7 +34,7 @@ const (
 )
 
 type simulateFlags struct {
-	file, traceFile, traceFormat, catalogFile, worldFile, output, plotFile, until string
+	file, traceFile, traceFormat, catalogFile, worldFile, output, plotFile, until, spotPrices string
 	// traceStart, mapping and memoryFull read the public traces' tables.
 	traceStart, memoryFull string
 	mapping                []string
@@ -63,6 +63,7 @@ func newSimulateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.memoryFull, "memory-full", "", "alibaba-containers: the memory a mem_size of 100 stands for (such as 96Gi)")
 	fl.StringVar(&f.catalogFile, "catalog", "", "instance-type catalog (JSON or YAML) instead of the providers' built-in ones")
 	fl.StringSliceVar(&f.policies, "policy", nil, "policy file: a YAML mapping of server settings (repeatable; none: the defaults)")
+	fl.StringVar(&f.spotPrices, "spot-prices", "", "spot price trace: CSV of time,instanceType,zone,price (spot prices change over time)")
 	fl.StringVar(&f.worldFile, "world", "", "world file: launch, boot and terminate latencies, capacity errors, spot interruptions (defaults in docs/simulate.md)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the world's draws: the same inputs and seed give the same results")
 	fl.StringVar(&f.until, "until", "", "stop at this RFC 3339 time (default: the trace's last row)")
@@ -195,6 +196,11 @@ func simulationSetup(f simulateFlags) (sim.Setup, error) {
 	if setup.Trace, err = readTrace(f, services); err != nil {
 		return sim.Setup{}, err
 	}
+	if f.spotPrices != "" {
+		if setup.SpotPrices, err = readSpotPrices(f.spotPrices, snap.Catalogs); err != nil {
+			return sim.Setup{}, err
+		}
+	}
 	return setup, setup.Check()
 }
 
@@ -262,6 +268,31 @@ func serviceMap(format string, pairs []string, known map[string]bool) (map[strin
 		out[key] = service
 	}
 	return out, nil
+}
+
+func readSpotPrices(file string, catalogs map[string]decide.ClusterProvider) ([]trace.PriceChange, error) {
+	in, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("read spot prices: %w", err)
+	}
+	defer in.Close()
+	offered := func(instanceType, zone string) bool {
+		for _, cp := range catalogs {
+			if it, ok := provisioner.FindInstanceType(cp.Catalog, instanceType); ok {
+				for _, o := range it.Offerings {
+					if o.Zone == zone && o.CapacityType == api.CapacitySpot {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	prices, err := trace.ReadSpotPrices(in, offered)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return prices, nil
 }
 
 // readPolicies reads the policy files; none is the defaults.
