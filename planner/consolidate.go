@@ -37,23 +37,35 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			}
 		}
 	}
-	live, idle := map[string]int{}, map[string]int{}
+	// A machine on its way takes replicas once it joins (a replacement
+	// launched by an earlier plan, or capacity for pending ones):
+	// consolidating before then would launch that replacement again.
+	settled := false
 	for _, m := range p.in.Machines {
-		// A machine on its way takes replicas once it joins (a replacement
-		// launched by an earlier plan, or capacity for pending ones):
-		// consolidating before then would launch that replacement again.
 		if !m.Joined {
 			growing[m.Cluster] = true
 		}
-		key := Key(m.Cluster, m.Group)
+	}
+	for _, m := range p.in.Machines {
+		if !growing[m.Cluster] {
+			settled = true
+			break
+		}
+	}
+	if !settled {
+		return nil // every cluster grows: no count, sort or simulation of its machines
+	}
+	live, idle := map[groupKey]int{}, map[groupKey]int{}
+	for _, m := range p.in.Machines {
+		key := groupKey{m.Cluster, m.Group}
 		live[key]++
 		if len(m.Replicas) == 0 {
 			idle[key]++
 		}
 	}
-	stopped := map[string]int{}
+	stopped := map[groupKey]int{}
 	for _, g := range p.in.Groups {
-		stopped[Key(g.Cluster, g.ID)] = g.Stopped
+		stopped[groupKey{g.Cluster, g.ID}] = g.Stopped
 	}
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
@@ -61,9 +73,12 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
 		}
-		key := Key(m.Cluster, m.Group)
-		g := p.groups[key]
-		if g == nil || growing[m.Cluster] || live[key] <= g.MinSize {
+		if growing[m.Cluster] {
+			continue
+		}
+		key := groupKey{m.Cluster, m.Group}
+		g := p.groups[Key(m.Cluster, m.Group)]
+		if g == nil || live[key] <= g.MinSize {
 			continue
 		}
 		if sim == nil {
@@ -100,6 +115,10 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	}
 	return removals
 }
+
+// groupKey is a group's cluster and id, a map key built without joining
+// them (a pass counts every machine's group).
+type groupKey struct{ cluster, group string }
 
 // candidates: joined machines — empty ones (bound by EmptyMachineTTL) or
 // old enough to consolidate (MinLifetime) — fewest replicas first, then
