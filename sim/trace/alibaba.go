@@ -50,25 +50,13 @@ func ReadAlibabaContainers(r io.Reader, start time.Time, services map[string]str
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	seen := map[string]*alibabaSeen{}
-	var bad []error
+	err := eachRecord(cr, 1, "alibaba container table", func(line int, record []string) error {
+		return alibabaRow(line, record, services, memoryFull, seen)
+	})
+	if err != nil {
+		return Trace{}, err
+	}
 	end := int64(0)
-	for line := 1; ; line++ {
-		record, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return Trace{}, fmt.Errorf("alibaba container table: line %d: %w", line, err)
-		}
-		if err := alibabaRow(line, record, services, memoryFull, seen); err != nil {
-			if bad = append(bad, err); len(bad) == maxErrors {
-				break
-			}
-		}
-	}
-	if len(bad) > 0 {
-		return Trace{}, fmt.Errorf("alibaba container table refused, nothing simulated: %w", errors.Join(bad...))
-	}
 	if len(seen) == 0 {
 		return Trace{}, errors.New("alibaba container table: no containers")
 	}

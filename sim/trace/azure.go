@@ -69,26 +69,15 @@ func ReadAzureVMTable(r io.Reader, start time.Time, services map[string]string) 
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	var vms []lifetime
-	var bad []error
-	for line := 1; ; line++ {
-		record, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return Trace{}, fmt.Errorf("azure vm table: line %d: %w", line, err)
-		}
+	err := eachRecord(cr, 1, "azure vm table", func(line int, record []string) error {
 		vm, err := azureRow(line, record, services)
-		if err != nil {
-			if bad = append(bad, err); len(bad) == maxErrors {
-				break
-			}
-			continue
+		if err == nil {
+			vms = append(vms, vm)
 		}
-		vms = append(vms, vm)
-	}
-	if len(bad) > 0 {
-		return Trace{}, fmt.Errorf("azure vm table refused, nothing simulated: %w", errors.Join(bad...))
+		return err
+	})
+	if err != nil {
+		return Trace{}, err
 	}
 	if len(vms) == 0 {
 		return Trace{}, errors.New("azure vm table: no VMs")

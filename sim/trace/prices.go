@@ -2,7 +2,6 @@ package trace
 
 import (
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -43,29 +42,18 @@ func ReadSpotPrices(r io.Reader, offered func(instanceType, zone string) bool) (
 		return nil, fmt.Errorf("spot prices: line 1: header %q, want %q", strings.Join(header, ","), strings.Join(priceColumns, ","))
 	}
 	var out []PriceChange
-	var bad []error
-	for line := 2; ; line++ {
-		record, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("spot prices: line %d: %w", line, err)
-		}
+	err = eachRecord(cr, 2, "spot prices", func(line int, record []string) error {
 		pc, err := priceRow(line, record, offered)
 		if err == nil && len(out) > 0 && pc.At.Before(out[len(out)-1].At) {
 			err = fmt.Errorf("line %d: %s is before the row above (%s): rows go in time order", line, pc.At.Format(time.RFC3339), out[len(out)-1].At.Format(time.RFC3339))
 		}
-		if err != nil {
-			if bad = append(bad, err); len(bad) == maxErrors {
-				break
-			}
-			continue
+		if err == nil {
+			out = append(out, pc)
 		}
-		out = append(out, pc)
-	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("spot prices refused, nothing simulated: %w", errors.Join(bad...))
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -77,36 +77,51 @@ func ReadCSV(r io.Reader, services map[string]bool) (Trace, error) {
 		return Trace{}, err
 	}
 	var rows []Row
-	var bad []error
-	for line := 2; ; line++ {
-		record, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return Trace{}, fmt.Errorf("trace: line %d: %w", line, err)
-		}
+	err = eachRecord(cr, 2, "trace", func(line int, record []string) error {
 		row, err := cols.row(line, record, services)
-		if err != nil {
-			bad = append(bad, err)
-			if len(bad) == maxErrors {
-				break
-			}
-			continue
+		if err == nil {
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
-	}
+		return err
+	})
 	t := Trace{Rows: rows}
-	if len(bad) == 0 {
-		bad = t.checkOrder()
+	if err == nil {
+		if bad := t.checkOrder(); len(bad) > 0 {
+			err = fmt.Errorf("trace refused, nothing simulated: %w", errors.Join(bad...))
+		}
 	}
-	if len(bad) > 0 {
-		return Trace{}, fmt.Errorf("trace refused, nothing simulated: %w", errors.Join(bad...))
+	if err != nil {
+		return Trace{}, err
 	}
 	if len(rows) == 0 {
 		return Trace{}, errors.New("trace: no rows after the header")
 	}
 	return t, nil
+}
+
+// eachRecord hands row each record from line first on. A record row
+// refuses is noted and the rest read on, up to maxErrors: the error is
+// every one refused (what names the table), or what CSV could not read.
+func eachRecord(cr *csv.Reader, first int, what string, row func(line int, record []string) error) error {
+	var bad []error
+	for line := first; ; line++ {
+		record, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: line %d: %w", what, line, err)
+		}
+		if err := row(line, record); err != nil {
+			if bad = append(bad, err); len(bad) == maxErrors {
+				break
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s refused, nothing simulated: %w", what, errors.Join(bad...))
+	}
+	return nil
 }
 
 // columns are the header's column positions (-1: absent).
