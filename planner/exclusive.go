@@ -42,9 +42,13 @@ func exclusiveServices(in Input) map[string]bool {
 	for i := range in.Pending {
 		note(&in.Pending[i])
 	}
+	var last *scheduler.Replica // residents come in runs of one service's replicas, sharing their terms: one note a run
 	for _, m := range in.Machines {
 		for i := range m.Residents {
-			note(m.Residents[i].Replica)
+			if r := m.Residents[i].Replica; last == nil || r.Service != last.Service || r.Terms != last.Terms {
+				note(r)
+				last = r
+			}
 		}
 	}
 	out := map[string]bool{}

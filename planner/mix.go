@@ -38,8 +38,13 @@ func shunnedServices(in Input) map[string]bool {
 			terms[r.Service] = r.Terms.AntiAffinity
 		}
 	}
+	var last *scheduler.Replica // residents come in runs of one service's replicas, sharing their terms: one look a run
 	for _, m := range in.Machines {
 		for _, res := range m.Residents {
+			if last != nil && res.Replica.Service == last.Service && res.Replica.Terms == last.Terms {
+				continue
+			}
+			last = res.Replica
 			if _, seen := terms[res.Replica.Service]; !seen && res.Replica.Terms != nil {
 				terms[res.Replica.Service] = res.Replica.Terms.AntiAffinity
 			}
