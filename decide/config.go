@@ -30,9 +30,14 @@ type Config struct {
 	// JoinTimeout how long a launched machine may take to join.
 	LaunchTimeout time.Duration
 	JoinTimeout   time.Duration
-	// DescribeInterval is how often a machine that has not joined is
-	// looked up at its provider.
-	DescribeInterval time.Duration
+	// DescribeInterval is how soon a machine that has not joined is
+	// looked up at its provider again after its instance became known;
+	// the wait then grows with the instance's age (the time since it
+	// became known) up to MaxDescribeInterval, so a fleet that boots
+	// hundreds of machines does not call the provider for each every few
+	// seconds while their agents take a minute to join.
+	DescribeInterval    time.Duration
+	MaxDescribeInterval time.Duration
 	// ResyncInterval is how often each provider's tagged instances are
 	// listed to find lost and leaked ones (and once when a server starts
 	// leading).
@@ -61,7 +66,7 @@ func DefaultConfig() Config {
 	return Config{
 		HeartbeatInterval: 5 * time.Second, MaxHeartbeatsPerSecond: 5000, MissedHeartbeats: 3, RescheduleGrace: 30 * time.Second,
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
-		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, DescribeInterval: 5 * time.Second, ResyncInterval: 5 * time.Minute,
+		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, DescribeInterval: 5 * time.Second, MaxDescribeInterval: 30 * time.Second, ResyncInterval: 5 * time.Minute,
 		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute,
 		MaxSpreadMoves: 1, RebookShare: 0.25,
 		Planner: planner.DefaultConfig(),
@@ -79,6 +84,18 @@ func (c Config) HeartbeatIntervalFor(liveMachines int) time.Duration {
 		}
 	}
 	return iv
+}
+
+// DescribeWait is how long after a describe at describedAt a machine
+// whose instance became known at knownAt is described again: as long as
+// the instance was then known, at least DescribeInterval and at most
+// MaxDescribeInterval (so the looks double as it boots).
+func (c Config) DescribeWait(knownAt, describedAt time.Time) time.Duration {
+	wait := describedAt.Sub(knownAt)
+	if limit := max(c.MaxDescribeInterval, c.DescribeInterval); wait > limit {
+		wait = limit
+	}
+	return max(wait, c.DescribeInterval)
 }
 
 // backoff is base doubled per earlier failure, at most limit.

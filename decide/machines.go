@@ -267,7 +267,11 @@ func (p *Pass) followLaunches() {
 			p.terminate(m, CauseLaunchTimeout, fmt.Sprintf("instance %s not running within %s (it is %s)", m.ProviderID, p.cfg.LaunchTimeout, obs.State), false)
 			continue
 		}
-		if (!seen || p.reached(obs.At.Add(p.cfg.DescribeInterval))) && !p.inFlight(CallDescribe, m.ID) {
+		known := m.CreatedAt
+		if m.InstanceKnownAt != nil {
+			known = *m.InstanceKnownAt
+		}
+		if (!seen || p.reached(obs.At.Add(p.cfg.DescribeWait(known, obs.At)))) && !p.inFlight(CallDescribe, m.ID) {
 			p.plan.Describes = append(p.plan.Describes, m.ID)
 		}
 	}

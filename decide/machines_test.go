@@ -191,6 +191,34 @@ func TestLaunchesAreFollowed(t *testing.T) {
 	}
 }
 
+// A booting machine is described again after DescribeInterval at first,
+// then after as long as its instance has been known, at most
+// MaxDescribeInterval: a few looks while its agent takes a minute to
+// join, not one every few seconds; the pass wakes for each.
+func TestDescribesBackOffWhileAMachineBoots(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 1))
+	known := h.Now
+	m := h.Machine("c", "g", "small", launching(h, "i-boot"), func(m *api.Machine) { m.InstanceKnownAt = &known })
+	var looks []time.Duration
+	for h.Now.Sub(known) <= 2*time.Minute {
+		plan := h.Decide()
+		if slices.Contains(plan.Describes, m.ID) {
+			looks = append(looks, h.Now.Sub(known))
+			h.Snap.Instances[m.ID] = decide.InstanceObservation{Found: true, State: provisioner.StateRunning, At: h.Now}
+			continue
+		}
+		if plan.Wake.At.IsZero() {
+			t.Fatalf("at %s: no describe and no wake", h.Now.Sub(known))
+		}
+		h.Now = plan.Wake.At
+	}
+	want := []time.Duration{0, 5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 70 * time.Second, 100 * time.Second}
+	if !slices.Equal(looks, want) {
+		t.Fatalf("described at %v after the instance was known, want %v", looks, want)
+	}
+}
+
 // A terminating machine's instance is terminated; a failed call is
 // retried with backoff, and reported once when it takes too long.
 func TestTerminationsAreRetriedAndReported(t *testing.T) {

@@ -16,6 +16,11 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/settings"
+	"github.com/gantry-dev/gantry/sim"
 )
 
 // Policy is one policy: its name and settings, in the file's order.
@@ -109,6 +114,60 @@ func CheckNames(ps []Policy) error {
 			return fmt.Errorf("policies %s and %s are both named %q", file, p.File, p.Name)
 		}
 		seen[p.Name] = p.File
+	}
+	return nil
+}
+
+// Resolve is the run of a policy: its settings applied to base (the
+// defaults, or a server's own settings) through the decision flags of
+// gantry server, and its group settings to every capacity group.
+func Resolve(p Policy, base decide.Config) (sim.Policy, error) {
+	sp := sim.Policy{Name: p.Name, Config: base}
+	fs := pflag.NewFlagSet(p.Name, pflag.ContinueOnError)
+	settings.Bind(fs, &sp.Config)
+	var group api.CapacityGroup
+	fs.StringVar(&group.CapacityType, "capacity-type", "", "every capacity group's capacity type: onDemand, spot or any")
+	fs.IntVar(&group.WarmPool, "warm-pool", 0, "every capacity group's warm pool")
+	fs.StringVar(&group.WarmPoolState, "warm-pool-state", "", "every capacity group's warm-pool state: running or stopped")
+	if err := p.Apply(fs); err != nil {
+		return sim.Policy{}, err
+	}
+	if err := checkGroupSettings(p, group); err != nil {
+		return sim.Policy{}, err
+	}
+	for _, s := range p.Settings {
+		sp.Settings = append(sp.Settings, s.Key+"="+s.Value)
+	}
+	changed := func(name string) bool { return fs.Changed(name) }
+	if changed("capacity-type") || changed("warm-pool") || changed("warm-pool-state") {
+		sp.Group = func(g *api.CapacityGroup) {
+			if changed("capacity-type") {
+				g.CapacityType = group.CapacityType
+			}
+			if changed("warm-pool") {
+				g.WarmPool = group.WarmPool
+			}
+			if changed("warm-pool-state") {
+				g.WarmPoolState = group.WarmPoolState
+			}
+		}
+	}
+	return sp, nil
+}
+
+func checkGroupSettings(p Policy, g api.CapacityGroup) error {
+	switch g.CapacityType {
+	case "", api.CapacityOnDemand, api.CapacitySpot, api.CapacityAny:
+	default:
+		return fmt.Errorf("policy %s (%s): capacity-type %q: want onDemand, spot or any", p.Name, p.File, g.CapacityType)
+	}
+	switch g.WarmPoolState {
+	case "", api.WarmRunning, api.WarmStopped:
+	default:
+		return fmt.Errorf("policy %s (%s): warm-pool-state %q: want running or stopped", p.Name, p.File, g.WarmPoolState)
+	}
+	if g.WarmPool < 0 {
+		return fmt.Errorf("policy %s (%s): warm-pool %d: want 0 or more", p.Name, p.File, g.WarmPool)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/gantry-dev/gantry/decide/settings"
 	"github.com/gantry-dev/gantry/provider/clouds"
 	dockerrt "github.com/gantry-dev/gantry/runtime/docker"
 	"github.com/gantry-dev/gantry/server"
@@ -60,7 +61,7 @@ func serverFlags(fs *pflag.FlagSet, cfg *server.Config, cloudCfg *clouds.Config)
 	fs.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "URL agents use to reach the server (default: the listen address)")
 	fs.DurationVar(&cfg.BodyReadTimeout, "body-read-timeout", cfg.BodyReadTimeout, "longest time to read a request body")
 	fs.Int64Var(&cfg.MaxRequestBytes, "max-request-bytes", cfg.MaxRequestBytes, "largest accepted request body")
-	decisionFlags(fs, &cfg.Controller.Decide)
+	settings.Bind(fs, &cfg.Controller.Decide)
 	fs.DurationVar(&cfg.Controller.Interval, "reconcile-interval", cfg.Controller.Interval, "time from a control loop pass to the next when nothing triggers one sooner (a change triggers a pass at once)")
 	fs.DurationVar(&cfg.Controller.FullPassInterval, "full-pass-interval", cfg.Controller.FullPassInterval, "passes are skipped while nothing they decide from changes; at least this often one runs in full anyway, a safety net that must find nothing (0: every pass in full)")
 	fs.IntVar(&cfg.Controller.PlacementBatch, "placement-batch", cfg.Controller.PlacementBatch, "replicas made, placed or evicted per transaction of the control loop's act, after its other writes (0: all of a pass in one)")

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gantry-dev/gantry/decide"
+	"github.com/gantry-dev/gantry/decide/settings"
 	"github.com/gantry-dev/gantry/provider/clouds"
 	gantryserver "github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/sim/policy"
@@ -19,7 +20,7 @@ import (
 func TestPolicySettingsAreTheServersDecisionFlags(t *testing.T) {
 	cfg := decide.DefaultConfig()
 	fs := pflag.NewFlagSet("policy", pflag.ContinueOnError)
-	decisionFlags(fs, &cfg)
+	settings.Bind(fs, &cfg)
 	p, err := policy.Read("patient.yaml", []byte("savings-floor: 0.25\nmin-lifetime: 1h\nempty-machine-ttl: 30m\nmax-removals: 3\nreschedule-grace: 2m\n"))
 	if err != nil {
 		t.Fatal(err)

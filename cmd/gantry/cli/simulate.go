@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gantry-dev/gantry/api"
@@ -317,64 +316,11 @@ func readPolicies(files []string) ([]sim.Policy, error) {
 	}
 	out := make([]sim.Policy, 0, len(read))
 	for _, p := range read {
-		sp, err := simPolicy(p)
+		sp, err := policy.Resolve(p, decide.DefaultConfig())
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, sp)
 	}
 	return out, nil
-}
-
-// simPolicy applies a policy's settings to the defaults through the
-// decision flags of gantry server, and the group settings.
-func simPolicy(p policy.Policy) (sim.Policy, error) {
-	sp := sim.Policy{Name: p.Name, Config: decide.DefaultConfig()}
-	fs := pflag.NewFlagSet(p.Name, pflag.ContinueOnError)
-	decisionFlags(fs, &sp.Config)
-	var group api.CapacityGroup
-	fs.StringVar(&group.CapacityType, "capacity-type", "", "every capacity group's capacity type: onDemand, spot or any")
-	fs.IntVar(&group.WarmPool, "warm-pool", 0, "every capacity group's warm pool")
-	fs.StringVar(&group.WarmPoolState, "warm-pool-state", "", "every capacity group's warm-pool state: running or stopped")
-	if err := p.Apply(fs); err != nil {
-		return sim.Policy{}, err
-	}
-	if err := checkGroupSettings(p, group); err != nil {
-		return sim.Policy{}, err
-	}
-	for _, s := range p.Settings {
-		sp.Settings = append(sp.Settings, s.Key+"="+s.Value)
-	}
-	changed := func(name string) bool { return fs.Changed(name) }
-	if changed("capacity-type") || changed("warm-pool") || changed("warm-pool-state") {
-		sp.Group = func(g *api.CapacityGroup) {
-			if changed("capacity-type") {
-				g.CapacityType = group.CapacityType
-			}
-			if changed("warm-pool") {
-				g.WarmPool = group.WarmPool
-			}
-			if changed("warm-pool-state") {
-				g.WarmPoolState = group.WarmPoolState
-			}
-		}
-	}
-	return sp, nil
-}
-
-func checkGroupSettings(p policy.Policy, g api.CapacityGroup) error {
-	switch g.CapacityType {
-	case "", api.CapacityOnDemand, api.CapacitySpot, api.CapacityAny:
-	default:
-		return fmt.Errorf("policy %s (%s): capacity-type %q: want onDemand, spot or any", p.Name, p.File, g.CapacityType)
-	}
-	switch g.WarmPoolState {
-	case "", api.WarmRunning, api.WarmStopped:
-	default:
-		return fmt.Errorf("policy %s (%s): warm-pool-state %q: want running or stopped", p.Name, p.File, g.WarmPoolState)
-	}
-	if g.WarmPool < 0 {
-		return fmt.Errorf("policy %s (%s): warm-pool %d: want 0 or more", p.Name, p.File, g.WarmPool)
-	}
-	return nil
 }

@@ -1,4 +1,8 @@
-package cli
+// Package settings binds the control loop's decision knobs
+// (decide.Config) to command-line flags: `gantry server` takes them, and
+// a `gantry simulate` policy is a set of them (sim/policy), so a policy
+// can set exactly what a server can.
+package settings
 
 import (
 	"github.com/spf13/pflag"
@@ -6,10 +10,8 @@ import (
 	"github.com/gantry-dev/gantry/decide"
 )
 
-// decisionFlags binds the control loop's decision knobs to flags,
-// defaults from d: `gantry server` takes them, and a `gantry simulate`
-// policy is a set of them (sim/policy).
-func decisionFlags(fs *pflag.FlagSet, d *decide.Config) {
+// Bind binds the decision knobs to flags on fs, defaults from d.
+func Bind(fs *pflag.FlagSet, d *decide.Config) {
 	fs.DurationVar(&d.HeartbeatInterval, "heartbeat-interval", d.HeartbeatInterval, "agents' base heartbeat period")
 	fs.Float64Var(&d.MaxHeartbeatsPerSecond, "max-heartbeats-per-second", d.MaxHeartbeatsPerSecond, "stretch the heartbeat period of large fleets to stay under this rate")
 	fs.IntVar(&d.MissedHeartbeats, "missed-heartbeats", d.MissedHeartbeats, "heartbeats a machine may miss before it is replaced")
@@ -26,7 +28,8 @@ func decisionFlags(fs *pflag.FlagSet, d *decide.Config) {
 	fs.DurationVar(&d.StuckAfter, "stuck-terminating-after", d.StuckAfter, "report a machine still terminating after this")
 	fs.DurationVar(&d.OrphanGrace, "orphan-grace", d.OrphanGrace, "age before an unknown tagged instance is terminated on recovery")
 	fs.DurationVar(&d.ResyncInterval, "resync-interval", d.ResyncInterval, "how often each provider's tagged instances are listed to find lost and leaked ones")
-	fs.DurationVar(&d.DescribeInterval, "describe-interval", d.DescribeInterval, "how often a machine that has not joined is looked up at its provider")
+	fs.DurationVar(&d.DescribeInterval, "describe-interval", d.DescribeInterval, "how soon a machine that has not joined is looked up at its provider again (the wait grows as it boots)")
+	fs.DurationVar(&d.MaxDescribeInterval, "max-describe-interval", d.MaxDescribeInterval, "longest wait between looks at a machine that has not joined")
 	fs.DurationVar(&d.MaxLaunchBackoff, "max-launch-backoff", d.MaxLaunchBackoff, "longest wait between failed launches in a group")
 	fs.DurationVar(&d.DrainDeadline, "drain-deadline", d.DrainDeadline, "how long a machine the planner removes may take to move its replicas off")
 	fs.IntVar(&d.MaxSpreadMoves, "max-spread-moves", d.MaxSpreadMoves, "replicas moved per pass to repair a spread that machine churn left violated")
