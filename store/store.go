@@ -171,6 +171,11 @@ type Tx interface {
 	// Meta holds server-wide values such as the join-token signing key.
 	GetMeta(key string) (string, error)
 	PutMeta(key, value string) error
+	// ListMetaPrefix reads the values whose key starts with prefix (the
+	// traces kept for simulations are under "trace/").
+	ListMetaPrefix(prefix string) (map[string]string, error)
+	// DeleteMeta removes a value (none: no change).
+	DeleteMeta(key string) error
 
 	// Memory is what the control loop remembers between passes (desired
 	// sizes, backoffs, conditions, progress), one entry per key, so that

@@ -358,24 +358,37 @@ func (t *tx) PutMeta(key, value string) error {
 	return t.exec("put meta", `INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value`, key, value)
 }
 
+func (t *tx) ListMetaPrefix(prefix string) (map[string]string, error) {
+	return t.keyValues("list meta", `SELECT key, value FROM meta WHERE substr(key, 1, length(?)) = ?`, prefix)
+}
+
+func (t *tx) DeleteMeta(key string) error {
+	return t.exec("delete meta", `DELETE FROM meta WHERE key = ?`, key)
+}
+
 func (t *tx) ListMemory() (map[string]string, error) { return t.ListMemoryPrefix("") }
 
 func (t *tx) ListMemoryPrefix(prefix string) (map[string]string, error) {
-	rows, err := t.query(`SELECT key, value FROM memory WHERE substr(key, 1, length(?)) = ?`, prefix, prefix)
+	return t.keyValues("list memory", `SELECT key, value FROM memory WHERE substr(key, 1, length(?)) = ?`, prefix)
+}
+
+// keyValues reads the key and value rows of query, given prefix twice.
+func (t *tx) keyValues(op, query, prefix string) (map[string]string, error) {
+	rows, err := t.query(query, prefix, prefix)
 	if err != nil {
-		return nil, t.dialect.failure("list memory", err)
+		return nil, t.dialect.failure(op, err)
 	}
 	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
 		var k, v string
 		if err := rows.Scan(&k, &v); err != nil {
-			return nil, t.dialect.failure("list memory", err)
+			return nil, t.dialect.failure(op, err)
 		}
 		out[k] = v
 	}
 	if err := rows.Err(); err != nil {
-		return nil, t.dialect.failure("list memory", err)
+		return nil, t.dialect.failure(op, err)
 	}
 	return out, nil
 }

@@ -326,6 +326,21 @@ func testCredentials(t *testing.T, s store.Store) {
 		}
 		return nil
 	}))
+	must(t, s.Update(ctx, func(tx store.Tx) error {
+		for k, v := range map[string]string{"trace/a": "1", "trace/b": "2", "tracer": "3"} {
+			if err := tx.PutMeta(k, v); err != nil {
+				return err
+			}
+		}
+		return tx.DeleteMeta("trace/a")
+	}))
+	must(t, s.View(ctx, func(tx store.Tx) error {
+		got, err := tx.ListMetaPrefix("trace/")
+		if err != nil || len(got) != 1 || got["trace/b"] != "2" {
+			t.Errorf("meta under trace/ after trace/a was deleted: %v %v", got, err)
+		}
+		return nil
+	}))
 }
 
 // MachineWork reads what ListReplicas with Machine and PreviousMachine
