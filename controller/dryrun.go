@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/store"
 )
 
 // DryRun decides one pass on the live snapshot with clusters and services
@@ -74,3 +76,33 @@ func (c *Controller) FromScratch(ctx context.Context) (decide.Plan, error) {
 		Catalogs: snap.Catalogs, Providers: snap.Providers, SecretRevisions: snap.SecretRevisions}
 	return decide.Decide(c.cfg.Decide, scratch, mem, c.Clock.Now()), nil
 }
+
+// Declared is the stored spec with what the control loop prices it with:
+// the clusters, services and failover groups, each cluster's catalog and
+// the providers (no machine, replica or memory). A simulation of the
+// stored spec starts from it.
+func (c *Controller) Declared(ctx context.Context) (*decide.Snapshot, error) {
+	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}}
+	err := c.Store.View(ctx, func(tx store.Tx) error {
+		clusters, err := tx.ListClusters()
+		if err != nil {
+			return err
+		}
+		for _, cl := range clusters {
+			snap.Clusters[cl.Metadata.Name] = cl
+		}
+		if snap.Services, err = tx.ListServices(); err != nil {
+			return err
+		}
+		snap.FailoverGroups, err = tx.ListFailoverGroups()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the spec: %w", err)
+	}
+	snap.Catalogs, snap.Providers = providerFacts(c.Registry, snap.Clusters)
+	return snap, nil
+}
+
+// DecideConfig is the control loop's decision settings.
+func (c *Controller) DecideConfig() decide.Config { return c.cfg.Decide }

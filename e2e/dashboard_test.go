@@ -95,7 +95,34 @@ func TestDashboardFollowsDevLive(t *testing.T) {
 	waitCount(t, tab, `.charts .uplot canvas`, 5)
 	keepScreenshot(t, tab, "dashboard-charts.png")
 
+	simulateInTheBrowser(t, tab, dashboard, dir)
 	shellInTheBrowser(t, tab, dashboard, dir)
+}
+
+// simulateInTheBrowser keeps a trace of hello's demand with the CLI and
+// runs it from the Simulate page, read-only, with the two policies the
+// page offers: their table and plot come back.
+func simulateInTheBrowser(t *testing.T, tab context.Context, dashboard, dir string) {
+	t.Helper()
+	trace := "time,service,replicas\n2026-01-01T00:00:00Z,hello,3\n2026-01-01T00:20:00Z,hello,12\n2026-01-01T01:00:00Z,hello,3\n2026-01-01T02:00:00Z,hello,3\n"
+	out, stderr, code := runGantry(t, "--data-dir", dir, "trace", "put", "hello-burst", writeFile(t, t.TempDir(), "burst.csv", trace))
+	if code != 0 || !strings.Contains(out, "trace/hello-burst: 4 rows of hello") {
+		t.Fatalf("trace put: %s %s", out, stderr)
+	}
+	if out, stderr, code := runGantry(t, "--data-dir", dir, "trace", "list"); code != 0 || !strings.Contains(out, "hello-burst") {
+		t.Fatalf("trace list: %s %s", out, stderr)
+	}
+	run(t, tab, "simulate page", chromedp.Navigate(dashboard+"simulate"), chromedp.WaitVisible(`#simulate`))
+	// The world of local machines, which boot in seconds (a cloud's
+	// minute would outlast dev's one-minute join timeout).
+	run(t, tab, "a local world", chromedp.SetValue(`textarea[name="world"]`, "bootToJoin: {min: 1s, max: 3s}\nterminateLatency: {min: 1s, max: 2s}\n"))
+	run(t, tab, "simulate", chromedp.Click(`#simulate button`), chromedp.WaitVisible(chromedp.CSS(`#simulation-plot, #simulate-error`)))
+	waitContains(t, tab, `#simulation-table`, "patient")
+	waitContains(t, tab, `#simulation-table`, "this-server")
+	if table := value(t, tab, "the table", chromedp.TextContent(`#simulation-table`)); strings.Contains(table, "join-timeout") {
+		t.Errorf("machines of a local world timed out joining:\n%s", table)
+	}
+	keepScreenshot(t, tab, "dashboard-simulate.png")
 }
 
 // shellInTheBrowser opens a replica's shell from its page: refused to the

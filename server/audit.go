@@ -56,5 +56,5 @@ func (s *Server) audit(who principal, r *http.Request, status int) {
 // mutating: the routes an operator changes state through (a dry run
 // changes nothing), and the join.
 func mutating(rt route) bool {
-	return rt.role != roleMachine && !strings.HasPrefix(rt.pattern, "GET ") && rt.pattern != "POST /v1/plan"
+	return rt.role != roleMachine && !strings.HasPrefix(rt.pattern, "GET ") && rt.pattern != "POST /v1/plan" && rt.pattern != "POST /v1/simulations"
 }

@@ -23,6 +23,9 @@ const (
 	// through a read's method (exec, port-forward) is not a read-only
 	// token's.
 	roleAdminOnly
+	// roleReader is a read-only token's too, whatever the method: what
+	// computes from the stored state and changes nothing (a simulation).
+	roleReader
 )
 
 type principal struct {
@@ -90,7 +93,8 @@ func (s *Server) guard(need role, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		switch {
-		case p.admin && (need == roleAdmin || need == roleAdminOnly):
+		case p.admin && (need == roleAdmin || need == roleAdminOnly || need == roleReader):
+		case p.readOnly && need == roleReader:
 		case p.readOnly && need == roleAdmin && r.Method == http.MethodGet:
 		case p.readOnly:
 			s.writeError(w, r, errorf(http.StatusForbidden, "forbidden", "", "a read-only token may only read"))

@@ -216,6 +216,8 @@ type Config struct {
 	CostPlanTTL time.Duration
 	// UI tunes the web dashboard at /ui.
 	UI ui.Config
+	// Simulate bounds the simulations the API and dashboard run.
+	Simulate SimulateConfig
 	// History tunes the samples of the fleet kept for the dashboard's
 	// charts.
 	History HistoryConfig
@@ -243,6 +245,7 @@ func DefaultConfig(dataDir string) Config {
 		TLS:         DefaultTLSConfig(),
 		Clock:       clock.RealClock{},
 		CostPlanTTL: 15 * time.Second,
+		Simulate:    DefaultSimulateConfig(),
 		UI:          ui.DefaultConfig(),
 		History:     DefaultHistoryConfig(),
 		Telemetry:   telemetry.ServerConfig{MetricInterval: 30 * time.Second},
@@ -263,6 +266,8 @@ type Server struct {
 	lock       *dataDirLock
 	elector    *leader.Elector
 	ready      chan struct{}
+	// simulating holds the simulation running, if one is.
+	simulating chan struct{}
 	local      *local.Provider
 	ctrl       *controller.Controller
 	// fenced is the store as the leader writes it: refused once this
@@ -319,6 +324,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.History.Interval <= 0 || cfg.History.Length < 1 {
 		return nil, fmt.Errorf("history: interval and length must be positive (got %s, %d)", cfg.History.Interval, cfg.History.Length)
 	}
+	if err := cfg.Simulate.check(); err != nil {
+		return nil, err
+	}
 	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -334,7 +342,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, clock: cfg.Clock, store: store.NewMonitor(st, cfg.Clock), startedAt: cfg.Clock.Now(), logs: relay.NewLogs(), streams: relay.NewStreams(), usage: newUsageCache(cfg.UsageTTL), statuses: ingest.Store{},
 		credentials: newCredentialCache(cfg.CredentialCacheTTL), rates: newRateLimits(cfg.RateLimits), ping: &storePing{cfg: cfg.HealthPing}, lock: lock, ready: make(chan struct{}),
-		history: &history{limit: cfg.History.Length}}
+		history: &history{limit: cfg.History.Length}, simulating: make(chan struct{}, 1)}
 	s.elector = leader.New(cfg.Leader, leases, cfg.Name, cfg.Clock, log)
 	s.names = names.NewHub(cfg.Names, cfg.Clock.Now, s.clusterNames)
 	s.wakes = newAssignmentWakes()
@@ -704,6 +712,11 @@ func (s *Server) routes() []route {
 		{"GET /v1/cost", roleAdmin, s.handleCost},
 		{"GET /v1/usage", roleAdmin, s.handleUsage},
 		{"GET /v1/history", roleAdmin, s.handleHistory},
+		{"GET /v1/traces", roleAdmin, s.handleListTraces},
+		{"GET /v1/traces/{name}", roleAdmin, s.handleGetTrace},
+		{"PUT /v1/traces/{name}", roleAdmin, s.handlePutTrace},
+		{"DELETE /v1/traces/{name}", roleAdmin, s.handleDeleteTrace},
+		{"POST /v1/simulations", roleReader, s.handleSimulate},
 		{"POST /v1/join-tokens", roleAdmin, s.handleCreateJoinToken},
 		{"POST /v1/tokens", roleAdmin, s.handleCreateToken},
 		{"GET /v1/tokens", roleAdmin, s.handleListTokens},

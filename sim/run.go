@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -48,9 +49,12 @@ type run struct {
 // loop moves the clock from instant to instant: at each, what the trace
 // and the world bring happens, then the control loop passes until it is
 // quiet; then the clock jumps to the next instant anything could change.
-func (r *run) loop() error {
+func (r *run) loop(ctx context.Context) error {
 	now := r.w.Now
 	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("given up after %s of the trace: %w", now.Sub(r.ledger.start), err)
+		}
 		r.w.Now = now
 		if err := r.happen(now); err != nil {
 			return err

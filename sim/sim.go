@@ -10,11 +10,16 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
@@ -81,10 +86,18 @@ func (s Setup) Check() error {
 }
 
 // Simulate runs one policy over the setup's trace.
-func Simulate(s Setup, p Policy) (Result, error) { return simulate(s, p, false) }
+func Simulate(s Setup, p Policy) (Result, error) {
+	return simulate(context.Background(), s, p, false)
+}
+
+// SimulateContext is Simulate, given up when ctx ends (a server's bound
+// on the time a simulation may take).
+func SimulateContext(ctx context.Context, s Setup, p Policy) (Result, error) {
+	return simulate(ctx, s, p, false)
+}
 
 // simulate is Simulate; verify decides every pass afresh too (tests).
-func simulate(s Setup, p Policy, verify bool) (Result, error) {
+func simulate(ctx context.Context, s Setup, p Policy, verify bool) (Result, error) {
 	if err := s.Check(); err != nil {
 		return Result{}, err
 	}
@@ -93,7 +106,7 @@ func simulate(s Setup, p Policy, verify bool) (Result, error) {
 		return Result{}, err
 	}
 	r.verify = verify
-	if err := r.loop(); err != nil {
+	if err := r.loop(ctx); err != nil {
 		return Result{}, fmt.Errorf("policy %s at %s: %w", p.Name, r.w.Now.Format(time.RFC3339), err)
 	}
 	return r.result(), nil
@@ -153,4 +166,32 @@ func deepCopy[T any](in T, out *T) error {
 		return fmt.Errorf("copying the spec: %w", err)
 	}
 	return json.Unmarshal(data, out)
+}
+
+// SimulateAll runs the policies side by side, as many at once as there
+// are CPUs (each run is its own, and the same whichever runs first);
+// done, when set, hears of each run as it ends. The results are in the
+// policies' order.
+func SimulateAll(ctx context.Context, s Setup, policies []Policy, done func(p Policy, res Result, took time.Duration)) ([]Result, error) {
+	results := make([]Result, len(policies))
+	var eg errgroup.Group
+	var mu sync.Mutex // over done
+	eg.SetLimit(runtime.GOMAXPROCS(0))
+	for i, p := range policies {
+		eg.Go(func() error {
+			began := time.Now()
+			res, err := SimulateContext(ctx, s, p)
+			if err != nil {
+				return err
+			}
+			if done != nil {
+				mu.Lock()
+				done(p, res, time.Since(began))
+				mu.Unlock()
+			}
+			results[i] = res
+			return nil
+		})
+	}
+	return results, eg.Wait()
 }

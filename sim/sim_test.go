@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestABurstIsServedAndItsMachinesGo(t *testing.T) {
 2026-01-01T03:00:00Z,web,4
 2026-01-01T06:00:00Z,web,4
 `, "web")
-	res, err := simulate(s, defaultPolicy(), true)
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestARunIsTheSameEveryTime(t *testing.T) {
 	s.World.SpotInterruptionsPerHour = 0.2
 	s.World.InsufficientCapacity.Spot = 0.3
 	encode := func(s Setup) string {
-		res, err := simulate(s, defaultPolicy(), true)
+		res, err := simulate(context.Background(), s, defaultPolicy(), true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +117,7 @@ func TestSpotInterruptionsAreFollowed(t *testing.T) {
 2026-01-01T12:00:00Z,web,12
 `, "web")
 	s.World.SpotInterruptionsPerHour = 0.5
-	res, err := simulate(s, defaultPolicy(), true)
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestSpotOutOfCapacityFallsBackToOnDemand(t *testing.T) {
 2026-01-01T02:00:00Z,web,8
 `, "web")
 	s.World.InsufficientCapacity.Spot = 1
-	res, err := simulate(s, defaultPolicy(), true)
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,11 +205,11 @@ func TestSpotPricesChangeOverTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, err := simulate(plain, defaultPolicy(), true)
+	before, err := simulate(context.Background(), plain, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, err := simulate(priced, defaultPolicy(), true)
+	after, err := simulate(context.Background(), priced, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

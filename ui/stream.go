@@ -24,7 +24,7 @@ func (d *Dashboard) stream(w http.ResponseWriter, r *http.Request, c *client.Cli
 		return
 	}
 	v, ok := viewFor(strings.TrimPrefix(target.Path, "/ui/"))
-	if !ok {
+	if !ok || !v.live() {
 		http.Error(w, "view: no dashboard page "+target.Path, http.StatusBadRequest)
 		return
 	}

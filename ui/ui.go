@@ -233,7 +233,11 @@ func (d *Dashboard) page(w http.ResponseWriter, r *http.Request, c *client.Clien
 		return
 	}
 	styles, tail := v.assets()
-	d.render(w, "layout", layoutData{Title: v.title, Nav: v.nav, View: r.URL.RequestURI(), Body: body, Styles: styles, Tail: tail})
+	live := r.URL.RequestURI()
+	if !v.live() {
+		live = ""
+	}
+	d.render(w, "layout", layoutData{Title: v.title, Nav: v.nav, View: live, Body: body, Styles: styles, Tail: tail})
 }
 
 // layoutData is a whole page. View is the path whose body the page

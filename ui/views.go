@@ -34,6 +34,10 @@ func (v view) feeds() []string {
 	return []string{"/v1/clusters", "/v1/services", "/v1/failovergroups", "/v1/machines", "/v1/replicas"}
 }
 
+// live reports whether the page follows its body as it changes: not the
+// simulate page, whose body is a simulation run when its form is sent.
+func (v view) live() bool { return v.template != "simulate" }
+
 // assets are the static files a view's page loads beyond the layout's:
 // stylesheets, and scripts run after its body.
 func (v view) assets() (styles, tail []string) {
@@ -75,6 +79,8 @@ func viewFor(path string) (view, bool) {
 		return view{"cost", "Cost", "cost", loadCost}, true
 	case "charts":
 		return view{"charts", "Charts", "charts", loadCharts}, true
+	case "simulate":
+		return view{"simulate", "Simulate", "simulate", loadSimulate}, true
 	}
 	return view{}, false
 }

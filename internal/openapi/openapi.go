@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/sim/report"
 )
 
 // Operation documents one route.
@@ -80,6 +81,11 @@ func Operations() []Operation {
 		{Method: "GET", Path: "/v1/events", Summary: "List events, oldest first", Auth: "admin", Response: list[api.Event]{}, Query: []string{"kind", "name", "after", "limit"}},
 		{Method: "GET", Path: "/v1/usage", Summary: "What each machine's replicas use now, as their agents last measured it (kept in memory by the server each machine heartbeats to, gathered from the other --agent-servers unless local=true; never stored)", Auth: "admin", Response: api.UsageReport{}, Query: []string{"local"}},
 		{Method: "GET", Path: "/v1/history", Summary: "The samples of the fleet this server took for the dashboard's charts, oldest first (cost and its LP bound, allocated and allocatable CPU and memory, pending replicas, heartbeat latency; kept in memory, bounded by --history-length)", Auth: "admin", Response: api.History{}},
+		{Method: "GET", Path: "/v1/traces", Summary: "List the demand traces kept for simulations", Auth: "admin", Response: list[api.Trace]{}},
+		{Method: "GET", Path: "/v1/traces/{name}", Summary: "A kept demand trace's CSV (text/csv)", Auth: "admin", Response: ""},
+		{Method: "PUT", Path: "/v1/traces/{name}", Summary: "Keep a demand trace for simulations, checked against the stored services (bounded by --max-trace-bytes, --max-traces, --max-trace-span); replaces one of that name", Auth: "admin", Request: "csv", Response: api.Trace{}},
+		{Method: "DELETE", Path: "/v1/traces/{name}", Summary: "Delete a kept demand trace", Auth: "admin", Response: map[string]string{}},
+		{Method: "POST", Path: "/v1/simulations", Summary: "Run a kept trace through the control loop on the stored spec, once per policy (the server's decision settings changed by the policy's), on a simulated clock and provider: each policy's cost, bound, machine-hours, waits and disruptions, and their plot (SVG); nothing changes (a read-only token may run one). One runs at a time (429 while one runs), for at most --simulate-timeout", Auth: "admin", Request: api.SimulationRequest{}, Response: report.Simulation{}},
 		{Method: "GET", Path: "/v1/cost", Summary: "What the live machines cost by cluster and group, beside a plan of the same services from scratch and its lower bound", Auth: "admin", Response: api.CostReport{}},
 		{Method: "POST", Path: "/v1/join-tokens", Summary: "Mint a join token for a machine Gantry did not launch", Auth: "admin", Request: api.JoinTokenRequest{}, Response: api.JoinTokenResponse{}, Status: 201},
 		{Method: "GET", Path: "/v1/secrets", Summary: "List Secrets: their keys and revisions, never their values", Auth: "admin", Response: list[api.Secret]{}},
@@ -165,6 +171,11 @@ func operation(op Operation, schemas map[string]any) map[string]any {
 	switch req := op.Request.(type) {
 	case nil:
 	case string:
+		if req == "csv" {
+			o["requestBody"] = map[string]any{"required": true, "description": "A demand trace: CSV of time, service, replicas and optionally cpu, memory, gpu (docs/simulate.md)",
+				"content": map[string]any{"text/csv": map[string]any{"schema": map[string]any{"type": "string"}}}}
+			break
+		}
 		if req == "bytes" {
 			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "format": "binary"}}}}
 			break

@@ -36,6 +36,14 @@ type Setting struct {
 	Line       int
 }
 
+// at is where a setting is written, for its errors ("": not in a file).
+func (s Setting) at() string {
+	if s.Line == 0 {
+		return ""
+	}
+	return fmt.Sprintf("line %d: ", s.Line)
+}
+
 // nameKey names the policy (the file's base name when absent).
 const nameKey = "name"
 
@@ -84,11 +92,11 @@ func (p Policy) Apply(fs *pflag.FlagSet) error {
 	for _, s := range p.Settings {
 		f := fs.Lookup(s.Key)
 		if f == nil {
-			bad = append(bad, fmt.Errorf("line %d: %q is not a server setting a policy can set (those are: %s)", s.Line, s.Key, strings.Join(Keys(fs), ", ")))
+			bad = append(bad, fmt.Errorf("%s%q is not a server setting a policy can set (those are: %s)", s.at(), s.Key, strings.Join(Keys(fs), ", ")))
 			continue
 		}
 		if err := fs.Set(s.Key, s.Value); err != nil {
-			bad = append(bad, fmt.Errorf("line %d: %s: %w", s.Line, s.Key, err))
+			bad = append(bad, fmt.Errorf("%s%s: %w", s.at(), s.Key, err))
 		}
 	}
 	if len(bad) > 0 {

@@ -204,3 +204,14 @@ func typeHours(w io.Writer, results []sim.Result) error {
 	}
 	return tw.Flush()
 }
+
+// Simulation is a simulation's answer over the API: every policy's
+// result, in the request's order, and the plot of them all (an SVG
+// document).
+type Simulation struct {
+	Results []sim.Result `json:"results"`
+	Plot    string       `json:"plot"`
+	// LeftOut names what of the spec was not simulated (Kubernetes
+	// clusters and their services, failover groups).
+	LeftOut []string `json:"leftOut,omitempty"`
+}

@@ -137,6 +137,15 @@ func examples() map[string]string {
   gantry rollout undo web --to-revision 2`,
 		"gantry scale": `  # Run five replicas of a service (no restart)
   gantry scale service web --replicas 5`,
+		"gantry trace": `  # Keep a day of demand for the dashboard's Simulate page, then list the kept traces
+  gantry trace put black-friday ./black-friday.csv
+  gantry trace list`,
+		"gantry trace put": `  # A CSV of time,service,replicas (docs/simulate.md), checked against the stored services
+  gantry trace put black-friday ./black-friday.csv`,
+		"gantry trace list": `  # Every kept trace: rows, services, span and size
+  gantry trace list`,
+		"gantry trace delete": `  # Delete a kept trace
+  gantry trace delete black-friday`,
 		"gantry secret": `  # A Secret from a file, then its keys (never its values)
   gantry secret create db --from-file password=./db-password
   gantry secret list`,

@@ -70,7 +70,7 @@ func newRoot(g *globals) *cobra.Command {
 	pf.DurationVar(&g.timeout, "request-timeout", 30*time.Second, "timeout of each API request")
 	root.AddCommand(
 		newVersionCmd(g), newValidateCmd(g), newApplyCmd(g), newGetCmd(g), newDescribeCmd(g), newDeleteCmd(g),
-		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newCordonCmd(g, true), newCordonCmd(g, false), newDiffCmd(g), newRolloutCmd(g), newScaleCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g), newMemberCmd(g), newFailoverCmd(g), newExplainCmd(g), newSimulateCmd(g), newExecCmd(g), newPortForwardCmd(g), newTopCmd(g),
+		newJoinTokenCmd(g), newTokenCmd(g), newSecretCmd(g), newPlanCmd(g), newDrainCmd(g), newCordonCmd(g, true), newCordonCmd(g, false), newDiffCmd(g), newRolloutCmd(g), newScaleCmd(g), newServerCmd(g), newAgentCmd(g), newDevCmd(g), newHelloCmd(g), newImageCmd(g), newLogsCmd(g), newMemberCmd(g), newFailoverCmd(g), newExplainCmd(g), newSimulateCmd(g), newTraceCmd(g), newExecCmd(g), newPortForwardCmd(g), newTopCmd(g),
 	)
 	attachExamples(root)
 	markUsageErrors(root)

@@ -1,17 +1,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/controller"
@@ -106,28 +104,11 @@ func runSimulate(g *globals, f simulateFlags) error {
 	return report.Table(g.out, results)
 }
 
-// simulateAll runs the policies side by side, as many at once as there
-// are CPUs (each run is its own and the same whichever runs first).
+// simulateAll runs the policies side by side, telling of each as it ends.
 func simulateAll(g *globals, setup sim.Setup, policies []sim.Policy) ([]sim.Result, error) {
-	results := make([]sim.Result, len(policies))
-	var eg errgroup.Group
-	var mu sync.Mutex // over errOut
-	eg.SetLimit(runtime.GOMAXPROCS(0))
-	for i, p := range policies {
-		eg.Go(func() error {
-			began := time.Now()
-			res, err := sim.Simulate(setup, p)
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			fmt.Fprintf(g.errOut, "policy %s: %d passes in %s\n", p.Name, res.Passes.Total, time.Since(began).Round(time.Millisecond))
-			mu.Unlock()
-			results[i] = res
-			return nil
-		})
-	}
-	return results, eg.Wait()
+	return sim.SimulateAll(context.Background(), setup, policies, func(p sim.Policy, res sim.Result, took time.Duration) {
+		fmt.Fprintf(g.errOut, "policy %s: %d passes in %s\n", p.Name, res.Passes.Total, took.Round(time.Millisecond))
+	})
 }
 
 func writeFile(path string, write func(io.Writer) error) error {
