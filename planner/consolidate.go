@@ -186,7 +186,7 @@ func newSimulation(ms []*Machine) *simulation {
 		// Shared, clipped: the what-ifs only append (which copies) and
 		// read.
 		s.replicas[m.ID] = slices.Clip(m.Replicas)
-		c := m.Clone()
+		c := m.Share() // its counts copied when a what-if moves a replica on or off
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c
 		s.free[c.Cluster] = s.free[c.Cluster].Add(c.Free())

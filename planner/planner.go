@@ -189,7 +189,7 @@ func (p *planning) placeAndCompact(in Input) (scheduler.Result, []*scheduler.Mac
 // proportions of the LP mix (placeByMix); what that leaves goes through
 // the ordinary opener.
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
-	session := scheduler.NewSession(append(p.cloneMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
+	session := scheduler.NewSession(append(p.shareMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
 	shunned, exclusive := shunnedServices(in), exclusiveServices(in)
 	live := sync.OnceValue(func() map[string]bool { return liveServices(in) }) // only if a pending replica asks
 	spreadOnly := spreadOnlyServices(in, shunned, live)
@@ -464,10 +464,16 @@ func totalDemand(rs []scheduler.Replica) api.Resources {
 	return d
 }
 
-func (p *planning) cloneMachines() []*scheduler.Machine {
+// shareMachines copies the input's machines for the plan's session, in
+// one allocation; each shares its counts of services and its devices with
+// the input's until the session books or unbooks on it (which copies them
+// first): most of a fleet's machines take nothing new in a plan.
+func (p *planning) shareMachines() []*scheduler.Machine {
 	out := make([]*scheduler.Machine, 0, len(p.in.Machines))
-	for _, m := range p.in.Machines {
-		out = append(out, m.Clone())
+	copies := make([]scheduler.Machine, len(p.in.Machines))
+	for i, m := range p.in.Machines {
+		m.ShareInto(&copies[i])
+		out = append(out, &copies[i])
 	}
 	return out
 }

@@ -225,7 +225,16 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 	for i, t := range tiers {
 		pickers[i] = st.pickerFor(&r, t, eligible, set, zone, len(cl.replicas))
 	}
+	// stuck is why the class's last replica found no machine, while
+	// nothing was booked or added since: the next of the class (the same
+	// service, requests and constraints) finds none either, for the same
+	// reason, without a walk of every machine again.
+	stuck := ""
 	for _, rep := range cl.replicas {
+		if stuck != "" && open == nil && !rep.Preempt {
+			res.Unplaced[rep.ID] = stuck
+			continue
+		}
 		m, gpus, t, ok := pickIn(tiers, pickers, &rep)
 		if !ok && open != nil {
 			hint := zone
@@ -253,9 +262,11 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			m, gpus, t, ok = st.preempt(eligible, tiers, &rep, res)
 		}
 		if !ok {
-			res.Unplaced[rep.ID] = st.explain(&rep, zone)
+			stuck = st.explain(&rep, zone)
+			res.Unplaced[rep.ID] = stuck
 			continue
 		}
+		stuck = ""
 		st.book(m, &rep, gpus)
 		res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
 	}
