@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type simulateFlags struct {
 	mapping                []string
 	policies               []string
 	seed                   uint64
+	gcPercent              int
 }
 
 func newSimulateCmd(g *globals) *cobra.Command {
@@ -66,6 +68,7 @@ func newSimulateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.until, "until", "", "stop at this RFC 3339 time (default: the trace's last row)")
 	fl.StringVarP(&f.output, "output", "o", formatTable, "output format: table, json, or csv (the series over time)")
 	fl.StringVar(&f.plotFile, "plot", "", "also draw cost, lower bound and replicas waiting over time for every policy into this SVG file")
+	fl.IntVar(&f.gcPercent, "gc-percent", 400, "Go's GC target for the run (GOGC, when set, wins): a simulation allocates fast and keeps little, so collecting less often makes it about a third quicker for a few times its live memory")
 	return cmd
 }
 
@@ -77,6 +80,9 @@ func runSimulate(g *globals, f simulateFlags) error {
 		return errors.New("--trace FILE is required")
 	case f.output != formatTable && f.output != formatJSON && f.output != formatCSV:
 		return fmt.Errorf("--output %q: want table, json or csv", f.output)
+	}
+	if _, set := os.LookupEnv("GOGC"); !set && f.gcPercent != 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(f.gcPercent))
 	}
 	setup, err := simulationSetup(f)
 	if err != nil {
