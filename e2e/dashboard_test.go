@@ -151,7 +151,13 @@ func shellInTheBrowser(t *testing.T, tab context.Context, dashboard, dir string)
 // dashboard URL it prints.
 func startDev(t *testing.T, dir string) string {
 	t.Helper()
-	lines := runDev(t, dir, "../examples/hello.yaml")
+	return dashboardOf(t, runDev(t, dir, "../examples/hello.yaml"))
+}
+
+// dashboardOf waits for the dashboard URL dev prints among its lines,
+// then keeps the rest drained.
+func dashboardOf(t *testing.T, lines <-chan string) string {
+	t.Helper()
 	deadline := time.After(waitLimit)
 	for {
 		select {
@@ -183,7 +189,14 @@ func runDev(t *testing.T, dir, spec string) <-chan string {
 // a relative dir is, as `gantry dev`'s default .gantry is.
 func runDevIn(t *testing.T, cwd, dir, spec string) <-chan string {
 	t.Helper()
-	cmd := exec.Command(gantryBin, "dev", "--data-dir", dir, "--listen", "127.0.0.1:0", "--history-interval", "1s", "-f", spec)
+	return runDevArgs(t, cwd, dir, "--history-interval", "1s", "-f", spec)
+}
+
+// runDevArgs runs `gantry dev --data-dir dir` with args from cwd, as
+// runDevIn does.
+func runDevArgs(t *testing.T, cwd, dir string, args ...string) <-chan string {
+	t.Helper()
+	cmd := exec.Command(gantryBin, append([]string{"dev", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = cwd
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
