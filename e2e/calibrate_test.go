@@ -16,6 +16,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/internal/browser"
 	"github.com/gantry-dev/gantry/sim"
 )
 
@@ -61,7 +62,7 @@ var calibrationSettings = map[string]string{
 // the simulator to the real run: cost within 5%, machines launched and
 // terminated and replicas moved live within 5% (for counts this small:
 // the same). The figures
-// are logged (and kept as calibration.txt with GANTRY_ARTIFACTS) for
+// are logged and kept as the artifact calibration.txt, for
 // docs/simulate.md.
 func TestSimulationCalibration(t *testing.T) {
 	// Beside another test: what the simulator is given is what this run
@@ -140,7 +141,7 @@ func TestSimulationCalibration(t *testing.T) {
 		figure += fmt.Sprintf("%-22s %10d %10d %7.1f%%\n", c.what, c.real, c.sim, 100*relDiff(float64(c.sim), float64(c.real)))
 	}
 	t.Logf("calibration over %s of demand, world %s\n%s", end.Sub(start).Round(time.Second), strings.ReplaceAll(real.world(), "\n", "; "), figure)
-	keepArtifact(t, "calibration.txt", figure+"\nworld:\n"+real.world()+"\ntrace:\n"+trace.String())
+	browser.Keep(t, "calibration.txt", []byte(figure+"\nworld:\n"+real.world()+"\ntrace:\n"+trace.String()))
 	if relDiff(got.Cost, real.cost) > 0.05 {
 		t.Errorf("the simulated cost %.5f is not within 5%% of the real run's %.5f", got.Cost, real.cost)
 	}
@@ -248,21 +249,6 @@ func measureRealRun(t *testing.T, ctx context.Context, c *devClient, end time.Ti
 		r.terminate = span{min: time.Second, max: time.Second}
 	}
 	return r
-}
-
-// keepArtifact writes a test's figure into $GANTRY_ARTIFACTS, if set.
-func keepArtifact(t *testing.T, name, content string) {
-	t.Helper()
-	dir := os.Getenv("GANTRY_ARTIFACTS")
-	if dir == "" {
-		return
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // devClient is an admin client of a dev server, with its address and
