@@ -308,9 +308,10 @@ func (s *Server) simulation(ctx context.Context, req api.SimulationRequest) (sim
 // simulationPolicies resolves the request's policies over this server's
 // settings; none is those settings.
 func (s *Server) simulationPolicies(in []api.SimulationPolicy) ([]sim.Policy, error) {
+	const over = "this server's settings"
 	base := s.ctrl.DecideConfig()
 	if len(in) == 0 {
-		return []sim.Policy{{Name: "this server", Config: base}}, nil
+		return []sim.Policy{{Name: "this server", Config: base, Over: over}}, nil
 	}
 	read := make([]policy.Policy, 0, len(in))
 	for i, p := range in {
@@ -332,6 +333,7 @@ func (s *Server) simulationPolicies(in []api.SimulationPolicy) ([]sim.Policy, er
 		if err != nil {
 			return nil, errorf(http.StatusBadRequest, "invalid", p.File+".settings", "%v", err)
 		}
+		sp.Over = over
 		out = append(out, sp)
 	}
 	return out, nil

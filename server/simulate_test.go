@@ -86,7 +86,8 @@ func TestSimulationsRunAStoredTraceOnTheStoredSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader := client.New(ts.URL(), readOnly.Secret, ts.http)
-	if again, err := reader.Simulate(ctx, api.SimulationRequest{Trace: "burst"}); err != nil || len(again.Results) != 1 || again.Results[0].Policy != "this server" {
+	if again, err := reader.Simulate(ctx, api.SimulationRequest{Trace: "burst"}); err != nil || len(again.Results) != 1 || again.Results[0].Policy != "this server" ||
+		again.Results[0].Over != "this server's settings" {
 		t.Errorf("a read-only token simulating with the server's settings: %v, %v", again, err)
 	}
 	_, err = reader.PutTrace(ctx, "mine", []byte(burstTrace))
@@ -131,7 +132,8 @@ func TestDashboardSimulatePage(t *testing.T) {
 	form := url.Values{"trace": {"burst"}, "seed": {"3"}, "run": {"1"},
 		"a": {"name: warm\nwarm-pool: 2\n"}, "b": {"name: lean\n"}}
 	page := html.UnescapeString(getPage(t, hc, ts.URL()+"/ui/simulate?"+form.Encode()))
-	for _, want := range []string{`id="simulation-plot" src="data:image/svg+xml;base64,`, `id="simulation-table"`, "warm", "lean", "cost"} {
+	for _, want := range []string{`id="simulation-plot" src="data:image/svg+xml;base64,`, `id="simulation-table"`, "warm: warm-pool=2 (over this server's settings)",
+		"lean: this server's settings", "cost"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the simulation's page lacks %s:\n%.3000s", want, page)
 		}

@@ -7,10 +7,13 @@ import (
 
 // Result is what one policy's run cost and did.
 type Result struct {
-	Policy   string    `json:"policy"`
-	Settings []string  `json:"settings,omitempty"`
-	Start    time.Time `json:"start"`
-	End      time.Time `json:"end"`
+	Policy   string   `json:"policy"`
+	Settings []string `json:"settings,omitempty"`
+	// Over is what the settings change ("": Gantry's defaults; a
+	// server's simulations: its own settings).
+	Over  string    `json:"over,omitempty"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 	// Cost is what every instance cost from its launch's answer until it
 	// was gone, in dollars; Bound is the integral of the lower bound (the
 	// cheapest capacity the demand of each time could run on, from the

@@ -49,8 +49,10 @@ type Setup struct {
 // Policy is one run's decision settings.
 type Policy struct {
 	Name string
-	// Settings are the policy's settings as written, for the report.
+	// Settings are the policy's settings as written, for the report;
+	// Over is what they change ("": Gantry's defaults).
 	Settings []string
+	Over     string
 	Config   decide.Config
 	// Group changes every capacity group of the spec (capacity type, warm
 	// pool); nil: as the spec says.

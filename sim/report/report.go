@@ -5,6 +5,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -158,9 +159,13 @@ func causes(m map[string]int) string {
 func settingsOf(results []sim.Result) string {
 	var sb strings.Builder
 	for _, r := range results {
-		s := "defaults"
+		over := cmp.Or(r.Over, "defaults")
+		s := over
 		if len(r.Settings) > 0 {
 			s = strings.Join(r.Settings, " ")
+			if r.Over != "" {
+				s += " (over " + r.Over + ")"
+			}
 		}
 		fmt.Fprintf(&sb, "  %s: %s\n", r.Policy, s)
 	}
