@@ -189,8 +189,10 @@ func (r *run) reprice(now time.Time) {
 // acts on nothing and asks nothing of a provider), at most the world's
 // bound; it reports whether the last pass still acted.
 func (r *run) passes() (bool, error) {
+	// The agents beat once an instant: a pass at the same instant again
+	// would see the same beats.
+	r.cloud.heartbeat()
 	for i := 0; i < r.setup.World.MaxPassesPerInstant; i++ {
-		r.cloud.heartbeat()
 		plan, err := r.decide()
 		if err != nil {
 			return false, err
