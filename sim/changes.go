@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 
@@ -153,3 +154,48 @@ func byServiceAndID(a, b *api.Replica) int {
 }
 
 func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
+
+// tally keeps, as a server's view does, the replicas on no machine and
+// those retiring or moving off a machine, from the replicas each pass's
+// changes name: a pass then looks for replicas to place among the
+// unplaced (Snapshot.Unplaced) and skips its walks for retiring and
+// moving ones while there are none.
+type tally struct {
+	unplaced, retiring, moving map[string]bool
+}
+
+func newTally() *tally {
+	return &tally{unplaced: map[string]bool{}, retiring: map[string]bool{}, moving: map[string]bool{}}
+}
+
+// update counts the changed replicas again as they are now (gone: not at
+// all).
+func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) {
+	for id := range changed {
+		delete(t.unplaced, id)
+		delete(t.retiring, id)
+		delete(t.moving, id)
+		r := w.ReplicaByID(id)
+		if r == nil {
+			continue
+		}
+		if r.Machine == "" {
+			t.unplaced[id] = true
+		}
+		if r.RetiringSince != nil {
+			t.retiring[id] = true
+		}
+		if r.PreviousMachine != "" {
+			t.moving[id] = true
+		}
+	}
+}
+
+// vouch hands the tally to a pass.
+func (t *tally) vouch(s *decide.Snapshot) {
+	s.Unplaced = slices.Sorted(maps.Keys(t.unplaced))
+	if s.Unplaced == nil {
+		s.Unplaced = []string{} // nil reads as not known
+	}
+	s.NoneRetiring, s.NoneMoving = len(t.retiring) == 0, len(t.moving) == 0
+}

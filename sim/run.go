@@ -35,6 +35,7 @@ type run struct {
 	// changes are what changed since the last pass, which booked its
 	// machines into booked; scratch is the passes' working memory.
 	changes *changes
+	tally   *tally
 	booked  *decide.Booking
 	scratch decide.Scratch
 	// verify: decide every pass afresh too, and fail if it decides
@@ -216,13 +217,17 @@ func (r *run) decide() (decide.Plan, error) {
 	snap := r.w.Snap
 	inStoreOrder(snap, r.made)
 	r.made = false
-	snap.Booked, snap.Changed, snap.Scratch = r.booked, r.changes.take(), &r.scratch
+	changed := r.changes.take()
+	r.tally.update(&r.w, changed.Replicas)
+	r.tally.vouch(snap)
+	snap.Booked, snap.Changed, snap.Scratch = r.booked, changed, &r.scratch
 	plan := decide.Decide(r.cfg, snap, r.mem, r.w.Now)
 	snap.Booked, snap.Changed, snap.Scratch = nil, nil, nil
 	r.booked = plan.Booked
 	if r.verify {
 		walked := *snap
 		walked.InStoreOrder, walked.MachinesByID = false, false
+		walked.Unplaced, walked.NoneRetiring, walked.NoneMoving = nil, false, false
 		full := decide.Decide(r.cfg, &walked, r.mem, r.w.Now)
 		if diff := plan.Booked.Differs(full.Booked); diff != "" {
 			return plan, fmt.Errorf("a pass booked from the last booking otherwise than afresh: %s", diff)

@@ -151,7 +151,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	}
 	snap.LivenessSince = start
 	r := &run{setup: s, policy: p, cfg: p.Config, mem: decide.NewMemory(), agenda: &agenda{}, ledger: newLedger(start, end), end: end,
-		changes: newChanges()}
+		changes: newChanges(), tally: newTally()}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
 	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
