@@ -314,6 +314,13 @@ func (c *Client) ListMachines(ctx context.Context, cluster string) ([]api.Machin
 	return out.Items, c.getJSON(ctx, "/v1/machines?cluster="+url.QueryEscape(cluster), &out)
 }
 
+// ListEveryMachine lists a cluster's machines, terminated ones too ("":
+// every cluster's).
+func (c *Client) ListEveryMachine(ctx context.Context, cluster string) ([]api.Machine, error) {
+	var out struct{ Items []api.Machine }
+	return out.Items, c.getJSON(ctx, "/v1/machines?all=1&cluster="+url.QueryEscape(cluster), &out)
+}
+
 // GetMachine returns one machine.
 func (c *Client) GetMachine(ctx context.Context, id string) (*api.Machine, error) {
 	var out api.Machine

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,13 +76,16 @@ func TestSimulationCalibration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devAPI := &devClient{Client: client.New(strings.TrimSuffix(dashboard, "/ui/"), strings.TrimSpace(string(admin)), nil),
-		url: strings.TrimSuffix(dashboard, "/ui/"), token: strings.TrimSpace(string(admin))}
+	devAPI := client.New(strings.TrimSuffix(dashboard, "/ui/"), strings.TrimSpace(string(admin)), nil)
 	ctx := context.Background()
 
 	began := time.Now()
 	issued := []time.Time{began}
 	for _, step := range calibrationSteps[1:] {
+		// The demand's own schedule, in real time: what is calibrated is
+		// how the real loop and machines behave over time (no condition
+		// to wait for); the simulation is given the times each step
+		// actually took effect.
 		time.Sleep(time.Until(began.Add(step.after)))
 		if _, stderr, code := runGantry(t, "--data-dir", dir, "scale", "service", "load", "--replicas", fmt.Sprint(step.replicas)); code != 0 {
 			t.Fatalf("scale to %d: %s", step.replicas, stderr)
@@ -197,9 +199,12 @@ func (r realRun) String() string {
 // from its launch's answer until it was terminated (or the end), and
 // measures the latencies: intent to launch answer, answer to join,
 // terminating to terminated.
-func measureRealRun(t *testing.T, ctx context.Context, c *devClient, end time.Time) realRun {
+func measureRealRun(t *testing.T, ctx context.Context, c *client.Client, end time.Time) realRun {
 	t.Helper()
-	machines := everyMachine(t, ctx, c, "cal")
+	machines, err := c.ListEveryMachine(ctx, "cal")
+	if err != nil {
+		t.Fatal(err)
+	}
 	events, err := c.ListEvents(ctx, client.EventQuery{Kind: "Machine", Limit: 10_000})
 	if err != nil {
 		t.Fatal(err)
@@ -249,31 +254,4 @@ func measureRealRun(t *testing.T, ctx context.Context, c *devClient, end time.Ti
 		r.terminate = span{min: time.Second, max: time.Second}
 	}
 	return r
-}
-
-// devClient is an admin client of a dev server, with its address and
-// token for what the client does not ask (terminated machines).
-type devClient struct {
-	*client.Client
-	url, token string
-}
-
-// everyMachine lists a cluster's machines, terminated ones too.
-func everyMachine(t *testing.T, ctx context.Context, c *devClient, cluster string) []api.Machine {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/v1/machines?all=1&cluster="+cluster, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var list struct{ Items []api.Machine }
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("every machine: %d %v", resp.StatusCode, err)
-	}
-	return list.Items
 }

@@ -88,7 +88,7 @@ func (s *Server) handlePutTrace(w http.ResponseWriter, r *http.Request) {
 		if err := s.roomForTrace(tx, name); err != nil {
 			return err
 		}
-		kept = api.Trace{Name: name, Rows: len(tr.Rows), Services: servicesOf(tr), Start: tr.Start(), End: tr.End(), Bytes: len(body), CreatedAt: s.clock.Now().UTC()}
+		kept = api.Trace{Name: name, Rows: len(tr.Rows), Services: tr.Services(), Start: tr.Start(), End: tr.End(), Bytes: len(body), CreatedAt: s.clock.Now().UTC()}
 		data, err := json.Marshal(storedTrace{Trace: kept, CSV: string(body)})
 		if err != nil {
 			return err
@@ -108,11 +108,7 @@ func (s *Server) handlePutTrace(w http.ResponseWriter, r *http.Request) {
 // readTrace reads a trace's CSV, naming its rows the spec's services
 // refuse, and refuses one longer than MaxSpan.
 func (s *Server) readTrace(name string, body []byte, services []*api.Service) (trace.Trace, error) {
-	known := map[string]bool{}
-	for _, svc := range services {
-		known[svc.Metadata.Name] = true
-	}
-	tr, err := trace.ReadCSV(bytes.NewReader(body), known)
+	tr, err := trace.ReadCSV(bytes.NewReader(body), trace.Names(services))
 	if err != nil {
 		return trace.Trace{}, errorf(http.StatusUnprocessableEntity, "invalid", "trace", "trace %s: %v", name, err)
 	}
@@ -337,16 +333,4 @@ func (s *Server) simulationPolicies(in []api.SimulationPolicy) ([]sim.Policy, er
 		out = append(out, sp)
 	}
 	return out, nil
-}
-
-// servicesOf are the services a trace's rows name, sorted.
-func servicesOf(tr trace.Trace) []string {
-	var out []string
-	for _, row := range tr.Rows {
-		if !slices.Contains(out, row.Service) {
-			out = append(out, row.Service)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

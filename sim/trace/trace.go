@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +46,24 @@ type Trace struct {
 // Start and End are the first and last rows' times.
 func (t Trace) Start() time.Time { return t.Rows[0].At }
 func (t Trace) End() time.Time   { return t.Rows[len(t.Rows)-1].At }
+
+// Services are the services the rows name, sorted.
+func (t Trace) Services() []string {
+	seen := map[string]bool{}
+	for _, row := range t.Rows {
+		seen[row.Service] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Names are the services' names, the set a trace's rows may name.
+func Names(services []*api.Service) map[string]bool {
+	known := make(map[string]bool, len(services))
+	for _, s := range services {
+		known[s.Metadata.Name] = true
+	}
+	return known
+}
 
 // Columns of the CSV form: the first three are required, in any order.
 const (

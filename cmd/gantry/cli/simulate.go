@@ -196,10 +196,7 @@ func readTrace(f simulateFlags, services []*api.Service) (trace.Trace, error) {
 		return trace.Trace{}, fmt.Errorf("read trace: %w", err)
 	}
 	defer in.Close()
-	known := map[string]bool{}
-	for _, s := range services {
-		known[s.Metadata.Name] = true
-	}
+	known := trace.Names(services)
 	var tr trace.Trace
 	switch f.traceFormat {
 	case traceCSV:
