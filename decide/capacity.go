@@ -99,19 +99,26 @@ func (p *Pass) removeMachines(plan planner.Plan) {
 
 // setPendingReasons explains every replica that still waits.
 func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, blocked map[string]string) {
-	added := map[string]planner.NewMachine{}
+	// One reason a machine, said the same to every replica waiting for it.
+	waitFor := make(map[string]string, len(plan.Add))
 	for _, nm := range plan.Add {
-		added[nm.Key] = nm
+		why := fmt.Sprintf("waiting for a new %s machine in %s/%s", nm.InstanceType, nm.Group, orNone(nm.Zone))
+		if blockedBy, ok := blocked[nm.Key]; ok {
+			why += ": " + blockedBy
+		}
+		waitFor[nm.Key] = why
 	}
 	reasons := map[string]string{}
 	for _, pl := range plan.Placements {
-		if nm, ok := added[pl.Machine]; ok {
-			reasons[pl.Replica] = fmt.Sprintf("waiting for a new %s machine in %s/%s", nm.InstanceType, nm.Group, orNone(nm.Zone))
-			if why, ok := blocked[nm.Key]; ok {
-				reasons[pl.Replica] += ": " + why
+		why, known := waitFor[pl.Machine]
+		if !known {
+			if m := v.machine(pl.Machine); m != nil && !m.Joined {
+				why, known = p.waitingFor(pl.Machine), true
 			}
-		} else if m := v.machine(pl.Machine); m != nil && !m.Joined {
-			reasons[pl.Replica] = p.waitingFor(pl.Machine)
+			waitFor[pl.Machine] = why // "": a joined machine, no reason to wait
+		}
+		if why != "" {
+			reasons[pl.Replica] = why
 		}
 	}
 	for _, pr := range plan.Pending {
@@ -127,7 +134,9 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		if r == nil || r.Machine != "" {
 			continue
 		}
-		replica.SetPending(p.own(r), why, p.now)
+		if r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
+			replica.SetPending(p.own(r), why, p.now)
+		}
 		p.plan.Pending[id] = why
 	}
 }

@@ -217,11 +217,25 @@ func (p *Pass) finishDrains() {
 	if !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
 		return // counting what each machine holds walks every replica
 	}
+	// Counted for the draining machines only: a few, looked up by every
+	// replica, instead of a count for every machine.
 	holds := map[string]int{}
+	for _, m := range p.machines {
+		if m.FleetState == api.FleetDraining {
+			holds[m.ID] = 0
+		}
+	}
+	count := func(machine string) {
+		if n, ok := holds[machine]; ok {
+			holds[machine] = n + 1
+		}
+	}
 	for _, r := range append(slices.Clip(p.replicas), p.retiring...) {
-		holds[r.Machine]++
+		if r.Machine != "" {
+			count(r.Machine)
+		}
 		if r.PreviousMachine != "" {
-			holds[r.PreviousMachine]++
+			count(r.PreviousMachine)
 		}
 	}
 	for _, m := range p.machines {

@@ -29,6 +29,9 @@ import (
 // replicas no other service's term selects, and who have no other
 // affinity term.
 func exclusiveServices(in Input) map[string]bool {
+	if !anyTerms(in) {
+		return map[string]bool{} // no term: no walk of every resident's labels
+	}
 	terms := map[string]*scheduler.Terms{}
 	labels := map[string]map[string]string{}
 	note := func(r *scheduler.Replica) {
@@ -526,4 +529,27 @@ func liveServices(in Input) map[string]bool {
 		}
 	}
 	return out
+}
+
+// anyTerms: a pending replica or a resident has affinity terms.
+func anyTerms(in Input) bool {
+	for i := range in.Pending {
+		if in.Pending[i].Terms != nil {
+			return true
+		}
+	}
+	for _, m := range in.Machines {
+		for _, res := range taughtResidents(m.Machine) {
+			if res.Replica.Terms != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// taughtResidents are a machine's residents but the first PlainResidents,
+// which have neither labels nor terms.
+func taughtResidents(m *scheduler.Machine) []scheduler.Resident {
+	return m.Residents[min(m.PlainResidents, len(m.Residents)):]
 }

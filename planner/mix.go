@@ -40,7 +40,7 @@ func shunnedServices(in Input) map[string]bool {
 	}
 	var last *scheduler.Replica // residents come in runs of one service's replicas, sharing their terms: one look a run
 	for _, m := range in.Machines {
-		for _, res := range m.Residents {
+		for _, res := range taughtResidents(m.Machine) {
 			if last != nil && res.Replica.Service == last.Service && res.Replica.Terms == last.Terms {
 				continue
 			}

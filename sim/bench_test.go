@@ -3,28 +3,31 @@ package sim
 import (
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-// diurnalTrace is days of demand at one-minute steps for services
+// diurnalTrace is a span of demand at one-minute steps for services
 // services whose replicas follow a day's curve (peak at noon, a third
 // lower at night) around base each, phase-shifted per service: a row
 // whenever a service's count changes.
-func diurnalTrace(services, base, days int) string {
+func diurnalTrace(services, base int, span time.Duration) string {
 	var sb strings.Builder
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	last := make([]int, services)
 	for i := range last {
 		last[i] = -1
 	}
-	for minute := 0; minute <= days*24*60; minute++ {
+	minutes := int(span / time.Minute)
+	for minute := 0; minute <= minutes; minute++ {
 		at := start.Add(time.Duration(minute) * time.Minute)
 		for s := 0; s < services; s++ {
 			phase := 2 * math.Pi * (float64(minute)/(24*60) + float64(s)/float64(3*services))
 			n := int(math.Round(float64(base) * (1 + 0.3*math.Sin(phase))))
-			if n != last[s] || minute == days*24*60 {
+			if n != last[s] || minute == minutes {
 				fmt.Fprintf(&sb, "%s,svc-%02d,%d\n", at.Format(time.RFC3339), s, n)
 				last[s] = n
 			}
@@ -44,13 +47,28 @@ func serviceNames(n int) []string {
 // BenchmarkSimulateFleet1000Day: a day of a fleet of about 1,000 machines
 // (20 services of about 280 replicas of 500m and 1Gi, on the harness
 // catalog's 4-CPU machines), at one-minute steps.
-func BenchmarkSimulateFleet1000Day(b *testing.B) { benchFleet(b, 20, 280, 1) }
+func BenchmarkSimulateFleet1000Day(b *testing.B) { benchFleet(b, 20, 280, day) }
 
-func BenchmarkSimulateFleet200Day(b *testing.B) { benchFleet(b, 10, 100, 1) }
+func BenchmarkSimulateFleet200Day(b *testing.B) { benchFleet(b, 10, 100, day) }
 
-func benchFleet(b *testing.B, services, base, days int) {
-	s := testSetup(b, diurnalTrace(services, base, days), serviceNames(services)...)
-	s.Clusters[0].Spec.CapacityGroups[0].MaxSize = 5000
+// BenchmarkSimulateFleet10000Hours: the first hours of a fleet of about
+// 10,000 machines (40 services of about 1,540 replicas), at one-minute
+// steps: the 7-day target's scale, measured over a span short enough to
+// run (GANTRY_SIM_HOURS, 2 unless set; the first hour is the fleet's
+// launch).
+func BenchmarkSimulateFleet10000Hours(b *testing.B) {
+	hours := 2
+	if h, err := strconv.Atoi(os.Getenv("GANTRY_SIM_HOURS")); err == nil && h > 0 {
+		hours = h
+	}
+	benchFleet(b, 40, 1540, time.Duration(hours)*time.Hour)
+}
+
+const day = 24 * time.Hour
+
+func benchFleet(b *testing.B, services, base int, span time.Duration) {
+	s := testSetup(b, diurnalTrace(services, base, span), serviceNames(services)...)
+	s.Clusters[0].Spec.CapacityGroups[0].MaxSize = 50000
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := Simulate(s, defaultPolicy())
