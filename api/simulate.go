@@ -32,7 +32,9 @@ type SimulationRequest struct {
 	// interruptions (0: 1).
 	Seed uint64 `json:"seed,omitempty"`
 	// World is a world file's YAML (`gantry simulate --world`): the
-	// latencies and odds it sets replace the defaults (a public cloud's).
+	// latencies and odds it sets replace the defaults (the local
+	// provider's when every simulated cluster is on it, else a public
+	// cloud's).
 	World string `json:"world,omitempty"`
 }
 

@@ -265,12 +265,7 @@ func (s *Server) simulation(ctx context.Context, req api.SimulationRequest) (sim
 	if err != nil {
 		return sim.Setup{}, nil, nil, err
 	}
-	setup := sim.Setup{Catalogs: declared.Catalogs, Providers: declared.Providers, World: sim.DefaultWorld(), Seed: max(req.Seed, 1)}
-	if req.World != "" {
-		if setup.World, err = sim.ReadWorld("world", []byte(req.World)); err != nil {
-			return sim.Setup{}, nil, nil, errorf(http.StatusBadRequest, "invalid", "world", "%v", err)
-		}
-	}
+	setup := sim.Setup{Catalogs: declared.Catalogs, Providers: declared.Providers, Seed: max(req.Seed, 1)}
 	var leftOut []string
 	for _, g := range declared.FailoverGroups {
 		leftOut = append(leftOut, "failover group "+g.Metadata.Name)
@@ -283,6 +278,13 @@ func (s *Server) simulation(ctx context.Context, req api.SimulationRequest) (sim
 		setup.Clusters = append(setup.Clusters, cl)
 	}
 	slices.SortFunc(setup.Clusters, func(a, b *api.Cluster) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	setup.World, setup.WorldName = sim.WorldFor(setup.Clusters)
+	if req.World != "" {
+		if setup.World, err = sim.ReadWorld(setup.World, "world", []byte(req.World)); err != nil {
+			return sim.Setup{}, nil, nil, errorf(http.StatusBadRequest, "invalid", "world", "%v", err)
+		}
+		setup.WorldName = "the request's over " + setup.WorldName
+	}
 	for _, svc := range declared.Services {
 		cl := declared.Clusters[svc.Spec.Cluster]
 		if svc.Spec.Failover != nil || cl == nil || cl.Kubernetes() {

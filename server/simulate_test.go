@@ -11,6 +11,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/client"
+	"github.com/gantry-dev/gantry/decide"
 )
 
 const idleWeb = `kind: Service
@@ -72,6 +73,11 @@ func TestSimulationsRunAStoredTraceOnTheStoredSpec(t *testing.T) {
 	for _, r := range sim.Results {
 		if r.Cost <= 0 || r.Disruptions.Launches == 0 {
 			t.Errorf("policy %s: cost %v, %d launches: the burst was not served", r.Policy, r.Cost, r.Disruptions.Launches)
+		}
+		// The spec's clusters are on the local provider: its world, in
+		// which machines join long before the join timeout.
+		if r.World != "local" || r.Disruptions.Terminations[decide.CauseJoinTimeout] != 0 {
+			t.Errorf("policy %s: world %q, %d join timeouts: want the local provider's world, none", r.Policy, r.World, r.Disruptions.Terminations[decide.CauseJoinTimeout])
 		}
 	}
 	if sim.Results[0].Cost <= sim.Results[1].Cost {

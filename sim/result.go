@@ -11,7 +11,9 @@ type Result struct {
 	Settings []string `json:"settings,omitempty"`
 	// Over is what the settings change ("": Gantry's defaults; a
 	// server's simulations: its own settings).
-	Over  string    `json:"over,omitempty"`
+	Over string `json:"over,omitempty"`
+	// World names the world it ran in (Setup.WorldName).
+	World string    `json:"world,omitempty"`
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end"`
 	// Cost is what every instance cost from its launch's answer until it

@@ -464,7 +464,7 @@ func (r *run) result() Result {
 	r.ledger.finish()
 	l := r.ledger
 	res := r.res
-	res.Policy, res.Settings, res.Over = r.policy.Name, r.policy.Settings, r.policy.Over
+	res.Policy, res.Settings, res.Over, res.World = r.policy.Name, r.policy.Settings, r.policy.Over, r.setup.WorldName
 	res.Start, res.End = l.start, l.end
 	res.Cost, res.Bound = l.cost, l.boundCost
 	if l.boundCost > 0 {

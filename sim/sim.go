@@ -37,6 +37,9 @@ type Setup struct {
 	Providers map[string]decide.ProviderInfo
 	Trace     trace.Trace
 	World     World
+	// WorldName says which world it is, for the report ("cloud", "local",
+	// or a file's name over one of them; "": not said).
+	WorldName string
 	// Seed draws the world's latencies, capacity errors and interruptions.
 	Seed uint64
 	// End is when the run stops (zero: at the trace's last row).

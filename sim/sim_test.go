@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,7 +165,7 @@ func TestSpotOutOfCapacityFallsBackToOnDemand(t *testing.T) {
 // A world file changes the knobs it names; an unknown knob or a value
 // out of range is refused, naming it.
 func TestWorldFile(t *testing.T) {
-	w, err := ReadWorld("w.yaml", []byte("bootToJoin: {min: 10s, max: 20s}\nspotInterruptionsPerHour: 0.01\n"))
+	w, err := ReadWorld(DefaultWorld(), "w.yaml", []byte("bootToJoin: {min: 10s, max: 20s}\nspotInterruptionsPerHour: 0.01\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,9 +179,47 @@ func TestWorldFile(t *testing.T) {
 		"spotInterruptionsPerHour: -1\n":      "spotInterruptionsPerHour",
 		"launchLatency: {min: soon}\n":        "soon",
 	} {
-		if _, err := ReadWorld("w.yaml", []byte(data)); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "w.yaml") {
+		if _, err := ReadWorld(DefaultWorld(), "w.yaml", []byte(data)); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "w.yaml") {
 			t.Errorf("%q: error %v, want one naming %s and the file", data, err, want)
 		}
+	}
+}
+
+// A spec whose clusters are all on the local provider runs in the local
+// provider's world, which a world file changes as it changes the cloud's;
+// any other cluster brings the cloud's. A gantry dev fleet replaces a
+// machine that has not joined within a minute: in the cloud's world
+// (boots of 40-90 s) some would be; in its own, none is.
+func TestTheWorldFollowsTheProviders(t *testing.T) {
+	local := &api.Cluster{Metadata: api.ObjectMeta{Name: "dev"}, Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "local"}}}
+	cloud := &api.Cluster{Metadata: api.ObjectMeta{Name: "prod"}, Spec: api.ClusterSpec{Provider: api.ProviderSpec{Name: "aws"}}}
+	if w, name := WorldFor([]*api.Cluster{local}); name != "local" || !reflect.DeepEqual(w, LocalWorld()) {
+		t.Errorf("local clusters: world %s %+v, want the local one", name, w)
+	}
+	if w, name := WorldFor([]*api.Cluster{local, cloud}); name != "cloud" || !reflect.DeepEqual(w, DefaultWorld()) {
+		t.Errorf("a cloud cluster too: world %s %+v, want the cloud's", name, w)
+	}
+	if w, err := ReadWorld(LocalWorld(), "w.yaml", []byte("replicaStart: {min: 1s, max: 1s}\n")); err != nil ||
+		w.BootToJoin != LocalWorld().BootToJoin || w.ReplicaStart != (Span{Min: time.Second, Max: time.Second}) {
+		t.Errorf("a file over the local world: %+v %v, want its boot kept and its replica start changed", w, err)
+	}
+
+	joinTimeouts := func(w World) int {
+		s := testSetup(t, "2026-01-01T00:00:00Z,web,20\n2026-01-01T01:00:00Z,web,2\n2026-01-01T02:00:00Z,web,2\n", "web")
+		s.World = w
+		p := defaultPolicy()
+		p.Config.JoinTimeout = time.Minute // gantry dev's
+		res, err := simulate(context.Background(), s, p, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Disruptions.Terminations[decide.CauseJoinTimeout]
+	}
+	if n := joinTimeouts(DefaultWorld()); n == 0 {
+		t.Errorf("the cloud's world: no join timeout in a minute, want some (boots of 40-90 s)")
+	}
+	if n := joinTimeouts(LocalWorld()); n != 0 {
+		t.Errorf("the local world: %d join timeouts, want none", n)
 	}
 }
 

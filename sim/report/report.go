@@ -56,8 +56,12 @@ func Table(w io.Writer, results []sim.Result) error {
 		return nil
 	}
 	first := results[0]
-	fmt.Fprintf(w, "Simulated %s to %s (%s).\n\n", first.Start.UTC().Format(time.RFC3339), first.End.UTC().Format(time.RFC3339),
-		first.End.Sub(first.Start).Round(time.Minute))
+	world := ""
+	if first.World != "" {
+		world = ", world: " + first.World
+	}
+	fmt.Fprintf(w, "Simulated %s to %s (%s%s).\n\n", first.Start.UTC().Format(time.RFC3339), first.End.UTC().Format(time.RFC3339),
+		first.End.Sub(first.Start).Round(time.Minute), world)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name string, cell func(sim.Result) string) {
 		cells := []string{name}

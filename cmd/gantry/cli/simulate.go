@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ func newSimulateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.catalogFile, "catalog", "", "instance-type catalog (JSON or YAML) instead of the providers' built-in ones")
 	fl.StringSliceVar(&f.policies, "policy", nil, "policy file: a YAML mapping of server settings (repeatable; none: the defaults)")
 	fl.StringVar(&f.spotPrices, "spot-prices", "", "spot price trace: CSV of time,instanceType,zone,price (spot prices change over time)")
-	fl.StringVar(&f.worldFile, "world", "", "world file: launch, boot and terminate latencies, capacity errors, spot interruptions (defaults in docs/simulate.md)")
+	fl.StringVar(&f.worldFile, "world", "", "world file: launch, boot and terminate latencies, capacity errors, spot interruptions, over the default world (the local provider's when every cluster is on it, else a public cloud's; docs/simulate.md)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the world's draws: the same inputs and seed give the same results")
 	fl.StringVar(&f.until, "until", "", "stop at this RFC 3339 time (default: the trace's last row)")
 	fl.StringVarP(&f.output, "output", "o", formatTable, "output format: table, json, or csv (the series over time)")
@@ -164,15 +165,17 @@ func simulationSetup(f simulateFlags) (sim.Setup, error) {
 		}
 	}
 	snap := controller.OfflineSnapshot(providers, catalog, clusters, services)
-	setup := sim.Setup{Clusters: clusters, Services: services, Catalogs: snap.Catalogs, Providers: snap.Providers, World: sim.DefaultWorld(), Seed: f.seed}
+	setup := sim.Setup{Clusters: clusters, Services: services, Catalogs: snap.Catalogs, Providers: snap.Providers, Seed: f.seed}
+	setup.World, setup.WorldName = sim.WorldFor(clusters)
 	if f.worldFile != "" {
 		raw, err := os.ReadFile(f.worldFile)
 		if err != nil {
 			return sim.Setup{}, fmt.Errorf("read world: %w", err)
 		}
-		if setup.World, err = sim.ReadWorld(f.worldFile, raw); err != nil {
+		if setup.World, err = sim.ReadWorld(setup.World, f.worldFile, raw); err != nil {
 			return sim.Setup{}, err
 		}
+		setup.WorldName = filepath.Base(f.worldFile) + " over " + setup.WorldName
 	}
 	if f.until != "" {
 		if setup.End, err = trace.ParseTime(f.until); err != nil {
