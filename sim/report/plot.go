@@ -23,7 +23,7 @@ func Plot(w io.Writer, results []sim.Result) error {
 	pending.Title.Text = "Replicas waiting to run"
 	pending.Y.Label.Text = "replicas"
 	for _, p := range []*plot.Plot{cost, pending} {
-		p.X.Tick.Marker = plot.TimeTicks{Format: "Jan 2\n15:04"}
+		p.X.Tick.Marker = calendarTicks{}
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())
 	}
