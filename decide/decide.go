@@ -84,6 +84,8 @@ type Pass struct {
 	// revisionIndex lists the memory's revision keys by service (nil
 	// until revisionKeys builds it).
 	revisionIndex map[string][]string
+	// requests memoizes requestsOf.
+	requests map[requestsKey]api.Resources
 }
 
 // Decide decides one pass.

@@ -133,10 +133,35 @@ func (p *Pass) createReplica(rev api.Revision, index int) *api.Replica {
 			id = fmt.Sprintf("%s-r%d-%d", replica.ID(rev.Service, index), rev.Number, n)
 		}
 	}
-	r := replica.New(id, rev.Service, rev.Spec.Cluster, index, rev.Hash, spec.Requests(rev.Spec), p.now)
+	r := replica.New(id, rev.Service, rev.Spec.Cluster, index, rev.Hash, p.requestsOf(rev.Spec), p.now)
 	p.plan.CreateReplicas = append(p.plan.CreateReplicas, r)
 	p.addReplica(r)
 	return r
+}
+
+// requestsOf is spec.Requests, parsed once a pass for each set of
+// resources (parsing quantities allocates; a scale-up makes hundreds of
+// replicas of one spec).
+func (p *Pass) requestsOf(s api.ServiceSpec) api.Resources {
+	key := requestsKey{cpu: s.Resources.CPU, memory: s.Resources.Memory, ephemeral: s.Resources.EphemeralStorage}
+	if g := s.Resources.GPU; g != nil && g.Policy == api.GPURequired {
+		key.gpus = g.Count
+	}
+	if r, ok := p.requests[key]; ok {
+		return r
+	}
+	r := spec.Requests(s)
+	if p.requests == nil {
+		p.requests = map[requestsKey]api.Resources{}
+	}
+	p.requests[key] = r
+	return r
+}
+
+// requestsKey is what spec.Requests reads of a spec.
+type requestsKey struct {
+	cpu, memory, ephemeral string
+	gpus                   int
 }
 
 // deleteReplica removes a replica (its agent stops it); the pass drops
