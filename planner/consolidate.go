@@ -179,6 +179,7 @@ type simulation struct {
 func newSimulation(ms []*Machine) *simulation {
 	s := &simulation{byID: make(map[string]*scheduler.Machine, len(ms)), replicas: make(map[string][]scheduler.Replica, len(ms)), removed: map[string]bool{}, free: map[string]api.Resources{},
 		idleIn: map[string]int{}}
+	copies := make([]scheduler.Machine, 0, len(ms)) // in one allocation
 	for _, m := range ms {
 		if !m.Joined {
 			continue
@@ -186,7 +187,9 @@ func newSimulation(ms []*Machine) *simulation {
 		// Shared, clipped: the what-ifs only append (which copies) and
 		// read.
 		s.replicas[m.ID] = slices.Clip(m.Replicas)
-		c := m.Share() // its counts copied when a what-if moves a replica on or off
+		copies = append(copies, scheduler.Machine{})
+		c := &copies[len(copies)-1]
+		m.ShareInto(c) // its counts copied when a what-if moves a replica on or off
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c
 		s.free[c.Cluster] = s.free[c.Cluster].Add(c.Free())

@@ -69,6 +69,15 @@ func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable 
 		}
 	}
 	idx := &offeringIndex{plain: map[string][]*candidate{}, gpu: map[string][]*candidate{}, missing: map[string]string{}}
+	offerings := 0
+	for _, g := range groups {
+		for _, it := range g.Types {
+			offerings += len(it.Offerings)
+		}
+	}
+	// Every candidate in one allocation, never grown (the index points
+	// into it): two for each offering at most.
+	store := make([]candidate, 0, 2*offerings)
 	for _, g := range groups {
 		for _, it := range g.Types {
 			alloc := api.Allocatable(it.Resources(), g.Reserved)
@@ -84,11 +93,12 @@ func newOfferingIndex(groups []*Group, pending []scheduler.Replica, unavailable 
 					continue
 				}
 				c := candidate{group: g, itype: it, offering: o, alloc: alloc}
-				pc, gc := c, c
-				pc.unitCost = unitCost(o.PricePerHour, alloc, plainDemand[g.Cluster])
-				gc.unitCost = unitCost(o.PricePerHour, alloc, gpuDemand[g.Cluster])
-				idx.plain[g.Cluster] = append(idx.plain[g.Cluster], &pc)
-				idx.gpu[g.Cluster] = append(idx.gpu[g.Cluster], &gc)
+				c.unitCost = unitCost(o.PricePerHour, alloc, plainDemand[g.Cluster])
+				store = append(store, c)
+				idx.plain[g.Cluster] = append(idx.plain[g.Cluster], &store[len(store)-1])
+				c.unitCost = unitCost(o.PricePerHour, alloc, gpuDemand[g.Cluster])
+				store = append(store, c)
+				idx.gpu[g.Cluster] = append(idx.gpu[g.Cluster], &store[len(store)-1])
 			}
 		}
 	}

@@ -58,9 +58,12 @@ func newState(machines []*Machine, scratch *Scratch) *state {
 	// Most fleets are one cluster: its list is the order itself (clipped:
 	// a machine opened later is appended to a copy).
 	oneCluster := len(machines) > 0 && !slices.ContainsFunc(machines, func(m *Machine) bool { return m.Cluster != machines[0].Cluster })
+	// Each machine's places in the indexes, two each in one allocation (a
+	// third, in a pass with many apart classes, grows its own).
+	slots := make([]slot, 2*len(byScore))
 	for i, s := range byScore {
 		order[i] = s.m
-		s.m.rank, s.m.slots = i, nil
+		s.m.rank, s.m.slots = i, slots[2*i:2*i:2*i+2]
 		for _, res := range s.m.Residents[min(s.m.PlainResidents, len(s.m.Residents)):] {
 			if rules := res.Replica.Rules; res.Replica.Teaches() && !learnt[rules] {
 				learnt[rules] = true
