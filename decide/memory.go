@@ -108,7 +108,7 @@ func ConditionKey(cluster, typ string) string { return cluster + "/" + typ }
 // NewMemory is an empty memory.
 func NewMemory() Memory {
 	var m Memory
-	for _, sec := range sections {
+	for _, sec := range memorySectionTable {
 		sec.makeEmpty(&m)
 	}
 	return m
@@ -117,7 +117,7 @@ func NewMemory() Memory {
 // Clone copies a memory (its maps; the values are plain).
 func (m Memory) Clone() Memory {
 	c := NewMemory()
-	for _, sec := range sections {
+	for _, sec := range memorySectionTable {
 		sec.clone(&c, &m)
 	}
 	return c
@@ -130,7 +130,7 @@ func (m Memory) Clone() Memory {
 // pass at 5,000 services.
 func passMemory(mem Memory) Memory {
 	c := NewMemory()
-	for _, sec := range sections {
+	for _, sec := range memorySectionTable {
 		if copyOnWrite(sec.name) {
 			sec.share(&c, &mem)
 		} else {
@@ -186,7 +186,7 @@ func keepKeysOwned[V any](m *map[string]V, copied *bool, keep func(string) bool)
 // Entries is the memory as the store keeps it: "section/key" → JSON.
 func (m Memory) Entries() (map[string]string, error) {
 	out := map[string]string{}
-	for _, sec := range sections {
+	for _, sec := range memorySectionTable {
 		err := sec.entries(&m, func(key string, value any) error {
 			data, err := json.Marshal(value)
 			if err != nil {
@@ -216,7 +216,7 @@ func DecodeMemory(entries map[string]string) (Memory, error) {
 // of them twice took a tenth of a pass.
 func Diff(old, next Memory) (put map[string]string, del []string, err error) {
 	put = map[string]string{}
-	for _, sec := range sections {
+	for _, sec := range memorySectionTable {
 		if err := sec.diff(&old, &next, put, &del); err != nil {
 			return nil, nil, err
 		}
@@ -250,7 +250,7 @@ func (d *MemoryDecoder) Decode(entries map[string]string) (Memory, error) {
 		d.mem, d.last = &m, map[string]decodedEntry{}
 	}
 	byName := map[string]memorySection{}
-	for _, sec := range sections {
+	for _, sec := range memorySectionTable {
 		byName[sec.name] = sec
 	}
 	for k, raw := range entries {

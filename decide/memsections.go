@@ -35,10 +35,10 @@ type memorySection struct {
 	remove func(m *Memory, key string)
 }
 
-// sections are Memory's sections, built once and only read: building
+// memorySectionTable is Memory's sections, built once and only read: building
 // them (a closure each for every operation of every section) on every
 // pass was a third of a simulated day's allocations.
-var sections = memorySections()
+var memorySectionTable = memorySections()
 
 // memorySections are Memory's sections, in its fields' order (a test
 // checks them against the fields' tags).
