@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -196,7 +195,7 @@ func runDevIn(t *testing.T, cwd, dir, spec string) <-chan string {
 // runDevIn does.
 func runDevArgs(t *testing.T, cwd, dir string, args ...string) <-chan string {
 	t.Helper()
-	cmd := exec.Command(gantryBin, append([]string{"dev", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := gantryCommand(append([]string{"dev", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = cwd
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -170,8 +170,8 @@ func TestDockerRuntimeRunsReplicasAsContainers(t *testing.T) {
 		if err := syscall.Kill(inst.PID, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		agent := exec.Command(gantryBin, inst.Args...)
-		agent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		agent := gantryCommand(inst.Args...)
+		agent.SysProcAttr.Setpgid = true
 		if err := agent.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,6 @@ import (
 	"github.com/miekg/dns"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -237,7 +236,7 @@ func TestDevRunsTheExampleAndCleansUp(t *testing.T) {
 // greeting, then Ctrl-C; nothing of it may be left running.
 func runDevOnce(t *testing.T, dir string, run int, greeting string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(gantryBin, append([]string{"dev", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
+	cmd := gantryCommand(append([]string{"dev", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -136,7 +136,7 @@ func (h *haCluster) start(s *haServer, urls []string) {
 		h.t.Fatal(err)
 	}
 	defer log.Close()
-	s.cmd = exec.Command(gantryBin, args...)
+	s.cmd = gantryCommand(args...)
 	s.cmd.Env = append(os.Environ(), "GANTRY_ADMIN_TOKEN="+haToken, "GANTRY_ENCRYPTION_KEY="+haEncryptionKey)
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	if err := s.cmd.Start(); err != nil {

@@ -112,7 +112,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	t.Helper()
 	os.Remove(filepath.Join(dataDir, "server.url"))
 	args := append([]string{"server", "--data-dir", dataDir}, serverArgs...)
-	cmd := exec.Command(gantryBin, append(args, extra...)...)
+	cmd := gantryCommand(append(args, extra...)...)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -122,6 +122,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 	t.Cleanup(func() {
 		s.kill()
 		killMachines(dataDir)
+		waitGone(t, dataDir)
 		if t.Failed() {
 			t.Logf("server log:\n%s", log.String())
 		}
@@ -174,6 +175,16 @@ func (s *server) kill() {
 		_ = s.cmd.Process.Signal(syscall.SIGKILL)
 		_ = s.cmd.Wait()
 	}
+}
+
+// gantryCommand is a long-lived gantry process of the test's (a server,
+// `gantry dev`, an agent): killed when the test binary dies, so a run
+// interrupted past its cleanups (a timeout's panic, a signal) leaves no
+// server behind, nor the machines a server takes with it.
+func gantryCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(gantryBin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd
 }
 
 // gantry runs the CLI against this server.
@@ -296,6 +307,30 @@ func killMachines(dataDir string) {
 			_ = syscall.Kill(-inst.PID, syscall.SIGKILL)
 			_ = syscall.Kill(inst.PID, syscall.SIGKILL)
 		}
+	}
+}
+
+// waitGone waits until no process is left whose command line or working
+// directory is in dataDir (a replica dies after its agent, through its
+// parent-death signal, and a PostgreSQL child after its postmaster), so
+// the test's directory is not removed under a process still writing in
+// it. One left past waitLimit is killed and is the test's failure: a
+// machine's kill must take everything it ran.
+func waitGone(t *testing.T, dataDir string) {
+	deadline := time.Now().Add(waitLimit)
+	for {
+		pids := processesMentioning(dataDir)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			t.Errorf("processes %v outlived their machines' kill (of %s)", pids, dataDir)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
