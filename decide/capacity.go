@@ -130,12 +130,12 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		}
 	}
 	for id, why := range reasons {
-		r := p.replica(id)
-		if r == nil || r.Machine != "" {
+		i, ok := p.placing(id)
+		if !ok || p.replicas[i].Machine != "" {
 			continue
 		}
-		if r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
-			replica.SetPending(p.own(r), why, p.now)
+		if r := p.replicas[i]; r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
+			replica.SetPending(p.ownAt(i), why, p.now)
 		}
 		p.plan.Pending[id] = why
 	}

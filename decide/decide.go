@@ -86,6 +86,8 @@ type Pass struct {
 	revisionIndex map[string][]string
 	// requests memoizes requestsOf.
 	requests map[requestsKey]api.Resources
+	// placingAt are the positions of the replicas schedule took to place.
+	placingAt map[string]int
 }
 
 // Decide decides one pass.

@@ -108,6 +108,17 @@ func (x *replicaIndex) without(replicas []*api.Replica, dropped func(*api.Replic
 // the snapshot vouches that no other can match (a walk of 500,000
 // replicas cost a large fleet's pass tens of milliseconds each time).
 func (p *Pass) replicasAmong(ids []string) []*api.Replica {
+	at := p.positionsAmong(ids)
+	out := make([]*api.Replica, len(at))
+	for k, i := range at {
+		out[k] = p.replicas[i]
+	}
+	return out
+}
+
+// positionsAmong are the positions in the pass's replicas of
+// replicasAmong(ids), in order.
+func (p *Pass) positionsAmong(ids []string) []int {
 	at := make([]int, 0, len(ids)+len(p.mine))
 	for _, id := range ids {
 		if i, ok := p.index.find(p.replicas, id); ok {
@@ -120,10 +131,24 @@ func (p *Pass) replicasAmong(ids []string) []*api.Replica {
 		}
 	}
 	slices.Sort(at)
-	at = slices.Compact(at)
-	out := make([]*api.Replica, len(at))
-	for k, i := range at {
-		out[k] = p.replicas[i]
+	return slices.Compact(at)
+}
+
+// placing is the position of the replica of id among the pass's: where
+// schedule found it to place, without a search (a fleet's launch has
+// tens of thousands waiting, each told its reason every pass), else
+// found.
+func (p *Pass) placing(id string) (int, bool) {
+	if i, ok := p.placingAt[id]; ok && i < len(p.replicas) && p.replicas[i].ID == id {
+		return i, true
 	}
-	return out
+	return p.index.find(p.replicas, id)
+}
+
+// ownAt is own of the pass's replica at position i.
+func (p *Pass) ownAt(i int) *api.Replica {
+	if r := p.replicas[i]; p.mine[r] {
+		return r
+	}
+	return takeCopy(p.replicas, i, p.mine)
 }

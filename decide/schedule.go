@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
@@ -281,11 +282,17 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	var plain, spread []scheduler.Replica
 	build := schedReplicas{p: p, zones: v.zones}
 	draining := p.drainingMachines()
-	candidates := p.replicas
+	var among []int // the candidates' positions; nil: every replica
 	if draining == nil && p.snap.Unplaced != nil {
-		candidates = p.replicasAmong(p.snap.Unplaced)
+		among = p.positionsAmong(p.snap.Unplaced)
 	}
-	for _, r := range candidates {
+	p.placingAt = map[string]int{}
+	for k := range candidateCount(among, p.replicas) {
+		i := k
+		if among != nil {
+			i = among[k]
+		}
+		r := p.replicas[i]
 		if !needsPlace(r, draining) {
 			continue
 		}
@@ -293,6 +300,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		if !ok || !v.clusters[r.Cluster] {
 			continue
 		}
+		p.placingAt[r.ID] = i
 		sr := build.of(r, svc)
 		if len(sr.Spread) > 0 {
 			spread = append(spread, sr)
@@ -333,8 +341,17 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			}
 		}
 	}
-	sort.Slice(unplaced, func(i, j int) bool { return unplaced[i].ID < unplaced[j].ID })
+	slices.SortFunc(unplaced, func(a, b scheduler.Replica) int { return strings.Compare(a.ID, b.ID) })
 	return unplaced, reasons
+}
+
+// candidateCount is how many replicas schedule walks: those at the
+// positions among, or all of them when among is nil.
+func candidateCount(among []int, replicas []*api.Replica) int {
+	if among != nil {
+		return len(among)
+	}
+	return len(replicas)
 }
 
 // needsPlace: pending, or on a draining machine and not yet moving.
