@@ -52,8 +52,13 @@ func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) map[string]b
 	for _, a := range plan.Assignments {
 		ch.noteReplica(w, a.Replica)
 	}
-	for id := range plan.Pending {
-		ch.noteReplica(w, id)
+	for id, why := range plan.Pending {
+		// A reason the replica already has is no write (the act step
+		// writes the ones that differ): a fleet's launch has tens of
+		// thousands waiting, told the same every pass.
+		if r := w.ReplicaByID(id); r != nil && (r.State != api.ReplicaPending || r.Reason != why) {
+			ch.replica(r)
+		}
 	}
 	for _, r := range plan.CreateReplicas {
 		ch.c.Replica(r.ID, r.Service, "")
