@@ -55,7 +55,16 @@ type Booking struct {
 	// Secrets' revisions the pass read (quiet.go).
 	quiet   map[string]quietService
 	secrets map[string]string
+	// capacity: what the pass's scheduling and planner found, when it
+	// changed nothing (quietcapacity.go); reused: the pass took the last
+	// pass's instead of scheduling and planning.
+	capacity *quietCapacity
+	reused   bool
 }
+
+// ReusedCapacity reports whether the pass took the last pass's
+// scheduling and plan instead of making its own (quietcapacity.go).
+func (b *Booking) ReusedCapacity() bool { return b != nil && b.reused }
 
 type bookedMachine struct {
 	pm   planner.Machine

@@ -20,16 +20,26 @@ import (
 // start before anything is launched, launches wait out their group's
 // backoff, idle machines are stopped or drained, and every replica that
 // still waits is told why.
-func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons map[string]string) {
-	groups := p.plannerGroups(v)
-	machines := slices.Clone(v.byID)
-	if v.sorted < len(machines) { // the pass launched machines before it built the view
-		slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
+// A pass whose scheduling was reused (a quietCapacity) reuses the
+// planner's plan too, when the planner would read the same.
+func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons map[string]string, reused *quietCapacity) {
+	groups, subnets := p.plannerGroups(v), p.subnetBudgets(v)
+	candidateAt := planner.NextCandidate(p.cfg.Planner, v.byID, p.now)
+	var plan planner.Plan
+	if reused != nil && !p.plan.Acts() && reused.samePlannerInputs(groups, subnets) {
+		plan = reused.plan
+		p.capacity, p.capacityReused = reused, true
+	} else {
+		machines := slices.Clone(v.byID)
+		if v.sorted < len(machines) { // the pass launched machines before it built the view
+			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
+		}
+		plan = planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
+			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets})
+		p.capacity = p.quietCapacityOf(unplaced, schedReasons, plan, groups, subnets, candidateAt)
 	}
-	plan := planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
-		Unavailable: p.mem.Unavailable, Now: p.now, Subnets: p.subnetBudgets(v)})
-	if at := planner.NextCandidate(p.cfg.Planner, machines, p.now); !at.IsZero() {
-		p.plan.Wake.at(at)
+	if !candidateAt.IsZero() {
+		p.plan.Wake.at(candidateAt)
 	}
 	for key, n := range plan.Desired {
 		p.mem.Desired[key] = n

@@ -320,3 +320,45 @@ func TestAReplacementIsLaunchedOnce(t *testing.T) {
 		t.Fatalf("machines after the replacement: %+v", h.Snap.Machines)
 	}
 }
+
+// A price that changes in the catalog in place (a spot price trace, a
+// provider's catalog refreshed) is planned with at once, though nothing
+// in the store changed: the passes before, which found nothing to do,
+// are not taken again as they were.
+func TestAPriceChangeInPlaceIsPlannedWith(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", api.CapacityGroup{GroupID: "g", MinSize: 0, MaxSize: 5, CapacityType: api.CapacityOnDemand, WarmPoolState: api.WarmRunning})
+	h.Service("web", "c", 1, "500m", "128Mi")
+	m := h.Machine("c", "g", "large")
+	h.Replica("web", 0, m.ID)
+	small := h.Snap.Catalogs["c"].Catalog[0].Offerings
+	setPrice := func(price float64) {
+		for i := range small {
+			if small[i].CapacityType == api.CapacityOnDemand {
+				small[i].PricePerHour = price
+			}
+		}
+	}
+	setPrice(0.08) // as dear as large: nothing to save
+	h.Settle(10)
+	h.Step(time.Second)
+	h.Pass() // reads the memory the first pass wrote
+	h.Step(time.Second)
+	if plan := h.Pass(); plan.Acts() || !plan.Booked.ReusedCapacity() {
+		t.Fatalf("a pass with nothing changed: want the last plan taken again and nothing done, reused %v: %s", plan.Booked.ReusedCapacity(), decidetest.Describe(plan))
+	}
+	setPrice(0.02)
+	h.Step(time.Second)
+	// And the replica's status written again (its state the same): what
+	// is in the store changed, but nothing scheduling or the planner
+	// reads, so the pass runs, and only the price can tell it to plan anew.
+	for i, r := range h.Snap.Replicas {
+		rewritten := *r
+		rewritten.UpdatedAt = h.Now
+		h.Snap.Replicas[i] = &rewritten
+	}
+	plan := h.Pass()
+	if len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
+		t.Fatalf("small became cheaper in the catalog: want large replaced by small, launched %+v", plan.Launches)
+	}
+}

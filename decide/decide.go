@@ -88,6 +88,10 @@ type Pass struct {
 	requests map[requestsKey]api.Resources
 	// placingAt are the positions of the replicas schedule took to place.
 	placingAt map[string]int
+	// capacity is what scheduling and the planner found, for the next
+	// pass if this one changes nothing (quietcapacity.go).
+	capacity       *quietCapacity
+	capacityReused bool
 }
 
 // Decide decides one pass.
@@ -115,6 +119,10 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	p.forget()
 	p.plan.Memory = *p.mem
 	if p.plan.Booked != nil {
+		if !p.plan.Acts() {
+			p.plan.Booked.capacity = p.capacity
+		}
+		p.plan.Booked.reused = p.capacityReused
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true

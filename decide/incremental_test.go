@@ -26,18 +26,21 @@ import (
 // also checks that both sides were exercised: passes the controller
 // would skip, and deadlines that woke a pass which then decided.
 func TestIncrementalPassDecidesWhatAFullPassWould(t *testing.T) {
-	skippable, woken := 0, 0
+	skippable, woken, reused := 0, 0, 0
 	for seed := uint64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h := incrementalWorld(t, seed)
 			skippable += h.Skippable
 			woken += h.Woken
+			reused += h.ReusedCapacity
 		})
 	}
-	if skippable == 0 || woken == 0 {
-		t.Fatalf("the sequences exercised %d skippable passes and %d woken by a deadline: both must happen", skippable, woken)
+	if skippable == 0 || woken == 0 || reused == 0 {
+		t.Fatalf("the sequences exercised %d skippable passes, %d woken by a deadline and %d that reused the last pass's scheduling and plan: all must happen",
+			skippable, woken, reused)
 	}
-	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline", skippable, woken)
+	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline; %d reused the last pass's scheduling and plan, each checked",
+		skippable, woken, reused)
 }
 
 func incrementalWorld(t *testing.T, seed uint64) *decidetest.Harness {

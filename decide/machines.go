@@ -13,6 +13,7 @@ import (
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provider/registry"
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/scheduler"
 	"github.com/gantry-dev/gantry/spec"
 )
 
@@ -23,6 +24,7 @@ type machines struct{}
 // Decide runs the machine target's steps, in order: each sees what the
 // ones before decided.
 func (machines) Decide(p *Pass, clusters []string) {
+	last := p.lastQuietCapacity(clusters)
 	p.recoverInstances()
 	p.detectLost()
 	p.finishDrains()
@@ -30,9 +32,16 @@ func (machines) Decide(p *Pass, clusters []string) {
 	p.followLaunches()
 	v := p.buildView(clusters)
 	p.trackIdle(v)
-	unplaced, reasons := p.schedule(v)
+	reused := p.reusable(last)
+	var unplaced []scheduler.Replica
+	var reasons map[string]string
+	if reused != nil {
+		unplaced, reasons = reused.unplaced, reused.reasons
+	} else {
+		unplaced, reasons = p.schedule(v)
+	}
 	p.repairSpread(v)
-	p.planCapacity(v, unplaced, reasons)
+	p.planCapacity(v, unplaced, reasons, reused)
 	p.drainOrphanedGroups()
 	p.followTerminations()
 	p.listProviders()

@@ -188,12 +188,9 @@ func inOverlay(m *api.Machine, cl *api.Cluster) bool {
 }
 
 func (p *Pass) buildView(clusters []string) *view {
-	v := &view{clusters: map[string]bool{}, zones: map[string][]string{}}
+	v := &view{clusters: map[string]bool{}, zones: p.zonesOf(clusters)}
 	for _, name := range clusters {
 		v.clusters[name] = true
-		for _, g := range p.snap.Clusters[name].Spec.CapacityGroups {
-			v.zones[name] = append(v.zones[name], g.Zones...)
-		}
 	}
 	// Each list in one allocation, not grown to 50,000 by appends.
 	n := len(p.machines)
@@ -235,6 +232,17 @@ func (p *Pass) buildView(clusters []string) *view {
 		}
 	}
 	return v
+}
+
+// zonesOf are the zones of each cluster's capacity groups.
+func (p *Pass) zonesOf(clusters []string) map[string][]string {
+	zones := map[string][]string{}
+	for _, name := range clusters {
+		for _, g := range p.snap.Clusters[name].Spec.CapacityGroups {
+			zones[name] = append(zones[name], g.Zones...)
+		}
+	}
+	return zones
 }
 
 // trackIdle remembers since when each joined machine has been empty.

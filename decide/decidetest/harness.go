@@ -51,7 +51,11 @@ type Harness struct {
 	// Woken counts passes whose inputs were unchanged but which a
 	// deadline (or a silence) woke, and which then decided something.
 	Woken int
-	last  *lastPass
+	// ReusedCapacity counts the passes that took the last pass's
+	// scheduling and plan (decide.Booking.ReusedCapacity), each checked
+	// against a pass that made its own.
+	ReusedCapacity int
+	last           *lastPass
 	// booked is the last pass's booking, handed to the next (as the
 	// controller does) with what changed since the objects it was booked
 	// from, frozen.
@@ -258,6 +262,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 			h.T.Fatalf("at %s a pass from the last pass's booking (and the snapshot's word) decided otherwise than one booking afresh (walking every replica):\nfrom the booking: %s\nafresh: %s",
 				h.Now.Format(time.RFC3339Nano), Describe(plan), Describe(full))
 		}
+	}
+	if plan.Booked.ReusedCapacity() {
+		h.ReusedCapacity++
 	}
 	h.booked, h.frozen = plan.Booked, freeze(h.T, h.Snap, h.Memory)
 	return plan

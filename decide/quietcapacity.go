@@ -1,0 +1,145 @@
+package decide
+
+import (
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/scheduler"
+)
+
+// quietCapacity is what scheduling and the planner found in a pass that
+// changed nothing, with what they read that the booking does not show:
+// while replicas wait for machines still booting, pass after pass
+// placed them again to the same end (two thirds of such a pass). The
+// next pass takes it instead while nothing they read changed: no
+// machine, service or cluster in the store, no memory entry they read
+// (readsChangedMemory), no replica but one that runs on, as booked, on
+// the machine it was on; nothing the pass itself did before; the same
+// groups (catalogs and prices included), subnets, unavailable offerings,
+// providers and settings; and no deadline the planner compares the time
+// with has come. The decision harness decides every pass afresh too.
+type quietCapacity struct {
+	at, wake time.Time
+	cfg      Config
+	unplaced []scheduler.Replica
+	reasons  map[string]string
+	// plan is the planner's plan, only read once made.
+	plan        planner.Plan
+	groups      []*planner.Group
+	subnets     map[string]planner.Subnets
+	unavailable map[string]time.Time
+}
+
+// lastQuietCapacity is the last pass's quietCapacity if no replica
+// changed since but in its state alone (nil: none). It reads the last
+// booking, so it runs before the pass books (which consumes it).
+func (p *Pass) lastQuietCapacity(clusters []string) *quietCapacity {
+	prev, changed := p.snap.Booked, p.snap.Changed
+	if prev == nil || prev.capacity == nil || changed == nil || !p.index.ordered {
+		return nil
+	}
+	build := schedReplicas{p: p, zones: p.zonesOf(clusters)}
+	for id, was := range changed.Replicas {
+		if !p.runsOnAsBooked(id, was, prev, &build) {
+			return nil
+		}
+	}
+	return prev.capacity
+}
+
+// reusable is q, when this pass may take it now, having booked its
+// machines (nil: it schedules and plans afresh).
+func (p *Pass) reusable(q *quietCapacity) *quietCapacity {
+	changed := p.snap.Changed
+	if q == nil || q.cfg != p.cfg || p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake) {
+		return nil
+	}
+	if len(changed.Machines)+len(changed.Services)+len(changed.Clusters) > 0 || readsChangedMemory(changed.Memory) ||
+		len(p.mine)+len(p.deleting)+len(p.mineMachines) > 0 || p.plan.Acts() || p.owns.revisions || p.owns.idle ||
+		!maps.EqualFunc(q.unavailable, p.mem.Unavailable, time.Time.Equal) || !reflect.DeepEqual(p.snap.Booked.providers, p.snap.Providers) {
+		return nil
+	}
+	return q
+}
+
+// readsChangedMemory: an entry changed of a memory section that
+// scheduling or the planner reads: a revision (the rules of the replicas
+// of it) or when a machine became idle. The offerings unavailable are
+// compared as they are; the others (deployments, launch outcomes,
+// backoffs, the counts desired, …) only the steps around them read.
+func readsChangedMemory(keys map[string]bool) bool {
+	for key := range keys {
+		if section, _, _ := strings.Cut(key, "/"); section == "revision" || section == "idle" {
+			return true
+		}
+	}
+	return false
+}
+
+// runsOnAsBooked: the changed replica runs on the machine it was booked
+// on, and would be booked there as it was (the same rules, requests and
+// devices): a change of its state alone, which neither scheduling nor
+// the planner reads.
+func (p *Pass) runsOnAsBooked(id string, was ReplicaWas, prev *Booking, build *schedReplicas) bool {
+	r := p.replica(id)
+	if r == nil || was.Machine == "" || r.Machine != was.Machine || r.PreviousMachine != "" || r.RetiringSince != nil ||
+		r.State != api.ReplicaRunning {
+		return false
+	}
+	svc := p.services[r.Service]
+	j, found := slices.BinarySearchFunc(prev.machines, r.Machine, func(m bookedMachine, id string) int { return strings.Compare(m.pm.ID, id) })
+	if svc == nil || !found {
+		return false
+	}
+	booked := prev.machines[j]
+	k := slices.IndexFunc(booked.replicas, func(b *api.Replica) bool { return b.ID == id })
+	i := slices.IndexFunc(booked.pm.Replicas, func(b scheduler.Replica) bool { return b.ID == id })
+	if k < 0 || i < 0 {
+		return false
+	}
+	b := booked.replicas[k]
+	return b.RetiringSince == nil && slices.Equal(b.GPUIndexes, r.GPUIndexes) && reflect.DeepEqual(booked.pm.Replicas[i], build.of(r, svc))
+}
+
+// samePlannerInputs: the planner would read what it read when it made
+// q's plan (the booking and the waiting replicas being the same).
+func (q *quietCapacity) samePlannerInputs(groups []*planner.Group, subnets map[string]planner.Subnets) bool {
+	return reflect.DeepEqual(q.groups, groups) && maps.Equal(q.subnets, subnets)
+}
+
+// quietCapacityOf is what a pass that changes nothing leaves the next:
+// its scheduling's and planner's findings, with the planner's inputs
+// copied (the catalogs' prices may change in place), valid until the
+// planner's next deadline: a machine becoming a candidate to remove, an
+// offering available again.
+func (p *Pass) quietCapacityOf(unplaced []scheduler.Replica, reasons map[string]string, plan planner.Plan,
+	groups []*planner.Group, subnets map[string]planner.Subnets, candidateAt time.Time) *quietCapacity {
+	wake := candidateAt
+	for _, until := range p.mem.Unavailable {
+		if until.After(p.now) && (wake.IsZero() || until.Before(wake)) {
+			wake = until
+		}
+	}
+	return &quietCapacity{at: p.now, wake: wake, cfg: p.cfg, unplaced: unplaced, reasons: reasons, plan: plan,
+		groups: cloneGroups(groups), subnets: subnets, unavailable: maps.Clone(p.mem.Unavailable)}
+}
+
+// cloneGroups copies groups down to their offerings.
+func cloneGroups(groups []*planner.Group) []*planner.Group {
+	out := make([]*planner.Group, len(groups))
+	for i, g := range groups {
+		c := *g
+		c.Zones, c.Labels, c.Runtimes = slices.Clone(g.Zones), maps.Clone(g.Labels), slices.Clone(g.Runtimes)
+		c.Types = slices.Clone(g.Types)
+		for k := range c.Types {
+			c.Types[k].GPUs, c.Types[k].Offerings = slices.Clone(c.Types[k].GPUs), slices.Clone(c.Types[k].Offerings)
+		}
+		out[i] = &c
+	}
+	return out
+}
