@@ -298,11 +298,7 @@ func hasEvent(p decide.Plan, reason, text string) bool {
 // simulate, whose launches answer after a latency: each pass launched
 // another replacement until the first one joined.
 func TestAReplacementIsLaunchedOnce(t *testing.T) {
-	h := decidetest.New(t)
-	h.Cluster("c", api.CapacityGroup{GroupID: "g", MinSize: 0, MaxSize: 5, CapacityType: api.CapacityOnDemand, WarmPoolState: api.WarmRunning})
-	h.Service("web", "c", 1, "500m", "128Mi")
-	m := h.Machine("c", "g", "large")
-	h.Replica("web", 0, m.ID)
+	h := webOnALargeMachine(t)
 	plan := h.Pass()
 	if len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
 		t.Fatalf("want the large machine replaced by a small one, launched %+v", plan.Launches)
@@ -326,11 +322,7 @@ func TestAReplacementIsLaunchedOnce(t *testing.T) {
 // in the store changed: the passes before, which found nothing to do,
 // are not taken again as they were.
 func TestAPriceChangeInPlaceIsPlannedWith(t *testing.T) {
-	h := decidetest.New(t)
-	h.Cluster("c", api.CapacityGroup{GroupID: "g", MinSize: 0, MaxSize: 5, CapacityType: api.CapacityOnDemand, WarmPoolState: api.WarmRunning})
-	h.Service("web", "c", 1, "500m", "128Mi")
-	m := h.Machine("c", "g", "large")
-	h.Replica("web", 0, m.ID)
+	h := webOnALargeMachine(t)
 	small := h.Snap.Catalogs["c"].Catalog[0].Offerings
 	setPrice := func(price float64) {
 		for i := range small {
@@ -361,4 +353,15 @@ func TestAPriceChangeInPlaceIsPlannedWith(t *testing.T) {
 	if len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
 		t.Fatalf("small became cheaper in the catalog: want large replaced by small, launched %+v", plan.Launches)
 	}
+}
+
+// webOnALargeMachine: a replica of 500m on a large machine of a group of
+// any instance type, where a small one would hold it.
+func webOnALargeMachine(t *testing.T) *decidetest.Harness {
+	h := decidetest.New(t)
+	h.Cluster("c", api.CapacityGroup{GroupID: "g", MinSize: 0, MaxSize: 5, CapacityType: api.CapacityOnDemand, WarmPoolState: api.WarmRunning})
+	h.Service("web", "c", 1, "500m", "128Mi")
+	m := h.Machine("c", "g", "large")
+	h.Replica("web", 0, m.ID)
+	return h
 }
