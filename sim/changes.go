@@ -37,7 +37,7 @@ func (ch *changes) memory(key string)      { ch.c.Memory[key] = true }
 
 // beforeApply notes, as they are, the replicas and machines a plan is
 // about to change, and returns the machines there were.
-func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) map[string]bool {
+func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machine {
 	for _, list := range [][]decide.ReplicaDelete{plan.DeleteReplicas, plan.RetireReplicas} {
 		for _, d := range list {
 			ch.c.Replica(d.ID, d.Service, machineOf(w, d.ID))
@@ -96,24 +96,28 @@ func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) map[string]b
 			ch.machine(id)
 		}
 	}
-	before := make(map[string]bool, len(w.Snap.Machines))
-	for _, m := range w.Snap.Machines {
-		before[m.ID] = true
-	}
-	return before
+	return slices.Clone(w.Snap.Machines)
 }
 
 // afterApply notes the machines a plan made or removed, and the memory
 // entries it wrote or dropped.
-func (ch *changes) afterApply(w *playback.World, before map[string]bool, memBefore, memAfter decide.Memory) error {
-	for _, m := range w.Snap.Machines {
-		if !before[m.ID] {
-			ch.machine(m.ID)
+func (ch *changes) afterApply(w *playback.World, before []*api.Machine, memBefore, memAfter decide.Memory) error {
+	// Applying a plan appends the machines it launches and drops the
+	// ones gone, in place: the same list is no machine made or removed.
+	if !slices.Equal(before, w.Snap.Machines) {
+		was := make(map[string]bool, len(before))
+		for _, m := range before {
+			was[m.ID] = true
 		}
-		delete(before, m.ID)
-	}
-	for id := range before {
-		ch.machine(id) // gone
+		for _, m := range w.Snap.Machines {
+			if !was[m.ID] {
+				ch.machine(m.ID)
+			}
+			delete(was, m.ID)
+		}
+		for id := range was {
+			ch.machine(id) // gone
+		}
 	}
 	put, del, err := decide.Diff(memBefore, memAfter)
 	if err != nil {
