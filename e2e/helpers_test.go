@@ -25,6 +25,7 @@ import (
 	"github.com/gantry-dev/gantry/client"
 	"github.com/gantry-dev/gantry/internal/pki"
 	gantryserver "github.com/gantry-dev/gantry/server"
+	"golang.org/x/sys/unix"
 )
 
 // gantryBin is built once by TestMain, with buildFlags. It is not
@@ -323,15 +324,44 @@ func waitGone(t *testing.T, dataDir string) {
 		if len(pids) == 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		if !waitExited(pids, deadline) {
 			for _, pid := range pids {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			t.Errorf("processes %v outlived their machines' kill (of %s)", pids, dataDir)
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// waitExited waits for each of pids to exit (its pidfd to become
+// readable: no child of ours, so not waited on), until deadline; false
+// if one still runs then.
+func waitExited(pids []int, deadline time.Time) bool {
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already
+		}
+		exited := false
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+			if err == unix.EINTR {
+				continue
+			}
+			exited = err == nil && n > 0
+			break
+		}
+		unix.Close(fd)
+		if !exited {
+			return false
+		}
+	}
+	return true
 }
 
 // processAlive checks pid still runs the agent of instance id.
