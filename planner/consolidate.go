@@ -63,9 +63,10 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			idle[key]++
 		}
 	}
-	stopped := map[groupKey]int{}
+	stopped, groups := map[groupKey]int{}, make(map[groupKey]*Group, len(p.in.Groups))
 	for _, g := range p.in.Groups {
 		stopped[groupKey{g.Cluster, g.ID}] = g.Stopped
+		groups[groupKey{g.Cluster, g.ID}] = g
 	}
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
@@ -77,14 +78,15 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			continue
 		}
 		key := groupKey{m.Cluster, m.Group}
-		g := p.groups[Key(m.Cluster, m.Group)]
+		g := groups[key]
 		if g == nil || live[key] <= g.MinSize {
 			continue
 		}
 		if sim == nil {
 			sim = newSimulation(p.in.Machines)
 		}
-		if len(sim.replicas[m.ID]) == 0 {
+		held := sim.replicasOn(m)
+		if len(held) == 0 {
 			idleLongEnough := !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
 			toStop := g.WarmStopped && stopped[key] < g.WarmPool
 			if idleLongEnough && (toStop || idle[key]+stopped[key] > g.WarmPool) {
@@ -102,13 +104,13 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			}
 			continue
 		}
-		if n := len(sim.replicas[m.ID]); sim.moveAway(m.ID, g.WarmPool) {
+		if sim.moveAway(m, g.WarmPool) {
 			removals = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
-				Reason: fmt.Sprintf("its %d replica(s) fit on other machines", n)})
+				Reason: fmt.Sprintf("its %d replica(s) fit on other machines", len(held))})
 			live[key]--
 			continue
 		}
-		if r, ok := p.replacement(sim.byID[m.ID], sim.replicas[m.ID], g, plan); ok {
+		if r, ok := p.replacement(sim.machine(m), sim.replicasOn(m), g, plan); ok {
 			sim.remove(m.ID)
 			removals = append(removals, r)
 		}
@@ -161,15 +163,23 @@ func offeringOf(m *scheduler.Machine) provisioner.Offering {
 }
 
 // simulation is the joined machines as consolidation rearranges them.
+// It is built at the first what-if that needs it: until then it is the
+// input as it is, and only the clusters' free capacity is counted (most
+// passes' candidates fail the quick "cannot possibly fit" check, and
+// copying every machine into a scheduling session cost more than all
+// their what-ifs).
 type simulation struct {
+	in    []*Machine
+	built bool
+	// free is each cluster's unallocated capacity, for a quick "cannot
+	// possibly fit" check before a full simulation.
+	free map[string]api.Resources
+
 	machines []*scheduler.Machine
 	byID     map[string]*scheduler.Machine
 	// replicas is what each machine holds now, moves included.
 	replicas map[string][]scheduler.Replica
 	removed  map[string]bool
-	// free is each cluster's unallocated capacity, for a quick "cannot
-	// possibly fit" check before a full simulation.
-	free map[string]api.Resources
 	// session places what-if moves; removed machines are excluded from it.
 	session *scheduler.Session
 	// idle counts empty machines per cluster/group (removed ones not).
@@ -177,8 +187,24 @@ type simulation struct {
 }
 
 func newSimulation(ms []*Machine) *simulation {
-	s := &simulation{byID: make(map[string]*scheduler.Machine, len(ms)), replicas: make(map[string][]scheduler.Replica, len(ms)), removed: map[string]bool{}, free: map[string]api.Resources{},
-		idleIn: map[string]int{}}
+	s := &simulation{in: ms, free: map[string]api.Resources{}}
+	for _, m := range ms {
+		if m.Joined {
+			s.free[m.Cluster] = s.free[m.Cluster].Add(m.Free())
+		}
+	}
+	return s
+}
+
+// build copies the joined machines into the what-if session.
+func (s *simulation) build() {
+	if s.built {
+		return
+	}
+	s.built = true
+	ms := s.in
+	s.byID, s.replicas, s.removed = make(map[string]*scheduler.Machine, len(ms)), make(map[string][]scheduler.Replica, len(ms)), map[string]bool{}
+	s.idleIn = map[string]int{}
 	copies := make([]scheduler.Machine, 0, len(ms)) // in one allocation
 	for _, m := range ms {
 		if !m.Joined {
@@ -192,17 +218,32 @@ func newSimulation(ms []*Machine) *simulation {
 		m.ShareInto(c) // its counts copied when a what-if moves a replica on or off
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c
-		s.free[c.Cluster] = s.free[c.Cluster].Add(c.Free())
 		if len(c.ServiceCount) == 0 {
 			s.idleIn[Key(c.Cluster, c.Group)]++
 		}
 	}
 	s.session = scheduler.NewSession(s.machines)
-	return s
+}
+
+// machine is a joined machine as the what-ifs left it.
+func (s *simulation) machine(m *Machine) *scheduler.Machine {
+	if !s.built {
+		return m.Machine
+	}
+	return s.byID[m.ID]
+}
+
+// replicasOn is what a joined machine holds now.
+func (s *simulation) replicasOn(m *Machine) []scheduler.Replica {
+	if !s.built {
+		return m.Replicas
+	}
+	return s.replicas[m.ID]
 }
 
 // remove takes a machine out; what it held must have moved first.
 func (s *simulation) remove(id string) {
+	s.build()
 	m := s.byID[id]
 	if len(s.replicas[id]) == 0 {
 		s.idleIn[Key(m.Cluster, m.Group)]--
@@ -215,12 +256,15 @@ func (s *simulation) remove(id string) {
 // moveAway places a machine's replicas on the others, keeping at least
 // warmPool idle machines in its group; on success the move is kept (later
 // candidates see it), on failure it is undone.
-func (s *simulation) moveAway(id string, warmPool int) bool {
-	mine := s.byID[id]
+func (s *simulation) moveAway(m *Machine, warmPool int) bool {
+	mine := s.machine(m)
 	room := s.free[mine.Cluster].Sub(mine.Free())
 	if !room.Fits(api.Resources{MilliCPU: mine.Allocated.MilliCPU, MemoryBytes: mine.Allocated.MemoryBytes, EphemeralBytes: mine.Allocated.EphemeralBytes}) {
 		return false
 	}
+	s.build()
+	id := m.ID
+	mine = s.byID[id]
 	// The replicas leave first, so that spread rules count them where
 	// they go, not where they were (the machine is out of the what-if, so
 	// its GPU devices need no booking).
