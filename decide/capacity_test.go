@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/gantry-dev/gantry/decide/decidetest"
 	"github.com/gantry-dev/gantry/planner"
 	"github.com/gantry-dev/gantry/provisioner"
+	"github.com/gantry-dev/gantry/replica"
 )
 
 // From nothing: minSize machines are launched at once, replicas wait for
@@ -364,4 +366,42 @@ func webOnALargeMachine(t *testing.T) *decidetest.Harness {
 	m := h.Machine("c", "g", "large")
 	h.Replica("web", 0, m.ID)
 	return h
+}
+
+// Consolidation's moves end one by one, each in a pass: the new copy
+// comes up, then the old one stops once drained. Neither changes what
+// scheduling or the planner read (the old copies are on a draining
+// machine, which neither sees), so the passes that follow take the last
+// one's findings, the pass that stopped an old copy included; the
+// harness checks each against a pass afresh.
+func TestAMoveEndingTakesTheLastPlan(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "large", 1, 3))
+	old := h.Machine("c", "g", "large", func(m *api.Machine) { m.FleetState = api.FleetDraining })
+	h.Machine("c", "g", "large")
+	h.Service("web", "c", 2, "400m", "128Mi")
+	h.Replica("web", 0, old.ID)
+	h.Replica("web", 1, old.ID)
+	if plan := h.Pass(); len(plan.Assignments) != 2 {
+		t.Fatalf("want both replicas moving off the draining machine: %s", decidetest.Describe(plan))
+	}
+	h.Pass() // sees its moves
+	h.Step(time.Second)
+	h.Heartbeat()
+	web0 := h.ReplicaByID("web-0")
+	if _, err := replica.Observe(web0, api.ReplicaStatus{ReplicaID: web0.ID, State: api.ReplicaRunning, Health: api.HealthHealthy}, "", h.Now); err != nil {
+		t.Fatal(err)
+	}
+	if plan := h.Pass(); plan.Acts() || !plan.Booked.ReusedCapacity() {
+		t.Fatalf("web-0's new copy runs: want the last plan taken, nothing done; reused %v: %s", plan.Booked.ReusedCapacity(), decidetest.Describe(plan))
+	}
+	h.Step(api.UpdatePolicy{}.Drain())
+	h.Heartbeat()
+	plan := h.Pass()
+	if !slices.Equal(plan.EndMoves, []string{"web-0"}) || len(plan.Terminates) != 0 {
+		t.Fatalf("want web-0's old copy stopped once drained, and the machine kept for web-1's: %s", decidetest.Describe(plan))
+	}
+	if plan := h.Pass(); plan.Acts() || !plan.Booked.ReusedCapacity() {
+		t.Fatalf("after the old copy stopped: want the plan of the pass that stopped it taken; reused %v: %s", plan.Booked.ReusedCapacity(), decidetest.Describe(plan))
+	}
 }

@@ -119,7 +119,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	p.forget()
 	p.plan.Memory = *p.mem
 	if p.plan.Booked != nil {
-		if !p.plan.Acts() {
+		if leavesCapacity(p.plan) {
 			p.plan.Booked.capacity = p.capacity
 		}
 		p.plan.Booked.reused = p.capacityReused

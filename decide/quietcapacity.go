@@ -17,8 +17,9 @@ import (
 // while replicas wait for machines still booting, pass after pass
 // placed them again to the same end (two thirds of such a pass). The
 // next pass takes it instead while nothing they read changed: no
-// machine, service or cluster in the store, no memory entry they read
-// (readsChangedMemory), no replica but one that runs on, as booked, on
+// machine, service or cluster in the store, no revision in the memory,
+// the same idle machines since the same times, no replica but one that
+// runs on, as booked, on
 // the machine it was on; nothing the pass itself did before; the same
 // groups (catalogs and prices included), subnets, unavailable offerings,
 // providers and settings; and no deadline the planner compares the time
@@ -36,6 +37,9 @@ type quietCapacity struct {
 	groups      []*planner.Group
 	subnets     map[string]planner.Subnets
 	unavailable map[string]time.Time
+	// idle is since when each machine was empty, as the planner read it
+	// (after the pass tracked it).
+	idle map[string]time.Time
 }
 
 // lastQuietCapacity is the last pass's quietCapacity if no replica
@@ -62,22 +66,25 @@ func (p *Pass) reusable(q *quietCapacity) *quietCapacity {
 	if q == nil || q.cfg != p.cfg || p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake) {
 		return nil
 	}
-	if len(changed.Machines)+len(changed.Services)+len(changed.Clusters) > 0 || readsChangedMemory(changed.Memory) ||
-		len(p.mine)+len(p.deleting)+len(p.mineMachines) > 0 || p.plan.Acts() || p.owns.revisions || p.owns.idle ||
-		!maps.EqualFunc(q.unavailable, p.mem.Unavailable, time.Time.Equal) || !reflect.DeepEqual(p.snap.Booked.providers, p.snap.Providers) {
+	if len(changed.Machines)+len(changed.Services)+len(changed.Clusters) > 0 || revisionChanged(changed.Memory) ||
+		len(p.mine)+len(p.deleting)+len(p.mineMachines) > 0 || p.plan.Acts() || p.owns.revisions ||
+		!maps.EqualFunc(q.idle, p.mem.IdleSince, time.Time.Equal) || !maps.EqualFunc(q.unavailable, p.mem.Unavailable, time.Time.Equal) ||
+		!reflect.DeepEqual(p.snap.Booked.providers, p.snap.Providers) {
 		return nil
 	}
 	return q
 }
 
-// readsChangedMemory: an entry changed of a memory section that
-// scheduling or the planner reads: a revision (the rules of the replicas
-// of it) or when a machine became idle. The offerings unavailable are
-// compared as they are; the others (deployments, launch outcomes,
-// backoffs, the counts desired, …) only the steps around them read.
-func readsChangedMemory(keys map[string]bool) bool {
+// revisionChanged: a revision in the memory changed (the rules of the
+// replicas of it), which scheduling reads. Of the other memory sections
+// the planner reads, since when machines are idle and the offerings
+// unavailable are compared as they are (the pass before the next wrote
+// the idle entries it planned with); the others (deployments, launch
+// outcomes, backoffs, the counts desired, …) only the steps around them
+// read.
+func revisionChanged(keys map[string]bool) bool {
 	for key := range keys {
-		if section, _, _ := strings.Cut(key, "/"); section == "revision" || section == "idle" {
+		if section, _, _ := strings.Cut(key, "/"); section == "revision" {
 			return true
 		}
 	}
@@ -87,11 +94,13 @@ func readsChangedMemory(keys map[string]bool) bool {
 // runsOnAsBooked: the changed replica runs on the machine it was booked
 // on, and would be booked there as it was (the same rules, requests and
 // devices): a change of its state alone, which neither scheduling nor
-// the planner reads.
+// the planner reads. The machine a moved replica's old copy still runs
+// on is one of them: a move is off a draining machine, which neither
+// sees, and the booking counts a replica on its machine alone (a copy
+// moved onto a machine draining since is not booked: found nowhere).
 func (p *Pass) runsOnAsBooked(id string, was ReplicaWas, prev *Booking, build *schedReplicas) bool {
 	r := p.replica(id)
-	if r == nil || was.Machine == "" || r.Machine != was.Machine || r.PreviousMachine != "" || r.RetiringSince != nil ||
-		r.State != api.ReplicaRunning {
+	if r == nil || was.Machine == "" || r.Machine != was.Machine || r.RetiringSince != nil || r.State != api.ReplicaRunning {
 		return false
 	}
 	svc := p.services[r.Service]
@@ -115,6 +124,16 @@ func (q *quietCapacity) samePlannerInputs(groups []*planner.Group, subnets map[s
 	return reflect.DeepEqual(q.groups, groups) && maps.Equal(q.subnets, subnets)
 }
 
+// leavesCapacity: the pass's scheduling and plan hold for the next pass,
+// which sees its writes: it acted on nothing, or only stopped the old
+// copies of moved replicas (EndMoves), whose moves it saw done before it
+// scheduled, and which neither scheduling nor the planner reads (see
+// runsOnAsBooked). Consolidation's moves end one by one, each a pass.
+func leavesCapacity(plan Plan) bool {
+	plan.EndMoves = nil
+	return !plan.Acts()
+}
+
 // quietCapacityOf is what a pass that changes nothing leaves the next:
 // its scheduling's and planner's findings, with the planner's inputs
 // copied (the catalogs' prices may change in place), valid until the
@@ -129,7 +148,7 @@ func (p *Pass) quietCapacityOf(unplaced []scheduler.Replica, reasons map[string]
 		}
 	}
 	return &quietCapacity{at: p.now, wake: wake, cfg: p.cfg, unplaced: unplaced, reasons: reasons, placingAt: p.placingAt, plan: plan,
-		groups: cloneGroups(groups), subnets: subnets, unavailable: maps.Clone(p.mem.Unavailable)}
+		groups: cloneGroups(groups), subnets: subnets, unavailable: maps.Clone(p.mem.Unavailable), idle: maps.Clone(p.mem.IdleSince)}
 }
 
 // cloneGroups copies groups down to their offerings.
