@@ -175,6 +175,9 @@ func (p *planning) placeAndCompact(in Input) (scheduler.Result, []*scheduler.Mac
 		return scheduler.Result{Unplaced: map[string]string{}}, nil
 	}
 	res, machines := p.place(in)
+	if len(p.bins) == 0 {
+		return res, machines // nothing opened: nothing to compact
+	}
 	compaction := scheduler.NewSession(machines)
 	compaction.Learn(in.Pending)
 	p.compact(compaction, &res, in.Pending)
