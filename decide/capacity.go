@@ -118,7 +118,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		}
 		waitFor[nm.Key] = why
 	}
-	reasons := map[string]string{}
+	reasons := make(map[string]string, len(plan.Placements)+len(plan.Pending)+len(schedReasons))
 	for _, pl := range plan.Placements {
 		why, known := waitFor[pl.Machine]
 		if !known {
@@ -138,6 +138,9 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		if _, ok := reasons[id]; !ok {
 			reasons[id] = why
 		}
+	}
+	if len(p.plan.Pending) == 0 {
+		p.plan.Pending = make(map[string]string, len(reasons))
 	}
 	for id, why := range reasons {
 		i, ok := p.placing(id)

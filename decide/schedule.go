@@ -294,7 +294,9 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	if draining == nil && p.snap.Unplaced != nil {
 		among = p.positionsAmong(p.snap.Unplaced)
 	}
-	p.placingAt = map[string]int{}
+	// Maps sized up front: a fleet's launch has tens of thousands waiting,
+	// and growing maps to that size, pass after pass, was a tenth of it.
+	p.placingAt = make(map[string]int, len(among))
 	for k := range candidateCount(among, p.replicas) {
 		i := k
 		if among != nil {
@@ -316,9 +318,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			plain = append(plain, sr)
 		}
 	}
-	reasons := map[string]string{}
-	var unplaced []scheduler.Replica
-	byID := map[string]scheduler.Replica{}
+	byID := make(map[string]scheduler.Replica, len(plain)+len(spread))
 	for _, r := range append(plain, spread...) {
 		byID[r.ID] = r
 	}
@@ -336,6 +336,8 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	}
 	spreadRes.Placements = placed
 	p.book(v, spreadRes, byID)
+	reasons := make(map[string]string, len(res.Unplaced)+len(spreadRes.Unplaced))
+	var unplaced []scheduler.Replica
 	for _, result := range []scheduler.Result{res, spreadRes} {
 		for id, why := range result.Unplaced {
 			reasons[id] = why

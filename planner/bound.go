@@ -27,7 +27,7 @@ func (p *planning) lowerBound(plan *Plan) float64 {
 	for _, r := range p.in.Pending {
 		byID[r.ID] = r
 	}
-	gpus := map[string]int{}
+	gpus := make(map[string]int, len(plan.Placements))
 	for _, pl := range plan.Placements {
 		gpus[pl.Replica] = len(pl.GPUs)
 	}
