@@ -325,14 +325,7 @@ func TestAReplacementIsLaunchedOnce(t *testing.T) {
 // are not taken again as they were.
 func TestAPriceChangeInPlaceIsPlannedWith(t *testing.T) {
 	h := webOnALargeMachine(t)
-	small := h.Snap.Catalogs["c"].Catalog[0].Offerings
-	setPrice := func(price float64) {
-		for i := range small {
-			if small[i].CapacityType == api.CapacityOnDemand {
-				small[i].PricePerHour = price
-			}
-		}
-	}
+	setPrice := func(price float64) { setSmallOnDemandPrice(h, price) }
 	setPrice(0.08) // as dear as large: nothing to save
 	h.Settle(10)
 	h.Step(time.Second)
@@ -354,6 +347,17 @@ func TestAPriceChangeInPlaceIsPlannedWith(t *testing.T) {
 	plan := h.Pass()
 	if len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
 		t.Fatalf("small became cheaper in the catalog: want large replaced by small, launched %+v", plan.Launches)
+	}
+}
+
+// setSmallOnDemandPrice changes the price of the small type on demand
+// in the harness's catalog, in place.
+func setSmallOnDemandPrice(h *decidetest.Harness, price float64) {
+	offerings := h.Snap.Catalogs["c"].Catalog[0].Offerings
+	for i := range offerings {
+		if offerings[i].CapacityType == api.CapacityOnDemand {
+			offerings[i].PricePerHour = price
+		}
 	}
 }
 
@@ -403,5 +407,22 @@ func TestAMoveEndingTakesTheLastPlan(t *testing.T) {
 	}
 	if plan := h.Pass(); plan.Acts() || !plan.Booked.ReusedCapacity() {
 		t.Fatalf("after the old copy stopped: want the plan of the pass that stopped it taken; reused %v: %s", plan.Booked.ReusedCapacity(), decidetest.Describe(plan))
+	}
+}
+
+// A price changed in place, and nothing else, is seen: a server gets a
+// new catalog when its provider's refreshes, and so the harness keeps a
+// copy of the catalogs it saw, not the same ones (else it would take the
+// pass after for one the controller skips, and fail it for acting).
+func TestAPriceChangeAloneWakesThePass(t *testing.T) {
+	h := webOnALargeMachine(t)
+	setSmallOnDemandPrice(h, 0.08) // as dear as large: nothing to save
+	h.Settle(10)
+	h.Step(time.Second)
+	h.Pass()
+	setSmallOnDemandPrice(h, 0.02)
+	h.Step(time.Second)
+	if plan := h.Pass(); len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
+		t.Fatalf("small became cheaper: want large replaced by small, launched %+v", plan.Launches)
 	}
 }

@@ -388,9 +388,27 @@ func (h *Harness) inputs() string {
 // observations copies a snapshot's observations of the world outside the
 // store (the harness changes its maps in place).
 func observations(s *decide.Snapshot) decide.Snapshot {
-	return decide.Snapshot{Catalogs: maps.Clone(s.Catalogs), Providers: maps.Clone(s.Providers), Instances: maps.Clone(s.Instances),
+	return decide.Snapshot{Catalogs: copyCatalogs(s.Catalogs), Providers: maps.Clone(s.Providers), Instances: maps.Clone(s.Instances),
 		Inventories: maps.Clone(s.Inventories), ListedAt: maps.Clone(s.ListedAt), InFlight: maps.Clone(s.InFlight),
 		Kubernetes: maps.Clone(s.Kubernetes), SecretRevisions: maps.Clone(s.SecretRevisions), LivenessSince: s.LivenessSince}
+}
+
+// copyCatalogs copies the catalogs down to their offerings: a test (or
+// the simulator's price trace) may change a price in place, which a
+// server sees as a new catalog, and the pass after must not look asleep.
+func copyCatalogs(in map[string]decide.ClusterProvider) map[string]decide.ClusterProvider {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]decide.ClusterProvider, len(in))
+	for name, cp := range in {
+		cp.Catalog = slices.Clone(cp.Catalog)
+		for i := range cp.Catalog {
+			cp.Catalog[i].GPUs, cp.Catalog[i].Offerings = slices.Clone(cp.Catalog[i].GPUs), slices.Clone(cp.Catalog[i].Offerings)
+		}
+		out[name] = cp
+	}
+	return out
 }
 
 // Describe summarises what a plan does, for failure messages.
