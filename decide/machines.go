@@ -226,25 +226,39 @@ func (p *Pass) finishDrains() {
 	if !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
 		return // counting what each machine holds walks every replica
 	}
-	// Counted for the draining machines only: a few, looked up by every
-	// replica, instead of a count for every machine.
-	holds := map[string]int{}
+	// Whether each draining machine holds a replica: a few, looked up by
+	// replica until each is found holding one (a count only for one whose
+	// deadline passed, for its message).
+	holds := map[string]bool{}
 	for _, m := range p.machines {
 		if m.FleetState == api.FleetDraining {
-			holds[m.ID] = 0
+			holds[m.ID] = false
 		}
 	}
-	count := func(machine string) {
-		if n, ok := holds[machine]; ok {
-			holds[machine] = n + 1
+	unfound := len(holds)
+	note := func(machine string) {
+		if held, ok := holds[machine]; ok && !held {
+			holds[machine] = true
+			unfound--
 		}
 	}
-	for _, r := range append(slices.Clip(p.replicas), p.retiring...) {
-		if r.Machine != "" {
-			count(r.Machine)
+	for _, list := range [][]*api.Replica{p.replicas, p.retiring} {
+		for _, r := range list {
+			if unfound == 0 {
+				break
+			}
+			if r.Machine != "" {
+				note(r.Machine)
+			}
+			if r.PreviousMachine != "" {
+				note(r.PreviousMachine)
+			}
 		}
-		if r.PreviousMachine != "" {
-			count(r.PreviousMachine)
+	}
+	overdue := map[string]int{} // what each still holds whose deadline passed, before any terminates
+	for _, m := range p.machines {
+		if m.FleetState == api.FleetDraining && holds[m.ID] && m.DrainDeadline != nil && p.now.After(*m.DrainDeadline) {
+			overdue[m.ID] = p.heldOn(m.ID)
 		}
 	}
 	for _, m := range p.machines {
@@ -252,12 +266,28 @@ func (p *Pass) finishDrains() {
 			continue
 		}
 		switch {
-		case holds[m.ID] == 0:
+		case !holds[m.ID]:
 			p.terminate(m, CauseDrained, "drained: "+m.Reason, false)
 		case m.DrainDeadline != nil && p.passed(*m.DrainDeadline):
-			p.terminate(m, CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", holds[m.ID]), false)
+			p.terminate(m, CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", overdue[m.ID]), false)
 		}
 	}
+}
+
+// heldOn counts the replicas on a machine, copies moving off it included.
+func (p *Pass) heldOn(machine string) int {
+	n := 0
+	for _, list := range [][]*api.Replica{p.replicas, p.retiring} {
+		for _, r := range list {
+			if r.Machine == machine {
+				n++
+			}
+			if r.PreviousMachine == machine {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // followLaunches follows machines that have not joined: an intent whose

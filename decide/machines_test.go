@@ -149,7 +149,7 @@ func TestDrainDeadline(t *testing.T) {
 	}
 	h.Step(2 * time.Minute)
 	h.Heartbeat()
-	if plan := h.Decide(); len(plan.Terminates) != 1 || !strings.Contains(plan.Terminates[0].Reason, "deadline") {
+	if plan := h.Decide(); len(plan.Terminates) != 1 || !strings.Contains(plan.Terminates[0].Reason, "deadline passed with 1 replica(s) still on it") {
 		t.Fatalf("%+v", plan.Terminates)
 	}
 }
