@@ -132,12 +132,7 @@ func placementSteps(plan decide.Plan) []placementStep {
 	for _, a := range existing {
 		steps = append(steps, func(w *writer) error { return w.assign(a) })
 	}
-	ids := make([]string, 0, len(plan.Pending))
-	for id := range plan.Pending {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range plan.PendingChanged { // by id; the others' replicas say so already
 		steps = append(steps, func(w *writer) error { return w.pending(id, plan.Pending[id]) })
 	}
 	return steps

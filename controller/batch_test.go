@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/store"
@@ -105,4 +106,51 @@ func (e *env) placedReplicas() []*api.Replica {
 		}
 	}
 	return out
+}
+
+// readsCounting counts the replicas and machines its transactions read
+// one by one (countingTx).
+type readsCounting struct {
+	store.Store
+	reads int
+}
+
+func (s *readsCounting) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error {
+		counted := &countingTx{Tx: tx}
+		defer func() { s.reads += counted.reads }()
+		return fn(counted)
+	})
+}
+
+// The act step writes a waiting replica's reason when it changed, and
+// reads none of the replicas that say so already: a fleet's launch has
+// tens of thousands waiting, told the same every pass, each read in its
+// own batch of the act's transactions (defect: every one, every pass).
+func TestUnchangedPendingReasonsAreNotRead(t *testing.T) {
+	e := newEnv(t)
+	counting := &readsCounting{Store: e.store}
+	e.store = counting
+	e.cfg.FullPassInterval = 0 // every pass decides, the last one too
+	e.restart()
+	e.apply(twoMachines)
+	e.apply(fiveReplicas)
+	for i := 0; i < 2; i++ { // launches, then the machines on their way named
+		e.pass()
+		e.clock.Step(time.Second)
+	}
+	plan := e.pass()
+	var replicas []*api.Replica
+	e.view(func(tx store.Tx) (err error) { replicas, err = tx.ListReplicas(store.ReplicaFilter{}); return })
+	for _, r := range replicas {
+		if why := plan.Pending[r.ID]; r.Machine != "" || why == "" || r.Reason != why {
+			t.Fatalf("replica %s on %q says %q, told %q: want it waiting, with the reason written", r.ID, r.Machine, r.Reason, why)
+		}
+	}
+	counting.reads = 0
+	e.clock.Step(time.Second)
+	if plan := e.pass(); len(plan.Pending) != 5 || len(plan.PendingChanged) != 0 || counting.reads != 0 {
+		t.Fatalf("a pass telling 5 waiting replicas what they say: %d to write (%v), %d read one by one; want none",
+			len(plan.PendingChanged), plan.PendingChanged, counting.reads)
+	}
 }

@@ -147,11 +147,22 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		if !ok || p.replicas[i].Machine != "" {
 			continue
 		}
-		if r := p.replicas[i]; r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
+		r := p.replicas[i]
+		p.tellPending(r, why)
+		if r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
 			replica.SetPending(p.ownAt(i), why, p.now)
 		}
-		p.plan.Pending[id] = why
 	}
+}
+
+// tellPending says why a replica waits (Plan.Pending); the act step is to
+// write it when the replica, as the pass holds it before, says otherwise
+// or is one the pass changed or made (Plan.PendingChanged).
+func (p *Pass) tellPending(r *api.Replica, why string) {
+	if p.mine[r] || r.Machine == "" && r.Pod == "" && (r.State != api.ReplicaPending || r.Reason != why) {
+		p.plan.PendingChanged = append(p.plan.PendingChanged, r.ID)
+	}
+	p.plan.Pending[r.ID] = why
 }
 
 func (p *Pass) waitingFor(machine string) string {

@@ -117,6 +117,8 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	}
 	p.decideFailover()
 	p.forget()
+	slices.Sort(p.plan.PendingChanged)
+	p.plan.PendingChanged = slices.Compact(p.plan.PendingChanged)
 	p.plan.Memory = *p.mem
 	if p.plan.Booked != nil {
 		if leavesCapacity(p.plan) {

@@ -61,6 +61,12 @@ type Plan struct {
 	Evictions   []Eviction
 	Assignments []Assignment
 	Pending     map[string]string
+	// PendingChanged are the replicas of Pending whose reason the act
+	// step writes, by id: those whose replica said otherwise, and those
+	// the pass itself changed or made. The others say so already: a
+	// fleet's launch has tens of thousands waiting, told the same every
+	// pass.
+	PendingChanged []string
 
 	// Memory is the next memory.
 	Memory Memory

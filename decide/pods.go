@@ -34,7 +34,7 @@ func (podsTarget) Decide(p *Pass, clusters []string) {
 				continue
 			}
 			if errs != nil {
-				p.plan.Pending[r.ID] = "cluster " + name + ": " + errs.Error()
+				p.tellPending(r, "cluster "+name+": "+errs.Error())
 				continue
 			}
 			p.placePod(r, p.specOf(r, svc), settings, obs)
@@ -46,7 +46,7 @@ func (podsTarget) Decide(p *Pass, clusters []string) {
 func (p *Pass) placePod(r *api.Replica, sp api.ServiceSpec, s spec.KubernetesSettings, obs KubernetesObservation) {
 	pl, waiting := pods.Place(r, sp, s, obs)
 	if waiting != "" {
-		p.plan.Pending[r.ID] = waiting
+		p.tellPending(r, waiting)
 		return
 	}
 	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: pl})

@@ -52,11 +52,10 @@ func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machi
 	for _, a := range plan.Assignments {
 		ch.noteReplica(w, a.Replica)
 	}
-	for id, why := range plan.Pending {
+	for _, id := range plan.PendingChanged {
 		// A reason the replica already has is no write (the act step
-		// writes the ones that differ): a fleet's launch has tens of
-		// thousands waiting, told the same every pass.
-		if r := w.ReplicaByID(id); r != nil && (r.State != api.ReplicaPending || r.Reason != why) {
+		// writes the ones that differ).
+		if r := w.ReplicaByID(id); r != nil && (r.State != api.ReplicaPending || r.Reason != plan.Pending[id]) {
 			ch.replica(r)
 		}
 	}

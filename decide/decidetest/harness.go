@@ -197,6 +197,7 @@ func (h *Harness) Decide() decide.Plan {
 	asleep := h.last != nil && h.last.idle && h.last.inputs == inputs && decide.SameObservations(&h.last.obs, h.Snap) &&
 		decide.Asleep(h.Config, h.last.plan, h.Snap, h.Now)
 	plan := h.decideBothWays()
+	h.checkPendingChanged(plan)
 	if after := snapshotJSON(h.T, h.Snap); after != before {
 		h.T.Fatalf("decide changed its snapshot: a server's view shares the snapshot's objects between passes")
 	}
@@ -220,6 +221,26 @@ func (h *Harness) Decide() decide.Plan {
 	h.Events = append(h.Events, plan.Events...)
 	h.Snap.Inventories = map[string]decide.Inventory{}
 	return plan
+}
+
+// checkPendingChanged fails unless every pending reason the snapshot's
+// replica does not say is among those the act step writes
+// (Plan.PendingChanged), by id.
+func (h *Harness) checkPendingChanged(plan decide.Plan) {
+	h.T.Helper()
+	if !slices.IsSorted(plan.PendingChanged) {
+		h.T.Fatalf("the pending reasons to write are not by id: %v", plan.PendingChanged)
+	}
+	for id, why := range plan.Pending {
+		r := h.ReplicaByID(id)
+		if r == nil || r.Machine != "" || r.Pod != "" || r.State == api.ReplicaPending && r.Reason == why {
+			continue
+		}
+		if _, found := slices.BinarySearch(plan.PendingChanged, id); !found {
+			h.T.Fatalf("at %s replica %s waits (%s: %q), told %q, and is not among the pending reasons to write: %v",
+				h.Now.Format(time.RFC3339Nano), id, r.State, r.Reason, why, plan.PendingChanged)
+		}
+	}
 }
 
 // memoryJSON is the harness's memory as the store would hold it.

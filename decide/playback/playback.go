@@ -285,9 +285,9 @@ func (w *World) applyPlacements(p decide.Plan) error {
 			return err
 		}
 	}
-	for id, why := range p.Pending {
+	for _, id := range p.PendingChanged {
 		if r := w.ReplicaByID(id); r != nil {
-			replica.SetPending(r, why, w.Now)
+			replica.SetPending(r, p.Pending[id], w.Now)
 		}
 	}
 	return nil
