@@ -426,3 +426,29 @@ func TestAPriceChangeAloneWakesThePass(t *testing.T) {
 		t.Fatalf("small became cheaper: want large replaced by small, launched %+v", plan.Launches)
 	}
 }
+
+// A pass whose only write is a waiting replica's changed reason is not
+// idle (the controller would skip the passes after it as if nothing had
+// been done), and names that reason alone to write; a pass that tells
+// the replicas what they say already is idle.
+func TestAChangedReasonAloneIsNotIdle(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 3))
+	h.Service("huge", "c", 2, "3", "128Mi") // no type holds it: it waits, and nothing is launched
+	h.Pass()
+	h.Step(time.Second)
+	before := h.Memory
+	if plan := h.Decide(); !plan.Idle(h.Snap, before) || len(plan.Pending) != 2 || len(plan.PendingChanged) != 0 {
+		t.Fatalf("a pass telling the replicas what they say: want idle, 2 pending, none to write; idle %v, pending %v, to write %v",
+			plan.Idle(h.Snap, before), plan.Pending, plan.PendingChanged)
+	}
+	stale := h.ReplicaByID("huge-1")
+	stale.Reason = "an older reason"
+	h.Step(time.Second)
+	before = h.Memory
+	plan := h.Decide()
+	if plan.Acts() || plan.Idle(h.Snap, before) || !slices.Equal(plan.PendingChanged, []string{"huge-1"}) {
+		t.Fatalf("a pass correcting one reason: want it alone to write and the plan not idle; acts %v, idle %v, to write %v",
+			plan.Acts(), plan.Idle(h.Snap, before), plan.PendingChanged)
+	}
+}

@@ -68,21 +68,27 @@ func (p Plan) Idle(snap *Snapshot, before Memory) bool {
 	if put, del, err := Diff(before, p.Memory); err != nil || len(put)+len(del) > 0 {
 		return false
 	}
-	return !pendingChanges(snap, p.Pending)
+	return !pendingChanges(snap, p.Pending, p.PendingChanged)
 }
 
 // pendingChanges reports whether a pending reason differs from what its
-// replica says (the act step would write it).
-func pendingChanges(snap *Snapshot, pending map[string]string) bool {
-	if len(pending) == 0 {
+// replica says (the act step would write it). Only the reasons the pass
+// named to write (changed) may: the others' replicas said so as the pass
+// held them.
+func pendingChanges(snap *Snapshot, pending map[string]string, changed []string) bool {
+	if len(changed) == 0 {
 		return false
+	}
+	named := make(map[string]bool, len(changed))
+	for _, id := range changed {
+		named[id] = true
 	}
 	differs := func(r *api.Replica) bool {
 		why, ok := pending[r.ID]
-		return ok && (r.Machine == "" && r.Pod == "") && (r.State != api.ReplicaPending || r.Reason != why)
+		return ok && named[r.ID] && (r.Machine == "" && r.Pod == "") && (r.State != api.ReplicaPending || r.Reason != why)
 	}
 	if snap.InStoreOrder { // found by binary search, not a walk of every replica
-		for id := range pending {
+		for _, id := range changed {
 			if r := searchByID(snap.AllReplicas(), id); r != nil && differs(r) {
 				return true
 			}
