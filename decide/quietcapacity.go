@@ -13,17 +13,17 @@ import (
 )
 
 // quietCapacity is what scheduling and the planner found in a pass that
-// changed nothing, with what they read that the booking does not show:
-// while replicas wait for machines still booting, pass after pass
-// placed them again to the same end (two thirds of such a pass). The
-// next pass takes it instead while nothing they read changed: no
-// machine, service or cluster in the store, no revision in the memory,
-// the same idle machines since the same times, no replica but one that
-// runs on, as booked, on
-// the machine it was on; nothing the pass itself did before; the same
-// groups (catalogs and prices included), subnets, unavailable offerings,
-// providers and settings; and no deadline the planner compares the time
-// with has come. The decision harness decides every pass afresh too.
+// changed nothing (or only ended moves: leavesCapacity), with what they
+// read that the booking does not show: while replicas wait for machines
+// still booting, pass after pass placed them again to the same end (two
+// thirds of such a pass). The next pass takes it instead while nothing
+// they read changed: no machine, service or cluster in the store, no
+// revision in the memory, the same idle machines since the same times,
+// no replica but one that runs on, as booked, on the machine it was on;
+// nothing the pass itself did before; the same groups (catalogs and
+// prices included), subnets, unavailable offerings, providers and
+// settings; and no deadline the planner compares the time with has come.
+// The decision harness decides every pass afresh too.
 type quietCapacity struct {
 	at, wake time.Time
 	cfg      Config
