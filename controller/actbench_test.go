@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,4 +177,45 @@ func machinesOnPostgres(b *testing.B, machines, running int) *postgres.Store {
 		b.Fatal(err)
 	}
 	return db
+}
+
+// BenchmarkActToldWaitingOnPostgres: the act step of a pass that tells
+// 10,000 waiting replicas, on PostgreSQL, what they say already (a
+// fleet's launch, pass after pass). named=all reads each back to compare,
+// as the act did for every pending reason before plans named those to
+// write (Plan.PendingChanged); named=changed is the act now: none.
+//
+//	GANTRY_TEST_POSTGRES=… go test ./controller -run '^$' -bench ActToldWaitingOnPostgres -benchtime 5x
+func BenchmarkActToldWaitingOnPostgres(b *testing.B) {
+	const waiting, why = 10000, "waiting for machine m-0 to join"
+	db := machinesOnPostgres(b, 1, 0)
+	plan := decide.Plan{Pending: make(map[string]string, waiting)}
+	err := db.Update(context.Background(), func(tx store.Tx) error {
+		for i := range waiting {
+			r := &api.Replica{ID: fmt.Sprintf("w-%05d", i), Index: i, Service: "w", Cluster: "dev", State: api.ReplicaPending, Reason: why}
+			plan.Pending[r.ID] = why
+			if err := tx.PutReplica(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := slices.Sorted(maps.Keys(plan.Pending))
+	for _, named := range []struct {
+		name string
+		ids  []string
+	}{{"named=all", all}, {"named=changed", nil}} {
+		b.Run(named.name, func(b *testing.B) {
+			told := plan
+			told.PendingChanged = named.ids
+			for b.Loop() {
+				if _, err := actPlacing(db, told, DefaultConfig().PlacementBatch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
