@@ -242,19 +242,10 @@ func (p *Pass) finishDrains() {
 			unfound--
 		}
 	}
-	for _, list := range [][]*api.Replica{p.replicas, p.retiring} {
-		for _, r := range list {
-			if unfound == 0 {
-				break
-			}
-			if r.Machine != "" {
-				note(r.Machine)
-			}
-			if r.PreviousMachine != "" {
-				note(r.PreviousMachine)
-			}
-		}
-	}
+	p.eachHeld(func(machine string) bool {
+		note(machine)
+		return unfound > 0
+	})
 	overdue := map[string]int{} // what each still holds whose deadline passed, before any terminates
 	for _, m := range p.machines {
 		if m.FleetState == api.FleetDraining && holds[m.ID] && m.DrainDeadline != nil && p.now.After(*m.DrainDeadline) {
@@ -277,17 +268,25 @@ func (p *Pass) finishDrains() {
 // heldOn counts the replicas on a machine, copies moving off it included.
 func (p *Pass) heldOn(machine string) int {
 	n := 0
+	p.eachHeld(func(m string) bool {
+		if m == machine {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// eachHeld visits the machine of every running replica (retiring ones
+// included) and the one a moving copy leaves, until visit returns false.
+func (p *Pass) eachHeld(visit func(machine string) bool) {
 	for _, list := range [][]*api.Replica{p.replicas, p.retiring} {
 		for _, r := range list {
-			if r.Machine == machine {
-				n++
-			}
-			if r.PreviousMachine == machine {
-				n++
+			if r.Machine != "" && !visit(r.Machine) || r.PreviousMachine != "" && !visit(r.PreviousMachine) {
+				return
 			}
 		}
 	}
-	return n
 }
 
 // followLaunches follows machines that have not joined: an intent whose
