@@ -32,6 +32,12 @@ type cloud struct {
 	instances map[string]*instance
 	// order is the instances by launch, for lists in a stable order.
 	order []*instance
+	// silent are the machines whose instance is gone that the store may
+	// still hold joined and heard from: the only joined machines that do
+	// not heartbeat (a machine joins only with its instance there), and
+	// the only ones that may fall silent (silentAt). Few, not every
+	// machine looked up at every instant.
+	silent map[string]bool
 }
 
 // instance is one machine's instance at the provider.
@@ -152,6 +158,7 @@ func (c *cloud) gone(id, by string) {
 		return
 	}
 	inst.gone, inst.goneBy = true, by
+	c.silent[id] = true
 	c.ledger.billUntil(id, c.w.Now)
 }
 
@@ -198,7 +205,7 @@ func (c *cloud) heartbeat() {
 	// changes a heartbeat's time in place.
 	at := c.w.Now.UTC()
 	for _, m := range c.w.Snap.Machines {
-		if m.JoinState != api.JoinJoined || !c.alive(m.ID) {
+		if m.JoinState != api.JoinJoined || len(c.silent) > 0 && c.silent[m.ID] {
 			continue
 		}
 		if m.UnreachableSince == nil {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -429,21 +430,23 @@ func (r *run) onGrain(t time.Time) time.Time {
 
 // silentAt is when the first machine whose instance is gone looks silent
 // to the control loop (the agents of the others heartbeat all along: the
-// run makes them beat at every instant).
+// run makes them beat at every instant). A gone machine that left the
+// store or is no longer joined is let go of: it joins again only with
+// its instance.
 func (r *run) silentAt() time.Time {
-	var dead []*api.Machine
-	for _, m := range r.w.Snap.Machines {
-		if m.JoinState == api.JoinJoined && !r.cloud.alive(m.ID) {
-			dead = append(dead, m)
-		}
-	}
-	if len(dead) == 0 {
+	silent := r.cloud.silent
+	if len(silent) == 0 {
 		return time.Time{}
 	}
 	live := r.last.LiveMachines
 	limit := r.cfg.HeartbeatIntervalFor(live) * time.Duration(r.cfg.MissedHeartbeats)
 	var first time.Time
-	for _, m := range dead {
+	joined := make(map[string]bool, len(silent))
+	for _, m := range r.w.Snap.Machines {
+		if !silent[m.ID] || m.JoinState != api.JoinJoined {
+			continue
+		}
+		joined[m.ID] = true
 		if m.LastHeartbeat == nil || m.UnreachableSince != nil {
 			continue
 		}
@@ -452,6 +455,7 @@ func (r *run) silentAt() time.Time {
 			first = at
 		}
 	}
+	maps.DeleteFunc(silent, func(id string, _ bool) bool { return !joined[id] })
 	return first
 }
 

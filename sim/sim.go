@@ -158,7 +158,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
 	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
-		instances: map[string]*instance{}}
+		instances: map[string]*instance{}, silent: map[string]bool{}}
 	r.w.Provider = r.cloud
 	r.bound = newBounder(s.World.BoundEvery, start)
 	r.res.Disruptions.Terminations = map[string]int{}
