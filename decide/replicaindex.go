@@ -120,9 +120,14 @@ func (p *Pass) replicasAmong(ids []string) []*api.Replica {
 // replicasAmong(ids), in order.
 func (p *Pass) positionsAmong(ids []string) []int {
 	at := make([]int, 0, len(ids)+len(p.mine))
+	next := -1 // after the last found: ids come sorted, and the waiting are mostly runs of a service's
 	for _, id := range ids {
-		if i, ok := p.index.find(p.replicas, id); ok {
-			at = append(at, i)
+		i, ok := next, next >= 0 && next < p.index.sorted && p.replicas[next].ID == id
+		if !ok {
+			i, ok = p.index.find(p.replicas, id)
+		}
+		if ok {
+			at, next = append(at, i), i+1
 		}
 	}
 	for r := range p.mine {
