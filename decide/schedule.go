@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -318,12 +319,8 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			plain = append(plain, sr)
 		}
 	}
-	byID := make(map[string]scheduler.Replica, len(plain)+len(spread))
-	for _, r := range append(plain, spread...) {
-		byID[r.ID] = r
-	}
 	res := p.snap.Scratch.of().sched.Schedule(v.joined, plain)
-	p.book(v, res, byID)
+	p.book(v, res, placedOf(plain, res.Placements))
 	spreadRes, onTheirWay := p.scheduleSpread(v, spread)
 	var placed []scheduler.Placement
 	for _, pl := range spreadRes.Placements {
@@ -335,14 +332,12 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		placed = append(placed, pl)
 	}
 	spreadRes.Placements = placed
-	p.book(v, spreadRes, byID)
+	p.book(v, spreadRes, placedOf(spread, placed))
 	reasons := make(map[string]string, len(res.Unplaced)+len(spreadRes.Unplaced))
-	var unplaced []scheduler.Replica
-	for _, result := range []scheduler.Result{res, spreadRes} {
-		for id, why := range result.Unplaced {
-			reasons[id] = why
-			unplaced = append(unplaced, byID[id])
-		}
+	unplaced := make([]scheduler.Replica, 0, len(res.Unplaced)+len(spreadRes.Unplaced))
+	for k, result := range []scheduler.Result{res, spreadRes} {
+		unplaced = appendUnplaced(unplaced, [][]scheduler.Replica{plain, spread}[k], result.Unplaced)
+		maps.Copy(reasons, result.Unplaced)
 		for _, e := range result.Evictions {
 			if r := p.replica(e.ReplicaID); r != nil {
 				if svc := p.services[r.Service]; svc != nil {
@@ -351,8 +346,44 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			}
 		}
 	}
-	slices.SortFunc(unplaced, func(a, b scheduler.Replica) int { return strings.Compare(a.ID, b.ID) })
+	byID := func(a, b scheduler.Replica) int { return strings.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(unplaced, byID) { // in the store's order, by service and id: mostly by id too
+		slices.SortFunc(unplaced, byID)
+	}
 	return unplaced, reasons
+}
+
+// placedOf are the replicas among rs that placements place, by id (a
+// fleet's launch schedules tens of thousands, and places few of them a
+// pass).
+func placedOf(rs []scheduler.Replica, placements []scheduler.Placement) map[string]scheduler.Replica {
+	if len(placements) == 0 {
+		return nil
+	}
+	out := make(map[string]scheduler.Replica, len(placements))
+	for _, pl := range placements {
+		out[pl.ReplicaID] = scheduler.Replica{}
+	}
+	for _, r := range rs {
+		if _, placed := out[r.ID]; placed {
+			out[r.ID] = r
+		}
+	}
+	return out
+}
+
+// appendUnplaced appends the replicas among rs that unplaced names, in
+// rs's order.
+func appendUnplaced(out, rs []scheduler.Replica, unplaced map[string]string) []scheduler.Replica {
+	if len(unplaced) == 0 {
+		return out
+	}
+	for _, r := range rs {
+		if _, ok := unplaced[r.ID]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // candidateCount is how many replicas schedule walks: those at the
