@@ -226,43 +226,48 @@ func (p *Pass) finishDrains() {
 	if !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
 		return // counting what each machine holds walks every replica
 	}
-	// Whether each draining machine holds a replica: a few, looked up by
-	// replica until each is found holding one (a count only for one whose
-	// deadline passed, for its message).
-	holds := map[string]bool{}
-	for _, m := range p.machines {
-		if m.FleetState == api.FleetDraining {
-			holds[m.ID] = false
-		}
-	}
-	unfound := len(holds)
-	note := func(machine string) {
-		if held, ok := holds[machine]; ok && !held {
-			holds[machine] = true
-			unfound--
-		}
-	}
-	p.eachHeld(func(machine string) bool {
-		note(machine)
-		return unfound > 0
-	})
-	overdue := map[string]int{} // what each still holds whose deadline passed, before any terminates
-	for _, m := range p.machines {
-		if m.FleetState == api.FleetDraining && holds[m.ID] && m.DrainDeadline != nil && p.now.After(*m.DrainDeadline) {
-			overdue[m.ID] = p.heldOn(m.ID)
-		}
+	held, ok := p.drainingHolds()
+	if !ok {
+		held = p.walkDrainingHolds()
 	}
 	for _, m := range p.machines {
 		if m.FleetState != api.FleetDraining {
 			continue
 		}
 		switch {
-		case !holds[m.ID]:
+		case held[m.ID] == 0:
 			p.terminate(m, CauseDrained, "drained: "+m.Reason, false)
 		case m.DrainDeadline != nil && p.passed(*m.DrainDeadline):
-			p.terminate(m, CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", overdue[m.ID]), false)
+			p.terminate(m, CauseDrained, fmt.Sprintf("drain deadline passed with %d replica(s) still on it", held[m.ID]), false)
 		}
 	}
+}
+
+// walkDrainingHolds is drainingHolds by a walk of the replicas, until
+// each draining machine is found holding one (a few, looked up by
+// replica); what a machine holds is counted in full only for one whose
+// deadline passed, for its message (before any terminates).
+func (p *Pass) walkDrainingHolds() map[string]int {
+	held := map[string]int{}
+	for _, m := range p.machines {
+		if m.FleetState == api.FleetDraining {
+			held[m.ID] = 0
+		}
+	}
+	unfound := len(held)
+	p.eachHeld(func(machine string) bool {
+		if n, ok := held[machine]; ok && n == 0 {
+			held[machine] = 1
+			unfound--
+		}
+		return unfound > 0
+	})
+	for _, m := range p.machines {
+		if m.FleetState == api.FleetDraining && held[m.ID] > 0 && m.DrainDeadline != nil && p.now.After(*m.DrainDeadline) {
+			held[m.ID] = p.heldOn(m.ID)
+		}
+	}
+	return held
 }
 
 // heldOn counts the replicas on a machine, copies moving off it included.

@@ -370,3 +370,32 @@ func TestOverlayMachinesTakeReplicasOnceInTheMesh(t *testing.T) {
 		t.Fatalf("in the mesh: %+v, want web-0 placed on %s", plan.Assignments, m.ID)
 	}
 }
+
+// A pass finds what a draining machine holds among the replicas the
+// snapshot lists for it (Snapshot.Draining, kept by a server's view), not
+// by a walk of every replica: trusting a list that leaves its replica
+// out, it finds the machine drained. Without the list it walks.
+func TestDrainingMachinesAreLookedAtThroughTheirLists(t *testing.T) {
+	h := decidetest.New(t)
+	h.Cluster("c", decidetest.Group("g", "small", 0, 1))
+	m := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetDraining })
+	h.Service("web", "c", 1, "400m", "128Mi")
+	h.Replica("web", 0, m.ID)
+	if plan := h.Decide(); len(plan.Terminates) != 0 {
+		t.Fatalf("terminated while it holds web-0: %+v", plan.Terminates)
+	}
+	if got := h.Snap.Draining[m.ID]; !slices.Equal(got, []string{"web-0"}) {
+		t.Fatalf("the harness lists %v on the draining machine, want web-0", got)
+	}
+	for _, c := range []struct {
+		listed    map[string][]string
+		terminate bool
+	}{{map[string][]string{m.ID: {}}, true}, {nil, false}, {map[string][]string{}, false}} {
+		snap := *h.Snap
+		snap.Draining, snap.Booked, snap.Changed = c.listed, nil, nil // a booking is one pass's
+		plan := decide.Decide(h.Config, &snap, h.Memory, h.Now)
+		if term := terminated(plan, m.ID); (term != nil) != c.terminate {
+			t.Errorf("listed %v: terminated %+v, want a termination %v", c.listed, term, c.terminate)
+		}
+	}
+}

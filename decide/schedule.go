@@ -292,8 +292,12 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	build := schedReplicas{p: p, zones: v.zones}
 	draining := p.drainingMachines()
 	var among []int // the candidates' positions; nil: every replica
-	if draining == nil && p.snap.Unplaced != nil {
-		among = p.positionsAmong(p.snap.Unplaced)
+	if p.snap.Unplaced != nil {
+		if draining == nil {
+			among = p.positionsAmong(p.snap.Unplaced)
+		} else if ids, ok := p.drainingIDs(); ok {
+			among = p.positionsAmong(append(slices.Clip(p.snap.Unplaced), ids...))
+		}
 	}
 	// Maps sized up front: a fleet's launch has tens of thousands waiting,
 	// and growing maps to that size, pass after pass, was a tenth of it.

@@ -49,6 +49,12 @@ type Snapshot struct {
 	// as the caller (a server's view) keeps them: the pass looks for
 	// replicas to place among them and those it changed, not among all.
 	Unplaced []string
+	// Draining, when not nil, are the ids of the replicas on each draining
+	// machine or moving off it (retiring ones too), by machine, for every
+	// machine draining, as the caller (a server's view) keeps them: the
+	// pass looks among them and those it changed for what the draining
+	// machines still hold, not at every replica.
+	Draining map[string][]string
 	// Orphaned, when not nil, are the services some replica names that
 	// are not among Services, as the caller (a server's view) counts
 	// them: the pass deletes their replicas without looking at every

@@ -170,10 +170,15 @@ func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
 // moving ones while there are none.
 type tally struct {
 	unplaced, retiring, moving map[string]bool
+	// held are the replicas on each machine or moving off it, by
+	// machine; at the machines each replica was counted on.
+	held map[string]map[string]bool
+	at   map[string][2]string
 }
 
 func newTally() *tally {
-	return &tally{unplaced: map[string]bool{}, retiring: map[string]bool{}, moving: map[string]bool{}}
+	return &tally{unplaced: map[string]bool{}, retiring: map[string]bool{}, moving: map[string]bool{},
+		held: map[string]map[string]bool{}, at: map[string][2]string{}}
 }
 
 // update counts the changed replicas again as they are now (gone: not at
@@ -183,10 +188,12 @@ func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) 
 		delete(t.unplaced, id)
 		delete(t.retiring, id)
 		delete(t.moving, id)
+		t.unhold(id)
 		r := w.ReplicaByID(id)
 		if r == nil {
 			continue
 		}
+		t.hold(r)
 		if r.Machine == "" {
 			t.unplaced[id] = true
 		}
@@ -199,8 +206,44 @@ func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) 
 	}
 }
 
+// hold counts r on its machine and the one it moves off.
+func (t *tally) hold(r *api.Replica) {
+	on := [2]string{r.Machine, r.PreviousMachine}
+	for _, m := range on {
+		if m == "" {
+			continue
+		}
+		if t.held[m] == nil {
+			t.held[m] = map[string]bool{}
+		}
+		t.held[m][r.ID] = true
+	}
+	if on != [2]string{} {
+		t.at[r.ID] = on
+	}
+}
+
+// unhold stops counting the replica where it was counted.
+func (t *tally) unhold(id string) {
+	for _, m := range t.at[id] {
+		if set := t.held[m]; set != nil {
+			delete(set, id)
+			if len(set) == 0 {
+				delete(t.held, m)
+			}
+		}
+	}
+	delete(t.at, id)
+}
+
 // vouch hands the tally to a pass.
 func (t *tally) vouch(s *decide.Snapshot) {
+	s.Draining = map[string][]string{}
+	for _, m := range s.Machines {
+		if m.FleetState == api.FleetDraining {
+			s.Draining[m.ID] = slices.Sorted(maps.Keys(t.held[m.ID]))
+		}
+	}
 	s.Unplaced = slices.Sorted(maps.Keys(t.unplaced))
 	if s.Unplaced == nil {
 		s.Unplaced = []string{} // nil reads as not known

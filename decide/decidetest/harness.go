@@ -271,6 +271,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		// walked.
 		walked := *h.Snap
 		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced, walked.Orphaned = false, false, false, nil, nil
+		walked.Draining = nil
 		walked.MachinesByID = false
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
 		h.scratch.Clear()
@@ -315,6 +316,26 @@ func (h *Harness) inStoreOrder() {
 		}
 	}
 	slices.Sort(h.Snap.Orphaned)
+	h.Snap.Draining = drainingOf(h.Snap)
+}
+
+// drainingOf lists the replicas on each draining machine or moving off
+// it, as a server's view does (decide.Snapshot.Draining).
+func drainingOf(s *decide.Snapshot) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range s.Machines {
+		if m.FleetState == api.FleetDraining {
+			out[m.ID] = []string{}
+		}
+	}
+	for _, r := range s.Replicas {
+		for _, m := range []string{r.Machine, r.PreviousMachine} {
+			if list, ok := out[m]; ok && m != "" {
+				out[m] = append(list, r.ID)
+			}
+		}
+	}
+	return out
 }
 
 func outsideService(r *api.Replica) bool { return !replica.NamedInService(r) }

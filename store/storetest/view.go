@@ -168,6 +168,18 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	}
 	slices.Sort(s.Orphaned)
 	s.MachineStates = view.CountMachineStates(s.Machines)
+	s.Draining = map[string][]string{}
+	for _, m := range s.Machines {
+		if m.FleetState == api.FleetDraining {
+			s.Draining[m.ID] = []string{}
+			for _, r := range replicas {
+				if r.Machine == m.ID || r.PreviousMachine == m.ID {
+					s.Draining[m.ID] = append(s.Draining[m.ID], r.ID)
+				}
+			}
+			slices.Sort(s.Draining[m.ID])
+		}
+	}
 	return s, errors.Join(errs[:]...)
 }
 

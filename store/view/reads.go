@@ -38,6 +38,28 @@ func (w workIndex) remove(r *api.Replica) {
 	}
 }
 
+// noteDraining follows whether the machine of that id drains.
+func (v *View) noteDraining(id string) {
+	if m := v.machines[id]; m != nil && m.FleetState == api.FleetDraining {
+		v.draining[id] = true
+	} else {
+		delete(v.draining, id)
+	}
+}
+
+// drainingHolds are the ids of the replicas on each draining machine or
+// moving off it, sorted (decide.Snapshot.Draining).
+func (v *View) drainingHolds() map[string][]string {
+	out := make(map[string][]string, len(v.draining))
+	for id := range v.draining {
+		ids := make([]string, 0, len(v.work.on[id])+len(v.work.leaving[id]))
+		ids = slices.AppendSeq(slices.AppendSeq(ids, maps.Keys(v.work.on[id])), maps.Keys(v.work.leaving[id]))
+		slices.Sort(ids)
+		out[id] = slices.Compact(ids)
+	}
+	return out
+}
+
 // indexAdd files obj under key (none for an empty key) by id.
 func indexAdd[T any](index map[string]map[string]*T, key, id string, obj *T) {
 	if key == "" {

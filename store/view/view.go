@@ -66,6 +66,8 @@ type View struct {
 	aligned alignedBeats
 	counts  replicaCounts
 	states  machineCounts
+	// draining are the machines draining (what they hold is in work).
+	draining map[string]bool
 	// log are the changes applied since logFrom (at most logCap), for
 	// the leader's pass (ChangesSince).
 	log     []Logged
@@ -187,6 +189,9 @@ type Snapshot struct {
 	// Orphaned are the services some replica names that are not among
 	// Services, sorted.
 	Orphaned []string
+	// Draining are the ids of the replicas on each draining machine or
+	// moving off it, sorted, for every machine draining.
+	Draining map[string][]string
 	// MachineStates count the live machines by cluster and state, sorted.
 	MachineStates []MachineStates
 }
@@ -276,9 +281,10 @@ func (v *View) load(tx store.Tx) error {
 	v.counts = newReplicaCounts(replicas)
 	v.work = newWorkIndex(replicas)
 	v.byCluster = newClusterIndex(replicas, machines)
-	v.states = machineCounts{}
+	v.states, v.draining = machineCounts{}, map[string]bool{}
 	for _, m := range machines {
 		v.states.add(m, 1)
+		v.noteDraining(m.ID)
 	}
 	v.memory = maps.Clone(memory)
 	if v.memory == nil {
@@ -338,6 +344,7 @@ func (v *View) apply(c store.Change) error {
 		v.states.add(v.machines[c.Name], -1)
 		err = put(v.machines, c, (*api.Machine).Live)
 		v.states.add(v.machines[c.Name], 1)
+		v.noteDraining(c.Name)
 		v.strings.machine(v.machines[c.Name])
 		v.byCluster.addMachine(v.machines[c.Name])
 	case store.FeedReplica:
@@ -411,7 +418,7 @@ func (v *View) snapshot() Snapshot {
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
 		Machines: slices.Clip(s.machines), Replicas: s.replicas, Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
 		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
-		Orphaned: v.counts.orphaned(v.services), MachineStates: v.states.list()}
+		Orphaned: v.counts.orphaned(v.services), MachineStates: v.states.list(), Draining: v.drainingHolds()}
 }
 
 // resorted is the sorted list of objects after the named ones changed:
