@@ -199,9 +199,10 @@ func (p *Pass) buildView(clusters []string) *view {
 	lists, sources := room(&sc.lists, n), room(&sc.sources, n)
 	all := p.snap.Scratch.plannerMachines(n)
 	v.byID, v.ids = room(&sc.byID, n), room(&sc.ids, n)
+	var of clusterOf // machines come by id, mostly of one cluster or a few
 	for i, m := range p.machines {
-		cl, ok := p.snap.Clusters[m.Cluster]
-		if !ok || !v.clusters[m.Cluster] || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
+		cl, in := of.lookup(p, v, m.Cluster)
+		if !in || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
 			continue
 		}
 		// The booking sets its scheduler's machine.
@@ -233,6 +234,24 @@ func (p *Pass) buildView(clusters []string) *view {
 		}
 	}
 	return v
+}
+
+// clusterOf remembers the last cluster looked up, and whether the view
+// holds it: two map lookups a machine, for a pass over every machine,
+// were a tenth of the view's making.
+type clusterOf struct {
+	name   string
+	looked bool
+	cl     *api.Cluster
+	in     bool
+}
+
+func (c *clusterOf) lookup(p *Pass, v *view, name string) (*api.Cluster, bool) {
+	if !c.looked || c.name != name {
+		cl, ok := p.snap.Clusters[name]
+		c.name, c.looked, c.cl, c.in = name, true, cl, ok && v.clusters[name]
+	}
+	return c.cl, c.in
 }
 
 // zonesOf are the zones of each cluster's capacity groups.
