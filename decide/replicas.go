@@ -253,5 +253,13 @@ func (p *Pass) dropDeleted() {
 	if len(p.deleting) == 0 {
 		return
 	}
-	p.replicas = p.index.without(p.replicas, func(r *api.Replica) bool { return p.deleting[r.ID] })
+	// By the replicas themselves, found by id: not every replica's id
+	// compared with the ids deleted.
+	drop := make(map[*api.Replica]bool, len(p.deleting))
+	for id := range p.deleting {
+		if i, ok := p.index.find(p.replicas, id); ok {
+			drop[p.replicas[i]] = true
+		}
+	}
+	p.replicas = p.index.without(p.replicas, func(r *api.Replica) bool { return drop[r] })
 }
