@@ -157,6 +157,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 		changes: newChanges(), tally: newTally()}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
+	r.w.IndexMachines()
 	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
 		instances: map[string]*instance{}, silent: map[string]bool{}}
 	r.w.Provider = r.cloud

@@ -27,8 +27,20 @@ type World struct {
 	// once, and they succeed.
 	Provider Provider
 	seq      int
-	// byID indexes the replicas, when IndexReplicas asked for it.
-	byID map[string]*api.Replica
+	// byID indexes the replicas, when IndexReplicas asked for it;
+	// machineByID the machines, when IndexMachines did.
+	byID        map[string]*api.Replica
+	machineByID map[string]*api.Machine
+}
+
+// IndexMachines makes MachineByID a lookup that Apply keeps up to date:
+// for a caller whose machines Apply alone adds and drops (a fleet's
+// launch looked each of 10,000 machines up among them all).
+func (w *World) IndexMachines() {
+	w.machineByID = make(map[string]*api.Machine, len(w.Snap.Machines))
+	for _, m := range w.Snap.Machines {
+		w.machineByID[m.ID] = m
+	}
 }
 
 // IndexReplicas makes ReplicaByID a lookup that Apply keeps up to date:
@@ -138,7 +150,15 @@ func (w *World) Apply(p decide.Plan) error {
 	if err := w.applyPlacements(p); err != nil {
 		return err
 	}
-	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, func(m *api.Machine) bool { return !m.Live() })
+	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, func(m *api.Machine) bool {
+		if m.Live() {
+			return false
+		}
+		if w.machineByID != nil {
+			delete(w.machineByID, m.ID)
+		}
+		return true
+	})
 	return nil
 }
 
@@ -160,6 +180,9 @@ func (w *World) machine(id string) (*api.Machine, error) {
 
 // MachineByID finds a live machine.
 func (w *World) MachineByID(id string) *api.Machine {
+	if w.machineByID != nil {
+		return w.machineByID[id]
+	}
 	for _, m := range w.Snap.Machines {
 		if m.ID == id {
 			return m
@@ -267,6 +290,9 @@ func (w *World) launch(l decide.Launch) error {
 		LaunchKey: "lk-" + id, Subnet: fmt.Sprintf("10.245.%d.0/24", n), TemplateHash: spec.TemplateHash(cl, l.Group), Labels: g.Labels, Capacity: l.Capacity,
 		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, CreatedAt: w.Now, StateChangedAt: w.Now}
 	w.Snap.Machines = append(w.Snap.Machines, m)
+	if w.machineByID != nil {
+		w.machineByID[m.ID] = m
+	}
 	return w.answerLaunch(m)
 }
 

@@ -19,9 +19,19 @@ func world() *World {
 }
 
 // A launch becomes a booting machine at once, which then joins and
-// heartbeats; a termination takes it out of the live machines.
+// heartbeats; a termination takes it out of the live machines. A world
+// that indexes its machines finds them as one that looks at each.
 func TestALaunchBootsJoinsAndTerminates(t *testing.T) {
-	w := world()
+	for _, indexed := range []bool{false, true} {
+		w := world()
+		if indexed {
+			w.IndexMachines()
+		}
+		launchBootJoinTerminate(t, w)
+	}
+}
+
+func launchBootJoinTerminate(t *testing.T, w *World) {
 	capacity := api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}
 	if err := w.Apply(decide.Plan{Launches: []decide.Launch{{Cluster: "c", Group: "g", InstanceType: "small", Zone: "a", Capacity: capacity}}}); err != nil {
 		t.Fatal(err)
@@ -30,6 +40,9 @@ func TestALaunchBootsJoinsAndTerminates(t *testing.T) {
 		t.Fatalf("machines after the launch: %+v", w.Snap.Machines)
 	}
 	m := w.Snap.Machines[0]
+	if w.MachineByID(m.ID) != m {
+		t.Fatalf("machine %s not found after its launch", m.ID)
+	}
 	w.Now = w.Now.Add(time.Minute)
 	if err := w.Join(); err != nil {
 		t.Fatal(err)
@@ -44,8 +57,8 @@ func TestALaunchBootsJoinsAndTerminates(t *testing.T) {
 	if err := w.Apply(decide.Plan{TerminateCalls: []string{m.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	if len(w.Snap.Machines) != 0 {
-		t.Fatalf("a terminated machine is still live: %+v", w.Snap.Machines[0])
+	if len(w.Snap.Machines) != 0 || w.MachineByID(m.ID) != nil {
+		t.Fatalf("a terminated machine is still live: %+v, found by id: %v", w.Snap.Machines, w.MachineByID(m.ID) != nil)
 	}
 }
 
