@@ -9,6 +9,7 @@ import (
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/decide"
 	"github.com/gantry-dev/gantry/decide/playback"
+	"github.com/gantry-dev/gantry/internal/sortedset"
 )
 
 // changes notes what changed in the simulated store since the last pass,
@@ -169,7 +170,8 @@ func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
 // unplaced (Snapshot.Unplaced) and skips its walks for retiring and
 // moving ones while there are none.
 type tally struct {
-	unplaced, retiring, moving map[string]bool
+	unplaced         *sortedset.Set
+	retiring, moving map[string]bool
 	// held are the replicas on each machine or moving off it, by
 	// machine; at the machines each replica was counted on.
 	held map[string]map[string]bool
@@ -177,7 +179,7 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{unplaced: map[string]bool{}, retiring: map[string]bool{}, moving: map[string]bool{},
+	return &tally{unplaced: sortedset.New(), retiring: map[string]bool{}, moving: map[string]bool{},
 		held: map[string]map[string]bool{}, at: map[string][2]string{}}
 }
 
@@ -185,17 +187,16 @@ func newTally() *tally {
 // all).
 func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) {
 	for id := range changed {
-		delete(t.unplaced, id)
+		t.unplaced.Remove(id)
 		delete(t.retiring, id)
 		delete(t.moving, id)
-		t.unhold(id)
 		r := w.ReplicaByID(id)
+		t.rehold(id, r)
 		if r == nil {
 			continue
 		}
-		t.hold(r)
 		if r.Machine == "" {
-			t.unplaced[id] = true
+			t.unplaced.Add(id)
 		}
 		if r.RetiringSince != nil {
 			t.retiring[id] = true
@@ -206,9 +207,22 @@ func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) 
 	}
 }
 
-// hold counts r on its machine and the one it moves off.
-func (t *tally) hold(r *api.Replica) {
-	on := [2]string{r.Machine, r.PreviousMachine}
+// rehold counts the replica of id (nil: gone) on its machine and the one
+// it moves off, if not there already.
+func (t *tally) rehold(id string, r *api.Replica) {
+	var on [2]string
+	if r != nil {
+		on = [2]string{r.Machine, r.PreviousMachine}
+	}
+	if t.at[id] == on { // most changes are of a replica's state alone
+		return
+	}
+	t.unhold(id)
+	t.hold(id, on)
+}
+
+// hold counts the replica of id on the machines on.
+func (t *tally) hold(id string, on [2]string) {
 	for _, m := range on {
 		if m == "" {
 			continue
@@ -216,10 +230,10 @@ func (t *tally) hold(r *api.Replica) {
 		if t.held[m] == nil {
 			t.held[m] = map[string]bool{}
 		}
-		t.held[m][r.ID] = true
+		t.held[m][id] = true
 	}
 	if on != [2]string{} {
-		t.at[r.ID] = on
+		t.at[id] = on
 	}
 }
 
@@ -244,9 +258,6 @@ func (t *tally) vouch(s *decide.Snapshot) {
 			s.Draining[m.ID] = slices.Sorted(maps.Keys(t.held[m.ID]))
 		}
 	}
-	s.Unplaced = slices.Sorted(maps.Keys(t.unplaced))
-	if s.Unplaced == nil {
-		s.Unplaced = []string{} // nil reads as not known
-	}
+	s.Unplaced = t.unplaced.Sorted() // never nil: nil reads as not known
 	s.NoneRetiring, s.NoneMoving = len(t.retiring) == 0, len(t.moving) == 0
 }

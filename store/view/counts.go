@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/sortedset"
 	"github.com/gantry-dev/gantry/replica"
 )
 
@@ -22,7 +23,7 @@ type replicaCounts struct {
 	// pending are the replicas on no machine, by cluster; unplaced their
 	// ids.
 	pending  map[string]int
-	unplaced map[string]bool
+	unplaced *sortedset.Set
 	// byService counts the replicas of each service named.
 	byService map[string]int
 	// orphans are the last orphaned list, still true while known: its
@@ -32,7 +33,7 @@ type replicaCounts struct {
 }
 
 func newReplicaCounts(replicas []*api.Replica) replicaCounts {
-	c := replicaCounts{pending: map[string]int{}, unplaced: map[string]bool{}, byService: map[string]int{}}
+	c := replicaCounts{pending: map[string]int{}, unplaced: sortedset.New(), byService: map[string]int{}}
 	for _, r := range replicas {
 		c.add(r, 1)
 	}
@@ -67,18 +68,16 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 			delete(c.pending, r.Cluster)
 		}
 		if n > 0 {
-			c.unplaced[r.ID] = true
+			c.unplaced.Add(r.ID)
 		} else {
-			delete(c.unplaced, r.ID)
+			c.unplaced.Remove(r.ID)
 		}
 	}
 }
 
 // unplacedIDs are the ids of the replicas on no machine, sorted (not
-// nil: a pass reads nil as not known).
-func (c *replicaCounts) unplacedIDs() []string {
-	return append([]string{}, slices.Sorted(maps.Keys(c.unplaced))...)
-}
+// nil: a pass reads nil as not known), shared until they change.
+func (c *replicaCounts) unplacedIDs() []string { return c.unplaced.Sorted() }
 
 // orphaned are the services some replica names that services does not
 // hold, sorted (not nil: a pass reads nil as not known). The list is kept
