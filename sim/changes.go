@@ -164,11 +164,12 @@ func byServiceAndID(a, b *api.Replica) int {
 
 func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
 
-// tally keeps, as a server's view does, the replicas on no machine and
-// those retiring or moving off a machine, from the replicas each pass's
-// changes name: a pass then looks for replicas to place among the
-// unplaced (Snapshot.Unplaced) and skips its walks for retiring and
-// moving ones while there are none.
+// tally keeps, as a server's view does, the replicas on no machine, those
+// retiring or moving off a machine, and those on each machine, from the
+// replicas each pass's changes name: a pass then looks for replicas to
+// place among the unplaced (Snapshot.Unplaced), for what draining
+// machines hold among theirs (Snapshot.Draining), and skips its walks for
+// retiring and moving ones while there are none.
 type tally struct {
 	unplaced         *sortedset.Set
 	retiring, moving map[string]bool
