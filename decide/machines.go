@@ -372,10 +372,11 @@ func (p *Pass) drainOrphanedGroups() {
 // machines share a few providers and groups, so a walk of 50,000 looks
 // one up about as often as it changes (building a group's key and
 // hashing it for each machine cost a pass milliseconds).
-func runMemo[K comparable](look func(K) bool) func(K) bool {
+func runMemo[K comparable, V any](look func(K) V) func(K) V {
 	var last K
-	var answer, known bool
-	return func(key K) bool {
+	var answer V
+	var known bool
+	return func(key K) V {
 		if !known || key != last {
 			last, answer, known = key, look(key), true
 		}

@@ -199,10 +199,18 @@ func (p *Pass) buildView(clusters []string) *view {
 	lists, sources := room(&sc.lists, n), room(&sc.sources, n)
 	all := p.snap.Scratch.plannerMachines(n)
 	v.byID, v.ids = room(&sc.byID, n), room(&sc.ids, n)
-	var of clusterOf // machines come by id, mostly of one cluster or a few
+	type inView struct {
+		cl *api.Cluster
+		in bool
+	}
+	clusterOf := runMemo(func(name string) inView { // machines come by id, mostly of one cluster or a few
+		cl, ok := p.snap.Clusters[name]
+		return inView{cl, ok && v.clusters[name]}
+	})
 	for i, m := range p.machines {
-		cl, in := of.lookup(p, v, m.Cluster)
-		if !in || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
+		c := clusterOf(m.Cluster)
+		cl := c.cl
+		if !c.in || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
 			continue
 		}
 		// The booking sets its scheduler's machine.
@@ -234,24 +242,6 @@ func (p *Pass) buildView(clusters []string) *view {
 		}
 	}
 	return v
-}
-
-// clusterOf remembers the last cluster looked up, and whether the view
-// holds it: two map lookups a machine, for a pass over every machine,
-// were a tenth of the view's making.
-type clusterOf struct {
-	name   string
-	looked bool
-	cl     *api.Cluster
-	in     bool
-}
-
-func (c *clusterOf) lookup(p *Pass, v *view, name string) (*api.Cluster, bool) {
-	if !c.looked || c.name != name {
-		cl, ok := p.snap.Clusters[name]
-		c.name, c.looked, c.cl, c.in = name, true, cl, ok && v.clusters[name]
-	}
-	return c.cl, c.in
 }
 
 // zonesOf are the zones of each cluster's capacity groups.
