@@ -13,7 +13,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
-	"sort"
+	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -381,6 +381,10 @@ type classKey struct {
 	requests         api.Resources
 }
 
+func byIndexAndID(a, b Replica) int {
+	return cmp.Or(cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
+}
+
 // classesOf groups replicas by service and orders classes for placement:
 // priority, then largest first (first-fit decreasing packs better), then
 // name.
@@ -398,12 +402,9 @@ func classesOf(pending []Replica, demand api.Resources) []*class {
 		c.replicas = append(c.replicas, r)
 	}
 	for _, c := range out {
-		sort.Slice(c.replicas, func(i, j int) bool {
-			if c.replicas[i].Index != c.replicas[j].Index {
-				return c.replicas[i].Index < c.replicas[j].Index
-			}
-			return c.replicas[i].ID < c.replicas[j].ID
-		})
+		if !slices.IsSortedFunc(c.replicas, byIndexAndID) { // a fleet's launch has classes of thousands, mostly in order
+			slices.SortFunc(c.replicas, byIndexAndID)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b *class) int {
 		switch {
