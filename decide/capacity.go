@@ -46,7 +46,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	}
 	blocked := p.addMachines(plan)
 	p.removeMachines(plan)
-	p.setPendingReasons(plan, v, schedReasons, blocked)
+	p.setPendingReasons(plan, v, unplaced, schedReasons, blocked)
 	placements := p.plan.Capacity.Placements
 	p.plan.Capacity = plan
 	p.plan.Capacity.Placements = append(placements, plan.Placements...)
@@ -107,8 +107,14 @@ func (p *Pass) removeMachines(plan planner.Plan) {
 	}
 }
 
-// setPendingReasons explains every replica that still waits.
-func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, blocked map[string]string) {
+// setPendingReasons explains every replica that still waits: the
+// planner's reason, else what the machine the planner placed it on waits
+// for, else the scheduler's reason (schedReasons, which names replicas
+// among unplaced). The planner's lists and unplaced are by id, so they
+// are merged, not collected into a map of every waiting replica (a
+// fleet's launch has tens of thousands waiting, each told its reason
+// every pass).
+func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []scheduler.Replica, schedReasons, blocked map[string]string) {
 	// One reason a machine, said the same to every replica waiting for it.
 	waitFor := make(map[string]string, len(plan.Add))
 	for _, nm := range plan.Add {
@@ -118,40 +124,75 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, schedReasons, block
 		}
 		waitFor[nm.Key] = why
 	}
-	reasons := make(map[string]string, len(plan.Placements)+len(plan.Pending)+len(schedReasons))
-	for _, pl := range plan.Placements {
+	placedWhy := func(pl planner.ReplicaPlacement) string {
 		why, known := waitFor[pl.Machine]
 		if !known {
 			if m := v.machine(pl.Machine); m != nil && !m.Joined {
-				why, known = p.waitingFor(pl.Machine), true
+				why = p.waitingFor(pl.Machine)
 			}
 			waitFor[pl.Machine] = why // "": a joined machine, no reason to wait
 		}
-		if why != "" {
-			reasons[pl.Replica] = why
-		}
-	}
-	for _, pr := range plan.Pending {
-		reasons[pr.Replica] = pr.Reason
-	}
-	for id, why := range schedReasons {
-		if _, ok := reasons[id]; !ok {
-			reasons[id] = why
-		}
+		return why
 	}
 	if len(p.plan.Pending) == 0 {
-		p.plan.Pending = make(map[string]string, len(reasons))
+		p.plan.Pending = make(map[string]string, max(len(plan.Placements), len(unplaced))+len(plan.Pending))
 	}
-	for id, why := range reasons {
-		i, ok := p.placing(id)
-		if !ok || p.replicas[i].Machine != "" {
-			continue
+	at := p.cursor()
+	placed, pending, waiting := plan.Placements, plan.Pending, unplaced
+	for len(placed)+len(pending)+len(waiting) > 0 {
+		id := firstID(placed, pending, waiting)
+		why, known := "", false
+		for ; len(placed) > 0 && placed[0].Replica == id; placed = placed[1:] {
+			if w := placedWhy(placed[0]); w != "" {
+				why, known = w, true
+			}
 		}
-		r := p.replicas[i]
-		p.tellPending(r, why)
-		if r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
-			replica.SetPending(p.ownAt(i), why, p.now)
+		for ; len(pending) > 0 && pending[0].Replica == id; pending = pending[1:] {
+			why, known = pending[0].Reason, true
 		}
+		for ; len(waiting) > 0 && waiting[0].ID == id; waiting = waiting[1:] {
+		}
+		if !known {
+			why, known = schedReasons[id]
+		}
+		if known {
+			p.tellPendingOf(at, id, why)
+		}
+	}
+}
+
+// firstID is the least id at the head of the lists (one at least is not
+// empty).
+func firstID(placed []planner.ReplicaPlacement, pending []planner.PendingReplica, waiting []scheduler.Replica) string {
+	id, some := "", false
+	least := func(candidate string) {
+		if !some || candidate < id {
+			id, some = candidate, true
+		}
+	}
+	if len(placed) > 0 {
+		least(placed[0].Replica)
+	}
+	if len(pending) > 0 {
+		least(pending[0].Replica)
+	}
+	if len(waiting) > 0 {
+		least(waiting[0].ID)
+	}
+	return id
+}
+
+// tellPendingOf tells the replica of id, if it still waits for a
+// machine, why (and keeps its reason when it changed).
+func (p *Pass) tellPendingOf(at *cursor, id, why string) {
+	i, ok := at.find(id)
+	if !ok || p.replicas[i].Machine != "" {
+		return
+	}
+	r := p.replicas[i]
+	p.tellPending(r, why)
+	if r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
+		replica.SetPending(p.ownAt(i), why, p.now)
 	}
 }
 

@@ -86,8 +86,6 @@ type Pass struct {
 	revisionIndex map[string][]string
 	// requests memoizes requestsOf.
 	requests map[requestsKey]api.Resources
-	// placingAt are the positions of the replicas schedule took to place.
-	placingAt map[string]int
 	// capacity is what scheduling and the planner found, for the next
 	// pass if this one changes nothing (quietcapacity.go).
 	capacity       *quietCapacity

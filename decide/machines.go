@@ -36,7 +36,7 @@ func (machines) Decide(p *Pass, clusters []string) {
 	var unplaced []scheduler.Replica
 	var reasons map[string]string
 	if reused != nil {
-		unplaced, reasons, p.placingAt = reused.unplaced, reused.reasons, reused.placingAt
+		unplaced, reasons = reused.unplaced, reused.reasons
 	} else {
 		unplaced, reasons = p.schedule(v)
 	}

@@ -29,9 +29,6 @@ type quietCapacity struct {
 	cfg      Config
 	unplaced []scheduler.Replica
 	reasons  map[string]string
-	// placingAt are where scheduling found the waiting replicas (a pass
-	// that takes q has the same replicas in the same places).
-	placingAt map[string]int
 	// plan is the planner's plan, only read once made.
 	plan        planner.Plan
 	groups      []*planner.Group
@@ -147,7 +144,7 @@ func (p *Pass) quietCapacityOf(unplaced []scheduler.Replica, reasons map[string]
 			wake = until
 		}
 	}
-	return &quietCapacity{at: p.now, wake: wake, cfg: p.cfg, unplaced: unplaced, reasons: reasons, placingAt: p.placingAt, plan: plan,
+	return &quietCapacity{at: p.now, wake: wake, cfg: p.cfg, unplaced: unplaced, reasons: reasons, plan: plan,
 		groups: cloneGroups(groups), subnets: subnets, unavailable: maps.Clone(p.mem.Unavailable), idle: maps.Clone(p.mem.IdleSince)}
 }
 

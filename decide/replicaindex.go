@@ -120,14 +120,10 @@ func (p *Pass) replicasAmong(ids []string) []*api.Replica {
 // replicasAmong(ids), in order.
 func (p *Pass) positionsAmong(ids []string) []int {
 	at := make([]int, 0, len(ids)+len(p.mine))
-	next := -1 // after the last found: ids come sorted, and the waiting are mostly runs of a service's
+	find := p.cursor()
 	for _, id := range ids {
-		i, ok := next, next >= 0 && next < p.index.sorted && p.replicas[next].ID == id
-		if !ok {
-			i, ok = p.index.find(p.replicas, id)
-		}
-		if ok {
-			at, next = append(at, i), i+1
+		if i, ok := find.find(id); ok {
+			at = append(at, i)
 		}
 	}
 	for r := range p.mine {
@@ -139,15 +135,27 @@ func (p *Pass) positionsAmong(ids []string) []int {
 	return slices.Compact(at)
 }
 
-// placing is the position of the replica of id among the pass's: where
-// schedule found it to place, without a search (a fleet's launch has
-// tens of thousands waiting, each told its reason every pass), else
-// found.
-func (p *Pass) placing(id string) (int, bool) {
-	if i, ok := p.placingAt[id]; ok && i < len(p.replicas) && p.replicas[i].ID == id {
-		return i, true
+// cursor finds the pass's replicas by id, ids that come mostly in the
+// pass's order (sorted, and mostly runs of a service's) first just after
+// the last one found, not by a search each.
+type cursor struct {
+	p    *Pass
+	next int
+}
+
+func (p *Pass) cursor() *cursor { return &cursor{p: p, next: -1} }
+
+// find is the position of the replica of id.
+func (c *cursor) find(id string) (int, bool) {
+	p := c.p
+	i, ok := c.next, c.next >= 0 && c.next < p.index.sorted && p.replicas[c.next].ID == id
+	if !ok {
+		i, ok = p.index.find(p.replicas, id)
 	}
-	return p.index.find(p.replicas, id)
+	if ok {
+		c.next = i + 1
+	}
+	return i, ok
 }
 
 // ownAt is own of the pass's replica at position i.

@@ -308,9 +308,6 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			among = p.positionsAmong(append(slices.Clip(p.snap.Unplaced), ids...))
 		}
 	}
-	// Maps sized up front: a fleet's launch has tens of thousands waiting,
-	// and growing maps to that size, pass after pass, was a tenth of it.
-	p.placingAt = make(map[string]int, len(among))
 	for k := range candidateCount(among, p.replicas) {
 		i := k
 		if among != nil {
@@ -324,7 +321,6 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		if !ok || !v.clusters[r.Cluster] {
 			continue
 		}
-		p.placingAt[r.ID] = i
 		sr := build.of(r, svc)
 		if len(sr.Spread) > 0 {
 			spread = append(spread, sr)
