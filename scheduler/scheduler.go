@@ -385,6 +385,48 @@ func byIndexAndID(a, b Replica) int {
 	return cmp.Or(cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
 }
 
+// inIndexOrder sorts a class's replicas by index, then id. A service's
+// replicas are numbered from 0, so their indexes are mostly distinct and
+// dense: each is then put in its index's place, not sorted (a fleet's
+// launch has classes of thousands each pass, listed by id, which is not
+// by index: 10 before 9).
+func inIndexOrder(rs []Replica) {
+	if len(rs) < 2 || slices.IsSortedFunc(rs, byIndexAndID) {
+		return
+	}
+	lo, hi := rs[0].Index, rs[0].Index
+	for _, r := range rs {
+		lo, hi = min(lo, r.Index), max(hi, r.Index)
+	}
+	if lo < 0 || hi-lo >= 4*len(rs) {
+		slices.SortFunc(rs, byIndexAndID)
+		return
+	}
+	slot := make([]int32, hi-lo+1) // 1 + the position of the replica of that index (0: none)
+	for i, r := range rs {
+		if slot[r.Index-lo] != 0 { // indexes repeat: the ids decide
+			slices.SortFunc(rs, byIndexAndID)
+			return
+		}
+		slot[r.Index-lo] = int32(i + 1)
+	}
+	to := make([]int32, len(rs)) // where each replica goes
+	next := int32(0)
+	for _, s := range slot {
+		if s != 0 {
+			to[s-1] = next
+			next++
+		}
+	}
+	for i := range rs { // each cycle of the permutation, swapped into place
+		for int(to[i]) != i {
+			j := to[i]
+			rs[i], rs[j] = rs[j], rs[i]
+			to[i], to[j] = to[j], to[i]
+		}
+	}
+}
+
 // classesOf groups replicas by service and orders classes for placement:
 // priority, then largest first (first-fit decreasing packs better), then
 // name.
@@ -402,9 +444,7 @@ func classesOf(pending []Replica, demand api.Resources) []*class {
 		c.replicas = append(c.replicas, r)
 	}
 	for _, c := range out {
-		if !slices.IsSortedFunc(c.replicas, byIndexAndID) { // a fleet's launch has classes of thousands, mostly in order
-			slices.SortFunc(c.replicas, byIndexAndID)
-		}
+		inIndexOrder(c.replicas)
 	}
 	slices.SortStableFunc(out, func(a, b *class) int {
 		switch {
