@@ -124,7 +124,11 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []schedule
 		}
 		waitFor[nm.Key] = why
 	}
+	lastMachine, lastWhy := "", ""
 	placedWhy := func(pl planner.ReplicaPlacement) string {
+		if pl.Machine == lastMachine && lastMachine != "" { // replicas by id fill a machine in runs
+			return lastWhy
+		}
 		why, known := waitFor[pl.Machine]
 		if !known {
 			if m := v.machine(pl.Machine); m != nil && !m.Joined {
@@ -132,6 +136,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []schedule
 			}
 			waitFor[pl.Machine] = why // "": a joined machine, no reason to wait
 		}
+		lastMachine, lastWhy = pl.Machine, why
 		return why
 	}
 	if len(p.plan.Pending) == 0 {

@@ -342,11 +342,10 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	}
 	spreadRes.Placements = placed
 	p.book(v, spreadRes, placedOf(spread, placed))
-	reasons := make(map[string]string, len(res.Unplaced)+len(spreadRes.Unplaced))
+	reasons := unionOf(res.Unplaced, spreadRes.Unplaced)
 	unplaced := make([]scheduler.Replica, 0, len(res.Unplaced)+len(spreadRes.Unplaced))
 	for k, result := range []scheduler.Result{res, spreadRes} {
 		unplaced = appendUnplaced(unplaced, [][]scheduler.Replica{plain, spread}[k], result.Unplaced)
-		maps.Copy(reasons, result.Unplaced)
 		for _, e := range result.Evictions {
 			if r := p.replica(e.ReplicaID); r != nil {
 				if svc := p.services[r.Service]; svc != nil {
@@ -360,6 +359,23 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		slices.SortFunc(unplaced, byID)
 	}
 	return unplaced, reasons
+}
+
+// unionOf is a and b in one map: one of them when the other is empty (a
+// fleet's launch has tens of thousands unplaced each pass, mostly
+// without spread rules). The maps are the scheduler's own, only read
+// after.
+func unionOf(a, b map[string]string) map[string]string {
+	switch {
+	case len(b) == 0 && a != nil:
+		return a
+	case len(a) == 0 && b != nil:
+		return b
+	}
+	out := make(map[string]string, len(a)+len(b))
+	maps.Copy(out, a)
+	maps.Copy(out, b)
+	return out
 }
 
 // placedOf are the replicas among rs that placements place, by id (a
