@@ -3,7 +3,6 @@ package scheduler
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
@@ -108,16 +107,28 @@ func freeGPUs(m *Machine, need *GPUNeed) []int {
 	return out
 }
 
+// missTally counts the machines that miss for each reason. The reasons
+// are few, and most machines in a row give the same (often the very same
+// string): a short list searched from the last reason met, not a map
+// hashing each of 10,000 machines' reasons for every class explained.
 type missTally struct {
-	counts map[string]int
+	whys   []string
+	counts []int
+	last   int
 	total  int
 }
 
 func (t *missTally) add(why string) {
-	if t.counts == nil {
-		t.counts = map[string]int{}
+	if t.last < len(t.whys) && t.whys[t.last] == why {
+		t.counts[t.last]++
+		return
 	}
-	t.counts[why]++
+	if i := slices.Index(t.whys, why); i >= 0 {
+		t.counts[i]++
+		t.last = i
+		return
+	}
+	t.whys, t.counts, t.last = append(t.whys, why), append(t.counts, 1), len(t.whys)
 }
 
 // reason reads like Kubernetes': "0/3 machines fit: 2 insufficient cpu, 1 no docker runtime".
@@ -125,14 +136,14 @@ func (t *missTally) reason() string {
 	if t.total == 0 {
 		return "no joined machine in the cluster"
 	}
-	whys := make([]string, 0, len(t.counts))
-	for why := range t.counts {
-		whys = append(whys, why)
+	order := make([]int, len(t.whys))
+	for i := range order {
+		order[i] = i
 	}
-	sort.Strings(whys)
-	parts := make([]string, len(whys))
-	for i, why := range whys {
-		parts[i] = fmt.Sprintf("%d %s", t.counts[why], why)
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(t.whys[a], t.whys[b]) })
+	parts := make([]string, len(order))
+	for k, i := range order {
+		parts[k] = fmt.Sprintf("%d %s", t.counts[i], t.whys[i])
 	}
 	return fmt.Sprintf("0/%d machines fit: %s", t.total, strings.Join(parts, ", "))
 }
