@@ -273,7 +273,7 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 		if m.FleetState == api.FleetStopped {
 			last.stopped++
 		}
-		if m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
+		if !last.tee && m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
 			last.tee = true
 		}
 	}
