@@ -33,8 +33,11 @@ import (
 // (scheduler.Machine.Share).
 type Booking struct {
 	// machines are the view's machines as booked (none the pass
-	// launched), by id.
+	// launched), by id; ids are their ids, in a list of their own: the
+	// next pass's merge with its view reads them alone (a walk of 10,000
+	// machines' entries a pass was a cache miss each).
 	machines []bookedMachine
+	ids      []string
 	// elsewhere are the running replicas on machines outside the view
 	// (draining, stopped, lost, of another target), by machine: booked
 	// when their machine comes into it.
@@ -224,12 +227,12 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	for i, id := range b.v.ids {
 		// Mostly the same machine as the last pass's at walk: equal
 		// strings (most often the same bytes) compare quicker than ordered.
-		for walk < len(prev.machines) && prev.machines[walk].pm.ID != id && prev.machines[walk].pm.ID < id {
+		for walk < len(prev.ids) && prev.ids[walk] != id && prev.ids[walk] < id {
 			walk++
 		}
 		j := walk
 		b.inPlace = b.inPlace && j == i
-		if i >= b.v.sorted || j == len(prev.machines) || prev.machines[j].pm.ID != id {
+		if i >= b.v.sorted || j == len(prev.ids) || prev.ids[j] != id {
 			base[i], b.dirty[i] = prev.elsewhere[id], true
 			continue
 		}
@@ -250,7 +253,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	}
 	for j := range prev.machines {
 		if m := &prev.machines[j]; !seen[j] && len(m.replicas) > 0 {
-			b.next.elsewhere[m.pm.ID] = m.replicas
+			b.next.elsewhere[prev.ids[j]] = m.replicas
 		}
 	}
 	b.place(ids)
@@ -396,9 +399,9 @@ func (b *booker) book() *Booking {
 	}
 	b.reserve()
 	if b.inPlace { // each machine's entry is read (kept) before it is written
-		next.machines = b.prev.machines[:0]
+		next.machines, next.ids = b.prev.machines[:0], b.prev.ids[:0]
 	} else {
-		next.machines = make([]bookedMachine, 0, len(b.v.byID))
+		next.machines, next.ids = make([]bookedMachine, 0, len(b.v.byID)), make([]string, 0, len(b.v.byID))
 	}
 	// The pass's copies in one allocation, not one for each of 50,000.
 	copies := b.p.snap.Scratch.schedulerMachines(len(b.v.byID))
@@ -415,6 +418,7 @@ func (b *booker) book() *Booking {
 			// The booking keeps each machine as booked; the pass works on
 			// copies.
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
+			next.ids = append(next.ids, b.v.ids[i])
 		}
 		pm.Machine.ShareInto(&copies[i])
 		pm.Machine = &copies[i]
@@ -613,11 +617,14 @@ func (b *Booking) Differs(o *Booking) string {
 		}
 		return ""
 	}
-	if len(b.machines) != len(o.machines) {
-		return fmt.Sprintf("%d machines booked, %d afresh", len(b.machines), len(o.machines))
+	if len(b.machines) != len(o.machines) || len(b.ids) != len(b.machines) || len(o.ids) != len(o.machines) {
+		return fmt.Sprintf("%d machines booked (%d ids), %d afresh (%d ids)", len(b.machines), len(b.ids), len(o.machines), len(o.ids))
 	}
 	for i := range b.machines {
 		x, y := &b.machines[i], &o.machines[i]
+		if b.ids[i] != x.pm.ID || o.ids[i] != y.pm.ID {
+			return fmt.Sprintf("machine %s listed as %s booked, %s afresh", x.pm.ID, b.ids[i], o.ids[i])
+		}
 		if !reflect.DeepEqual(x.pm, y.pm) || x.list != y.list || !slices.Equal(replicaIDs(x.replicas), replicaIDs(y.replicas)) {
 			return fmt.Sprintf("machine %s: booked %+v %+v with %v, afresh %+v %+v with %v", x.pm.ID, x.pm, *x.pm.Machine, replicaIDs(x.replicas), y.pm, *y.pm.Machine, replicaIDs(y.replicas))
 		}

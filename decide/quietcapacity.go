@@ -101,7 +101,7 @@ func (p *Pass) runsOnAsBooked(id string, was ReplicaWas, prev *Booking, build *s
 		return false
 	}
 	svc := p.services[r.Service]
-	j, found := slices.BinarySearchFunc(prev.machines, r.Machine, func(m bookedMachine, id string) int { return strings.Compare(m.pm.ID, id) })
+	j, found := slices.BinarySearch(prev.ids, r.Machine)
 	if svc == nil || !found {
 		return false
 	}
