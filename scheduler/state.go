@@ -38,16 +38,25 @@ type state struct {
 type scored struct {
 	m     *Machine
 	score float64
+	// at is the machine's position in the session's input.
+	at int
 }
 
 func newState(machines []*Machine, scratch *Scratch) *state {
 	byScore, order := scratch.lists(len(machines))
 	for i, m := range machines {
-		byScore[i] = scored{m, packScore(m)}
+		byScore[i] = scored{m, packScore(m), i}
 	}
-	slices.SortFunc(byScore, func(a, b scored) int {
-		return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.m.ID, b.m.ID))
-	})
+	if slices.IsSortedFunc(machines, byMachineID) {
+		// Ties (machines as full as each other: many in a packed fleet)
+		// go by position, which is by id, without reading each machine's
+		// id again at every comparison.
+		slices.SortFunc(byScore, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.at, b.at)) })
+	} else {
+		slices.SortFunc(byScore, func(a, b scored) int {
+			return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.m.ID, b.m.ID))
+		})
+	}
 	st := &state{order: order, byCluster: map[string][]*Machine{}, teeInClus: map[string]bool{}, labels: map[string]map[string]string{},
 		anti: map[string][]api.AffinityTerm{}, shunned: map[string][]shunned{}, sets: map[string]*eligibleSet{}}
 	// Residents share their rules by revision: each rules is learnt once
@@ -85,6 +94,8 @@ func newState(machines []*Machine, scratch *Scratch) *state {
 	}
 	return st
 }
+
+func byMachineID(a, b *Machine) int { return strings.Compare(a.ID, b.ID) }
 
 // clusterLists are machines by cluster, in the order added. A fleet has
 // few clusters: finding one's list by comparing names (equal ones mostly
