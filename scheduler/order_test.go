@@ -37,10 +37,14 @@ func TestInIndexOrderIsASortByIndexAndID(t *testing.T) {
 	}
 }
 
-func ids(rs []Replica) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.ID
+func ids(rs []Replica) []string { return idsOf(rs, func(r Replica) string { return r.ID }) }
+
+func machineIDs(ms []*Machine) []string { return idsOf(ms, func(m *Machine) string { return m.ID }) }
+
+func idsOf[T any](list []T, id func(T) string) []string {
+	out := make([]string, len(list))
+	for i, e := range list {
+		out[i] = id(e)
 	}
 	return out
 }
@@ -62,14 +66,7 @@ func TestSessionOrderIsByScoreThenID(t *testing.T) {
 			shuffled[i] = m.Clone()
 		}
 		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		idsOf := func(ms []*Machine) []string {
-			out := make([]string, len(ms))
-			for i, m := range ms {
-				out[i] = m.ID
-			}
-			return out
-		}
-		got, want := idsOf(NewSession(byID).Machines()), idsOf(NewSession(shuffled).Machines())
+		got, want := machineIDs(NewSession(byID).Machines()), machineIDs(NewSession(shuffled).Machines())
 		if !slices.Equal(got, want) {
 			t.Fatalf("seed %d: handed by id %v\nshuffled %v", seed, got, want)
 		}
