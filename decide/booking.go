@@ -63,6 +63,9 @@ type Booking struct {
 	// pass's instead of scheduling and planning.
 	capacity *quietCapacity
 	reused   bool
+	// census: the pass's count of its machines, for the next pass while
+	// none changes (census.go).
+	census *fleetCensus
 }
 
 // ReusedCapacity reports whether the pass took the last pass's
@@ -634,6 +637,9 @@ func (b *Booking) Differs(o *Booking) string {
 	}
 	if !maps.Equal(b.own, o.own) {
 		return fmt.Sprintf("own copies %v, afresh %v", b.own, o.own)
+	}
+	if !reflect.DeepEqual(b.census, o.census) {
+		return fmt.Sprintf("machines counted %+v, afresh %+v", b.census, o.census)
 	}
 	return ""
 }

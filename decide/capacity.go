@@ -237,7 +237,10 @@ func (p *Pass) subnetBudgets(v *view) map[string]planner.Subnets {
 			continue
 		}
 		held := 0
-		for _, m := range p.machines {
+		if c := p.fleet(); c != nil {
+			held = c.held[name]
+		}
+		for _, m := range p.machines[:p.walked()] {
 			if m.Cluster == name && m.Live() && (m.Subnet != "" || isPlaceholder(m)) {
 				held++
 			}
@@ -255,9 +258,14 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 		tee           bool
 	}
 	counts := map[[2]string]*tally{}
+	if c := p.fleet(); c != nil {
+		for k, g := range c.groups {
+			counts[[2]string{k.cluster, k.group}] = &tally{live: g.counted, stopped: g.stopped, tee: g.tee}
+		}
+	}
 	var last *tally
 	var lastKey [2]string
-	for _, m := range p.machines {
+	for _, m := range p.machines[:p.walked()] {
 		// Machines of a group mostly follow each other: the key is hashed
 		// when the group changes, not for each of 50,000.
 		if last == nil || m.Cluster != lastKey[0] || m.Group != lastKey[1] {

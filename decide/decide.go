@@ -81,6 +81,8 @@ type Pass struct {
 	// store lists them, and every id begins with its service's name.
 	snapInOrder bool
 	live        int
+	// census counts the snapshot's machines (census.go).
+	census *fleetCensus
 	// revisionIndex lists the memory's revision keys by service (nil
 	// until revisionKeys builds it).
 	revisionIndex map[string][]string
@@ -123,6 +125,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 			p.plan.Booked.capacity = p.capacity
 		}
 		p.plan.Booked.reused = p.capacityReused
+		p.plan.Booked.census = p.census
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true
@@ -137,11 +140,6 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
 	p.machines = append(room(&snap.Scratch.of().apiMachines, len(snap.Machines)), snap.Machines...)
-	for _, m := range p.machines {
-		if m.Live() {
-			p.live++
-		}
-	}
 	if !snap.MachinesByID {
 		if snap.Heartbeats != nil {
 			panic("decide: a snapshot's Heartbeats are aligned with its Machines by id; MachinesByID is unset")
@@ -149,6 +147,10 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 		slices.SortFunc(p.machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
 	}
 	p.sortedMachines = len(p.machines)
+	if p.census = keptCensus(snap); p.census == nil {
+		p.census = countFleet(p.machines)
+	}
+	p.live = p.census.live
 	// In the store's order, the lists of both kinds are too.
 	p.snapInOrder = true
 	check := !snap.InStoreOrder

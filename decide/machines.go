@@ -114,10 +114,16 @@ func (p *Pass) listProviders() {
 			keys[cp.Key] = true
 		}
 	}
-	last := ""
-	for _, m := range p.machines { // a fleet's machines share a few keys
-		if key := registry.KeyOf(m); key != last {
-			keys[key], last = true, key
+	if c := p.fleet(); c != nil {
+		for _, key := range c.keys {
+			keys[key] = true
+		}
+	} else {
+		last := ""
+		for _, m := range p.machines { // a fleet's machines share a few keys
+			if key := registry.KeyOf(m); key != last {
+				keys[key], last = true, key
+			}
 		}
 	}
 	for key := range keys {
@@ -223,7 +229,8 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 // finishDrains terminates draining machines that hold no replica any
 // more, or whose deadline has passed.
 func (p *Pass) finishDrains() {
-	if !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
+	if c := p.fleet(); c != nil && len(c.draining) == 0 ||
+		c == nil && !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
 		return // counting what each machine holds walks every replica
 	}
 	held, ok := p.drainingHolds()
@@ -301,7 +308,7 @@ func (p *Pass) eachHeld(visit func(machine string) bool) {
 // one whose instance vanished, or is not running within LaunchTimeout,
 // too.
 func (p *Pass) followLaunches() {
-	for _, m := range p.machines {
+	for _, m := range p.machinesIn(func(c *fleetCensus) []int { return c.launching }) {
 		if !m.Launching() || !p.provisions(m) || isPlaceholder(m) {
 			continue
 		}
@@ -337,7 +344,7 @@ func (p *Pass) followLaunches() {
 // followTerminations calls the provider for every terminating machine,
 // unless a call runs already or a failed one backs off.
 func (p *Pass) followTerminations() {
-	for _, m := range p.machines {
+	for _, m := range p.machinesIn(func(c *fleetCensus) []int { return c.terminating }) {
 		if m.FleetState != api.FleetTerminating || p.inFlight(CallTerminate, m.ID) {
 			continue
 		}
@@ -355,6 +362,9 @@ func (p *Pass) drainOrphanedGroups() {
 		for _, g := range cl.Spec.CapacityGroups {
 			exists[planner.Key(name, g.GroupID)] = true
 		}
+	}
+	if c := p.fleet(); c != nil && !c.orphaned(exists, planner.Key) {
+		return
 	}
 	inSpec := runMemo(func(k [2]string) bool { return exists[planner.Key(k[0], k[1])] })
 	for _, m := range p.machines {

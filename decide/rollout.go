@@ -85,8 +85,13 @@ func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy func() ma
 // joined, empty) only when some are outdated: finding which machines run
 // a replica walks every replica.
 func (p *Pass) tally(cluster, group, current string, busy func() map[string]bool) groupRollout {
-	var gr groupRollout
 	provisions := runMemo(func(provider string) bool { return p.snap.Providers[provider].Provisions })
+	if c := p.fleet(); c != nil {
+		if gr, ok := c.rollout(cluster, group, current, provisions); ok {
+			return gr
+		}
+	}
+	var gr groupRollout
 	inGroup := func(m *api.Machine) bool {
 		return m.Cluster == cluster && m.Group == group && m.CountsTowardGroup() && provisions(m.Provider)
 	}
