@@ -30,8 +30,10 @@ type cloud struct {
 	outcomes int
 	// instances are every instance launched, by machine id.
 	instances map[string]*instance
-	// order is the instances by launch, for lists in a stable order.
-	order []*instance
+	// order is the instances by launch, for lists in a stable order;
+	// unpruned is how many of them went since it was last pruned.
+	order    []*instance
+	unpruned int
 	// silent are the machines whose instance is gone that the store may
 	// still hold joined and heard from: the only joined machines that do
 	// not heartbeat (a machine joins only with its instance there), and
@@ -158,6 +160,7 @@ func (c *cloud) gone(id, by string) {
 		return
 	}
 	inst.gone, inst.goneBy = true, by
+	c.unpruned++
 	c.silent[id] = true
 	c.ledger.billUntil(id, c.w.Now)
 }
@@ -195,7 +198,10 @@ func (c *cloud) list(keys []string) {
 		c.w.Snap.Inventories[key] = inv
 		c.w.Snap.ListedAt[key] = c.w.Now
 	}
-	c.order = slices.DeleteFunc(c.order, func(i *instance) bool { return i.gone })
+	if c.unpruned > 0 { // not a walk of every instance each pass
+		c.order = slices.DeleteFunc(c.order, func(i *instance) bool { return i.gone })
+		c.unpruned = 0
+	}
 }
 
 // heartbeat makes every joined machine whose instance runs heartbeat now.
