@@ -35,13 +35,19 @@ type groupKey struct{ cluster, group string }
 // groupCensus counts a capacity group's machines.
 type groupCensus struct {
 	// counted count toward the group's size; stopped are in its warm
-	// pool; inUse are live and neither terminating nor draining.
-	counted, stopped, inUse int
+	// pool; inUse are live and neither terminating nor draining; held are
+	// live and hold a /24.
+	counted, stopped, inUse, held int
 	// tee: a joined machine offers a TEE runtime.
 	tee bool
 	// templates counts the machines counted toward the group by
 	// provider and template.
-	templates map[providerTemplate]int
+	templates map[providerTemplate]*int
+	// last is the provider and template counted last, and its count:
+	// a group's machines mostly share them, so the walk hashes them
+	// when they change, not for each machine.
+	last      providerTemplate
+	lastCount *int
 }
 
 type providerTemplate struct{ provider, template string }
@@ -58,7 +64,7 @@ func countFleet(machines []*api.Machine) *fleetCensus {
 		if g == nil || m.Cluster != last.cluster || m.Group != last.group {
 			last = groupKey{m.Cluster, m.Group}
 			if g = c.groups[last]; g == nil {
-				g = &groupCensus{templates: map[providerTemplate]int{}}
+				g = &groupCensus{templates: map[providerTemplate]*int{}}
 				c.groups[last] = g
 			}
 		}
@@ -70,6 +76,12 @@ func countFleet(machines []*api.Machine) *fleetCensus {
 			}
 		}
 	}
+	for k, g := range c.groups {
+		if g.held > 0 {
+			c.held[k.cluster] += g.held
+		}
+		g.last, g.lastCount = providerTemplate{}, nil // the count's, not the census's
+	}
 	return c
 }
 
@@ -78,12 +90,12 @@ func (c *fleetCensus) count(g *groupCensus, i int, m *api.Machine) {
 	if live {
 		c.live++
 		if m.Subnet != "" {
-			c.held[m.Cluster]++
+			g.held++
 		}
 	}
 	if m.CountsTowardGroup() {
 		g.counted++
-		g.templates[providerTemplate{m.Provider, m.TemplateHash}]++
+		g.countTemplate(providerTemplate{m.Provider, m.TemplateHash})
 	}
 	switch m.FleetState {
 	case api.FleetStopped:
@@ -102,6 +114,18 @@ func (c *fleetCensus) count(g *groupCensus, i int, m *api.Machine) {
 	if !g.tee && m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
 		g.tee = true
 	}
+}
+
+func (g *groupCensus) countTemplate(pt providerTemplate) {
+	if g.lastCount == nil || pt != g.last {
+		n, ok := g.templates[pt]
+		if !ok {
+			n = new(int)
+			g.templates[pt] = n
+		}
+		g.last, g.lastCount = pt, n
+	}
+	*g.lastCount++
 }
 
 // keptCensus is the last pass's census when it holds for snap: the change
@@ -167,7 +191,7 @@ func (c *fleetCensus) rollout(cluster, group, current string, provisions func(st
 		if pt.template != current {
 			return gr, false
 		}
-		gr.live += n
+		gr.live += *n
 	}
 	return gr, true
 }
