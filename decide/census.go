@@ -196,8 +196,8 @@ func (c *fleetCensus) rollout(cluster, group, current string, provisions func(st
 	return gr, true
 }
 
-// orphaned reports whether a machine in use belongs to a group that
-// exists not.
+// orphaned reports whether a machine in use belongs to a group the spec
+// no longer has.
 func (c *fleetCensus) orphaned(exists map[string]bool, key func(cluster, group string) string) bool {
 	for k, g := range c.groups {
 		if g.inUse > 0 && !exists[key(k.cluster, k.group)] {
