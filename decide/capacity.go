@@ -23,7 +23,8 @@ import (
 // A pass whose scheduling was reused (a quietCapacity) reuses the
 // planner's plan too, when the planner would read the same.
 func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons map[string]string, reused *quietCapacity) {
-	groups, subnets := p.plannerGroups(v), p.subnetBudgets(v)
+	counted := p.countedNow()
+	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
 	candidateAt := planner.NextCandidate(p.cfg.Planner, v.byID, p.now)
 	var plan planner.Plan
 	if reused != nil && !p.plan.Acts() && reused.samePlannerInputs(groups, subnets) {
@@ -228,7 +229,7 @@ func orNone(s string) string {
 
 // subnetBudgets: per cluster, the /24s of its containerCidr no live
 // machine holds.
-func (p *Pass) subnetBudgets(v *view) map[string]planner.Subnets {
+func (p *Pass) subnetBudgets(v *view, counted *fleetCensus) map[string]planner.Subnets {
 	out := map[string]planner.Subnets{}
 	for name := range v.clusters {
 		cl := p.snap.Clusters[name]
@@ -236,55 +237,14 @@ func (p *Pass) subnetBudgets(v *view) map[string]planner.Subnets {
 		if err != nil || prefix.Bits() > 24 {
 			continue
 		}
-		held := 0
-		if c := p.fleet(); c != nil {
-			held = c.held[name]
-		}
-		for _, m := range p.machines[:p.walked()] {
-			if m.Cluster == name && m.Live() && (m.Subnet != "" || isPlaceholder(m)) {
-				held++
-			}
-		}
-		out[name] = planner.Subnets{CIDR: cl.Spec.ContainerCIDR, Free: (1 << (24 - prefix.Bits())) - held}
+		out[name] = planner.Subnets{CIDR: cl.Spec.ContainerCIDR, Free: (1 << (24 - prefix.Bits())) - counted.held[name]}
 	}
 	return out
 }
 
 // plannerGroups describes every capacity group of the target's clusters
 // to the planner, with the instance types it may launch.
-func (p *Pass) plannerGroups(v *view) []*planner.Group {
-	type tally struct {
-		live, stopped int
-		tee           bool
-	}
-	counts := map[[2]string]*tally{}
-	if c := p.fleet(); c != nil {
-		for k, g := range c.groups {
-			counts[[2]string{k.cluster, k.group}] = &tally{live: g.counted, stopped: g.stopped, tee: g.tee}
-		}
-	}
-	var last *tally
-	var lastKey [2]string
-	for _, m := range p.machines[:p.walked()] {
-		// Machines of a group mostly follow each other: the key is hashed
-		// when the group changes, not for each of 50,000.
-		if last == nil || m.Cluster != lastKey[0] || m.Group != lastKey[1] {
-			lastKey = [2]string{m.Cluster, m.Group}
-			if last = counts[lastKey]; last == nil {
-				last = &tally{}
-				counts[lastKey] = last
-			}
-		}
-		if m.CountsTowardGroup() {
-			last.live++
-		}
-		if m.FleetState == api.FleetStopped {
-			last.stopped++
-		}
-		if !last.tee && m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
-			last.tee = true
-		}
-	}
+func (p *Pass) plannerGroups(v *view, counted *fleetCensus) []*planner.Group {
 	var out []*planner.Group
 	names := make([]string, 0, len(v.clusters))
 	for name := range v.clusters {
@@ -302,14 +262,14 @@ func (p *Pass) plannerGroups(v *view) []*planner.Group {
 			if err != nil {
 				continue
 			}
-			t := counts[[2]string{name, g.GroupID}]
+			t := counted.groups[groupKey{name, g.GroupID}]
 			if t == nil {
-				t = &tally{}
+				t = &groupCensus{}
 			}
 			out = append(out, &planner.Group{Cluster: name, ID: g.GroupID, MinSize: g.MinSize, MaxSize: g.MaxSize, WarmPool: g.WarmPool,
 				CapacityType: g.CapacityType, Zones: g.Zones, Labels: g.Labels, Runtimes: prov.Runtimes,
 				TEE:      t.tee || slices.ContainsFunc(prov.Runtimes, runtime.IsTEE),
-				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: t.live,
+				Reserved: spec.Reserved(cl.Spec.SystemReserved), Types: types, Live: t.counted,
 				WarmStopped: g.WarmPoolState == api.WarmStopped && prov.CanStop, Stopped: t.stopped})
 		}
 	}

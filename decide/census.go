@@ -21,7 +21,8 @@ type fleetCensus struct {
 	machines int
 	live     int
 	groups   map[groupKey]*groupCensus
-	// held: by cluster, the live machines holding a /24.
+	// held: by cluster, the live machines holding a /24 (or to hold one:
+	// the pass's launches).
 	held map[string]int
 	// keys are the machines' provider keys, each once.
 	keys []string
@@ -52,7 +53,8 @@ type groupCensus struct {
 
 type providerTemplate struct{ provider, template string }
 
-// countFleet takes the census of machines, sorted by id.
+// countFleet takes the census of machines: the pass's, by id, then those
+// it launched.
 func countFleet(machines []*api.Machine) *fleetCensus {
 	c := &fleetCensus{machines: len(machines), groups: map[groupKey]*groupCensus{}, held: map[string]int{}}
 	var g *groupCensus
@@ -89,7 +91,7 @@ func (c *fleetCensus) count(g *groupCensus, i int, m *api.Machine) {
 	live := m.Live()
 	if live {
 		c.live++
-		if m.Subnet != "" {
+		if m.Subnet != "" || isPlaceholder(m) { // the pass's own launches take one each
 			g.held++
 		}
 	}
@@ -150,13 +152,13 @@ func (p *Pass) fleet() *fleetCensus {
 	return p.census
 }
 
-// walked is how many of the pass's machines a count over them walks: none
-// while the census holds.
-func (p *Pass) walked() int {
-	if p.fleet() != nil {
-		return 0
+// countedNow is the census of the pass's machines as they are now: a
+// count afresh once the pass changed or launched one.
+func (p *Pass) countedNow() *fleetCensus {
+	if c := p.fleet(); c != nil {
+		return c
 	}
-	return len(p.machines)
+	return countFleet(p.machines)
 }
 
 // machinesIn are the pass's machines a step needs to look at: those at
