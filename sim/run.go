@@ -42,9 +42,9 @@ type run struct {
 	// verify: decide every pass afresh too, and fail if it decides
 	// otherwise than the pass from the last booking (tests).
 	verify bool
-	// made: the last plan made replicas or launched machines, out of the
-	// store's order.
-	made bool
+	// made: what the plans since the last pass appended, out of the
+	// store's order (at first, the whole snapshot).
+	made appended
 	res  Result
 	// joining are the replicas on the machines joining at this instant
 	// (happen).
@@ -248,7 +248,7 @@ func (r *run) passes() (bool, error) {
 func (r *run) decide() (decide.Plan, error) {
 	snap := r.w.Snap
 	inStoreOrder(snap, r.made)
-	r.made = false
+	r.made = appended{}
 	changed := r.changes.take()
 	r.tally.update(&r.w, changed.Replicas)
 	r.tally.vouch(snap)
@@ -257,6 +257,9 @@ func (r *run) decide() (decide.Plan, error) {
 	snap.Booked, snap.Changed, snap.Scratch = nil, nil, nil
 	r.booked = plan.Booked
 	if r.verify {
+		if !slices.IsSortedFunc(snap.Replicas, byServiceAndID) || !slices.IsSortedFunc(snap.Machines, byMachineID) {
+			return plan, fmt.Errorf("the run vouched for the store's order, but its replicas or machines are out of it")
+		}
 		walked := *snap
 		walked.InStoreOrder, walked.MachinesByID = false, false
 		walked.Unplaced, walked.NoneRetiring, walked.NoneMoving, walked.Draining = nil, false, false, nil
@@ -287,7 +290,7 @@ func (r *run) apply(plan decide.Plan) error {
 		terminating = append(terminating, t.Machine)
 	}
 	machines := r.changes.beforeApply(&r.w, plan)
-	r.made = r.made || len(plan.CreateReplicas)+len(plan.Launches) > 0
+	r.made.add(plan)
 	if err := r.w.Apply(plan); err != nil {
 		return err
 	}

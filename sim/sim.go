@@ -154,7 +154,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	}
 	snap.LivenessSince = start
 	r := &run{setup: s, policy: p, cfg: p.Config, mem: decide.NewMemory(), agenda: &agenda{}, ledger: newLedger(start, end), end: end,
-		changes: newChanges(), tally: newTally()}
+		changes: newChanges(), tally: newTally(), made: appended{len(snap.Replicas), len(snap.Machines)}}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
 	r.w.IndexMachines()
