@@ -64,8 +64,10 @@ type Booking struct {
 	capacity *quietCapacity
 	reused   bool
 	// census: the pass's count of its machines, for the next pass while
-	// none changes (census.go).
-	census *fleetCensus
+	// none changes (census.go); skeleton what its view read of each
+	// (skeleton.go).
+	census   *fleetCensus
+	skeleton *viewSkeleton
 }
 
 // ReusedCapacity reports whether the pass took the last pass's
@@ -640,6 +642,9 @@ func (b *Booking) Differs(o *Booking) string {
 	}
 	if !reflect.DeepEqual(b.census, o.census) {
 		return fmt.Sprintf("machines counted %+v, afresh %+v", b.census, o.census)
+	}
+	if !reflect.DeepEqual(b.skeleton, o.skeleton) {
+		return fmt.Sprintf("the view read its machines as %+v, afresh %+v", b.skeleton, o.skeleton)
 	}
 	return ""
 }

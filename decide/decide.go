@@ -83,6 +83,9 @@ type Pass struct {
 	live        int
 	// census counts the snapshot's machines (census.go).
 	census *fleetCensus
+	// skeleton is what the view read of each of its machines
+	// (skeleton.go).
+	skeleton *viewSkeleton
 	// revisionIndex lists the memory's revision keys by service (nil
 	// until revisionKeys builds it).
 	revisionIndex map[string][]string
@@ -125,7 +128,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 			p.plan.Booked.capacity = p.capacity
 		}
 		p.plan.Booked.reused = p.capacityReused
-		p.plan.Booked.census = p.census
+		p.plan.Booked.census, p.plan.Booked.skeleton = p.census, p.skeleton
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true

@@ -196,41 +196,31 @@ func (p *Pass) buildView(clusters []string) *view {
 	// Each list in one allocation, not grown to 50,000 by appends.
 	n := len(p.machines)
 	sc := p.snap.Scratch.of()
-	lists, sources := room(&sc.lists, n), room(&sc.sources, n)
+	sources := room(&sc.sources, n)
 	all := p.snap.Scratch.plannerMachines(n)
-	v.byID, v.ids = room(&sc.byID, n), room(&sc.ids, n)
-	type inView struct {
-		cl *api.Cluster
-		in bool
+	v.byID = room(&sc.byID, n)
+	sk := p.keptSkeleton(clusters)
+	if sk == nil {
+		sk = p.takeSkeleton(clusters)
 	}
-	clusterOf := runMemo(func(name string) inView { // machines come by id, mostly of one cluster or a few
-		cl, ok := p.snap.Clusters[name]
-		return inView{cl, ok && v.clusters[name]}
-	})
-	for i, m := range p.machines {
-		c := clusterOf(m.Cluster)
-		cl := c.cl
-		if !c.in || !m.CountsTowardGroup() || m.FleetState == api.FleetDraining || m.FleetState == api.FleetStopped {
-			continue
-		}
+	cls := make([]*api.Cluster, len(clusters))
+	for i, name := range clusters {
+		cls[i] = p.snap.Clusters[name]
+	}
+	for _, e := range sk.entries {
 		// The booking sets its scheduler's machine.
-		all = append(all, planner.Machine{Joined: m.JoinState == api.JoinJoined, CreatedAt: m.CreatedAt})
-		pm := &all[len(all)-1]
-		v.byID = append(v.byID, pm) // by id, but for machines the pass launched (at the end)
-		sources = append(sources, source{m, cl})
-		v.ids = append(v.ids, m.ID)
-		if i < p.sortedMachines {
+		all = append(all, planner.Machine{Joined: e.joined, CreatedAt: e.created})
+		v.byID = append(v.byID, &all[len(all)-1]) // by id, but for machines the pass launched (at the end)
+		sources = append(sources, source{p.machines[e.at], cls[e.cluster]})
+		if int(e.at) < p.sortedMachines {
 			v.sorted = len(v.byID)
 		}
-		switch {
-		case pm.Joined && m.Schedulable() && inOverlay(m, cl):
-			lists = append(lists, listJoined)
-		case m.Launching():
-			lists = append(lists, listLaunching)
-		default:
-			lists = append(lists, listNone)
-		}
 	}
+	// Shared with the skeleton, which never changes: clipped, so that an
+	// append copies.
+	v.ids = slices.Clip(sk.ids)
+	lists := slices.Clip(sk.lists)
+	p.skeleton = sk
 	p.plan.Booked = p.bookReplicas(v, lists, sources)
 	v.joined = make([]*scheduler.Machine, 0, len(v.byID))
 	for i, pm := range v.byID {

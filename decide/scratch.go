@@ -27,8 +27,6 @@ type Scratch struct {
 	apiMachines []*api.Machine
 	// The view's lists of machines, and the booking's notes on each.
 	byID        []*planner.Machine
-	ids         []string
-	lists       []machineList
 	sources     []source
 	reused      []int32
 	fresh, base [][]*api.Replica
@@ -97,7 +95,6 @@ func (s *Scratch) Clear() {
 	clear(s.replicas[:cap(s.replicas)])
 	clear(s.apiMachines[:cap(s.apiMachines)])
 	clear(s.byID[:cap(s.byID)])
-	clear(s.ids[:cap(s.ids)])
 	clear(s.sources[:cap(s.sources)])
 	clear(s.fresh[:cap(s.fresh)])
 	clear(s.base[:cap(s.base)])
