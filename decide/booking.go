@@ -419,7 +419,13 @@ func (b *booker) book() *Booking {
 			pm.Machine, pm.Replicas, pm.DoNotDisrupt = kept.pm.Machine, slices.Clip(kept.pm.Replicas), kept.pm.DoNotDisrupt
 			list = kept.replicas
 		}
-		if i < b.v.sorted { // not one the pass launched (a placeholder)
+		switch {
+		case i >= b.v.sorted: // one the pass launched (a placeholder)
+		case b.inPlace && !b.dirty[i]:
+			// Its entry is where it was, as it was (a write of each of
+			// 10,000 entries a pass rewrote them unchanged).
+			next.machines, next.ids = next.machines[:i+1], next.ids[:i+1]
+		default:
 			// The booking keeps each machine as booked; the pass works on
 			// copies.
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
