@@ -126,15 +126,28 @@ type groupKey struct{ cluster, group string }
 // old enough to consolidate (MinLifetime) — fewest replicas first, then
 // the most expensive, then by id.
 func (p *planning) candidates() []*Machine {
-	var out []*Machine
+	// Sorted by keys read once each, side by side: a comparison that read
+	// them through each machine (and its scheduler's) missed the cache at
+	// 10,000 machines.
+	type keyed struct {
+		m        *Machine
+		replicas int
+		price    float64
+		id       string
+	}
+	var keys []keyed
 	for _, m := range p.in.Machines {
 		if m.Joined && !m.DoNotDisrupt && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
-			out = append(out, m)
+			keys = append(keys, keyed{m, len(m.Replicas), m.PricePerHour, m.ID})
 		}
 	}
-	slices.SortFunc(out, func(a, b *Machine) int {
-		return cmp.Or(cmp.Compare(len(a.Replicas), len(b.Replicas)), cmp.Compare(b.PricePerHour, a.PricePerHour), strings.Compare(a.ID, b.ID))
+	slices.SortFunc(keys, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
 	})
+	out := make([]*Machine, len(keys))
+	for i, k := range keys {
+		out[i] = k.m
+	}
 	return out
 }
 
