@@ -37,15 +37,16 @@ type deployment struct {
 	policy api.UpdatePolicy
 }
 
-// deployService moves one service towards its current revision.
-func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica) {
+// deployService moves one service towards its current revision; byID
+// says its replicas are by id.
+func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID bool) {
 	rev := p.currentRevision(svc, replicas)
 	d := p.deploymentOf(svc, rev, len(replicas) > 0)
 	x := &deployment{p: p, svc: svc, rev: rev, d: &d, policy: svc.Spec.Update}
 	desired := svc.Spec.DesiredReplicas()
-	byID := func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) }
-	if !slices.IsSortedFunc(replicas, byID) { // they usually come sorted, as a run of the pass's list: left as it is
-		replicas = slices.SortedFunc(slices.Values(replicas), byID)
+	compareIDs := func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) }
+	if !byID && !slices.IsSortedFunc(replicas, compareIDs) { // a run of the pass's list in the store's order is left as it is
+		replicas = slices.SortedFunc(slices.Values(replicas), compareIDs)
 	}
 	for _, r := range replicas {
 		switch {

@@ -62,11 +62,11 @@ func (p *Pass) busyServices() map[string]bool {
 
 // stepService runs a service's steps, and notes it quiet if they decided
 // nothing.
-func (p *Pass) stepService(svc *api.Service, replicas []*api.Replica, busy bool) {
+func (p *Pass) stepService(svc *api.Service, replicas []*api.Replica, byID, busy bool) {
 	name := svc.Metadata.Name
 	steps, revisions, wake := p.plan.serviceSteps(), len(p.mem.Revisions), p.plan.Wake.At
 	p.plan.Wake.At = time.Time{}
-	p.deployService(svc, replicas)
+	p.deployService(svc, replicas, byID)
 	own := p.plan.Wake.At
 	p.plan.Wake.At = wake
 	if !own.IsZero() {
@@ -96,18 +96,22 @@ func (p *Pass) keptMemoryOf(name string) bool {
 }
 
 // replicasOf are the pass's replicas of a service: a run of its list in
-// the store's order, else from groups made once.
-func (p *Pass) replicasOf(name string, groups *map[string][]*api.Replica) []*api.Replica {
+// the store's order (byID: then they are by id), else from groups made
+// once. The run's ends are binary searched: walking to its end read each
+// of a large service's replicas.
+func (p *Pass) replicasOf(name string, groups *map[string][]*api.Replica) (replicas []*api.Replica, byID bool) {
 	if p.index.ordered && p.index.sorted == len(p.replicas) {
 		from, _ := slices.BinarySearchFunc(p.replicas, name, func(r *api.Replica, s string) int { return strings.Compare(r.Service, s) })
-		to := from
-		for to < len(p.replicas) && p.replicas[to].Service == name {
-			to++
-		}
-		return p.replicas[from:to:to]
+		n, _ := slices.BinarySearchFunc(p.replicas[from:], name, func(r *api.Replica, s string) int {
+			if r.Service == s {
+				return -1 // the end is past every replica of the service
+			}
+			return 1
+		})
+		return p.replicas[from : from+n : from+n], true
 	}
 	if *groups == nil {
 		*groups = groupByService(p.replicas)
 	}
-	return (*groups)[name]
+	return (*groups)[name], false
 }

@@ -38,7 +38,8 @@ func (p *Pass) syncReplicas() {
 			}
 			continue
 		}
-		p.stepService(svc, p.replicasOf(name, &groups), busy[name])
+		replicas, byID := p.replicasOf(name, &groups)
+		p.stepService(svc, replicas, byID, busy[name])
 	}
 	p.deleteOrphans()
 	p.dropDeleted()
