@@ -63,16 +63,17 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID boo
 	switch {
 	case d.State == api.DeployFailed:
 		x.keepFailed()
+		x.count()
 	case d.State == api.DeployComplete && len(x.old) == 0:
-		x.fillIndexes(rev)
+		x.fillAndCount()
 	default:
 		if d.State == api.DeployComplete { // replicas of another revision appeared (made by an older gantry)
 			d.State, d.ProgressAt, d.AvailableSince = api.DeployProgressing, p.now, map[string]time.Time{}
 			x.observeAvailability()
 		}
 		x.progress()
+		x.count()
 	}
-	x.count()
 	delete(p.mem.Promotions, svc.Metadata.Name)
 	setEntry(&p.mem.Deployments, &p.owns.deployments, svc.Metadata.Name, d)
 }
@@ -413,6 +414,37 @@ func (x *deployment) stableOr() api.Revision {
 		return st
 	}
 	return x.rev
+}
+
+// fillAndCount is fillIndexes then count, of a complete deployment
+// whose replicas are all of its revision, in one walk of them (the usual
+// pass of a service whose replicas changed: at 1,500 replicas, a walk
+// each was a cache miss each).
+func (x *deployment) fillAndCount() {
+	held := make([]bool, max(x.d.Desired, 0))
+	x.d.Updated, x.d.Old, x.d.Available = 0, 0, 0
+	for _, r := range x.fresh {
+		if x.p.deleting[r.ID] {
+			continue
+		}
+		if r.Index >= 0 && r.Index < len(held) {
+			held[r.Index] = true
+		}
+		x.d.Updated++
+		if x.ready(r) {
+			x.d.Available++
+		}
+	}
+	for i, ok := range held {
+		if !ok {
+			r := x.p.createReplica(x.rev, i)
+			x.fresh = append(x.fresh, r)
+			x.d.Updated++
+			if x.ready(r) {
+				x.d.Available++
+			}
+		}
+	}
 }
 
 // fillIndexes gives every index without a replica one of rev: scaling

@@ -198,6 +198,10 @@ func TestScalingIsNotARevision(t *testing.T) {
 			t.Errorf("scale up made %s of another revision", r.ID)
 		}
 	}
+	// The pass that made them counts them: three of the revision, one up.
+	if d := plan.Memory.Deployments["web"]; d.Updated != 3 || d.Available != 1 || d.Old != 0 {
+		t.Fatalf("scale up counted %d updated, %d available, %d old; want 3, 1, 0", d.Updated, d.Available, d.Old)
+	}
 	if d := h.Memory.Deployments["web"]; d.Number != 1 || len(h.Memory.Revisions) != 1 {
 		t.Fatalf("scaling made a revision: %+v, %d revisions", d, len(h.Memory.Revisions))
 	}
