@@ -135,7 +135,7 @@ func (p *planning) candidates() []*Machine {
 		price    float64
 		id       string
 	}
-	var keys []keyed
+	keys := make([]keyed, 0, len(p.in.Machines))
 	for _, m := range p.in.Machines {
 		if m.Joined && !m.DoNotDisrupt && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
 			keys = append(keys, keyed{m, len(m.Replicas), m.PricePerHour, m.ID})
