@@ -229,8 +229,8 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 // finishDrains terminates draining machines that hold no replica any
 // more, or whose deadline has passed.
 func (p *Pass) finishDrains() {
-	if c := p.fleet(); c != nil && len(c.draining) == 0 ||
-		c == nil && !slices.ContainsFunc(p.machines, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
+	draining := p.machinesIn(func(c *fleetCensus) []int { return c.draining })
+	if !slices.ContainsFunc(draining, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
 		return // counting what each machine holds walks every replica
 	}
 	held, ok := p.drainingHolds()
