@@ -74,9 +74,12 @@ spec:
 		}
 		return false, "no join timeout yet"
 	})
-	if fake.Calls("RunInstances") < 2 {
-		t.Errorf("the failed machine was not replaced (RunInstances called %d times)", fake.Calls("RunInstances"))
-	}
+	// The event is written when the replacement is decided; its launch
+	// reaches EC2 a moment later, from the act step.
+	waitFor(t, "the failed machine replaced through RunInstances", func() (bool, string) {
+		calls := fake.Calls("RunInstances")
+		return calls >= 2, fmt.Sprintf("RunInstances called %d times", calls)
+	})
 	form := fake.LastRequest("RunInstances")
 	if form.Get("TagSpecification.1.ResourceType") != "instance" || form.Get("ImageId") != "ami-0123456789abcdef0" || form.Get("UserData") == "" {
 		t.Errorf("RunInstances request: %v", form)
