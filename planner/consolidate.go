@@ -55,31 +55,19 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	if !settled {
 		return nil // every cluster grows: no count, sort or simulation of its machines
 	}
-	live, idle := map[groupKey]int{}, map[groupKey]int{}
-	for _, m := range p.in.Machines {
-		key := groupKey{m.Cluster, m.Group}
-		live[key]++
-		if len(m.Replicas) == 0 {
-			idle[key]++
-		}
-	}
-	stopped, groups := map[groupKey]int{}, make(map[groupKey]*Group, len(p.in.Groups))
-	for _, g := range p.in.Groups {
-		stopped[groupKey{g.Cluster, g.ID}] = g.Stopped
-		groups[groupKey{g.Cluster, g.ID}] = g
-	}
+	counts, slotOf := p.groupCounts(growing)
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	for _, m := range p.candidates() {
+	for _, c := range p.candidates(slotOf) {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
 		}
-		if growing[m.Cluster] {
-			continue
+		if c.slot < 0 {
+			continue // a machine of no group the plan knows
 		}
-		key := groupKey{m.Cluster, m.Group}
-		g := groups[key]
-		if g == nil || live[key] <= g.MinSize {
+		m, gc := c.m, &counts[c.slot]
+		g := gc.group
+		if gc.growing || gc.live <= g.MinSize {
 			continue
 		}
 		if sim == nil {
@@ -88,18 +76,18 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
 			idleLongEnough := !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
-			toStop := g.WarmStopped && stopped[key] < g.WarmPool
-			if idleLongEnough && (toStop || idle[key]+stopped[key] > g.WarmPool) {
+			toStop := g.WarmStopped && gc.stopped < g.WarmPool
+			if idleLongEnough && (toStop || gc.idle+gc.stopped > g.WarmPool) {
 				r := Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
 					Reason: fmt.Sprintf("empty for more than %s", p.cfg.EmptyMachineTTL)}
 				if toStop {
 					r.Stop, r.Reason = true, r.Reason+": stopped into the warm pool"
-					stopped[key]++
+					gc.stopped++
 				} else {
-					live[key]--
+					gc.live--
 				}
 				removals = append(removals, r)
-				idle[key]--
+				gc.idle--
 				sim.remove(m.ID)
 			}
 			continue
@@ -107,7 +95,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		if sim.moveAway(m, g.WarmPool) {
 			removals = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
 				Reason: fmt.Sprintf("its %d replica(s) fit on other machines", len(held))})
-			live[key]--
+			gc.live--
 			continue
 		}
 		if r, ok := p.replacement(sim.machine(m), sim.replicasOn(m), g, plan); ok {
@@ -122,31 +110,79 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 // them (a pass counts every machine's group).
 type groupKey struct{ cluster, group string }
 
+// groupCount is what consolidation counts of a group as it removes
+// machines: its machines, the idle ones, the stopped warm ones.
+type groupCount struct {
+	group               *Group
+	growing             bool
+	live, idle, stopped int
+}
+
+// groupCounts counts each group (by its place in the input, the last of
+// a key's duplicates counting) and finds each machine's group once (-1:
+// none), instead of a map lookup of the pair of names at every count.
+func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32) {
+	slots := make(map[groupKey]int32, len(p.in.Groups))
+	counts := make([]groupCount, len(p.in.Groups))
+	for i, g := range p.in.Groups {
+		slots[groupKey{g.Cluster, g.ID}] = int32(i)
+		counts[i] = groupCount{group: g, growing: growing[g.Cluster], stopped: g.Stopped}
+	}
+	slotOf := make([]int32, len(p.in.Machines))
+	last, lastSlot := groupKey{}, int32(-1)
+	for i, m := range p.in.Machines {
+		key := groupKey{m.Cluster, m.Group}
+		if i == 0 || key != last { // a group's machines mostly come together (ids begin with its names)
+			slot, ok := slots[key]
+			if !ok {
+				slot = -1
+			}
+			last, lastSlot = key, slot
+		}
+		slotOf[i] = lastSlot
+		if lastSlot < 0 {
+			continue
+		}
+		counts[lastSlot].live++
+		if len(m.Replicas) == 0 {
+			counts[lastSlot].idle++
+		}
+	}
+	return counts, slotOf
+}
+
+// removable is a machine consolidation may remove, with its group's
+// place in the counts.
+type removable struct {
+	m    *Machine
+	slot int32
+}
+
 // candidates: joined machines — empty ones (bound by EmptyMachineTTL) or
 // old enough to consolidate (MinLifetime) — fewest replicas first, then
-// the most expensive, then by id.
-func (p *planning) candidates() []*Machine {
+// the most expensive, then by id; slotOf is each input machine's group.
+func (p *planning) candidates(slotOf []int32) []removable {
 	// Sorted by keys read once each, side by side: a comparison that read
 	// them through each machine (and its scheduler's) missed the cache at
 	// 10,000 machines.
 	type keyed struct {
-		m        *Machine
+		removable
 		replicas int
 		price    float64
 		id       string
 	}
 	keys := make([]keyed, 0, len(p.in.Machines))
-	for _, m := range p.in.Machines {
+	for i, m := range p.in.Machines {
 		if m.Joined && !m.DoNotDisrupt && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
-			keys = append(keys, keyed{m, len(m.Replicas), m.PricePerHour, m.ID})
+			keys = append(keys, keyed{removable{m, slotOf[i]}, len(m.Replicas), m.PricePerHour, m.ID})
 		}
 	}
 	slices.SortFunc(keys, func(a, b keyed) int {
 		return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
 	})
-	out := make([]*Machine, len(keys))
+	out := make([]removable, len(keys))
 	for i, k := range keys {
-		out[i] = k.m
+		out[i] = k.removable
 	}
 	return out
 }
