@@ -145,20 +145,22 @@ func (p *Pass) listProviders() {
 // store was failing) gives every machine a full period to reach it.
 func (p *Pass) detectLost() {
 	limit := p.cfg.HeartbeatIntervalFor(p.live) * time.Duration(p.cfg.MissedHeartbeats)
+	// A beat at or after heardBy is within the limit: one comparison a
+	// machine, not a difference of times each.
+	heardBy := p.now.Add(-limit)
 	for i, m := range p.machines {
 		if !watchedForSilence(m) {
 			continue
 		}
 		last := lastSign(p.snap.heartbeat(i, m), p.snap.LivenessSince)
-		silent := p.now.Sub(last)
 		switch {
-		case silent <= limit:
+		case !last.Before(heardBy):
 			if m.UnreachableSince != nil { // SilentAt watches the others
 				p.passed(last.Add(limit))
 			}
 		case m.UnreachableSince == nil:
 			why := fmt.Sprintf("no heartbeat for %s (limit %s); replicas move after %s unless it returns",
-				silent.Round(time.Second), limit, p.cfg.RescheduleGrace)
+				p.now.Sub(last).Round(time.Second), limit, p.cfg.RescheduleGrace)
 			if fleet.MarkUnreachable(p.ownMachine(m), why, p.now) {
 				p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
 			}
