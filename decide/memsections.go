@@ -65,7 +65,13 @@ func section[V any](name string, field func(*Memory) *map[string]V) memorySectio
 		name:      name,
 		makeEmpty: func(m *Memory) { *field(m) = map[string]V{} },
 		clone: func(dst, src *Memory) {
-			if c := maps.Clone(*field(src)); c != nil {
+			// Copied into a map of its size, not cloned: a clone keeps the
+			// room of every entry the map once held, and a section that
+			// is emptied each pass (outcome) held one for each machine of
+			// a fleet's launch, cloned (and cleared) on every pass after.
+			if m := *field(src); len(m) > 0 {
+				c := make(map[string]V, len(m))
+				maps.Copy(c, m)
 				*field(dst) = c
 			}
 		},
