@@ -140,6 +140,32 @@ func benchConsolidate(b *testing.B, n int) {
 	b.ReportMetric(float64(len(p.Remove)), "removed")
 }
 
+// BenchmarkConsolidateSettled10000: 10,000 full machines of which none
+// can go, the steady state of a large fleet: consolidation looks at every
+// machine and finds nothing.
+func BenchmarkConsolidateSettled10000(b *testing.B) {
+	small, large := itype(1), itype(4)
+	g := group("g", 10000, 0, 20000, small, large)
+	machines := make([]*Machine, 10000)
+	for i := range machines {
+		it, load := large, 8
+		if i%5 == 0 {
+			it, load = small, 2
+		}
+		rs := replicas(fmt.Sprintf("s%04d", i), load, 500)
+		machines[i] = joined(fmt.Sprintf("m%05d", i), "g", it, time.Hour, rs...)
+	}
+	cfg := DefaultConfig()
+	b.ReportAllocs()
+	var p Plan
+	for b.Loop() {
+		p = Compute(cfg, Input{Groups: []*Group{g}, Machines: machines, Now: now})
+	}
+	if len(p.Remove) != 0 || len(p.Add) != 0 {
+		b.Fatalf("a settled fleet changed: %d added, %d removed", len(p.Add), len(p.Remove))
+	}
+}
+
 // tierReplicas are n replicas of services of perService each that all
 // carry tier=front and keep apart from it (required anti-affinity on
 // machine, one selector across services: how Kubernetes users spread a

@@ -55,10 +55,10 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	if !settled {
 		return nil // every cluster grows: no count, sort or simulation of its machines
 	}
-	counts, slotOf := p.groupCounts(growing)
+	counts, slotOf, free := p.groupCounts(growing)
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	for _, c := range p.candidates(slotOf) {
+	for _, c := range p.candidates(slotOf, p.mayGo(counts, free)) {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
 		}
@@ -71,7 +71,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			continue
 		}
 		if sim == nil {
-			sim = newSimulation(p.in.Machines)
+			sim = newSimulation(p.in.Machines, free)
 		}
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
@@ -120,8 +120,9 @@ type groupCount struct {
 
 // groupCounts counts each group (by its place in the input, the last of
 // a key's duplicates counting) and finds each machine's group once (-1:
-// none), instead of a map lookup of the pair of names at every count.
-func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32) {
+// none), instead of a map lookup of the pair of names at every count; and
+// it sums each cluster's free capacity on its joined machines.
+func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, map[string]api.Resources) {
 	slots := make(map[groupKey]int32, len(p.in.Groups))
 	counts := make([]groupCount, len(p.in.Groups))
 	for i, g := range p.in.Groups {
@@ -129,15 +130,26 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32) 
 		counts[i] = groupCount{group: g, growing: growing[g.Cluster], stopped: g.Stopped}
 	}
 	slotOf := make([]int32, len(p.in.Machines))
+	free := map[string]api.Resources{}
 	last, lastSlot := groupKey{}, int32(-1)
+	var lastFree api.Resources
+	flush := func() {
+		if lastFree != (api.Resources{}) {
+			free[last.cluster] = free[last.cluster].Add(lastFree)
+		}
+	}
 	for i, m := range p.in.Machines {
 		key := groupKey{m.Cluster, m.Group}
 		if i == 0 || key != last { // a group's machines mostly come together (ids begin with its names)
+			flush()
 			slot, ok := slots[key]
 			if !ok {
 				slot = -1
 			}
-			last, lastSlot = key, slot
+			last, lastSlot, lastFree = key, slot, api.Resources{}
+		}
+		if m.Joined {
+			lastFree = lastFree.Add(m.Free())
 		}
 		slotOf[i] = lastSlot
 		if lastSlot < 0 {
@@ -148,7 +160,39 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32) 
 			counts[lastSlot].idle++
 		}
 	}
-	return counts, slotOf
+	flush()
+	return counts, slotOf, free
+}
+
+// mayGo says whether consolidation could remove a machine at all, from
+// what holds before it removes any: a removal only makes the next
+// harder. The cluster's free capacity only shrinks, a machine only
+// gains the replicas moved onto it (so it fits fewer offerings), and a
+// group only loses machines. So a machine that fails every test now
+// would fail it in the walk too, and is left out before the candidates
+// are sorted (at 10,000 machines the sort of all of them was most of a
+// consolidation that found nothing). An empty machine always passes
+// (there is room for nothing); machines with GPUs are kept, as a GPU type
+// moved on may change the offerings that hold the rest.
+func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources) func(*Machine, int32) bool {
+	return func(m *Machine, slot int32) bool {
+		if slot < 0 {
+			return false
+		}
+		gc := &counts[slot]
+		switch {
+		case gc.growing || gc.live <= gc.group.MinSize:
+			return false
+		case len(m.GPUs) > 0:
+			return true
+		}
+		used := m.Allocated
+		if free[m.Cluster].Sub(m.Free()).Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes}) {
+			return true // its replicas may fit on the others
+		}
+		cand := p.catalog.cheapestHolding(&bin{m: m.Machine, group: gc.group, offering: offeringOf(m.Machine)})
+		return cand != nil && cand.offering.PricePerHour <= (1-p.cfg.SavingsFloor)*m.PricePerHour
+	}
 }
 
 // removable is a machine consolidation may remove, with its group's
@@ -160,8 +204,9 @@ type removable struct {
 
 // candidates: joined machines — empty ones (bound by EmptyMachineTTL) or
 // old enough to consolidate (MinLifetime) — fewest replicas first, then
-// the most expensive, then by id; slotOf is each input machine's group.
-func (p *planning) candidates(slotOf []int32) []removable {
+// the most expensive, then by id; slotOf is each input machine's group,
+// and mayGo leaves out those that cannot go.
+func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) []removable {
 	// Sorted by keys read once each, side by side: a comparison that read
 	// them through each machine (and its scheduler's) missed the cache at
 	// 10,000 machines.
@@ -173,9 +218,14 @@ func (p *planning) candidates(slotOf []int32) []removable {
 	}
 	keys := make([]keyed, 0, len(p.in.Machines))
 	for i, m := range p.in.Machines {
-		if m.Joined && !m.DoNotDisrupt && (len(m.Replicas) == 0 || p.in.Now.Sub(m.CreatedAt) >= p.cfg.MinLifetime) {
-			keys = append(keys, keyed{removable{m, slotOf[i]}, len(m.Replicas), m.PricePerHour, m.ID})
+		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
+			continue
 		}
+		if !p.noShortcuts && !mayGo(m, slotOf[i]) {
+			p.leftOut++
+			continue
+		}
+		keys = append(keys, keyed{removable{m, slotOf[i]}, len(m.Replicas), m.PricePerHour, m.ID})
 	}
 	slices.SortFunc(keys, func(a, b keyed) int {
 		return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
@@ -235,14 +285,10 @@ type simulation struct {
 	idleIn map[string]int
 }
 
-func newSimulation(ms []*Machine) *simulation {
-	s := &simulation{in: ms, free: map[string]api.Resources{}}
-	for _, m := range ms {
-		if m.Joined {
-			s.free[m.Cluster] = s.free[m.Cluster].Add(m.Free())
-		}
-	}
-	return s
+// newSimulation is the machines as they are; free is each cluster's free
+// capacity on its joined machines, which the simulation takes over.
+func newSimulation(ms []*Machine, free map[string]api.Resources) *simulation {
+	return &simulation{in: ms, free: free}
 }
 
 // build copies the joined machines into the what-if session.

@@ -115,10 +115,12 @@ type (
 // Compute plans for the snapshot.
 func Compute(cfg Config, in Input) Plan { return compute(cfg, in, false) }
 
-// compute is Compute; placeAlways builds the placing sessions even with
-// nothing pending (the test that the shortcut changes no plan).
-func compute(cfg Config, in Input, placeAlways bool) Plan {
-	plan, p := computeWith(cfg, in, placeAlways, false)
+// compute is Compute; noShortcuts takes none of the shortcuts that must
+// change no plan (the tests that they do not): it builds the placing
+// sessions even with nothing pending, and consolidation walks every
+// candidate.
+func compute(cfg Config, in Input, noShortcuts bool) Plan {
+	plan, p := computeWith(cfg, in, noShortcuts, false)
 	if 2*p.spreadAlone >= len(in.Pending) && p.spreadAlone > 0 {
 		// Most of what is pending are services whose only rule is a
 		// machine spread, with none that keep apart: the scheduler's
@@ -127,7 +129,7 @@ func compute(cfg Config, in Input, placeAlways bool) Plan {
 		// seed 2016: 11.3% -> 14.9%). Both keep every rule: the cheaper
 		// is kept. (A few spread services among many others are not
 		// worth planning twice.)
-		if dealt, pd := computeWith(cfg, in, placeAlways, true); len(dealt.Pending) <= len(plan.Pending) && dealt.CostAfter < plan.CostAfter*(1-1e-9) {
+		if dealt, pd := computeWith(cfg, in, noShortcuts, true); len(dealt.Pending) <= len(plan.Pending) && dealt.CostAfter < plan.CostAfter*(1-1e-9) {
 			plan, p = dealt, pd
 		}
 	}
@@ -137,8 +139,8 @@ func compute(cfg Config, in Input, placeAlways bool) Plan {
 
 // computeWith is compute, spread services dealt like services that keep
 // apart when dealSpread (see place).
-func computeWith(cfg Config, in Input, placeAlways, dealSpread bool) (Plan, *planning) {
-	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, placeAlways: placeAlways, dealSpread: dealSpread}
+func computeWith(cfg Config, in Input, noShortcuts, dealSpread bool) (Plan, *planning) {
+	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, noShortcuts: noShortcuts, dealSpread: dealSpread}
 	for _, g := range in.Groups {
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
@@ -170,7 +172,7 @@ func computeWith(cfg Config, in Input, placeAlways, dealSpread bool) (Plan, *pla
 // and sorted, every resident learnt: 500,000 at 50,000 machines) would
 // have nothing to place.
 func (p *planning) placeAndCompact(in Input) (scheduler.Result, []*scheduler.Machine) {
-	if len(in.Pending) == 0 && !p.placeAlways {
+	if len(in.Pending) == 0 && !p.noShortcuts {
 		p.openMinSize()
 		return scheduler.Result{Unplaced: map[string]string{}}, nil
 	}
@@ -308,8 +310,11 @@ type planning struct {
 	catalog *offeringIndex
 	bins    []*bin
 	added   map[string]int
-	// placeAlways: see compute.
-	placeAlways bool
+	// noShortcuts: see compute.
+	noShortcuts bool
+	// leftOut counts the machines consolidation left out as unable to
+	// go (mayGo).
+	leftOut int
 	// dealSpread: deal spread services like services that keep apart
 	// even with none of those; spreadAlone counts the spread replicas
 	// the scheduler placed for want of them (compute may then try
