@@ -239,8 +239,8 @@ func (p *Pass) finishRetiring() {
 // out of the endpoints since the new copy ran, for drainSeconds.
 func (p *Pass) finishHandovers() {
 	candidates := p.replicas
-	if p.snap.NoneMoving {
-		candidates = p.replicasAmong(nil)
+	if p.snap.Moving != nil {
+		candidates = p.replicasAmong(p.snap.Moving)
 	}
 	for _, r := range candidates {
 		if replica.Draining(r) && p.reached(r.HandedOverAt.Add(p.drainOf(r))) {

@@ -42,9 +42,11 @@ type Snapshot struct {
 	// server's view counts them); the pass then does not look (a walk of
 	// every replica).
 	NoneRetiring bool
-	// NoneMoving: the caller vouches that no replica is moving off a
-	// machine (PreviousMachine set).
-	NoneMoving bool
+	// Moving, when not nil, are the ids of every replica moving off a
+	// machine (PreviousMachine set), sorted, as the caller (a server's
+	// view) keeps them: the pass looks for moves to end among them and
+	// those it changed, not at every replica.
+	Moving []string
 	// Unplaced, when not nil, are the ids of every replica on no machine,
 	// as the caller (a server's view) keeps them: the pass looks for
 	// replicas to place among them and those it changed, not among all.

@@ -205,8 +205,8 @@ func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
 // machines hold among theirs (Snapshot.Draining), and skips its walks for
 // retiring and moving ones while there are none.
 type tally struct {
-	unplaced         *sortedset.Set
-	retiring, moving map[string]bool
+	unplaced, moving *sortedset.Set
+	retiring         map[string]bool
 	// held are the replicas on each machine or moving off it, by
 	// machine; at the machines each replica was counted on.
 	held map[string]map[string]bool
@@ -214,7 +214,7 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{unplaced: sortedset.New(), retiring: map[string]bool{}, moving: map[string]bool{},
+	return &tally{unplaced: sortedset.New(), retiring: map[string]bool{}, moving: sortedset.New(),
 		held: map[string]map[string]bool{}, at: map[string][2]string{}}
 }
 
@@ -224,7 +224,7 @@ func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) 
 	for id := range changed {
 		t.unplaced.Remove(id)
 		delete(t.retiring, id)
-		delete(t.moving, id)
+		t.moving.Remove(id)
 		r := w.ReplicaByID(id)
 		t.rehold(id, r)
 		if r == nil {
@@ -237,7 +237,7 @@ func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) 
 			t.retiring[id] = true
 		}
 		if r.PreviousMachine != "" {
-			t.moving[id] = true
+			t.moving.Add(id)
 		}
 	}
 }
@@ -294,5 +294,5 @@ func (t *tally) vouch(s *decide.Snapshot) {
 		}
 	}
 	s.Unplaced = t.unplaced.Sorted() // never nil: nil reads as not known
-	s.NoneRetiring, s.NoneMoving = len(t.retiring) == 0, len(t.moving) == 0
+	s.NoneRetiring, s.Moving = len(t.retiring) == 0, t.moving.Sorted()
 }

@@ -262,7 +262,7 @@ func (r *run) decide() (decide.Plan, error) {
 		}
 		walked := *snap
 		walked.InStoreOrder, walked.MachinesByID = false, false
-		walked.Unplaced, walked.NoneRetiring, walked.NoneMoving, walked.Draining = nil, false, false, nil
+		walked.Unplaced, walked.NoneRetiring, walked.Moving, walked.Draining = nil, false, nil, nil
 		full := decide.Decide(r.cfg, &walked, r.mem, r.w.Now)
 		if diff := plan.Booked.Differs(full.Booked); diff != "" {
 			return plan, fmt.Errorf("a pass booked from the last booking otherwise than afresh: %s", diff)

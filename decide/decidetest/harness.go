@@ -270,7 +270,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		// Afresh, and without what the snapshot vouches for: every replica
 		// walked.
 		walked := *h.Snap
-		walked.InStoreOrder, walked.NoneRetiring, walked.NoneMoving, walked.Unplaced, walked.Orphaned = false, false, false, nil, nil
+		walked.InStoreOrder, walked.NoneRetiring, walked.Moving, walked.Unplaced, walked.Orphaned = false, false, nil, nil, nil
 		walked.Draining = nil
 		walked.MachinesByID = false
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
@@ -304,11 +304,13 @@ func (h *Harness) inStoreOrder() {
 	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
 	h.Snap.MachinesByID = slices.IsSortedFunc(h.Snap.Machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
 	h.Snap.NoneRetiring = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
-	h.Snap.NoneMoving = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
-	h.Snap.Unplaced, h.Snap.Orphaned = []string{}, []string{}
+	h.Snap.Unplaced, h.Snap.Moving, h.Snap.Orphaned = []string{}, []string{}, []string{}
 	for _, r := range h.Snap.Replicas {
 		if r.Machine == "" {
 			h.Snap.Unplaced = append(h.Snap.Unplaced, r.ID)
+		}
+		if r.PreviousMachine != "" {
+			h.Snap.Moving = append(h.Snap.Moving, r.ID)
 		}
 		orphan := !slices.ContainsFunc(h.Snap.Services, func(s *api.Service) bool { return s.Metadata.Name == r.Service })
 		if orphan && !slices.Contains(h.Snap.Orphaned, r.Service) {

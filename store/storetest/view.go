@@ -151,15 +151,18 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Memory, errs[5] = tx.ListMemory()
 	s.InStoreOrder = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
 	s.NoneRetiring = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
-	s.NoneMoving = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return r.PreviousMachine != "" })
-	s.Pending, s.Unplaced = map[string]int{}, []string{}
+	s.Pending, s.Unplaced, s.Moving = map[string]int{}, []string{}, []string{}
 	for _, r := range replicas {
 		if r.Machine == "" {
 			s.Pending[r.Cluster]++
 			s.Unplaced = append(s.Unplaced, r.ID)
 		}
+		if r.PreviousMachine != "" {
+			s.Moving = append(s.Moving, r.ID)
+		}
 	}
 	slices.Sort(s.Unplaced)
+	slices.Sort(s.Moving)
 	s.Orphaned = []string{}
 	for _, r := range replicas {
 		if !slices.ContainsFunc(s.Services, func(svc *api.Service) bool { return svc.Metadata.Name == r.Service }) && !slices.Contains(s.Orphaned, r.Service) {

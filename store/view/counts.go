@@ -18,8 +18,9 @@ type replicaCounts struct {
 	oddIDs int
 	// retiring are the replicas out of their names, running until drained.
 	retiring int
-	// moving are the replicas moving off a machine (PreviousMachine set).
-	moving int
+	// moving are the ids of the replicas moving off a machine
+	// (PreviousMachine set).
+	moving *sortedset.Set
 	// pending are the replicas on no machine, by cluster; unplaced their
 	// ids.
 	pending  map[string]int
@@ -33,7 +34,7 @@ type replicaCounts struct {
 }
 
 func newReplicaCounts(replicas []*api.Replica) replicaCounts {
-	c := replicaCounts{pending: map[string]int{}, unplaced: sortedset.New(), byService: map[string]int{}}
+	c := replicaCounts{pending: map[string]int{}, unplaced: sortedset.New(), moving: sortedset.New(), byService: map[string]int{}}
 	for _, r := range replicas {
 		c.add(r, 1)
 	}
@@ -52,7 +53,11 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 		c.retiring += n
 	}
 	if r.PreviousMachine != "" {
-		c.moving += n
+		if n > 0 {
+			c.moving.Add(r.ID)
+		} else {
+			c.moving.Remove(r.ID)
+		}
 	}
 	c.byService[r.Service] += n
 	switch c.byService[r.Service] {
@@ -74,6 +79,10 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 		}
 	}
 }
+
+// movingIDs are the ids of the replicas moving off a machine, sorted (not
+// nil), shared until they change.
+func (c *replicaCounts) movingIDs() []string { return c.moving.Sorted() }
 
 // unplacedIDs are the ids of the replicas on no machine, sorted (not
 // nil: a pass reads nil as not known), shared until they change.

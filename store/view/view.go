@@ -180,8 +180,8 @@ type Snapshot struct {
 	// NoneRetiring: no replica is retiring (out of its name, running until
 	// drained).
 	NoneRetiring bool
-	// NoneMoving: no replica is moving off a machine.
-	NoneMoving bool
+	// Moving are the ids of the replicas moving off a machine, sorted.
+	Moving []string
 	// Pending counts the replicas on no machine, by cluster (none:
 	// absent); Unplaced are their ids, sorted.
 	Pending  map[string]int
@@ -417,7 +417,7 @@ func (v *View) snapshot() Snapshot {
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
 		Machines: slices.Clip(s.machines), Replicas: s.replicas, Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
-		NoneRetiring: v.counts.retiring == 0, NoneMoving: v.counts.moving == 0, Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
+		NoneRetiring: v.counts.retiring == 0, Moving: v.counts.movingIDs(), Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
 		Orphaned: v.counts.orphaned(v.services), MachineStates: v.states.list(), Draining: v.drainingHolds()}
 }
 
