@@ -38,7 +38,7 @@ func (ch *changes) memory(key string)      { ch.c.Memory[key] = true }
 
 // beforeApply notes, as they are, the replicas and machines a plan is
 // about to change, and returns the machines there were.
-func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machine {
+func (ch *changes) beforeApply(w *playback.World, held *tally, plan decide.Plan) []*api.Machine {
 	for _, list := range [][]decide.ReplicaDelete{plan.DeleteReplicas, plan.RetireReplicas} {
 		for _, d := range list {
 			ch.c.Replica(d.ID, d.Service, machineOf(w, d.ID))
@@ -66,15 +66,9 @@ func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machi
 	for _, rv := range plan.Reverts {
 		ch.service(rv.Service)
 	}
-	if len(plan.Terminates) > 0 {
-		ending := map[string]bool{}
-		for _, t := range plan.Terminates {
-			ending[t.Machine] = true
-		}
-		for _, r := range w.Snap.Replicas {
-			if ending[r.Machine] || ending[r.PreviousMachine] {
-				ch.replica(r)
-			}
+	for _, t := range plan.Terminates {
+		for _, r := range held.onOrOff(w, ch.c, t.Machine) {
+			ch.replica(r)
 		}
 	}
 	for _, steps := range [][]decide.MachineStep{plan.Unreachable, plan.Stops, plan.Starts} {
@@ -283,6 +277,31 @@ func (t *tally) unhold(id string) {
 		}
 	}
 	delete(t.at, id)
+}
+
+// onOrOff are the replicas on the machine or moving off it now, in no
+// particular order: among those the tally holds there and those changed
+// since it was brought up to date (a walk of every replica for each
+// machine lost was quadratic in a large fleet's churn).
+func (t *tally) onOrOff(w *playback.World, since *decide.Changes, machine string) []*api.Replica {
+	var out []*api.Replica
+	seen := make(map[string]bool, len(t.held[machine]))
+	take := func(id string) {
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+		if r := w.ReplicaByID(id); r != nil && (r.Machine == machine || r.PreviousMachine == machine) {
+			out = append(out, r)
+		}
+	}
+	for id := range t.held[machine] {
+		take(id)
+	}
+	for id := range since.Replicas {
+		take(id)
+	}
+	return out
 }
 
 // vouch hands the tally to a pass.

@@ -289,7 +289,7 @@ func (r *run) apply(plan decide.Plan) error {
 	for _, t := range plan.Terminates {
 		terminating = append(terminating, t.Machine)
 	}
-	machines := r.changes.beforeApply(&r.w, plan)
+	machines := r.changes.beforeApply(&r.w, r.tally, plan)
 	r.made.add(plan)
 	if err := r.w.Apply(plan); err != nil {
 		return err
@@ -351,10 +351,8 @@ func (r *run) startAll(machine string) {
 // lost follows the replicas of a machine that was taken back or is
 // terminating: those that ran there stop.
 func (r *run) lost(machine string, interrupted bool) {
-	for _, rep := range r.w.Snap.Replicas {
-		if rep.Machine == machine || rep.PreviousMachine == machine {
-			r.trackWhy(rep, false, interrupted)
-		}
+	for _, rep := range r.tally.onOrOff(&r.w, r.changes.c, machine) {
+		r.trackWhy(rep, false, interrupted)
 	}
 }
 
