@@ -161,6 +161,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
 		instances: map[string]*instance{}, silent: map[string]bool{}}
 	r.w.Provider = r.cloud
+	r.w.OnOrOff = func(machine string) []*api.Replica { return r.tally.onOrOff(&r.w, r.changes.c, machine) }
 	r.bound = newBounder(s.World.BoundEvery, start)
 	r.res.Disruptions.Terminations = map[string]int{}
 	return r, nil

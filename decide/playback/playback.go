@@ -26,7 +26,11 @@ type World struct {
 	// Provider answers the plan's launch and terminate calls; nil: at
 	// once, and they succeed.
 	Provider Provider
-	seq      int
+	// OnOrOff, when set, gives the replicas on a machine or moving off
+	// it (at least those: Apply checks each), in any order, for a caller
+	// that keeps them by machine; nil: Apply walks every replica.
+	OnOrOff func(machine string) []*api.Replica
+	seq     int
 	// byID indexes the replicas, when IndexReplicas asked for it;
 	// machineByID the machines, when IndexMachines did.
 	byID        map[string]*api.Replica
@@ -233,14 +237,7 @@ func (w *World) applyReplicas(p decide.Plan) error {
 		}
 	}
 	if len(p.DeleteReplicas) > 0 {
-		deleted := make(map[string]bool, len(p.DeleteReplicas))
-		for _, d := range p.DeleteReplicas {
-			deleted[d.ID] = true
-			if w.byID != nil {
-				delete(w.byID, d.ID)
-			}
-		}
-		w.Snap.Replicas = slices.DeleteFunc(w.Snap.Replicas, func(r *api.Replica) bool { return deleted[r.ID] })
+		w.deleteReplicas(p.DeleteReplicas)
 	}
 	for _, id := range p.EndMoves {
 		if r := w.ReplicaByID(id); r != nil && replica.Draining(r) {
@@ -256,6 +253,28 @@ func (w *World) applyReplicas(p decide.Plan) error {
 	return nil
 }
 
+// deleteReplicas drops the replicas deleted from the snapshot's list.
+// Indexed, it knows them by pointer, so that the walk of the list reads
+// no replica (a cache miss each of 60,000).
+func (w *World) deleteReplicas(deletes []decide.ReplicaDelete) {
+	if w.byID == nil {
+		deleted := make(map[string]bool, len(deletes))
+		for _, d := range deletes {
+			deleted[d.ID] = true
+		}
+		w.Snap.Replicas = slices.DeleteFunc(w.Snap.Replicas, func(r *api.Replica) bool { return deleted[r.ID] })
+		return
+	}
+	deleted := make(map[*api.Replica]bool, len(deletes))
+	for _, d := range deletes {
+		if r := w.byID[d.ID]; r != nil {
+			deleted[r] = true
+			delete(w.byID, d.ID)
+		}
+	}
+	w.Snap.Replicas = slices.DeleteFunc(w.Snap.Replicas, func(r *api.Replica) bool { return deleted[r] })
+}
+
 func (w *World) terminate(t decide.Terminate) error {
 	m, err := w.machine(t.Machine)
 	if err != nil {
@@ -264,7 +283,11 @@ func (w *World) terminate(t decide.Terminate) error {
 	if changed, err := fleet.Terminating(m, t.Reason, w.Now); err != nil || !changed {
 		return err
 	}
-	for _, r := range w.Snap.Replicas {
+	candidates := w.Snap.Replicas
+	if w.OnOrOff != nil {
+		candidates = w.OnOrOff(m.ID)
+	}
+	for _, r := range candidates {
 		if r.PreviousMachine == m.ID {
 			replica.EndMove(r)
 		}

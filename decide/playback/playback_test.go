@@ -83,3 +83,34 @@ func TestAPlanNamingWhatIsNotThereIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// A terminating machine's replicas go back to pending and the one moving
+// off it stays where it went, whether the world walks every replica or
+// asks OnOrOff; an indexed world deletes replicas as one that is not.
+func TestATerminationFindsTheMachinesReplicasEitherWay(t *testing.T) {
+	for _, kept := range []bool{false, true} {
+		w := world()
+		m := &api.Machine{ID: "m1", Cluster: "c", Group: "g", JoinState: api.JoinJoined, FleetState: api.FleetActive}
+		w.Snap.Machines = []*api.Machine{m}
+		on := &api.Replica{ID: "web-0", Service: "web", Machine: "m1", State: api.ReplicaRunning}
+		moving := &api.Replica{ID: "web-1", Service: "web", Machine: "m2", PreviousMachine: "m1", State: api.ReplicaRunning}
+		elsewhere := &api.Replica{ID: "web-2", Service: "web", Machine: "m2", State: api.ReplicaRunning}
+		gone := &api.Replica{ID: "web-3", Service: "web", Machine: "m2", State: api.ReplicaRunning}
+		w.Snap.Replicas = []*api.Replica{on, moving, elsewhere, gone}
+		if kept {
+			w.IndexMachines()
+			w.IndexReplicas()
+			w.OnOrOff = func(machine string) []*api.Replica { return []*api.Replica{moving, on} }
+		}
+		plan := decide.Plan{Terminates: []decide.Terminate{{Machine: "m1", Reason: "test"}}, DeleteReplicas: []decide.ReplicaDelete{{ID: "web-3", Service: "web"}}}
+		if err := w.Apply(plan); err != nil {
+			t.Fatal(err)
+		}
+		if on.Machine != "" || on.State != api.ReplicaPending || moving.PreviousMachine != "" || moving.Machine != "m2" || elsewhere.State != api.ReplicaRunning {
+			t.Errorf("kept %v: after the termination %+v %+v %+v", kept, on, moving, elsewhere)
+		}
+		if len(w.Snap.Replicas) != 3 || w.ReplicaByID("web-3") != nil {
+			t.Errorf("kept %v: web-3 was deleted, the replicas are %d", kept, len(w.Snap.Replicas))
+		}
+	}
+}
