@@ -428,14 +428,19 @@ func NextCandidate(cfg Config, machines []*Machine, now time.Time) time.Time {
 			first = t
 		}
 	}
+	// A machine idle since idleBy or before, or made by madeBy, is a
+	// candidate already: two comparisons a machine, not two sums of times.
+	idleBy, madeBy := now.Add(-cfg.EmptyMachineTTL), now.Add(-cfg.MinLifetime)
 	for _, m := range machines {
 		if !m.Joined {
 			continue
 		}
-		if !m.IdleSince.IsZero() {
+		if !m.IdleSince.IsZero() && m.IdleSince.After(idleBy) {
 			note(m.IdleSince.Add(cfg.EmptyMachineTTL))
 		}
-		note(m.CreatedAt.Add(cfg.MinLifetime))
+		if m.CreatedAt.After(madeBy) {
+			note(m.CreatedAt.Add(cfg.MinLifetime))
+		}
 	}
 	return first
 }
