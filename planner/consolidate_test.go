@@ -71,3 +71,34 @@ func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 	cfg.MaxRemovals = 1 + rng.IntN(4)
 	return Input{Groups: groups, Machines: ms, Now: now}, cfg
 }
+
+// NextCandidate is the first time a joined machine becomes one: empty
+// for EmptyMachineTTL or older than MinLifetime; a time that came already
+// or comes exactly now is not next, nor a machine on its way.
+func TestNextCandidateIsTheFirstTimeAMachineBecomesOne(t *testing.T) {
+	cfg := DefaultConfig() // idle 5m, lifetime 10m
+	busy := joined("busy", "g", itype(2), 7*time.Minute, replicas("web", 1, 500)...) // old enough in 3m
+	idle := joined("idle", "g", itype(2), 2*time.Minute)                            // empty long enough in 3m, old enough in 8m
+	young := joined("young", "g", itype(2), 4*time.Minute, replicas("api", 1, 500)...)
+	young.IdleSince = now.Add(-4*time.Minute + 30*time.Second) // empty long enough in 90s
+	young.Replicas = nil
+	exact := joined("exact", "g", itype(2), 10*time.Minute) // both times are now
+	exact.IdleSince = now.Add(-5 * time.Minute)
+	booting := joined("booting", "g", itype(2), time.Second)
+	booting.Joined = false
+	for _, c := range []struct {
+		machines []*Machine
+		want     time.Time
+	}{
+		{[]*Machine{busy}, now.Add(3 * time.Minute)},
+		{[]*Machine{busy, idle}, now.Add(3 * time.Minute)},
+		{[]*Machine{busy, idle, young}, now.Add(90 * time.Second)},
+		{[]*Machine{exact}, time.Time{}},
+		{[]*Machine{exact, booting}, time.Time{}},
+		{[]*Machine{booting, idle}, now.Add(3 * time.Minute)},
+	} {
+		if got := NextCandidate(cfg, c.machines, now); !got.Equal(c.want) {
+			t.Errorf("%d machines: next candidate at %s, want %s", len(c.machines), got, c.want)
+		}
+	}
+}
