@@ -76,9 +76,9 @@ func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 // for EmptyMachineTTL or older than MinLifetime; a time that came already
 // or comes exactly now is not next, nor a machine on its way.
 func TestNextCandidateIsTheFirstTimeAMachineBecomesOne(t *testing.T) {
-	cfg := DefaultConfig() // idle 5m, lifetime 10m
+	cfg := DefaultConfig()                                                           // idle 5m, lifetime 10m
 	busy := joined("busy", "g", itype(2), 7*time.Minute, replicas("web", 1, 500)...) // old enough in 3m
-	idle := joined("idle", "g", itype(2), 2*time.Minute)                            // empty long enough in 3m, old enough in 8m
+	idle := joined("idle", "g", itype(2), 2*time.Minute)                             // empty long enough in 3m, old enough in 8m
 	young := joined("young", "g", itype(2), 4*time.Minute, replicas("api", 1, 500)...)
 	young.IdleSince = now.Add(-4*time.Minute + 30*time.Second) // empty long enough in 90s
 	young.Replicas = nil
