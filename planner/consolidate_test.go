@@ -17,9 +17,7 @@ import (
 // above their minimum, with and without a savings floor and a removal
 // limit) get the removals of a walk of every candidate.
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 7))
+	rng := seededRand(t, 7)
 	removals, leftOut := 0, 0
 	for round := range 300 {
 		in, cfg := randomSettledFleet(rng)

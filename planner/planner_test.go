@@ -16,6 +16,14 @@ import (
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
+// seededRand is a random source for a property test, its seed logged (a
+// failing round is replayed from it).
+func seededRand(t *testing.T, stream uint64) *rand.Rand {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, stream))
+}
+
 // itype: n vCPU, 2n GiB; on-demand $0.01·n/h, spot 40% of it, in zones a, b.
 func itype(n int) provisioner.InstanceType {
 	return provisioner.InstanceType{Name: fmt.Sprintf("t%d", n), MilliCPU: int64(n) * 1000, MemoryBytes: int64(n) * 2 << 30,
@@ -252,9 +260,7 @@ func TestGPUPolicies(t *testing.T) {
 // Property: random groups, machines and demand: no plan costs less than
 // its lower bound, exceeds maxSize, or overcommits a new machine.
 func TestRandomPlansRespectBoundsAndMaxSize(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 3))
+	rng := seededRand(t, 3)
 	for round := 0; round < 100; round++ {
 		var types []provisioner.InstanceType
 		for _, n := range rng.Perm(16)[:1+rng.IntN(5)] {
@@ -314,9 +320,7 @@ func TestLowerBoundLP(t *testing.T) {
 // Property: consolidation never removes more than the remaining machines
 // can hold (a machine that received moved replicas carries them along).
 func TestConsolidationKeepsRoomForEveryReplica(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 9))
+	rng := seededRand(t, 9)
 	cfg := DefaultConfig()
 	cfg.MinLifetime, cfg.MaxRemovals = 0, 100
 	for round := 0; round < 100; round++ {
@@ -385,9 +389,7 @@ func TestStoppedWarmPool(t *testing.T) {
 // fleets (groups below, at and above their minimum, warm pools, idle,
 // underused and oversized machines) get the plan the sessions give.
 func TestNothingPendingPlansAsThePlacingSessionsWould(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 5))
+	rng := seededRand(t, 5)
 	adds, removals := 0, 0
 	for round := range 200 {
 		var groups []*Group
