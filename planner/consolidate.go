@@ -55,10 +55,10 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	if !settled {
 		return nil // every cluster grows: no count, sort or simulation of its machines
 	}
-	counts, slotOf, free := p.groupCounts(growing)
+	counts, slotOf, free, overcommitted := p.groupCounts(growing)
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	for _, c := range p.candidates(slotOf, p.mayGo(counts, free)) {
+	for _, c := range p.candidates(slotOf, p.mayGo(counts, free, overcommitted)) {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
 		}
@@ -120,9 +120,10 @@ type groupCount struct {
 
 // groupCounts counts each group (by its place in the input, the last of
 // a key's duplicates counting) and finds each machine's group once (-1:
-// none), instead of a map lookup of the pair of names at every count; and
-// it sums each cluster's free capacity on its joined machines.
-func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, map[string]api.Resources) {
+// none), instead of a map lookup of the pair of names at every count; it
+// sums each cluster's free capacity on its joined machines, and notes the
+// clusters with a joined machine overcommitted (free below zero).
+func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, map[string]api.Resources, map[string]bool) {
 	slots := make(map[groupKey]int32, len(p.in.Groups))
 	counts := make([]groupCount, len(p.in.Groups))
 	for i, g := range p.in.Groups {
@@ -130,7 +131,7 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 		counts[i] = groupCount{group: g, growing: growing[g.Cluster], stopped: g.Stopped}
 	}
 	slotOf := make([]int32, len(p.in.Machines))
-	free := map[string]api.Resources{}
+	free, overcommitted := map[string]api.Resources{}, map[string]bool{}
 	last, lastSlot := groupKey{}, int32(-1)
 	var lastFree api.Resources
 	flush := func() {
@@ -149,7 +150,11 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 			last, lastSlot, lastFree = key, slot, api.Resources{}
 		}
 		if m.Joined {
-			lastFree = lastFree.Add(m.Free())
+			f := m.Free()
+			lastFree = lastFree.Add(f)
+			if f.MilliCPU < 0 || f.MemoryBytes < 0 || f.EphemeralBytes < 0 {
+				overcommitted[m.Cluster] = true
+			}
 		}
 		slotOf[i] = lastSlot
 		if lastSlot < 0 {
@@ -161,7 +166,7 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 		}
 	}
 	flush()
-	return counts, slotOf, free
+	return counts, slotOf, free, overcommitted
 }
 
 // mayGo says whether consolidation could remove a machine at all, from
@@ -171,10 +176,13 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 // group only loses machines. So a machine that fails every test now
 // would fail it in the walk too, and is left out before the candidates
 // are sorted (at 10,000 machines the sort of all of them was most of a
-// consolidation that found nothing). An empty machine always passes
-// (there is room for nothing); machines with GPUs are kept, as a GPU type
-// moved on may change the offerings that hold the rest.
-func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources) func(*Machine, int32) bool {
+// consolidation that found nothing). Kept as they are: every machine of a
+// cluster with one overcommitted (free capacity below zero), whose
+// replacement gives the cluster back the room it overdrew; and machines
+// with GPUs, as a GPU type moved on may change the offerings that hold
+// the rest. Elsewhere an empty machine always passes: there is room for
+// nothing.
+func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, overcommitted map[string]bool) func(*Machine, int32) bool {
 	return func(m *Machine, slot int32) bool {
 		if slot < 0 {
 			return false
@@ -183,7 +191,7 @@ func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources) fun
 		switch {
 		case gc.growing || gc.live <= gc.group.MinSize:
 			return false
-		case len(m.GPUs) > 0:
+		case len(m.GPUs) > 0 || len(overcommitted) > 0 && overcommitted[m.Cluster]:
 			return true
 		}
 		used := m.Allocated

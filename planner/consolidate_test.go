@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/scheduler"
 )
@@ -19,7 +21,7 @@ import (
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
 	removals, leftOut := 0, 0
-	for round := range 300 {
+	for round := range 600 {
 		in, cfg := randomSettledFleet(rng)
 		walked := compute(cfg, in, true)
 		plan, p := computeWith(cfg, in, false, false)
@@ -35,12 +37,43 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	t.Logf("%d removals compared, %d machines left out", removals, leftOut)
 }
 
+// An overcommitted machine's replacement gives its cluster back the room
+// it overdrew, so a machine that could not move away before can after it:
+// consolidation must not leave that one out. x (1 CPU, 1.5 CPU booked)
+// cannot move onto z and is replaced by a cheaper spot machine; y then
+// moves onto z.
+func TestConsolidationAfterAnOvercommittedMachineIsReplaced(t *testing.T) {
+	g := group("g", 3, 0, 10, itype(1), itype(2), itype(4))
+	g.CapacityType = api.CapacityAny
+	x := joined("x", "g", itype(1), time.Hour, replicas("x", 6, 250)...)
+	y := joined("y", "g", itype(1), time.Hour, replicas("y", 7, 125)...)
+	y.CapacityType, y.PricePerHour = api.CapacitySpot, itype(1).Offerings[2].PricePerHour // nothing cheaper holds it
+	z := joined("z", "g", itype(4), time.Hour, replicas("z", 12, 250)...)
+	z.CapacityType, z.PricePerHour = api.CapacitySpot, itype(4).Offerings[2].PricePerHour
+	cfg := DefaultConfig()
+	cfg.MaxRemovals = 3
+	in := Input{Groups: []*Group{g}, Machines: []*Machine{x, y, z}, Now: now}
+	plan := Compute(cfg, in)
+	var removed []string
+	for _, r := range plan.Remove {
+		removed = append(removed, r.MachineID)
+	}
+	if !slices.Equal(removed, []string{"x", "y"}) || plan.Remove[0].ReplacedBy == "" || plan.Remove[1].ReplacedBy != "" {
+		t.Fatalf("removals %+v: want x replaced, then y moved onto z", plan.Remove)
+	}
+	if walked := compute(cfg, in, true); !reflect.DeepEqual(plan, walked) {
+		t.Fatalf("a walk of every candidate plans otherwise: %+v", walked.Remove)
+	}
+}
+
 // randomSettledFleet is a cluster with nothing pending: machines of two
-// groups, most of them full or nearly, and settings that remove more
-// or less.
+// groups, most of them full or nearly, in a third of the fleets a few
+// overcommitted, groups that may or may not take spot, and settings that
+// remove more or less.
 func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 	var groups []*Group
 	var ms []*Machine
+	overcommits := rng.IntN(3) == 0
 	for gi := range 1 + rng.IntN(2) {
 		types := []provisioner.InstanceType{itype(1 + rng.IntN(2)), itype(4 + rng.IntN(5))}
 		id := fmt.Sprintf("g%d", gi)
@@ -49,7 +82,10 @@ func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 			it := types[rng.IntN(len(types))]
 			capacity := it.MilliCPU / 250
 			load := rng.Int64N(capacity + 1)
-			if rng.IntN(3) > 0 { // most machines full or nearly: few can go
+			switch draw := rng.IntN(12); {
+			case draw == 0 && overcommits: // its replicas' requests grew: free below zero
+				load = capacity + 1 + rng.Int64N(capacity)
+			case draw > 3: // most machines full or nearly: few can go
 				load = max(0, capacity-rng.Int64N(2))
 			}
 			var rs []scheduler.Replica
@@ -62,6 +98,9 @@ func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 		}
 		g := group(id, n, rng.IntN(3), 20, types...)
 		g.WarmPool = rng.IntN(2)
+		if rng.IntN(2) == 0 { // a larger spot machine may replace a smaller on-demand one
+			g.CapacityType = api.CapacityAny
+		}
 		groups = append(groups, g)
 	}
 	cfg := DefaultConfig()
