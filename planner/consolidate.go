@@ -194,12 +194,8 @@ func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, ove
 		case len(m.GPUs) > 0 || len(overcommitted) > 0 && overcommitted[m.Cluster]:
 			return true
 		}
-		used := m.Allocated
-		if free[m.Cluster].Sub(m.Free()).Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes}) {
-			return true // its replicas may fit on the others
-		}
-		cand := p.catalog.cheapestHolding(&bin{m: m.Machine, group: gc.group, offering: offeringOf(m.Machine)})
-		return cand != nil && cand.offering.PricePerHour <= (1-p.cfg.SavingsFloor)*m.PricePerHour
+		// The walk's own two tests, on the machines as they are now.
+		return roomBeside(free[m.Cluster], m.Machine) || p.cheaperHolding(m.Machine, gc.group) != nil
 	}
 }
 
@@ -248,9 +244,8 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 // replacement swaps a machine for the cheapest offering of its group and
 // zone that holds its replicas, when that saves at least SavingsFloor.
 func (p *planning) replacement(m *scheduler.Machine, replicas []scheduler.Replica, g *Group, plan *Plan) (Removal, bool) {
-	b := &bin{m: m, group: g, offering: offeringOf(m)}
-	cand := p.catalog.cheapestHolding(b)
-	if cand == nil || cand.offering.PricePerHour > (1-p.cfg.SavingsFloor)*m.PricePerHour {
+	cand := p.cheaperHolding(m, g)
+	if cand == nil {
 		return Removal{}, false
 	}
 	key := fmt.Sprintf("new-%d", len(plan.Add)+1)
@@ -263,6 +258,25 @@ func (p *planning) replacement(m *scheduler.Machine, replicas []scheduler.Replic
 		Reason: fmt.Sprintf("replaces %s for $%.4f/h instead of $%.4f/h", m.ID, cand.offering.PricePerHour, m.PricePerHour), Replicas: ids})
 	return Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour, ReplacedBy: key,
 		Reason: fmt.Sprintf("a cheaper machine (%s) holds its replicas", cand.itype.Name)}, true
+}
+
+// cheaperHolding is the cheapest offering of the machine's group and zone
+// that holds what it runs, when that saves at least SavingsFloor (nil:
+// none does).
+func (p *planning) cheaperHolding(m *scheduler.Machine, g *Group) *candidate {
+	cand := p.catalog.cheapestHolding(&bin{m: m, group: g, offering: offeringOf(m)})
+	if cand == nil || cand.offering.PricePerHour > (1-p.cfg.SavingsFloor)*m.PricePerHour {
+		return nil
+	}
+	return cand
+}
+
+// roomBeside says whether a cluster's free capacity, but for the
+// machine's own, could hold the machine's replicas: the quick "cannot
+// possibly fit" check before a what-if moves them.
+func roomBeside(clusterFree api.Resources, m *scheduler.Machine) bool {
+	used := m.Allocated
+	return clusterFree.Sub(m.Free()).Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes})
 }
 
 func offeringOf(m *scheduler.Machine) provisioner.Offering {
@@ -361,8 +375,7 @@ func (s *simulation) remove(id string) {
 // candidates see it), on failure it is undone.
 func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 	mine := s.machine(m)
-	room := s.free[mine.Cluster].Sub(mine.Free())
-	if !room.Fits(api.Resources{MilliCPU: mine.Allocated.MilliCPU, MemoryBytes: mine.Allocated.MemoryBytes, EphemeralBytes: mine.Allocated.EphemeralBytes}) {
+	if !roomBeside(s.free[mine.Cluster], mine) {
 		return false
 	}
 	s.build()
