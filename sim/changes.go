@@ -38,7 +38,7 @@ func (ch *changes) memory(key string)      { ch.c.Memory[key] = true }
 
 // beforeApply notes, as they are, the replicas and machines a plan is
 // about to change, and returns the machines there were.
-func (ch *changes) beforeApply(w *playback.World, held *tally, plan decide.Plan) []*api.Machine {
+func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machine {
 	for _, list := range [][]decide.ReplicaDelete{plan.DeleteReplicas, plan.RetireReplicas} {
 		for _, d := range list {
 			ch.c.Replica(d.ID, d.Service, machineOf(w, d.ID))
@@ -67,7 +67,7 @@ func (ch *changes) beforeApply(w *playback.World, held *tally, plan decide.Plan)
 		ch.service(rv.Service)
 	}
 	for _, t := range plan.Terminates {
-		for _, r := range held.onOrOff(w, ch.c, t.Machine) {
+		for _, r := range w.ReplicasOnOrOff(t.Machine) {
 			ch.replica(r)
 		}
 	}
@@ -282,7 +282,8 @@ func (t *tally) unhold(id string) {
 // onOrOff are the replicas on the machine or moving off it now, in no
 // particular order: among those the tally holds there and those changed
 // since it was brought up to date (a walk of every replica for each
-// machine lost was quadratic in a large fleet's churn).
+// machine lost was quadratic in a large fleet's churn). The run hands it
+// to its world (World.OnOrOff), through which it asks.
 func (t *tally) onOrOff(w *playback.World, since *decide.Changes, machine string) []*api.Replica {
 	var out []*api.Replica
 	seen := make(map[string]bool, len(t.held[machine]))

@@ -127,7 +127,7 @@ func (r *run) replicasJoining(events []event) map[string][]*api.Replica {
 	}
 	for m := range joining {
 		var on []*api.Replica
-		for _, rep := range r.tally.onOrOff(&r.w, r.changes.c, m) {
+		for _, rep := range r.w.ReplicasOnOrOff(m) {
 			if rep.Machine == m && !last[rep] {
 				on = append(on, rep)
 			}
@@ -307,7 +307,7 @@ func (r *run) apply(plan decide.Plan) error {
 	for _, t := range plan.Terminates {
 		terminating = append(terminating, t.Machine)
 	}
-	machines := r.changes.beforeApply(&r.w, r.tally, plan)
+	machines := r.changes.beforeApply(&r.w, plan)
 	r.made.add(plan)
 	if err := r.w.Apply(plan); err != nil {
 		return err
@@ -369,7 +369,7 @@ func (r *run) startAll(machine string) {
 // lost follows the replicas of a machine that was taken back or is
 // terminating: those that ran there stop.
 func (r *run) lost(machine string, interrupted bool) {
-	for _, rep := range r.tally.onOrOff(&r.w, r.changes.c, machine) {
+	for _, rep := range r.w.ReplicasOnOrOff(machine) {
 		r.trackWhy(rep, false, interrupted)
 	}
 }

@@ -27,8 +27,8 @@ type World struct {
 	// once, and they succeed.
 	Provider Provider
 	// OnOrOff, when set, gives the replicas on a machine or moving off
-	// it (at least those: Apply checks each), in any order, for a caller
-	// that keeps them by machine; nil: Apply walks every replica.
+	// it (at least those: ReplicasOnOrOff checks each), in any order, for
+	// a caller that keeps them by machine; nil: a walk of every replica.
 	OnOrOff func(machine string) []*api.Replica
 	seq     int
 	// byID indexes the replicas, when IndexReplicas asked for it;
@@ -253,6 +253,23 @@ func (w *World) applyReplicas(p decide.Plan) error {
 	return nil
 }
 
+// ReplicasOnOrOff are the replicas on the machine or moving off it: from
+// OnOrOff when the caller keeps them by machine, else by a walk of every
+// replica. OnOrOff's come in its order, the walk's in the snapshot's.
+func (w *World) ReplicasOnOrOff(machine string) []*api.Replica {
+	candidates := w.Snap.Replicas
+	if w.OnOrOff != nil {
+		candidates = w.OnOrOff(machine)
+	}
+	var out []*api.Replica
+	for _, r := range candidates {
+		if r.Machine == machine || r.PreviousMachine == machine {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // deleteReplicas drops the replicas deleted from the snapshot's list.
 // Indexed, it knows them by pointer, so that the walk of the list reads
 // no replica (a cache miss each of 60,000).
@@ -283,11 +300,7 @@ func (w *World) terminate(t decide.Terminate) error {
 	if changed, err := fleet.Terminating(m, t.Reason, w.Now); err != nil || !changed {
 		return err
 	}
-	candidates := w.Snap.Replicas
-	if w.OnOrOff != nil {
-		candidates = w.OnOrOff(m.ID)
-	}
-	for _, r := range candidates {
+	for _, r := range w.ReplicasOnOrOff(m.ID) {
 		if r.PreviousMachine == m.ID {
 			replica.EndMove(r)
 		}
