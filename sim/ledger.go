@@ -22,8 +22,12 @@ type ledger struct {
 	hours    map[typeKey]*typeAccount
 	// down are the wanted replicas not running now, since when and why.
 	down map[string]downSince
-	// bound is the lower bound of the time ($/h), as last planned.
-	bound float64
+	// bound is the lower bound of the time ($/h), as last planned (nil:
+	// none yet); owed is its share of the time since, while its value is
+	// not known yet (it is planned beside the run), to add in the order
+	// the time passed, as if it had been known all along.
+	bound *boundValue
+	owed  []boundShare
 	// spotPrice are the spot prices a price trace changed, by type and
 	// zone: what a spot machine there is billed.
 	spotPrice map[spotKey]float64
@@ -33,6 +37,13 @@ type ledger struct {
 	episodes        []time.Duration
 	spotEpisodes    []time.Duration
 	launchFailures  int
+}
+
+// boundShare is a span of time the bound is owed for: hours of the
+// total, and share of a series' bucket.
+type boundShare struct {
+	bucket       int
+	hours, share float64
 }
 
 type typeKey struct{ instanceType, capacityType string }
@@ -165,7 +176,7 @@ func (l *ledger) advance(from, to time.Time) {
 	}
 	hours := to.Sub(from).Hours()
 	l.cost += l.rate * hours
-	l.boundCost += l.bound * hours
+	l.owe(boundShare{bucket: -1, hours: hours})
 	for _, a := range l.hours {
 		a.Hours += float64(a.running) * hours
 		a.Cost += a.rate * hours
@@ -181,10 +192,51 @@ func (l *ledger) advance(from, to time.Time) {
 		share := until.Sub(at).Hours() / l.bucket.Hours()
 		p := &l.series[i]
 		p.CostPerHour += l.rate * share
-		p.BoundPerHour += l.bound * share
+		l.owe(boundShare{bucket: i, share: share})
 		p.Pending += float64(len(l.down)) * share
 		p.Machines += float64(machines) * share
 		at = until
+	}
+}
+
+// boundBy makes bound the lower bound from now on.
+func (l *ledger) boundBy(bound *boundValue) {
+	l.settle()
+	l.bound = bound
+}
+
+// owe accounts for the bound over a span of time: at once if its value
+// is known, else once it is.
+func (l *ledger) owe(s boundShare) {
+	switch {
+	case l.bound == nil: // nothing planned yet: a bound of 0
+	case len(l.owed) == 0 && l.bound.known():
+		l.add(s, l.bound.value)
+	default:
+		l.owed = append(l.owed, s)
+		if l.bound.known() {
+			l.settle()
+		}
+	}
+}
+
+// settle adds what is owed of the current bound, waiting for its value.
+func (l *ledger) settle() {
+	if len(l.owed) == 0 {
+		return
+	}
+	bound := l.bound.wait()
+	for _, s := range l.owed {
+		l.add(s, bound)
+	}
+	l.owed = l.owed[:0]
+}
+
+func (l *ledger) add(s boundShare, bound float64) {
+	if s.bucket < 0 {
+		l.boundCost += bound * s.hours
+	} else {
+		l.series[s.bucket].BoundPerHour += bound * s.share
 	}
 }
 
@@ -227,6 +279,7 @@ func (l *ledger) typeHours() []TypeHours {
 // finish closes the episodes still open at the end: a replica still
 // waiting has waited until then.
 func (l *ledger) finish() {
+	l.settle()
 	ids := make([]string, 0, len(l.down))
 	for id := range l.down {
 		ids = append(ids, id)
