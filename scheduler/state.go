@@ -244,44 +244,48 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 	// service, requests and constraints) finds none either, for the same
 	// reason, without a walk of every machine again.
 	stuck := ""
-	for _, rep := range cl.replicas {
+	for i := range cl.replicas {
+		// A pointer into the class, not a copy: a copy handed through the
+		// pickers' interface and the opener escapes, one allocation a
+		// replica. Nothing below changes a replica or keeps it.
+		rep := &cl.replicas[i]
 		if stuck != "" && open == nil && !rep.Preempt {
 			res.Unplaced[rep.ID] = stuck
 			continue
 		}
-		m, gpus, t, ok := pickIn(tiers, pickers, &rep)
+		m, gpus, t, ok := pickIn(tiers, pickers, rep)
 		if !ok && open != nil {
 			hint := zone
 			if hint == "" {
-				hint = zoneHint(pickers, &rep)
+				hint = zoneHint(pickers, rep)
 			}
-			fresh, why := open(&rep, hint)
+			fresh, why := open(rep, hint)
 			if fresh == nil {
-				res.Unplaced[rep.ID] = st.unplacedWhy(&rep, zone, why)
+				res.Unplaced[rep.ID] = st.unplacedWhy(rep, zone, why)
 				continue
 			}
 			st.add(fresh)
 			if r.SameZone && zone == "" {
 				zone = fresh.Zone
 			}
-			for i := range tiers {
-				if staticFit(fresh, &r) == "" && (zone == "" || fresh.Zone == zone) && tiers[i].accepts(fresh) {
-					pickers[i].add(fresh)
+			for k := range tiers {
+				if staticFit(fresh, &r) == "" && (zone == "" || fresh.Zone == zone) && tiers[k].accepts(fresh) {
+					pickers[k].add(fresh)
 					break
 				}
 			}
-			m, gpus, t, ok = pickIn(tiers, pickers, &rep)
+			m, gpus, t, ok = pickIn(tiers, pickers, rep)
 		}
 		if !ok && rep.Preempt && open == nil {
-			m, gpus, t, ok = st.preempt(eligible, tiers, &rep, res)
+			m, gpus, t, ok = st.preempt(eligible, tiers, rep, res)
 		}
 		if !ok {
-			stuck = st.explain(&rep, zone)
+			stuck = st.explain(rep, zone)
 			res.Unplaced[rep.ID] = stuck
 			continue
 		}
 		stuck = ""
-		st.book(m, &rep, gpus)
+		st.book(m, rep, gpus)
 		res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
 	}
 }
