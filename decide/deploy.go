@@ -42,7 +42,12 @@ type deployment struct {
 func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID bool) {
 	rev := p.currentRevision(svc, replicas)
 	d := p.deploymentOf(svc, rev, len(replicas) > 0)
-	x := &deployment{p: p, svc: svc, rev: rev, d: &d, policy: svc.Spec.Update}
+	// The list of the revision's replicas is the scratch's (nothing keeps
+	// it once the step is done): a list allocated and grown for every
+	// step of a service of hundreds was a twentieth of a pass's bytes.
+	scratch := p.snap.Scratch.of()
+	x := &deployment{p: p, svc: svc, rev: rev, d: &d, policy: svc.Spec.Update, fresh: room(&scratch.deploying, len(replicas))}
+	defer func() { scratch.deploying = x.fresh[:0] }()
 	desired := svc.Spec.DesiredReplicas()
 	compareIDs := func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) }
 	if !byID && !slices.IsSortedFunc(replicas, compareIDs) { // a run of the pass's list in the store's order is left as it is

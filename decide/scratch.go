@@ -32,6 +32,8 @@ type Scratch struct {
 	fresh, base [][]*api.Replica
 	dirty, seen []bool
 	suspect     []bool
+	// deploying is a service step's list of its revision's replicas.
+	deploying []*api.Replica
 	// The scheduler's order of the machines.
 	sched scheduler.Scratch
 }
@@ -98,5 +100,6 @@ func (s *Scratch) Clear() {
 	clear(s.sources[:cap(s.sources)])
 	clear(s.fresh[:cap(s.fresh)])
 	clear(s.base[:cap(s.base)])
+	clear(s.deploying[:cap(s.deploying)])
 	s.sched.Clear()
 }
