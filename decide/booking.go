@@ -408,8 +408,6 @@ func (b *booker) book() *Booking {
 	} else {
 		next.machines, next.ids = make([]bookedMachine, 0, len(b.v.byID)), make([]string, 0, len(b.v.byID))
 	}
-	// The pass's copies in one allocation, not one for each of 50,000.
-	copies := b.p.snap.Scratch.schedulerMachines(len(b.v.byID))
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
 		if b.dirty[i] {
@@ -426,14 +424,13 @@ func (b *booker) book() *Booking {
 			// 10,000 entries a pass rewrote them unchanged).
 			next.machines, next.ids = next.machines[:i+1], next.ids[:i+1]
 		default:
-			// The booking keeps each machine as booked; the pass works on
-			// copies.
+			// The booking keeps each machine as booked; the pass places
+			// on copies (ownMachines).
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
 			next.ids = append(next.ids, b.v.ids[i])
 		}
-		pm.Machine.ShareInto(&copies[i])
-		pm.Machine = &copies[i]
 	}
+	b.v.booked = true
 	return next
 }
 
