@@ -205,6 +205,42 @@ func TestIdleMachineIsRemovedAboveMinSize(t *testing.T) {
 	}
 }
 
+// An idle machine that takes a replica is idle no more; emptied again,
+// its idle time starts anew (it is not drained for the time it was idle
+// before).
+func TestIdleTimeStartsAnewOnceAMachineHadReplicas(t *testing.T) {
+	h := decidetest.New(t)
+	h.Config.ResyncInterval = time.Hour
+	h.Cluster("c", decidetest.Group("g", "small", 0, 3))
+	busy := h.Machine("c", "g", "small", young(h))
+	idle := h.Machine("c", "g", "small", young(h))
+	h.Service("web", "c", 1, "500m", "128Mi")
+	h.Service("job", "c", 0, "500m", "128Mi")
+	h.Replica("web", 0, busy.ID)
+	first := h.Now
+	if plan := h.Pass(); !plan.Memory.IdleSince[idle.ID].Equal(first) {
+		t.Fatalf("idle since %v, want %v", plan.Memory.IdleSince, first)
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL / 2)
+	h.Heartbeat()
+	*h.ServiceByName("job").Spec.Replicas = 1
+	h.Replica("job", 0, idle.ID)
+	if plan := h.Pass(); !plan.Memory.IdleSince[idle.ID].IsZero() {
+		t.Fatalf("a machine with a replica is still idle since %v", plan.Memory.IdleSince[idle.ID])
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL / 2)
+	h.Heartbeat()
+	*h.ServiceByName("job").Spec.Replicas = 0
+	h.Snap.Replicas = slices.DeleteFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.Service == "job" })
+	plan := h.Pass()
+	if again := plan.Memory.IdleSince[idle.ID]; !again.Equal(h.Now) {
+		t.Fatalf("emptied again, idle since %v, want %v (now)", again, h.Now)
+	}
+	if len(plan.Drains) != 0 {
+		t.Fatalf("drained for the time it was idle before: %+v", plan.Drains)
+	}
+}
+
 // The warm pool keeps an idle machine stopped, and starts it before
 // launching anything.
 func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {

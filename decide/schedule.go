@@ -278,23 +278,25 @@ func (p *Pass) zonesOf(clusters []string) map[string][]string {
 }
 
 // trackIdle remembers since when each joined machine has been empty.
+// The idle are few: the memory's idle entries are found among the
+// machines, not each machine with replicas looked up in the memory (a
+// lookup for each of 10,000 machines, every pass).
 func (p *Pass) trackIdle(v *view) {
+	for id := range p.mem.IdleSince {
+		if pm := v.machine(id); pm != nil && pm.Joined && len(pm.Replicas) > 0 {
+			delete(owned(&p.mem.IdleSince, &p.owns.idle), id)
+		}
+	}
 	for _, pm := range v.byID {
-		id := pm.ID
-		if !pm.Joined {
+		if !pm.Joined || len(pm.Replicas) > 0 {
 			continue
 		}
-		_, idle := p.mem.IdleSince[id]
-		if len(pm.Replicas) > 0 {
-			if idle {
-				delete(owned(&p.mem.IdleSince, &p.owns.idle), id)
-			}
-			continue
-		}
+		since, idle := p.mem.IdleSince[pm.ID]
 		if !idle {
-			owned(&p.mem.IdleSince, &p.owns.idle)[id] = p.now
+			since = p.now
+			owned(&p.mem.IdleSince, &p.owns.idle)[pm.ID] = since
 		}
-		pm.IdleSince = p.mem.IdleSince[id]
+		pm.IdleSince = since
 	}
 }
 
