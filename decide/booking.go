@@ -228,16 +228,23 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	base, seen := reuse(&sc.base, len(b.v.byID)), reuse(&sc.seen, len(prev.machines))
 	suspect := b.suspects()
 	b.inPlace = len(prev.machines) == b.v.sorted
+	// The last pass booked the machines of this pass's skeleton, kept
+	// while no machine changed: each is where it was, without a merge.
+	same := prev.skeleton != nil && prev.skeleton == b.p.skeleton && b.inPlace
 	walk := 0 // both lists are by id: a merge, not lookups
 	for i, id := range b.v.ids {
-		// Mostly the same machine as the last pass's at walk: equal
-		// strings (most often the same bytes) compare quicker than ordered.
-		for walk < len(prev.ids) && prev.ids[walk] != id && prev.ids[walk] < id {
-			walk++
+		j := i
+		if !same {
+			// Mostly the same machine as the last pass's at walk: equal
+			// strings (most often the same bytes) compare quicker than
+			// ordered.
+			for walk < len(prev.ids) && prev.ids[walk] != id && prev.ids[walk] < id {
+				walk++
+			}
+			j = walk
 		}
-		j := walk
 		b.inPlace = b.inPlace && j == i
-		if i >= b.v.sorted || j == len(prev.ids) || prev.ids[j] != id {
+		if i >= b.v.sorted || j == len(prev.ids) || !same && prev.ids[j] != id {
 			base[i], b.dirty[i] = prev.elsewhere[id], true
 			continue
 		}
