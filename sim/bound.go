@@ -97,7 +97,8 @@ func planBound(r *run, now time.Time) *boundValue {
 	return v
 }
 
-// cloneCatalogs copies catalogs down to their offerings.
+// cloneCatalogs copies catalogs down to their offerings, which a run's
+// spot price changes reprice in place.
 func cloneCatalogs(in map[string]decide.ClusterProvider) map[string]decide.ClusterProvider {
 	out := make(map[string]decide.ClusterProvider, len(in))
 	for name, cp := range in {

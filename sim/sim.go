@@ -130,9 +130,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	}
 	catalogs := s.Catalogs
 	if len(s.SpotPrices) > 0 { // the run changes its prices
-		if err := deepCopy(s.Catalogs, &catalogs); err != nil {
-			return nil, err
-		}
+		catalogs = cloneCatalogs(s.Catalogs)
 	}
 	snap := &decide.Snapshot{Clusters: map[string]*api.Cluster{}, Services: services, Catalogs: catalogs, Providers: s.Providers,
 		Instances: map[string]decide.InstanceObservation{}, Inventories: map[string]decide.Inventory{}, ListedAt: map[string]time.Time{},

@@ -286,3 +286,45 @@ func TestSpotPricesRefused(t *testing.T) {
 		}
 	}
 }
+
+// Policies run side by side under a price trace each reprice their own
+// catalogs: every run is what it is alone, and the setup's catalogs keep
+// their prices (a copy of them that decoded into the setup's own map had
+// the runs reprice one catalog together).
+func TestPoliciesSideBySideUnderAPriceTraceRunAsAlone(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,8
+2026-01-01T02:00:00Z,web,30
+2026-01-01T04:00:00Z,web,12
+`, "web")
+	var err error
+	s.SpotPrices, err = trace.ReadSpotPrices(strings.NewReader(`time,instanceType,zone,price
+2026-01-01T01:00:00Z,small,a,0.5
+2026-01-01T03:00:00Z,small,a,0.01
+`), func(string, string) bool { return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := json.Marshal(s.Catalogs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patient := defaultPolicy()
+	patient.Name, patient.Config.Planner.MinLifetime = "patient", 3*time.Hour
+	policies := []Policy{defaultPolicy(), patient}
+	together, err := SimulateAll(context.Background(), s, policies, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range policies {
+		alone, err := Simulate(s, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(alone, together[i]) {
+			t.Errorf("policy %s: side by side cost $%.4f, alone $%.4f", p.Name, together[i].Cost, alone.Cost)
+		}
+	}
+	if after, _ := json.Marshal(s.Catalogs); string(after) != string(before) {
+		t.Errorf("the setup's catalogs changed:\n%s\n%s", before, after)
+	}
+}
