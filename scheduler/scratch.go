@@ -8,6 +8,9 @@ package scheduler
 type Scratch struct {
 	byScore []scored
 	order   []*Machine
+	// sorting and keys are sortByScore's working lists.
+	sorting []scored
+	keys    []uint64
 }
 
 // NewSession is NewSession working in s (nil: in lists of its own).
@@ -27,6 +30,7 @@ func (s *Scratch) Schedule(machines []*Machine, pending []Replica) Result {
 func (s *Scratch) Clear() {
 	clear(s.byScore[:cap(s.byScore)])
 	clear(s.order[:cap(s.order)])
+	clear(s.sorting[:cap(s.sorting)])
 }
 
 // lists are the session's lists for n machines (nil s: new ones).
@@ -38,4 +42,16 @@ func (s *Scratch) lists(n int) ([]scored, []*Machine) {
 		s.byScore, s.order = make([]scored, n, n+n/8), make([]*Machine, n, n+n/8)
 	}
 	return s.byScore[:n], s.order[:n:n] // the order clipped: a machine opened is appended to a copy
+}
+
+// sortLists are sortByScore's working lists for n machines (nil s: new
+// ones).
+func (s *Scratch) sortLists(n int) ([]scored, []uint64) {
+	if s == nil {
+		return make([]scored, n), make([]uint64, 2*n)
+	}
+	if cap(s.sorting) < n {
+		s.sorting, s.keys = make([]scored, n, n+n/8), make([]uint64, 2*n, 2*(n+n/8))
+	}
+	return s.sorting[:n], s.keys[:2*n]
 }

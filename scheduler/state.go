@@ -51,7 +51,8 @@ func newState(machines []*Machine, scratch *Scratch) *state {
 		// Ties (machines as full as each other: many in a packed fleet)
 		// go by position, which is by id, without reading each machine's
 		// id again at every comparison.
-		slices.SortFunc(byScore, func(a, b scored) int { return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.at, b.at)) })
+		tmp, keys := scratch.sortLists(len(byScore))
+		sortByScore(byScore, tmp, keys)
 	} else {
 		slices.SortFunc(byScore, func(a, b scored) int {
 			return cmp.Or(cmp.Compare(b.score, a.score), strings.Compare(a.m.ID, b.m.ID))
