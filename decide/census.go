@@ -26,9 +26,9 @@ type fleetCensus struct {
 	held map[string]int
 	// keys are the machines' provider keys, each once.
 	keys []string
-	// draining, launching and terminating are positions in the pass's
-	// machines (by id), in order.
-	draining, launching, terminating []int
+	// draining, launching, terminating and unreachable are positions in
+	// the pass's machines (by id), in order.
+	draining, launching, terminating, unreachable []int
 }
 
 type groupKey struct{ cluster, group string }
@@ -112,6 +112,9 @@ func (c *fleetCensus) count(g *groupCensus, i int, m *api.Machine) {
 	}
 	if m.Launching() {
 		c.launching = append(c.launching, i)
+	}
+	if m.UnreachableSince != nil {
+		c.unreachable = append(c.unreachable, i)
 	}
 	if !g.tee && m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
 		g.tee = true

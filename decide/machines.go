@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -148,7 +149,8 @@ func (p *Pass) detectLost() {
 	// A beat at or after heardBy is within the limit: one comparison a
 	// machine, not a difference of times each.
 	heardBy := p.now.Add(-limit)
-	for i, m := range p.machines {
+	for i := range p.silenceSuspects(heardBy) {
+		m := p.machines[i]
 		if !watchedForSilence(m) {
 			continue
 		}
@@ -173,6 +175,33 @@ func (p *Pass) detectLost() {
 				p.now.Sub(*m.UnreachableSince).Round(time.Second), last.UTC().Format(time.RFC3339)), false)
 		}
 	}
+}
+
+// silenceSuspects are the positions of the machines detectLost looks
+// at, in order: every machine, unless the snapshot's HeardFrom vouches
+// that all but a few beat at or after heardBy and the census says which
+// are unreachable already; then those few and the unreachable ones (at
+// 10,000 machines, reading every heartbeat was a twentieth of a steady
+// pass, to find none silent).
+func (p *Pass) silenceSuspects(heardBy time.Time) iter.Seq[int] {
+	heard, c := p.snap.HeardFrom, p.fleet()
+	if heard == nil || c == nil || heard.Since.Before(heardBy) {
+		return func(yield func(int) bool) {
+			for i := range p.machines {
+				if !yield(i) {
+					return
+				}
+			}
+		}
+	}
+	at := slices.Clone(c.unreachable)
+	for id := range heard.Except {
+		if i, ok := findByID(p.machines, p.sortedMachines, id, apiMachineID); ok {
+			at = append(at, i)
+		}
+	}
+	slices.Sort(at)
+	return slices.Values(slices.Compact(at))
 }
 
 // onlyCopyOn is the failover group whose only up-to-date data lives on

@@ -399,3 +399,47 @@ func TestDrainingMachinesAreLookedAtThroughTheirLists(t *testing.T) {
 		}
 	}
 }
+
+// A keeper of heartbeats that vouches for all but a few (HeardFrom)
+// spares the pass a read of every heartbeat: the pass still finds the
+// silent machine among the few, and still watches a machine marked
+// unreachable whose heartbeat came back, though the keeper does not name
+// it (the harness decides each pass without the vouch too, and fails on
+// any difference).
+func TestAVouchForHeartbeatsStillFindsTheSilentAndTheReturned(t *testing.T) {
+	h := decidetest.New(t)
+	h.Config.ResyncInterval = time.Hour
+	h.Cluster("c", decidetest.Group("g", "small", 4, 5))
+	lost := h.Machine("c", "g", "small")
+	back := h.Machine("c", "g", "small")
+	h.Machine("c", "g", "small")
+	h.Machine("c", "g", "small")
+	limit := h.Config.HeartbeatInterval * time.Duration(h.Config.MissedHeartbeats)
+	beat := func() {
+		for _, m := range h.Snap.Machines {
+			if m != lost {
+				at := h.Now
+				m.LastHeartbeat = &at
+			}
+		}
+	}
+	beat()
+	h.Pass()
+	h.Step(limit / 2)
+	since := h.Now.Add(-limit)
+	back.UnreachableSince = &since // marked, and beating again since
+	beat()
+	plan := h.Pass()
+	if h.Snap.HeardFrom == nil || len(h.Snap.HeardFrom.Except) != 1 || !h.Snap.HeardFrom.Except[lost.ID] {
+		t.Fatalf("the harness vouches for every machine but %s: %+v", lost.ID, h.Snap.HeardFrom)
+	}
+	if want := back.LastHeartbeat.Add(limit + time.Nanosecond); !plan.Wake.At.Equal(want) {
+		t.Fatalf("the pass wakes at %s, want %s: when the returned machine's beat runs out", plan.Wake.At, want)
+	}
+	h.Step(limit/2 + time.Second)
+	beat()
+	plan = h.Pass()
+	if len(plan.Unreachable) != 1 || plan.Unreachable[0].Machine != lost.ID {
+		t.Fatalf("unreachable: %+v, want %s alone", plan.Unreachable, lost.ID)
+	}
+}

@@ -84,6 +84,12 @@ type Snapshot struct {
 	// reliably (it started leading, or its store came back): no machine
 	// counts as silent for the time before.
 	LivenessSince time.Time
+	// HeardFrom, when not nil, is the heartbeats' keeper's word on them
+	// as a whole: every machine's heartbeat is at or after Since but for
+	// the machines in Except (by id). A pass then looks for silent
+	// machines among those and the ones already unreachable alone, not
+	// by reading every machine's heartbeat (nil: it reads them all).
+	HeardFrom *HeardFrom `json:"-"`
 	// Booked is the last pass's Plan.Booked (nil: none), a memo that
 	// spares this pass booking again the machines nothing changed on.
 	// The pass consumes it (its own Booking may reuse its memory): hand
@@ -178,4 +184,10 @@ func (s *Snapshot) heartbeat(i int, m *api.Machine) time.Time {
 		}
 	}
 	return at
+}
+
+// HeardFrom is what a keeper of heartbeats vouches for (Snapshot.HeardFrom).
+type HeardFrom struct {
+	Since  time.Time
+	Except map[string]bool
 }

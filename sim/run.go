@@ -243,6 +243,7 @@ func (r *run) passes() (bool, error) {
 	// The agents beat once an instant: a pass at the same instant again
 	// would see the same beats.
 	r.cloud.heartbeat()
+	r.w.Snap.HeardFrom = &decide.HeardFrom{Since: r.w.Now, Except: r.cloud.silent}
 	for i := 0; i < r.setup.World.MaxPassesPerInstant; i++ {
 		plan, err := r.decide()
 		if err != nil {

@@ -273,6 +273,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		walked.InStoreOrder, walked.NoneRetiring, walked.Moving, walked.Unplaced, walked.Orphaned = false, false, nil, nil, nil
 		walked.Draining = nil
 		walked.MachinesByID = false
+		walked.HeardFrom = nil
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
 		h.scratch.Clear()
 		kept, fresh := plan, full
@@ -319,6 +320,26 @@ func (h *Harness) inStoreOrder() {
 	}
 	slices.Sort(h.Snap.Orphaned)
 	h.Snap.Draining = drainingOf(h.Snap)
+	h.Snap.HeardFrom = heardFrom(h.Snap, h.Now)
+}
+
+// heardFrom is what a keeper of heartbeats vouches for at now: every
+// machine beat at or after now but those it names (decide.HeardFrom).
+func heardFrom(s *decide.Snapshot, now time.Time) *decide.HeardFrom {
+	heard := &decide.HeardFrom{Since: now, Except: map[string]bool{}}
+	for i, m := range s.Machines {
+		var last int64
+		if m.LastHeartbeat != nil {
+			last = m.LastHeartbeat.UnixNano()
+		}
+		if i < len(s.Heartbeats) {
+			last = max(last, s.Heartbeats[i])
+		}
+		if m.LastHeartbeat == nil && last == 0 || last < now.UnixNano() {
+			heard.Except[m.ID] = true
+		}
+	}
+	return heard
 }
 
 // drainingOf lists the replicas on each draining machine or moving off
