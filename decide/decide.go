@@ -270,7 +270,7 @@ func (p *Pass) terminate(m *api.Machine, cause, why string, diagnose bool) {
 	}
 	p.plan.Terminates = append(p.plan.Terminates, Terminate{Machine: m.ID, Cause: cause, Reason: why, Diagnose: diagnose})
 	unassigned := "machine " + m.ID + " is terminating: " + why
-	for _, r := range p.replicas {
+	for _, r := range p.mayHold(m.ID) {
 		if r.PreviousMachine == m.ID {
 			r = p.own(r)
 			replica.EndMove(r)
@@ -279,6 +279,30 @@ func (p *Pass) terminate(m *api.Machine, cause, why string, diagnose bool) {
 			replica.ToPending(p.own(r), unassigned, p.now)
 		}
 	}
+}
+
+// mayHold are the replicas that may be on a machine or moving off it:
+// every replica, unless the snapshot lists the machine's (it drains:
+// Snapshot.Draining); then those and the ones the pass changed (a
+// drained machine's terminate walked 60,000 replicas to find none).
+// Callers check each; one may come twice.
+func (p *Pass) mayHold(machine string) []*api.Replica {
+	ids, listed := p.snap.Draining[machine]
+	if !listed {
+		return p.replicas
+	}
+	out := make([]*api.Replica, 0, len(ids)+len(p.mine))
+	for _, id := range ids {
+		if r := p.replica(id); r != nil {
+			out = append(out, r)
+		}
+	}
+	for r := range p.mine {
+		if p.replica(r.ID) == r {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // launch adds a machine to the plan, and to the pass as a machine on its
