@@ -27,7 +27,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
 	candidateAt := planner.NextCandidate(p.cfg.Planner, v.byID, p.now)
 	var plan planner.Plan
-	if reused != nil && !p.plan.Acts() && reused.samePlannerInputs(groups, subnets) {
+	if reused != nil && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
 		plan = reused.plan
 		p.capacity, p.capacityReused = reused, true
 	} else {

@@ -75,6 +75,9 @@ type Pass struct {
 	in Memory
 	// owns: which of mem's copy-on-write sections are the pass's own.
 	owns ownedSections
+	// endedMoves are the snapshot's replicas whose moves the pass ended
+	// (finishHandovers), as they were.
+	endedMoves []*api.Replica
 	// quiet are the services whose steps decided nothing (quiet.go).
 	quiet map[string]quietService
 	// snapInOrder: the snapshot's replicas are by service and id, as the

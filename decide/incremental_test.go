@@ -159,6 +159,16 @@ func incrementalChange(h *decidetest.Harness, rng *rand.Rand, silent map[string]
 		}
 	case 7: // the Secret a service reads is written again
 		h.Snap.SecretRevisions = map[string]string{"api-token": fmt.Sprint(rng.IntN(3))}
+	case 8: // an operator drains a machine: its replicas move, and each move ends
+		if len(h.Snap.Machines) > 0 {
+			m := h.Snap.Machines[rng.IntN(len(h.Snap.Machines))]
+			if m.JoinState == api.JoinJoined {
+				c := *m
+				if changed, err := fleet.Drain(&c, "operator", h.Now.Add(10*time.Minute), h.Now); err == nil && changed {
+					*m = c
+				}
+			}
+		}
 	}
 }
 

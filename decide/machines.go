@@ -33,7 +33,7 @@ func (machines) Decide(p *Pass, clusters []string) {
 	p.followLaunches()
 	v := p.buildView(clusters)
 	p.trackIdle(v)
-	reused := p.reusable(last)
+	reused := p.reusable(last, v)
 	var unplaced []scheduler.Replica
 	var reasons map[string]string
 	if reused != nil {

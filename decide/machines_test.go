@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -441,5 +442,50 @@ func TestAVouchForHeartbeatsStillFindsTheSilentAndTheReturned(t *testing.T) {
 	plan = h.Pass()
 	if len(plan.Unreachable) != 1 || plan.Unreachable[0].Machine != lost.ID {
 		t.Fatalf("unreachable: %+v, want %s alone", plan.Unreachable, lost.ID)
+	}
+}
+
+// A pass that only ends a move (the old copy drained) takes the last
+// pass's scheduling and plan: neither reads the old copy. Not when the
+// machine the copy moved to drains since: once its move ends, the copy
+// needs a move of its own. (The harness decides each pass afresh too.)
+func TestEndingAMoveKeepsTheLastSchedulingUnlessTheNewMachineDrains(t *testing.T) {
+	for _, drainsSince := range []bool{false, true} {
+		t.Run(fmt.Sprintf("new machine drains since: %v", drainsSince), func(t *testing.T) {
+			h := decidetest.New(t)
+			h.Config.ResyncInterval = time.Hour
+			h.Cluster("c", decidetest.Group("g", "large", 1, 4))
+			old := h.Machine("c", "g", "large", func(m *api.Machine) { m.FleetState = api.FleetDraining })
+			to := h.Machine("c", "g", "large")
+			short, long := 5, 120
+			h.Service("web", "c", 1, "400m", "128Mi", func(s *api.ServiceSpec) { s.Update.DrainSeconds = &short })
+			h.Service("api", "c", 1, "400m", "128Mi", func(s *api.ServiceSpec) { s.Update.DrainSeconds = &long })
+			h.Replica("web", 0, old.ID)
+			h.Replica("api", 0, old.ID)
+			h.Pass() // both move to the other machine
+			h.Run()
+			for range 3 { // the new copies run, the old ones are handed over
+				h.Heartbeat()
+				h.Pass()
+			}
+			if drainsSince {
+				c := *to
+				if _, err := fleet.Drain(&c, "operator", h.Now.Add(time.Hour), h.Now); err != nil {
+					t.Fatal(err)
+				}
+				*to = c
+				h.Heartbeat()
+				h.Pass()
+			}
+			h.Step(time.Duration(short)*time.Second + time.Second)
+			h.Heartbeat()
+			plan := h.Pass()
+			if !slices.Equal(plan.EndMoves, []string{"web-0"}) || len(plan.Terminates) != 0 {
+				t.Fatalf("want web-0's move ended alone, the machine kept for api-0's: ends %v, terminates %+v", plan.EndMoves, plan.Terminates)
+			}
+			if reused := plan.Booked.ReusedCapacity(); reused == drainsSince {
+				t.Fatalf("the pass took the last scheduling and plan: %v, want %v", reused, !drainsSince)
+			}
+		})
 	}
 }

@@ -245,6 +245,9 @@ func (p *Pass) finishHandovers() {
 	for _, r := range candidates {
 		if replica.Draining(r) && p.reached(r.HandedOverAt.Add(p.drainOf(r))) {
 			p.plan.EndMoves = append(p.plan.EndMoves, r.ID)
+			if !p.mine[r] {
+				p.endedMoves = append(p.endedMoves, r)
+			}
 			replica.EndMove(p.own(r))
 		}
 	}
