@@ -232,6 +232,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	// while no machine changed: each is where it was, without a merge.
 	same := prev.skeleton != nil && prev.skeleton == b.p.skeleton && b.inPlace
 	walk := 0 // both lists are by id: a merge, not lookups
+	asBooked := b.inPlace && b.v.sorted == len(b.v.byID)
 	for i, id := range b.v.ids {
 		j := i
 		if !same {
@@ -246,6 +247,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		b.inPlace = b.inPlace && j == i
 		if i >= b.v.sorted || j == len(prev.ids) || !same && prev.ids[j] != id {
 			base[i], b.dirty[i] = prev.elsewhere[id], true
+			asBooked = false
 			continue
 		}
 		seen[j], base[i] = true, prev.machines[j].replicas
@@ -254,9 +256,10 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
 			b.reused[i] = int32(j)
 		} else {
-			b.dirty[i] = true
+			b.dirty[i], asBooked = true, false
 		}
 	}
+	b.v.asBooked = asBooked && b.inPlace
 	b.next.elsewhere = make(map[string][]*api.Replica, len(prev.elsewhere))
 	for id, list := range prev.elsewhere {
 		if _, in := b.v.position(id); !in {

@@ -489,3 +489,59 @@ func TestEndingAMoveKeepsTheLastSchedulingUnlessTheNewMachineDrains(t *testing.T
 		})
 	}
 }
+
+// A machine that changed in nothing scheduling or the planner reads (an
+// address; a terminated machine the store forgets) leaves the last pass's
+// scheduling and plan to the next pass; one that grew does not: the
+// replica that waited fits on it now. (The harness decides each pass
+// afresh too.)
+func TestAMachineChangeSchedulingDoesNotReadKeepsItsFindings(t *testing.T) {
+	h := decidetest.New(t)
+	h.Config.ResyncInterval = time.Hour
+	h.Cluster("c", decidetest.Group("g", "small", 1, 1))
+	a := h.Machine("c", "g", "small")
+	gone := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetTerminating })
+	h.Service("web", "c", 1, "400m", "128Mi")
+	h.Service("big", "c", 1, "3", "128Mi") // fits no machine the group may have: it waits
+	h.Replica("web", 0, a.ID)
+	if h.Snap.InFlight == nil {
+		h.Snap.InFlight = map[string]bool{}
+	}
+	h.Snap.InFlight[decide.CallKey(decide.CallTerminate, gone.ID)] = true // its instance goes when the test says
+	var plan decide.Plan
+	for range 4 {
+		h.Heartbeat()
+		plan = h.Pass()
+	}
+	if plan.Acts() || len(plan.Pending) != 1 {
+		t.Fatalf("want a quiet pass with big-0 waiting: %s, pending %v", decidetest.Describe(plan), plan.Pending)
+	}
+	for _, step := range []struct {
+		what   string
+		change func()
+		reused bool
+	}{
+		{"a terminating machine's instance is gone (the planner counts the /24s held)", func() {
+			if err := fleet.SetFleetState(gone, api.FleetTerminated, h.Now); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"the store forgets the terminated machine", func() {
+			h.Snap.Machines = slices.DeleteFunc(h.Snap.Machines, func(m *api.Machine) bool { return m == gone })
+		}, true},
+		{"a machine's address changed", func() { a.Addresses = []string{"10.9.9.9"} }, true},
+		{"a machine's capacity grew", func() { a.Capacity.MilliCPU *= 4 }, false},
+	} {
+		step.change()
+		h.Step(time.Second)
+		h.Heartbeat()
+		plan = h.Pass()
+		if reused := plan.Booked.ReusedCapacity(); reused != step.reused {
+			t.Fatalf("%s: the pass took the last scheduling and plan: %v, want %v", step.what, reused, step.reused)
+		}
+		grew := strings.Contains(step.what, "grew")
+		if placed := len(plan.Assignments) == 1 && plan.Assignments[0].Replica == "big-0"; placed != grew {
+			t.Fatalf("%s: big-0 placed: %v (%+v), want %v", step.what, placed, plan.Assignments, grew)
+		}
+	}
+}

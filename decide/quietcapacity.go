@@ -65,13 +65,44 @@ func (p *Pass) reusable(q *quietCapacity, v *view) *quietCapacity {
 	if q == nil || q.cfg != p.cfg || p.now.Before(q.at) || !q.wake.IsZero() && !p.now.Before(q.wake) {
 		return nil
 	}
-	if len(changed.Machines)+len(changed.Services)+len(changed.Clusters) > 0 || revisionChanged(changed.Memory) ||
+	if !p.machinesAsBooked(v) || len(changed.Services)+len(changed.Clusters) > 0 || revisionChanged(changed.Memory) ||
 		!p.onlyEndedMoves(v) || p.owns.revisions ||
 		!maps.EqualFunc(q.idle, p.mem.IdleSince, time.Time.Equal) || !maps.EqualFunc(q.unavailable, p.mem.Unavailable, time.Time.Equal) ||
 		!reflect.DeepEqual(p.snap.Booked.providers, p.snap.Providers) {
 		return nil
 	}
 	return q
+}
+
+// machinesAsBooked: no machine changed since the last pass, or each
+// that did changed nothing scheduling or the planner read. One in the
+// view is as the last booking had it (a describe's answer for a machine
+// on its way, say), and the view lists the same machines. One outside
+// the view (a terminating machine gone) stayed out of it; it may not be
+// draining, whose replicas scheduling moves (one draining since left the
+// view, and one whose drain ended had its replicas moved or none). The
+// planner's counts of each group are compared apart (samePlannerInputs).
+// Machines not known to be unchanged (a feed without them) count as
+// changed.
+func (p *Pass) machinesAsBooked(v *view) bool {
+	changed := p.snap.Changed.Machines
+	switch {
+	case changed == nil:
+		return false
+	case len(changed) == 0:
+		return true
+	case !v.asBooked:
+		return false
+	}
+	for id := range changed {
+		if _, in := v.position(id); in {
+			continue
+		}
+		if m := p.machine(id); m != nil && m.FleetState == api.FleetDraining {
+			return false
+		}
+	}
+	return true
 }
 
 // onlyEndedMoves: the pass did nothing so far but end moves

@@ -35,6 +35,11 @@ type view struct {
 	// booked: the machines are the booking's own, which the pass must not
 	// change: it places on copies, made once it places (ownMachines).
 	booked bool
+	// asBooked: the view lists the machines the last booking did, in its
+	// order, and each as scheduling and the planner saw it then
+	// (sameMachine): machines that changed since changed nothing they
+	// read.
+	asBooked bool
 }
 
 // ownMachines gives the pass its own copies of the booked machines
