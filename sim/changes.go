@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
@@ -160,9 +161,11 @@ func (a *appended) add(plan decide.Plan) {
 }
 
 // mergeAppended sorts list, sorted but for at most its last n items, as
-// a stable sort would: those sorted, then merged in from the back. A
-// sort of the whole list read each of 15,000 replicas' ids again, a
-// cache miss each; this reads only the items it moves past.
+// a stable sort would: those sorted, then merged in from the back, each
+// where a binary search of the sorted part puts it (after the items
+// equal to it), the items past it moved up in one copy. A sort of the
+// whole list read each of 15,000 replicas' ids again, a cache miss each;
+// a merge that compared each item it moved past read up to 60,000.
 func mergeAppended[T any](list []T, n int, cmp func(a, b T) int) []T {
 	sorted := max(len(list)-n, 0)
 	if sorted == len(list) {
@@ -173,15 +176,16 @@ func mergeAppended[T any](list []T, n int, cmp func(a, b T) int) []T {
 		return list
 	}
 	tail := slices.Clone(list[sorted:])
-	at, from := len(list)-1, sorted-1
-	for j := len(tail) - 1; j >= 0; at-- {
-		if from >= 0 && cmp(list[from], tail[j]) > 0 {
-			list[at] = list[from]
-			from--
-		} else {
-			list[at] = tail[j]
-			j--
-		}
+	end := len(list) // list[end:] is merged
+	from := sorted   // list[:from] is the sorted part not yet moved
+	for j := len(tail) - 1; j >= 0; j-- {
+		at := sort.Search(from, func(i int) bool { return cmp(list[i], tail[j]) > 0 })
+		moved := from - at
+		copy(list[end-moved:end], list[at:from])
+		end -= moved
+		from = at
+		end--
+		list[end] = tail[j]
 	}
 	return list
 }
