@@ -29,6 +29,11 @@ type fleetCensus struct {
 	// draining, launching, terminating and unreachable are positions in
 	// the pass's machines (by id), in order.
 	draining, launching, terminating, unreachable []int
+	// ids and marks are each machine's id and what it counted, by
+	// position: the next pass takes back what a changed machine counted
+	// and counts it again (censusupdate.go).
+	ids   []string
+	marks []censusMark
 }
 
 type groupKey struct{ cluster, group string }
@@ -39,8 +44,9 @@ type groupCensus struct {
 	// pool; inUse are live and neither terminating nor draining; held are
 	// live and hold a /24.
 	counted, stopped, inUse, held int
-	// tee: a joined machine offers a TEE runtime.
-	tee bool
+	// tee: a joined machine offers a TEE runtime (teeJoined of them).
+	tee       bool
+	teeJoined int
 	// templates counts the machines counted toward the group by
 	// provider and template.
 	templates map[providerTemplate]*int
@@ -56,7 +62,8 @@ type providerTemplate struct{ provider, template string }
 // countFleet takes the census of machines: the pass's, by id, then those
 // it launched.
 func countFleet(machines []*api.Machine) *fleetCensus {
-	c := &fleetCensus{machines: len(machines), groups: map[groupKey]*groupCensus{}, held: map[string]int{}}
+	c := &fleetCensus{machines: len(machines), groups: map[groupKey]*groupCensus{}, held: map[string]int{},
+		ids: make([]string, len(machines)), marks: make([]censusMark, len(machines))}
 	var g *groupCensus
 	var last groupKey
 	lastKey := ""
@@ -70,58 +77,125 @@ func countFleet(machines []*api.Machine) *fleetCensus {
 				c.groups[last] = g
 			}
 		}
-		c.count(g, i, m)
-		if key := registry.KeyOf(m); key != lastKey {
-			lastKey = key
-			if !slices.Contains(c.keys, key) {
-				c.keys = append(c.keys, key)
+		mark := markOf(m)
+		c.ids[i], c.marks[i] = m.ID, mark
+		c.count(g, i, mark, 1)
+		if mark.key != lastKey {
+			lastKey = mark.key
+			if !slices.Contains(c.keys, mark.key) {
+				c.keys = append(c.keys, mark.key)
 			}
 		}
 	}
-	for k, g := range c.groups {
-		if g.held > 0 {
-			c.held[k.cluster] += g.held
-		}
+	c.sumHeld()
+	for _, g := range c.groups {
 		g.last, g.lastCount = providerTemplate{}, nil // the count's, not the census's
 	}
 	return c
 }
 
-func (c *fleetCensus) count(g *groupCensus, i int, m *api.Machine) {
-	live := m.Live()
-	if live {
-		c.live++
-		if m.Subnet != "" || isPlaceholder(m) { // the pass's own launches take one each
-			g.held++
+// sumHeld counts each cluster's /24s held from its groups'.
+func (c *fleetCensus) sumHeld() {
+	for k, g := range c.groups {
+		if g.held > 0 {
+			c.held[k.cluster] += g.held
 		}
-	}
-	if m.CountsTowardGroup() {
-		g.counted++
-		g.countTemplate(providerTemplate{m.Provider, m.TemplateHash})
-	}
-	switch m.FleetState {
-	case api.FleetStopped:
-		g.stopped++
-	case api.FleetDraining:
-		c.draining = append(c.draining, i)
-	case api.FleetTerminating:
-		c.terminating = append(c.terminating, i)
-	}
-	if live && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining {
-		g.inUse++
-	}
-	if m.Launching() {
-		c.launching = append(c.launching, i)
-	}
-	if m.UnreachableSince != nil {
-		c.unreachable = append(c.unreachable, i)
-	}
-	if !g.tee && m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE) {
-		g.tee = true
 	}
 }
 
-func (g *groupCensus) countTemplate(pt providerTemplate) {
+// censusMark is what the census counted of a machine.
+type censusMark struct {
+	group    groupKey
+	template providerTemplate
+	// key is its provider key.
+	key   string
+	flags censusFlags
+}
+
+type censusFlags uint16
+
+const (
+	markLive censusFlags = 1 << iota
+	markHeld
+	markCounted
+	markStopped
+	markInUse
+	markTEE
+	markDraining
+	markTerminating
+	markLaunching
+	markUnreachable
+)
+
+func markOf(m *api.Machine) censusMark {
+	mark := censusMark{group: groupKey{m.Cluster, m.Group}, key: registry.KeyOf(m)}
+	set := func(f censusFlags, on bool) {
+		if on {
+			mark.flags |= f
+		}
+	}
+	live := m.Live()
+	set(markLive, live)
+	set(markHeld, live && (m.Subnet != "" || isPlaceholder(m))) // the pass's own launches take one each
+	if m.CountsTowardGroup() {
+		mark.flags |= markCounted
+		mark.template = providerTemplate{m.Provider, m.TemplateHash}
+	}
+	set(markStopped, m.FleetState == api.FleetStopped)
+	set(markDraining, m.FleetState == api.FleetDraining)
+	set(markTerminating, m.FleetState == api.FleetTerminating)
+	set(markInUse, live && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining)
+	set(markLaunching, m.Launching())
+	set(markUnreachable, m.UnreachableSince != nil)
+	set(markTEE, m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE))
+	return mark
+}
+
+// count adds what machine i counted (by 1), or takes it back (by -1),
+// in its group g.
+func (c *fleetCensus) count(g *groupCensus, i int, mark censusMark, by int) {
+	has := func(f censusFlags) bool { return mark.flags&f != 0 }
+	add := func(n *int, f censusFlags) {
+		if has(f) {
+			*n += by
+		}
+	}
+	add(&c.live, markLive)
+	add(&g.held, markHeld)
+	add(&g.counted, markCounted)
+	add(&g.stopped, markStopped)
+	add(&g.inUse, markInUse)
+	add(&g.teeJoined, markTEE)
+	g.tee = g.teeJoined > 0
+	if has(markCounted) {
+		g.countTemplate(mark.template, by)
+	}
+	for _, l := range []struct {
+		list *[]int
+		f    censusFlags
+	}{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}} {
+		if has(l.f) {
+			*l.list = listed(*l.list, i, by > 0)
+		}
+	}
+}
+
+// listed is positions with i in it (or not): appended in a count, which
+// goes in order, else put in its place.
+func listed(positions []int, i int, in bool) []int {
+	at, found := slices.BinarySearch(positions, i)
+	switch {
+	case in && !found:
+		return slices.Insert(positions, at, i)
+	case !in && found && len(positions) == 1:
+		return nil // as a count without it has it
+	case !in && found:
+		return slices.Delete(positions, at, at+1)
+	}
+	return positions
+}
+
+func (g *groupCensus) countTemplate(pt providerTemplate, by int) {
 	if g.lastCount == nil || pt != g.last {
 		n, ok := g.templates[pt]
 		if !ok {
@@ -130,7 +204,11 @@ func (g *groupCensus) countTemplate(pt providerTemplate) {
 		}
 		g.last, g.lastCount = pt, n
 	}
-	*g.lastCount++
+	*g.lastCount += by
+	if *g.lastCount == 0 { // counted afresh, no machine of it would have an entry
+		delete(g.templates, pt)
+		g.last, g.lastCount = providerTemplate{}, nil
+	}
 }
 
 // keptCensus is the last pass's census when it holds for snap: the change
