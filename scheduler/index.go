@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -243,11 +244,16 @@ func (st *state) eligibleFor(r *Replica) *eligibleSet {
 	return set
 }
 
+const zonesSearched = 8
+
 func (s *eligibleSet) noteZone(z string) {
-	if !s.hasZone[z] {
-		s.hasZone[z] = true
-		s.zoneList = append(s.zoneList, z)
+	// A fleet has a few zones: the list is searched, not the map hashed
+	// for each of 10,000 machines (past a few, the map).
+	if len(s.zoneList) <= zonesSearched && slices.Contains(s.zoneList, z) || len(s.zoneList) > zonesSearched && s.hasZone[z] {
+		return
 	}
+	s.hasZone[z] = true
+	s.zoneList = append(s.zoneList, z)
 }
 
 func (s *eligibleSet) add(m *Machine) {
