@@ -239,6 +239,9 @@ func (p *Pass) countedNow() *fleetCensus {
 	if c := p.fleet(); c != nil {
 		return c
 	}
+	if c := p.census.withMachines(p.machines, p.sortedMachines, p.mineMachines); c != nil {
+		return c
+	}
 	return countFleet(p.machines)
 }
 

@@ -71,3 +71,50 @@ func (c *fleetCensus) copyCounts() *fleetCensus {
 	}
 	return out
 }
+
+// withMachines is the census of the pass's machines once it changed or
+// launched some (mine): the snapshot's census, each changed machine
+// counted again and each launch (after the sorted ones) counted, rather
+// than a count of every machine (nil: count afresh, as when a changed
+// machine's provider or group differs). It keeps no marks: no pass takes
+// it over.
+func (c *fleetCensus) withMachines(machines []*api.Machine, sorted int, mine map[*api.Machine]bool) *fleetCensus {
+	if c.marks == nil || c.machines != sorted {
+		return nil
+	}
+	type recount struct {
+		i    int
+		mark censusMark
+	}
+	var changed []recount
+	for m := range mine {
+		i, ok := findByID(machines, sorted, m.ID, apiMachineID)
+		if !ok {
+			return nil
+		}
+		mark := markOf(m)
+		if i < sorted && (mark.key != c.marks[i].key || mark.group != c.marks[i].group) {
+			return nil
+		}
+		changed = append(changed, recount{i, mark})
+	}
+	slices.SortFunc(changed, func(a, b recount) int { return a.i - b.i })
+	out := c.copyCounts()
+	out.ids, out.marks, out.machines = nil, nil, len(machines)
+	for _, r := range changed {
+		g := out.groups[r.mark.group]
+		if g == nil {
+			g = &groupCensus{templates: map[providerTemplate]*int{}}
+			out.groups[r.mark.group] = g
+		}
+		if r.i < sorted {
+			out.count(g, r.i, c.marks[r.i], -1)
+		} else if !slices.Contains(out.keys, r.mark.key) {
+			out.keys = append(out.keys, r.mark.key)
+		}
+		out.count(g, r.i, r.mark, 1)
+		g.last, g.lastCount = providerTemplate{}, nil
+	}
+	out.sumHeld()
+	return out
+}

@@ -1,0 +1,97 @@
+package decide
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// randomMachine is a machine of one of a few groups and providers, in a
+// random state.
+func randomMachine(rng *rand.Rand, id string) *api.Machine {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &api.Machine{ID: id, Cluster: "c", Group: fmt.Sprintf("g%d", rng.IntN(3)), Provider: "fake", ProviderKey: "fake",
+		TemplateHash: fmt.Sprintf("t%d", rng.IntN(2)), CreatedAt: now}
+	randomState(rng, m)
+	return m
+}
+
+func randomState(rng *rand.Rand, m *api.Machine) {
+	m.JoinState = []api.JoinState{api.JoinProvisioning, api.JoinBooting, api.JoinJoined}[rng.IntN(3)]
+	m.FleetState = []api.FleetState{api.FleetReady, api.FleetActive, api.FleetDraining, api.FleetTerminating, api.FleetStopped, api.FleetTerminated}[rng.IntN(6)]
+	m.Subnet, m.UnreachableSince, m.Runtimes = "", nil, nil
+	if rng.IntN(2) == 0 {
+		m.Subnet = "10.244.1.0/24"
+	}
+	if rng.IntN(5) == 0 {
+		at := m.CreatedAt
+		m.UnreachableSince = &at
+	}
+	if rng.IntN(4) == 0 {
+		m.Runtimes = []string{"process", "kata-cc"}
+	}
+	m.TemplateHash = fmt.Sprintf("t%d", rng.IntN(2))
+}
+
+// The census updated for machines changed in place (updatedCensus), and
+// the pass's census once it changed and launched machines
+// (withMachines), are the counts a count afresh makes.
+func TestACensusCountedAgainForChangedMachinesIsACountAfresh(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		machines := make([]*api.Machine, 1+rng.IntN(30))
+		for i := range machines {
+			machines[i] = randomMachine(rng, fmt.Sprintf("m%03d", i))
+		}
+		before := countFleet(machines)
+		// Some change in place, as the store's writes do.
+		next := slices.Clone(machines)
+		changed := map[string]bool{}
+		for range rng.IntN(5) {
+			i := rng.IntN(len(next))
+			c := *next[i]
+			randomState(rng, &c)
+			next[i], changed[c.ID] = &c, true
+		}
+		snap := &Snapshot{Machines: next, Booked: &Booking{census: before}, Changed: &Changes{Machines: changed}}
+		got, want := updatedCensus(snap, next, len(next)), countFleet(next)
+		if got == nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: updated %+v, afresh %+v", seed, got, want)
+		}
+		// The pass changes some more and launches some.
+		mine := map[*api.Machine]bool{}
+		pass := slices.Clone(next)
+		for range rng.IntN(4) {
+			i := rng.IntN(len(pass))
+			if mine[pass[i]] { // the pass's own copy, changed again (ownMachine)
+				randomState(rng, pass[i])
+				continue
+			}
+			c := *pass[i]
+			randomState(rng, &c)
+			pass[i], mine[&c] = &c, true
+		}
+		for k := range rng.IntN(3) {
+			m := randomMachine(rng, fmt.Sprintf("%sk%d", placeholderPrefix, k))
+			m.JoinState, m.FleetState = api.JoinProvisioning, api.FleetReady
+			if k == 1 {
+				m.ProviderKey = "fake:other"
+			}
+			pass, mine[m] = append(pass, m), true
+		}
+		now, afresh := want.withMachines(pass, len(next), mine), countFleet(pass)
+		afresh.ids, afresh.marks = nil, nil
+		if now == nil || !reflect.DeepEqual(now, afresh) {
+			t.Fatalf("seed %d: with the pass's machines %+v, afresh %+v", seed, now, afresh)
+		}
+		if strings.Contains(fmt.Sprint(now.keys), "other") != slices.ContainsFunc(pass, func(m *api.Machine) bool { return m.ProviderKey == "fake:other" }) {
+			t.Fatalf("seed %d: keys %v", seed, now.keys)
+		}
+	}
+}
