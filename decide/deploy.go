@@ -53,12 +53,22 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID boo
 	if !byID && !slices.IsSortedFunc(replicas, compareIDs) { // a run of the pass's list in the store's order is left as it is
 		replicas = slices.SortedFunc(slices.Values(replicas), compareIDs)
 	}
+	// A complete deployment's counts are taken in the same walk, while
+	// each replica is at hand (a second walk of a service of 1,500 read
+	// each again, a cache miss each): fillAndCount takes them.
+	var tally *freshTally
+	if d.State == api.DeployComplete {
+		tally = &freshTally{held: make([]bool, max(desired, 0))}
+	}
 	for _, r := range replicas {
 		switch {
 		case r.Index >= desired:
 			p.deleteReplica(r, "service scaled down")
 		case r.SpecHash == rev.Hash:
 			x.fresh = append(x.fresh, r)
+			if tally != nil {
+				tally.add(x, r)
+			}
 		default:
 			x.old = append(x.old, r)
 		}
@@ -70,7 +80,7 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID boo
 		x.keepFailed()
 		x.count()
 	case d.State == api.DeployComplete && len(x.old) == 0:
-		x.fillAndCount()
+		x.fillAndCount(tally)
 	default:
 		if d.State == api.DeployComplete { // replicas of another revision appeared (made by an older gantry)
 			d.State, d.ProgressAt, d.AvailableSince = api.DeployProgressing, p.now, map[string]time.Time{}
@@ -422,25 +432,12 @@ func (x *deployment) stableOr() api.Revision {
 }
 
 // fillAndCount is fillIndexes then count, of a complete deployment
-// whose replicas are all of its revision, in one walk of them (the usual
-// pass of a service whose replicas changed: at 1,500 replicas, a walk
-// each was a cache miss each).
-func (x *deployment) fillAndCount() {
-	held := make([]bool, max(x.d.Desired, 0))
-	x.d.Updated, x.d.Old, x.d.Available = 0, 0, 0
-	for _, r := range x.fresh {
-		if x.p.deleting[r.ID] {
-			continue
-		}
-		if r.Index >= 0 && r.Index < len(held) {
-			held[r.Index] = true
-		}
-		x.d.Updated++
-		if x.ready(r) {
-			x.d.Available++
-		}
-	}
-	for i, ok := range held {
+// whose replicas are all of its revision, from the tally of them the
+// step took as it sorted them (the usual pass of a service whose replicas
+// changed: at 1,500 replicas, a walk each was a cache miss each).
+func (x *deployment) fillAndCount(tally *freshTally) {
+	x.d.Updated, x.d.Old, x.d.Available = tally.updated, 0, tally.available
+	for i, ok := range tally.held {
 		if !ok {
 			r := x.p.createReplica(x.rev, i)
 			x.fresh = append(x.fresh, r)
@@ -449,6 +446,26 @@ func (x *deployment) fillAndCount() {
 				x.d.Available++
 			}
 		}
+	}
+}
+
+// freshTally is what fillAndCount counts of a complete deployment's
+// replicas of its revision: the indexes held, how many, how many ready.
+type freshTally struct {
+	held               []bool
+	updated, available int
+}
+
+func (t *freshTally) add(x *deployment, r *api.Replica) {
+	if x.p.deleting[r.ID] {
+		return
+	}
+	if r.Index >= 0 && r.Index < len(t.held) {
+		t.held[r.Index] = true
+	}
+	t.updated++
+	if x.ready(r) {
+		t.available++
 	}
 }
 
