@@ -55,9 +55,11 @@ type Booking struct {
 	ownMachines map[string]bool
 	providers   map[string]ProviderInfo
 	// quiet are the services whose steps decided nothing, and secrets the
-	// Secrets' revisions the pass read (quiet.go).
+	// Secrets' revisions the pass read (quiet.go); tallies the complete
+	// deployments' counts (deploytally.go).
 	quiet   map[string]quietService
 	secrets map[string]string
+	tallies map[string]*deployTally
 	// capacity: what the pass's scheduling and planner found, when it
 	// changed nothing (quietcapacity.go); reused: the pass took the last
 	// pass's instead of scheduling and planning.
@@ -173,7 +175,7 @@ func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Boo
 			next.own[id] = ""
 		}
 	}
-	next.quiet, next.secrets = p.quiet, maps.Clone(p.snap.SecretRevisions)
+	next.quiet, next.secrets, next.tallies = p.quiet, maps.Clone(p.snap.SecretRevisions), p.tallies
 	next.providers = maps.Clone(p.snap.Providers)
 	return next
 }

@@ -78,6 +78,9 @@ type Pass struct {
 	// endedMoves are the snapshot's replicas whose moves the pass ended
 	// (finishHandovers), as they were.
 	endedMoves []*api.Replica
+	// tallies are the complete deployments' tallies for the next pass
+	// (deploytally.go).
+	tallies map[string]*deployTally
 	// quiet are the services whose steps decided nothing (quiet.go).
 	quiet map[string]quietService
 	// snapInOrder: the snapshot's replicas are by service and id, as the
@@ -192,6 +195,7 @@ func (p *Pass) finishNew() {
 		p.services[s.Metadata.Name] = s
 	}
 	p.plan.LiveMachines = p.live
+	p.tallies = p.keepTallies()
 }
 
 func (p *Pass) addReplica(r *api.Replica) {

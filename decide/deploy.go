@@ -39,9 +39,20 @@ type deployment struct {
 
 // deployService moves one service towards its current revision; byID
 // says its replicas are by id.
-func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID bool) {
+func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID, busy bool) {
 	rev := p.currentRevision(svc, replicas)
 	d := p.deploymentOf(svc, rev, len(replicas) > 0)
+	name := svc.Metadata.Name
+	delete(p.tallies, name)
+	if t := p.keptTally(svc, rev, &d, replicas, busy); t != nil {
+		// As the walk below would find it: nothing to make or delete.
+		d.Desired, d.Generation = t.desired, svc.Metadata.Generation
+		d.Updated, d.Old, d.Available = len(replicas), 0, len(replicas)-len(t.unready)
+		p.tallies[name] = t
+		delete(p.mem.Promotions, name)
+		setEntry(&p.mem.Deployments, &p.owns.deployments, name, d)
+		return
+	}
 	// The list of the revision's replicas is the scratch's (nothing keeps
 	// it once the step is done): a list allocated and grown for every
 	// step of a service of hundreds was a twentieth of a pass's bytes.
@@ -58,12 +69,15 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID boo
 	// each again, a cache miss each): fillAndCount takes them.
 	var tally *freshTally
 	if d.State == api.DeployComplete {
-		tally = &freshTally{held: make([]bool, max(desired, 0))}
+		tally = &freshTally{held: make([]bool, max(desired, 0)), unready: map[string]bool{}, whole: true}
 	}
 	for _, r := range replicas {
 		switch {
 		case r.Index >= desired:
 			p.deleteReplica(r, "service scaled down")
+			if tally != nil {
+				tally.whole = false
+			}
 		case r.SpecHash == rev.Hash:
 			x.fresh = append(x.fresh, r)
 			if tally != nil {
@@ -81,6 +95,10 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID boo
 		x.count()
 	case d.State == api.DeployComplete && len(x.old) == 0:
 		x.fillAndCount(tally)
+		if tally.whole && len(x.fresh) == len(replicas) {
+			p.tallies[name] = &deployTally{revision: rev.Hash, desired: desired, generation: svc.Metadata.Generation,
+				replicas: len(replicas), unready: tally.unready}
+		}
 	default:
 		if d.State == api.DeployComplete { // replicas of another revision appeared (made by an older gantry)
 			d.State, d.ProgressAt, d.AvailableSince = api.DeployProgressing, p.now, map[string]time.Time{}
@@ -454,10 +472,15 @@ func (x *deployment) fillAndCount(tally *freshTally) {
 type freshTally struct {
 	held               []bool
 	updated, available int
+	// unready are the replicas not ready; whole: none is being deleted
+	// (the step's tally holds for the next pass: deployTally).
+	unready map[string]bool
+	whole   bool
 }
 
 func (t *freshTally) add(x *deployment, r *api.Replica) {
 	if x.p.deleting[r.ID] {
+		t.whole = false
 		return
 	}
 	if r.Index >= 0 && r.Index < len(t.held) {
@@ -466,6 +489,8 @@ func (t *freshTally) add(x *deployment, r *api.Replica) {
 	t.updated++
 	if x.ready(r) {
 		t.available++
+	} else {
+		t.unready[r.ID] = true
 	}
 }
 

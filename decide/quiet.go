@@ -66,7 +66,7 @@ func (p *Pass) stepService(svc *api.Service, replicas []*api.Replica, byID, busy
 	name := svc.Metadata.Name
 	steps, revisions, wake := p.plan.serviceSteps(), len(p.mem.Revisions), p.plan.Wake.At
 	p.plan.Wake.At = time.Time{}
-	p.deployService(svc, replicas, byID)
+	p.deployService(svc, replicas, byID, busy)
 	own := p.plan.Wake.At
 	p.plan.Wake.At = wake
 	if !own.IsZero() {
