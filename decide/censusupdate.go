@@ -44,14 +44,24 @@ func updatedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCe
 	// are this pass's to consume.
 	c := prev.copyCounts()
 	for k, i := range changed {
-		g := c.groups[marks[k].group]
-		c.count(g, i, prev.marks[i], -1)
-		c.count(g, i, marks[k], 1)
-		g.last, g.lastCount = providerTemplate{}, nil
+		c.countAt(i, prev.marks[i], -1)
+		c.countAt(i, marks[k], 1)
 		c.marks[i] = marks[k]
 	}
 	c.sumHeld()
 	return c
+}
+
+// countAt counts (by 1) or takes back (by -1) what machine i counted, in
+// its group (made if new), one machine at a time.
+func (c *fleetCensus) countAt(i int, mark censusMark, by int) {
+	g := c.groups[mark.group]
+	if g == nil {
+		g = &groupCensus{templates: map[providerTemplate]*int{}}
+		c.groups[mark.group] = g
+	}
+	c.count(g, i, mark, by)
+	g.last, g.lastCount = providerTemplate{}, nil
 }
 
 // copyCounts is a census with c's counts, lists and groups of its own,
@@ -102,18 +112,12 @@ func (c *fleetCensus) withMachines(machines []*api.Machine, sorted int, mine map
 	out := c.copyCounts()
 	out.ids, out.marks, out.machines = nil, nil, len(machines)
 	for _, r := range changed {
-		g := out.groups[r.mark.group]
-		if g == nil {
-			g = &groupCensus{templates: map[providerTemplate]*int{}}
-			out.groups[r.mark.group] = g
-		}
 		if r.i < sorted {
-			out.count(g, r.i, c.marks[r.i], -1)
+			out.countAt(r.i, c.marks[r.i], -1)
 		} else if !slices.Contains(out.keys, r.mark.key) {
 			out.keys = append(out.keys, r.mark.key)
 		}
-		out.count(g, r.i, r.mark, 1)
-		g.last, g.lastCount = providerTemplate{}, nil
+		out.countAt(r.i, r.mark, 1)
 	}
 	out.sumHeld()
 	return out

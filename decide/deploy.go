@@ -169,9 +169,7 @@ func (x *deployment) observeAvailability() {
 }
 
 // availableNew: running, and healthy when the revision has a check.
-func (x *deployment) availableNew(r *api.Replica) bool {
-	return replica.Available(r) && (x.rev.Spec.HealthCheck == nil || r.Health == api.HealthHealthy)
-}
+func (x *deployment) availableNew(r *api.Replica) bool { return availableOf(x.rev, r) }
 
 // ready: available for minHealthySeconds (once complete: available).
 func (x *deployment) ready(r *api.Replica) bool {

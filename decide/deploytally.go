@@ -46,8 +46,9 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 	if _, promoted := p.in.Promotions[name]; promoted {
 		return nil
 	}
+	prefix := name + "-" // a replica's id begins with its service's name and a dash
 	for id := range prev.own {
-		if strings.HasPrefix(id, name+"-") {
+		if strings.HasPrefix(id, prefix) {
 			return nil
 		}
 	}
@@ -59,7 +60,7 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 		if r == nil || r.Service != name || r.SpecHash != rev.Hash || r.Index < 0 || r.Index >= desired {
 			return nil
 		}
-		if readyInComplete(rev, r) {
+		if availableOf(rev, r) {
 			delete(t.unready, id)
 		} else {
 			t.unready[id] = true
@@ -68,9 +69,10 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 	return t
 }
 
-// readyInComplete: a replica of a complete deployment's revision is ready
-// (deployment.ready, once complete).
-func readyInComplete(rev api.Revision, r *api.Replica) bool {
+// availableOf: a replica of rev runs and passes rev's health check,
+// where it has one (what makes it ready once its deployment is
+// complete).
+func availableOf(rev api.Revision, r *api.Replica) bool {
 	return replica.Available(r) && (rev.Spec.HealthCheck == nil || r.Health == api.HealthHealthy)
 }
 
