@@ -39,7 +39,7 @@ func (c *Controller) loadFor(ctx context.Context, take bool) (*decide.Snapshot, 
 		}
 		snap.Services, snap.FailoverGroups = objects.Services, objects.FailoverGroups
 		snap.Machines, snap.Heartbeats, snap.ReplicaChunks, entries = objects.Machines, objects.Heartbeats, objects.Replicas, objects.Memory
-		snap.InStoreOrder, snap.NoneRetiring, snap.Moving, snap.Unplaced = objects.InStoreOrder, objects.NoneRetiring, objects.Moving, objects.Unplaced
+		snap.InStoreOrder, snap.Retiring, snap.Moving, snap.Unplaced = objects.InStoreOrder, objects.Retiring, objects.Moving, objects.Unplaced
 		snap.Orphaned, snap.Draining, snap.MachinesByID = objects.Orphaned, objects.Draining, true // the view lists machines by id
 		if take {
 			c.pending, c.machineStates = objects.Pending, objects.MachineStates

@@ -165,8 +165,9 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	// In the store's order, the lists of both kinds are too.
 	p.snapInOrder = true
 	check := !snap.InStoreOrder
-	if !check && snap.NoneRetiring {
+	if !check && snap.Retiring != nil {
 		p.replicas = snap.AllReplicas().AppendTo(room(&snap.Scratch.of().replicas, snap.ReplicaCount()))
+		p.takeRetiring(snap.Retiring)
 		p.index = indexOf(p.replicas, true)
 		p.finishNew()
 		return p
@@ -187,6 +188,32 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p.index = indexOf(p.replicas, p.snapInOrder)
 	p.finishNew()
 	return p
+}
+
+// takeRetiring moves the retiring replicas of those ids (the snapshot's
+// word) from the pass's list, in the store's order, to p.retiring, each
+// found by a search of the list by service and id.
+func (p *Pass) takeRetiring(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	x := indexOf(p.replicas, true)
+	at := make([]int, 0, len(ids))
+	for _, id := range ids {
+		if i, ok := x.find(p.replicas, id); ok {
+			at = append(at, i)
+		}
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	kept := p.replicas[:0]
+	from := 0
+	for _, i := range at {
+		p.retiring = append(p.retiring, p.replicas[i])
+		kept = append(kept, p.replicas[from:i]...) // copies down: kept never passes from
+		from = i + 1
+	}
+	p.replicas = append(kept, p.replicas[from:]...)
 }
 
 // finishNew indexes the services.

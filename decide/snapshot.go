@@ -38,10 +38,12 @@ type Snapshot struct {
 	// compares strings), as a server's view hands them out; the pass then
 	// does not sort them (which costs a comparison of each when they are).
 	MachinesByID bool
-	// NoneRetiring: the caller vouches that no replica is retiring (a
-	// server's view counts them); the pass then does not look (a walk of
-	// every replica).
-	NoneRetiring bool
+	// Retiring, when not nil, are the ids of every retiring replica,
+	// sorted, as the caller (a server's view) keeps them: with the
+	// replicas in the store's order, the pass takes them out of its list
+	// by their places, not by reading every replica (a cache miss each of
+	// 60,000 at 10,000 machines, every pass while any retires).
+	Retiring []string
 	// Moving, when not nil, are the ids of every replica moving off a
 	// machine (PreviousMachine set), sorted, as the caller (a server's
 	// view) keeps them: the pass looks for moves to end among them and

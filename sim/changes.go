@@ -200,11 +200,10 @@ func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
 // retiring or moving off a machine, and those on each machine, from the
 // replicas each pass's changes name: a pass then looks for replicas to
 // place among the unplaced (Snapshot.Unplaced), for what draining
-// machines hold among theirs (Snapshot.Draining), and skips its walks for
-// retiring and moving ones while there are none.
+// machines hold among theirs (Snapshot.Draining), and finds the retiring
+// and moving ones among theirs (Snapshot.Retiring, Snapshot.Moving).
 type tally struct {
-	unplaced, moving *sortedset.Set
-	retiring         map[string]bool
+	unplaced, moving, retiring *sortedset.Set
 	// held are the replicas on each machine or moving off it, by
 	// machine; at the machines each replica was counted on.
 	held map[string]map[string]bool
@@ -212,7 +211,7 @@ type tally struct {
 }
 
 func newTally() *tally {
-	return &tally{unplaced: sortedset.New(), retiring: map[string]bool{}, moving: sortedset.New(),
+	return &tally{unplaced: sortedset.New(), retiring: sortedset.New(), moving: sortedset.New(),
 		held: map[string]map[string]bool{}, at: map[string][2]string{}}
 }
 
@@ -221,7 +220,7 @@ func newTally() *tally {
 func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) {
 	for id := range changed {
 		t.unplaced.Remove(id)
-		delete(t.retiring, id)
+		t.retiring.Remove(id)
 		t.moving.Remove(id)
 		r := w.ReplicaByID(id)
 		t.rehold(id, r)
@@ -232,7 +231,7 @@ func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) 
 			t.unplaced.Add(id)
 		}
 		if r.RetiringSince != nil {
-			t.retiring[id] = true
+			t.retiring.Add(id)
 		}
 		if r.PreviousMachine != "" {
 			t.moving.Add(id)
@@ -318,5 +317,5 @@ func (t *tally) vouch(s *decide.Snapshot) {
 		}
 	}
 	s.Unplaced = t.unplaced.Sorted() // never nil: nil reads as not known
-	s.NoneRetiring, s.Moving = len(t.retiring) == 0, t.moving.Sorted()
+	s.Retiring, s.Moving = t.retiring.Sorted(), t.moving.Sorted()
 }

@@ -270,7 +270,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 		// Afresh, and without what the snapshot vouches for: every replica
 		// walked.
 		walked := *h.Snap
-		walked.InStoreOrder, walked.NoneRetiring, walked.Moving, walked.Unplaced, walked.Orphaned = false, false, nil, nil, nil
+		walked.InStoreOrder, walked.Retiring, walked.Moving, walked.Unplaced, walked.Orphaned = false, nil, nil, nil, nil
 		walked.Draining = nil
 		walked.MachinesByID = false
 		walked.HeardFrom = nil
@@ -304,9 +304,11 @@ func (h *Harness) inStoreOrder() {
 	})
 	h.Snap.InStoreOrder = !slices.ContainsFunc(h.Snap.Replicas, outsideService)
 	h.Snap.MachinesByID = slices.IsSortedFunc(h.Snap.Machines, func(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) })
-	h.Snap.NoneRetiring = !slices.ContainsFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
-	h.Snap.Unplaced, h.Snap.Moving, h.Snap.Orphaned = []string{}, []string{}, []string{}
+	h.Snap.Unplaced, h.Snap.Moving, h.Snap.Orphaned, h.Snap.Retiring = []string{}, []string{}, []string{}, []string{}
 	for _, r := range h.Snap.Replicas {
+		if r.RetiringSince != nil {
+			h.Snap.Retiring = append(h.Snap.Retiring, r.ID)
+		}
 		if r.Machine == "" {
 			h.Snap.Unplaced = append(h.Snap.Unplaced, r.ID)
 		}

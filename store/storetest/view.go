@@ -150,9 +150,11 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	s.Replicas, errs[4] = chunks.Of(replicas), err
 	s.Memory, errs[5] = tx.ListMemory()
 	s.InStoreOrder = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return !replica.NamedInService(r) })
-	s.NoneRetiring = !slices.ContainsFunc(replicas, func(r *api.Replica) bool { return r.RetiringSince != nil })
-	s.Pending, s.Unplaced, s.Moving = map[string]int{}, []string{}, []string{}
+	s.Pending, s.Unplaced, s.Moving, s.Retiring = map[string]int{}, []string{}, []string{}, []string{}
 	for _, r := range replicas {
+		if r.RetiringSince != nil {
+			s.Retiring = append(s.Retiring, r.ID)
+		}
 		if r.Machine == "" {
 			s.Pending[r.Cluster]++
 			s.Unplaced = append(s.Unplaced, r.ID)
@@ -163,6 +165,7 @@ func listAll(tx store.Tx) (view.Snapshot, error) {
 	}
 	slices.Sort(s.Unplaced)
 	slices.Sort(s.Moving)
+	slices.Sort(s.Retiring)
 	s.Orphaned = []string{}
 	for _, r := range replicas {
 		if !slices.ContainsFunc(s.Services, func(svc *api.Service) bool { return svc.Metadata.Name == r.Service }) && !slices.Contains(s.Orphaned, r.Service) {

@@ -16,8 +16,9 @@ type replicaCounts struct {
 	// oddIDs are the replicas whose ids do not begin with their service's
 	// name and a dash (replica.ID makes none).
 	oddIDs int
-	// retiring are the replicas out of their names, running until drained.
-	retiring int
+	// retiring are the ids of the replicas out of their names, running
+	// until drained.
+	retiring *sortedset.Set
 	// moving are the ids of the replicas moving off a machine
 	// (PreviousMachine set).
 	moving *sortedset.Set
@@ -34,7 +35,7 @@ type replicaCounts struct {
 }
 
 func newReplicaCounts(replicas []*api.Replica) replicaCounts {
-	c := replicaCounts{pending: map[string]int{}, unplaced: sortedset.New(), moving: sortedset.New(), byService: map[string]int{}}
+	c := replicaCounts{pending: map[string]int{}, unplaced: sortedset.New(), moving: sortedset.New(), retiring: sortedset.New(), byService: map[string]int{}}
 	for _, r := range replicas {
 		c.add(r, 1)
 	}
@@ -50,7 +51,11 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 		c.oddIDs += n
 	}
 	if r.RetiringSince != nil {
-		c.retiring += n
+		if n > 0 {
+			c.retiring.Add(r.ID)
+		} else {
+			c.retiring.Remove(r.ID)
+		}
 	}
 	if r.PreviousMachine != "" {
 		if n > 0 {
@@ -83,6 +88,10 @@ func (c *replicaCounts) add(r *api.Replica, n int) {
 // movingIDs are the ids of the replicas moving off a machine, sorted (not
 // nil), shared until they change.
 func (c *replicaCounts) movingIDs() []string { return c.moving.Sorted() }
+
+// retiringIDs are the ids of the replicas retiring, sorted (not nil),
+// shared until they change.
+func (c *replicaCounts) retiringIDs() []string { return c.retiring.Sorted() }
 
 // unplacedIDs are the ids of the replicas on no machine, sorted (not
 // nil: a pass reads nil as not known), shared until they change.

@@ -177,9 +177,9 @@ type Snapshot struct {
 	// a dash, so the replicas' order (by service and id) is the one a
 	// pass searches them in.
 	InStoreOrder bool
-	// NoneRetiring: no replica is retiring (out of its name, running until
-	// drained).
-	NoneRetiring bool
+	// Retiring are the ids of the replicas retiring (out of their names,
+	// running until drained), sorted.
+	Retiring []string
 	// Moving are the ids of the replicas moving off a machine, sorted.
 	Moving []string
 	// Pending counts the replicas on no machine, by cluster (none:
@@ -417,7 +417,7 @@ func (v *View) snapshot() Snapshot {
 	}
 	return Snapshot{Revision: v.rev, Clusters: slices.Clip(s.clusters), Services: slices.Clip(s.services), FailoverGroups: slices.Clip(s.groups),
 		Machines: slices.Clip(s.machines), Replicas: s.replicas, Memory: s.memory, InStoreOrder: v.counts.oddIDs == 0,
-		NoneRetiring: v.counts.retiring == 0, Moving: v.counts.movingIDs(), Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
+		Retiring: v.counts.retiringIDs(), Moving: v.counts.movingIDs(), Pending: v.counts.pendingByCluster(), Unplaced: v.counts.unplacedIDs(),
 		Orphaned: v.counts.orphaned(v.services), MachineStates: v.states.list(), Draining: v.drainingHolds()}
 }
 
