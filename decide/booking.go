@@ -230,9 +230,10 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	base, seen := reuse(&sc.base, len(b.v.byID)), reuse(&sc.seen, len(prev.machines))
 	suspect := b.suspects()
 	b.inPlace = len(prev.machines) == b.v.sorted
-	// The last pass booked the machines of this pass's skeleton, kept
-	// while no machine changed: each is where it was, without a merge.
-	same := prev.skeleton != nil && prev.skeleton == b.p.skeleton && b.inPlace
+	// The last pass booked the machines of this pass's skeleton (kept, or
+	// updated for the machines changed): each is where it was, without a
+	// merge.
+	same := sameMachines(prev.skeleton, b.p.skeleton) && b.inPlace
 	walk := 0 // both lists are by id: a merge, not lookups
 	asBooked := b.inPlace && b.v.sorted == len(b.v.byID)
 	for i, id := range b.v.ids {

@@ -15,25 +15,11 @@ import (
 // agent joined), and counting all of them was a twentieth of such a
 // pass. The decision harness compares it with a count afresh.
 func updatedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCensus {
-	b, ch := snap.Booked, snap.Changed
-	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil ||
-		b.census.machines != len(snap.Machines) || sorted != len(snap.Machines) {
+	changed, ok := changedPlaces(snap, machines, sorted)
+	if !ok {
 		return nil
 	}
-	prev := b.census
-	var changed []int
-	for _, ids := range []map[string]bool{ch.Machines, b.ownMachines} {
-		for id := range ids {
-			// Made or deleted since: the positions moved.
-			i, ok := findByID(machines, sorted, id, apiMachineID)
-			if !ok || prev.ids[i] != id {
-				return nil
-			}
-			changed = append(changed, i)
-		}
-	}
-	slices.Sort(changed)
-	changed = slices.Compact(changed)
+	prev := snap.Booked.census
 	marks := make([]censusMark, len(changed))
 	for k, i := range changed {
 		if marks[k] = markOf(machines[i]); marks[k].key != prev.marks[i].key || marks[k].group != prev.marks[i].group {
@@ -50,6 +36,31 @@ func updatedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCe
 	}
 	c.sumHeld()
 	return c
+}
+
+// changedPlaces are the places among machines (the pass's, by id) of the
+// machines changed since the last pass, sorted: those the feed names and
+// those the last pass changed itself. ok is false when they cannot be
+// known from the last pass's census: the feed does not name the machines,
+// or one was made or deleted since (the places moved).
+func changedPlaces(snap *Snapshot, machines []*api.Machine, sorted int) ([]int, bool) {
+	b, ch := snap.Booked, snap.Changed
+	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil ||
+		b.census.machines != len(snap.Machines) || sorted != len(snap.Machines) {
+		return nil, false
+	}
+	var changed []int
+	for _, ids := range []map[string]bool{ch.Machines, b.ownMachines} {
+		for id := range ids {
+			i, ok := findByID(machines, sorted, id, apiMachineID)
+			if !ok || b.census.ids[i] != id {
+				return nil, false
+			}
+			changed = append(changed, i)
+		}
+	}
+	slices.Sort(changed)
+	return slices.Compact(changed), true
 }
 
 // countAt counts (by 1) or takes back (by -1) what machine i counted, in

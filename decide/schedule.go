@@ -250,6 +250,9 @@ func (p *Pass) buildView(clusters []string) *view {
 	v.byID = room(&sc.byID, n)
 	sk := p.keptSkeleton(clusters)
 	if sk == nil {
+		sk = p.updatedSkeleton(clusters)
+	}
+	if sk == nil {
 		sk = p.takeSkeleton(clusters)
 	}
 	cls := make([]*api.Cluster, len(clusters))
