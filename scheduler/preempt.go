@@ -24,6 +24,7 @@ func (st *state) preempt(eligible []*Machine, tiers []tier, r *Replica, res *Res
 	if best == nil {
 		return nil, nil, tier{}, false
 	}
+	st.explained = nil // the victims' room frees
 	for _, v := range bestVictims {
 		Unassign(best, *v.Replica, v.GPUs)
 		best.Residents = removeResident(best.Residents, v.Replica.ID)

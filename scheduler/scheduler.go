@@ -268,6 +268,7 @@ func NewSession(machines []*Machine) *Session { return (*Scratch)(nil).NewSessio
 // a new machine when the opener can make one.
 func (s *Session) Place(pending []Replica, open Opener) Result {
 	s.st.learnLabels(pending)
+	s.st.explained = nil // the machines may have changed since the last call
 	res := Result{Unplaced: map[string]string{}}
 	for _, cl := range classesOf(pending, s.demand) {
 		s.st.placeClass(cl, &res, open)

@@ -33,6 +33,9 @@ type state struct {
 	// walked counts the machines first-fit walks looked at instead of a
 	// fit index (indexedOrScan); past len(order) they use the index.
 	walked int
+	// explained are the explanations given in a Place call since its last
+	// placement, by shape (explainOnce).
+	explained map[explainKey]string
 }
 
 type scored struct {
@@ -171,6 +174,7 @@ func (st *state) book(m *Machine, r *Replica, gpus []int) {
 	if st.hosts != nil {
 		st.noteHost(r.Service, m)
 	}
+	st.explained = nil // the machines' room changed
 	Assign(m, *r, gpus)
 }
 
@@ -281,7 +285,11 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			m, gpus, t, ok = st.preempt(eligible, tiers, rep, res)
 		}
 		if !ok {
-			stuck = st.explain(rep, zone)
+			if open == nil {
+				stuck = st.explainOnce(rep, zone)
+			} else {
+				stuck = st.explain(rep, zone)
+			}
 			res.Unplaced[rep.ID] = stuck
 			continue
 		}
@@ -307,6 +315,43 @@ func (st *state) unplacedWhy(r *Replica, zone, openWhy string) string {
 		}
 	}
 	return api.ReasonUnschedulable + why
+}
+
+// explainKey is what explain reads of a replica without spread,
+// affinity or dedication: its eligible machines (its static needs), the
+// zone it must be in, its requests and GPU need.
+type explainKey struct {
+	set      *eligibleSet
+	zone     string
+	requests api.Resources
+	gpu      GPUNeed
+	withGPU  bool
+}
+
+// explainOnce is explain, walking the machines once for each shape of
+// replica between placements: the classes of services alike (one after
+// another, each finding the same machines full) are told alike, not each
+// after a walk of every machine (at 10,000 machines, 40 services waiting
+// for machines on their way were 40 walks a pass). Only within a Place
+// call without an opener, whose machines change by its placements and
+// evictions alone (each clears what was explained).
+func (st *state) explainOnce(r *Replica, zone string) string {
+	if st.terse || len(r.Spread) > 0 || r.Dedicated || st.hasAffinity(r) {
+		return st.explain(r, zone)
+	}
+	key := explainKey{set: st.eligibleFor(r), zone: zone, requests: r.Requests}
+	if r.GPU != nil {
+		key.gpu, key.withGPU = *r.GPU, true
+	}
+	if why, ok := st.explained[key]; ok {
+		return why
+	}
+	why := st.explain(r, zone)
+	if st.explained == nil {
+		st.explained = map[explainKey]string{}
+	}
+	st.explained[key] = why
+	return why
 }
 
 // explain says why no machine of the cluster takes the replica, the way
