@@ -44,10 +44,15 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID, bu
 	d := p.deploymentOf(svc, rev, len(replicas) > 0)
 	name := svc.Metadata.Name
 	delete(p.tallies, name)
-	if t := p.keptTally(svc, rev, &d, replicas, busy); t != nil {
-		// As the walk below would find it: nothing to make or delete.
+	desired := svc.Spec.DesiredReplicas()
+	t := p.keptTally(svc, rev, &d, replicas, busy)
+	if t != nil && t.desired != desired && !p.rescale(t, rev, desired) {
+		t = nil
+	}
+	if t != nil {
+		// As the walk below would find it, and do.
 		d.Desired, d.Generation = t.desired, svc.Metadata.Generation
-		d.Updated, d.Old, d.Available = len(replicas), 0, len(replicas)-len(t.unready)
+		d.Updated, d.Old, d.Available = t.replicas, 0, t.replicas-len(t.unready)
 		p.tallies[name] = t
 		delete(p.mem.Promotions, name)
 		setEntry(&p.mem.Deployments, &p.owns.deployments, name, d)
@@ -59,7 +64,6 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID, bu
 	scratch := p.snap.Scratch.of()
 	x := &deployment{p: p, svc: svc, rev: rev, d: &d, policy: svc.Spec.Update, fresh: room(&scratch.deploying, len(replicas))}
 	defer func() { scratch.deploying = x.fresh[:0] }()
-	desired := svc.Spec.DesiredReplicas()
 	compareIDs := func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) }
 	if !byID && !slices.IsSortedFunc(replicas, compareIDs) { // a run of the pass's list in the store's order is left as it is
 		replicas = slices.SortedFunc(slices.Values(replicas), compareIDs)
@@ -95,9 +99,9 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID, bu
 		x.count()
 	case d.State == api.DeployComplete && len(x.old) == 0:
 		x.fillAndCount(tally)
-		if tally.whole && len(x.fresh) == len(replicas) {
-			p.tallies[name] = &deployTally{revision: rev.Hash, desired: desired, generation: svc.Metadata.Generation,
-				replicas: len(replicas), unready: tally.unready}
+		if tally.whole { // the replicas it made counted too
+			p.tallies[name] = &deployTally{revision: rev.Hash, desired: desired, replicas: len(x.fresh), unready: tally.unready,
+				dropped: p.retiringOf(name)}
 		}
 	default:
 		if d.State == api.DeployComplete { // replicas of another revision appeared (made by an older gantry)
@@ -460,6 +464,8 @@ func (x *deployment) fillAndCount(tally *freshTally) {
 			x.d.Updated++
 			if x.ready(r) {
 				x.d.Available++
+			} else {
+				tally.unready[r.ID] = true
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
@@ -8,29 +9,35 @@ import (
 )
 
 // deployTally is what a complete deployment's step counted of a service
-// whose replicas were all of its revision, each index held, none deleted:
-// the next pass takes it over, counting again only the replicas that
-// changed since, while the service, its deployment and its replicas'
-// membership are as they were. A replica starting or failing touched its
-// service, whose step walked every replica to count them again (1,500 a
-// service at 10,000 machines). The decision harness decides every pass
-// afresh too.
+// whose replicas were all of its revision, each index held: the next pass
+// takes it over, counting again only the replicas that changed since,
+// while its deployment is complete at the same revision and its replicas'
+// membership is as the tally left it. A replica starting or failing
+// touched its service, whose step walked every replica to count them
+// again (1,500 a service at 10,000 machines); so did each change of the
+// desired count, once a minute for each service of a diurnal trace,
+// which the kept tally now follows too (rescale). The decision harness
+// decides every pass afresh too.
 type deployTally struct {
-	revision   string
-	desired    int
-	generation int64
-	// replicas is how many the service had; unready are those not ready.
+	revision string
+	desired  int
+	// replicas is how many the service has once the pass's steps hold
+	// (those it made counted, those it deleted or retired not); unready
+	// are those not ready; dropped are those it does not count that may
+	// still change: retiring, or deleted since.
 	replicas int
 	unready  map[string]bool
+	dropped  map[string]bool
 }
 
 // keptTally is the last pass's tally of the service, counted again for
 // the replicas changed since, when it holds (nil: walk them): the pass
-// changed none of the service's replicas before (busy), the last pass
-// made or changed none it might not have written, the deployment is
-// complete at the same revision, desired count and generation, no
-// promotion waits, and every changed replica of the service is there,
-// of the revision, within the desired count, and as many as before.
+// changed none of the service's replicas before (busy), the store holds
+// what the last pass made or changed of them (each is among the changes,
+// counted again), the deployment is complete at the same revision, no
+// promotion waits, and every changed replica of the service is there
+// (but those the last pass dropped), of the revision, within the tally's
+// desired count, and as many as the tally says.
 func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, replicas []*api.Replica, busy bool) *deployTally {
 	prev, changed := p.snap.Booked, p.snap.Changed
 	name := svc.Metadata.Name
@@ -38,9 +45,7 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 		return nil
 	}
 	t := prev.tallies[name]
-	desired := svc.Spec.DesiredReplicas()
-	if t == nil || d.State != api.DeployComplete || d.Revision != rev.Hash || t.revision != rev.Hash || t.desired != desired ||
-		t.generation != svc.Metadata.Generation || len(replicas) != t.replicas {
+	if t == nil || d.State != api.DeployComplete || d.Revision != rev.Hash || t.revision != rev.Hash || len(replicas) != t.replicas {
 		return nil
 	}
 	if _, promoted := p.in.Promotions[name]; promoted {
@@ -48,7 +53,7 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 	}
 	prefix := name + "-" // a replica's id begins with its service's name and a dash
 	for id := range prev.own {
-		if strings.HasPrefix(id, prefix) {
+		if _, written := changed.Replicas[id]; strings.HasPrefix(id, prefix) && !written {
 			return nil
 		}
 	}
@@ -57,7 +62,13 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 			continue
 		}
 		r := p.replica(id)
-		if r == nil || r.Service != name || r.SpecHash != rev.Hash || r.Index < 0 || r.Index >= desired {
+		if r == nil && t.dropped[id] { // retiring or deleted, not counted
+			if !p.idRetiring(id) {
+				delete(t.dropped, id)
+			}
+			continue
+		}
+		if r == nil || r.Service != name || r.SpecHash != rev.Hash || r.Index < 0 || r.Index >= t.desired {
 			return nil
 		}
 		if availableOf(rev, r) {
@@ -67,6 +78,61 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 		}
 	}
 	return t
+}
+
+// rescale follows the tally to the service's desired count as the step's
+// walk would: the replicas of the indexes a scale-down drops are deleted
+// or retired (in the order of their ids), or those of the indexes a
+// scale-up adds are made. It needs each index held by one replica, and
+// finds each dropped one by the id its index gives (false, having changed
+// nothing, when one is not there: the step walks then).
+func (p *Pass) rescale(t *deployTally, rev api.Revision, desired int) bool {
+	if t.replicas != t.desired {
+		return false
+	}
+	if desired < t.desired {
+		drop := make([]*api.Replica, 0, t.desired-desired)
+		for i := max(desired, 0); i < t.desired; i++ {
+			r := p.replica(replica.ID(rev.Service, i))
+			if r == nil || r.Index != i || r.SpecHash != rev.Hash {
+				return false
+			}
+			drop = append(drop, r)
+		}
+		slices.SortFunc(drop, func(a, b *api.Replica) int { return strings.Compare(a.ID, b.ID) })
+		if t.dropped == nil {
+			t.dropped = make(map[string]bool, len(drop))
+		}
+		for _, r := range drop {
+			p.deleteReplica(r, "service scaled down")
+			t.dropped[r.ID] = true
+			delete(t.unready, r.ID)
+		}
+		t.replicas -= len(drop)
+	}
+	for i := t.desired; i < desired; i++ {
+		r := p.createReplica(rev, i)
+		if !availableOf(rev, r) {
+			t.unready[r.ID] = true
+		}
+		t.replicas++
+	}
+	t.desired = desired
+	return true
+}
+
+// retiringOf are the ids of the service's retiring replicas (a run of
+// the pass's retiring ones, which are in the store's order).
+func (p *Pass) retiringOf(service string) map[string]bool {
+	out := map[string]bool{}
+	from, _ := slices.BinarySearchFunc(p.retiring, service, func(r *api.Replica, s string) int { return strings.Compare(r.Service, s) })
+	for _, r := range p.retiring[from:] {
+		if r.Service != service {
+			break
+		}
+		out[r.ID] = true
+	}
+	return out
 }
 
 // availableOf: a replica of rev runs and passes rev's health check,
