@@ -88,11 +88,13 @@ func (pl *Plan) serviceSteps() int {
 func (p *Pass) keptMemoryOf(name string) bool {
 	d, had := p.in.Deployments[name]
 	_, promoted := p.in.Promotions[name]
-	if !had || promoted || !reflect.DeepEqual(d, p.mem.Deployments[name]) {
+	// A section the pass has not copied is its input's map: each entry is
+	// as it was, without a deep comparison (a revision holds a spec).
+	if !had || promoted || p.owns.deployments && !reflect.DeepEqual(d, p.mem.Deployments[name]) {
 		return false
 	}
 	key := RevisionKey(name, d.Revision)
-	return reflect.DeepEqual(p.in.Revisions[key], p.mem.Revisions[key])
+	return !p.owns.revisions || reflect.DeepEqual(p.in.Revisions[key], p.mem.Revisions[key])
 }
 
 // replicasOf are the pass's replicas of a service: a run of its list in

@@ -318,4 +318,7 @@ func (t *tally) vouch(s *decide.Snapshot) {
 	}
 	s.Unplaced = t.unplaced.Sorted() // never nil: nil reads as not known
 	s.Retiring, s.Moving = t.retiring.Sorted(), t.moving.Sorted()
+	// A run deletes no service, and its passes make replicas only of the
+	// services there are: no replica is orphaned.
+	s.Orphaned = []string{}
 }

@@ -281,7 +281,7 @@ func (r *run) decide() (decide.Plan, error) {
 		}
 		walked := *snap
 		walked.InStoreOrder, walked.MachinesByID = false, false
-		walked.Unplaced, walked.Retiring, walked.Moving, walked.Draining = nil, nil, nil, nil
+		walked.Unplaced, walked.Retiring, walked.Moving, walked.Draining, walked.Orphaned = nil, nil, nil, nil, nil
 		full := decide.Decide(r.cfg, &walked, r.mem, r.w.Now)
 		if diff := plan.Booked.Differs(full.Booked); diff != "" {
 			return plan, fmt.Errorf("a pass booked from the last booking otherwise than afresh: %s", diff)
