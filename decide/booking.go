@@ -38,6 +38,9 @@ type Booking struct {
 	// machines' entries a pass was a cache miss each).
 	machines []bookedMachine
 	ids      []string
+	// lists are the machines' lists (as their entries have them), in a
+	// list of their own too: the merge compares each with the view's.
+	lists []machineList
 	// elsewhere are the running replicas on machines outside the view
 	// (draining, stopped, lost, of another target), by machine: booked
 	// when their machine comes into it.
@@ -253,13 +256,13 @@ func (b *booker) collectChanged(ids map[string]bool) {
 			asBooked = false
 			continue
 		}
-		seen[j], base[i] = true, prev.machines[j].replicas
-		if suspect != nil && !suspect[i] && b.lists[i] == prev.machines[j].list {
+		seen[j] = true
+		if suspect != nil && !suspect[i] && b.lists[i] == prev.lists[j] {
 			b.reused[i] = int32(j)
 		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
 			b.reused[i] = int32(j)
 		} else {
-			b.dirty[i], asBooked = true, false
+			base[i], b.dirty[i], asBooked = prev.machines[j].replicas, true, false
 		}
 	}
 	b.v.asBooked = asBooked && b.inPlace
@@ -276,9 +279,15 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	}
 	b.place(ids)
 	for i, id := range b.v.ids {
-		if b.dirty[i] {
-			b.fresh[i] = rebooked(base[i], ids, b.incoming[id])
+		if !b.dirty[i] {
+			continue
 		}
+		// Each kept machine's entry is read only if a change touched it:
+		// the walk reads the booking's compact lists alone.
+		if j := b.reused[i]; j >= 0 {
+			base[i] = prev.machines[j].replicas
+		}
+		b.fresh[i] = rebooked(base[i], ids, b.incoming[id])
 	}
 	for id := range b.touched {
 		if list := rebooked(b.next.elsewhere[id], ids, b.incoming[id]); len(list) > 0 {
@@ -416,10 +425,11 @@ func (b *booker) book() *Booking {
 		}
 	}
 	b.reserve()
+	n := len(b.v.byID)
 	if b.inPlace { // each machine's entry is read (kept) before it is written
-		next.machines, next.ids = b.prev.machines[:0], b.prev.ids[:0]
+		next.machines, next.ids, next.lists = b.prev.machines[:0], b.prev.ids[:0], b.prev.lists[:0]
 	} else {
-		next.machines, next.ids = make([]bookedMachine, 0, len(b.v.byID)), make([]string, 0, len(b.v.byID))
+		next.machines, next.ids, next.lists = make([]bookedMachine, 0, n), make([]string, 0, n), make([]machineList, 0, n)
 	}
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
@@ -435,12 +445,12 @@ func (b *booker) book() *Booking {
 		case b.inPlace && !b.dirty[i]:
 			// Its entry is where it was, as it was (a write of each of
 			// 10,000 entries a pass rewrote them unchanged).
-			next.machines, next.ids = next.machines[:i+1], next.ids[:i+1]
+			next.machines, next.ids, next.lists = next.machines[:i+1], next.ids[:i+1], next.lists[:i+1]
 		default:
 			// The booking keeps each machine as booked; the pass places
 			// on copies (ownMachines).
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
-			next.ids = append(next.ids, b.v.ids[i])
+			next.ids, next.lists = append(next.ids, b.v.ids[i]), append(next.lists, b.lists[i])
 		}
 	}
 	b.v.booked = true
@@ -638,13 +648,18 @@ func (b *Booking) Differs(o *Booking) string {
 		}
 		return ""
 	}
-	if len(b.machines) != len(o.machines) || len(b.ids) != len(b.machines) || len(o.ids) != len(o.machines) {
-		return fmt.Sprintf("%d machines booked (%d ids), %d afresh (%d ids)", len(b.machines), len(b.ids), len(o.machines), len(o.ids))
+	if len(b.machines) != len(o.machines) || len(b.ids) != len(b.machines) || len(o.ids) != len(o.machines) ||
+		len(b.lists) != len(b.machines) || len(o.lists) != len(o.machines) {
+		return fmt.Sprintf("%d machines booked (%d ids, %d lists), %d afresh (%d ids, %d lists)", len(b.machines), len(b.ids), len(b.lists),
+			len(o.machines), len(o.ids), len(o.lists))
 	}
 	for i := range b.machines {
 		x, y := &b.machines[i], &o.machines[i]
 		if b.ids[i] != x.pm.ID || o.ids[i] != y.pm.ID {
 			return fmt.Sprintf("machine %s listed as %s booked, %s afresh", x.pm.ID, b.ids[i], o.ids[i])
+		}
+		if b.lists[i] != x.list || o.lists[i] != y.list {
+			return fmt.Sprintf("machine %s: on list %d, its entry on %d (afresh %d, %d)", x.pm.ID, b.lists[i], x.list, o.lists[i], y.list)
 		}
 		if !reflect.DeepEqual(x.pm, y.pm) || x.list != y.list || !slices.Equal(replicaIDs(x.replicas), replicaIDs(y.replicas)) {
 			return fmt.Sprintf("machine %s: booked %+v %+v with %v, afresh %+v %+v with %v", x.pm.ID, x.pm, *x.pm.Machine, replicaIDs(x.replicas), y.pm, *y.pm.Machine, replicaIDs(y.replicas))
