@@ -73,11 +73,19 @@ type Booking struct {
 	// (skeleton.go).
 	census   *fleetCensus
 	skeleton *viewSkeleton
+	// view is the pass's view when the pass changed none of its machines,
+	// for the next pass to patch (patchableView).
+	view    *view
+	patched bool
 }
 
 // ReusedCapacity reports whether the pass took the last pass's
 // scheduling and plan instead of making its own (quietcapacity.go).
 func (b *Booking) ReusedCapacity() bool { return b != nil && b.reused }
+
+// PatchedView reports whether the pass patched the last pass's view
+// instead of copying every machine into one of its own (patchableView).
+func (b *Booking) PatchedView() bool { return b != nil && b.patched }
 
 type bookedMachine struct {
 	pm   planner.Machine
@@ -114,10 +122,13 @@ const (
 // booker books the running replicas on a view's machines, from the last
 // pass's Booking where it can.
 type booker struct {
-	p       *Pass
-	v       *view
-	lists   []machineList
-	sources []source
+	p     *Pass
+	v     *view
+	lists []machineList
+	// entries are what the view read of each machine, and cls its
+	// clusters (entries name them by place).
+	entries []skeletonEntry
+	cls     []*api.Cluster
 	// prev and changed are the last booking and what changed since (nil:
 	// book every machine afresh).
 	prev    *Booking
@@ -142,11 +153,11 @@ type booker struct {
 // bookReplicas books every running replica on its machine of the view,
 // and returns the Booking to hand to the next pass (nil when the pass's
 // replicas are not in the store's order).
-func (p *Pass) bookReplicas(v *view, lists []machineList, sources []source) *Booking {
+func (p *Pass) bookReplicas(v *view, lists []machineList, entries []skeletonEntry, cls []*api.Cluster) *Booking {
 	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine)
 	n := len(v.byID)
 	sc := p.snap.Scratch.of()
-	b := &booker{p: p, v: v, lists: lists, sources: sources, reused: reuse(&sc.reused, n), fresh: reuse(&sc.fresh, n),
+	b := &booker{p: p, v: v, lists: lists, entries: entries, cls: cls, reused: reuse(&sc.reused, n), fresh: reuse(&sc.fresh, n),
 		dirty: reuse(&sc.dirty, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
 		next: &Booking{own: map[string]string{}}}
 	for i := range b.reused {
@@ -259,7 +270,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		seen[j] = true
 		if suspect != nil && !suspect[i] && b.lists[i] == prev.lists[j] {
 			b.reused[i] = int32(j)
-		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.v.byID[i], b.lists[i], &prev.machines[j]) {
+		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.entries[i], b.lists[i], &prev.machines[j]) {
 			b.reused[i] = int32(j)
 		} else {
 			base[i], b.dirty[i], asBooked = prev.machines[j].replicas, true, false
@@ -421,10 +432,11 @@ func (b *booker) book() *Booking {
 	next := b.next
 	for i, pm := range b.v.byID {
 		if b.dirty[i] { // a kept machine a change touched too is booked afresh
-			pm.Machine = b.bookable(i)
+			e := b.entries[i]
+			*pm = planner.Machine{Machine: b.bookable(i), Joined: e.joined, CreatedAt: e.created}
+			reserve(pm, len(b.fresh[i]))
 		}
 	}
-	b.reserve()
 	n := len(b.v.byID)
 	if b.inPlace { // each machine's entry is read (kept) before it is written
 		next.machines, next.ids, next.lists = b.prev.machines[:0], b.prev.ids[:0], b.prev.lists[:0]
@@ -435,10 +447,13 @@ func (b *booker) book() *Booking {
 		list := b.fresh[i]
 		if b.dirty[i] {
 			b.bookMachine(pm, list)
-		} else {
-			kept := &b.prev.machines[b.reused[i]]
-			pm.Machine, pm.Replicas, pm.DoNotDisrupt = kept.pm.Machine, slices.Clip(kept.pm.Replicas), kept.pm.DoNotDisrupt
-			list = kept.replicas
+		} else if j := b.reused[i]; !b.v.patched || j != int32(i) {
+			// A patched view's entry of a machine kept in place is the
+			// booking's already: not read again (a cache miss for each of
+			// 10,000 machines).
+			kept, e := &b.prev.machines[j], b.entries[i]
+			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created, Replicas: slices.Clip(kept.pm.Replicas),
+				DoNotDisrupt: kept.pm.DoNotDisrupt}
 		}
 		switch {
 		case i >= b.v.sorted: // one the pass launched (a placeholder)
@@ -449,6 +464,9 @@ func (b *booker) book() *Booking {
 		default:
 			// The booking keeps each machine as booked; the pass places
 			// on copies (ownMachines).
+			if !b.dirty[i] {
+				list = b.prev.machines[b.reused[i]].replicas
+			}
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
 			next.ids, next.lists = append(next.ids, b.v.ids[i]), append(next.lists, b.lists[i])
 		}
@@ -513,34 +531,27 @@ func (b *booker) rulesOf(k run) string {
 	return string(data)
 }
 
-// reserve gives each dirty machine's replica and resident lists their
-// room: appended one by one, the lists of a 500,000-replica fleet
-// allocated over a gigabyte per pass. Each list's capacity is its count,
-// so a later append copies it, and nothing changes a list in place
-// (withoutReplica copies): the residents point at the replicas in their
-// lists. Each machine gets lists of its own, not windows of arrays for
-// the pass: a machine kept by later passes would keep its pass's whole
-// array alive. Each machine's count of services gets its room too (at
-// most one per replica).
-func (b *booker) reserve() {
-	for i, pm := range b.v.byID {
-		if c := len(b.fresh[i]); c > 0 && b.dirty[i] {
-			pm.Replicas = make([]scheduler.Replica, 0, c)
-			pm.Residents = make([]scheduler.Resident, 0, c)
-			pm.ServiceCount = make(map[string]int, c)
-		}
+// reserve gives a machine booked afresh (with c replicas) its replica
+// and resident lists their room: appended one by one, the lists of a
+// 500,000-replica fleet allocated over a gigabyte per pass. Each list's
+// capacity is its count, so a later append copies it, and nothing
+// changes a list in place (withoutReplica copies): the residents point
+// at the replicas in their lists. Each machine gets lists of its own,
+// not windows of arrays for the pass: a machine kept by later passes
+// would keep its pass's whole array alive. Its count of services gets
+// its room too (at most one per replica).
+func reserve(pm *planner.Machine, c int) {
+	if c > 0 {
+		pm.Replicas = make([]scheduler.Replica, 0, c)
+		pm.Residents = make([]scheduler.Resident, 0, c)
+		pm.ServiceCount = make(map[string]int, c)
 	}
-}
-
-// source is a view's machine and its cluster.
-type source struct {
-	m  *api.Machine
-	cl *api.Cluster
 }
 
 // schedulerMachine is the view's machine i as the scheduler sees it.
 func (b *booker) schedulerMachine(i int) scheduler.Machine {
-	return b.p.schedulerMachine(b.sources[i].m, b.sources[i].cl)
+	e := b.entries[i]
+	return b.p.schedulerMachine(b.p.machines[e.at], b.cls[e.cluster])
 }
 
 // bookable is the view's machine i as the scheduler sees it, with an
@@ -551,11 +562,11 @@ func (b *booker) bookable(i int) *scheduler.Machine {
 	return &sm
 }
 
-// sameMachine: the view's machine a (pm's), on list, is the machine kept
-// was booked on, as the scheduler and the planner see it.
-func sameMachine(a *scheduler.Machine, pm *planner.Machine, list machineList, kept *bookedMachine) bool {
+// sameMachine: the view's machine a (read as e), on list, is the machine
+// kept was booked on, as the scheduler and the planner see it.
+func sameMachine(a *scheduler.Machine, e skeletonEntry, list machineList, kept *bookedMachine) bool {
 	k := kept.pm.Machine
-	return list == kept.list && pm.Joined == kept.pm.Joined && pm.CreatedAt.Equal(kept.pm.CreatedAt) &&
+	return list == kept.list && e.joined == kept.pm.Joined && e.created.Equal(kept.pm.CreatedAt) &&
 		a.ID == k.ID && a.Cluster == k.Cluster && a.Group == k.Group && a.Zone == k.Zone && a.CapacityType == k.CapacityType &&
 		a.TEE == k.TEE && a.Allocatable == k.Allocatable && a.PricePerHour == k.PricePerHour &&
 		maps.Equal(a.Labels, k.Labels) && slices.Equal(a.Runtimes, k.Runtimes) &&
@@ -589,8 +600,8 @@ func (b *booker) suspects() []bool {
 		mark(m.ID)
 	}
 	if len(b.changed.Clusters) > 0 {
-		for i, src := range b.sources {
-			suspect[i] = suspect[i] || b.changed.Clusters[src.cl.Metadata.Name]
+		for i, e := range b.entries {
+			suspect[i] = suspect[i] || b.changed.Clusters[b.cls[e.cluster].Metadata.Name]
 		}
 	}
 	return suspect

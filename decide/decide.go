@@ -99,7 +99,9 @@ type Pass struct {
 	requests map[requestsKey]api.Resources
 	// capacity is what scheduling and the planner found, for the next
 	// pass if this one changes nothing (quietcapacity.go).
-	capacity       *quietCapacity
+	capacity *quietCapacity
+	// view is the pass's view of its machine target's machines.
+	view           *view
 	capacityReused bool
 }
 
@@ -135,6 +137,10 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		}
 		p.plan.Booked.reused = p.capacityReused
 		p.plan.Booked.census, p.plan.Booked.skeleton = p.census, p.skeleton
+		if p.view != nil && p.view.booked { // it placed nothing
+			p.plan.Booked.view = p.view
+		}
+		p.plan.Booked.patched = p.view != nil && p.view.patched
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true

@@ -26,21 +26,22 @@ import (
 // also checks that both sides were exercised: passes the controller
 // would skip, and deadlines that woke a pass which then decided.
 func TestIncrementalPassDecidesWhatAFullPassWould(t *testing.T) {
-	skippable, woken, reused := 0, 0, 0
+	skippable, woken, reused, patched := 0, 0, 0, 0
 	for seed := uint64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h := incrementalWorld(t, seed)
 			skippable += h.Skippable
 			woken += h.Woken
 			reused += h.ReusedCapacity
+			patched += h.PatchedViews
 		})
 	}
-	if skippable == 0 || woken == 0 || reused == 0 {
-		t.Fatalf("the sequences exercised %d skippable passes, %d woken by a deadline and %d that reused the last pass's scheduling and plan: all must happen",
-			skippable, woken, reused)
+	if skippable == 0 || woken == 0 || reused == 0 || patched == 0 {
+		t.Fatalf("the sequences exercised %d skippable passes, %d woken by a deadline, %d that reused the last pass's scheduling and plan and %d that patched its view: all must happen",
+			skippable, woken, reused, patched)
 	}
-	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline; %d reused the last pass's scheduling and plan, each checked",
-		skippable, woken, reused)
+	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline; %d reused the last pass's scheduling and plan, %d patched its view, each checked",
+		skippable, woken, reused, patched)
 }
 
 func incrementalWorld(t *testing.T, seed uint64) *decidetest.Harness {

@@ -25,6 +25,13 @@ type view struct {
 	// the first sorted of them, then those the pass launched.
 	byID   []*planner.Machine
 	sorted int
+	// all are the entries byID points at, in the same order (in the
+	// scratch); patched: they are the last pass's view's, each booked
+	// afresh or kept as it was (patchableView); built: which view the
+	// scratch held when this one was made (Scratch.views).
+	all     []planner.Machine
+	patched bool
+	built   uint64
 	// ids are byID's ids (set before the booking sets their machines).
 	ids []string
 	// joined are schedulable; launching count as spread domains.
@@ -242,12 +249,6 @@ func (p *Pass) buildView(clusters []string) *view {
 	for _, name := range clusters {
 		v.clusters[name] = true
 	}
-	// Each list in one allocation, not grown to 50,000 by appends.
-	n := len(p.machines)
-	sc := p.snap.Scratch.of()
-	sources := room(&sc.sources, n)
-	all := p.snap.Scratch.plannerMachines(n)
-	v.byID = room(&sc.byID, n)
 	sk := p.keptSkeleton(clusters)
 	if sk == nil {
 		sk = p.updatedSkeleton(clusters)
@@ -259,25 +260,53 @@ func (p *Pass) buildView(clusters []string) *view {
 	for i, name := range clusters {
 		cls[i] = p.snap.Clusters[name]
 	}
-	for _, e := range sk.entries {
-		// The booking sets its scheduler's machine.
-		all = append(all, planner.Machine{Joined: e.joined, CreatedAt: e.created})
-		v.byID = append(v.byID, &all[len(all)-1]) // by id, but for machines the pass launched (at the end)
-		sources = append(sources, source{p.machines[e.at], cls[e.cluster]})
-		if int(e.at) < p.sortedMachines {
-			v.sorted = len(v.byID)
+	n := len(sk.entries)
+	// By id, but for machines the pass launched (at the end).
+	v.sorted = sort.Search(n, func(k int) bool { return int(sk.entries[k].at) >= p.sortedMachines })
+	if last := p.patchableView(sk); last != nil {
+		v.all, v.byID, v.patched = last.all, last.byID, true
+	} else {
+		// Each list in one allocation, not grown to 50,000 by appends;
+		// the booking sets every entry.
+		v.all = p.snap.Scratch.plannerMachines(n)[:n]
+		v.byID = room(&p.snap.Scratch.of().byID, n)
+		for k := range v.all {
+			v.byID = append(v.byID, &v.all[k])
 		}
 	}
+	if sc := p.snap.Scratch; sc != nil {
+		sc.views++ // the scratch holds this view now
+		v.built = sc.views
+	}
+	p.view = v
 	// Shared with the skeleton, which never changes: clipped, so that an
 	// append copies.
 	v.ids = slices.Clip(sk.ids)
 	lists := slices.Clip(sk.lists)
 	p.skeleton = sk
-	p.plan.Booked = p.bookReplicas(v, lists, sources)
+	p.plan.Booked = p.bookReplicas(v, lists, sk.entries, cls)
 	v.lists = lists
 	v.joined = make([]*scheduler.Machine, 0, len(v.byID))
 	v.listMachines()
 	return v
+}
+
+// patchableView is the last pass's view, for this pass to patch rather
+// than copy every machine's booked entry into a view of its own (nil:
+// it builds one). The scratch holds it as that pass left it: no pass
+// built another view there since and no one cleared it. That pass
+// changed none of its entries but the idle machines' times, which
+// trackIdle sets again: it placed nothing (ownMachines). And it listed
+// the machines this view does, in the same order: the booking's merge
+// then takes each machine's entry from where it was (in place), so each
+// entry of the view not booked afresh is already the booking's.
+func (p *Pass) patchableView(sk *viewSkeleton) *view {
+	prev, sc := p.snap.Booked, p.snap.Scratch
+	if prev == nil || prev.view == nil || sc == nil || prev.view.built != sc.views || !sameMachines(prev.skeleton, sk) ||
+		len(prev.view.all) != len(sk.entries) {
+		return nil
+	}
+	return prev.view
 }
 
 // zonesOf are the zones of each cluster's capacity groups.

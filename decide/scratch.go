@@ -13,11 +13,12 @@ import (
 // 50,000 machines and 500,000 replicas, and so of how often the
 // collector ran). A
 // caller that decides pass after pass keeps one and hands it to each
-// (Snapshot.Scratch). Nothing a pass returns points into it: once
-// Decide returns, its contents are garbage for the next pass to
-// overwrite (the decide harness clears it after every pass to prove
-// that). Its zero value is ready; passes that share one must not run at
-// once.
+// (Snapshot.Scratch). Nothing a pass returns points into it but the
+// view a Booking may leave for the next pass to patch, which is valid
+// only while the scratch still holds it (Scratch.views): once Decide
+// returns, the rest is garbage for the next pass to overwrite (the
+// decide harness clears it after every other pass to prove that). Its
+// zero value is ready; passes that share one must not run at once.
 type Scratch struct {
 	machines []planner.Machine
 	copies   []scheduler.Machine
@@ -27,7 +28,6 @@ type Scratch struct {
 	apiMachines []*api.Machine
 	// The view's lists of machines, and the booking's notes on each.
 	byID        []*planner.Machine
-	sources     []source
 	reused      []int32
 	fresh, base [][]*api.Replica
 	dirty, seen []bool
@@ -36,6 +36,9 @@ type Scratch struct {
 	deploying []*api.Replica
 	// The scheduler's order of the machines.
 	sched scheduler.Scratch
+	// views counts the views made here (and clearings): a booking's view
+	// is the one the scratch holds while the count is the view's.
+	views uint64
 }
 
 // of is s, or a scratch for one pass when there is none.
@@ -92,12 +95,12 @@ func (s *Scratch) schedulerMachines(n int) []scheduler.Machine {
 // Clear drops what the last pass left in the scratch (a harness's proof
 // that nothing it returned points there; the scratch stays ready).
 func (s *Scratch) Clear() {
+	s.views++
 	clear(s.machines[:cap(s.machines)])
 	clear(s.copies[:cap(s.copies)])
 	clear(s.replicas[:cap(s.replicas)])
 	clear(s.apiMachines[:cap(s.apiMachines)])
 	clear(s.byID[:cap(s.byID)])
-	clear(s.sources[:cap(s.sources)])
 	clear(s.fresh[:cap(s.fresh)])
 	clear(s.base[:cap(s.base)])
 	clear(s.deploying[:cap(s.deploying)])

@@ -61,9 +61,15 @@ type Harness struct {
 	// from, frozen.
 	booked *decide.Booking
 	frozen *frozenObjects
-	// scratch is handed to every pass and cleared after each: a pass
-	// whose plan or booking pointed into it would break.
-	scratch decide.Scratch
+	// scratch is handed to every pass from a booking and cleared after
+	// every other one: a pass whose plan or booking pointed into it would
+	// break, but for the view a booking may leave there for the next pass
+	// (which a clearing voids). The passes afresh work in their own,
+	// cleared after each; PatchedViews counts the passes that took the
+	// last pass's view.
+	scratch, freshScratch decide.Scratch
+	passes                int
+	PatchedViews          int
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -264,7 +270,12 @@ func (h *Harness) decideBothWays() decide.Plan {
 	h.Snap.Scratch = &h.scratch
 	defer func() { h.Snap.Scratch = nil }()
 	plan := decide.Decide(fromBooking, h.Snap, h.Memory, h.Now)
-	h.scratch.Clear()
+	if h.passes++; h.passes%2 == 0 {
+		h.scratch.Clear()
+	}
+	if plan.Booked.PatchedView() {
+		h.PatchedViews++
+	}
 	h.Snap.Booked = nil
 	if h.booked != nil {
 		// Afresh, and without what the snapshot vouches for: every replica
@@ -274,8 +285,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 		walked.Draining = nil
 		walked.MachinesByID = false
 		walked.HeardFrom = nil
+		walked.Scratch = &h.freshScratch
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
-		h.scratch.Clear()
+		h.freshScratch.Clear()
 		kept, fresh := plan, full
 		kept.Booked, fresh.Booked = nil, nil
 		if diff := plan.Booked.Differs(full.Booked); diff != "" {
