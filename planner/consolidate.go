@@ -3,6 +3,7 @@ package planner
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -40,25 +41,22 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	// A machine on its way takes replicas once it joins (a replacement
 	// launched by an earlier plan, or capacity for pending ones):
 	// consolidating before then would launch that replacement again.
-	settled := false
 	for _, m := range p.in.Machines {
 		if !m.Joined {
 			growing[m.Cluster] = true
 		}
 	}
-	for _, m := range p.in.Machines {
-		if !growing[m.Cluster] {
-			settled = true
-			break
-		}
-	}
-	if !settled {
+	// Only a machine of a group the plan knows may go, and only in a
+	// cluster that does not grow: the groups tell whether there can be
+	// one, not a look at every machine's cluster.
+	if !slices.ContainsFunc(p.in.Groups, func(g *Group) bool { return !growing[g.Cluster] }) {
 		return nil // every cluster grows: no count, sort or simulation of its machines
 	}
 	counts, slotOf, free, overcommitted := p.groupCounts(growing)
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	for _, c := range p.candidates(slotOf, p.mayGo(counts, free, overcommitted)) {
+	candidates := p.candidates(slotOf, p.mayGo(counts, free, overcommitted))
+	for _, c := range candidates {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
 		}
@@ -71,7 +69,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			continue
 		}
 		if sim == nil {
-			sim = newSimulation(p.in.Machines, free)
+			sim = newSimulation(p.in.Machines, free, func() func(int, *Machine) bool { return p.mayReceive(candidates) })
 		}
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
@@ -102,6 +100,9 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			sim.remove(m.ID)
 			removals = append(removals, r)
 		}
+	}
+	if sim != nil {
+		p.outOfWhatIfs += sim.leftOut
 	}
 	return removals
 }
@@ -202,8 +203,8 @@ func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, ove
 // removable is a machine consolidation may remove, with its group's
 // place in the counts.
 type removable struct {
-	m    *Machine
-	slot int32
+	m        *Machine
+	slot, at int32 // at: its place in the input
 }
 
 // candidates: joined machines — empty ones (bound by EmptyMachineTTL) or
@@ -229,7 +230,7 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 			p.leftOut++
 			continue
 		}
-		keys = append(keys, keyed{removable{m, slotOf[i]}, len(m.Replicas), m.PricePerHour, m.ID})
+		keys = append(keys, keyed{removable{m, slotOf[i], int32(i)}, len(m.Replicas), m.PricePerHour, m.ID})
 	}
 	slices.SortFunc(keys, func(a, b keyed) int {
 		return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
@@ -292,6 +293,11 @@ func offeringOf(m *scheduler.Machine) provisioner.Offering {
 type simulation struct {
 	in    []*Machine
 	built bool
+	// receivers says, once built, which machines a what-if may move a
+	// replica onto: the others stay out of its session (nil: all of
+	// them).
+	receivers func() func(int, *Machine) bool
+	leftOut   int
 	// free is each cluster's unallocated capacity, for a quick "cannot
 	// possibly fit" check before a full simulation.
 	free map[string]api.Resources
@@ -308,9 +314,47 @@ type simulation struct {
 }
 
 // newSimulation is the machines as they are; free is each cluster's free
-// capacity on its joined machines, which the simulation takes over.
-func newSimulation(ms []*Machine, free map[string]api.Resources) *simulation {
-	return &simulation{in: ms, free: free}
+// capacity on its joined machines, which the simulation takes over, and
+// receivers says, when it is built, which machines its what-ifs may move
+// replicas onto (nil: all).
+func newSimulation(ms []*Machine, free map[string]api.Resources, receivers func() func(int, *Machine) bool) *simulation {
+	return &simulation{in: ms, free: free, receivers: receivers}
+}
+
+// mayReceive says which machines could take one of the candidates'
+// replicas in a what-if (nil: any). When those replicas ask nothing of
+// the machines they do not go on (no spread, same zone, affinity terms or
+// preemption), a machine is the what-if's only if it is one of the
+// candidates, or it could take one: it has GPUs, a resident that teaches
+// a session something (labels, terms), or at least as much free as the
+// least any of the replicas asks of each resource. The what-ifs only fill
+// the machines they do not remove, so one with less than that never
+// takes one, and a session without it places as one with it would: at
+// 10,000 machines, mostly full, copying every machine into the session
+// was most of a consolidation's time.
+func (p *planning) mayReceive(candidates []removable) func(int, *Machine) bool {
+	if p.noShortcuts {
+		return nil
+	}
+	least := api.Resources{MilliCPU: math.MaxInt64, MemoryBytes: math.MaxInt64, EphemeralBytes: math.MaxInt64}
+	isCandidate := make([]bool, len(p.in.Machines)) // by place in the input
+	for _, c := range candidates {
+		isCandidate[c.at] = true
+		for i := range c.m.Replicas {
+			r := &c.m.Replicas[i]
+			if r.Rules == nil || len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt {
+				return nil
+			}
+			least.MilliCPU = min(least.MilliCPU, r.Requests.MilliCPU)
+			least.MemoryBytes = min(least.MemoryBytes, r.Requests.MemoryBytes)
+			least.EphemeralBytes = min(least.EphemeralBytes, r.Requests.EphemeralBytes)
+		}
+	}
+	return func(i int, m *Machine) bool {
+		f := m.Free()
+		return f.MilliCPU >= least.MilliCPU && f.MemoryBytes >= least.MemoryBytes && f.EphemeralBytes >= least.EphemeralBytes ||
+			isCandidate[i] || len(m.GPUs) > 0 || m.PlainResidents < len(m.Residents)
+	}
 }
 
 // build copies the joined machines into the what-if session.
@@ -323,8 +367,19 @@ func (s *simulation) build() {
 	s.byID, s.replicas, s.removed = make(map[string]*scheduler.Machine, len(ms)), make(map[string][]scheduler.Replica, len(ms)), map[string]bool{}
 	s.idleIn = map[string]int{}
 	copies := make([]scheduler.Machine, 0, len(ms)) // in one allocation
-	for _, m := range ms {
+	var receives func(int, *Machine) bool
+	if s.receivers != nil {
+		receives = s.receivers()
+	}
+	for i, m := range ms {
 		if !m.Joined {
+			continue
+		}
+		if len(m.ServiceCount) == 0 {
+			s.idleIn[Key(m.Cluster, m.Group)]++
+		}
+		if receives != nil && !receives(i, m) {
+			s.leftOut++
 			continue
 		}
 		// Shared, clipped: the what-ifs only append (which copies) and
@@ -335,9 +390,6 @@ func (s *simulation) build() {
 		m.ShareInto(c) // its counts copied when a what-if moves a replica on or off
 		s.machines = append(s.machines, c)
 		s.byID[c.ID] = c
-		if len(c.ServiceCount) == 0 {
-			s.idleIn[Key(c.Cluster, c.Group)]++
-		}
 	}
 	s.session = scheduler.NewSession(s.machines)
 }

@@ -14,13 +14,15 @@ import (
 )
 
 // Consolidation leaves out, before it sorts its candidates, the machines
-// that could not go at any point of its walk: random fleets (full, half
-// full and empty machines of small and large types, in groups at and
-// above their minimum, with and without a savings floor and a removal
-// limit) get the removals of a walk of every candidate.
+// that could not go at any point of its walk, and out of its what-ifs
+// the machines that could take none of the candidates' replicas: random
+// fleets (full, half full and empty machines of small and large types,
+// replicas of 250m to 1 CPU, in groups at and above their minimum, with
+// and without a savings floor and a removal limit) get the removals of a
+// walk of every candidate with every machine.
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
-	removals, leftOut := 0, 0
+	removals, leftOut, outOfWhatIfs := 0, 0, 0
 	for round := range 600 {
 		in, cfg := randomSettledFleet(rng)
 		walked := compute(cfg, in, true)
@@ -29,12 +31,13 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 		if !reflect.DeepEqual(plan, walked) {
 			t.Fatalf("round %d: leaving machines out\n%+v\nwalking every candidate\n%+v", round, plan.Remove, walked.Remove)
 		}
-		removals, leftOut = removals+len(plan.Remove), leftOut+p.leftOut
+		removals, leftOut, outOfWhatIfs = removals+len(plan.Remove), leftOut+p.leftOut, outOfWhatIfs+p.outOfWhatIfs
 	}
-	if removals == 0 || leftOut == 0 {
-		t.Fatalf("the fleets drawn gave %d removals and left out %d machines: the comparison tried too little", removals, leftOut)
+	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 {
+		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs: the comparison tried too little",
+			removals, leftOut, outOfWhatIfs)
 	}
-	t.Logf("%d removals compared, %d machines left out", removals, leftOut)
+	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs", removals, leftOut, outOfWhatIfs)
 }
 
 // An overcommitted machine's replacement gives its cluster back the room
@@ -89,10 +92,11 @@ func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 				load = max(0, capacity-rng.Int64N(2))
 			}
 			var rs []scheduler.Replica
-			for ri := range load {
-				r := replicas(fmt.Sprintf("%s-m%d", id, mi), 1, 250)[0]
+			for ri, left := 0, load*250; left > 0; ri++ { // replicas of 250m to 1 CPU
+				r := replicas(fmt.Sprintf("%s-m%d", id, mi), 1, min(left, 250*(1+rng.Int64N(4))))[0]
 				r.ID = fmt.Sprintf("%s-%d", r.Service, ri)
 				rs = append(rs, r)
+				left -= r.Requests.MilliCPU
 			}
 			ms = append(ms, joined(fmt.Sprintf("%s-m%d", id, mi), id, it, time.Duration(rng.IntN(7200))*time.Second, rs...))
 		}

@@ -315,6 +315,10 @@ type planning struct {
 	// leftOut counts the machines consolidation left out as unable to
 	// go (mayGo).
 	leftOut int
+	// outOfWhatIfs counts the machines consolidation's what-ifs left out
+	// of their session as unable to take any candidate's replica
+	// (mayReceive): tests see the shortcut taken.
+	outOfWhatIfs int
 	// dealSpread: deal spread services like services that keep apart
 	// even with none of those; spreadAlone counts the spread replicas
 	// the scheduler placed for want of them (compute may then try
