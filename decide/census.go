@@ -44,6 +44,9 @@ type groupCensus struct {
 	// pool; inUse are live and neither terminating nor draining; held are
 	// live and hold a /24.
 	counted, stopped, inUse, held int
+	// machines counts its machines, whatever their state: a group none
+	// is left in is no longer listed (as a count afresh would not).
+	machines int
 	// tee: a joined machine offers a TEE runtime (teeJoined of them).
 	tee       bool
 	teeJoined int
@@ -154,12 +157,28 @@ func markOf(m *api.Machine) censusMark {
 // count adds what machine i counted (by 1), or takes it back (by -1),
 // in its group g.
 func (c *fleetCensus) count(g *groupCensus, i int, mark censusMark, by int) {
+	c.countIn(g, mark, by)
+	for _, l := range []struct {
+		list *[]int
+		f    censusFlags
+	}{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}} {
+		if mark.flags&l.f != 0 {
+			*l.list = listed(*l.list, i, by > 0)
+		}
+	}
+}
+
+// countIn counts what a machine counted (by 1), or takes it back (by
+// -1), in the fleet's and its group g's counts: all but the lists of
+// places.
+func (c *fleetCensus) countIn(g *groupCensus, mark censusMark, by int) {
 	has := func(f censusFlags) bool { return mark.flags&f != 0 }
 	add := func(n *int, f censusFlags) {
 		if has(f) {
 			*n += by
 		}
 	}
+	g.machines += by
 	add(&c.live, markLive)
 	add(&g.held, markHeld)
 	add(&g.counted, markCounted)
@@ -169,14 +188,6 @@ func (c *fleetCensus) count(g *groupCensus, i int, mark censusMark, by int) {
 	g.tee = g.teeJoined > 0
 	if has(markCounted) {
 		g.countTemplate(mark.template, by)
-	}
-	for _, l := range []struct {
-		list *[]int
-		f    censusFlags
-	}{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}} {
-		if has(l.f) {
-			*l.list = listed(*l.list, i, by > 0)
-		}
 	}
 }
 

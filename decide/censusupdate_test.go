@@ -95,3 +95,58 @@ func TestACensusCountedAgainForChangedMachinesIsACountAfresh(t *testing.T) {
 		}
 	}
 }
+
+// The census with the machines made and deleted since spliced in and
+// out, and those changed counted again (splicedCensus), is the count a
+// count afresh makes; whole groups come and go. A feed that misses a
+// machine made gets a count afresh.
+func TestACensusSplicedForMachinesMadeAndDeletedIsACountAfresh(t *testing.T) {
+	spliced := 0
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		var machines []*api.Machine
+		for i := range 1 + rng.IntN(30) {
+			machines = append(machines, randomMachine(rng, fmt.Sprintf("m%03d", 2*i)))
+		}
+		before := countFleet(machines)
+		changed := map[string]bool{}
+		var next []*api.Machine
+		for i, m := range machines {
+			switch rng.IntN(8) {
+			case 0: // deleted
+				changed[m.ID] = true
+				continue
+			case 1: // changed in place
+				c := *m
+				randomState(rng, &c)
+				m, changed[m.ID] = &c, true
+			}
+			next = append(next, m)
+			if rng.IntN(6) == 0 { // made, between this and the next
+				made := randomMachine(rng, fmt.Sprintf("m%03d", 2*i+1))
+				made.Group = fmt.Sprintf("g%d", rng.IntN(4)) // a group none had, at times
+				next, changed[made.ID] = append(next, made), true
+			}
+		}
+		snap := &Snapshot{Machines: next, Booked: &Booking{census: before}, Changed: &Changes{Machines: changed}}
+		got, want := splicedCensus(snap, next, len(next)), countFleet(next)
+		if got == nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: spliced %+v, afresh %+v", seed, got, want)
+		}
+		if len(next) != len(machines) {
+			spliced++
+		}
+		for _, m := range next {
+			if _, existed := slices.BinarySearchFunc(machines, m.ID, func(x *api.Machine, id string) int { return strings.Compare(x.ID, id) }); !existed {
+				delete(changed, m.ID) // a machine made that the feed misses
+				if got := splicedCensus(snap, next, len(next)); got != nil {
+					t.Fatalf("seed %d: a feed without %s, made, spliced a census", seed, m.ID)
+				}
+				break
+			}
+		}
+	}
+	if spliced == 0 {
+		t.Fatal("no fleet drawn made or deleted a machine")
+	}
+}

@@ -164,7 +164,9 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p.sortedMachines = len(p.machines)
 	if p.census = keptCensus(snap); p.census == nil {
 		if p.census = updatedCensus(snap, p.machines, p.sortedMachines); p.census == nil {
-			p.census = countFleet(p.machines)
+			if p.census = splicedCensus(snap, p.machines, p.sortedMachines); p.census == nil {
+				p.census = countFleet(p.machines)
+			}
 		}
 	}
 	p.live = p.census.live

@@ -1,0 +1,125 @@
+package decide
+
+import (
+	"slices"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// splicedCensus is the last pass's census with the machines made and
+// deleted since spliced into and out of its places, and those changed
+// in place counted again, when the change feed names every machine made,
+// changed or deleted (nil: count afresh). Only the named machines are
+// read: the others keep their places' marks, shifted. At 10,000
+// machines, a machine launched or terminated in one steady pass in
+// several, and counting every machine afresh then (a cache miss each)
+// was a twentieth of the steady hours' passes. The decision harness
+// compares it with a count afresh.
+func splicedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCensus {
+	b, ch := snap.Booked, snap.Changed
+	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil || sorted != len(machines) {
+		return nil
+	}
+	old := b.census
+	var made, gone, changed []int // places: made ones' now, deleted and changed ones' in the census
+	for _, ids := range []map[string]bool{ch.Machines, b.ownMachines} {
+		for id := range ids {
+			at, in := findByID(machines, sorted, id, apiMachineID)
+			was, counted := slices.BinarySearch(old.ids, id)
+			switch {
+			case in && counted:
+				changed = append(changed, was)
+			case in:
+				made = append(made, at)
+			case counted:
+				gone = append(gone, was)
+			}
+		}
+	}
+	for _, l := range []*[]int{&made, &gone, &changed} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+	}
+	if len(old.ids)-len(gone)+len(made) != len(machines) {
+		return nil // the feed missed a machine made or deleted
+	}
+	c := old.copyCounts()
+	c.machines = len(machines)
+	c.ids, c.marks = make([]string, 0, len(machines)), make([]censusMark, 0, len(machines))
+	j := 0 // the census's place of the next machine kept
+	for i, m := range machines {
+		if len(made) > 0 && made[0] == i {
+			made = made[1:]
+			mark := markOf(m)
+			c.tally(mark, 1)
+			c.ids, c.marks = append(c.ids, m.ID), append(c.marks, mark)
+			continue
+		}
+		for len(gone) > 0 && gone[0] == j {
+			c.tally(old.marks[j], -1)
+			gone, j = gone[1:], j+1
+		}
+		if j == len(old.ids) {
+			return nil
+		}
+		mark := old.marks[j]
+		if len(changed) > 0 && changed[0] == j {
+			changed = changed[1:]
+			if old.ids[j] != m.ID {
+				return nil // not where the feed says: count afresh
+			}
+			c.tally(mark, -1)
+			mark = markOf(m)
+			c.tally(mark, 1)
+		}
+		c.ids, c.marks = append(c.ids, old.ids[j]), append(c.marks, mark)
+		j++
+	}
+	for _, at := range gone {
+		c.tally(old.marks[at], -1)
+	}
+	c.relist()
+	c.sumHeld()
+	return c
+}
+
+// tally counts (by 1) or takes back (by -1) what a machine counted, in
+// its group (made if new; dropped once it has no machine): the counts
+// alone (relist lists the places).
+func (c *fleetCensus) tally(mark censusMark, by int) {
+	g := c.groups[mark.group]
+	if g == nil {
+		g = &groupCensus{templates: map[providerTemplate]*int{}}
+		c.groups[mark.group] = g
+	}
+	c.countIn(g, mark, by)
+	g.last, g.lastCount = providerTemplate{}, nil
+	if g.machines == 0 {
+		delete(c.groups, mark.group)
+	}
+}
+
+// relist lists the places of the machines in a passing state, and the
+// provider keys in use, from the marks (in the order a count afresh
+// finds them).
+func (c *fleetCensus) relist() {
+	c.draining, c.launching, c.terminating, c.unreachable, c.keys = nil, nil, nil, nil, nil
+	lastKey := ""
+	const passing = markDraining | markTerminating | markLaunching | markUnreachable
+	for i, mark := range c.marks {
+		for _, l := range []struct {
+			list *[]int
+			f    censusFlags
+		}{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}} {
+			if mark.flags&passing != 0 && mark.flags&l.f != 0 {
+				*l.list = append(*l.list, i)
+			}
+		}
+		if mark.key != lastKey {
+			lastKey = mark.key
+			if !slices.Contains(c.keys, mark.key) {
+				c.keys = append(c.keys, mark.key)
+			}
+		}
+	}
+}
