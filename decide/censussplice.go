@@ -16,33 +16,12 @@ import (
 // was a twentieth of the steady hours' passes. The decision harness
 // compares it with a count afresh.
 func splicedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCensus {
-	b, ch := snap.Booked, snap.Changed
-	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil || sorted != len(machines) {
+	sp, ok := spliceOf(snap, machines, sorted)
+	if !ok {
 		return nil
 	}
-	old := b.census
-	var made, gone, changed []int // places: made ones' now, deleted and changed ones' in the census
-	for _, ids := range []map[string]bool{ch.Machines, b.ownMachines} {
-		for id := range ids {
-			at, in := findByID(machines, sorted, id, apiMachineID)
-			was, counted := slices.BinarySearch(old.ids, id)
-			switch {
-			case in && counted:
-				changed = append(changed, was)
-			case in:
-				made = append(made, at)
-			case counted:
-				gone = append(gone, was)
-			}
-		}
-	}
-	for _, l := range []*[]int{&made, &gone, &changed} {
-		slices.Sort(*l)
-		*l = slices.Compact(*l)
-	}
-	if len(old.ids)-len(gone)+len(made) != len(machines) {
-		return nil // the feed missed a machine made or deleted
-	}
+	old := snap.Booked.census
+	made, gone, changed := sp.made, sp.gone, sp.changed
 	c := old.copyCounts()
 	c.machines = len(machines)
 	c.ids, c.marks = make([]string, 0, len(machines)), make([]censusMark, 0, len(machines))
@@ -81,6 +60,43 @@ func splicedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCe
 	c.relist()
 	c.sumHeld()
 	return c
+}
+
+// splice is how the pass's machines differ from the last census's: the
+// places of those made (now), deleted and changed in place (in the
+// census), each list sorted.
+type splice struct{ made, gone, changed []int }
+
+// spliceOf is how the pass's machines (by id, the pass's own launches
+// not yet among them) differ from the last census's, when the change
+// feed names every machine made, changed or deleted since (ok: as far as
+// the counts show).
+func spliceOf(snap *Snapshot, machines []*api.Machine, sorted int) (splice, bool) {
+	b, ch := snap.Booked, snap.Changed
+	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil || sorted != len(machines) {
+		return splice{}, false
+	}
+	var sp splice
+	for _, ids := range []map[string]bool{ch.Machines, b.ownMachines} {
+		for id := range ids {
+			at, in := findByID(machines, sorted, id, apiMachineID)
+			was, counted := slices.BinarySearch(b.census.ids, id)
+			switch {
+			case in && counted:
+				sp.changed = append(sp.changed, was)
+			case in:
+				sp.made = append(sp.made, at)
+			case counted:
+				sp.gone = append(sp.gone, was)
+			}
+		}
+	}
+	for _, l := range []*[]int{&sp.made, &sp.gone, &sp.changed} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+	}
+	// Otherwise the feed missed a machine made or deleted.
+	return sp, len(b.census.ids)-len(sp.gone)+len(sp.made) == len(machines)
 }
 
 // tally counts (by 1) or takes back (by -1) what a machine counted, in

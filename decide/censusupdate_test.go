@@ -150,3 +150,54 @@ func TestACensusSplicedForMachinesMadeAndDeletedIsACountAfresh(t *testing.T) {
 		t.Fatal("no fleet drawn made or deleted a machine")
 	}
 }
+
+// The view's skeleton with the machines made and deleted since spliced
+// in and out, and those changed read again (splicedSkeleton), is what a
+// view reading every machine takes (takeSkeleton), over 300 seeded
+// fleets.
+func TestASkeletonSplicedForMachinesMadeAndDeletedIsAReadAfresh(t *testing.T) {
+	clusters := map[string]*api.Cluster{"c": {Metadata: api.ObjectMeta{Name: "c"}}}
+	passOver := func(snap *Snapshot, machines []*api.Machine) *Pass {
+		snap.Clusters = clusters
+		return &Pass{snap: snap, machines: machines, sortedMachines: len(machines), census: countFleet(machines)}
+	}
+	spliced := 0
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var machines []*api.Machine
+		for i := range 1 + rng.IntN(30) {
+			machines = append(machines, randomMachine(rng, fmt.Sprintf("m%03d", 2*i)))
+		}
+		last := passOver(&Snapshot{Machines: machines}, machines)
+		booked := &Booking{census: last.census, skeleton: last.takeSkeleton([]string{"c"})}
+		changed := map[string]bool{}
+		var next []*api.Machine
+		for i, m := range machines {
+			switch rng.IntN(8) {
+			case 0: // deleted
+				changed[m.ID] = true
+				continue
+			case 1: // changed in place
+				c := *m
+				randomState(rng, &c)
+				m, changed[m.ID] = &c, true
+			}
+			next = append(next, m)
+			if rng.IntN(6) == 0 { // made, between this and the next
+				made := randomMachine(rng, fmt.Sprintf("m%03d", 2*i+1))
+				next, changed[made.ID] = append(next, made), true
+			}
+		}
+		p := passOver(&Snapshot{Machines: next, Booked: booked, Changed: &Changes{Machines: changed}}, next)
+		got, want := p.splicedSkeleton([]string{"c"}), p.takeSkeleton([]string{"c"})
+		if got == nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: spliced %+v, read afresh %+v", seed, got, want)
+		}
+		if len(next) != len(machines) {
+			spliced++
+		}
+	}
+	if spliced == 0 {
+		t.Fatal("no fleet drawn made or deleted a machine")
+	}
+}

@@ -254,6 +254,9 @@ func (p *Pass) buildView(clusters []string) *view {
 		sk = p.updatedSkeleton(clusters)
 	}
 	if sk == nil {
+		sk = p.splicedSkeleton(clusters)
+	}
+	if sk == nil {
 		sk = p.takeSkeleton(clusters)
 	}
 	cls := make([]*api.Cluster, len(clusters))

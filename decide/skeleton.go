@@ -105,6 +105,71 @@ func (p *Pass) updatedSkeleton(clusters []string) *viewSkeleton {
 	return sk
 }
 
+// splicedSkeleton is the last pass's skeleton with the machines made and
+// deleted since spliced in and out, and those changed read again (nil:
+// the view reads every machine), when the change feed names every
+// machine made, changed or deleted (spliceOf): the others keep their
+// entries, at their places now. At 10,000 machines a machine launched or
+// terminated in one steady pass in several, and reading every machine
+// again then (a cache miss each) was a twentieth of the steady hours.
+func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
+	prev, ch := p.snap.Booked, p.snap.Changed
+	if prev == nil || prev.skeleton == nil || p.fleet() == nil || ch == nil || len(ch.Clusters) > 0 ||
+		!slices.Equal(prev.skeleton.clusters, clusters) {
+		return nil
+	}
+	sp, ok := spliceOf(p.snap, p.machines, p.sortedMachines)
+	if !ok {
+		return nil
+	}
+	old, ids := prev.skeleton, prev.census.ids
+	n := len(old.entries) + len(sp.made)
+	sk := &viewSkeleton{clusters: old.clusters, entries: make([]skeletonEntry, 0, n), ids: make([]string, 0, n), lists: make([]machineList, 0, n)}
+	clusterOf := p.clusterInView(clusters)
+	read := func(i int) {
+		m := p.machines[i]
+		if e, list, in := readEntry(i, m, clusterOf(m.Cluster)); in {
+			sk.entries, sk.ids, sk.lists = append(sk.entries, e), append(sk.ids, m.ID), append(sk.lists, list)
+		}
+	}
+	made, gone, changed := sp.made, sp.gone, sp.changed
+	j, k := 0, 0     // the census's place of the next machine kept, and its entry's
+	skip := func() { // the entry of the machine at j, if it had one, is not kept
+		if k < len(old.entries) && int(old.entries[k].at) == j {
+			k++
+		}
+	}
+	for i := range p.machines {
+		if len(made) > 0 && made[0] == i {
+			made = made[1:]
+			read(i)
+			continue
+		}
+		for len(gone) > 0 && gone[0] == j {
+			skip()
+			gone, j = gone[1:], j+1
+		}
+		switch {
+		case j == len(ids):
+			return nil
+		case len(changed) > 0 && changed[0] == j:
+			if ids[j] != p.machines[i].ID {
+				return nil // not where the feed says: read every machine
+			}
+			changed = changed[1:]
+			skip()
+			read(i)
+		case k < len(old.entries) && int(old.entries[k].at) == j:
+			e := old.entries[k]
+			e.at = int32(i)
+			sk.entries, sk.ids, sk.lists = append(sk.entries, e), append(sk.ids, old.ids[k]), append(sk.lists, old.lists[k])
+			k++
+		}
+		j++
+	}
+	return sk
+}
+
 // sameMachines: two skeletons list the same machines in the same order
 // (one is the other, or updated from it).
 func sameMachines(a, b *viewSkeleton) bool {
