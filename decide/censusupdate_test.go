@@ -104,30 +104,9 @@ func TestACensusSplicedForMachinesMadeAndDeletedIsACountAfresh(t *testing.T) {
 	spliced := 0
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 9))
-		var machines []*api.Machine
-		for i := range 1 + rng.IntN(30) {
-			machines = append(machines, randomMachine(rng, fmt.Sprintf("m%03d", 2*i)))
-		}
+		machines := randomFleet(rng)
 		before := countFleet(machines)
-		changed := map[string]bool{}
-		var next []*api.Machine
-		for i, m := range machines {
-			switch rng.IntN(8) {
-			case 0: // deleted
-				changed[m.ID] = true
-				continue
-			case 1: // changed in place
-				c := *m
-				randomState(rng, &c)
-				m, changed[m.ID] = &c, true
-			}
-			next = append(next, m)
-			if rng.IntN(6) == 0 { // made, between this and the next
-				made := randomMachine(rng, fmt.Sprintf("m%03d", 2*i+1))
-				made.Group = fmt.Sprintf("g%d", rng.IntN(4)) // a group none had, at times
-				next, changed[made.ID] = append(next, made), true
-			}
-		}
+		next, changed := remade(rng, machines)
 		snap := &Snapshot{Machines: next, Booked: &Booking{census: before}, Changed: &Changes{Machines: changed}}
 		got, want := splicedCensus(snap, next, len(next)), countFleet(next)
 		if got == nil || !reflect.DeepEqual(got, want) {
@@ -164,30 +143,10 @@ func TestASkeletonSplicedForMachinesMadeAndDeletedIsAReadAfresh(t *testing.T) {
 	spliced := 0
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 11))
-		var machines []*api.Machine
-		for i := range 1 + rng.IntN(30) {
-			machines = append(machines, randomMachine(rng, fmt.Sprintf("m%03d", 2*i)))
-		}
+		machines := randomFleet(rng)
 		last := passOver(&Snapshot{Machines: machines}, machines)
 		booked := &Booking{census: last.census, skeleton: last.takeSkeleton([]string{"c"})}
-		changed := map[string]bool{}
-		var next []*api.Machine
-		for i, m := range machines {
-			switch rng.IntN(8) {
-			case 0: // deleted
-				changed[m.ID] = true
-				continue
-			case 1: // changed in place
-				c := *m
-				randomState(rng, &c)
-				m, changed[m.ID] = &c, true
-			}
-			next = append(next, m)
-			if rng.IntN(6) == 0 { // made, between this and the next
-				made := randomMachine(rng, fmt.Sprintf("m%03d", 2*i+1))
-				next, changed[made.ID] = append(next, made), true
-			}
-		}
+		next, changed := remade(rng, machines)
 		p := passOver(&Snapshot{Machines: next, Booked: booked, Changed: &Changes{Machines: changed}}, next)
 		got, want := p.splicedSkeleton([]string{"c"}), p.takeSkeleton([]string{"c"})
 		if got == nil || !reflect.DeepEqual(got, want) {
@@ -200,4 +159,40 @@ func TestASkeletonSplicedForMachinesMadeAndDeletedIsAReadAfresh(t *testing.T) {
 	if spliced == 0 {
 		t.Fatal("no fleet drawn made or deleted a machine")
 	}
+}
+
+// randomFleet is up to 30 random machines, by id, with room for machines
+// made between them (remade).
+func randomFleet(rng *rand.Rand) []*api.Machine {
+	var machines []*api.Machine
+	for i := range 1 + rng.IntN(30) {
+		machines = append(machines, randomMachine(rng, fmt.Sprintf("m%03d", 2*i)))
+	}
+	return machines
+}
+
+// remade is machines with some deleted, some changed in place and some
+// made between them (of a group none had, at times), by id, and the ids
+// of those, as the change feed names them.
+func remade(rng *rand.Rand, machines []*api.Machine) ([]*api.Machine, map[string]bool) {
+	changed := map[string]bool{}
+	var next []*api.Machine
+	for i, m := range machines {
+		switch rng.IntN(8) {
+		case 0: // deleted
+			changed[m.ID] = true
+			continue
+		case 1: // changed in place
+			c := *m
+			randomState(rng, &c)
+			m, changed[m.ID] = &c, true
+		}
+		next = append(next, m)
+		if rng.IntN(6) == 0 { // made, between this and the next
+			made := randomMachine(rng, fmt.Sprintf("m%03d", 2*i+1))
+			made.Group = fmt.Sprintf("g%d", rng.IntN(4))
+			next, changed[made.ID] = append(next, made), true
+		}
+	}
+	return next, changed
 }

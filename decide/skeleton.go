@@ -42,12 +42,10 @@ type skeletonEntry struct {
 // of its launches) and still holds (fleet: this pass changed and
 // launched none yet).
 func (p *Pass) keptSkeleton(clusters []string) *viewSkeleton {
-	prev, ch := p.snap.Booked, p.snap.Changed
-	if prev == nil || prev.skeleton == nil || p.census != prev.census || p.fleet() == nil ||
-		ch == nil || len(ch.Clusters) > 0 || !slices.Equal(prev.skeleton.clusters, clusters) {
-		return nil
+	if sk := p.lastSkeleton(clusters); sk != nil && p.census == p.snap.Booked.census {
+		return sk
 	}
-	return prev.skeleton
+	return nil
 }
 
 // takeSkeleton reads the view's machines of clusters.
@@ -76,16 +74,14 @@ func (p *Pass) takeSkeleton(clusters []string) *viewSkeleton {
 // every machine again, then merging the booking by comparing ids, cost
 // a tenth of a steady hour.
 func (p *Pass) updatedSkeleton(clusters []string) *viewSkeleton {
-	prev, ch := p.snap.Booked, p.snap.Changed
-	if prev == nil || prev.skeleton == nil || p.fleet() == nil || ch == nil || len(ch.Clusters) > 0 ||
-		!slices.Equal(prev.skeleton.clusters, clusters) {
+	old := p.lastSkeleton(clusters)
+	if old == nil {
 		return nil
 	}
 	places, ok := changedPlaces(p.snap, p.machines, p.sortedMachines)
 	if !ok {
 		return nil
 	}
-	old := prev.skeleton
 	sk := old
 	clusterOf := p.clusterInView(clusters)
 	for _, i := range places {
@@ -113,16 +109,15 @@ func (p *Pass) updatedSkeleton(clusters []string) *viewSkeleton {
 // terminated in one steady pass in several, and reading every machine
 // again then (a cache miss each) was a twentieth of the steady hours.
 func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
-	prev, ch := p.snap.Booked, p.snap.Changed
-	if prev == nil || prev.skeleton == nil || p.fleet() == nil || ch == nil || len(ch.Clusters) > 0 ||
-		!slices.Equal(prev.skeleton.clusters, clusters) {
+	old := p.lastSkeleton(clusters)
+	if old == nil {
 		return nil
 	}
 	sp, ok := spliceOf(p.snap, p.machines, p.sortedMachines)
 	if !ok {
 		return nil
 	}
-	old, ids := prev.skeleton, prev.census.ids
+	ids := p.snap.Booked.census.ids
 	n := len(old.entries) + len(sp.made)
 	sk := &viewSkeleton{clusters: old.clusters, entries: make([]skeletonEntry, 0, n), ids: make([]string, 0, n), lists: make([]machineList, 0, n)}
 	clusterOf := p.clusterInView(clusters)
@@ -168,6 +163,19 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 		j++
 	}
 	return sk
+}
+
+// lastSkeleton is the last pass's skeleton when this pass may update it
+// for what changed since (nil: it may not): the feed is known, no
+// cluster changed, the view is of the same clusters, and the pass changed
+// and launched no machine yet.
+func (p *Pass) lastSkeleton(clusters []string) *viewSkeleton {
+	prev, ch := p.snap.Booked, p.snap.Changed
+	if prev == nil || prev.skeleton == nil || p.fleet() == nil || ch == nil || len(ch.Clusters) > 0 ||
+		!slices.Equal(prev.skeleton.clusters, clusters) {
+		return nil
+	}
+	return prev.skeleton
 }
 
 // sameMachines: two skeletons list the same machines in the same order
