@@ -6,21 +6,17 @@ import (
 	"github.com/gantry-dev/gantry/api"
 )
 
-// splicedCensus is the last pass's census with the machines made and
-// deleted since spliced into and out of its places, and those changed
-// in place counted again, when the change feed names every machine made,
-// changed or deleted (nil: count afresh). Only the named machines are
+// splicedCensus is the last pass's census (old) with the machines made
+// and deleted since spliced into and out of its places, and those
+// changed in place counted again, as sp (sinceLast: the change feed
+// names every machine made, changed or deleted) says (nil: a machine is
+// not where sp says; count afresh). Only the named machines are
 // read: the others keep their places' marks, shifted. At 10,000
 // machines, a machine launched or terminated in one steady pass in
 // several, and counting every machine afresh then (a cache miss each)
 // was a twentieth of the steady hours' passes. The decision harness
 // compares it with a count afresh.
-func splicedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCensus {
-	sp, ok := spliceOf(snap, machines, sorted)
-	if !ok {
-		return nil
-	}
-	old := snap.Booked.census
+func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetCensus {
 	made, gone, changed := sp.made, sp.gone, sp.changed
 	c := old.copyCounts()
 	c.machines = len(machines)
@@ -97,6 +93,16 @@ func spliceOf(snap *Snapshot, machines []*api.Machine, sorted int) (splice, bool
 	}
 	// Otherwise the feed missed a machine made or deleted.
 	return sp, len(b.census.ids)-len(sp.gone)+len(sp.made) == len(machines)
+}
+
+// sinceLast is spliceOf for the pass's machines, found once for the
+// census and the view's skeleton.
+func (p *Pass) sinceLast() (splice, bool) {
+	if !p.splice.found {
+		p.splice.of, p.splice.ok = spliceOf(p.snap, p.machines, p.sortedMachines)
+		p.splice.found = true
+	}
+	return p.splice.of, p.splice.ok
 }
 
 // tally counts (by 1) or takes back (by -1) what a machine counted, in

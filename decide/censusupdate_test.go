@@ -108,7 +108,7 @@ func TestACensusSplicedForMachinesMadeAndDeletedIsACountAfresh(t *testing.T) {
 		before := countFleet(machines)
 		next, changed := remade(rng, machines)
 		snap := &Snapshot{Machines: next, Booked: &Booking{census: before}, Changed: &Changes{Machines: changed}}
-		got, want := splicedCensus(snap, next, len(next)), countFleet(next)
+		got, want := splicedFrom(snap, next), countFleet(next)
 		if got == nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: spliced %+v, afresh %+v", seed, got, want)
 		}
@@ -118,7 +118,7 @@ func TestACensusSplicedForMachinesMadeAndDeletedIsACountAfresh(t *testing.T) {
 		for _, m := range next {
 			if _, existed := slices.BinarySearchFunc(machines, m.ID, func(x *api.Machine, id string) int { return strings.Compare(x.ID, id) }); !existed {
 				delete(changed, m.ID) // a machine made that the feed misses
-				if got := splicedCensus(snap, next, len(next)); got != nil {
+				if got := splicedFrom(snap, next); got != nil {
 					t.Fatalf("seed %d: a feed without %s, made, spliced a census", seed, m.ID)
 				}
 				break
@@ -195,4 +195,14 @@ func remade(rng *rand.Rand, machines []*api.Machine) ([]*api.Machine, map[string
 		}
 	}
 	return next, changed
+}
+
+// splicedFrom is the census of next spliced from the snapshot's booked one
+// (nil: the feed does not tell how).
+func splicedFrom(snap *Snapshot, next []*api.Machine) *fleetCensus {
+	sp, ok := spliceOf(snap, next, len(next))
+	if !ok {
+		return nil
+	}
+	return splicedCensus(snap.Booked.census, next, sp)
 }

@@ -101,7 +101,13 @@ type Pass struct {
 	// pass if this one changes nothing (quietcapacity.go).
 	capacity *quietCapacity
 	// view is the pass's view of its machine target's machines.
-	view           *view
+	view *view
+	// splice is how its machines differ from the last census's, once
+	// found (sinceLast).
+	splice struct {
+		of        splice
+		found, ok bool
+	}
 	capacityReused bool
 }
 
@@ -164,7 +170,10 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	p.sortedMachines = len(p.machines)
 	if p.census = keptCensus(snap); p.census == nil {
 		if p.census = updatedCensus(snap, p.machines, p.sortedMachines); p.census == nil {
-			if p.census = splicedCensus(snap, p.machines, p.sortedMachines); p.census == nil {
+			if sp, ok := p.sinceLast(); ok {
+				p.census = splicedCensus(snap.Booked.census, p.machines, sp)
+			}
+			if p.census == nil {
 				p.census = countFleet(p.machines)
 			}
 		}

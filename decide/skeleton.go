@@ -104,7 +104,7 @@ func (p *Pass) updatedSkeleton(clusters []string) *viewSkeleton {
 // splicedSkeleton is the last pass's skeleton with the machines made and
 // deleted since spliced in and out, and those changed read again (nil:
 // the view reads every machine), when the change feed names every
-// machine made, changed or deleted (spliceOf): the others keep their
+// machine made, changed or deleted (sinceLast): the others keep their
 // entries, at their places now. At 10,000 machines a machine launched or
 // terminated in one steady pass in several, and reading every machine
 // again then (a cache miss each) was a twentieth of the steady hours.
@@ -113,7 +113,7 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 	if old == nil {
 		return nil
 	}
-	sp, ok := spliceOf(p.snap, p.machines, p.sortedMachines)
+	sp, ok := p.sinceLast()
 	if !ok {
 		return nil
 	}
