@@ -3,7 +3,6 @@ package planner
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -319,42 +318,6 @@ type simulation struct {
 // replicas onto (nil: all).
 func newSimulation(ms []*Machine, free map[string]api.Resources, receivers func() func(int, *Machine) bool) *simulation {
 	return &simulation{in: ms, free: free, receivers: receivers}
-}
-
-// mayReceive says which machines could take one of the candidates'
-// replicas in a what-if (nil: any). When those replicas ask nothing of
-// the machines they do not go on (no spread, same zone, affinity terms or
-// preemption), a machine is the what-if's only if it is one of the
-// candidates, or it could take one: it has GPUs, a resident that teaches
-// a session something (labels, terms), or at least as much free as the
-// least any of the replicas asks of each resource. The what-ifs only fill
-// the machines they do not remove, so one with less than that never
-// takes one, and a session without it places as one with it would: at
-// 10,000 machines, mostly full, copying every machine into the session
-// was most of a consolidation's time.
-func (p *planning) mayReceive(candidates []removable) func(int, *Machine) bool {
-	if p.noShortcuts {
-		return nil
-	}
-	least := api.Resources{MilliCPU: math.MaxInt64, MemoryBytes: math.MaxInt64, EphemeralBytes: math.MaxInt64}
-	isCandidate := make([]bool, len(p.in.Machines)) // by place in the input
-	for _, c := range candidates {
-		isCandidate[c.at] = true
-		for i := range c.m.Replicas {
-			r := &c.m.Replicas[i]
-			if r.Rules == nil || len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt {
-				return nil
-			}
-			least.MilliCPU = min(least.MilliCPU, r.Requests.MilliCPU)
-			least.MemoryBytes = min(least.MemoryBytes, r.Requests.MemoryBytes)
-			least.EphemeralBytes = min(least.EphemeralBytes, r.Requests.EphemeralBytes)
-		}
-	}
-	return func(i int, m *Machine) bool {
-		f := m.Free()
-		return f.MilliCPU >= least.MilliCPU && f.MemoryBytes >= least.MemoryBytes && f.EphemeralBytes >= least.EphemeralBytes ||
-			isCandidate[i] || len(m.GPUs) > 0 || m.PlainResidents < len(m.Residents)
-	}
 }
 
 // build copies the joined machines into the what-if session.

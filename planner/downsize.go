@@ -39,7 +39,7 @@ func (p *planning) downsize(machines []*scheduler.Machine, res *scheduler.Result
 		}
 	}
 	kept := p.sessionMachines(machines)
-	if scarceRoom(kept) < downsizeRoomFloor {
+	if scarceRoom(kept, p.outOfPlace) < downsizeRoomFloor {
 		return false
 	}
 	machine := make(map[string]*scheduler.Machine, len(kept))
@@ -80,9 +80,9 @@ func (p *planning) downsize(machines []*scheduler.Machine, res *scheduler.Result
 const downsizeRoomFloor = 0.01
 
 // scarceRoom is the share of the scarcer of CPU and memory the machines
-// have free.
-func scarceRoom(machines []*scheduler.Machine) float64 {
-	var free, all api.Resources
+// have free, those left out of the session included.
+func scarceRoom(machines []*scheduler.Machine, out roomLeftOut) float64 {
+	free, all := out.free, out.allocatable
 	for _, m := range machines {
 		all = all.Add(m.Allocatable)
 		free = free.Add(nonNegative(m.Allocatable.Sub(m.Allocated)))

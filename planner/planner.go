@@ -140,7 +140,20 @@ func compute(cfg Config, in Input, noShortcuts bool) Plan {
 // computeWith is compute, spread services dealt like services that keep
 // apart when dealSpread (see place).
 func computeWith(cfg Config, in Input, noShortcuts, dealSpread bool) (Plan, *planning) {
-	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, noShortcuts: noShortcuts, dealSpread: dealSpread}
+	plan, p := planOnce(cfg, in, noShortcuts, dealSpread, false)
+	if p.outOfPlace.machines > 0 && len(plan.Pending) > 0 {
+		// A replica left waiting is told what each machine lacks: its
+		// sessions must have had every machine.
+		return planOnce(cfg, in, noShortcuts, dealSpread, true)
+	}
+	return plan, p
+}
+
+// planOnce is computeWith, its placing sessions with every machine when
+// wholeSessions.
+func planOnce(cfg Config, in Input, noShortcuts, dealSpread, wholeSessions bool) (Plan, *planning) {
+	p := &planning{cfg: cfg, in: in, groups: map[string]*Group{}, added: map[string]int{}, noShortcuts: noShortcuts, dealSpread: dealSpread,
+		wholeSessions: wholeSessions}
 	for _, g := range in.Groups {
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
@@ -194,7 +207,7 @@ func (p *planning) placeAndCompact(in Input) (scheduler.Result, []*scheduler.Mac
 // proportions of the LP mix (placeByMix); what that leaves goes through
 // the ordinary opener.
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
-	session := scheduler.NewSession(append(p.shareMachines(), p.openMinSize()...)).Balance(totalDemand(in.Pending))
+	session := scheduler.NewSession(append(p.shareMachines(p.placeReceivers(in.Pending)), p.openMinSize()...)).Balance(totalDemand(in.Pending))
 	shunned, exclusive := shunnedServices(in), exclusiveServices(in)
 	live := sync.OnceValue(func() map[string]bool { return liveServices(in) }) // only if a pending replica asks
 	spreadOnly := spreadOnlyServices(in, shunned, live)
@@ -319,6 +332,11 @@ type planning struct {
 	// of their session as unable to take any candidate's replica
 	// (mayReceive): tests see the shortcut taken.
 	outOfWhatIfs int
+	// outOfPlace are the machines the placing sessions left out as
+	// unable to take any pending replica (placeReceivers); wholeSessions
+	// leaves none out (see compute).
+	outOfPlace    roomLeftOut
+	wholeSessions bool
 	// dealSpread: deal spread services like services that keep apart
 	// even with none of those; spreadAlone counts the spread replicas
 	// the scheduler placed for want of them (compute may then try
@@ -474,20 +492,6 @@ func totalDemand(rs []scheduler.Replica) api.Resources {
 		d = d.Add(r.Requests)
 	}
 	return d
-}
-
-// shareMachines copies the input's machines for the plan's session, in
-// one allocation; each shares its counts of services and its devices with
-// the input's until the session books or unbooks on it (which copies them
-// first): most of a fleet's machines take nothing new in a plan.
-func (p *planning) shareMachines() []*scheduler.Machine {
-	out := make([]*scheduler.Machine, 0, len(p.in.Machines))
-	copies := make([]scheduler.Machine, len(p.in.Machines))
-	for i, m := range p.in.Machines {
-		m.ShareInto(&copies[i])
-		out = append(out, &copies[i])
-	}
-	return out
 }
 
 // open makes a new machine for a replica that fits nowhere: the offering
