@@ -183,6 +183,9 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 // the rest. Elsewhere an empty machine always passes: there is room for
 // nothing.
 func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, overcommitted map[string]bool) func(*Machine, int32) bool {
+	var cluster string
+	var clusterFree api.Resources
+	var last holding
 	return func(m *Machine, slot int32) bool {
 		if slot < 0 {
 			return false
@@ -194,9 +197,32 @@ func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, ove
 		case len(m.GPUs) > 0 || len(overcommitted) > 0 && overcommitted[m.Cluster]:
 			return true
 		}
+		if m.Cluster != cluster { // a cluster's machines come together
+			cluster, clusterFree = m.Cluster, free[m.Cluster]
+		}
 		// The walk's own two tests, on the machines as they are now.
-		return roomBeside(free[m.Cluster], m.Machine) || p.cheaperHolding(m.Machine, gc.group) != nil
+		return roomBeside(clusterFree, m.Machine) || p.cheaperThan(last.of(p.catalog, m.Machine, gc.group), m.Machine) != nil
 	}
+}
+
+// holding is the last answer of cheapestHolding for a machine without
+// GPUs: the machines of a group mostly hold a few shapes, one after
+// another, and the walk of the group's offerings was most of mayGo.
+type holding struct {
+	group *Group
+	zone  string
+	used  api.Resources
+	cand  *candidate
+	known bool
+}
+
+func (h *holding) of(idx *offeringIndex, m *scheduler.Machine, g *Group) *candidate {
+	if h.known && h.group == g && h.zone == m.Zone && h.used == m.Allocated {
+		return h.cand
+	}
+	h.group, h.zone, h.used, h.known = g, m.Zone, m.Allocated, true
+	h.cand = idx.cheapestHolding(&bin{m: m, group: g, offering: offeringOf(m)})
+	return h.cand
 }
 
 // removable is a machine consolidation may remove, with its group's
@@ -232,7 +258,15 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 		keys = append(keys, keyed{removable{m, slotOf[i], int32(i)}, len(m.Replicas), m.PricePerHour, m.ID})
 	}
 	slices.SortFunc(keys, func(a, b keyed) int {
-		return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
+		// Each key compared only when the ones before tie: the ids of
+		// machines that differ in replicas are not read.
+		if c := cmp.Compare(a.replicas, b.replicas); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.price, a.price); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
 	})
 	out := make([]removable, len(keys))
 	for i, k := range keys {
@@ -264,7 +298,12 @@ func (p *planning) replacement(m *scheduler.Machine, replicas []scheduler.Replic
 // that holds what it runs, when that saves at least SavingsFloor (nil:
 // none does).
 func (p *planning) cheaperHolding(m *scheduler.Machine, g *Group) *candidate {
-	cand := p.catalog.cheapestHolding(&bin{m: m, group: g, offering: offeringOf(m)})
+	return p.cheaperThan(p.catalog.cheapestHolding(&bin{m: m, group: g, offering: offeringOf(m)}), m)
+}
+
+// cheaperThan is cand when it saves at least SavingsFloor on m (nil: it
+// does not, or there is none).
+func (p *planning) cheaperThan(cand *candidate, m *scheduler.Machine) *candidate {
 	if cand == nil || cand.offering.PricePerHour > (1-p.cfg.SavingsFloor)*m.PricePerHour {
 		return nil
 	}
@@ -301,11 +340,16 @@ type simulation struct {
 	// possibly fit" check before a full simulation.
 	free map[string]api.Resources
 
+	// machines are the what-ifs' copies, in the input's order, and
+	// replicas what each holds now, moves included (by the same place).
+	// A machine is found by its id in ids, searched when they are sorted
+	// (the input by id, as a pass hands it), else through byID, made on
+	// first use: a map of every machine was most of a what-if's cost.
 	machines []*scheduler.Machine
-	byID     map[string]*scheduler.Machine
-	// replicas is what each machine holds now, moves included.
-	replicas map[string][]scheduler.Replica
-	removed  map[string]bool
+	ids      []string
+	sorted   bool
+	byID     map[string]int
+	replicas [][]scheduler.Replica
 	// session places what-if moves; removed machines are excluded from it.
 	session *scheduler.Session
 	// idle counts empty machines per cluster/group (removed ones not).
@@ -325,9 +369,8 @@ func (s *simulation) build() {
 	if s.built {
 		return
 	}
-	s.built = true
+	s.built, s.sorted = true, true
 	ms := s.in
-	s.byID, s.replicas, s.removed = make(map[string]*scheduler.Machine, len(ms)), make(map[string][]scheduler.Replica, len(ms)), map[string]bool{}
 	s.idleIn = map[string]int{}
 	copies := make([]scheduler.Machine, 0, len(ms)) // in one allocation
 	var receives func(int, *Machine) bool
@@ -345,16 +388,33 @@ func (s *simulation) build() {
 			s.leftOut++
 			continue
 		}
+		if n := len(s.ids); n > 0 && s.ids[n-1] >= m.ID {
+			s.sorted = false
+		}
 		// Shared, clipped: the what-ifs only append (which copies) and
 		// read.
-		s.replicas[m.ID] = slices.Clip(m.Replicas)
+		s.replicas = append(s.replicas, slices.Clip(m.Replicas))
 		copies = append(copies, scheduler.Machine{})
 		c := &copies[len(copies)-1]
 		m.ShareInto(c) // its counts copied when a what-if moves a replica on or off
-		s.machines = append(s.machines, c)
-		s.byID[c.ID] = c
+		s.machines, s.ids = append(s.machines, c), append(s.ids, c.ID)
 	}
 	s.session = scheduler.NewSession(s.machines)
+}
+
+// at is the place of the what-ifs' machine of id.
+func (s *simulation) at(id string) int {
+	if s.sorted {
+		i, _ := slices.BinarySearch(s.ids, id)
+		return i
+	}
+	if s.byID == nil {
+		s.byID = make(map[string]int, len(s.ids))
+		for i, id := range s.ids {
+			s.byID[id] = i
+		}
+	}
+	return s.byID[id]
 }
 
 // machine is a joined machine as the what-ifs left it.
@@ -362,7 +422,7 @@ func (s *simulation) machine(m *Machine) *scheduler.Machine {
 	if !s.built {
 		return m.Machine
 	}
-	return s.byID[m.ID]
+	return s.machines[s.at(m.ID)]
 }
 
 // replicasOn is what a joined machine holds now.
@@ -370,17 +430,17 @@ func (s *simulation) replicasOn(m *Machine) []scheduler.Replica {
 	if !s.built {
 		return m.Replicas
 	}
-	return s.replicas[m.ID]
+	return s.replicas[s.at(m.ID)]
 }
 
 // remove takes a machine out; what it held must have moved first.
 func (s *simulation) remove(id string) {
 	s.build()
-	m := s.byID[id]
-	if len(s.replicas[id]) == 0 {
+	k := s.at(id)
+	m := s.machines[k]
+	if len(s.replicas[k]) == 0 {
 		s.idleIn[Key(m.Cluster, m.Group)]--
 	}
-	s.removed[id] = true
 	s.session.Exclude(m, true)
 	s.free[m.Cluster] = s.free[m.Cluster].Sub(m.Free())
 }
@@ -394,40 +454,41 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 		return false
 	}
 	s.build()
-	id := m.ID
-	mine = s.byID[id]
+	k := s.at(m.ID)
+	mine, held := s.machines[k], s.replicas[k]
 	// The replicas leave first, so that spread rules count them where
 	// they go, not where they were (the machine is out of the what-if, so
 	// its GPU devices need no booking).
-	for _, r := range s.replicas[id] {
+	for _, r := range held {
 		scheduler.Unassign(mine, r, nil)
 	}
 	s.session.Exclude(mine, true)
-	res, ok := s.session.PlaceAll(s.replicas[id])
+	res, ok := s.session.PlaceAll(held)
 	byID := map[string]scheduler.Replica{}
-	for _, r := range s.replicas[id] {
+	for _, r := range held {
 		byID[r.ID] = r
 	}
 	key := Key(mine.Cluster, mine.Group)
 	filled := s.filled(res)
 	if ok && s.idleIn[key]-filled[key] >= warmPool {
-		for k, n := range filled {
-			s.idleIn[k] -= n
+		for g, n := range filled {
+			s.idleIn[g] -= n
 		}
 		for _, pl := range res.Placements {
-			s.replicas[pl.MachineID] = append(s.replicas[pl.MachineID], byID[pl.ReplicaID])
+			to := s.at(pl.MachineID)
+			s.replicas[to] = append(s.replicas[to], byID[pl.ReplicaID])
 		}
 		moved := mine.Allocated
-		s.remove(id)
+		s.remove(m.ID)
 		s.free[mine.Cluster] = s.free[mine.Cluster].Sub(moved)
-		delete(s.replicas, id)
+		s.replicas[k] = nil
 		return true
 	}
 	for _, pl := range res.Placements {
-		scheduler.Unassign(s.byID[pl.MachineID], byID[pl.ReplicaID], pl.GPUs)
+		scheduler.Unassign(s.machines[s.at(pl.MachineID)], byID[pl.ReplicaID], pl.GPUs)
 	}
 	s.session.Exclude(mine, false)
-	for _, r := range s.replicas[id] {
+	for _, r := range held {
 		s.session.Rebook(mine, r, nil)
 	}
 	return false
@@ -438,7 +499,7 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 func (s *simulation) filled(res scheduler.Result) map[string]int {
 	placedOn := map[*scheduler.Machine]int{}
 	for _, pl := range res.Placements {
-		placedOn[s.byID[pl.MachineID]]++
+		placedOn[s.machines[s.at(pl.MachineID)]]++
 	}
 	out := map[string]int{}
 	for m, n := range placedOn {
