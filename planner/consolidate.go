@@ -237,16 +237,8 @@ type removable struct {
 // the most expensive, then by id; slotOf is each input machine's group,
 // and mayGo leaves out those that cannot go.
 func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) []removable {
-	// Sorted by keys read once each, side by side: a comparison that read
-	// them through each machine (and its scheduler's) missed the cache at
-	// 10,000 machines.
-	type keyed struct {
-		removable
-		replicas int
-		price    float64
-		id       string
-	}
 	keys := make([]keyed, 0, len(p.in.Machines))
+	byID := true // the input comes by id, as a pass hands it
 	for i, m := range p.in.Machines {
 		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
 			continue
@@ -255,22 +247,64 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 			p.leftOut++
 			continue
 		}
+		if n := len(keys); n > 0 && keys[n-1].id >= m.ID {
+			byID = false
+		}
 		keys = append(keys, keyed{removable{m, slotOf[i], int32(i)}, len(m.Replicas), m.PricePerHour, m.ID})
 	}
-	slices.SortFunc(keys, func(a, b keyed) int {
-		// Each key compared only when the ones before tie: the ids of
-		// machines that differ in replicas are not read.
-		if c := cmp.Compare(a.replicas, b.replicas); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.price, a.price); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
-	})
+	if byID {
+		keys = byReplicasThenPrice(keys)
+	} else {
+		slices.SortFunc(keys, func(a, b keyed) int {
+			return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
+		})
+	}
 	out := make([]removable, len(keys))
 	for i, k := range keys {
 		out[i] = k.removable
+	}
+	return out
+}
+
+// keyed is a candidate with its sort keys, read once each and side by
+// side: a comparison that read them through each machine (and its
+// scheduler's) missed the cache at 10,000 machines.
+type keyed struct {
+	removable
+	replicas int
+	price    float64
+	id       string
+}
+
+// byReplicasThenPrice orders candidates that come by id by their
+// replicas, fewest first, then by price, dearest first, keeping the
+// order by id among equals: the candidates' order, without comparing ids
+// (counted by replicas, then each count's few prices sorted stably). A
+// sort of every candidate each consolidation was a twentieth of a day of
+// 10,000 machines.
+func byReplicasThenPrice(keys []keyed) []keyed {
+	most := 0
+	for _, k := range keys {
+		most = max(most, k.replicas)
+	}
+	starts := make([]int, most+2)
+	for _, k := range keys {
+		starts[k.replicas+1]++
+	}
+	for n := 1; n < len(starts); n++ {
+		starts[n] += starts[n-1]
+	}
+	out := make([]keyed, len(keys))
+	next := slices.Clone(starts[:most+1])
+	for _, k := range keys {
+		out[next[k.replicas]] = k
+		next[k.replicas]++
+	}
+	dearestFirst := func(a, b keyed) int { return cmp.Compare(b.price, a.price) }
+	for n := 0; n <= most; n++ {
+		if same := out[starts[n]:starts[n+1]]; !slices.IsSortedFunc(same, dearestFirst) {
+			slices.SortStableFunc(same, dearestFirst)
+		}
 	}
 	return out
 }

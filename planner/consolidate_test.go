@@ -1,10 +1,12 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +142,27 @@ func TestNextCandidateIsTheFirstTimeAMachineBecomesOne(t *testing.T) {
 	} {
 		if got := NextCandidate(cfg, c.machines, now); !got.Equal(c.want) {
 			t.Errorf("%d machines: next candidate at %s, want %s", len(c.machines), got, c.want)
+		}
+	}
+}
+
+// Candidates that come by id are ordered without comparing ids as a sort
+// of all three keys orders them: drawn counts of replicas and prices
+// (few of each, many ties), ids ascending.
+func TestCandidatesByReplicasThenPriceAsASortOfEveryKey(t *testing.T) {
+	rng := seededRand(t, 13)
+	for round := range 300 {
+		var keys []keyed
+		for i := range rng.IntN(200) {
+			keys = append(keys, keyed{removable: removable{at: int32(i)}, replicas: rng.IntN(1 + rng.IntN(12)),
+				price: []float64{0.04, 0.016, 0.08}[rng.IntN(1+rng.IntN(3))], id: fmt.Sprintf("m-%04d", i)})
+		}
+		sorted := slices.Clone(keys)
+		slices.SortFunc(sorted, func(a, b keyed) int {
+			return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
+		})
+		if got := byReplicasThenPrice(keys); !slices.Equal(got, sorted) {
+			t.Fatalf("round %d: ordered\n%v\nsorted\n%v", round, got, sorted)
 		}
 	}
 }
