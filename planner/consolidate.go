@@ -407,6 +407,7 @@ func (s *simulation) build() {
 	ms := s.in
 	s.idleIn = map[string]int{}
 	copies := make([]scheduler.Machine, 0, len(ms)) // in one allocation
+	s.machines, s.ids, s.replicas = make([]*scheduler.Machine, 0, len(ms)), make([]string, 0, len(ms)), make([][]scheduler.Replica, 0, len(ms))
 	var receives func(int, *Machine) bool
 	if s.receivers != nil {
 		receives = s.receivers()
