@@ -216,6 +216,8 @@ type holding struct {
 	known bool
 }
 
+// of is the cheapest offering of g holding m, the last answer when m is
+// of the last machine's group, zone and allocation.
 func (h *holding) of(idx *offeringIndex, m *scheduler.Machine, g *Group) *candidate {
 	if h.known && h.group == g && h.zone == m.Zone && h.used == m.Allocated {
 		return h.cand
@@ -255,9 +257,7 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 	if byID {
 		keys = byReplicasThenPrice(keys)
 	} else {
-		slices.SortFunc(keys, func(a, b keyed) int {
-			return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
-		})
+		slices.SortFunc(keys, byEveryKey)
 	}
 	out := make([]removable, len(keys))
 	for i, k := range keys {
@@ -274,6 +274,12 @@ type keyed struct {
 	replicas int
 	price    float64
 	id       string
+}
+
+// byEveryKey is the candidates' order: fewest replicas first, then the
+// dearest, then by id.
+func byEveryKey(a, b keyed) int {
+	return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
 }
 
 // byReplicasThenPrice orders candidates that come by id by their
@@ -406,12 +412,11 @@ func (s *simulation) build() {
 	s.built, s.sorted = true, true
 	ms := s.in
 	s.idleIn = map[string]int{}
-	copies := make([]scheduler.Machine, 0, len(ms)) // in one allocation
-	s.machines, s.ids, s.replicas = make([]*scheduler.Machine, 0, len(ms)), make([]string, 0, len(ms)), make([][]scheduler.Replica, 0, len(ms))
 	var receives func(int, *Machine) bool
 	if s.receivers != nil {
 		receives = s.receivers()
 	}
+	in := make([]*Machine, 0, len(ms))
 	for i, m := range ms {
 		if !m.Joined {
 			continue
@@ -423,16 +428,21 @@ func (s *simulation) build() {
 			s.leftOut++
 			continue
 		}
-		if n := len(s.ids); n > 0 && s.ids[n-1] >= m.ID {
+		in = append(in, m)
+	}
+	// In one allocation, only as many as go in (a fleet's worth is zeroed
+	// otherwise).
+	copies := make([]scheduler.Machine, len(in))
+	s.machines, s.ids, s.replicas = make([]*scheduler.Machine, len(in)), make([]string, len(in)), make([][]scheduler.Replica, len(in))
+	for k, m := range in {
+		if k > 0 && s.ids[k-1] >= m.ID {
 			s.sorted = false
 		}
 		// Shared, clipped: the what-ifs only append (which copies) and
 		// read.
-		s.replicas = append(s.replicas, slices.Clip(m.Replicas))
-		copies = append(copies, scheduler.Machine{})
-		c := &copies[len(copies)-1]
-		m.ShareInto(c) // its counts copied when a what-if moves a replica on or off
-		s.machines, s.ids = append(s.machines, c), append(s.ids, c.ID)
+		s.replicas[k] = slices.Clip(m.Replicas)
+		m.ShareInto(&copies[k]) // its counts copied when a what-if moves a replica on or off
+		s.machines[k], s.ids[k] = &copies[k], m.ID
 	}
 	s.session = scheduler.NewSession(s.machines)
 }

@@ -1,12 +1,10 @@
 package planner
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -158,9 +156,7 @@ func TestCandidatesByReplicasThenPriceAsASortOfEveryKey(t *testing.T) {
 				price: []float64{0.04, 0.016, 0.08}[rng.IntN(1+rng.IntN(3))], id: fmt.Sprintf("m-%04d", i)})
 		}
 		sorted := slices.Clone(keys)
-		slices.SortFunc(sorted, func(a, b keyed) int {
-			return cmp.Or(cmp.Compare(a.replicas, b.replicas), cmp.Compare(b.price, a.price), strings.Compare(a.id, b.id))
-		})
+		slices.SortFunc(sorted, byEveryKey)
 		if got := byReplicasThenPrice(keys); !slices.Equal(got, sorted) {
 			t.Fatalf("round %d: ordered\n%v\nsorted\n%v", round, got, sorted)
 		}

@@ -334,7 +334,7 @@ type planning struct {
 	outOfWhatIfs int
 	// outOfPlace are the machines the placing sessions left out as
 	// unable to take any pending replica (placeReceivers); wholeSessions
-	// leaves none out (see compute).
+	// leaves none out (see computeWith).
 	outOfPlace    roomLeftOut
 	wholeSessions bool
 	// dealSpread: deal spread services like services that keep apart

@@ -105,17 +105,24 @@ type roomLeftOut struct {
 // books or unbooks on it (which copies them first): most of a fleet's
 // machines take nothing new in a plan.
 func (p *planning) shareMachines(receives func(*Machine) bool) []*scheduler.Machine {
-	out := make([]*scheduler.Machine, 0, len(p.in.Machines))
-	copies := make([]scheduler.Machine, len(p.in.Machines))
-	for i, m := range p.in.Machines {
-		if receives != nil && !receives(m) {
+	in := p.in.Machines
+	if receives != nil {
+		in = make([]*Machine, 0, len(p.in.Machines))
+		for _, m := range p.in.Machines {
+			if receives(m) {
+				in = append(in, m)
+				continue
+			}
 			p.outOfPlace.machines++
 			p.outOfPlace.allocatable = p.outOfPlace.allocatable.Add(m.Allocatable)
 			p.outOfPlace.free = p.outOfPlace.free.Add(nonNegative(m.Free()))
-			continue
 		}
+	}
+	out := make([]*scheduler.Machine, len(in))
+	copies := make([]scheduler.Machine, len(in)) // only as many as go in: a fleet's worth is zeroed otherwise
+	for i, m := range in {
 		m.ShareInto(&copies[i])
-		out = append(out, &copies[i])
+		out[i] = &copies[i]
 	}
 	return out
 }
