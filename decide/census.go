@@ -158,14 +158,23 @@ func markOf(m *api.Machine) censusMark {
 // in its group g.
 func (c *fleetCensus) count(g *groupCensus, i int, mark censusMark, by int) {
 	c.countIn(g, mark, by)
-	for _, l := range []struct {
-		list *[]int
-		f    censusFlags
-	}{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}} {
-		if mark.flags&l.f != 0 {
+	for _, l := range c.passingLists() {
+		if mark.flags&l.flag != 0 {
 			*l.list = listed(*l.list, i, by > 0)
 		}
 	}
+}
+
+// passingList is the census's list of the places of machines in a
+// passing state, and the mark's flag of that state.
+type passingList struct {
+	list *[]int
+	flag censusFlags
+}
+
+// passingLists are the census's lists of places by passing state.
+func (c *fleetCensus) passingLists() [4]passingList {
+	return [4]passingList{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}}
 }
 
 // countIn counts what a machine counted (by 1), or takes it back (by

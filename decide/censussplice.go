@@ -128,13 +128,13 @@ func (c *fleetCensus) relist() {
 	c.draining, c.launching, c.terminating, c.unreachable, c.keys = nil, nil, nil, nil, nil
 	lastKey := ""
 	const passing = markDraining | markTerminating | markLaunching | markUnreachable
+	lists := c.passingLists()
 	for i, mark := range c.marks {
-		for _, l := range []struct {
-			list *[]int
-			f    censusFlags
-		}{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}} {
-			if mark.flags&passing != 0 && mark.flags&l.f != 0 {
-				*l.list = append(*l.list, i)
+		if mark.flags&passing != 0 {
+			for _, l := range lists {
+				if mark.flags&l.flag != 0 {
+					*l.list = append(*l.list, i)
+				}
 			}
 		}
 		if mark.key != lastKey {
