@@ -40,6 +40,14 @@ type cloud struct {
 	// the only ones that may fall silent (silentAt). Few, not every
 	// machine looked up at every instant.
 	silent map[string]bool
+	// beat is the time of the instant's heartbeats, which the joined
+	// machines that heartbeat all point to (set in place each instant,
+	// not a walk of every machine); unbeaten are the machines that may
+	// have to be pointed at it again (joined, started, marked
+	// unreachable, or every one at first: beatAll).
+	beat     *time.Time
+	unbeaten map[string]bool
+	beatAll  bool
 }
 
 // instance is one machine's instance at the provider.
@@ -127,6 +135,7 @@ func (c *cloud) agentJoins(id string) error {
 		return nil
 	}
 	c.changes.machine(m.ID)
+	c.unbeat(m.ID)
 	inv := api.Inventory{Capacity: m.Capacity, Runtimes: c.w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
 	return fleet.Joined(m, inv, c.w.Now)
 }
@@ -161,6 +170,7 @@ func (c *cloud) gone(id, by string) {
 	}
 	inst.gone, inst.goneBy = true, by
 	c.unpruned++
+	c.lastBeat(id)
 	c.silent[id] = true
 	c.ledger.billUntil(id, c.w.Now)
 }
@@ -205,20 +215,48 @@ func (c *cloud) list(keys []string) {
 }
 
 // heartbeat makes every joined machine whose instance runs heartbeat now.
+// Those that did at the last instant point to the instant's beat, set in
+// place: the machines whose time of their own may need a beat again are
+// those noted unbeaten since (a machine stays joined until it leaves the
+// store, and goes silent only with its instance: gone).
 func (c *cloud) heartbeat() {
-	// One time for all the beats of the instant, not one allocated for
-	// each machine (7% of the 160-machine day's allocations). Nothing
-	// changes a heartbeat's time in place.
-	at := c.w.Now.UTC()
-	for _, m := range c.w.Snap.Machines {
-		if m.JoinState != api.JoinJoined || len(c.silent) > 0 && c.silent[m.ID] {
-			continue
+	*c.beat = c.w.Now.UTC()
+	if c.beatAll {
+		c.beatAll = false
+		for _, m := range c.w.Snap.Machines {
+			c.beatOn(m)
 		}
-		if m.UnreachableSince == nil {
-			m.LastHeartbeat = &at
-			continue
+		clear(c.unbeaten)
+		return
+	}
+	for id := range c.unbeaten {
+		if m := c.w.MachineByID(id); m != nil {
+			c.beatOn(m)
 		}
+	}
+	clear(c.unbeaten)
+}
+
+// beatOn makes m heartbeat now if it is joined and its instance runs.
+func (c *cloud) beatOn(m *api.Machine) {
+	if m.JoinState != api.JoinJoined || len(c.silent) > 0 && c.silent[m.ID] {
+		return
+	}
+	if m.UnreachableSince != nil {
 		fleet.Heartbeat(m, c.w.Now)
 		c.changes.machine(m.ID) // it came back
+	}
+	m.LastHeartbeat = c.beat
+}
+
+// unbeat notes a machine whose heartbeat may no longer be the instant's
+// beat (it joined, started, or was marked unreachable).
+func (c *cloud) unbeat(id string) { c.unbeaten[id] = true }
+
+// lastBeat keeps a machine that falls silent at the last beat it sent.
+func (c *cloud) lastBeat(id string) {
+	if m := c.w.MachineByID(id); m != nil && m.LastHeartbeat == c.beat {
+		at := *c.beat
+		m.LastHeartbeat = &at
 	}
 }

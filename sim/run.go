@@ -324,6 +324,10 @@ func (r *run) apply(plan decide.Plan) error {
 	}
 	for _, s := range plan.Starts {
 		r.ledger.pause(s.Machine, false)
+		r.cloud.unbeat(s.Machine) // started with a heartbeat of its own
+	}
+	for _, u := range plan.Unreachable {
+		r.cloud.unbeat(u.Machine)
 	}
 	tail := r.w.Snap.Replicas[len(r.w.Snap.Replicas)-len(plan.CreateReplicas):]
 	for _, rep := range tail {

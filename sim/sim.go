@@ -157,7 +157,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	r.w.IndexReplicas()
 	r.w.IndexMachines()
 	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
-		instances: map[string]*instance{}, silent: map[string]bool{}}
+		instances: map[string]*instance{}, silent: map[string]bool{}, beat: new(time.Time), unbeaten: map[string]bool{}, beatAll: true}
 	r.w.Provider = r.cloud
 	r.w.OnOrOff = func(machine string) []*api.Replica { return r.tally.onOrOff(&r.w, r.changes.c, machine) }
 	r.bound = newBounder(s.World.BoundEvery, start)
