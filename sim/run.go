@@ -244,6 +244,11 @@ func (r *run) passes() (bool, error) {
 	// would see the same beats.
 	r.cloud.heartbeat()
 	r.w.Snap.HeardFrom = &decide.HeardFrom{Since: r.w.Now, Except: r.cloud.silent}
+	if r.verify {
+		if err := r.checkHeartbeats(); err != nil {
+			return false, err
+		}
+	}
 	for i := 0; i < r.setup.World.MaxPassesPerInstant; i++ {
 		plan, err := r.decide()
 		if err != nil {
@@ -260,6 +265,22 @@ func (r *run) passes() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// checkHeartbeats fails if a joined machine whose instance runs was not
+// heard from now, or one whose instance went was (tests: the beats are
+// kept without a walk of every machine).
+func (r *run) checkHeartbeats() error {
+	for _, m := range r.w.Snap.Machines {
+		if m.JoinState != api.JoinJoined {
+			continue
+		}
+		heard := m.LastHeartbeat != nil && m.LastHeartbeat.Equal(r.w.Now)
+		if beats := r.cloud.alive(m.ID); heard != beats {
+			return fmt.Errorf("at %s machine %s (its instance running: %v) was last heard from at %v", r.w.Now, m.ID, beats, m.LastHeartbeat)
+		}
+	}
+	return nil
 }
 
 // decide runs a pass from the last pass's booking and what changed
