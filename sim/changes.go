@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -21,9 +22,19 @@ import (
 // they differ, as the decision harness does.
 type changes struct {
 	c *decide.Changes
+	// ending are the machines the cloud ended (terminated, or refused
+	// their launch), which applying the next plan drops from the store.
+	ending map[string]bool
 }
 
-func newChanges() *changes { return &changes{c: decide.NewChanges()} }
+func newChanges() *changes { return &changes{c: decide.NewChanges(), ending: map[string]bool{}} }
+
+// ended notes a machine the cloud ended: changed now, and again when it
+// leaves the store.
+func (ch *changes) ended(id string) {
+	ch.machine(id)
+	ch.ending[id] = true
+}
 
 // take hands the changes noted to a pass and starts anew.
 func (ch *changes) take() *decide.Changes {
@@ -38,8 +49,9 @@ func (ch *changes) service(name string)    { ch.c.Services[name] = true }
 func (ch *changes) memory(key string)      { ch.c.Memory[key] = true }
 
 // beforeApply notes, as they are, the replicas and machines a plan is
-// about to change, and returns the machines there were.
-func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machine {
+// about to change, and returns the machines there were when verify asks
+// (afterApply checks its notes against them).
+func (ch *changes) beforeApply(w *playback.World, plan decide.Plan, verify bool) []*api.Machine {
 	for _, list := range [][]decide.ReplicaDelete{plan.DeleteReplicas, plan.RetireReplicas} {
 		for _, d := range list {
 			ch.c.Replica(d.ID, d.Service, machineOf(w, d.ID))
@@ -91,27 +103,39 @@ func (ch *changes) beforeApply(w *playback.World, plan decide.Plan) []*api.Machi
 			ch.machine(id)
 		}
 	}
+	if !verify {
+		return nil
+	}
 	return slices.Clone(w.Snap.Machines)
 }
 
-// afterApply notes the machines a plan made or removed, and the memory
-// entries it wrote or dropped.
-func (ch *changes) afterApply(w *playback.World, before []*api.Machine, memBefore, memAfter decide.Memory) error {
-	// Applying a plan appends the machines it launches and drops the
-	// ones gone, in place: the same list is no machine made or removed.
-	if !slices.Equal(before, w.Snap.Machines) {
-		was := make(map[string]bool, len(before))
-		for _, m := range before {
-			was[m.ID] = true
+// afterApply notes the machines a plan made, which applying it appends
+// to the snapshot's, and those it dropped, which ended: by the cloud
+// since, or by the plan's own calls. With before (verify), it fails if
+// the machines made or dropped are not all noted.
+func (ch *changes) afterApply(w *playback.World, plan decide.Plan, before []*api.Machine, memBefore, memAfter decide.Memory) error {
+	for _, m := range w.Snap.Machines[len(w.Snap.Machines)-len(plan.Launches):] {
+		ch.machine(m.ID)
+	}
+	dropped := func(id string) bool {
+		if w.MachineByID(id) != nil {
+			return false
 		}
-		for _, m := range w.Snap.Machines {
-			if !was[m.ID] {
-				ch.machine(m.ID)
-			}
-			delete(was, m.ID)
+		ch.machine(id)
+		return true
+	}
+	maps.DeleteFunc(ch.ending, func(id string, _ bool) bool { return dropped(id) })
+	for _, ids := range [][]string{plan.TerminateCalls, plan.LaunchCalls} {
+		for _, id := range ids {
+			dropped(id)
 		}
-		for id := range was {
-			ch.machine(id) // gone
+	}
+	for _, t := range plan.Terminates {
+		dropped(t.Machine)
+	}
+	if before != nil {
+		if err := ch.notedEveryMachine(before, w.Snap.Machines); err != nil {
+			return err
 		}
 	}
 	put, del, err := decide.Diff(memBefore, memAfter)
@@ -123,6 +147,27 @@ func (ch *changes) afterApply(w *playback.World, before []*api.Machine, memBefor
 	}
 	for _, key := range del {
 		ch.memory(key)
+	}
+	return nil
+}
+
+// notedEveryMachine fails if a machine that was in before or is in
+// after, not both, is not noted as changed.
+func (ch *changes) notedEveryMachine(before, after []*api.Machine) error {
+	was := make(map[string]bool, len(before))
+	for _, m := range before {
+		was[m.ID] = true
+	}
+	for _, m := range after {
+		if !was[m.ID] && !ch.c.Machines[m.ID] {
+			return fmt.Errorf("machine %s was made, but not noted", m.ID)
+		}
+		delete(was, m.ID)
+	}
+	for id := range was {
+		if !ch.c.Machines[id] {
+			return fmt.Errorf("machine %s left the store, but was not noted", id)
+		}
 	}
 	return nil
 }
@@ -208,11 +253,37 @@ type tally struct {
 	// machine; at the machines each replica was counted on.
 	held map[string]map[string]bool
 	at   map[string][2]string
+	// draining are the machines draining, kept from the changed machines
+	// (every machine at first: counted).
+	draining map[string]bool
+	counted  bool
 }
 
 func newTally() *tally {
 	return &tally{unplaced: sortedset.New(), retiring: sortedset.New(), moving: sortedset.New(),
-		held: map[string]map[string]bool{}, at: map[string][2]string{}}
+		held: map[string]map[string]bool{}, at: map[string][2]string{}, draining: map[string]bool{}}
+}
+
+// drains notes again whether the changed machines drain (at first,
+// every machine).
+func (t *tally) drains(w *playback.World, machines map[string]bool) {
+	if !t.counted || machines == nil {
+		t.counted = true
+		clear(t.draining)
+		for _, m := range w.Snap.Machines {
+			if m.FleetState == api.FleetDraining {
+				t.draining[m.ID] = true
+			}
+		}
+		return
+	}
+	for id := range machines {
+		if m := w.MachineByID(id); m != nil && m.FleetState == api.FleetDraining {
+			t.draining[id] = true
+		} else {
+			delete(t.draining, id)
+		}
+	}
 }
 
 // update counts the changed replicas again as they are now (gone: not at
@@ -310,11 +381,9 @@ func (t *tally) onOrOff(w *playback.World, since *decide.Changes, machine string
 
 // vouch hands the tally to a pass.
 func (t *tally) vouch(s *decide.Snapshot) {
-	s.Draining = map[string][]string{}
-	for _, m := range s.Machines {
-		if m.FleetState == api.FleetDraining {
-			s.Draining[m.ID] = slices.Sorted(maps.Keys(t.held[m.ID]))
-		}
+	s.Draining = make(map[string][]string, len(t.draining))
+	for id := range t.draining {
+		s.Draining[id] = slices.Sorted(maps.Keys(t.held[id]))
 	}
 	s.Unplaced = t.unplaced.Sorted() // never nil: nil reads as not known
 	s.Retiring, s.Moving = t.retiring.Sorted(), t.moving.Sorted()

@@ -103,6 +103,7 @@ func (c *cloud) launchAnswered(id string) error {
 		o.Kind, o.Error = provisioner.KindInsufficientCapacity, err
 		c.outcome(o)
 		c.ledger.launchFailed()
+		c.changes.ended(m.ID)
 		return fleet.LaunchFailed(m, err, c.w.Now)
 	}
 	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now}
@@ -148,7 +149,7 @@ func (c *cloud) terminated(id string) error {
 	if m == nil || m.FleetState != api.FleetTerminating {
 		return nil
 	}
-	c.changes.machine(m.ID)
+	c.changes.ended(m.ID)
 	return fleet.SetFleetState(m, api.FleetTerminated, c.w.Now)
 }
 

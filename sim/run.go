@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -291,12 +290,18 @@ func (r *run) decide() (decide.Plan, error) {
 	r.made = appended{}
 	changed := r.changes.take()
 	r.tally.update(&r.w, changed.Replicas)
+	r.tally.drains(&r.w, changed.Machines)
 	r.tally.vouch(snap)
 	snap.Booked, snap.Changed, snap.Scratch = r.booked, changed, &r.scratch
 	plan := decide.Decide(r.cfg, snap, r.mem, r.w.Now)
 	snap.Booked, snap.Changed, snap.Scratch = nil, nil, nil
 	r.booked = plan.Booked
 	if r.verify {
+		for _, m := range snap.Machines {
+			if draining := m.FleetState == api.FleetDraining; draining != r.tally.draining[m.ID] {
+				return plan, fmt.Errorf("machine %s drains: %v, the run's tally says %v", m.ID, draining, r.tally.draining[m.ID])
+			}
+		}
 		if !slices.IsSortedFunc(snap.Replicas, byServiceAndID) || !slices.IsSortedFunc(snap.Machines, byMachineID) {
 			return plan, fmt.Errorf("the run vouched for the store's order, but its replicas or machines are out of it")
 		}
@@ -329,12 +334,12 @@ func (r *run) apply(plan decide.Plan) error {
 	for _, t := range plan.Terminates {
 		terminating = append(terminating, t.Machine)
 	}
-	machines := r.changes.beforeApply(&r.w, plan)
+	machines := r.changes.beforeApply(&r.w, plan, r.verify)
 	r.made.add(plan)
 	if err := r.w.Apply(plan); err != nil {
 		return err
 	}
-	if err := r.changes.afterApply(&r.w, machines, r.mem, plan.Memory); err != nil {
+	if err := r.changes.afterApply(&r.w, plan, machines, r.mem, plan.Memory); err != nil {
 		return err
 	}
 	r.mem = plan.Memory
@@ -477,7 +482,8 @@ func (r *run) onGrain(t time.Time) time.Time {
 // to the control loop (the agents of the others heartbeat all along: the
 // run makes them beat at every instant). A gone machine that left the
 // store or is no longer joined is let go of: it joins again only with
-// its instance.
+// its instance. The silent machines are looked up, few, not found in a
+// walk of every machine.
 func (r *run) silentAt() time.Time {
 	silent := r.cloud.silent
 	if len(silent) == 0 {
@@ -486,12 +492,12 @@ func (r *run) silentAt() time.Time {
 	live := r.last.LiveMachines
 	limit := r.cfg.HeartbeatIntervalFor(live) * time.Duration(r.cfg.MissedHeartbeats)
 	var first time.Time
-	joined := make(map[string]bool, len(silent))
-	for _, m := range r.w.Snap.Machines {
-		if !silent[m.ID] || m.JoinState != api.JoinJoined {
+	for id := range silent {
+		m := r.w.MachineByID(id)
+		if m == nil || m.JoinState != api.JoinJoined {
+			delete(silent, id)
 			continue
 		}
-		joined[m.ID] = true
 		if m.LastHeartbeat == nil || m.UnreachableSince != nil {
 			continue
 		}
@@ -500,7 +506,6 @@ func (r *run) silentAt() time.Time {
 			first = at
 		}
 	}
-	maps.DeleteFunc(silent, func(id string, _ bool) bool { return !joined[id] })
 	return first
 }
 
