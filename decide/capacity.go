@@ -22,7 +22,7 @@ import (
 // still waits is told why.
 // A pass whose scheduling was reused (a quietCapacity) reuses the
 // planner's plan too, when the planner would read the same.
-func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons map[string]string, reused *quietCapacity) {
+func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons whyWaiting, reused *quietCapacity) {
 	counted := p.countedNow()
 	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
 	candidateAt := planner.NextCandidate(p.cfg.Planner, v.byID, p.now)
@@ -115,7 +115,7 @@ func (p *Pass) removeMachines(plan planner.Plan) {
 // are merged, not collected into a map of every waiting replica (a
 // fleet's launch has tens of thousands waiting, each told its reason
 // every pass).
-func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []scheduler.Replica, schedReasons, blocked map[string]string) {
+func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []scheduler.Replica, schedReasons whyWaiting, blocked map[string]string) {
 	// One reason a machine, said the same to every replica waiting for it.
 	waitFor := make(map[string]string, len(plan.Add))
 	for _, nm := range plan.Add {
@@ -159,7 +159,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []schedule
 		for ; len(waiting) > 0 && waiting[0].ID == id; waiting = waiting[1:] {
 		}
 		if !known {
-			why, known = schedReasons[id]
+			why, known = schedReasons.of(id)
 		}
 		if known {
 			p.tellPendingOf(at, id, why)

@@ -143,7 +143,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		}
 		p.plan.Booked.reused = p.capacityReused
 		p.plan.Booked.census, p.plan.Booked.skeleton = p.census, p.skeleton
-		if p.view != nil && p.view.booked { // it placed nothing
+		if p.view != nil && p.view.booked && p.view.copies == nil { // it placed nothing
 			p.plan.Booked.view = p.view
 		}
 		p.plan.Booked.patched = p.view != nil && p.view.patched

@@ -35,7 +35,7 @@ func (machines) Decide(p *Pass, clusters []string) {
 	p.trackIdle(v)
 	reused := p.reusable(last, v)
 	var unplaced []scheduler.Replica
-	var reasons map[string]string
+	var reasons whyWaiting
 	if reused != nil {
 		unplaced, reasons = reused.unplaced, reused.reasons
 	} else {

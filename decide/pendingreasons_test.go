@@ -39,7 +39,7 @@ func TestPendingReasonsPrecedence(t *testing.T) {
 		unplaced = append(unplaced, scheduler.Replica{ID: id})
 	}
 	schedReasons := map[string]string{"a-0": "the scheduler's a-0", "a-2": "the scheduler's a-2", "b-0": "the scheduler's b-0", "b-1": "the scheduler's b-1"}
-	p.setPendingReasons(plan, v, unplaced, schedReasons, map[string]string{"new-1": "backing off"})
+	p.setPendingReasons(plan, v, unplaced, whyWaiting{known: schedReasons}, map[string]string{"new-1": "backing off"})
 	want := map[string]string{
 		"a-0": "waiting for a new small machine in g/z1: backing off",
 		"a-1": "waiting for machine m-boot to join",

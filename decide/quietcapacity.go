@@ -30,7 +30,7 @@ type quietCapacity struct {
 	at, wake time.Time
 	cfg      Config
 	unplaced []scheduler.Replica
-	reasons  map[string]string
+	reasons  whyWaiting
 	// plan is the planner's plan, only read once made.
 	plan        planner.Plan
 	groups      []*planner.Group
@@ -202,7 +202,7 @@ func leavesCapacity(plan Plan) bool {
 // copied (the catalogs' prices may change in place), valid until the
 // planner's next deadline: a machine becoming a candidate to remove, an
 // offering available again.
-func (p *Pass) quietCapacityOf(unplaced []scheduler.Replica, reasons map[string]string, plan planner.Plan,
+func (p *Pass) quietCapacityOf(unplaced []scheduler.Replica, reasons whyWaiting, plan planner.Plan,
 	groups []*planner.Group, subnets map[string]planner.Subnets, candidateAt time.Time) *quietCapacity {
 	wake := candidateAt
 	for _, until := range p.mem.Unavailable {

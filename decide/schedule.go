@@ -41,7 +41,12 @@ type view struct {
 	lists []machineList
 	// booked: the machines are the booking's own, which the pass must not
 	// change: it places on copies, made once it places (ownMachines).
-	booked bool
+	// copies are the copies once made, each at its machine's place, and
+	// ownsAll says every machine is one (a pass may copy only those a
+	// session may place on: ownMachinesThat).
+	booked  bool
+	copies  []scheduler.Machine
+	ownsAll bool
 	// asBooked: the view lists the machines the last booking did, in its
 	// order, and each as scheduling and the planner saw it then
 	// (sameMachine): machines that changed since changed nothing they
@@ -55,16 +60,27 @@ type view struct {
 // machine was a twelfth of a steady pass at 10,000 machines, most of
 // which place nothing). What the pass read of the booking's machines
 // before is what the copies hold.
-func (p *Pass) ownMachines(v *view) {
-	if !v.booked {
+func (p *Pass) ownMachines(v *view) { p.ownMachinesThat(v, nil) }
+
+// ownMachinesThat copies the booked machines that may (nil: every one)
+// and are not copies yet, and lists the machines again.
+func (p *Pass) ownMachinesThat(v *view, may func(*scheduler.Machine) bool) {
+	if !v.booked || v.ownsAll {
 		return
 	}
-	v.booked = false
-	// The copies in one allocation, not one for each of 50,000.
-	copies := p.snap.Scratch.schedulerMachines(len(v.byID))
+	if v.copies == nil {
+		v.copies = p.snap.Scratch.schedulerMachines(len(v.byID)) // in one allocation, not one for each of 50,000
+	}
+	v.ownsAll = true
 	for i, pm := range v.byID {
-		pm.Machine.ShareInto(&copies[i])
-		pm.Machine = &copies[i]
+		switch {
+		case pm.Machine == &v.copies[i]:
+		case may != nil && !may(pm.Machine):
+			v.ownsAll = false
+		default:
+			pm.Machine.ShareInto(&v.copies[i])
+			pm.Machine = &v.copies[i]
+		}
 	}
 	v.listMachines()
 }
@@ -366,7 +382,7 @@ func (p *Pass) scheduleSpread(v *view, spread []scheduler.Replica) (scheduler.Re
 // machines on their way as domains too: one placed there waits for it to
 // join instead of piling onto the machines already there. It returns the
 // replicas still unplaced and why.
-func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
+func (p *Pass) schedule(v *view) ([]scheduler.Replica, whyWaiting) {
 	var plain, spread []scheduler.Replica
 	build := schedReplicas{p: p, zones: v.zones}
 	draining := p.drainingMachines()
@@ -398,10 +414,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 			plain = append(plain, sr)
 		}
 	}
-	if len(plain)+len(spread) > 0 {
-		p.ownMachines(v)
-	}
-	res := p.snap.Scratch.of().sched.Schedule(v.joined, plain)
+	res, explain := p.schedulePlain(v, plain, len(spread) > 0)
 	p.book(v, res, placedOf(plain, res.Placements))
 	spreadRes, onTheirWay := p.scheduleSpread(v, spread)
 	var placed []scheduler.Placement
@@ -415,7 +428,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 	}
 	spreadRes.Placements = placed
 	p.book(v, spreadRes, placedOf(spread, placed))
-	reasons := unionOf(res.Unplaced, spreadRes.Unplaced)
+	reasons := whyWaiting{known: unionOf(res.Unplaced, spreadRes.Unplaced), explain: explain}
 	unplaced := make([]scheduler.Replica, 0, len(res.Unplaced)+len(spreadRes.Unplaced))
 	for k, result := range []scheduler.Result{res, spreadRes} {
 		unplaced = appendUnplaced(unplaced, [][]scheduler.Replica{plain, spread}[k], result.Unplaced)
@@ -432,6 +445,83 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, map[string]string) {
 		slices.SortFunc(unplaced, byID)
 	}
 	return unplaced, reasons
+}
+
+// schedulePlain places the replicas without spread rules on the joined
+// machines. When they ask nothing of the machines they do not go on
+// (scheduler.Asks) and none waits with a spread rule, the pass copies,
+// and a session sorts and indexes, only the machines that could take
+// one of them: the others would take none (at 10,000 machines, mostly
+// full, copying and sorting every machine was most of a pass that placed
+// a few replicas). That session explains nothing: what it leaves
+// unplaced is explained from the booked machines, as a session of every
+// machine would, only if asked (explanations).
+func (p *Pass) schedulePlain(v *view, plain []scheduler.Replica, spreadToo bool) (scheduler.Result, *explanations) {
+	sched := &p.snap.Scratch.of().sched
+	if len(plain) == 0 && !spreadToo {
+		return sched.Schedule(nil, nil), nil
+	}
+	asks := scheduler.NewAsks()
+	if spreadToo || !v.booked || v.copies != nil || slices.ContainsFunc(plain, func(r scheduler.Replica) bool { return !asks.Add(&r) }) {
+		p.ownMachines(v)
+		return sched.Schedule(v.joined, plain), nil
+	}
+	booked := slices.Clone(v.joined) // never changed: the pass places on copies
+	p.ownMachinesThat(v, asks.MayTake)
+	receivers := make([]*scheduler.Machine, 0, len(v.joined))
+	for i, pm := range v.byID {
+		if v.lists[i] == listJoined && pm.Machine == &v.copies[i] {
+			receivers = append(receivers, pm.Machine)
+		}
+	}
+	res := sched.NewSession(receivers).Fill(plain)
+	if len(res.Unplaced) == 0 {
+		return res, nil
+	}
+	return res, &explanations{machines: booked, pending: plain, unplaced: res.Unplaced}
+}
+
+// whyWaiting are why the replicas scheduling left unplaced wait: known,
+// but for those explain explains.
+type whyWaiting struct {
+	known   map[string]string
+	explain *explanations
+}
+
+// of is why the replica of id waits (false: scheduling placed it, or
+// did not try).
+func (w whyWaiting) of(id string) (string, bool) {
+	if w.explain != nil {
+		if _, ok := w.explain.unplaced[id]; ok {
+			why, ok := w.explain.reasons()[id]
+			return why, ok
+		}
+	}
+	why, ok := w.known[id]
+	return why, ok
+}
+
+// explanations explain the replicas a session of some machines left
+// unplaced, once asked, from a session of every machine as they were
+// before it (the booking's: never changed), which places the same and
+// explains why each replica left fits nowhere ("0/N machines fit: …").
+// Most passes never ask: the planner tells those replicas why they wait.
+type explanations struct {
+	machines []*scheduler.Machine
+	pending  []scheduler.Replica
+	unplaced map[string]string
+	found    map[string]string
+}
+
+func (e *explanations) reasons() map[string]string {
+	if e.found == nil {
+		copies := make([]*scheduler.Machine, len(e.machines))
+		for i, m := range e.machines {
+			copies[i] = m.Share()
+		}
+		e.found = scheduler.Schedule(copies, e.pending).Unplaced
+	}
+	return e.found
 }
 
 // unionOf is a and b in one map: one of them when the other is empty (a
