@@ -652,7 +652,8 @@ func (p *planning) totals(plan *Plan) {
 	}
 	for _, m := range p.in.Machines {
 		plan.CostBefore += m.PricePerHour
-		if !removed[m.ID] {
+		// Most plans remove nothing: not a read of every machine's id.
+		if len(removed) == 0 || !removed[m.ID] {
 			plan.CostAfter += m.PricePerHour
 		}
 	}
