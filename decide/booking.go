@@ -433,7 +433,7 @@ func (b *booker) book() *Booking {
 	for i, pm := range b.v.byID {
 		if b.dirty[i] { // a kept machine a change touched too is booked afresh
 			e := b.entries[i]
-			*pm = planner.Machine{Machine: b.bookable(i), Joined: e.joined, CreatedAt: e.created}
+			*pm = planner.Machine{Machine: b.bookable(i), Joined: e.joined, CreatedAt: e.created, Asks: scheduler.NewAsks(), AsksKnown: true}
 			reserve(pm, len(b.fresh[i]))
 		}
 	}
@@ -453,7 +453,7 @@ func (b *booker) book() *Booking {
 			// 10,000 machines).
 			kept, e := &b.prev.machines[j], b.entries[i]
 			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created, Replicas: slices.Clip(kept.pm.Replicas),
-				DoNotDisrupt: kept.pm.DoNotDisrupt}
+				DoNotDisrupt: kept.pm.DoNotDisrupt, Asks: kept.pm.Asks, AsksKnown: kept.pm.AsksKnown}
 		}
 		switch {
 		case i >= b.v.sorted: // one the pass launched (a placeholder)
@@ -475,6 +475,23 @@ func (b *booker) book() *Booking {
 	return next
 }
 
+// asksUncounted names a machine whose asks, kept for consolidation's
+// what-ifs, do not count one of its replicas ("": none).
+func (b *Booking) asksUncounted() string {
+	for i := range b.machines {
+		pm := &b.machines[i].pm
+		if !pm.AsksKnown {
+			continue
+		}
+		for j := range pm.Replicas {
+			if !pm.Asks.Counts(&pm.Replicas[j]) {
+				return fmt.Sprintf("machine %s: its asks do not count replica %s", pm.ID, pm.Replicas[j].ID)
+			}
+		}
+	}
+	return ""
+}
+
 // bookMachine books a machine's replicas afresh.
 func (b *booker) bookMachine(pm *planner.Machine, list []*api.Replica) {
 	var svc *api.Service
@@ -493,6 +510,7 @@ func (b *booker) bookMachine(pm *planner.Machine, list []*api.Replica) {
 		scheduler.Assign(pm.Machine, sr, r.GPUIndexes)
 		pm.Replicas = append(pm.Replicas, sr)
 		booked := &pm.Replicas[len(pm.Replicas)-1] // in its list: never moved, never changed
+		pm.Asks.Add(booked)
 		pm.Residents = append(pm.Residents, scheduler.Resident{Replica: booked, Priority: sr.Priority, GPUs: r.GPUIndexes})
 		if pm.PlainResidents == len(pm.Residents)-1 && !booked.Teaches() {
 			pm.PlainResidents++
@@ -674,6 +692,11 @@ func (b *Booking) Differs(o *Booking) string {
 		}
 		if !reflect.DeepEqual(x.pm, y.pm) || x.list != y.list || !slices.Equal(replicaIDs(x.replicas), replicaIDs(y.replicas)) {
 			return fmt.Sprintf("machine %s: booked %+v %+v with %v, afresh %+v %+v with %v", x.pm.ID, x.pm, *x.pm.Machine, replicaIDs(x.replicas), y.pm, *y.pm.Machine, replicaIDs(y.replicas))
+		}
+	}
+	for _, booking := range []*Booking{b, o} {
+		if why := booking.asksUncounted(); why != "" {
+			return why
 		}
 	}
 	if !maps.EqualFunc(b.elsewhere, o.elsewhere, func(x, y []*api.Replica) bool { return slices.Equal(replicaIDs(x), replicaIDs(y)) }) {

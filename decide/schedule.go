@@ -633,6 +633,7 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		if pm := v.machine(pl.MachineID); pm != nil {
 			sr := byID[pl.ReplicaID]
 			pm.Replicas = append(pm.Replicas, sr)
+			pm.AsksKnown = false // its replicas are read instead
 			// A resident from now on: later sessions of the pass see its
 			// labels (affinity) and may preempt it like any other.
 			pm.Residents = append(pm.Residents, scheduler.Resident{Replica: &sr, Priority: sr.Priority, GPUs: pl.GPUs})
@@ -736,6 +737,7 @@ func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *sched
 	}
 	pm := v.machine(target.ID)
 	pm.Replicas = append(pm.Replicas, sr)
+	pm.AsksKnown = false
 	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from, Why: why})
 	return true
 }

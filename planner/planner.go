@@ -81,6 +81,12 @@ type Machine struct {
 	// (Karpenter's do-not-disrupt): it runs a failover group's member,
 	// whose data lives on the machine.
 	DoNotDisrupt bool
+	// Asks, when AsksKnown, counts every replica of Replicas (it may
+	// count more, of replicas gone since: it then asks at most as much):
+	// consolidation's what-ifs merge their candidates' instead of reading
+	// every replica of each (a pass's booking keeps it for each machine).
+	Asks      scheduler.Asks
+	AsksKnown bool
 }
 
 // Input is the snapshot to plan for.

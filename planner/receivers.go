@@ -17,6 +17,12 @@ func (p *planning) mayReceive(candidates []removable) func(int, *Machine) bool {
 	isCandidate := make([]bool, len(p.in.Machines)) // by place in the input
 	for _, c := range candidates {
 		isCandidate[c.at] = true
+		if c.m.AsksKnown {
+			if !a.Merge(&c.m.Asks) {
+				return nil
+			}
+			continue
+		}
 		for i := range c.m.Replicas {
 			if !a.Add(&c.m.Replicas[i]) {
 				return nil

@@ -19,6 +19,8 @@ import (
 type Asks struct {
 	least api.Resources
 	ruled *Rules
+	// refused: a replica counted asks something of other machines.
+	refused bool
 }
 
 // NewAsks is the asks of no replica yet.
@@ -30,11 +32,13 @@ func NewAsks() Asks {
 // go on (spread, same zone, affinity terms, preemption), which a session
 // reads on every machine.
 func (a *Asks) Add(r *Replica) bool {
-	if r.Rules == nil {
+	if a.refused || r.Rules == nil {
+		a.refused = true
 		return false
 	}
 	if r.Rules != a.ruled {
 		if len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt {
+			a.refused = true
 			return false
 		}
 		a.ruled = r.Rules
@@ -53,4 +57,30 @@ func (a *Asks) MayTake(m *Machine) bool {
 	f := m.Free()
 	return f.MilliCPU >= a.least.MilliCPU && f.MemoryBytes >= a.least.MemoryBytes && f.EphemeralBytes >= a.least.EphemeralBytes ||
 		len(m.GPUs) > 0 || m.PlainResidents < len(m.Residents)
+}
+
+// Merge counts the replicas b counted too; false when one of them asks
+// something of other machines (as Add).
+func (a *Asks) Merge(b *Asks) bool {
+	if a.refused || b.refused {
+		a.refused = true
+		return false
+	}
+	a.least.MilliCPU = min(a.least.MilliCPU, b.least.MilliCPU)
+	a.least.MemoryBytes = min(a.least.MemoryBytes, b.least.MemoryBytes)
+	a.least.EphemeralBytes = min(a.least.EphemeralBytes, b.least.EphemeralBytes)
+	return true
+}
+
+// Counts reports whether a has counted r, or could have: it refuses, or
+// r asks nothing of other machines and at least as much as a's least.
+func (a *Asks) Counts(r *Replica) bool {
+	if a.refused {
+		return true
+	}
+	if r.Rules == nil || len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt {
+		return false
+	}
+	return a.least.MilliCPU <= r.Requests.MilliCPU && a.least.MemoryBytes <= r.Requests.MemoryBytes &&
+		a.least.EphemeralBytes <= r.Requests.EphemeralBytes
 }
