@@ -37,16 +37,26 @@ func (a *Asks) Add(r *Replica) bool {
 		return false
 	}
 	if r.Rules != a.ruled {
-		if len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt {
+		if asksOthers(r) {
 			a.refused = true
 			return false
 		}
 		a.ruled = r.Rules
 	}
-	a.least.MilliCPU = min(a.least.MilliCPU, r.Requests.MilliCPU)
-	a.least.MemoryBytes = min(a.least.MemoryBytes, r.Requests.MemoryBytes)
-	a.least.EphemeralBytes = min(a.least.EphemeralBytes, r.Requests.EphemeralBytes)
+	a.lower(r.Requests)
 	return true
+}
+
+// asksOthers: r asks something of the machines it does not go on.
+func asksOthers(r *Replica) bool {
+	return len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt
+}
+
+// lower makes the least at most req.
+func (a *Asks) lower(req api.Resources) {
+	a.least.MilliCPU = min(a.least.MilliCPU, req.MilliCPU)
+	a.least.MemoryBytes = min(a.least.MemoryBytes, req.MemoryBytes)
+	a.least.EphemeralBytes = min(a.least.EphemeralBytes, req.EphemeralBytes)
 }
 
 // MayTake: the machine could take one of the replicas, or teaches a
@@ -66,9 +76,7 @@ func (a *Asks) Merge(b *Asks) bool {
 		a.refused = true
 		return false
 	}
-	a.least.MilliCPU = min(a.least.MilliCPU, b.least.MilliCPU)
-	a.least.MemoryBytes = min(a.least.MemoryBytes, b.least.MemoryBytes)
-	a.least.EphemeralBytes = min(a.least.EphemeralBytes, b.least.EphemeralBytes)
+	a.lower(b.least)
 	return true
 }
 
@@ -78,7 +86,7 @@ func (a *Asks) Counts(r *Replica) bool {
 	if a.refused {
 		return true
 	}
-	if r.Rules == nil || len(r.Spread) > 0 || r.SameZone || r.Terms != nil || r.Preempt {
+	if r.Rules == nil || asksOthers(r) {
 		return false
 	}
 	return a.least.MilliCPU <= r.Requests.MilliCPU && a.least.MemoryBytes <= r.Requests.MemoryBytes &&
