@@ -339,6 +339,11 @@ func (r *run) apply(plan decide.Plan) error {
 	if err := r.w.Apply(plan); err != nil {
 		return err
 	}
+	if r.verify {
+		if i := slices.IndexFunc(r.w.Snap.Machines, func(m *api.Machine) bool { return !m.Live() }); i >= 0 {
+			return fmt.Errorf("machine %s ended, but is still in the store after a plan", r.w.Snap.Machines[i].ID)
+		}
+	}
 	if err := r.changes.afterApply(&r.w, plan, machines, r.mem, plan.Memory); err != nil {
 		return err
 	}

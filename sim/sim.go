@@ -14,8 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,6 +158,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
 	r.w.IndexMachines()
+	r.w.Ended = func() []string { return slices.Collect(maps.Keys(r.changes.ending)) }
 	r.cloud = &cloud{world: s.World, rng: rand.New(rand.NewPCG(s.Seed, 0x5eed)), w: &r.w, mem: &r.mem, changes: r.changes, agenda: r.agenda, ledger: r.ledger,
 		instances: map[string]*instance{}, silent: map[string]bool{}, beat: new(time.Time), unbeaten: map[string]bool{}, beatAll: true}
 	r.w.Provider = r.cloud

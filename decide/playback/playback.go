@@ -30,7 +30,13 @@ type World struct {
 	// it (at least those: ReplicasOnOrOff checks each), in any order, for
 	// a caller that keeps them by machine; nil: a walk of every replica.
 	OnOrOff func(machine string) []*api.Replica
-	seq     int
+	// Ended, when set, names every machine that may have ended since the
+	// last Apply other than by that Apply's plan (its instance found gone,
+	// say): Apply then drops the ended machines from the snapshot only
+	// when one of those or of its plan's terminate calls ended, not after
+	// a walk of every machine for each plan. It needs IndexMachines.
+	Ended func() []string
+	seq   int
 	// byID indexes the replicas, when IndexReplicas asked for it;
 	// machineByID the machines, when IndexMachines did.
 	byID        map[string]*api.Replica
@@ -154,6 +160,9 @@ func (w *World) Apply(p decide.Plan) error {
 	if err := w.applyPlacements(p); err != nil {
 		return err
 	}
+	if w.Ended != nil && w.machineByID != nil && !w.anyEnded(p.TerminateCalls) && !w.anyEnded(w.Ended()) {
+		return nil
+	}
 	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, func(m *api.Machine) bool {
 		if m.Live() {
 			return false
@@ -164,6 +173,14 @@ func (w *World) Apply(p decide.Plan) error {
 		return true
 	})
 	return nil
+}
+
+// anyEnded: a machine of ids is in the snapshot, ended.
+func (w *World) anyEnded(ids []string) bool {
+	return slices.ContainsFunc(ids, func(id string) bool {
+		m := w.machineByID[id]
+		return m != nil && !m.Live()
+	})
 }
 
 // onMachine does a step to a machine of the snapshot.
