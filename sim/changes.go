@@ -250,25 +250,33 @@ func byMachineID(a, b *api.Machine) int { return strings.Compare(a.ID, b.ID) }
 type tally struct {
 	unplaced, moving, retiring *sortedset.Set
 	// held are the replicas on each machine or moving off it, by
-	// machine; at the machines each replica was counted on.
-	held map[string]map[string]bool
-	at   map[string][2]string
+	// machine; counted is how each replica was counted: in which sets, on
+	// which machines (one lookup a changed replica, not one a set).
+	held    map[string]map[string]bool
+	counted map[string]countedAs
 	// draining are the machines draining, kept from the changed machines
-	// (every machine at first: counted).
-	draining map[string]bool
-	counted  bool
+	// (every machine at first: drainsKnown).
+	draining    map[string]bool
+	drainsKnown bool
+}
+
+// countedAs is how the tally counted a replica: in which of its sets,
+// and on which machines (the one it is on, the one it moves off).
+type countedAs struct {
+	unplaced, retiring, moving bool
+	on                         [2]string
 }
 
 func newTally() *tally {
 	return &tally{unplaced: sortedset.New(), retiring: sortedset.New(), moving: sortedset.New(),
-		held: map[string]map[string]bool{}, at: map[string][2]string{}, draining: map[string]bool{}}
+		held: map[string]map[string]bool{}, counted: map[string]countedAs{}, draining: map[string]bool{}}
 }
 
 // drains notes again whether the changed machines drain (at first,
 // every machine).
 func (t *tally) drains(w *playback.World, machines map[string]bool) {
-	if !t.counted || machines == nil {
-		t.counted = true
+	if !t.drainsKnown || machines == nil {
+		t.drainsKnown = true
 		clear(t.draining)
 		for _, m := range w.Snap.Machines {
 			if m.FleetState == api.FleetDraining {
@@ -290,44 +298,52 @@ func (t *tally) drains(w *playback.World, machines map[string]bool) {
 // all).
 func (t *tally) update(w *playback.World, changed map[string]decide.ReplicaWas) {
 	for id := range changed {
-		t.unplaced.Remove(id)
-		t.retiring.Remove(id)
-		t.moving.Remove(id)
-		r := w.ReplicaByID(id)
-		t.rehold(id, r)
-		if r == nil {
+		var now countedAs
+		if r := w.ReplicaByID(id); r != nil {
+			now = countedAs{unplaced: r.Machine == "", retiring: r.RetiringSince != nil, moving: r.PreviousMachine != "",
+				on: [2]string{r.Machine, r.PreviousMachine}}
+		}
+		was := t.counted[id]
+		if was == now { // most changes are of a replica's state alone
 			continue
 		}
-		if r.Machine == "" {
-			t.unplaced.Add(id)
+		for _, set := range []struct {
+			s        *sortedset.Set
+			was, now bool
+		}{{t.unplaced, was.unplaced, now.unplaced}, {t.retiring, was.retiring, now.retiring}, {t.moving, was.moving, now.moving}} {
+			switch {
+			case set.now && !set.was:
+				set.s.Add(id)
+			case set.was && !set.now:
+				set.s.Remove(id)
+			}
 		}
-		if r.RetiringSince != nil {
-			t.retiring.Add(id)
+		if was.on != now.on {
+			t.hold(id, was.on, false)
+			t.hold(id, now.on, true)
 		}
-		if r.PreviousMachine != "" {
-			t.moving.Add(id)
+		if now == (countedAs{}) {
+			delete(t.counted, id)
+		} else {
+			t.counted[id] = now
 		}
 	}
 }
 
-// rehold counts the replica of id (nil: gone) on its machine and the one
-// it moves off, if not there already.
-func (t *tally) rehold(id string, r *api.Replica) {
-	var on [2]string
-	if r != nil {
-		on = [2]string{r.Machine, r.PreviousMachine}
-	}
-	if t.at[id] == on { // most changes are of a replica's state alone
-		return
-	}
-	t.unhold(id)
-	t.hold(id, on)
-}
-
-// hold counts the replica of id on the machines on.
-func (t *tally) hold(id string, on [2]string) {
+// hold counts the replica of id on the machines on, or stops counting it
+// there.
+func (t *tally) hold(id string, on [2]string, held bool) {
 	for _, m := range on {
 		if m == "" {
+			continue
+		}
+		if !held {
+			if set := t.held[m]; set != nil {
+				delete(set, id)
+				if len(set) == 0 {
+					delete(t.held, m)
+				}
+			}
 			continue
 		}
 		if t.held[m] == nil {
@@ -335,22 +351,6 @@ func (t *tally) hold(id string, on [2]string) {
 		}
 		t.held[m][id] = true
 	}
-	if on != [2]string{} {
-		t.at[id] = on
-	}
-}
-
-// unhold stops counting the replica where it was counted.
-func (t *tally) unhold(id string) {
-	for _, m := range t.at[id] {
-		if set := t.held[m]; set != nil {
-			delete(set, id)
-			if len(set) == 0 {
-				delete(t.held, m)
-			}
-		}
-	}
-	delete(t.at, id)
 }
 
 // onOrOff are the replicas on the machine or moving off it now, in no
