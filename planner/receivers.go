@@ -7,8 +7,8 @@ import (
 
 // mayReceive says which machines could take one of consolidation's
 // candidates' replicas in a what-if (nil: any): a candidate, or one that
-// may take one of them (scheduler.Asks). The what-ifs only fill the machines they
-// do not remove.
+// may take one of them (scheduler.Asks). The what-ifs only fill the
+// machines they do not remove.
 func (p *planning) mayReceive(candidates []removable) func(int, *Machine) bool {
 	if p.noShortcuts {
 		return nil
@@ -17,19 +17,25 @@ func (p *planning) mayReceive(candidates []removable) func(int, *Machine) bool {
 	isCandidate := make([]bool, len(p.in.Machines)) // by place in the input
 	for _, c := range candidates {
 		isCandidate[c.at] = true
-		if c.m.AsksKnown {
-			if !a.Merge(&c.m.Asks) {
-				return nil
-			}
-			continue
-		}
-		for i := range c.m.Replicas {
-			if !a.Add(&c.m.Replicas[i]) {
-				return nil
-			}
+		if !c.m.countAsks(&a) {
+			return nil
 		}
 	}
 	return func(i int, m *Machine) bool { return isCandidate[i] || a.MayTake(m.Machine) }
+}
+
+// countAsks counts what the machine's replicas ask into a, from its
+// summary when known; false as Asks.Add.
+func (m *Machine) countAsks(a *scheduler.Asks) bool {
+	if m.AsksKnown {
+		return a.Merge(&m.Asks)
+	}
+	for i := range m.Replicas {
+		if !a.Add(&m.Replicas[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // placeReceivers says which live machines the placing sessions (place,

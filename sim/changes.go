@@ -110,29 +110,20 @@ func (ch *changes) beforeApply(w *playback.World, plan decide.Plan, verify bool)
 }
 
 // afterApply notes the machines a plan made, which applying it appends
-// to the snapshot's, and those it dropped, which ended: by the cloud
-// since, or by the plan's own calls. With before (verify), it fails if
-// the machines made or dropped are not all noted.
+// to the snapshot's, and those it dropped, which ended: by its own calls
+// (beforeApply noted those), or by the cloud since (ending). With before
+// (verify), it fails if the machines made or dropped are not all noted.
 func (ch *changes) afterApply(w *playback.World, plan decide.Plan, before []*api.Machine, memBefore, memAfter decide.Memory) error {
 	for _, m := range w.Snap.Machines[len(w.Snap.Machines)-len(plan.Launches):] {
 		ch.machine(m.ID)
 	}
-	dropped := func(id string) bool {
+	maps.DeleteFunc(ch.ending, func(id string, _ bool) bool {
 		if w.MachineByID(id) != nil {
 			return false
 		}
 		ch.machine(id)
 		return true
-	}
-	maps.DeleteFunc(ch.ending, func(id string, _ bool) bool { return dropped(id) })
-	for _, ids := range [][]string{plan.TerminateCalls, plan.LaunchCalls} {
-		for _, id := range ids {
-			dropped(id)
-		}
-	}
-	for _, t := range plan.Terminates {
-		dropped(t.Machine)
-	}
+	})
 	if before != nil {
 		if err := ch.notedEveryMachine(before, w.Snap.Machines); err != nil {
 			return err
