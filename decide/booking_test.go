@@ -1,6 +1,7 @@
 package decide_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -212,5 +213,47 @@ func TestChangesNoteTheFirstMachine(t *testing.T) {
 	c.Replica("web-0", "web", "m2")
 	if c.Replicas["web-0"].Machine != "m1" {
 		t.Fatalf("noted %+v", c)
+	}
+}
+
+// A pass lays the booking's machines side by side once more than
+// LayOutShare of them were booked afresh since they last were, not
+// before, and decides the same (the harness decides each pass afresh
+// too and compares).
+func TestBookingLaysOutItsMachinesOnceEnoughWereBookedAfresh(t *testing.T) {
+	h := decidetest.New(t)
+	h.Config.LayOutShare = 0.125 // 16 machines: more than 2 booked afresh
+	h.Cluster("c", decidetest.Group("g", "small", 16, 16))
+	var fleet []*api.Machine
+	for i := range 16 {
+		m := h.Machine("c", "g", "small")
+		fleet = append(fleet, m)
+		h.Service(fmt.Sprintf("s%02d", i), "c", 1, "100m", "64Mi")
+		h.Replica(fmt.Sprintf("s%02d", i), 0, m.ID)
+	}
+	if plan := h.Pass(); !plan.Booked.LaidOut() {
+		t.Fatalf("the first pass booked every machine afresh and did not lay them out")
+	}
+	settle(h)
+	relabel := func(ms ...*api.Machine) decide.Plan {
+		for _, m := range ms {
+			c := *m
+			c.Labels = map[string]string{"relabelled": m.ID}
+			h.Snap.Machines[slices.Index(h.Snap.Machines, m)] = &c
+		}
+		return h.Pass()
+	}
+	if plan := relabel(fleet[0], fleet[1]); plan.Booked.LaidOut() {
+		t.Fatalf("2 of 16 machines booked afresh were laid out again")
+	}
+	if plan := h.Pass(); plan.Booked.LaidOut() {
+		t.Fatalf("a pass that booked nothing afresh laid the machines out")
+	}
+	if plan := relabel(h.Snap.Machines[5]); !plan.Booked.LaidOut() {
+		t.Fatalf("3 of 16 machines booked afresh since the last layout were not laid out")
+	}
+	h.Config.LayOutShare = 1
+	if plan := relabel(h.Snap.Machines[2:]...); plan.Booked.LaidOut() {
+		t.Fatalf("laid out with LayOutShare 1")
 	}
 }

@@ -12,6 +12,7 @@ package scheduler
 import (
 	"cmp"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -100,6 +101,15 @@ func (m *Machine) ShareInto(c *Machine) {
 	*c = *m
 	c.slots, c.excluded, c.shared = nil, false, true
 	c.Residents = m.Residents[:len(m.Residents):len(m.Residents)]
+}
+
+// Equal: the machines are the same to a session, field for field, counts
+// and residents alike, whether or not either shares its counts with
+// another copy (Share).
+func (m *Machine) Equal(o *Machine) bool {
+	a, b := *m, *o
+	a.shared, b.shared = false, false
+	return reflect.DeepEqual(&a, &b)
 }
 
 // own gives a shared machine its own counts and devices.
