@@ -59,11 +59,14 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 // addMachines starts stopped warm-pool machines first, then launches; it
 // returns, by planner key, why a machine is not launched now.
 func (p *Pass) addMachines(plan planner.Plan) map[string]string {
-	stopped := map[string][]*api.Machine{}
-	for _, m := range p.machines {
-		if m.FleetState == api.FleetStopped {
-			key := planner.Key(m.Cluster, m.Group)
-			stopped[key] = append(stopped[key], m)
+	var stopped map[string][]*api.Machine
+	if slices.ContainsFunc(plan.Add, func(nm planner.NewMachine) bool { return len(nm.Replicas) > 0 }) { // else no walk of every machine
+		stopped = map[string][]*api.Machine{}
+		for _, m := range p.machines {
+			if m.FleetState == api.FleetStopped {
+				key := planner.Key(m.Cluster, m.Group)
+				stopped[key] = append(stopped[key], m)
+			}
 		}
 	}
 	blocked := map[string]string{}

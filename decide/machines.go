@@ -394,10 +394,10 @@ func (p *Pass) drainOrphanedGroups() {
 			exists[planner.Key(name, g.GroupID)] = true
 		}
 	}
-	if c := p.fleet(); c != nil && !c.orphaned(exists, planner.Key) {
+	inSpec := runMemo(func(k [2]string) bool { return exists[planner.Key(k[0], k[1])] })
+	if p.census != nil && !p.census.orphaned(exists, planner.Key) && !p.ownMachineOrphaned(inSpec) {
 		return
 	}
-	inSpec := runMemo(func(k [2]string) bool { return exists[planner.Key(k[0], k[1])] })
 	for _, m := range p.machines {
 		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !inSpec([2]string{m.Cluster, m.Group}) {
 			if m.FleetState == api.FleetStopped {
@@ -407,6 +407,20 @@ func (p *Pass) drainOrphanedGroups() {
 			p.drain(m, "its cluster or capacity group was removed from the spec")
 		}
 	}
+}
+
+// ownMachineOrphaned: a machine the pass changed or launched is in use in
+// a group the spec no longer has. With the census of the machines as the
+// pass found them, which says the same of those it did not change, it
+// answers for every machine without a walk of each (a pass that drained
+// or launched one walked them all).
+func (p *Pass) ownMachineOrphaned(inSpec func([2]string) bool) bool {
+	for m := range p.mineMachines {
+		if m.Live() && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining && !inSpec([2]string{m.Cluster, m.Group}) {
+			return true
+		}
+	}
+	return false
 }
 
 // runMemo answers look(key) once for each run of equal keys: a fleet's
