@@ -85,7 +85,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 				}
 				removals = append(removals, r)
 				gc.idle--
-				sim.remove(m.ID)
+				sim.remove(m)
 			}
 			continue
 		}
@@ -96,12 +96,12 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			continue
 		}
 		if r, ok := p.replacement(sim.machine(m), sim.replicasOn(m), g, plan); ok {
-			sim.remove(m.ID)
+			sim.remove(m)
 			removals = append(removals, r)
 		}
 	}
 	if sim != nil {
-		p.outOfWhatIfs += sim.leftOut
+		p.outOfWhatIfs, p.whatIfsOutside = p.outOfWhatIfs+sim.leftOut, p.whatIfsOutside+sim.outside
 	}
 	return removals
 }
@@ -394,6 +394,8 @@ type simulation struct {
 	session *scheduler.Session
 	// idle counts empty machines per cluster/group (removed ones not).
 	idleIn map[string]int
+	// outside counts the what-ifs of machines out of the session (tests).
+	outside int
 }
 
 // newSimulation is the machines as they are; free is each cluster's free
@@ -447,11 +449,18 @@ func (s *simulation) build() {
 	s.session = scheduler.NewSession(s.machines)
 }
 
-// at is the place of the what-ifs' machine of id.
+// at is the place of the what-ifs' machine of id, one of their session.
 func (s *simulation) at(id string) int {
+	i, _ := s.place(id)
+	return i
+}
+
+// place is the place of the what-ifs' machine of id; false: the machine
+// is out of their session, as one that could take none of the
+// candidates' replicas (it never takes one, and is as it was).
+func (s *simulation) place(id string) (int, bool) {
 	if s.sorted {
-		i, _ := slices.BinarySearch(s.ids, id)
-		return i
+		return slices.BinarySearch(s.ids, id)
 	}
 	if s.byID == nil {
 		s.byID = make(map[string]int, len(s.ids))
@@ -459,34 +468,47 @@ func (s *simulation) at(id string) int {
 			s.byID[id] = i
 		}
 	}
-	return s.byID[id]
+	i, in := s.byID[id]
+	return i, in
 }
 
 // machine is a joined machine as the what-ifs left it.
 func (s *simulation) machine(m *Machine) *scheduler.Machine {
-	if !s.built {
-		return m.Machine
+	if k, in := s.placeOf(m); in {
+		return s.machines[k]
 	}
-	return s.machines[s.at(m.ID)]
+	return m.Machine
 }
 
 // replicasOn is what a joined machine holds now.
 func (s *simulation) replicasOn(m *Machine) []scheduler.Replica {
-	if !s.built {
-		return m.Replicas
+	if k, in := s.placeOf(m); in {
+		return s.replicas[k]
 	}
-	return s.replicas[s.at(m.ID)]
+	return m.Replicas
+}
+
+// placeOf is m's place in the session, once built (false: not built, or
+// out of it).
+func (s *simulation) placeOf(m *Machine) (int, bool) {
+	if !s.built {
+		return 0, false
+	}
+	return s.place(m.ID)
 }
 
 // remove takes a machine out; what it held must have moved first.
-func (s *simulation) remove(id string) {
+func (s *simulation) remove(pm *Machine) {
 	s.build()
-	k := s.at(id)
-	m := s.machines[k]
-	if len(s.replicas[k]) == 0 {
+	k, in := s.place(pm.ID)
+	m, held := pm.Machine, pm.Replicas
+	if in {
+		m, held = s.machines[k], s.replicas[k]
+		s.session.Exclude(m, true)
+	}
+	if len(held) == 0 {
 		s.idleIn[Key(m.Cluster, m.Group)]--
 	}
-	s.session.Exclude(m, true)
 	s.free[m.Cluster] = s.free[m.Cluster].Sub(m.Free())
 }
 
@@ -499,15 +521,24 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 		return false
 	}
 	s.build()
-	k := s.at(m.ID)
-	mine, held := s.machines[k], s.replicas[k]
-	// The replicas leave first, so that spread rules count them where
-	// they go, not where they were (the machine is out of the what-if, so
-	// its GPU devices need no booking).
-	for _, r := range held {
-		scheduler.Unassign(mine, r, nil)
+	// A machine out of the session (it could take none of the candidates'
+	// replicas) has nothing to leave it: its replicas are placed on the
+	// session's machines alone.
+	k, in := s.place(m.ID)
+	held := m.Replicas
+	if !in {
+		s.outside++
 	}
-	s.session.Exclude(mine, true)
+	if in {
+		mine, held = s.machines[k], s.replicas[k]
+		// The replicas leave first, so that spread rules count them where
+		// they go, not where they were (the machine is out of the what-if,
+		// so its GPU devices need no booking).
+		for _, r := range held {
+			scheduler.Unassign(mine, r, nil)
+		}
+		s.session.Exclude(mine, true)
+	}
 	res, ok := s.session.PlaceAll(held)
 	byID := map[string]scheduler.Replica{}
 	for _, r := range held {
@@ -524,17 +555,21 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 			s.replicas[to] = append(s.replicas[to], byID[pl.ReplicaID])
 		}
 		moved := mine.Allocated
-		s.remove(m.ID)
+		s.remove(m)
 		s.free[mine.Cluster] = s.free[mine.Cluster].Sub(moved)
-		s.replicas[k] = nil
+		if in {
+			s.replicas[k] = nil
+		}
 		return true
 	}
 	for _, pl := range res.Placements {
 		scheduler.Unassign(s.machines[s.at(pl.MachineID)], byID[pl.ReplicaID], pl.GPUs)
 	}
-	s.session.Exclude(mine, false)
-	for _, r := range held {
-		s.session.Rebook(mine, r, nil)
+	if in {
+		s.session.Exclude(mine, false)
+		for _, r := range held {
+			s.session.Rebook(mine, r, nil)
+		}
 	}
 	return false
 }

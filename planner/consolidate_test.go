@@ -15,14 +15,16 @@ import (
 
 // Consolidation leaves out, before it sorts its candidates, the machines
 // that could not go at any point of its walk, and out of its what-ifs
-// the machines that could take none of the candidates' replicas: random
+// the machines that could take none of the candidates' replicas, the
+// candidates among them included (their what-ifs place their replicas
+// on the session's machines): random
 // fleets (full, half full and empty machines of small and large types,
 // replicas of 250m to 1 CPU, in groups at and above their minimum, with
 // and without a savings floor and a removal limit) get the removals of a
 // walk of every candidate with every machine.
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
-	removals, leftOut, outOfWhatIfs := 0, 0, 0
+	removals, leftOut, outOfWhatIfs, outside := 0, 0, 0, 0
 	for round := range 600 {
 		in, cfg := randomSettledFleet(rng)
 		if round%2 == 1 {
@@ -35,12 +37,14 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 			t.Fatalf("round %d: leaving machines out\n%+v\nwalking every candidate\n%+v", round, plan.Remove, walked.Remove)
 		}
 		removals, leftOut, outOfWhatIfs = removals+len(plan.Remove), leftOut+p.leftOut, outOfWhatIfs+p.outOfWhatIfs
+		outside += p.whatIfsOutside
 	}
-	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 {
-		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs: the comparison tried too little",
-			removals, leftOut, outOfWhatIfs)
+	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 || outside == 0 {
+		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs, and tried %d candidates out of them: the comparison tried too little",
+			removals, leftOut, outOfWhatIfs, outside)
 	}
-	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs", removals, leftOut, outOfWhatIfs)
+	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs, %d what-ifs of candidates out of them",
+		removals, leftOut, outOfWhatIfs, outside)
 }
 
 // summarizeAsks gives each machine what its replicas ask, as a pass's

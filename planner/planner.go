@@ -338,6 +338,9 @@ type planning struct {
 	// of their session as unable to take any candidate's replica
 	// (mayReceive): tests see the shortcut taken.
 	outOfWhatIfs int
+	// whatIfsOutside counts the what-ifs of candidates out of that
+	// session (tests see them tried).
+	whatIfsOutside int
 	// outOfPlace are the machines the placing sessions left out as
 	// unable to take any pending replica (placeReceivers); wholeSessions
 	// leaves none out (see computeWith).
