@@ -77,6 +77,9 @@ type Booking struct {
 	// for the next pass to patch (patchableView).
 	view    *view
 	patched bool
+	// restored: the view patched was of a pass that placed, whose
+	// changed entries the patch put back (restoreTouched).
+	restored bool
 	// scattered counts the machines booked afresh, each in an allocation
 	// of its own, since the booking's machines were last laid side by
 	// side (layOut); laid is where this pass laid them, if it did.
@@ -91,6 +94,10 @@ func (b *Booking) ReusedCapacity() bool { return b != nil && b.reused }
 // PatchedView reports whether the pass patched the last pass's view
 // instead of copying every machine into one of its own (patchableView).
 func (b *Booking) PatchedView() bool { return b != nil && b.patched }
+
+// PatchedPlacingView reports whether the view the pass patched was of a
+// pass that placed replicas, its changed entries put back as booked.
+func (b *Booking) PatchedPlacingView() bool { return b != nil && b.patched && b.restored }
 
 type bookedMachine struct {
 	pm   planner.Machine

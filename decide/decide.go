@@ -143,10 +143,11 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		}
 		p.plan.Booked.reused = p.capacityReused
 		p.plan.Booked.census, p.plan.Booked.skeleton = p.census, p.skeleton
-		if p.view != nil && p.view.booked && p.view.copies == nil { // it placed nothing
+		if p.view != nil && p.view.booked && p.view.patchable() {
 			p.plan.Booked.view = p.view
 		}
 		p.plan.Booked.patched = p.view != nil && p.view.patched
+		p.plan.Booked.restored = p.view != nil && p.view.restored
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true

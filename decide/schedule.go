@@ -47,6 +47,14 @@ type view struct {
 	booked  bool
 	copies  []scheduler.Machine
 	ownsAll bool
+	// restored: the view is the last pass's, whose touched entries it put
+	// back.
+	restored bool
+	// touched are the places of the entries the pass changed after it
+	// booked them (a copy taken, a replica placed or evicted), but for
+	// the idle times: the next pass that patches the view puts them back
+	// as booked (patchableView).
+	touched []int32
 	// asBooked: the view lists the machines the last booking did, in its
 	// order, and each as scheduling and the planner saw it then
 	// (sameMachine): machines that changed since changed nothing they
@@ -80,6 +88,7 @@ func (p *Pass) ownMachinesThat(v *view, may func(*scheduler.Machine) bool) {
 		default:
 			pm.Machine.ShareInto(&v.copies[i])
 			pm.Machine = &v.copies[i]
+			v.touched = append(v.touched, int32(i))
 		}
 	}
 	v.listMachines()
@@ -284,6 +293,8 @@ func (p *Pass) buildView(clusters []string) *view {
 	v.sorted = sort.Search(n, func(k int) bool { return int(sk.entries[k].at) >= p.sortedMachines })
 	if last := p.patchableView(sk); last != nil {
 		v.all, v.byID, v.patched = last.all, last.byID, true
+		p.restoreTouched(last)
+		v.restored = len(last.touched) > 0
 	} else {
 		// Each list in one allocation, not grown to 50,000 by appends;
 		// the booking sets every entry.
@@ -315,7 +326,8 @@ func (p *Pass) buildView(clusters []string) *view {
 // it builds one). The scratch holds it as that pass left it: no pass
 // built another view there since and no one cleared it. That pass
 // changed none of its entries but the idle machines' times, which
-// trackIdle sets again: it placed nothing (ownMachines). And it listed
+// trackIdle sets again, and those it noted (touched), which the patch
+// puts back as booked (restoreTouched). And it listed
 // the machines this view does, in the same order: the booking's merge
 // then takes each machine's entry from where it was (in place), so each
 // entry of the view not booked afresh is already the booking's.
@@ -326,6 +338,47 @@ func (p *Pass) patchableView(sk *viewSkeleton) *view {
 		return nil
 	}
 	return prev.view
+}
+
+// restoreTouched puts the entries the last pass changed after it booked
+// them (it placed on some of its machines: view.touched) back as its
+// booking has them, so that each entry of the patched view is the
+// booking's or booked afresh, as for a view of a pass that placed
+// nothing (a pass after one that placed rewrote every entry).
+func (p *Pass) restoreTouched(last *view) {
+	prev := p.snap.Booked
+	for _, i := range last.touched {
+		e := prev.machines[i].pm
+		e.Replicas = slices.Clip(e.Replicas) // the pass's appends copy
+		*last.byID[i] = e
+	}
+}
+
+// patchable: the next pass may patch the view (patchableView): the
+// entries the pass changed after it booked them are noted, each of a
+// machine of its booking (none it launched), and not every one (a copy
+// of every machine taken: rewriting each is as quick).
+func (v *view) patchable() bool {
+	if v.ownsAll {
+		return false
+	}
+	for _, i := range v.touched {
+		if int(i) >= v.sorted {
+			return false
+		}
+	}
+	return true
+}
+
+// changed is the view's entry of the machine of id, to change after the
+// booking (nil: none), noted as touched.
+func (v *view) changed(id string) *planner.Machine {
+	i, ok := v.position(id)
+	if !ok {
+		return nil
+	}
+	v.touched = append(v.touched, int32(i))
+	return v.byID[i]
 }
 
 // zonesOf are the zones of each cluster's capacity groups.
@@ -613,7 +666,7 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		}
 		p.plan.Evictions = append(p.plan.Evictions, Eviction{Replica: r.ID, Machine: e.MachineID, By: e.PreemptedBy})
 		replica.ToPending(p.own(r), "preempted by higher-priority replica "+e.PreemptedBy, p.now)
-		if pm := v.machine(e.MachineID); pm != nil {
+		if pm := v.changed(e.MachineID); pm != nil {
 			pm.Replicas = withoutReplica(pm.Replicas, e.ReplicaID)
 		}
 	}
@@ -630,7 +683,7 @@ func (p *Pass) book(v *view, res scheduler.Result, byID map[string]scheduler.Rep
 		}
 		p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from})
 		p.plan.Capacity.Placements = append(p.plan.Capacity.Placements, planner.ReplicaPlacement{Replica: r.ID, Machine: m.ID, GPUs: pl.GPUs, TEE: pl.TEE, Note: pl.Note})
-		if pm := v.machine(pl.MachineID); pm != nil {
+		if pm := v.changed(pl.MachineID); pm != nil {
 			sr := byID[pl.ReplicaID]
 			pm.Replicas = append(pm.Replicas, sr)
 			pm.AsksKnown = false // its replicas are read instead
@@ -735,7 +788,7 @@ func (p *Pass) move(v *view, r *api.Replica, sr scheduler.Replica, target *sched
 	if err := replica.Assign(p.own(r), placement, true, p.now); err != nil {
 		return false
 	}
-	pm := v.machine(target.ID)
+	pm := v.changed(target.ID)
 	pm.Replicas = append(pm.Replicas, sr)
 	pm.AsksKnown = false
 	p.plan.Assignments = append(p.plan.Assignments, Assignment{Replica: r.ID, Placement: placement, From: from, Why: why})

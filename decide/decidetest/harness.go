@@ -70,6 +70,7 @@ type Harness struct {
 	scratch, freshScratch decide.Scratch
 	passes                int
 	PatchedViews          int
+	PatchedPlacingViews   int
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -275,6 +276,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	}
 	if plan.Booked.PatchedView() {
 		h.PatchedViews++
+	}
+	if plan.Booked.PatchedPlacingView() {
+		h.PatchedPlacingViews++
 	}
 	h.Snap.Booked = nil
 	if h.booked != nil {
