@@ -316,19 +316,6 @@ func TestRemovedGroupIsDrained(t *testing.T) {
 	}
 }
 
-// A group removed from the spec has its machines drained by a pass that
-// launches a machine too (which changed machines of its own before it
-// looked for them).
-func TestRemovedGroupIsDrainedByAPassThatLaunches(t *testing.T) {
-	h := decidetest.New(t)
-	h.Cluster("c", decidetest.Group("g", "small", 1, 3))
-	m := h.Machine("c", "other", "small")
-	plan := h.Decide()
-	if len(plan.Launches) != 1 || len(plan.Drains) != 1 || plan.Drains[0].Machine != m.ID {
-		t.Fatalf("launches %+v, drains %+v", plan.Launches, plan.Drains)
-	}
-}
-
 // young makes a machine too young to consolidate for the whole test.
 func young(h *decidetest.Harness) func(*api.Machine) {
 	return func(m *api.Machine) { m.CreatedAt = h.Now.Add(time.Hour) }

@@ -9,15 +9,18 @@ import (
 	"github.com/gantry-dev/gantry/decide/decidetest"
 )
 
-// A pass that changes no machine before it looks for groups gone from the
-// spec finds them from its count of the machines, as a walk would.
+// A pass finds the groups gone from the spec from its count of the
+// machines as it found them, as a walk would: one that changes no machine
+// before it looks, and one that launched a machine first.
 func TestRemovedGroupIsDrainedFromTheCount(t *testing.T) {
-	h := decidetest.New(t)
-	h.Cluster("c", decidetest.Group("g", "small", 0, 3))
-	m := h.Machine("c", "other", "small")
-	plan := h.Decide()
-	if len(plan.Launches) != 0 || len(plan.Drains) != 1 || plan.Drains[0].Machine != m.ID {
-		t.Fatalf("launches %+v, drains %+v", plan.Launches, plan.Drains)
+	for _, launches := range []int{0, 1} {
+		h := decidetest.New(t)
+		h.Cluster("c", decidetest.Group("g", "small", launches, 3))
+		m := h.Machine("c", "other", "small")
+		plan := h.Decide()
+		if len(plan.Launches) != launches || len(plan.Drains) != 1 || plan.Drains[0].Machine != m.ID {
+			t.Fatalf("min size %d: launches %+v, drains %+v", launches, plan.Launches, plan.Drains)
+		}
 	}
 }
 
