@@ -526,9 +526,6 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 	// session's machines alone.
 	k, in := s.place(m.ID)
 	held := m.Replicas
-	if !in {
-		s.outside++
-	}
 	if in {
 		mine, held = s.machines[k], s.replicas[k]
 		// The replicas leave first, so that spread rules count them where
@@ -538,6 +535,8 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 			scheduler.Unassign(mine, r, nil)
 		}
 		s.session.Exclude(mine, true)
+	} else {
+		s.outside++
 	}
 	res, ok := s.session.PlaceAll(held)
 	byID := map[string]scheduler.Replica{}

@@ -16,12 +16,12 @@ import (
 // Consolidation leaves out, before it sorts its candidates, the machines
 // that could not go at any point of its walk, and out of its what-ifs
 // the machines that could take none of the candidates' replicas, the
-// candidates among them included (their what-ifs place their replicas
-// on the session's machines): random
-// fleets (full, half full and empty machines of small and large types,
-// replicas of 250m to 1 CPU, in groups at and above their minimum, with
-// and without a savings floor and a removal limit) get the removals of a
-// walk of every candidate with every machine.
+// candidates among them included (their what-ifs place their replicas on
+// the session's machines): random fleets (full, half full and empty
+// machines of small and large types, replicas of 250m to 1 CPU, in groups
+// at and above their minimum, with and without a savings floor and a
+// removal limit) get the removals of a walk of every candidate with every
+// machine.
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
 	removals, leftOut, outOfWhatIfs, outside := 0, 0, 0, 0
