@@ -78,8 +78,10 @@ type Booking struct {
 	view    *view
 	patched bool
 	// restored: the view patched was of a pass that placed, whose
-	// changed entries the patch put back (restoreTouched).
-	restored bool
+	// changed entries the patch put back (restoreTouched); touchedOnly:
+	// the pass booked only the machines a change touched (bookTouched).
+	restored    bool
+	touchedOnly bool
 	// scattered counts the machines booked afresh, each in an allocation
 	// of its own, since the booking's machines were last laid side by
 	// side (layOut); laid is where this pass laid them, if it did.
@@ -94,6 +96,10 @@ func (b *Booking) ReusedCapacity() bool { return b != nil && b.reused }
 // PatchedView reports whether the pass patched the last pass's view
 // instead of copying every machine into one of its own (patchableView).
 func (b *Booking) PatchedView() bool { return b != nil && b.patched }
+
+// BookedTouched reports whether the pass booked only the machines a
+// change touched, with no walk of the others (patchesInPlace).
+func (b *Booking) BookedTouched() bool { return b != nil && b.touchedOnly }
 
 // PatchedPlacingView reports whether the view the pass patched was of a
 // pass that placed replicas, its changed entries put back as booked.
@@ -150,6 +156,11 @@ type booker struct {
 	reused        []int32          // prev's machine each of v.byID's is taken from (-1: none)
 	fresh         [][]*api.Replica // of v.byID: the replicas to book afresh
 	dirty         []bool           // of v.byID: booked afresh
+	// sparse, when the pass patches the booking in place
+	// (patchesInPlace), holds the notes instead: the places of the
+	// machines booked afresh, with their replicas; every other machine is
+	// kept where it was.
+	sparse map[int32][]*api.Replica
 	// incoming are the changed replicas now on each machine; touched the
 	// machines outside the view whose lists change.
 	incoming map[string][]*api.Replica
@@ -167,27 +178,31 @@ type booker struct {
 // replicas are not in the store's order).
 func (p *Pass) bookReplicas(v *view, lists []machineList, entries []skeletonEntry, cls []*api.Cluster) *Booking {
 	ordered := p.index.ordered && !slices.ContainsFunc(p.replicas[p.index.sorted:], onAMachine)
-	n := len(v.byID)
-	sc := p.snap.Scratch.of()
-	b := &booker{p: p, v: v, lists: lists, entries: entries, cls: cls, reused: reuse(&sc.reused, n), fresh: reuse(&sc.fresh, n),
-		dirty: reuse(&sc.dirty, n), incoming: map[string][]*api.Replica{}, touched: map[string]bool{}, build: schedReplicas{p: p, zones: v.zones},
-		next: &Booking{own: map[string]string{}}}
-	for i := range b.reused {
-		b.reused[i] = -1
-	}
+	b := &booker{p: p, v: v, lists: lists, entries: entries, cls: cls, incoming: map[string][]*api.Replica{}, touched: map[string]bool{},
+		build: schedReplicas{p: p, zones: v.zones}, next: &Booking{own: map[string]string{}}}
 	if ordered && p.snap.Booked != nil && p.snap.Changed != nil {
 		b.prev, b.changed = p.snap.Booked, p.snap.Changed
 		b.sameProviders = reflect.DeepEqual(b.prev.providers, p.snap.Providers)
-		if ids := b.changedReplicas(); ids != nil {
-			b.collectChanged(ids)
-		} else {
+		switch ids := b.changedReplicas(); {
+		case ids == nil:
 			b.prev, b.changed = nil, nil
+		case b.patchesInPlace():
+			b.collectTouched(ids)
+		default:
+			b.notesOnEach()
+			b.collectChanged(ids)
 		}
 	}
 	if b.prev == nil {
+		b.notesOnEach()
 		b.collectAll()
 	}
-	next := b.book()
+	var next *Booking
+	if b.sparse != nil {
+		next = b.bookTouched()
+	} else {
+		next = b.book()
+	}
 	if !ordered {
 		return nil
 	}
@@ -312,13 +327,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		}
 		b.fresh[i] = rebooked(base[i], ids, b.incoming[id])
 	}
-	for id := range b.touched {
-		if list := rebooked(b.next.elsewhere[id], ids, b.incoming[id]); len(list) > 0 {
-			b.next.elsewhere[id] = list
-		} else {
-			delete(b.next.elsewhere, id)
-		}
-	}
+	b.rebookElsewhere(ids)
 }
 
 // changedReplicas are the ids of the replicas whose booking may differ
@@ -402,10 +411,19 @@ func (b *booker) touch(machine string) {
 		return
 	}
 	if i, ok := b.v.position(machine); ok {
-		b.dirty[i] = true
+		b.markDirty(i)
 		return
 	}
 	b.touched[machine] = true
+}
+
+// markDirty marks the view's machine i to be booked afresh.
+func (b *booker) markDirty(i int) {
+	if b.sparse != nil {
+		b.sparse[int32(i)] = nil
+		return
+	}
+	b.dirty[i] = true
 }
 
 // rebooked is a machine's replicas: those of base not changed, with
@@ -505,6 +523,12 @@ func (b *booker) layOut(next *Booking) {
 			afresh++
 		}
 	}
+	b.layOutAfter(next, afresh)
+}
+
+// layOutAfter is layOut once afresh of the booking's machines were
+// booked afresh.
+func (b *booker) layOutAfter(next *Booking, afresh int) {
 	n := len(next.machines)
 	if b.prev == nil || afresh == n {
 		// Every machine booked now, one after the other: they lie in the

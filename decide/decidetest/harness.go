@@ -71,6 +71,9 @@ type Harness struct {
 	passes                int
 	PatchedViews          int
 	PatchedPlacingViews   int
+	// TouchedBookings counts the passes that booked only the machines a
+	// change touched.
+	TouchedBookings int
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -279,6 +282,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	}
 	if plan.Booked.PatchedPlacingView() {
 		h.PatchedPlacingViews++
+	}
+	if plan.Booked.BookedTouched() {
+		h.TouchedBookings++
 	}
 	h.Snap.Booked = nil
 	if h.booked != nil {
