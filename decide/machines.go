@@ -115,7 +115,7 @@ func (p *Pass) listProviders() {
 			keys[cp.Key] = true
 		}
 	}
-	if c := p.fleet(); c != nil {
+	if c := p.counts(); c != nil {
 		for _, key := range c.keys {
 			keys[key] = true
 		}

@@ -86,11 +86,16 @@ func (p *Pass) rollOutGroup(cl *api.Cluster, g api.CapacityGroup, busy func() ma
 // a replica walks every replica.
 func (p *Pass) tally(cluster, group, current string, busy func() map[string]bool) groupRollout {
 	provisions := runMemo(func(provider string) bool { return p.snap.Providers[provider].Provisions })
-	if c := p.fleet(); c != nil {
+	if c := p.counts(); c != nil {
 		if gr, ok := c.rollout(cluster, group, current, provisions); ok {
 			return gr
 		}
 	}
+	return p.tallyByWalk(cluster, group, current, busy, provisions)
+}
+
+// tallyByWalk is tally from every machine.
+func (p *Pass) tallyByWalk(cluster, group, current string, busy func() map[string]bool, provisions func(string) bool) groupRollout {
 	var gr groupRollout
 	inGroup := func(m *api.Machine) bool {
 		return m.Cluster == cluster && m.Group == group && m.CountsTowardGroup() && provisions(m.Provider)

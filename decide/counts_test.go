@@ -1,0 +1,68 @@
+package decide
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/provider/registry"
+)
+
+// Once a pass changed or launched machines, the steps that count them
+// (a group's rollout tally, the provider keys to list) take the census
+// with those machines counted again, not a walk of every machine, and
+// find what the walk finds.
+func TestAPassThatChangedMachinesCountsThemFromTheCensus(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	cl := &api.Cluster{}
+	cl.Metadata.Name = "c"
+	cl.Spec.CapacityGroups = []api.CapacityGroup{{GroupID: "g"}, {GroupID: "h"}}
+	cl.Spec.Provider.Name = "fake"
+	machine := func(id, group, template string) *api.Machine {
+		return &api.Machine{ID: id, Cluster: "c", Group: group, Provider: "fake", FleetState: api.FleetActive, JoinState: api.JoinJoined,
+			ProviderID: "i-" + id, TemplateHash: template}
+	}
+	fleet := []*api.Machine{machine("c-g-1", "g", "t1"), machine("c-g-2", "g", "t1"), machine("c-g-3", "g", "t1"), machine("c-h-1", "h", "t1")}
+	snap := &Snapshot{Machines: fleet, MachinesByID: true, InStoreOrder: true, Clusters: map[string]*api.Cluster{"c": cl},
+		Providers: map[string]ProviderInfo{"fake": {Provisions: true}}}
+	p := newPass(DefaultConfig(), snap, Memory{}, now)
+	p.drain(p.machines[1], "a test")
+	p.launch(Launch{Key: "l", Cluster: "c", Group: "g", InstanceType: "small", Zone: "a"}, "t1")
+	p.ownMachine(p.machines[3]).TemplateHash = "t2"
+	if len(p.mineMachines) == 0 || p.fleet() != nil {
+		t.Fatal("the pass changed no machine: nothing tested")
+	}
+	c := p.counts()
+	if c == nil {
+		t.Fatal("the pass's counts were not taken from the census")
+	}
+	tallied := 0
+	for _, g := range []struct{ group, current string }{{"g", "t1"}, {"h", "t1"}, {"h", "t2"}} {
+		provisions := func(provider string) bool { return p.snap.Providers[provider].Provisions }
+		busy := func() map[string]bool { return nil }
+		walked := p.tallyByWalk("c", g.group, g.current, busy, provisions)
+		counted, ok := c.rollout("c", g.group, g.current, provisions)
+		if ok && (counted.live != walked.live || len(walked.outdated) > 0 || len(walked.stoppedOutdated) > 0) {
+			t.Errorf("group %s at %s: counted %+v, walked %+v", g.group, g.current, counted, walked)
+		}
+		if ok {
+			tallied++
+		}
+		if !ok && len(walked.outdated) == 0 {
+			t.Errorf("group %s at %s: the census saw outdated machines, the walk none", g.group, g.current)
+		}
+	}
+	if tallied != 2 {
+		t.Errorf("%d groups tallied from the census, want 2 (g at t1, h at t2)", tallied)
+	}
+	var keys []string
+	for _, m := range p.machines {
+		if key := registry.KeyOf(m); !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	if got := slices.Sorted(slices.Values(c.keys)); !slices.Equal(got, slices.Sorted(slices.Values(keys))) {
+		t.Errorf("provider keys counted %v, walked %v", got, keys)
+	}
+}
