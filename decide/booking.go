@@ -68,6 +68,8 @@ type Booking struct {
 	// pass's instead of scheduling and planning.
 	capacity *quietCapacity
 	reused   bool
+	// keptTallies: how many services' steps took the last pass's tally.
+	keptTallies int
 	// census: the pass's count of its machines, for the next pass while
 	// none changes (census.go); skeleton what its view read of each
 	// (skeleton.go).
@@ -92,6 +94,16 @@ type Booking struct {
 // ReusedCapacity reports whether the pass took the last pass's
 // scheduling and plan instead of making its own (quietcapacity.go).
 func (b *Booking) ReusedCapacity() bool { return b != nil && b.reused }
+
+// KeptTallies is how many services' steps took the last pass's tally of
+// their replicas, counted again for what changed, instead of walking
+// them (deploytally.go).
+func (b *Booking) KeptTallies() int {
+	if b == nil {
+		return 0
+	}
+	return b.keptTallies
+}
 
 // PatchedView reports whether the pass patched the last pass's view
 // instead of copying every machine into one of its own (patchableView).

@@ -412,8 +412,10 @@ func webOnALargeMachine(t *testing.T) *decidetest.Harness {
 // comes up, then the old one stops once drained. Neither changes what
 // scheduling or the planner read (the old copies are on a draining
 // machine, which neither sees), so the passes that follow take the last
-// one's findings, the pass that stopped an old copy included; the
-// harness checks each against a pass afresh.
+// one's findings, the pass that stopped an old copy included, and the
+// service's step keeps its tally of the replicas (a move ended leaves
+// each available as it was); the harness checks each against a pass
+// afresh.
 func TestAMoveEndingTakesTheLastPlan(t *testing.T) {
 	h := decidetest.New(t)
 	h.Cluster("c", decidetest.Group("g", "large", 1, 3))
@@ -440,6 +442,9 @@ func TestAMoveEndingTakesTheLastPlan(t *testing.T) {
 	plan := h.Pass()
 	if !slices.Equal(plan.EndMoves, []string{"web-0"}) || len(plan.Terminates) != 0 {
 		t.Fatalf("want web-0's old copy stopped once drained, and the machine kept for web-1's: %s", decidetest.Describe(plan))
+	}
+	if plan.Booked.KeptTallies() != 1 {
+		t.Fatalf("web's step walked its replicas although the pass only ended web-0's move (%d tallies kept)", plan.Booked.KeptTallies())
 	}
 	if plan := h.Pass(); plan.Acts() || !plan.Booked.ReusedCapacity() {
 		t.Fatalf("after the old copy stopped: want the plan of the pass that stopped it taken; reused %v: %s", plan.Booked.ReusedCapacity(), decidetest.Describe(plan))

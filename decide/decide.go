@@ -109,6 +109,9 @@ type Pass struct {
 		found, ok bool
 	}
 	capacityReused bool
+	// keptTallies counts the services whose step took the last pass's
+	// tally (keptTally).
+	keptTallies int
 }
 
 // Decide decides one pass.
@@ -141,7 +144,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		if leavesCapacity(p.plan) {
 			p.plan.Booked.capacity = p.capacity
 		}
-		p.plan.Booked.reused = p.capacityReused
+		p.plan.Booked.reused, p.plan.Booked.keptTallies = p.capacityReused, p.keptTallies
 		p.plan.Booked.census, p.plan.Booked.skeleton = p.census, p.skeleton
 		if p.view != nil && p.view.booked && p.view.patchable() {
 			p.plan.Booked.view = p.view

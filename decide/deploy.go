@@ -50,6 +50,7 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID, bu
 		t = nil
 	}
 	if t != nil {
+		p.keptTallies++
 		// As the walk below would find it, and do.
 		d.Desired, d.Generation = t.desired, svc.Metadata.Generation
 		d.Updated, d.Old, d.Available = t.replicas, 0, t.replicas-len(t.unready)

@@ -31,8 +31,9 @@ type deployTally struct {
 }
 
 // keptTally is the last pass's tally of the service, counted again for
-// the replicas changed since, when it holds (nil: walk them): the pass
-// changed none of the service's replicas before (busy), the store holds
+// the replicas changed since and those the pass changed before its steps
+// (busy: the moves it ended), when it holds (nil: walk them): the pass
+// deleted none of the service's replicas before, the store holds
 // what the last pass made or changed of them (each is among the changes,
 // counted again), the deployment is complete at the same revision, no
 // promotion waits, and every changed replica of the service is there
@@ -41,7 +42,7 @@ type deployTally struct {
 func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, replicas []*api.Replica, busy bool) *deployTally {
 	prev, changed := p.snap.Booked, p.snap.Changed
 	name := svc.Metadata.Name
-	if busy || prev == nil || changed == nil || prev.tallies == nil {
+	if prev == nil || changed == nil || prev.tallies == nil {
 		return nil
 	}
 	t := prev.tallies[name]
@@ -57,6 +58,9 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 			return nil
 		}
 	}
+	if busy && !p.countOwn(t, name, rev) {
+		return nil
+	}
 	for id, was := range changed.Replicas {
 		if was.Service != name {
 			continue
@@ -68,16 +72,43 @@ func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, 
 			}
 			continue
 		}
-		if r == nil || r.Service != name || r.SpecHash != rev.Hash || r.Index < 0 || r.Index >= t.desired {
+		if !countAgain(t, name, rev, r) {
 			return nil
-		}
-		if availableOf(rev, r) {
-			delete(t.unready, id)
-		} else {
-			t.unready[id] = true
 		}
 	}
 	return t
+}
+
+// countOwn counts again the service's replicas the pass changed before
+// its steps (false: it deleted one, or one is not counted: walk them).
+// Before the steps, a pass only ends moves, which leave a replica
+// available as it was.
+func (p *Pass) countOwn(t *deployTally, name string, rev api.Revision) bool {
+	for id := range p.deleting {
+		if r := p.runningReplica(id); r == nil || r.Service == name {
+			return false
+		}
+	}
+	for r := range p.mine {
+		if r.Service == name && !countAgain(t, name, rev, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// countAgain counts a replica of the service again in its tally (false:
+// it is not one the tally counts, nil if gone).
+func countAgain(t *deployTally, name string, rev api.Revision, r *api.Replica) bool {
+	if r == nil || r.Service != name || r.SpecHash != rev.Hash || r.Index < 0 || r.Index >= t.desired {
+		return false
+	}
+	if availableOf(rev, r) {
+		delete(t.unready, r.ID)
+	} else {
+		t.unready[r.ID] = true
+	}
+	return true
 }
 
 // rescale follows the tally to the service's desired count as the step's
