@@ -84,6 +84,8 @@ type Booking struct {
 	// the pass booked only the machines a change touched (bookTouched).
 	restored    bool
 	touchedOnly bool
+	// spliced: the view patched was of other machines (patchableView).
+	spliced bool
 	// scattered counts the machines booked afresh, each in an allocation
 	// of its own, since the booking's machines were last laid side by
 	// side (layOut); laid is where this pass laid them, if it did.
@@ -108,6 +110,11 @@ func (b *Booking) KeptTallies() int {
 // PatchedView reports whether the pass patched the last pass's view
 // instead of copying every machine into one of its own (patchableView).
 func (b *Booking) PatchedView() bool { return b != nil && b.patched }
+
+// PatchedSplicedView reports whether the view the pass patched was of
+// other machines, those made and deleted since spliced in and out
+// (patchableView).
+func (b *Booking) PatchedSplicedView() bool { return b != nil && b.patched && b.spliced }
 
 // BookedTouched reports whether the pass booked only the machines a
 // change touched, with no walk of the others (patchesInPlace).
@@ -479,20 +486,20 @@ func (b *booker) book() *Booking {
 			reserve(pm, len(b.fresh[i]))
 		}
 	}
-	n := len(b.v.byID)
 	if b.inPlace { // each machine's entry is read (kept) before it is written
 		next.machines, next.ids, next.lists = b.prev.machines[:0], b.prev.ids[:0], b.prev.lists[:0]
 	} else {
-		next.machines, next.ids, next.lists = make([]bookedMachine, 0, n), make([]string, 0, n), make([]machineList, 0, n)
+		sorted := b.v.sorted
+		next.machines, next.ids, next.lists = make([]bookedMachine, sorted), slices.Clone(b.v.ids[:sorted]), slices.Clone(b.lists[:sorted])
 	}
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
 		if b.dirty[i] {
 			b.bookMachine(pm, list)
-		} else if j := b.reused[i]; !b.v.patched || j != int32(i) {
-			// A patched view's entry of a machine kept in place is the
-			// booking's already: not read again (a cache miss for each of
-			// 10,000 machines).
+		} else if j := b.reused[i]; !b.v.patched || j != b.v.placeBefore(i) {
+			// A patched view's entry of a machine kept is the booking's
+			// already: not read again (a cache miss for each of 10,000
+			// machines).
 			kept, e := &b.prev.machines[j], b.entries[i]
 			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created, Replicas: slices.Clip(kept.pm.Replicas),
 				DoNotDisrupt: kept.pm.DoNotDisrupt, Asks: kept.pm.Asks, AsksKnown: kept.pm.AsksKnown}
@@ -503,19 +510,41 @@ func (b *booker) book() *Booking {
 			// Its entry is where it was, as it was (a write of each of
 			// 10,000 entries a pass rewrote them unchanged).
 			next.machines, next.ids, next.lists = next.machines[:i+1], next.ids[:i+1], next.lists[:i+1]
-		default:
+		case b.inPlace:
 			// The booking keeps each machine as booked; the pass places
 			// on copies (ownMachines).
-			if !b.dirty[i] {
-				list = b.prev.machines[b.reused[i]].replicas
-			}
 			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
 			next.ids, next.lists = append(next.ids, b.v.ids[i]), append(next.lists, b.lists[i])
+		case b.dirty[i]:
+			next.machines[i] = bookedMachine{pm: *pm, list: b.lists[i], replicas: list}
 		}
+	}
+	if !b.inPlace {
+		b.copyKept(next.machines)
 	}
 	b.v.booked = true
 	b.layOut(next)
 	return next
+}
+
+// copyKept copies the last booking's entries of the machines kept into
+// the booking's own list, in runs of machines side by side in both: they
+// are as booked then (an entry built anew for each in turn was most of
+// a pass that launched or ended a machine at 10,000 machines).
+func (b *booker) copyKept(into []bookedMachine) {
+	for i := 0; i < len(into); {
+		j := b.reused[i]
+		if b.dirty[i] || j < 0 {
+			i++
+			continue
+		}
+		k := i + 1
+		for k < len(into) && !b.dirty[k] && b.reused[k] == j+int32(k-i) {
+			k++
+		}
+		copy(into[i:k], b.prev.machines[j:int(j)+k-i])
+		i = k
+	}
 }
 
 // layOut lays the booking's machines side by side in one allocation, in

@@ -90,8 +90,11 @@ type Pass struct {
 	// census counts the snapshot's machines (census.go).
 	census *fleetCensus
 	// skeleton is what the view read of each of its machines
-	// (skeleton.go).
-	skeleton *viewSkeleton
+	// (skeleton.go); splicedFrom, when the pass spliced it from the last
+	// pass's, is the place each entry had there (-1: a machine new to
+	// it).
+	skeleton    *viewSkeleton
+	splicedFrom []int32
 	// revisionIndex lists the memory's revision keys by service (nil
 	// until revisionKeys builds it).
 	revisionIndex map[string][]string
@@ -151,6 +154,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		}
 		p.plan.Booked.patched = p.view != nil && p.view.patched
 		p.plan.Booked.restored = p.view != nil && p.view.restored
+		p.plan.Booked.spliced = p.view != nil && p.view.from != nil
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true

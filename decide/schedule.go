@@ -48,8 +48,10 @@ type view struct {
 	copies  []scheduler.Machine
 	ownsAll bool
 	// restored: the view is the last pass's, whose touched entries it put
-	// back.
+	// back; from, when it was spliced from the last pass's, is the place
+	// each entry had there (nil: each is where it was).
 	restored bool
+	from     []int32
 	// touched are the places of the entries the pass changed after it
 	// booked them (a copy taken, a replica placed or evicted), but for
 	// the idle times: the next pass that patches the view puts them back
@@ -274,6 +276,7 @@ func (p *Pass) buildView(clusters []string) *view {
 	for _, name := range clusters {
 		v.clusters[name] = true
 	}
+	p.splicedFrom = nil
 	sk := p.keptSkeleton(clusters)
 	if sk == nil {
 		sk = p.updatedSkeleton(clusters)
@@ -291,10 +294,12 @@ func (p *Pass) buildView(clusters []string) *view {
 	n := len(sk.entries)
 	// By id, but for machines the pass launched (at the end).
 	v.sorted = sort.Search(n, func(k int) bool { return int(sk.entries[k].at) >= p.sortedMachines })
-	if last := p.patchableView(sk); last != nil {
-		v.all, v.byID, v.patched = last.all, last.byID, true
+	if last, from := p.patchableView(sk, v.sorted); last != nil {
 		p.restoreTouched(last)
-		v.restored = len(last.touched) > 0
+		v.all, v.byID, v.patched, v.restored = last.all, last.byID, true, len(last.touched) > 0
+		if from != nil {
+			v.all, v.byID, v.from = nil, splicedEntries(last.byID, from), from
+		}
 	} else {
 		// Each list in one allocation, not grown to 50,000 by appends;
 		// the booking sets every entry.
@@ -331,13 +336,50 @@ func (p *Pass) buildView(clusters []string) *view {
 // the machines this view does, in the same order: the booking's merge
 // then takes each machine's entry from where it was (in place), so each
 // entry of the view not booked afresh is already the booking's.
-func (p *Pass) patchableView(sk *viewSkeleton) *view {
+//
+// Or it listed the machines of the skeleton this one was spliced from
+// (machines made and deleted since: splicedSkeleton), none launched by
+// either pass: each kept entry then moves to its machine's new place
+// (from: the place each had, -1 for a machine new to the view), as the
+// booking's merge finds it, and those new get entries of their own (a
+// view built afresh, each entry copied from the booking, took half of
+// each pass that launched or ended a machine at 10,000 machines).
+func (p *Pass) patchableView(sk *viewSkeleton, sorted int) (*view, []int32) {
 	prev, sc := p.snap.Booked, p.snap.Scratch
-	if prev == nil || prev.view == nil || sc == nil || prev.view.built != sc.views || !sameMachines(prev.skeleton, sk) ||
-		len(prev.view.all) != len(sk.entries) {
-		return nil
+	if prev == nil || prev.view == nil || sc == nil || prev.view.built != sc.views {
+		return nil, nil
 	}
-	return prev.view
+	last := prev.view
+	switch {
+	case sameMachines(prev.skeleton, sk) && len(last.byID) == len(sk.entries):
+		return last, nil
+	case p.splicedFrom != nil && len(p.splicedFrom) == len(sk.entries) && sorted == len(sk.entries) &&
+		last.sorted == len(last.byID) && len(last.byID) == len(prev.skeleton.entries):
+		return last, p.splicedFrom
+	}
+	return nil, nil
+}
+
+// splicedEntries are the entries of a view spliced from the last
+// (patchableView): each kept one moved to its new place, each new one
+// made.
+func splicedEntries(last []*planner.Machine, from []int32) []*planner.Machine {
+	made := 0
+	for _, k := range from {
+		if k < 0 {
+			made++
+		}
+	}
+	fresh := make([]planner.Machine, made)
+	byID := make([]*planner.Machine, len(from))
+	for i, k := range from {
+		if k >= 0 {
+			byID[i] = last[k]
+		} else {
+			byID[i], fresh = &fresh[0], fresh[1:]
+		}
+	}
+	return byID
 }
 
 // restoreTouched puts the entries the last pass changed after it booked
@@ -368,6 +410,15 @@ func (v *view) patchable() bool {
 		}
 	}
 	return true
+}
+
+// placeBefore is the place entry i of a patched view had in the last
+// pass's (-1: none).
+func (v *view) placeBefore(i int) int32 {
+	if v.from == nil {
+		return int32(i)
+	}
+	return v.from[i]
 }
 
 // changed is the view's entry of the machine of id, to change after the

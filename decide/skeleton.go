@@ -120,11 +120,13 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 	ids := p.snap.Booked.census.ids
 	n := len(old.entries) + len(sp.made)
 	sk := &viewSkeleton{clusters: old.clusters, entries: make([]skeletonEntry, 0, n), ids: make([]string, 0, n), lists: make([]machineList, 0, n)}
+	from := make([]int32, 0, n)
 	clusterOf := p.clusterInView(clusters)
-	read := func(i int) {
+	read := func(i int, was int32) {
 		m := p.machines[i]
 		if e, list, in := readEntry(i, m, clusterOf(m.Cluster)); in {
 			sk.entries, sk.ids, sk.lists = append(sk.entries, e), append(sk.ids, m.ID), append(sk.lists, list)
+			from = append(from, was)
 		}
 	}
 	made, gone, changed := sp.made, sp.gone, sp.changed
@@ -137,7 +139,7 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 	for i := range p.machines {
 		if len(made) > 0 && made[0] == i {
 			made = made[1:]
-			read(i)
+			read(i, -1)
 			continue
 		}
 		for len(gone) > 0 && gone[0] == j {
@@ -152,16 +154,22 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 				return nil // not where the feed says: read every machine
 			}
 			changed = changed[1:]
+			was := int32(-1)
+			if k < len(old.entries) && int(old.entries[k].at) == j {
+				was = int32(k)
+			}
 			skip()
-			read(i)
+			read(i, was)
 		case k < len(old.entries) && int(old.entries[k].at) == j:
 			e := old.entries[k]
 			e.at = int32(i)
 			sk.entries, sk.ids, sk.lists = append(sk.entries, e), append(sk.ids, old.ids[k]), append(sk.lists, old.lists[k])
+			from = append(from, int32(k))
 			k++
 		}
 		j++
 	}
+	p.splicedFrom = from
 	return sk
 }
 

@@ -74,6 +74,9 @@ type Harness struct {
 	// TouchedBookings counts the passes that booked only the machines a
 	// change touched.
 	TouchedBookings int
+	// SplicedViews counts the passes that patched the view of a pass
+	// with other machines, those made and deleted since spliced.
+	SplicedViews int
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -285,6 +288,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	}
 	if plan.Booked.BookedTouched() {
 		h.TouchedBookings++
+	}
+	if plan.Booked.PatchedSplicedView() {
+		h.SplicedViews++
 	}
 	h.Snap.Booked = nil
 	if h.booked != nil {
