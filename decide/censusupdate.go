@@ -2,6 +2,7 @@ package decide
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -109,17 +110,23 @@ func (c *fleetCensus) withMachines(machines []*api.Machine, sorted int, mine map
 	}
 	var changed []recount
 	for m := range mine {
-		i, ok := findByID(machines, sorted, m.ID, apiMachineID)
+		if isPlaceholder(m) {
+			continue // a launch: counted below, in the order of the launches
+		}
+		i, ok := slices.BinarySearchFunc(machines[:sorted], m.ID, func(x *api.Machine, id string) int { return strings.Compare(x.ID, id) })
 		if !ok {
 			return nil
 		}
 		mark := markOf(m)
-		if i < sorted && (mark.key != c.marks[i].key || mark.group != c.marks[i].group) {
+		if mark.key != c.marks[i].key || mark.group != c.marks[i].group {
 			return nil
 		}
 		changed = append(changed, recount{i, mark})
 	}
 	slices.SortFunc(changed, func(a, b recount) int { return a.i - b.i })
+	for i := sorted; i < len(machines); i++ { // the pass's launches, each its own
+		changed = append(changed, recount{i, markOf(machines[i])})
+	}
 	out := c.copyCounts()
 	out.ids, out.marks, out.machines = nil, nil, len(machines)
 	for _, r := range changed {
