@@ -36,7 +36,7 @@ type Booking struct {
 	// launched), by id; ids are their ids, in a list of their own: the
 	// next pass's merge with its view reads them alone (a walk of 10,000
 	// machines' entries a pass was a cache miss each).
-	machines []bookedMachine
+	machines []*bookedMachine
 	ids      []string
 	// lists are the machines' lists (as their entries have them), in a
 	// list of their own too: the merge compares each with the view's.
@@ -123,6 +123,18 @@ func (b *Booking) BookedTouched() bool { return b != nil && b.touchedOnly }
 // PatchedPlacingView reports whether the view the pass patched was of a
 // pass that placed replicas, its changed entries put back as booked.
 func (b *Booking) PatchedPlacingView() bool { return b != nil && b.patched && b.restored }
+
+// bookedEntries are room for the entries of the machines a pass books
+// afresh, in one allocation.
+type bookedEntries []bookedMachine
+
+// of is the next entry, set.
+func (e *bookedEntries) of(pm *planner.Machine, list machineList, replicas []*api.Replica) *bookedMachine {
+	m := &(*e)[0]
+	*e = (*e)[1:]
+	*m = bookedMachine{pm: *pm, list: list, replicas: replicas}
+	return m
+}
 
 type bookedMachine struct {
 	pm   planner.Machine
@@ -316,7 +328,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		seen[j] = true
 		if suspect != nil && !suspect[i] && b.lists[i] == prev.lists[j] {
 			b.reused[i] = int32(j)
-		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.entries[i], b.lists[i], &prev.machines[j]) {
+		} else if sm := b.schedulerMachine(i); sameMachine(&sm, b.entries[i], b.lists[i], prev.machines[j]) {
 			b.reused[i] = int32(j)
 		} else {
 			base[i], b.dirty[i], asBooked = prev.machines[j].replicas, true, false
@@ -330,7 +342,7 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		}
 	}
 	for j := range prev.machines {
-		if m := &prev.machines[j]; !seen[j] && len(m.replicas) > 0 {
+		if m := prev.machines[j]; !seen[j] && len(m.replicas) > 0 {
 			b.next.elsewhere[prev.ids[j]] = m.replicas
 		}
 	}
@@ -479,18 +491,21 @@ func retiringRank(r *api.Replica) int {
 // from the last booking, and returns the booking of this pass.
 func (b *booker) book() *Booking {
 	next := b.next
+	afresh := 0
 	for i, pm := range b.v.byID {
 		if b.dirty[i] { // a kept machine a change touched too is booked afresh
+			afresh++
 			e := b.entries[i]
 			*pm = planner.Machine{Machine: b.bookable(i), Joined: e.joined, CreatedAt: e.created, Asks: scheduler.NewAsks(), AsksKnown: true}
 			reserve(pm, len(b.fresh[i]))
 		}
 	}
+	entries := make(bookedEntries, afresh)
 	if b.inPlace { // each machine's entry is read (kept) before it is written
 		next.machines, next.ids, next.lists = b.prev.machines[:0], b.prev.ids[:0], b.prev.lists[:0]
 	} else {
 		sorted := b.v.sorted
-		next.machines, next.ids, next.lists = make([]bookedMachine, sorted), slices.Clone(b.v.ids[:sorted]), slices.Clone(b.lists[:sorted])
+		next.machines, next.ids, next.lists = make([]*bookedMachine, sorted), slices.Clone(b.v.ids[:sorted]), slices.Clone(b.lists[:sorted])
 	}
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]
@@ -500,7 +515,7 @@ func (b *booker) book() *Booking {
 			// A patched view's entry of a machine kept is the booking's
 			// already: not read again (a cache miss for each of 10,000
 			// machines).
-			kept, e := &b.prev.machines[j], b.entries[i]
+			kept, e := b.prev.machines[j], b.entries[i]
 			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created, Replicas: slices.Clip(kept.pm.Replicas),
 				DoNotDisrupt: kept.pm.DoNotDisrupt, Asks: kept.pm.Asks, AsksKnown: kept.pm.AsksKnown}
 		}
@@ -513,10 +528,10 @@ func (b *booker) book() *Booking {
 		case b.inPlace:
 			// The booking keeps each machine as booked; the pass places
 			// on copies (ownMachines).
-			next.machines = append(next.machines, bookedMachine{pm: *pm, list: b.lists[i], replicas: list})
+			next.machines = append(next.machines, entries.of(pm, b.lists[i], list))
 			next.ids, next.lists = append(next.ids, b.v.ids[i]), append(next.lists, b.lists[i])
 		case b.dirty[i]:
-			next.machines[i] = bookedMachine{pm: *pm, list: b.lists[i], replicas: list}
+			next.machines[i] = entries.of(pm, b.lists[i], list)
 		}
 	}
 	if !b.inPlace {
@@ -531,7 +546,7 @@ func (b *booker) book() *Booking {
 // the booking's own list, in runs of machines side by side in both: they
 // are as booked then (an entry built anew for each in turn was most of
 // a pass that launched or ended a machine at 10,000 machines).
-func (b *booker) copyKept(into []bookedMachine) {
+func (b *booker) copyKept(into []*bookedMachine) {
 	for i := 0; i < len(into); {
 		j := b.reused[i]
 		if b.dirty[i] || j < 0 {
@@ -547,8 +562,8 @@ func (b *booker) copyKept(into []bookedMachine) {
 	}
 }
 
-// layOut lays the booking's machines side by side in one allocation, in
-// their order, once more than Config.LayOutShare of them were booked
+// layOut lays the booking's machines and their entries side by side,
+// each in one allocation, in their order, once more than Config.LayOutShare of them were booked
 // afresh since they last were (or all were, by one pass): each machine
 // booked afresh is an allocation of its own, and over a day every one
 // is, scattered over the heap, so that each walk of every machine (the planner's counts, its
@@ -583,8 +598,11 @@ func (b *booker) layOutAfter(next *Booking, afresh int) {
 	}
 	next.scattered = 0
 	next.laid = make([]scheduler.Machine, n)
-	for k := range next.machines {
-		pm := &next.machines[k].pm
+	entries := make([]bookedMachine, n) // the entries too: a view built afresh reads each
+	for k, m := range next.machines {
+		entries[k] = *m
+		next.machines[k] = &entries[k]
+		pm := &entries[k].pm
 		pm.Machine.ShareInto(&next.laid[k])
 		pm.Machine = &next.laid[k]
 		b.v.byID[k].Machine = pm.Machine // the view lists the booking's machines first, in its order
@@ -813,7 +831,7 @@ func (b *Booking) Differs(o *Booking) string {
 			len(o.machines), len(o.ids), len(o.lists))
 	}
 	for i := range b.machines {
-		x, y := &b.machines[i], &o.machines[i]
+		x, y := b.machines[i], o.machines[i]
 		if b.ids[i] != x.pm.ID || o.ids[i] != y.pm.ID {
 			return fmt.Sprintf("machine %s listed as %s booked, %s afresh", x.pm.ID, b.ids[i], o.ids[i])
 		}

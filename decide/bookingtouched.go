@@ -53,7 +53,7 @@ func (b *booker) collectTouched(ids map[string]bool) {
 		if _, dirty := b.sparse[int32(i)]; dirty {
 			return
 		}
-		if sm := b.schedulerMachine(i); !sameMachine(&sm, b.entries[i], b.lists[i], &prev.machines[i]) {
+		if sm := b.schedulerMachine(i); !sameMachine(&sm, b.entries[i], b.lists[i], prev.machines[i]) {
 			b.markDirty(i)
 			asBooked = false
 		}
@@ -99,12 +99,13 @@ func (b *booker) rebookElsewhere(ids map[string]bool) {
 func (b *booker) bookTouched() *Booking {
 	next, prev := b.next, b.prev
 	next.machines, next.ids, next.lists, next.touchedOnly = prev.machines, prev.ids, prev.lists, true
+	entries := make(bookedEntries, len(b.sparse))
 	for _, i := range slices.Sorted(maps.Keys(b.sparse)) {
 		list, pm, e := b.sparse[i], b.v.byID[i], b.entries[i]
 		*pm = planner.Machine{Machine: b.bookable(int(i)), Joined: e.joined, CreatedAt: e.created, Asks: scheduler.NewAsks(), AsksKnown: true}
 		reserve(pm, len(list))
 		b.bookMachine(pm, list)
-		next.machines[i] = bookedMachine{pm: *pm, list: b.lists[i], replicas: list}
+		next.machines[i] = entries.of(pm, b.lists[i], list)
 	}
 	b.v.booked = true
 	b.layOutAfter(next, len(b.sparse))
