@@ -25,7 +25,7 @@ import (
 func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons whyWaiting, reused *quietCapacity) {
 	counted := p.countedNow()
 	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
-	candidateAt := planner.NextCandidate(p.cfg.Planner, v.byID, p.now)
+	candidateAt := p.candidateAt // walkView's
 	var plan planner.Plan
 	if reused != nil && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
 		plan = reused.plan

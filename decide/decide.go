@@ -103,8 +103,11 @@ type Pass struct {
 	// capacity is what scheduling and the planner found, for the next
 	// pass if this one changes nothing (quietcapacity.go).
 	capacity *quietCapacity
-	// view is the pass's view of its machine target's machines.
-	view *view
+	// view is the pass's view of its machine target's machines, and
+	// candidateAt when the next of them becomes a consolidation
+	// candidate (walkView).
+	view        *view
+	candidateAt time.Time
 	// splice is how its machines differ from the last census's, once
 	// found (sinceLast).
 	splice struct {

@@ -32,7 +32,7 @@ func (machines) Decide(p *Pass, clusters []string) {
 	p.rollouts(clusters)
 	p.followLaunches()
 	v := p.buildView(clusters)
-	p.trackIdle(v)
+	p.walkView(v)
 	reused := p.reusable(last, v)
 	var unplaced []scheduler.Replica
 	var reasons whyWaiting

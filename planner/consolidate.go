@@ -598,25 +598,48 @@ func (s *simulation) filled(res scheduler.Result) map[string]int {
 // than MinLifetime (zero: none). A plan that removed nothing may remove
 // something then, with nothing else changed.
 func NextCandidate(cfg Config, machines []*Machine, now time.Time) time.Time {
-	var first time.Time
-	note := func(t time.Time) {
-		if t.After(now) && (first.IsZero() || t.Before(first)) {
-			first = t
-		}
-	}
-	// A machine idle since idleBy or before, or made by madeBy, is a
-	// candidate already: two comparisons a machine, not two sums of times.
-	idleBy, madeBy := now.Add(-cfg.EmptyMachineTTL), now.Add(-cfg.MinLifetime)
+	c := NewCandidateClock(cfg, now)
 	for _, m := range machines {
-		if !m.Joined {
-			continue
-		}
-		if !m.IdleSince.IsZero() && m.IdleSince.After(idleBy) {
-			note(m.IdleSince.Add(cfg.EmptyMachineTTL))
-		}
-		if m.CreatedAt.After(madeBy) {
-			note(m.CreatedAt.Add(cfg.MinLifetime))
-		}
+		c.See(m)
 	}
-	return first
+	return c.Next()
 }
+
+// CandidateClock finds NextCandidate's time one machine at a time, for a
+// caller that walks the machines anyway.
+type CandidateClock struct {
+	cfg   Config
+	now   time.Time
+	first time.Time
+	// A machine idle since idleBy or before, or made by madeBy, is a
+	// candidate already: two comparisons a machine, not two sums of
+	// times.
+	idleBy, madeBy time.Time
+}
+
+// NewCandidateClock is a clock that has seen no machine.
+func NewCandidateClock(cfg Config, now time.Time) CandidateClock {
+	return CandidateClock{cfg: cfg, now: now, idleBy: now.Add(-cfg.EmptyMachineTTL), madeBy: now.Add(-cfg.MinLifetime)}
+}
+
+// See counts a machine in.
+func (c *CandidateClock) See(m *Machine) {
+	if !m.Joined {
+		return
+	}
+	if !m.IdleSince.IsZero() && m.IdleSince.After(c.idleBy) {
+		c.note(m.IdleSince.Add(c.cfg.EmptyMachineTTL))
+	}
+	if m.CreatedAt.After(c.madeBy) {
+		c.note(m.CreatedAt.Add(c.cfg.MinLifetime))
+	}
+}
+
+func (c *CandidateClock) note(t time.Time) {
+	if t.After(c.now) && (c.first.IsZero() || t.Before(c.first)) {
+		c.first = t
+	}
+}
+
+// Next is the time NextCandidate gives for the machines seen.
+func (c *CandidateClock) Next() time.Time { return c.first }
