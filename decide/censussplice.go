@@ -2,6 +2,7 @@ package decide
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/gantry-dev/gantry/api"
 )
@@ -63,19 +64,19 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 // census), each list sorted.
 type splice struct{ made, gone, changed []int }
 
-// spliceOf is how the pass's machines (by id, the pass's own launches
-// not yet among them) differ from the last census's, when the change
+// spliceOf is how the pass's machines (by id, the sorted ones: the
+// pass's own launches aside) differ from the last census's, when the change
 // feed names every machine made, changed or deleted since (ok: as far as
 // the counts show).
 func spliceOf(snap *Snapshot, machines []*api.Machine, sorted int) (splice, bool) {
 	b, ch := snap.Booked, snap.Changed
-	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil || sorted != len(machines) {
+	if b == nil || b.census == nil || b.census.marks == nil || ch == nil || ch.Machines == nil {
 		return splice{}, false
 	}
 	var sp splice
 	for _, ids := range []map[string]bool{ch.Machines, b.ownMachines} {
 		for id := range ids {
-			at, in := findByID(machines, sorted, id, apiMachineID)
+			at, in := slices.BinarySearchFunc(machines[:sorted], id, func(m *api.Machine, id string) int { return strings.Compare(m.ID, id) })
 			was, counted := slices.BinarySearch(b.census.ids, id)
 			switch {
 			case in && counted:
@@ -92,7 +93,7 @@ func spliceOf(snap *Snapshot, machines []*api.Machine, sorted int) (splice, bool
 		*l = slices.Compact(*l)
 	}
 	// Otherwise the feed missed a machine made or deleted.
-	return sp, len(b.census.ids)-len(sp.gone)+len(sp.made) == len(machines)
+	return sp, len(b.census.ids)-len(sp.gone)+len(sp.made) == sorted
 }
 
 // sinceLast is spliceOf for the pass's machines, found once for the

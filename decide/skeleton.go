@@ -109,7 +109,7 @@ func (p *Pass) updatedSkeleton(clusters []string) *viewSkeleton {
 // terminated in one steady pass in several, and reading every machine
 // again then (a cache miss each) was a twentieth of the steady hours.
 func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
-	old := p.lastSkeleton(clusters)
+	old := p.lastSkeletonOf(clusters)
 	if old == nil {
 		return nil
 	}
@@ -118,6 +118,10 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 		return nil
 	}
 	ids := p.snap.Booked.census.ids
+	changed, ok := p.changedSinceCensus(sp.changed, ids)
+	if !ok {
+		return nil
+	}
 	n := len(old.entries) + len(sp.made)
 	sk := &viewSkeleton{clusters: old.clusters, entries: make([]skeletonEntry, 0, n), ids: make([]string, 0, n), lists: make([]machineList, 0, n)}
 	from := make([]int32, 0, n)
@@ -129,14 +133,14 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 			from = append(from, was)
 		}
 	}
-	made, gone, changed := sp.made, sp.gone, sp.changed
+	made, gone := sp.made, sp.gone
 	j, k := 0, 0     // the census's place of the next machine kept, and its entry's
 	skip := func() { // the entry of the machine at j, if it had one, is not kept
 		if k < len(old.entries) && int(old.entries[k].at) == j {
 			k++
 		}
 	}
-	for i := range p.machines {
+	for i := range p.sortedMachines {
 		if len(made) > 0 && made[0] == i {
 			made = made[1:]
 			read(i, -1)
@@ -169,8 +173,35 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 		}
 		j++
 	}
+	for i := p.sortedMachines; i < len(p.machines); i++ { // the pass's launches
+		read(i, -1)
+	}
 	p.splicedFrom = from
 	return sk
+}
+
+// changedSinceCensus are the census's places (of ids) of the machines
+// changed in place since it was taken (changed) and of those the pass
+// changed itself, sorted, each once; false when one the pass changed is
+// not counted.
+func (p *Pass) changedSinceCensus(changed []int, ids []string) ([]int, bool) {
+	var own []int
+	for m := range p.mineMachines {
+		if isPlaceholder(m) {
+			continue // a launch: at the end
+		}
+		j, ok := slices.BinarySearch(ids, m.ID)
+		if !ok {
+			return nil, false
+		}
+		own = append(own, j)
+	}
+	if len(own) == 0 {
+		return changed, true
+	}
+	own = append(own, changed...)
+	slices.Sort(own)
+	return slices.Compact(own), true
 }
 
 // lastSkeleton is the last pass's skeleton when this pass may update it
@@ -178,9 +209,17 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 // cluster changed, the view is of the same clusters, and the pass changed
 // and launched no machine yet.
 func (p *Pass) lastSkeleton(clusters []string) *viewSkeleton {
+	if p.fleet() == nil {
+		return nil
+	}
+	return p.lastSkeletonOf(clusters)
+}
+
+// lastSkeletonOf is lastSkeleton for a pass that reads again the
+// machines it changed, and those it launched (splicedSkeleton).
+func (p *Pass) lastSkeletonOf(clusters []string) *viewSkeleton {
 	prev, ch := p.snap.Booked, p.snap.Changed
-	if prev == nil || prev.skeleton == nil || p.fleet() == nil || ch == nil || len(ch.Clusters) > 0 ||
-		!slices.Equal(prev.skeleton.clusters, clusters) {
+	if prev == nil || prev.skeleton == nil || ch == nil || len(ch.Clusters) > 0 || !slices.Equal(prev.skeleton.clusters, clusters) {
 		return nil
 	}
 	return prev.skeleton
