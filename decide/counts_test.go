@@ -15,10 +15,7 @@ import (
 // find what the walk finds.
 func TestAPassThatChangedMachinesCountsThemFromTheCensus(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	cl := &api.Cluster{}
-	cl.Metadata.Name = "c"
-	cl.Spec.CapacityGroups = []api.CapacityGroup{{GroupID: "g"}, {GroupID: "h"}}
-	cl.Spec.Provider.Name = "fake"
+	cl := testCluster("c", "fake", "g", "h")
 	machine := func(id, group, template string) *api.Machine {
 		return &api.Machine{ID: id, Cluster: "c", Group: group, Provider: "fake", FleetState: api.FleetActive, JoinState: api.JoinJoined,
 			ProviderID: "i-" + id, TemplateHash: template}

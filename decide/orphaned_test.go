@@ -13,9 +13,7 @@ import (
 // none there.
 func TestOrphanedGroupsLookAtThePasssOwnMachines(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	cl := &api.Cluster{}
-	cl.Metadata.Name = "c"
-	cl.Spec.CapacityGroups = []api.CapacityGroup{{GroupID: "g"}}
+	cl := testCluster("c", "", "g")
 	fleet := []*api.Machine{
 		{ID: "c-g-1", Cluster: "c", Group: "g", FleetState: api.FleetActive, JoinState: api.JoinJoined},
 		{ID: "c-g-2", Cluster: "c", Group: "g", FleetState: api.FleetActive, JoinState: api.JoinJoined},
@@ -31,4 +29,15 @@ func TestOrphanedGroupsLookAtThePasssOwnMachines(t *testing.T) {
 	if len(p.plan.Drains) != 1 || p.plan.Drains[0].Machine != "c-g-2" {
 		t.Fatalf("drains %+v, want c-g-2's", p.plan.Drains)
 	}
+}
+
+// testCluster is a cluster of those groups on that provider.
+func testCluster(name, provider string, groups ...string) *api.Cluster {
+	cl := &api.Cluster{}
+	cl.Metadata.Name = name
+	cl.Spec.Provider.Name = provider
+	for _, g := range groups {
+		cl.Spec.CapacityGroups = append(cl.Spec.CapacityGroups, api.CapacityGroup{GroupID: g})
+	}
+	return cl
 }

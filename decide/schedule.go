@@ -100,12 +100,17 @@ func (p *Pass) ownMachinesThat(v *view, may func(*scheduler.Machine) bool) {
 func (v *view) listMachines() {
 	v.joined, v.launching = v.joined[:0], v.launching[:0]
 	for i, pm := range v.byID {
-		switch v.lists[i] {
-		case listJoined:
-			v.joined = append(v.joined, pm.Machine)
-		case listLaunching:
-			v.launching = append(v.launching, pm.Machine)
-		}
+		v.listMachine(i, pm)
+	}
+}
+
+// listMachine lists machine i on its list.
+func (v *view) listMachine(i int, pm *planner.Machine) {
+	switch v.lists[i] {
+	case listJoined:
+		v.joined = append(v.joined, pm.Machine)
+	case listLaunching:
+		v.launching = append(v.launching, pm.Machine)
 	}
 }
 
@@ -458,12 +463,7 @@ func (p *Pass) walkView(v *view) {
 	v.joined, v.launching = v.joined[:0], v.launching[:0]
 	clock := planner.NewCandidateClock(p.cfg.Planner, p.now)
 	for i, pm := range v.byID {
-		switch v.lists[i] {
-		case listJoined:
-			v.joined = append(v.joined, pm.Machine)
-		case listLaunching:
-			v.launching = append(v.launching, pm.Machine)
-		}
+		v.listMachine(i, pm)
 		if pm.Joined && len(pm.Replicas) == 0 {
 			since, idle := p.mem.IdleSince[pm.ID]
 			if !idle {
