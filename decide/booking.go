@@ -542,7 +542,7 @@ func (b *booker) book() *Booking {
 	return next
 }
 
-// copyKept copies the last booking's entries of the machines kept into
+// copyKept takes the last booking's entries of the machines kept into
 // the booking's own list, in runs of machines side by side in both: they
 // are as booked then (an entry built anew for each in turn was most of
 // a pass that launched or ended a machine at 10,000 machines).
@@ -563,12 +563,13 @@ func (b *booker) copyKept(into []*bookedMachine) {
 }
 
 // layOut lays the booking's machines and their entries side by side,
-// each in one allocation, in their order, once more than Config.LayOutShare of them were booked
-// afresh since they last were (or all were, by one pass): each machine
-// booked afresh is an allocation of its own, and over a day every one
-// is, scattered over the heap, so that each walk of every machine (the planner's counts, its
-// candidates and receivers, the scheduling's) missed the cache at each
-// (a day of 10,000 machines 148 -> 128 s side by side). The view's
+// each in one allocation, in their order, once more than
+// Config.LayOutShare of them were booked afresh since they last were (or
+// all were, by one pass): each machine booked afresh is an allocation of
+// its own, and over a day every one is, scattered over the heap, so that
+// each walk of every machine (the planner's counts, its candidates and
+// receivers, the scheduling's) missed the cache at each (a day of 10,000
+// machines 148 -> 128 s side by side). The view's
 // entries take the new places too. The machines are the booking's,
 // never changed: they are copied as shared (a pass places on copies of
 // them, which take their own counts first).
