@@ -76,6 +76,10 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 			m := stopped[key][0]
 			stopped[key] = stopped[key][1:]
 			p.plan.Starts = append(p.plan.Starts, MachineStep{Machine: m.ID, Reason: "scale-up: " + nm.Reason})
+			// Idle from its start: the time it was idle before it was
+			// stopped would stop it again at once, before what it was
+			// started for comes to it.
+			owned(&p.mem.IdleSince, &p.owns.idle)[m.ID] = p.now
 			continue
 		}
 		if why, ok := p.launchBlocked(nm.Cluster, nm.Group); ok {

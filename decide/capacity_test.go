@@ -266,6 +266,50 @@ func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
 	}
 }
 
+// A warm-pool machine started again is idle from its start: stopped
+// long after it emptied, it kept that old idle time, so a pass stopped
+// it again at once whenever what it was started for had not come to it
+// yet (a consolidation's replacement started and stopped every pass).
+func TestAStartedWarmMachineIsIdleFromItsStart(t *testing.T) {
+	h := decidetest.New(t)
+	g := decidetest.Group("g", "small", 0, 3)
+	g.WarmPool, g.WarmPoolState = 1, api.WarmStopped
+	h.Cluster("c", g)
+	busy := h.Machine("c", "g", "small", young(h))
+	idle := h.Machine("c", "g", "small")
+	h.Service("web", "c", 1, "600m", "128Mi")
+	h.Replica("web", 0, busy.ID)
+	h.Pass()
+	h.Step(h.Config.Planner.EmptyMachineTTL)
+	h.Heartbeat()
+	if plan := h.Pass(); len(plan.Stops) != 1 {
+		t.Fatalf("want the idle machine stopped into the pool: %+v", plan.Stops)
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL * 3)
+	h.Heartbeat()
+	h.Service("web", "c", 2, "600m", "128Mi")
+	started := h.Now
+	plan := h.Pass()
+	if len(plan.Starts) != 1 || plan.Starts[0].Machine != idle.ID {
+		t.Fatalf("want the stopped machine started: %+v", plan.Starts)
+	}
+	if since := plan.Memory.IdleSince[idle.ID]; !since.Equal(started) {
+		t.Fatalf("started at %v, idle since %v", started, since)
+	}
+	h.Service("web", "c", 1, "600m", "128Mi") // what it was started for is gone before it came
+	h.Snap.Replicas = slices.DeleteFunc(h.Snap.Replicas, func(r *api.Replica) bool { return r.ID == "web-1" })
+	h.Step(time.Second)
+	h.Heartbeat()
+	if plan = h.Pass(); len(plan.Stops) != 0 {
+		t.Fatalf("stopped a second after its start, for the time it was idle before: %+v", plan.Stops)
+	}
+	h.Step(h.Config.Planner.EmptyMachineTTL)
+	h.Heartbeat()
+	if plan = h.Pass(); len(plan.Stops) != 1 || plan.Stops[0].Machine != idle.ID {
+		t.Fatalf("want it stopped again once idle for the TTL since its start: %+v", plan.Stops)
+	}
+}
+
 // A warm-pool machine that would not start is replaced.
 func TestWarmMachineThatWillNotStartIsReplaced(t *testing.T) {
 	h := decidetest.New(t)
