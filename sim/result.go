@@ -92,6 +92,11 @@ type Passes struct {
 	Steps  int `json:"steps"`
 	// StepsPerPass is Steps over Total.
 	StepsPerPass float64 `json:"stepsPerPass"`
+	// Unsettled are the instants whose passes still acted after the
+	// world's maxPassesPerInstant: the loop passed again a second later.
+	// A few follow a burst; many mean the control loop undoes what it
+	// did, pass after pass.
+	Unsettled int `json:"unsettled"`
 }
 
 // Point is one bucket of the series: averages over it.

@@ -67,6 +67,9 @@ func (r *run) loop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if acting {
+			r.res.Passes.Unsettled++
+		}
 		r.bound.sample(now, r)
 		next := r.nextInstant(now, acting)
 		if next.IsZero() || !next.Before(r.end) {

@@ -115,6 +115,10 @@ func runSimulate(g *globals, f simulateFlags) error {
 func simulateAll(g *globals, setup sim.Setup, policies []sim.Policy) ([]sim.Result, error) {
 	return sim.SimulateAll(context.Background(), setup, policies, func(p sim.Policy, res sim.Result, took time.Duration) {
 		fmt.Fprintf(g.errOut, "policy %s: %d passes in %s\n", p.Name, res.Passes.Total, took.Round(time.Millisecond))
+		if n := res.Passes.Unsettled; n > 0 {
+			fmt.Fprintf(g.errOut, "policy %s: warning: at %d instants the control loop still acted after %d passes in a row "+
+				"(many such instants mean it undoes what it did, pass after pass; see docs/simulate.md)\n", p.Name, n, setup.World.MaxPassesPerInstant)
+		}
 	})
 }
 

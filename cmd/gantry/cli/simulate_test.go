@@ -54,6 +54,33 @@ func TestSimulateTheBundledExample(t *testing.T) {
 	}
 }
 
+// A stopped warm pool over the bundled example settles: a machine
+// started again out of the pool was idle from before it was stopped, and
+// a pass stopped it again at once, before the replicas it was started
+// for came to it (a million passes in three days, each the undoing of
+// the last). The loop is told of every instant it did not settle at.
+func TestSimulateAStoppedWarmPoolSettles(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "warm.yaml")
+	if err := os.WriteFile(policy, []byte("name: warm\nwarm-pool: 3\nwarm-pool-state: stopped\nempty-machine-ttl: 5m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := simulate(t, "--trace", examplesDir+"simulate/demand.csv", "--until", "2026-03-03T00:00:00Z", "--policy", policy, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got struct{ Results []sim.Result }
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	res := got.Results[0]
+	if res.Passes.Unsettled != 0 || strings.Contains(errOut, "warning") {
+		t.Fatalf("the loop did not settle at %d instants (%d passes): %s", res.Passes.Unsettled, res.Passes.Total, errOut)
+	}
+	if res.Disruptions.MachinesEmptied == 0 {
+		t.Errorf("no machine went into the pool: %+v", res.Disruptions)
+	}
+}
+
 // Bad input is refused before anything runs, naming the row, key or
 // field.
 func TestSimulateRefusesBadInput(t *testing.T) {
