@@ -341,10 +341,11 @@ func (p *planning) cheaperHolding(m *scheduler.Machine, g *Group) *candidate {
 	return p.cheaperThan(p.catalog.cheapestHolding(&bin{m: m, group: g, offering: offeringOf(m)}), m)
 }
 
-// cheaperThan is cand when it saves at least SavingsFloor on m (nil: it
-// does not, or there is none).
+// cheaperThan is cand when it is cheaper than m and saves at least
+// SavingsFloor on it (nil: it does not, or there is none). Under a floor
+// of zero the cheapest offering may be m's own, at m's price.
 func (p *planning) cheaperThan(cand *candidate, m *scheduler.Machine) *candidate {
-	if cand == nil || cand.offering.PricePerHour > (1-p.cfg.SavingsFloor)*m.PricePerHour {
+	if cand == nil || cand.offering.PricePerHour >= m.PricePerHour || cand.offering.PricePerHour > (1-p.cfg.SavingsFloor)*m.PricePerHour {
 		return nil
 	}
 	return cand

@@ -167,6 +167,25 @@ func TestReplacesWithCheaperTypeAboveTheFloor(t *testing.T) {
 	}
 }
 
+// A floor of zero still wants a saving: the cheapest offering holding a
+// machine's replicas may be its own, at its own price, and replacing it
+// with its like every MinLifetime is churn for nothing (gantry simulate
+// with --savings-floor 0: 1,829 machines launched in three days for a
+// demand that needed a few dozen).
+func TestAFloorOfZeroReplacesOnlyWithACheaperMachine(t *testing.T) {
+	g := group("g", 1, 0, 5, itype(2), itype(16))
+	ms := []*Machine{joined("small", "g", itype(2), time.Hour, replicas("web", 1, 1000)...)}
+	cfg := DefaultConfig()
+	cfg.SavingsFloor = 0
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove)+len(p.Add) != 0 {
+		t.Fatalf("replaced a machine with its like: remove %+v add %+v", p.Remove, p.Add)
+	}
+	ms = []*Machine{joined("big", "g", itype(16), time.Hour, replicas("web", 1, 1000)...)}
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: ms, Now: now}); len(p.Remove) != 1 || len(p.Add) != 1 || p.Add[0].InstanceType != "t2" {
+		t.Fatalf("want the big machine replaced by a t2: remove %+v add %+v", p.Remove, p.Add)
+	}
+}
+
 // Apply a plan (its machines join, its replicas run there) and plan again
 // with the same demand: nothing to add, nothing to remove.
 func TestNoChurn(t *testing.T) {
