@@ -72,9 +72,8 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		}
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
-			idleLongEnough := !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
 			toStop := g.WarmStopped && gc.stopped < g.WarmPool
-			if idleLongEnough && (toStop || gc.idle+gc.stopped > g.WarmPool) {
+			if p.idleLongEnough(m) && (toStop || gc.settled+gc.stopped > g.WarmPool) {
 				r := Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
 					Reason: fmt.Sprintf("empty for more than %s", p.cfg.EmptyMachineTTL)}
 				if toStop {
@@ -84,7 +83,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 					gc.live--
 				}
 				removals = append(removals, r)
-				gc.idle--
+				gc.idle, gc.settled = gc.idle-1, gc.settled-1
 				sim.remove(m)
 			}
 			continue
@@ -111,11 +110,22 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 type groupKey struct{ cluster, group string }
 
 // groupCount is what consolidation counts of a group as it removes
-// machines: its machines, the idle ones, the stopped warm ones.
+// machines: its machines, the idle ones, those idle for EmptyMachineTTL
+// (settled), the stopped warm ones. Only the settled fill the warm pool
+// for an empty machine's removal: one that joined a moment ago may be
+// the cheaper machine a replacement launched, about to take the
+// replicas of the one it replaces; counted as the pool's, it let an
+// older idle machine go first, and then the move was refused for
+// emptying the pool, and the replacement launched again, and again.
 type groupCount struct {
-	group               *Group
-	growing             bool
-	live, idle, stopped int
+	group                        *Group
+	growing                      bool
+	live, idle, settled, stopped int
+}
+
+// idleLongEnough: empty for at least EmptyMachineTTL.
+func (p *planning) idleLongEnough(m *Machine) bool {
+	return !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
 }
 
 // groupCounts counts each group (by its place in the input, the last of
@@ -163,6 +173,9 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 		counts[lastSlot].live++
 		if len(m.Replicas) == 0 {
 			counts[lastSlot].idle++
+			if p.idleLongEnough(m) {
+				counts[lastSlot].settled++
+			}
 		}
 	}
 	flush()
