@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
+	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/replica"
 	"github.com/gantry-dev/gantry/runtime"
 	"github.com/gantry-dev/gantry/scheduler"
@@ -218,10 +219,26 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) scheduler.Machi
 		sm.Runtimes = provided
 	}
 	sm.TEE = slices.ContainsFunc(sm.Runtimes, runtime.IsTEE)
-	for _, g := range m.GPUs {
+	devices := m.GPUs
+	if m.JoinState != api.JoinJoined && len(devices) == 0 {
+		devices = p.typesGPUs(m)
+	}
+	for _, g := range devices {
 		sm.GPUs = append(sm.GPUs, scheduler.GPU{Index: g.Index, Type: g.Type, VRAMGB: g.VRAMGB})
 	}
 	return sm
+}
+
+// typesGPUs are the GPU devices a machine on its way will have, as its
+// instance type lists them: until it joins and reports its own, a GPU
+// replica waits for it instead of wanting another machine (each pass
+// launched one more).
+func (p *Pass) typesGPUs(m *api.Machine) []api.GPUDevice {
+	it, ok := provisioner.FindInstanceType(p.snap.Catalogs[m.Cluster].Catalog, m.InstanceType)
+	if !ok {
+		return nil
+	}
+	return it.GPUDevices()
 }
 
 // replicaAddress is where a replica placed on m answers: an address of

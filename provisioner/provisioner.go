@@ -197,6 +197,18 @@ func (t InstanceType) GPUCount() int {
 	return n
 }
 
+// GPUDevices are the type's GPUs as an agent on a machine of it reports
+// them, numbered from 0.
+func (t InstanceType) GPUDevices() []api.GPUDevice {
+	var devices []api.GPUDevice
+	for _, g := range t.GPUs {
+		for range g.Count {
+			devices = append(devices, api.GPUDevice{Index: len(devices), Type: g.Type, VRAMGB: g.VRAMGB})
+		}
+	}
+	return devices
+}
+
 // Resources is the type's hardware.
 func (t InstanceType) Resources() api.Resources {
 	return api.Resources{MilliCPU: t.MilliCPU, MemoryBytes: t.MemoryBytes, EphemeralBytes: t.EphemeralBytes, GPUs: t.GPUCount()}

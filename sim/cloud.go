@@ -137,8 +137,7 @@ func (c *cloud) agentJoins(id string) error {
 	}
 	c.changes.machine(m.ID)
 	c.unbeat(m.ID)
-	inv := api.Inventory{Capacity: m.Capacity, Runtimes: c.w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
-	return fleet.Joined(m, inv, c.w.Now)
+	return fleet.Joined(m, c.w.AgentInventory(m), c.w.Now)
 }
 
 // terminated: the terminate call's instance is gone.

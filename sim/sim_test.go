@@ -80,6 +80,29 @@ func TestABurstIsServedAndItsMachinesGo(t *testing.T) {
 	}
 }
 
+// A GPU service's replicas run on machines of a GPU type: the machine
+// launched for them is waited for, not launched again each pass until it
+// joins, and the agents report their type's GPU devices as they join (the
+// world joined them without, and the replicas waited on 20 machines).
+func TestGPUReplicasRunOnTheMachinesLaunchedForThem(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,train,2
+2026-01-01T02:00:00Z,train,2
+`, "train")
+	s.Services[0].Spec.Resources.GPU = &api.GPURequirement{Count: 1, Type: "a100", Policy: api.GPURequired}
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Disruptions.Launches != 1 || res.Pending.Max > 5*time.Minute {
+		t.Errorf("%d machines launched for two replicas of one GPU each on a type of two; the longest wait %s", res.Disruptions.Launches, res.Pending.Max)
+	}
+	for _, th := range res.MachineHours {
+		if th.InstanceType != "gpu" {
+			t.Errorf("a GPU replica's machine of type %s", th.InstanceType)
+		}
+	}
+}
+
 // The same inputs and seed give the same results, to the last digit;
 // another seed draws another world.
 func TestARunIsTheSameEveryTime(t *testing.T) {

@@ -165,11 +165,7 @@ func (h *Harness) Machine(cluster, group, instanceType string, edit ...func(*api
 		JoinState: api.JoinJoined, FleetState: api.FleetReady, Runtimes: []string{"process"},
 		Capacity:  it.Resources(),
 		CreatedAt: joined, StateChangedAt: joined, JoinedAt: &joined, LastHeartbeat: &beat}
-	for _, g := range it.GPUs {
-		for i := 0; i < g.Count; i++ {
-			m.GPUs = append(m.GPUs, api.GPUDevice{Index: len(m.GPUs), Type: g.Type, VRAMGB: g.VRAMGB})
-		}
-	}
+	m.GPUs = it.GPUDevices()
 	if cl := h.Snap.Clusters[cluster]; cl != nil {
 		g, _ := cl.Group(group)
 		m.TemplateHash, m.Labels = spec.TemplateHash(cl, group), g.Labels

@@ -379,12 +379,22 @@ func (w *World) Join() error {
 		if m.JoinState != api.JoinBooting && m.JoinState != api.JoinProvisioning {
 			continue
 		}
-		inv := api.Inventory{Capacity: m.Capacity, Runtimes: w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
-		if err := fleet.Joined(m, inv, w.Now); err != nil {
+		if err := fleet.Joined(m, w.AgentInventory(m), w.Now); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// AgentInventory is what a machine's agent reports as it joins: the
+// resources it was launched with, its instance type's GPU devices and
+// its provider's runtimes.
+func (w *World) AgentInventory(m *api.Machine) api.Inventory {
+	inv := api.Inventory{Capacity: m.Capacity, Runtimes: w.Snap.Providers[m.Provider].Runtimes, Zone: m.Zone}
+	if it, ok := provisioner.FindInstanceType(w.Snap.Catalogs[m.Cluster].Catalog, m.InstanceType); ok {
+		inv.GPUs = it.GPUDevices()
+	}
+	return inv
 }
 
 // Heartbeat makes every joined machine heartbeat now.
