@@ -48,6 +48,10 @@ type run struct {
 	// joining are the replicas on the machines joining at this instant
 	// (happen).
 	joining map[string][]*api.Replica
+	// replacing are the machines a plan replaces with a cheaper one: a
+	// machine is drained only once its successor joined, by a later pass
+	// that finds its replicas fit elsewhere, and counts as replaced.
+	replacing map[string]bool
 }
 
 // loop moves the clock from instant to instant: at each, what the trace
@@ -408,6 +412,7 @@ func (r *run) startAll(machine string) {
 // lost follows the replicas of a machine that was taken back or is
 // terminating: those that ran there stop.
 func (r *run) lost(machine string, interrupted bool) {
+	delete(r.replacing, machine)
 	for _, rep := range r.w.ReplicasOnOrOff(machine) {
 		r.trackWhy(rep, false, interrupted)
 	}
@@ -538,11 +543,17 @@ func (r *run) count(plan decide.Plan) {
 	for _, t := range plan.Terminates {
 		d.Terminations[t.Cause]++
 	}
+	for _, rm := range plan.Capacity.Remove {
+		if rm.ReplacedBy != "" {
+			r.replacing[rm.MachineID] = true
+		}
+	}
 	for _, dr := range plan.Drains {
 		i := slices.IndexFunc(plan.Capacity.Remove, func(rm api.MachineRemoval) bool { return rm.MachineID == dr.Machine })
 		switch {
 		case i < 0:
-		case plan.Capacity.Remove[i].ReplacedBy != "":
+		case plan.Capacity.Remove[i].ReplacedBy != "" || r.replacing[dr.Machine]:
+			delete(r.replacing, dr.Machine)
 			d.MachinesReplaced++
 		case strings.HasPrefix(plan.Capacity.Remove[i].Reason, "empty"):
 			d.MachinesEmptied++

@@ -103,6 +103,27 @@ func TestGPUReplicasRunOnTheMachinesLaunchedForThem(t *testing.T) {
 	}
 }
 
+// A machine replaced by a cheaper one counts as replaced: it is drained
+// by a later pass than the one that launched its successor, once the
+// successor joined (it counted as consolidated, and no machine was ever
+// reported replaced).
+func TestAReplacedMachineCountsAsReplaced(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,12
+2026-01-01T01:00:00Z,web,2
+2026-01-01T05:00:00Z,web,2
+`, "web")
+	s.Services[0].Spec.Resources.CPU, s.Services[0].Spec.Resources.Memory = "250m", "256Mi"
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res.Disruptions
+	if d.MachinesReplaced != 1 || d.MachinesConsolidated != 0 {
+		t.Errorf("the large machine of 12 replicas, left with 2, goes for a small one: replaced %d, consolidated %d (%+v)",
+			d.MachinesReplaced, d.MachinesConsolidated, res.MachineHours)
+	}
+}
+
 // The same inputs and seed give the same results, to the last digit;
 // another seed draws another world.
 func TestARunIsTheSameEveryTime(t *testing.T) {
