@@ -220,7 +220,7 @@ func (p *Pass) schedulerMachine(m *api.Machine, cl *api.Cluster) scheduler.Machi
 	}
 	sm.TEE = slices.ContainsFunc(sm.Runtimes, runtime.IsTEE)
 	devices := m.GPUs
-	if m.JoinState != api.JoinJoined && len(devices) == 0 {
+	if m.JoinState != api.JoinJoined && len(devices) == 0 && m.Capacity.GPUs > 0 {
 		devices = p.typesGPUs(m)
 	}
 	for _, g := range devices {
