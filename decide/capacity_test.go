@@ -241,9 +241,11 @@ func TestIdleTimeStartsAnewOnceAMachineHadReplicas(t *testing.T) {
 	}
 }
 
-// The warm pool keeps an idle machine stopped, and starts it before
-// launching anything.
-func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
+// stoppedIntoThePool is a cluster whose warm pool of one holds a
+// stopped machine (returned): an idle machine, stopped into the pool
+// once empty for the TTL, beside a busy one running web's one replica.
+func stoppedIntoThePool(t *testing.T) (*decidetest.Harness, *api.Machine) {
+	t.Helper()
 	h := decidetest.New(t)
 	g := decidetest.Group("g", "small", 0, 3)
 	g.WarmPool, g.WarmPoolState = 1, api.WarmStopped
@@ -255,12 +257,18 @@ func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
 	h.Pass()
 	h.Step(h.Config.Planner.EmptyMachineTTL)
 	h.Heartbeat()
-	plan := h.Pass()
-	if len(plan.Stops) != 1 || plan.Stops[0].Machine != idle.ID {
+	if plan := h.Pass(); len(plan.Stops) != 1 || plan.Stops[0].Machine != idle.ID {
 		t.Fatalf("want the idle machine stopped into the pool: %+v", plan.Stops)
 	}
+	return h, idle
+}
+
+// The warm pool keeps an idle machine stopped, and starts it before
+// launching anything.
+func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
+	h, idle := stoppedIntoThePool(t)
 	h.Service("web", "c", 2, "600m", "128Mi")
-	plan = h.Pass()
+	plan := h.Pass()
 	if len(plan.Starts) != 1 || plan.Starts[0].Machine != idle.ID || len(plan.Launches) != 0 {
 		t.Fatalf("want the stopped machine started, nothing launched: starts %+v launches %+v", plan.Starts, plan.Launches)
 	}
@@ -271,20 +279,7 @@ func TestStoppedWarmPoolStartsBeforeLaunching(t *testing.T) {
 // it again at once whenever what it was started for had not come to it
 // yet (a consolidation's replacement started and stopped every pass).
 func TestAStartedWarmMachineIsIdleFromItsStart(t *testing.T) {
-	h := decidetest.New(t)
-	g := decidetest.Group("g", "small", 0, 3)
-	g.WarmPool, g.WarmPoolState = 1, api.WarmStopped
-	h.Cluster("c", g)
-	busy := h.Machine("c", "g", "small", young(h))
-	idle := h.Machine("c", "g", "small")
-	h.Service("web", "c", 1, "600m", "128Mi")
-	h.Replica("web", 0, busy.ID)
-	h.Pass()
-	h.Step(h.Config.Planner.EmptyMachineTTL)
-	h.Heartbeat()
-	if plan := h.Pass(); len(plan.Stops) != 1 {
-		t.Fatalf("want the idle machine stopped into the pool: %+v", plan.Stops)
-	}
+	h, idle := stoppedIntoThePool(t)
 	h.Step(h.Config.Planner.EmptyMachineTTL * 3)
 	h.Heartbeat()
 	h.Service("web", "c", 2, "600m", "128Mi")
