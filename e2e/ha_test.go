@@ -88,6 +88,9 @@ func newHAConfigured(t *testing.T, n int, db string, local bool, proxy func(serv
 				t.Logf("server %s log:\n%s", s.name, data)
 			}
 		}
+		if t.Failed() {
+			logScriptMachines(t, h.machines)
+		}
 		killScriptMachines(h.machines)
 		for _, s := range h.servers {
 			killMachines(s.dataDir)
@@ -478,4 +481,22 @@ func TestHADatabaseOutage(t *testing.T) {
 	h.leader()
 	h.apply(haSpec(2, "1"))
 	waitFor(t, "two machines after the outage", func() (bool, string) { return h.fleetTrue(2) })
+}
+
+// logScriptMachines logs each of the exec script's machines (a failed
+// test's): its state, its arguments and the end of its agent's log.
+func logScriptMachines(t *testing.T, dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "pm-") {
+			continue
+		}
+		state, _ := os.ReadFile(filepath.Join(dir, e.Name(), "state"))
+		args, _ := os.ReadFile(filepath.Join(dir, e.Name(), "args"))
+		agentLog, _ := os.ReadFile(filepath.Join(dir, e.Name(), "agent.log"))
+		if len(agentLog) > 2000 {
+			agentLog = agentLog[len(agentLog)-2000:]
+		}
+		t.Logf("machine %s (%s): %s\nagent log, its end:\n%s", e.Name(), strings.TrimSpace(string(state)), args, agentLog)
+	}
 }
