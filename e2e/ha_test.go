@@ -271,6 +271,11 @@ func (h *haCluster) fleetTrue(want int) (bool, string) {
 		if m.JoinState != api.JoinJoined || (m.FleetState != api.FleetReady && m.FleetState != api.FleetActive) {
 			return false, fmt.Sprintf("machine %s is %s/%s", id, m.JoinState, m.FleetState)
 		}
+		for _, c := range m.Conditions {
+			if c.Status == "False" { // a machine that cannot take replicas is not the fleet's
+				return false, fmt.Sprintf("machine %s: %s is False: %s", id, c.Type, c.Message)
+			}
+		}
 	}
 	if len(live) != want {
 		return false, fmt.Sprintf("%d live machines, want %d", len(live), want)
@@ -283,12 +288,15 @@ func haSpec(minSize int, version string) string {
 }
 
 // haSpecOf is the HA tests' cluster ha of a provider and instance type,
-// with a service web of 3 replicas at version.
+// with a service web of 3 replicas at version. Its machines share this
+// host, so its network is the host's: an overlay would have each of them,
+// and any other run's, take the host's one WireGuard interface (gantry0).
 func haSpecOf(provider, instanceType string, minSize int, version string) string {
 	return fmt.Sprintf(`kind: Cluster
 metadata: {name: ha}
 spec:
   provider: {name: %s}
+  network: {mode: host}
   capacityGroups:
     - {groupId: general, instanceType: %s, minSize: %d, maxSize: 4}
 ---
