@@ -362,8 +362,15 @@ func TestOverlayMachinesTakeReplicasOnceInTheMesh(t *testing.T) {
 		if status != "" {
 			m.Conditions = []api.Condition{{Type: api.ConditionNetworkReady, Status: status, Reason: "OverlayFailed"}}
 		}
-		if plan := h.Pass(); len(plan.Assignments) != 0 {
+		plan := h.Pass()
+		if len(plan.Assignments) != 0 {
 			t.Fatalf("NetworkReady %q: placed %+v, want nothing on a machine outside the mesh", status, plan.Assignments)
+		}
+		if why, told := plan.Pending["web-0"]; told && !strings.Contains(why, "network") {
+			t.Fatalf("NetworkReady %q: web-0 waits because %q, which does not say a joined machine can be out of the network", status, why)
+		}
+		if status == "" && plan.Pending["web-0"] == "" {
+			t.Fatalf("web-0 is not told why it waits: %+v", plan.Pending)
 		}
 	}
 	m.Conditions = []api.Condition{{Type: api.ConditionNetworkReady, Status: "True"}}

@@ -107,6 +107,10 @@ func freeGPUs(m *Machine, need *GPUNeed) []int {
 	return out
 }
 
+// NoMachineReason is why a replica waits when its cluster has no machine
+// that takes replicas.
+const NoMachineReason = "no machine of the cluster takes replicas (none joined and schedulable, or none in the cluster's network: see its machines' conditions)"
+
 // missTally counts the machines that miss for each reason. The reasons
 // are few, and most machines in a row give the same (often the very same
 // string): a short list searched from the last reason met, not a map
@@ -132,9 +136,12 @@ func (t *missTally) add(why string) {
 }
 
 // reason reads like Kubernetes': "0/3 machines fit: 2 insufficient cpu, 1 no docker runtime".
+// With no machine at all it says what the scheduler is given: joined,
+// schedulable machines that, in an overlay or routed cluster, are in its
+// network (a joined machine whose NetworkReady is False is not).
 func (t *missTally) reason() string {
 	if t.total == 0 {
-		return "no joined machine in the cluster"
+		return NoMachineReason
 	}
 	order := make([]int, len(t.whys))
 	for i := range order {

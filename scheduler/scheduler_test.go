@@ -64,7 +64,7 @@ func TestUnplacedReasonCountsMachines(t *testing.T) {
 	if got := res.Unplaced["web-0"]; got != "0/2 machines fit: 1 insufficient cpu, 1 no process runtime" {
 		t.Fatalf("reason: %q", got)
 	}
-	if r := Schedule(nil, []Replica{replica("web", 0, 1, 1)}).Unplaced["web-0"]; r != "no joined machine in the cluster" {
+	if r := Schedule(nil, []Replica{replica("web", 0, 1, 1)}).Unplaced["web-0"]; r != NoMachineReason {
 		t.Fatalf("empty cluster reason: %q", r)
 	}
 }
@@ -80,7 +80,7 @@ func TestConstraints(t *testing.T) {
 		{"node selector", func(r *Replica) { r.NodeSelector = map[string]string{"disk": "ssd"} }, "gpu-1", ""},
 		{"selector nobody matches", func(r *Replica) { r.NodeSelector = map[string]string{"disk": "nvme"} }, "", "labels do not match"},
 		{"runtime nobody has", func(r *Replica) { r.Runtime = RuntimeDocker }, "", "no docker runtime"},
-		{"other cluster", func(r *Replica) { r.Cluster = "other" }, "", "no joined machine"},
+		{"other cluster", func(r *Replica) { r.Cluster = "other" }, "", "no machine of the cluster takes replicas"},
 		{"gpu required", func(r *Replica) { r.GPU = &GPUNeed{Count: 2} }, "gpu-1", ""},
 		{"gpu required type", func(r *Replica) { r.GPU = &GPUNeed{Count: 1, Type: "nvidia-a100"} }, "gpu-1", ""},
 		{"gpu required wrong type", func(r *Replica) { r.GPU = &GPUNeed{Count: 1, Type: "nvidia-h100"} }, "", "fewer than 1 nvidia-h100 gpu"},
