@@ -69,6 +69,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		}
 		if sim == nil {
 			sim = newSimulation(p.in.Machines, free, func() func(int, *Machine) bool { return p.mayReceive(candidates) })
+			sim.noShortcuts = p.noShortcuts
 		}
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
@@ -101,6 +102,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	}
 	if sim != nil {
 		p.outOfWhatIfs, p.whatIfsOutside = p.outOfWhatIfs+sim.leftOut, p.whatIfsOutside+sim.outside
+		p.gainless += sim.gainless
 	}
 	return removals
 }
@@ -408,8 +410,21 @@ type simulation struct {
 	session *scheduler.Session
 	// idle counts empty machines per cluster/group (removed ones not).
 	idleIn map[string]int
+	// busyFree bounds from above each cluster's free capacity on its
+	// machines that hold replicas (each one's free as the what-ifs began,
+	// below zero counted as none, and all of an empty machine's once a
+	// move fills it), and cheapestEmpty is the least price of a machine
+	// empty when they began (empty machines only get fewer): a move that
+	// does not fit busyFree fills an empty machine, and saves nothing when
+	// none is cheaper (noGain).
+	busyFree      map[string]api.Resources
+	cheapestEmpty map[string]float64
 	// outside counts the what-ifs of machines out of the session (tests).
 	outside int
+	// noShortcuts makes every what-if (tests: noGain is held to them);
+	// gainless counts the what-ifs noGain spared.
+	noShortcuts bool
+	gainless    int
 }
 
 // newSimulation is the machines as they are; free is each cluster's free
@@ -427,7 +442,7 @@ func (s *simulation) build() {
 	}
 	s.built, s.sorted = true, true
 	ms := s.in
-	s.idleIn = map[string]int{}
+	s.idleIn, s.busyFree, s.cheapestEmpty = map[string]int{}, map[string]api.Resources{}, map[string]float64{}
 	var receives func(int, *Machine) bool
 	if s.receivers != nil {
 		receives = s.receivers()
@@ -439,6 +454,11 @@ func (s *simulation) build() {
 		}
 		if len(m.ServiceCount) == 0 {
 			s.idleIn[Key(m.Cluster, m.Group)]++
+			if least, ok := s.cheapestEmpty[m.Cluster]; !ok || m.PricePerHour < least {
+				s.cheapestEmpty[m.Cluster] = m.PricePerHour
+			}
+		} else {
+			s.busyFree[m.Cluster] = s.busyFree[m.Cluster].Add(noneBelowZero(m.Free()))
 		}
 		if receives != nil && !receives(i, m) {
 			s.leftOut++
@@ -535,6 +555,10 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 		return false
 	}
 	s.build()
+	if !s.noShortcuts && s.noGain(mine) {
+		s.gainless++
+		return false
+	}
 	// A machine out of the session (it could take none of the candidates'
 	// replicas) has nothing to leave it: its replicas are placed on the
 	// session's machines alone.
@@ -558,11 +582,12 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 		byID[r.ID] = r
 	}
 	key := Key(mine.Cluster, mine.Group)
-	filled := s.filled(res)
-	if ok && s.idleIn[key]-filled[key] >= warmPool {
+	filled, filledCost, filledFree := s.filled(res)
+	if ok && s.idleIn[key]-filled[key] >= warmPool && filledCost < mine.PricePerHour {
 		for g, n := range filled {
 			s.idleIn[g] -= n
 		}
+		s.busyFree[mine.Cluster] = s.busyFree[mine.Cluster].Add(filledFree)
 		for _, pl := range res.Placements {
 			to := s.at(pl.MachineID)
 			s.replicas[to] = append(s.replicas[to], byID[pl.ReplicaID])
@@ -588,23 +613,54 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 }
 
 // filled counts, per group, the machines a what-if's placements found
-// empty.
-func (s *simulation) filled(res scheduler.Result) map[string]int {
+// empty, and what they cost together: an empty machine would go, so a
+// move that fills one as dear as the machine it empties saves nothing.
+// (Allowed, it moved a replica from a replacement onto the empty machine
+// it replaced, which was then replaced again, every minute.)
+func (s *simulation) filled(res scheduler.Result) (map[string]int, float64, api.Resources) {
 	placedOn := map[*scheduler.Machine]int{}
+	var order []*scheduler.Machine // the placements' order: the cost is summed the same way every time
 	for _, pl := range res.Placements {
-		placedOn[s.machines[s.at(pl.MachineID)]]++
+		m := s.machines[s.at(pl.MachineID)]
+		if placedOn[m] == 0 {
+			order = append(order, m)
+		}
+		placedOn[m]++
 	}
 	out := map[string]int{}
-	for m, n := range placedOn {
+	cost, free := 0.0, api.Resources{}
+	for _, m := range order {
 		total := 0
 		for _, c := range m.ServiceCount {
 			total += c
 		}
-		if total == n {
+		if total == placedOn[m] {
 			out[Key(m.Cluster, m.Group)]++
+			cost += m.PricePerHour
+			free = free.Add(m.Allocatable) // empty before the move: all of it was free
 		}
 	}
-	return out
+	return out, cost, free
+}
+
+// noGain says a move of m's replicas cannot pay: they do not fit the
+// free capacity of the cluster's other machines that hold replicas, so
+// any move fills an empty machine, and none is cheaper than m. It spares
+// the what-if (each one refused walks the next candidate's).
+func (s *simulation) noGain(m *scheduler.Machine) bool {
+	least, ok := s.cheapestEmpty[m.Cluster]
+	if !ok || least < m.PricePerHour {
+		return false
+	}
+	others := s.busyFree[m.Cluster].Sub(noneBelowZero(m.Free()))
+	used := m.Allocated
+	return !others.Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes})
+}
+
+// noneBelowZero is r with each amount below zero counted as none: an
+// overcommitted machine has no room, and takes none from the others'.
+func noneBelowZero(r api.Resources) api.Resources {
+	return api.Resources{MilliCPU: max(r.MilliCPU, 0), MemoryBytes: max(r.MemoryBytes, 0), EphemeralBytes: max(r.EphemeralBytes, 0), GPUs: max(r.GPUs, 0)}
 }
 
 // NextCandidate is the earliest time after now that a joined machine

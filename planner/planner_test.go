@@ -160,6 +160,27 @@ func TestAJustJoinedEmptyMachineIsNotTheWarmPools(t *testing.T) {
 	}
 }
 
+// Moving a machine's replicas onto an empty machine as dear saves
+// nothing: the empty one would go instead, with no replica moved. (The
+// move emptied a cheaper replacement onto the machine it replaced, which
+// was then replaced again, every minute; the bundled example moved 171
+// replicas in three days for such moves, now 2.) Onto a cheaper empty
+// machine the move saves the difference, and is made.
+func TestAMoveOntoAnEmptyMachineAsDearIsNotMade(t *testing.T) {
+	g := group("g", 2, 0, 5, itype(2))
+	busy := joined("busy", "g", itype(2), time.Hour, replicas("web", 1, 500)...)
+	empty := joined("empty", "g", itype(2), time.Minute)
+	cfg := DefaultConfig()
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: []*Machine{busy, empty}, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("moved a replica onto an empty machine as dear: %+v", p.Remove)
+	}
+	empty.PricePerHour = busy.PricePerHour / 2
+	p := Compute(cfg, Input{Groups: []*Group{g}, Machines: []*Machine{busy, empty}, Now: now})
+	if len(p.Remove) != 1 || p.Remove[0].MachineID != "busy" {
+		t.Fatalf("want the dear machine's replica moved onto the cheaper empty one: %+v", p.Remove)
+	}
+}
+
 func TestConsolidatesWhenReplicasFitElsewhere(t *testing.T) {
 	cfg := DefaultConfig()
 	g := group("g", 2, 0, 5, itype(4))
