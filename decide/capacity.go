@@ -69,12 +69,19 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 			}
 		}
 	}
+	var replacing map[string]bool
+	for _, r := range plan.Remove {
+		if r.ReplacedBy != "" && stopped != nil {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
+			replacing[r.ReplacedBy] = true
+		}
+	}
 	blocked := map[string]string{}
 	for _, nm := range plan.Add {
 		key := planner.Key(nm.Cluster, nm.Group)
-		if len(nm.Replicas) > 0 && len(stopped[key]) > 0 {
-			m := stopped[key][0]
-			stopped[key] = stopped[key][1:]
+		if m := takeStopped(stopped, key, nm, replacing[nm.Key]); m != nil {
 			p.plan.Starts = append(p.plan.Starts, MachineStep{Machine: m.ID, Reason: "scale-up: " + nm.Reason})
 			// Idle from its start: the time it was idle before it was
 			// stopped would stop it again at once, before what it was
@@ -90,6 +97,31 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 			CapacityType: nm.CapacityType, PricePerHour: nm.PricePerHour, Reason: nm.Reason}, p.templateOf(nm.Cluster, nm.Group))
 	}
 	return blocked
+}
+
+// takeStopped is the stopped machine of the group that serves nm, taken
+// from the list (nil: launch). Any serves a machine for pending
+// replicas: the warm pool is there to start fast. A replacement is only
+// served by one of its instance type, zone and price or less: it is
+// planned to save, and a dearer or other machine started in its place
+// saves nothing, so consolidation would replace it again.
+func takeStopped(stopped map[string][]*api.Machine, key string, nm planner.NewMachine, replacement bool) *api.Machine {
+	if len(nm.Replicas) == 0 {
+		return nil
+	}
+	pool := stopped[key]
+	at := 0
+	if replacement {
+		at = slices.IndexFunc(pool, func(m *api.Machine) bool {
+			return m.InstanceType == nm.InstanceType && (nm.Zone == "" || m.Zone == nm.Zone) && m.PricePerHour <= nm.PricePerHour
+		})
+	}
+	if at < 0 || at >= len(pool) {
+		return nil
+	}
+	m := pool[at]
+	stopped[key] = slices.Delete(pool, at, at+1) // the pass's own list
+	return m
 }
 
 func (p *Pass) templateOf(cluster, group string) string {

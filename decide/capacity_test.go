@@ -532,3 +532,30 @@ func TestAChangedReasonAloneIsNotIdle(t *testing.T) {
 			plan.Acts(), plan.Idle(h.Snap, before), plan.PendingChanged)
 	}
 }
+
+// A replacement is planned to save: a stopped machine of the group that
+// is of another type (or dearer) does not serve it, else the dear
+// machine would be replaced by one as dear, and again. A stopped machine
+// of its type does. A machine for pending replicas takes any.
+func TestAReplacementStartsOnlyAStoppedMachineOfItsType(t *testing.T) {
+	for _, tc := range []struct {
+		stoppedType string
+		wantStart   bool
+	}{{"large", false}, {"small", true}} {
+		h := webOnALargeMachine(t)
+		stopped := h.Machine("c", "g", tc.stoppedType, func(m *api.Machine) { m.FleetState = api.FleetStopped })
+		plan := h.Pass()
+		started := len(plan.Starts) == 1 && plan.Starts[0].Machine == stopped.ID
+		launchedSmall := len(plan.Launches) == 1 && plan.Launches[0].InstanceType == "small"
+		if started != tc.wantStart || launchedSmall == tc.wantStart || len(plan.Starts)+len(plan.Launches) != 1 {
+			t.Fatalf("a stopped %s machine beside a replacement by a small one: want started %v, got starts %+v launches %+v",
+				tc.stoppedType, tc.wantStart, plan.Starts, plan.Launches)
+		}
+	}
+	h := webOnALargeMachine(t)
+	stopped := h.Machine("c", "g", "large", func(m *api.Machine) { m.FleetState = api.FleetStopped })
+	h.Service("web", "c", 40, "500m", "128Mi") // more than the large machine holds
+	if plan := h.Pass(); !slices.ContainsFunc(plan.Starts, func(s decide.MachineStep) bool { return s.Machine == stopped.ID }) {
+		t.Fatalf("pending replicas: want the stopped large machine started, got starts %+v launches %+v", plan.Starts, plan.Launches)
+	}
+}
