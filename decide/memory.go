@@ -224,6 +224,17 @@ func Diff(old, next Memory) (put map[string]string, del []string, err error) {
 	return put, del, nil
 }
 
+// ChangedKeys calls each with the key of every entry Diff would put or
+// delete, and of the few more whose values differ but encode the same
+// (a time in another zone): Diff without encoding, for whoever only
+// needs to know which entries a pass may have changed (the simulator's
+// change notes, where encoding each changed entry twice was 3% of a run).
+func ChangedKeys(old, next Memory, each func(key string)) {
+	for _, sec := range memorySectionTable {
+		sec.changed(&old, &next, each)
+	}
+}
+
 // MemoryDecoder decodes the store's memory entries pass after pass,
 // keeping what it decoded: an entry unchanged since the last decode is
 // not decoded again, and the memory it returned last is brought up to

@@ -108,6 +108,19 @@ func TestMemoryDiffPutsWhatTheEntriesChanged(t *testing.T) {
 	if len(del) != 1 || del[0] != "idle/m2" {
 		t.Fatalf("deleted %v, want idle/m2", del)
 	}
+	// ChangedKeys names each of those without encoding, and the entries
+	// deeply different that encode the same too.
+	changed := map[string]bool{}
+	decide.ChangedKeys(old, next, func(key string) { changed[key] = true })
+	for k := range put {
+		if !changed[k] {
+			t.Fatalf("ChangedKeys left out %s, which Diff puts (changed: %v)", k, changed)
+		}
+	}
+	if !changed["idle/m2"] || !changed["idle/m1"] || !changed["deployment/db"] || changed["deployment/none"] || len(changed) != len(put)+3 {
+		t.Fatalf("ChangedKeys: %v, want Diff's %v, idle/m2 deleted, and idle/m1 and deployment/db", changed, put)
+	}
+	decide.ChangedKeys(next, next, func(key string) { t.Fatalf("the same memory changed %s", key) })
 }
 
 // A decoder decodes again only the entries that changed since its last

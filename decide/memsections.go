@@ -28,6 +28,9 @@ type memorySection struct {
 	// diff adds to put the entries of next that differ from old, and to
 	// del the keys of old that next does not hold.
 	diff func(old, next *Memory, put map[string]string, del *[]string) error
+	// changed calls each with the key of every entry of next not deeply
+	// equal to old's, and of every key of old that next does not hold.
+	changed func(old, next *Memory, each func(key string))
 	// decode decodes an entry's JSON.
 	decode func(raw string) (any, error)
 	// set sets a decoded entry in m (value from decode); remove drops one.
@@ -91,6 +94,9 @@ func section[V any](name string, field func(*Memory) *map[string]V) memorySectio
 		diff: func(old, next *Memory, put map[string]string, del *[]string) error {
 			return diffSection(name, *field(old), *field(next), put, del)
 		},
+		changed: func(old, next *Memory, each func(string)) {
+			changedSection(name, *field(old), *field(next), each)
+		},
 		decode: func(raw string) (any, error) {
 			var v V
 			err := json.Unmarshal([]byte(raw), &v)
@@ -130,6 +136,23 @@ func diffSection[V any](name string, old, next map[string]V, put map[string]stri
 		}
 	}
 	return nil
+}
+
+// changedSection is ChangedKeys for one section.
+func changedSection[V any](name string, old, next map[string]V, each func(string)) {
+	if sameMap(old, next) {
+		return
+	}
+	for key, value := range next {
+		if prior, had := old[key]; !had || !sameEntry(prior, value) {
+			each(name + "/" + key)
+		}
+	}
+	for key := range old {
+		if _, ok := next[key]; !ok {
+			each(name + "/" + key)
+		}
+	}
 }
 
 // sameEntry: a and b are deeply equal. A function of its own so that

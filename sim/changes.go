@@ -129,16 +129,7 @@ func (ch *changes) afterApply(w *playback.World, plan decide.Plan, before []*api
 			return err
 		}
 	}
-	put, del, err := decide.Diff(memBefore, memAfter)
-	if err != nil {
-		return err
-	}
-	for key := range put {
-		ch.memory(key)
-	}
-	for _, key := range del {
-		ch.memory(key)
-	}
+	decide.ChangedKeys(memBefore, memAfter, ch.memory)
 	return nil
 }
 
