@@ -23,7 +23,9 @@ func (c *Controller) decide(ctx context.Context, snap *decide.Snapshot, mem deci
 	_, span := c.tracer().Start(ctx, "gantry.decide", trace.WithAttributes(
 		attribute.Int("gantry.machines", len(snap.Machines)), attribute.Int("gantry.replicas", snap.ReplicaCount())))
 	defer span.End()
-	plan := decide.Decide(c.cfg.Decide, snap, mem, c.Clock.Now())
+	cfg := c.cfg.Decide
+	cfg.Planner.SkipBound = true // the loop acts on the plan; DryRun and FromScratch report the bound
+	plan := decide.Decide(cfg, snap, mem, c.Clock.Now())
 	span.SetAttributes(
 		attribute.Int("gantry.launches", len(plan.Launches)), attribute.Int("gantry.terminates", len(plan.Terminates)),
 		attribute.Int("gantry.assignments", len(plan.Assignments)), attribute.Int("gantry.pending", len(plan.Pending)),

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,23 @@ func TestBoundCountsWhatZoneAntiAffinityForces(t *testing.T) {
 	}
 	if p.NewCapacityCost < p.LowerBound*(1-1e-9) || p.Gap > 1e-6 {
 		t.Fatalf("cost %.4f, bound %.4f, gap %.1f%%: want the bound to count the two machines", p.NewCapacityCost, p.LowerBound, 100*p.Gap)
+	}
+}
+
+// A plan without its bound (SkipBound, the control loop's passes) is the
+// same plan, with no LowerBound or Gap.
+func TestSkipBoundLeavesOnlyTheBoundOut(t *testing.T) {
+	g := group("g", 0, 0, 100, []provisioner.InstanceType{itype(2), itype(4)}...)
+	in := Input{Groups: []*Group{g}, Pending: replicas("web", 9, 700), Now: now}
+	withBound := Compute(DefaultConfig(), in)
+	cfg := DefaultConfig()
+	cfg.SkipBound = true
+	without := Compute(cfg, in)
+	if withBound.LowerBound <= 0 || without.LowerBound != 0 || without.Gap != 0 {
+		t.Fatalf("bound %.4f with it, %.4f (gap %.3f) without: want one only with it", withBound.LowerBound, without.LowerBound, without.Gap)
+	}
+	without.LowerBound, without.Gap = withBound.LowerBound, withBound.Gap
+	if !reflect.DeepEqual(withBound, without) {
+		t.Fatalf("skipping the bound changed the plan:\n%+v\n%+v", withBound, without)
 	}
 }

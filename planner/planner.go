@@ -32,6 +32,10 @@ type Config struct {
 	SavingsFloor float64
 	// MaxRemovals bounds the machines removed or replaced in one plan.
 	MaxRemovals int
+	// SkipBound leaves the plan's LowerBound and Gap out. The LP bound is
+	// for whoever reads the plan (`gantry plan`, the cost report); a
+	// control loop's passes act on the plan alone and skip it.
+	SkipBound bool `json:"-"`
 }
 
 // DefaultConfig returns the defaults.
@@ -139,7 +143,9 @@ func compute(cfg Config, in Input, noShortcuts bool) Plan {
 			plan, p = dealt, pd
 		}
 	}
-	p.bound(&plan) // of the plan kept alone: the bound is the dearer part
+	if !cfg.SkipBound {
+		p.bound(&plan) // of the plan kept alone: the bound is the dearer part
+	}
 	return plan
 }
 

@@ -89,6 +89,7 @@ func planBound(r *run, now time.Time) *boundValue {
 		scratch.Catalogs = cloneCatalogs(s.Catalogs)
 	}
 	cfg := r.cfg
+	cfg.Planner.SkipBound = false
 	v := &boundValue{done: make(chan struct{})}
 	go func() {
 		defer close(v.done)

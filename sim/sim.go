@@ -153,7 +153,9 @@ func newRun(s Setup, p Policy) (*run, error) {
 		end = start.Add(time.Minute)
 	}
 	snap.LivenessSince = start
-	r := &run{setup: s, policy: p, cfg: p.Config, mem: decide.NewMemory(), agenda: &agenda{}, replacing: map[string]bool{}, ledger: newLedger(start, end), end: end,
+	cfg := p.Config
+	cfg.Planner.SkipBound = true // the run's own bound is planned from scratch (bound.go)
+	r := &run{setup: s, policy: p, cfg: cfg, mem: decide.NewMemory(), agenda: &agenda{}, replacing: map[string]bool{}, ledger: newLedger(start, end), end: end,
 		changes: newChanges(), tally: newTally(), made: appended{len(snap.Replicas), len(snap.Machines)}}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
