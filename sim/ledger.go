@@ -277,8 +277,8 @@ func (l *ledger) typeHours() []TypeHours {
 }
 
 // finish closes the episodes still open at the end: a replica still
-// waiting has waited until then.
-func (l *ledger) finish() {
+// waiting has waited until then. It returns how many were.
+func (l *ledger) finish() int {
 	l.settle()
 	ids := make([]string, 0, len(l.down))
 	for id := range l.down {
@@ -288,4 +288,5 @@ func (l *ledger) finish() {
 	for _, id := range ids {
 		l.cameUp(id, l.end)
 	}
+	return len(ids)
 }

@@ -27,10 +27,14 @@ type Result struct {
 	MachineHours []TypeHours `json:"machineHours"`
 	// Pending is how long replicas waited to run: from being wanted (made,
 	// or their machine lost) until running.
-	Pending     Percentiles `json:"pending"`
-	Disruptions Disruptions `json:"disruptions"`
-	Spot        Spot        `json:"spot"`
-	Passes      Passes      `json:"passes"`
+	Pending Percentiles `json:"pending"`
+	// WaitingAtEnd are the replicas still waiting when the run ended
+	// (their waits end there): demand a policy never served, which its
+	// cost does not show.
+	WaitingAtEnd int         `json:"waitingAtEnd"`
+	Disruptions  Disruptions `json:"disruptions"`
+	Spot         Spot        `json:"spot"`
+	Passes       Passes      `json:"passes"`
 	// Series is the run over time, for plots.
 	Series []Point `json:"series"`
 }
@@ -50,6 +54,8 @@ type Percentiles struct {
 	P50   time.Duration `json:"p50"`
 	P99   time.Duration `json:"p99"`
 	Max   time.Duration `json:"max"`
+	// ReplicaHours is the waits' sum: how much demand went unserved.
+	ReplicaHours float64 `json:"replicaHours"`
 }
 
 // Disruptions are what the control loop did to running replicas and
@@ -115,5 +121,9 @@ func percentiles(waits []time.Duration) Percentiles {
 	s := slices.Clone(waits)
 	slices.Sort(s)
 	at := func(q float64) time.Duration { return s[min(len(s)-1, int(q*float64(len(s))))] }
-	return Percentiles{Count: len(s), P50: at(0.5), P99: at(0.99), Max: s[len(s)-1]}
+	var total time.Duration
+	for _, w := range s {
+		total += w
+	}
+	return Percentiles{Count: len(s), P50: at(0.5), P99: at(0.99), Max: s[len(s)-1], ReplicaHours: total.Hours()}
 }

@@ -565,9 +565,10 @@ func (r *run) count(plan decide.Plan) {
 
 // result is the run's report.
 func (r *run) result() Result {
-	r.ledger.finish()
+	waiting := r.ledger.finish()
 	l := r.ledger
 	res := r.res
+	res.WaitingAtEnd = waiting
 	res.Policy, res.Settings, res.Over, res.World = r.policy.Name, r.policy.Settings, r.policy.Over, r.setup.WorldName
 	res.Start, res.End = l.start, l.end
 	res.Cost, res.Bound = l.cost, l.boundCost

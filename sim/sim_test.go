@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -394,5 +395,28 @@ func TestAWarmPoolsStartedMachinesHeartbeat(t *testing.T) {
 	}
 	if res.Pending.Count < 56 {
 		t.Errorf("pending episodes %d, want at least the 56 replicas made", res.Pending.Count)
+	}
+}
+
+// Demand a policy never serves shows in what it reports, not only in a
+// cheap bill: GPU replicas whose type is not in the catalog wait the
+// whole run, each its hours, and still wait at its end.
+func TestUnservedDemandIsReported(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,train,3
+2026-01-01T02:00:00Z,train,3
+`, "train")
+	s.Services[0].Spec.Resources.GPU = &api.GPURequirement{Count: 1, Type: "h100", Policy: api.GPURequired}
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := res.End.Sub(res.Start).Hours()
+	if res.WaitingAtEnd != 3 || math.Abs(res.Pending.ReplicaHours-3*span) > 1e-9 {
+		t.Errorf("3 replicas no machine can run over %.1f h: %d waiting at the end, %.3f replica-hours waited, want 3 and %.3f",
+			span, res.WaitingAtEnd, res.Pending.ReplicaHours, 3*span)
+	}
+	s.Services[0].Spec.Resources.GPU.Type = "a100"
+	if res, err = simulate(context.Background(), s, defaultPolicy(), true); err != nil || res.WaitingAtEnd != 0 || res.Pending.ReplicaHours > 0.5 {
+		t.Errorf("served: %d waiting at the end, %.3f replica-hours waited (%v)", res.WaitingAtEnd, res.Pending.ReplicaHours, err)
 	}
 }

@@ -99,6 +99,8 @@ var metrics = []metric{
 	{"machine-hours spot", func(r sim.Result) string { return num(hours(r, api.CapacitySpot), 1) }},
 	{"replicas waited (count)", func(r sim.Result) string { return strconv.Itoa(r.Pending.Count) }},
 	{"wait p50 / p99 / max", func(r sim.Result) string { return waits(r.Pending) }},
+	{"replica-hours waited", func(r sim.Result) string { return num(r.Pending.ReplicaHours, 1) }},
+	{"still waiting at the end", func(r sim.Result) string { return strconv.Itoa(r.WaitingAtEnd) }},
 	{"replicas moved live", func(r sim.Result) string { return strconv.Itoa(r.Disruptions.ReplicasMoved) }},
 	{"replicas stopped", func(r sim.Result) string { return strconv.Itoa(r.Disruptions.ReplicasStopped) }},
 	{"machines launched", func(r sim.Result) string { return strconv.Itoa(r.Disruptions.Launches) }},
