@@ -222,11 +222,29 @@ func (p *planning) pinZones(in Input, shunned map[string]bool, live func() map[s
 			continue
 		}
 		zones := rs[0].ZoneDomains
+		if !p.allLaunchable(&rs[0], zones) {
+			continue
+		}
 		for i, r := range rs {
 			out[r.ID] = zones[(i+turn)%len(zones)]
 		}
 	}
 	return out
+}
+
+// allLaunchable: a machine for r can be launched in each of the zones
+// now. Dealt to every zone, a spread service's replicas keep within its
+// skew only once each zone gets its share: with a zone out of capacity,
+// the replicas dealt to the others alone went past it, so that no machine
+// launched for them could take them all and each pass launched another.
+// Such a service is placed by the scheduler's spread rules instead.
+func (p *planning) allLaunchable(r *scheduler.Replica, zones []string) bool {
+	for _, z := range zones {
+		if cand, _ := p.catalog.best(r, z, p.hasRoom); cand == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // zonePinnable: the replica's only rule is sameZone or a zone spread
