@@ -35,8 +35,12 @@ type Machine struct {
 	// (IngressReady on an edge machine).
 	Conditions []Condition `json:"conditions,omitempty"`
 	// TemplateHash is the group template the machine was launched with.
-	TemplateHash string            `json:"templateHash,omitempty"`
-	LaunchKey    string            `json:"launchKey"`
+	TemplateHash string `json:"templateHash,omitempty"`
+	LaunchKey    string `json:"launchKey"`
+	// Replaces is the machine consolidation launched this one to replace
+	// (a cheaper machine for its replicas): once this one has joined, the
+	// control loop drains that one.
+	Replaces     string            `json:"replaces,omitempty"`
 	Addresses    []string          `json:"addresses,omitempty"`
 	Subnet       string            `json:"subnet,omitempty"`
 	JoinState    JoinState         `json:"joinState"`

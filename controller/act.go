@@ -400,7 +400,7 @@ func (w *writer) launches(launches []decide.Launch) ([]*api.Machine, error) {
 			continue
 		}
 		intent := fleet.Intent{Cluster: cl, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone, CapacityType: l.CapacityType,
-			PricePerHour: l.PricePerHour, ProviderKey: l.ProviderKey, Capacity: l.Capacity, TemplateHash: spec.TemplateHash(cl, l.Group)}
+			PricePerHour: l.PricePerHour, ProviderKey: l.ProviderKey, Capacity: l.Capacity, TemplateHash: spec.TemplateHash(cl, l.Group), Replaces: l.Replaces}
 		m, err := fleet.RecordIntent(w.tx, intent, w.now, fleet.NewMachineID)
 		if errors.As(err, new(fleet.ErrSubnetsExhausted)) {
 			continue // the planner's budget was stale; the next pass knows

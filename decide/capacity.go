@@ -69,19 +69,19 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 			}
 		}
 	}
-	var replacing map[string]bool
+	var replacing map[string]string // the machine each replacement replaces, by its key
 	for _, r := range plan.Remove {
-		if r.ReplacedBy != "" && stopped != nil {
+		if r.ReplacedBy != "" {
 			if replacing == nil {
-				replacing = map[string]bool{}
+				replacing = map[string]string{}
 			}
-			replacing[r.ReplacedBy] = true
+			replacing[r.ReplacedBy] = r.MachineID
 		}
 	}
 	blocked := map[string]string{}
 	for _, nm := range plan.Add {
 		key := planner.Key(nm.Cluster, nm.Group)
-		if m := takeStopped(stopped, key, nm, replacing[nm.Key]); m != nil {
+		if m := takeStopped(stopped, key, nm, replacing[nm.Key] != ""); m != nil {
 			p.plan.Starts = append(p.plan.Starts, MachineStep{Machine: m.ID, Reason: "scale-up: " + nm.Reason})
 			// Idle from its start: the time it was idle before it was
 			// stopped would stop it again at once, before what it was
@@ -94,7 +94,7 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 			continue
 		}
 		p.launch(Launch{Key: nm.Key, Cluster: nm.Cluster, Group: nm.Group, InstanceType: nm.InstanceType, Zone: nm.Zone,
-			CapacityType: nm.CapacityType, PricePerHour: nm.PricePerHour, Reason: nm.Reason}, p.templateOf(nm.Cluster, nm.Group))
+			CapacityType: nm.CapacityType, PricePerHour: nm.PricePerHour, Reason: nm.Reason, Replaces: replacing[nm.Key]}, p.templateOf(nm.Cluster, nm.Group))
 	}
 	return blocked
 }

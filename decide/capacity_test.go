@@ -559,3 +559,34 @@ func TestAReplacementStartsOnlyAStoppedMachineOfItsType(t *testing.T) {
 		t.Fatalf("pending replicas: want the stopped large machine started, got starts %+v launches %+v", plan.Starts, plan.Launches)
 	}
 }
+
+// A replaced machine is drained once its replacement has joined, also
+// while the cluster grows (when consolidation waits, so it did not move
+// the replicas, and the replacement sat empty until its TTL removed it,
+// and the machine was replaced again: found by gantry simulate in a
+// world of spot interruptions, every few minutes for hours).
+func TestAReplacedMachineIsDrainedOnceItsReplacementJoins(t *testing.T) {
+	h := webOnALargeMachine(t)
+	large := h.Snap.Machines[0]
+	plan := h.Pass()
+	if len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" || plan.Launches[0].Replaces != large.ID {
+		t.Fatalf("want a small machine launched to replace %s: %+v", large.ID, plan.Launches)
+	}
+	h.Service("stuck", "c", 1, "64", "128Mi") // no type holds it: the cluster waits to grow
+	h.Join()
+	h.Step(time.Second)
+	h.Heartbeat()
+	plan = h.Pass()
+	if len(plan.Drains) != 1 || plan.Drains[0].Machine != large.ID {
+		t.Fatalf("the replacement joined: want %s drained, got drains %+v", large.ID, plan.Drains)
+	}
+	h.Settle(10)
+	for _, m := range h.Snap.Machines {
+		if m.InstanceType != "small" {
+			t.Fatalf("machines after the replacement: %+v", h.Snap.Machines)
+		}
+	}
+	if web := h.ReplicaByID("web-0"); web == nil || web.State != api.ReplicaRunning {
+		t.Fatalf("web-0 after the replacement: %+v", web)
+	}
+}

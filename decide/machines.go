@@ -29,6 +29,7 @@ func (machines) Decide(p *Pass, clusters []string) {
 	p.recoverInstances()
 	p.detectLost()
 	p.finishDrains()
+	p.finishReplacements()
 	p.rollouts(clusters)
 	p.followLaunches()
 	v := p.buildView(clusters)
@@ -254,6 +255,27 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 		group, p.mem.Failover[group].Phase)
 	if m.Reason != why {
 		p.plan.Unreachable = append(p.plan.Unreachable, MachineStep{Machine: m.ID, Reason: why})
+	}
+}
+
+// finishReplacements drains each machine a consolidation replaced once
+// its replacement has joined and is ready, while the replacement still
+// costs less, as Karpenter drains a node once its replacement is ready.
+// Left to consolidation to move its replicas, a replacement that joined
+// while the cluster grew (consolidation waits then) sat empty until its
+// EmptyMachineTTL removed it, and the machine was replaced again, and
+// again.
+func (p *Pass) finishReplacements() {
+	for _, m := range p.machines {
+		if m.Replaces == "" || m.JoinState != api.JoinJoined || (m.FleetState != api.FleetReady && m.FleetState != api.FleetActive) {
+			continue
+		}
+		old := p.machine(m.Replaces)
+		if old == nil || old.JoinState != api.JoinJoined || (old.FleetState != api.FleetReady && old.FleetState != api.FleetActive) ||
+			m.PricePerHour >= old.PricePerHour {
+			continue
+		}
+		p.drain(old, "replaced by "+m.ID+", which costs less")
 	}
 }
 

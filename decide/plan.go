@@ -111,6 +111,9 @@ type Launch struct {
 	CapacityType string
 	PricePerHour float64
 	Reason       string
+	// Replaces is the machine it is launched to replace (consolidation's
+	// cheaper machine for its replicas): drained once this one joins.
+	Replaces string
 	// ProviderKey and Capacity are the cluster's provider instance and
 	// the instance type's hardware.
 	ProviderKey string

@@ -22,6 +22,8 @@ type Intent struct {
 	PricePerHour float64
 	ProviderKey  string
 	TemplateHash string
+	// Replaces is the machine this one is launched to replace.
+	Replaces string
 }
 
 // idAttempts bounds the retries of an intent whose random id was taken.
@@ -50,7 +52,7 @@ func RecordIntent(tx store.Tx, in Intent, now time.Time, newID func(cluster, gro
 			InstanceType: in.InstanceType, CapacityType: in.CapacityType, Zone: in.Zone, PricePerHour: in.PricePerHour,
 			LaunchKey: "lk-" + randid.Base32(20), Provider: c.Spec.Provider.Name, ProviderKey: in.ProviderKey, TemplateHash: in.TemplateHash,
 			JoinState: api.JoinProvisioning, FleetState: api.FleetReady, Labels: g.Labels, Capacity: in.Capacity, Subnet: subnet,
-			CreatedAt: t, StateChangedAt: t,
+			CreatedAt: t, StateChangedAt: t, Replaces: in.Replaces,
 		}
 		err := tx.CreateMachine(m)
 		if err == nil {

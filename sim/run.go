@@ -549,12 +549,14 @@ func (r *run) count(plan decide.Plan) {
 		}
 	}
 	for _, dr := range plan.Drains {
+		if r.replacing[dr.Machine] { // drained once its replacement joined (or for another reason since)
+			delete(r.replacing, dr.Machine)
+			d.MachinesReplaced++
+			continue
+		}
 		i := slices.IndexFunc(plan.Capacity.Remove, func(rm api.MachineRemoval) bool { return rm.MachineID == dr.Machine })
 		switch {
 		case i < 0:
-		case plan.Capacity.Remove[i].ReplacedBy != "" || r.replacing[dr.Machine]:
-			delete(r.replacing, dr.Machine)
-			d.MachinesReplaced++
 		case strings.HasPrefix(plan.Capacity.Remove[i].Reason, "empty"):
 			d.MachinesEmptied++
 		default:

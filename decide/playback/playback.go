@@ -341,7 +341,7 @@ func (w *World) launch(l decide.Launch) error {
 	m := &api.Machine{ID: id, Cluster: l.Cluster, Group: l.Group, InstanceType: l.InstanceType, Zone: l.Zone, CapacityType: l.CapacityType,
 		PricePerHour: l.PricePerHour, Provider: cl.Spec.Provider.Name, ProviderKey: l.ProviderKey,
 		LaunchKey: "lk-" + id, Subnet: fmt.Sprintf("10.245.%d.0/24", n), TemplateHash: spec.TemplateHash(cl, l.Group), Labels: g.Labels, Capacity: l.Capacity,
-		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, CreatedAt: w.Now, StateChangedAt: w.Now}
+		JoinState: api.JoinProvisioning, FleetState: api.FleetReady, CreatedAt: w.Now, StateChangedAt: w.Now, Replaces: l.Replaces}
 	w.Snap.Machines = append(w.Snap.Machines, m)
 	if w.machineByID != nil {
 		w.machineByID[m.ID] = m
