@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -86,14 +87,7 @@ func TestABurstIsServedAndItsMachinesGo(t *testing.T) {
 // joins, and the agents report their type's GPU devices as they join (the
 // world joined them without, and the replicas waited on 20 machines).
 func TestGPUReplicasRunOnTheMachinesLaunchedForThem(t *testing.T) {
-	s := testSetup(t, `2026-01-01T00:00:00Z,train,2
-2026-01-01T02:00:00Z,train,2
-`, "train")
-	s.Services[0].Spec.Resources.GPU = &api.GPURequirement{Count: 1, Type: "a100", Policy: api.GPURequired}
-	res, err := simulate(context.Background(), s, defaultPolicy(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := trainOnGPUs(t, 2, "a100")
 	if res.Disruptions.Launches != 1 || res.Pending.Max > 5*time.Minute {
 		t.Errorf("%d machines launched for two replicas of one GPU each on a type of two; the longest wait %s", res.Disruptions.Launches, res.Pending.Max)
 	}
@@ -402,21 +396,26 @@ func TestAWarmPoolsStartedMachinesHeartbeat(t *testing.T) {
 // cheap bill: GPU replicas whose type is not in the catalog wait the
 // whole run, each its hours, and still wait at its end.
 func TestUnservedDemandIsReported(t *testing.T) {
-	s := testSetup(t, `2026-01-01T00:00:00Z,train,3
-2026-01-01T02:00:00Z,train,3
-`, "train")
-	s.Services[0].Spec.Resources.GPU = &api.GPURequirement{Count: 1, Type: "h100", Policy: api.GPURequired}
-	res, err := simulate(context.Background(), s, defaultPolicy(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := trainOnGPUs(t, 3, "h100")
 	span := res.End.Sub(res.Start).Hours()
 	if res.WaitingAtEnd != 3 || math.Abs(res.Pending.ReplicaHours-3*span) > 1e-9 {
 		t.Errorf("3 replicas no machine can run over %.1f h: %d waiting at the end, %.3f replica-hours waited, want 3 and %.3f",
 			span, res.WaitingAtEnd, res.Pending.ReplicaHours, 3*span)
 	}
-	s.Services[0].Spec.Resources.GPU.Type = "a100"
-	if res, err = simulate(context.Background(), s, defaultPolicy(), true); err != nil || res.WaitingAtEnd != 0 || res.Pending.ReplicaHours > 0.5 {
-		t.Errorf("served: %d waiting at the end, %.3f replica-hours waited (%v)", res.WaitingAtEnd, res.Pending.ReplicaHours, err)
+	if res = trainOnGPUs(t, 3, "a100"); res.WaitingAtEnd != 0 || res.Pending.ReplicaHours > 0.5 {
+		t.Errorf("served: %d waiting at the end, %.3f replica-hours waited", res.WaitingAtEnd, res.Pending.ReplicaHours)
 	}
+}
+
+// trainOnGPUs runs a service train of n replicas, each asking one GPU of
+// gpuType, for two hours.
+func trainOnGPUs(t *testing.T, n int, gpuType string) Result {
+	t.Helper()
+	s := testSetup(t, fmt.Sprintf("2026-01-01T00:00:00Z,train,%d\n2026-01-01T02:00:00Z,train,%d\n", n, n), "train")
+	s.Services[0].Spec.Resources.GPU = &api.GPURequirement{Count: 1, Type: gpuType, Policy: api.GPURequired}
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
