@@ -259,23 +259,20 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 }
 
 // finishReplacements drains each machine a consolidation replaced once
-// its replacement has joined and is ready, while the replacement still
-// costs less, as Karpenter drains a node once its replacement is ready.
+// its replacement takes replicas (joined, ready, reachable, not
+// cordoned), while the replacement still costs less, as Karpenter drains a node once its replacement is ready.
 // Left to consolidation to move its replicas, a replacement that joined
 // while the cluster grew (consolidation waits then) sat empty until its
 // EmptyMachineTTL removed it, and the machine was replaced again, and
 // again.
 func (p *Pass) finishReplacements() {
 	for _, m := range p.machines {
-		if m.Replaces == "" || m.JoinState != api.JoinJoined || (m.FleetState != api.FleetReady && m.FleetState != api.FleetActive) {
+		if m.Replaces == "" || !m.Schedulable() {
 			continue
 		}
-		old := p.machine(m.Replaces)
-		if old == nil || old.JoinState != api.JoinJoined || (old.FleetState != api.FleetReady && old.FleetState != api.FleetActive) ||
-			m.PricePerHour >= old.PricePerHour {
-			continue
+		if old := p.machine(m.Replaces); old != nil && old.Schedulable() && m.PricePerHour < old.PricePerHour {
+			p.drain(old, "replaced by "+m.ID+", which costs less")
 		}
-		p.drain(old, "replaced by "+m.ID+", which costs less")
 	}
 }
 
