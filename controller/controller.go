@@ -133,6 +133,10 @@ type Controller struct {
 	// goroutine's alone).
 	booked   *decide.Booking
 	bookedAt int64
+	// consolidatedAt is when a pass last looked for machines to remove
+	// (decide.Snapshot.ConsolidatedAt; the pass goroutine's alone, and
+	// forgotten with the term: a new leader looks at once).
+	consolidatedAt time.Time
 	// scratch is the memory each pass works in (the loop's passes run
 	// one at a time).
 	scratch decide.Scratch
@@ -194,7 +198,7 @@ func (c *Controller) Run(ctx context.Context) {
 		c.calls.SetTerm(context.Background())
 	}()
 	c.observed.Reset()
-	c.quiet, c.booked = nil, nil // a new term decides afresh
+	c.quiet, c.booked, c.consolidatedAt = nil, nil, time.Time{} // a new term decides afresh
 	var budget dutyBudget
 	for {
 		began := c.Clock.Now()
@@ -271,9 +275,9 @@ func (c *Controller) pass(ctx context.Context) (plan decide.Plan, err error) {
 	if !asleep { // the safety net decides without the memos too
 		snap.Booked, snap.Changed = c.booked, c.changedSince(c.bookedAt, revision)
 	}
-	snap.Scratch = &c.scratch
+	snap.Scratch, snap.ConsolidatedAt = &c.scratch, c.consolidatedAt
 	plan = c.decide(ctx, snap, mem)
-	c.quiet, c.lastDecided, c.booked, c.bookedAt = nil, now, plan.Booked, revision
+	c.quiet, c.lastDecided, c.booked, c.bookedAt, c.consolidatedAt = nil, now, plan.Booked, revision, plan.ConsolidatedAt
 	c.checkSafetyNet(asleep, snap, mem, &plan)
 	c.mu.Lock()
 	c.live = plan.LiveMachines

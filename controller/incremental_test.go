@@ -64,6 +64,11 @@ func TestPassesSleepWhileNothingChanges(t *testing.T) {
 	e.ctrl.Metrics = m
 	e.apply(twoMachines)
 	e.settle()
+	// The look for machines to remove that the settled fleet is owed:
+	// the settling passes came within ConsolidateInterval of the last.
+	e.clock.Step(e.cfg.Decide.ConsolidateInterval)
+	e.beat()
+	e.pass()
 	decided := passes(m, metrics.PassDecided)
 	for i := 0; i < 5; i++ {
 		e.clock.Step(2 * time.Second)

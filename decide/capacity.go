@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gantry-dev/gantry/api"
 	"github.com/gantry-dev/gantry/planner"
@@ -27,17 +28,31 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
 	candidateAt := p.candidateAt // walkView's
 	var plan planner.Plan
-	if reused != nil && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
+	waits, due := p.consolidationWaits()
+	// A plan that left consolidation out is not taken by a pass that looks.
+	if reused != nil && leavesCapacity(p.plan) && (reused.consolidated || waits) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
 		plan = reused.plan
 		p.capacity, p.capacityReused = reused, true
+		if waits && reused.looks {
+			p.plan.Wake.at(due)
+		}
 	} else {
 		machines := slices.Clone(v.byID)
 		if v.sorted < len(machines) { // the pass launched machines before it built the view
 			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 		}
-		plan = planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
-			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets})
-		p.capacity = p.quietCapacityOf(unplaced, schedReasons, plan, groups, subnets, candidateAt)
+		in := planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
+			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits}
+		plan = planner.Compute(p.cfg.Planner, in)
+		capacityWake, looks := candidateAt, planner.ConsolidationLooks(p.cfg.Planner, in, plan)
+		if waits && looks {
+			p.plan.Wake.at(due) // what this pass changed may make a machine removable
+			if capacityWake.IsZero() || due.Before(capacityWake) {
+				capacityWake = due // the plan left consolidation out: not taken once it is due
+			}
+		}
+		p.capacity = p.quietCapacityOf(unplaced, schedReasons, plan, groups, subnets, capacityWake)
+		p.capacity.consolidated, p.capacity.looks = !waits, looks
 	}
 	if !candidateAt.IsZero() {
 		p.plan.Wake.at(candidateAt)
@@ -54,6 +69,22 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	sort.Slice(p.plan.Capacity.Placements, func(i, j int) bool {
 		return p.plan.Capacity.Placements[i].Replica < p.plan.Capacity.Placements[j].Replica
 	})
+}
+
+// consolidationWaits reports whether the pass leaves consolidation to a
+// later one, and when that is due: the last looked less than
+// ConsolidateInterval ago. The pass then wakes when it is due (a later
+// pass may find what this one's changes made removable); otherwise it
+// looks, and its plan says it did.
+func (p *Pass) consolidationWaits() (bool, time.Time) {
+	last, every := p.snap.ConsolidatedAt, p.cfg.ConsolidateInterval
+	if every > 0 && !last.IsZero() && !p.now.Before(last) { // a clock that went back looks now
+		if due := last.Add(every); p.now.Before(due) {
+			return true, due
+		}
+	}
+	p.plan.ConsolidatedAt = p.now
+	return false, time.Time{}
 }
 
 // addMachines starts stopped warm-pool machines first, then launches; it

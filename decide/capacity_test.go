@@ -410,7 +410,7 @@ func TestAPriceChangeInPlaceIsPlannedWith(t *testing.T) {
 		t.Fatalf("a pass with nothing changed: want the last plan taken again and nothing done, reused %v: %s", plan.Booked.ReusedCapacity(), decidetest.Describe(plan))
 	}
 	setPrice(0.02)
-	h.Step(time.Second)
+	h.Step(h.Config.ConsolidateInterval) // the next look for machines to replace
 	// And the replica's status written again (its state the same): what
 	// is in the store changed, but nothing scheduling or the planner
 	// reads, so the pass runs, and only the price can tell it to plan anew.
@@ -501,9 +501,39 @@ func TestAPriceChangeAloneWakesThePass(t *testing.T) {
 	h.Step(time.Second)
 	h.Pass()
 	setSmallOnDemandPrice(h, 0.02)
-	h.Step(time.Second)
+	h.Step(h.Config.ConsolidateInterval) // the next look for machines to replace
 	if plan := h.Pass(); len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" {
 		t.Fatalf("small became cheaper: want large replaced by small, launched %+v", plan.Launches)
+	}
+}
+
+// Consolidation looks at most every ConsolidateInterval: a pass soon
+// after the last look leaves it out and wakes when the next is due, and
+// that pass finds what changed meanwhile (Karpenter's disruption loop
+// and the Cluster Autoscaler's scan look every ten seconds).
+func TestConsolidationLooksAtMostEveryInterval(t *testing.T) {
+	h := webOnALargeMachine(t)
+	setSmallOnDemandPrice(h, 0.08) // as dear as large: nothing to save
+	h.Settle(10)
+	h.Step(h.Config.ConsolidateInterval)
+	h.Heartbeat()
+	looked := h.Now
+	if plan := h.Pass(); !plan.ConsolidatedAt.Equal(looked) {
+		t.Fatalf("the pass after the interval looks: consolidated at %s, want %s", plan.ConsolidatedAt, looked)
+	}
+	setSmallOnDemandPrice(h, 0.02)
+	h.Step(time.Second)
+	h.Heartbeat()
+	plan := h.Pass()
+	due := looked.Add(h.Config.ConsolidateInterval)
+	if len(plan.Launches) != 0 || !plan.ConsolidatedAt.Equal(looked) || !plan.Wake.At.Equal(due) {
+		t.Fatalf("a second after the last look: want nothing replaced yet, consolidated at %s, a wake at %s; got %s, consolidated at %s, wake %s",
+			looked, due, decidetest.Describe(plan), plan.ConsolidatedAt, plan.Wake.At)
+	}
+	h.Step(due.Sub(h.Now))
+	h.Heartbeat()
+	if plan := h.Pass(); len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "small" || !plan.ConsolidatedAt.Equal(due) {
+		t.Fatalf("the next look: want large replaced by small, launched %+v, consolidated at %s", plan.Launches, plan.ConsolidatedAt)
 	}
 }
 

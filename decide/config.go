@@ -63,7 +63,14 @@ type Config struct {
 	// memory, a pass lays them out again (a copy of each machine's
 	// fields, not of its replicas), for the walks of every machine.
 	LayOutShare float64
-	Planner     planner.Config
+	// ConsolidateInterval is the least time between two passes that look
+	// for machines to remove or replace (0: every pass), as Karpenter's
+	// disruption loop and the Cluster Autoscaler's scan look every ten
+	// seconds: a fleet that changes every second does not walk each of
+	// its machines' what-ifs every second. A pass in between that could
+	// consolidate wakes when the interval is over.
+	ConsolidateInterval time.Duration
+	Planner             planner.Config
 }
 
 // DefaultConfig returns production defaults.
@@ -73,7 +80,7 @@ func DefaultConfig() Config {
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
 		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, DescribeInterval: 5 * time.Second, MaxDescribeInterval: 30 * time.Second, ResyncInterval: 5 * time.Minute,
 		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute,
-		MaxSpreadMoves: 1, RebookShare: 0.25, LayOutShare: 0.125,
+		MaxSpreadMoves: 1, RebookShare: 0.25, LayOutShare: 0.125, ConsolidateInterval: 10 * time.Second,
 		Planner: planner.DefaultConfig(),
 	}
 }

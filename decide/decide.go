@@ -249,7 +249,7 @@ func (p *Pass) finishNew() {
 	for _, s := range p.snap.Services {
 		p.services[s.Metadata.Name] = s
 	}
-	p.plan.LiveMachines = p.live
+	p.plan.LiveMachines, p.plan.ConsolidatedAt = p.live, p.snap.ConsolidatedAt
 	p.tallies = p.keepTallies()
 }
 

@@ -417,6 +417,7 @@ func TestDrainingMachinesAreLookedAtThroughTheirLists(t *testing.T) {
 func TestAVouchForHeartbeatsStillFindsTheSilentAndTheReturned(t *testing.T) {
 	h := decidetest.New(t)
 	h.Config.ResyncInterval = time.Hour
+	h.Config.ConsolidateInterval = 0 // no look for machines to remove to wake it sooner
 	h.Cluster("c", decidetest.Group("g", "small", 4, 5))
 	lost := h.Machine("c", "g", "small")
 	back := h.Machine("c", "g", "small")

@@ -77,6 +77,10 @@ type Plan struct {
 	Capacity planner.Plan
 	// LiveMachines counts live machines (heartbeat sizing).
 	LiveMachines int
+	// ConsolidatedAt is when a pass last looked for machines to remove
+	// or replace: this one's time if it did, else the snapshot's. The
+	// loop hands it to the next pass (Snapshot.ConsolidatedAt).
+	ConsolidatedAt time.Time
 	// Wake is when a pass with the same inputs could next decide
 	// something (Asleep).
 	Wake Wake

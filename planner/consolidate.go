@@ -19,37 +19,9 @@ import (
 // MaxRemovals, and never in a cluster the plan is growing or with a
 // machine on its way.
 func (p *planning) consolidate(plan *Plan) []Removal {
-	if p.cfg.MaxRemovals <= 0 {
+	growing, looks := consolidationLooks(p.cfg, p.in, plan)
+	if !looks {
 		return nil // no walk or sort of every machine to remove none
-	}
-	growing := map[string]bool{}
-	for _, nm := range plan.Add {
-		growing[nm.Cluster] = true
-	}
-	if len(plan.Pending) > 0 {
-		clusterOf := make(map[string]string, len(p.in.Pending))
-		for _, r := range p.in.Pending {
-			clusterOf[r.ID] = r.Cluster
-		}
-		for _, pr := range plan.Pending {
-			if cluster, ok := clusterOf[pr.Replica]; ok {
-				growing[cluster] = true
-			}
-		}
-	}
-	// A machine on its way takes replicas once it joins (a replacement
-	// launched by an earlier plan, or capacity for pending ones):
-	// consolidating before then would launch that replacement again.
-	for _, m := range p.in.Machines {
-		if !m.Joined {
-			growing[m.Cluster] = true
-		}
-	}
-	// Only a machine of a group the plan knows may go, and only in a
-	// cluster that does not grow: the groups tell whether there can be
-	// one, not a look at every machine's cluster.
-	if !slices.ContainsFunc(p.in.Groups, func(g *Group) bool { return !growing[g.Cluster] }) {
-		return nil // every cluster grows: no count, sort or simulation of its machines
 	}
 	counts, slotOf, free, overcommitted := p.groupCounts(growing)
 	var removals []Removal
@@ -105,6 +77,49 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		p.gainless += sim.gainless
 	}
 	return removals
+}
+
+// ConsolidationLooks reports whether consolidation would look for
+// machines to remove beside plan, which planned in's additions: some
+// cluster with a group does not grow (a pass that left consolidation
+// out need not come back for it while every cluster grows).
+func ConsolidationLooks(cfg Config, in Input, plan Plan) bool {
+	_, looks := consolidationLooks(cfg, in, &plan)
+	return looks
+}
+
+// consolidationLooks is ConsolidationLooks, with the growing clusters.
+func consolidationLooks(cfg Config, in Input, plan *Plan) (map[string]bool, bool) {
+	if cfg.MaxRemovals <= 0 {
+		return nil, false
+	}
+	growing := map[string]bool{}
+	for _, nm := range plan.Add {
+		growing[nm.Cluster] = true
+	}
+	if len(plan.Pending) > 0 {
+		clusterOf := make(map[string]string, len(in.Pending))
+		for _, r := range in.Pending {
+			clusterOf[r.ID] = r.Cluster
+		}
+		for _, pr := range plan.Pending {
+			if cluster, ok := clusterOf[pr.Replica]; ok {
+				growing[cluster] = true
+			}
+		}
+	}
+	// A machine on its way takes replicas once it joins (a replacement
+	// launched by an earlier plan, or capacity for pending ones):
+	// consolidating before then would launch that replacement again.
+	for _, m := range in.Machines {
+		if !m.Joined {
+			growing[m.Cluster] = true
+		}
+	}
+	// Only a machine of a group the plan knows may go, and only in a
+	// cluster that does not grow: the groups tell whether there can be
+	// one, not a look at every machine's cluster.
+	return growing, slices.ContainsFunc(in.Groups, func(g *Group) bool { return !growing[g.Cluster] })
 }
 
 // groupKey is a group's cluster and id, a map key built without joining

@@ -104,6 +104,10 @@ type Input struct {
 	// Subnets is how many machines each cluster can still add before its
 	// containerCidr runs out of /24s (no entry: unlimited).
 	Subnets map[string]Subnets
+	// SkipConsolidation plans additions alone: no machine is removed or
+	// replaced (the control loop consolidates at most every
+	// decide.Config.ConsolidateInterval).
+	SkipConsolidation bool
 }
 
 // Subnets is a cluster's /24 budget.
@@ -183,7 +187,9 @@ func planOnce(cfg Config, in Input, noShortcuts, dealSpread, wholeSessions bool)
 	plan := Plan{Desired: map[string]int{}}
 	p.collect(&plan, res)
 	p.floorBins(&plan)
-	plan.Remove = p.consolidate(&plan)
+	if !in.SkipConsolidation {
+		plan.Remove = p.consolidate(&plan)
+	}
 	p.totals(&plan)
 	// Empty lists, not nulls: the JSON form is a documented interface.
 	plan.Add, plan.Remove = api.NonNil(plan.Add), api.NonNil(plan.Remove)

@@ -127,7 +127,7 @@ func TestARunIsTheSameEveryTime(t *testing.T) {
 2026-01-01T02:00:00Z,web,8
 2026-01-01T04:00:00Z,web,8
 `, "web")
-	s.World.SpotInterruptionsPerHour = 0.2
+	s.World.SpotInterruptionsPerHour = 1
 	s.World.InsufficientCapacity.Spot = 0.3
 	encode := func(s Setup) string {
 		res, err := simulate(context.Background(), s, defaultPolicy(), true)
@@ -156,7 +156,7 @@ func TestSpotInterruptionsAreFollowed(t *testing.T) {
 	s := testSetup(t, `2026-01-01T00:00:00Z,web,12
 2026-01-01T12:00:00Z,web,12
 `, "web")
-	s.World.SpotInterruptionsPerHour = 0.5
+	s.World.SpotInterruptionsPerHour = 1
 	res, err := simulate(context.Background(), s, defaultPolicy(), true)
 	if err != nil {
 		t.Fatal(err)

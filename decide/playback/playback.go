@@ -99,6 +99,7 @@ func (w *World) Next() int {
 // warm-pool machines stop and start. An error is a plan naming what the
 // snapshot does not hold, or a change the fleet's rules refuse.
 func (w *World) Apply(p decide.Plan) error {
+	w.Snap.ConsolidatedAt = p.ConsolidatedAt // the loop hands it on, as the controller does
 	if err := w.applyReplicas(p); err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ func Bind(fs *pflag.FlagSet, d *decide.Config) {
 	fs.DurationVar(&d.Planner.MinLifetime, "min-lifetime", d.Planner.MinLifetime, "machines younger than this are never consolidated")
 	fs.Float64Var(&d.Planner.SavingsFloor, "savings-floor", d.Planner.SavingsFloor, "least saving (fraction of its price) for replacing a machine with a cheaper one")
 	fs.IntVar(&d.Planner.MaxRemovals, "max-removals", d.Planner.MaxRemovals, "most machines removed or replaced at once")
+	fs.DurationVar(&d.ConsolidateInterval, "consolidate-interval", d.ConsolidateInterval, "least time between two looks for machines to remove or replace (0: every pass)")
 	fs.DurationVar(&d.RescheduleGrace, "reschedule-grace", d.RescheduleGrace, "how long replicas of an unreachable machine wait for it before they move")
 	fs.DurationVar(&d.LaunchTimeout, "launch-timeout", d.LaunchTimeout, "how long an instance may take to be running before it is replaced")
 	fs.DurationVar(&d.JoinTimeout, "join-timeout", d.JoinTimeout, "how long a launched machine may take to join before it is replaced")
