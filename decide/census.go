@@ -27,8 +27,9 @@ type fleetCensus struct {
 	// keys are the machines' provider keys, each once.
 	keys []string
 	// draining, launching, terminating and unreachable are positions in
-	// the pass's machines (by id), in order.
-	draining, launching, terminating, unreachable []int
+	// the pass's machines (by id), in order; replacing, of the machines
+	// that replace another (Machine.Replaces).
+	draining, launching, terminating, unreachable, replacing []int
 	// ids and marks are each machine's id and what it counted, by
 	// position: the next pass takes back what a changed machine counted
 	// and counts it again (censusupdate.go).
@@ -128,6 +129,7 @@ const (
 	markTerminating
 	markLaunching
 	markUnreachable
+	markReplacing
 )
 
 func markOf(m *api.Machine) censusMark {
@@ -150,6 +152,7 @@ func markOf(m *api.Machine) censusMark {
 	set(markInUse, live && m.FleetState != api.FleetTerminating && m.FleetState != api.FleetDraining)
 	set(markLaunching, m.Launching())
 	set(markUnreachable, m.UnreachableSince != nil)
+	set(markReplacing, m.Replaces != "")
 	set(markTEE, m.JoinState == api.JoinJoined && slices.ContainsFunc(m.Runtimes, runtime.IsTEE))
 	return mark
 }
@@ -173,8 +176,9 @@ type passingList struct {
 }
 
 // passingLists are the census's lists of places by passing state.
-func (c *fleetCensus) passingLists() [4]passingList {
-	return [4]passingList{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable}}
+func (c *fleetCensus) passingLists() [5]passingList {
+	return [5]passingList{{&c.draining, markDraining}, {&c.terminating, markTerminating}, {&c.launching, markLaunching}, {&c.unreachable, markUnreachable},
+		{&c.replacing, markReplacing}}
 }
 
 // countIn counts what a machine counted (by 1), or takes it back (by

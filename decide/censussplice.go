@@ -126,9 +126,9 @@ func (c *fleetCensus) tally(mark censusMark, by int) {
 // provider keys in use, from the marks (in the order a count afresh
 // finds them).
 func (c *fleetCensus) relist() {
-	c.draining, c.launching, c.terminating, c.unreachable, c.keys = nil, nil, nil, nil, nil
+	c.draining, c.launching, c.terminating, c.unreachable, c.replacing, c.keys = nil, nil, nil, nil, nil, nil
 	lastKey := ""
-	const passing = markDraining | markTerminating | markLaunching | markUnreachable
+	const passing = markDraining | markTerminating | markLaunching | markUnreachable | markReplacing
 	lists := c.passingLists()
 	for i, mark := range c.marks {
 		if mark.flags&passing != 0 {

@@ -81,7 +81,7 @@ func (c *fleetCensus) countAt(i int, mark censusMark, by int) {
 func (c *fleetCensus) copyCounts() *fleetCensus {
 	out := &fleetCensus{machines: c.machines, live: c.live, groups: make(map[groupKey]*groupCensus, len(c.groups)), held: map[string]int{},
 		keys: slices.Clone(c.keys), draining: slices.Clone(c.draining), launching: slices.Clone(c.launching),
-		terminating: slices.Clone(c.terminating), unreachable: slices.Clone(c.unreachable), ids: c.ids, marks: c.marks}
+		terminating: slices.Clone(c.terminating), unreachable: slices.Clone(c.unreachable), replacing: slices.Clone(c.replacing), ids: c.ids, marks: c.marks}
 	for k, g := range c.groups {
 		cg := *g
 		cg.templates = make(map[providerTemplate]*int, len(g.templates))

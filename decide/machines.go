@@ -266,7 +266,7 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 // EmptyMachineTTL removed it, and the machine was replaced again, and
 // again.
 func (p *Pass) finishReplacements() {
-	for _, m := range p.machines {
+	for _, m := range p.machinesIn(func(c *fleetCensus) []int { return c.replacing }) {
 		if m.Replaces == "" || !m.Schedulable() {
 			continue
 		}
@@ -287,7 +287,7 @@ func (p *Pass) finishDrains() {
 	if !ok {
 		held = p.walkDrainingHolds()
 	}
-	for _, m := range p.machines {
+	for _, m := range draining {
 		if m.FleetState != api.FleetDraining {
 			continue
 		}
