@@ -78,8 +78,9 @@ type Plan struct {
 	// LiveMachines counts live machines (heartbeat sizing).
 	LiveMachines int
 	// ConsolidatedAt is when a pass last looked for machines to remove
-	// or replace: this one's time if it did, else the snapshot's. The
-	// loop hands it to the next pass (Snapshot.ConsolidatedAt).
+	// or replace and found none: this one's time if it did, zero if it
+	// removed one, else the snapshot's. The loop hands it to the next
+	// pass (Snapshot.ConsolidatedAt).
 	ConsolidatedAt time.Time
 	// Wake is when a pass with the same inputs could next decide
 	// something (Asleep).

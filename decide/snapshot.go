@@ -93,9 +93,10 @@ type Snapshot struct {
 	// by reading every machine's heartbeat (nil: it reads them all).
 	HeardFrom *HeardFrom `json:"-"`
 	// ConsolidatedAt is when a pass last looked for machines to remove
-	// or replace (Plan.ConsolidatedAt; zero: not since this leader
-	// began, so the first pass does). The next looks once
-	// Config.ConsolidateInterval has passed since.
+	// or replace and found none (Plan.ConsolidatedAt; zero: not since
+	// this leader began, or the last look removed one, so the next pass
+	// looks). The next looks once Config.ConsolidateInterval has passed
+	// since.
 	ConsolidatedAt time.Time `json:"consolidatedAt,omitzero"`
 	// Booked is the last pass's Plan.Booked (nil: none), a memo that
 	// spares this pass booking again the machines nothing changed on.
