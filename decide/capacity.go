@@ -29,36 +29,32 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	candidateAt := p.candidateAt // walkView's
 	var plan planner.Plan
 	waits, due := p.consolidationWaits()
-	// A plan that left consolidation out is not taken by a pass that looks.
-	if reused != nil && leavesCapacity(p.plan) && (reused.consolidated || waits) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
+	if reused != nil && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
 		plan = reused.plan
 		p.capacity, p.capacityReused = reused, true
-		if waits && reused.looks {
-			p.plan.Wake.at(due)
-		}
 	} else {
 		machines := slices.Clone(v.byID)
 		if v.sorted < len(machines) { // the pass launched machines before it built the view
 			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 		}
-		in := planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
-			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits}
-		plan = planner.Compute(p.cfg.Planner, in)
+		plan = planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
+			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits})
 		if !waits && len(plan.Remove) > 0 {
 			// A look that removes goes on at the next pass: a fleet
 			// shrinking by max-removals a look is not held to one look
 			// an interval (7 days of 10,000 machines cost 3.8% more).
 			p.plan.ConsolidatedAt = time.Time{}
 		}
-		capacityWake, looks := candidateAt, planner.ConsolidationLooks(p.cfg.Planner, in, plan)
-		if waits && looks {
-			p.plan.Wake.at(due) // what this pass changed may make a machine removable
-			if capacityWake.IsZero() || due.Before(capacityWake) {
-				capacityWake = due // the plan left consolidation out: not taken once it is due
-			}
+		capacityWake := candidateAt
+		if waits && (capacityWake.IsZero() || due.Before(capacityWake)) {
+			capacityWake = due // a plan that left consolidation out is not taken by a pass that looks
 		}
 		p.capacity = p.quietCapacityOf(unplaced, schedReasons, plan, groups, subnets, capacityWake)
-		p.capacity.consolidated, p.capacity.looks = !waits, looks
+	}
+	// What this pass changed may make a machine removable: it wakes for
+	// the look it left out, unless every cluster grows.
+	if waits && planner.ConsolidationLooks(p.cfg.Planner, planner.Input{Groups: groups, Machines: v.byID, Pending: unplaced}, plan) {
+		p.plan.Wake.at(due)
 	}
 	if !candidateAt.IsZero() {
 		p.plan.Wake.at(candidateAt)
@@ -80,9 +76,8 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 // consolidationWaits reports whether the pass leaves consolidation to a
 // later one, and when that is due: the last look found nothing to
 // remove less than ConsolidateInterval ago (one that removed leaves no
-// time, and the next pass looks). The pass then wakes when it is due (a later
-// pass may find what this one's changes made removable); otherwise it
-// looks, and its plan says it did.
+// time, and the next pass looks). Otherwise the pass looks, and its plan
+// says when.
 func (p *Pass) consolidationWaits() (bool, time.Time) {
 	last, every := p.snap.ConsolidatedAt, p.cfg.ConsolidateInterval
 	if every > 0 && !last.IsZero() && !p.now.Before(last) { // a clock that went back looks now

@@ -260,7 +260,8 @@ func (p *Pass) holdOnlyCopy(m *api.Machine, group string) {
 
 // finishReplacements drains each machine a consolidation replaced once
 // its replacement takes replicas (joined, ready, reachable, not
-// cordoned), while the replacement still costs less, as Karpenter drains a node once its replacement is ready.
+// cordoned), while the replacement still costs less, as Karpenter
+// drains a node once its replacement is ready.
 // Left to consolidation to move its replicas, a replacement that joined
 // while the cluster grew (consolidation waits then) sat empty until its
 // EmptyMachineTTL removed it, and the machine was replaced again, and

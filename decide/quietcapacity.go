@@ -31,15 +31,11 @@ type quietCapacity struct {
 	cfg      Config
 	unplaced []scheduler.Replica
 	reasons  whyWaiting
-	// plan is the planner's plan, only read once made; consolidated: it
-	// looked for machines to remove (consolidationWaits); looks: it
-	// would have (planner.ConsolidationLooks), so a pass that takes it
-	// while consolidation waits wakes when it is due.
-	plan                planner.Plan
-	consolidated, looks bool
-	groups              []*planner.Group
-	subnets             map[string]planner.Subnets
-	unavailable         map[string]time.Time
+	// plan is the planner's plan, only read once made.
+	plan        planner.Plan
+	groups      []*planner.Group
+	subnets     map[string]planner.Subnets
+	unavailable map[string]time.Time
 	// idle is since when each machine was empty, as the planner read it
 	// (after the pass tracked it).
 	idle map[string]time.Time
