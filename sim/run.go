@@ -24,6 +24,9 @@ type run struct {
 	mem    decide.Memory
 	cloud  *cloud
 	agenda *agenda
+	// heard are the events the controller learns of from heartbeats
+	// (replicas' starts): they trigger no pass.
+	heard  *agenda
 	ledger *ledger
 	bound  *bounder
 	end    time.Time
@@ -95,7 +98,7 @@ func (r *run) happen(now time.Time) error {
 		r.row++
 	}
 	r.reprice(now)
-	due := r.agenda.due(now)
+	due := append(r.agenda.due(now), r.heard.due(now)...)
 	r.joining = r.replicasJoining(due)
 	for _, e := range due {
 		if err := r.eventHappens(e); err != nil {
@@ -395,7 +398,7 @@ func (r *run) start(rep *api.Replica) {
 	if m == nil || m.JoinState != api.JoinJoined || !r.cloud.alive(m.ID) || rep.State == api.ReplicaRunning && rep.PreviousMachine == "" {
 		return
 	}
-	r.agenda.add(event{At: r.w.Now.Add(r.setup.World.ReplicaStart.draw(r.cloud.rng)), Kind: replicaStarts, Machine: rep.Machine,
+	r.heard.add(event{At: r.w.Now.Add(r.setup.World.ReplicaStart.draw(r.cloud.rng)), Kind: replicaStarts, Machine: rep.Machine,
 		Replica: rep.ID, Incarnation: rep.Incarnation})
 }
 
@@ -447,7 +450,10 @@ func (r *run) up(rep *api.Replica) bool {
 
 // nextInstant is the earliest time anything could change: the next
 // trace row, world event, deadline of the last pass, machine falling
-// silent, or bound to plan.
+// silent, or bound to plan. What triggers a pass (a row is an apply; a
+// provider's answer and a join trigger one) is decided on the world's
+// grain; what does not (a replica's start, heard in a heartbeat; a
+// deadline; silence) at the controller's next tick (onTick).
 func (r *run) nextInstant(now time.Time, acting bool) time.Time {
 	if acting { // the passes were cut short: pass again soon
 		return now.Add(time.Second)
@@ -456,24 +462,46 @@ func (r *run) nextInstant(now time.Time, acting bool) time.Time {
 		return now // an answer without latency: at this instant still
 	}
 	var next time.Time
-	note := func(t time.Time) {
-		if t.After(now) && (next.IsZero() || t.Before(next)) {
+	note := func(t time.Time, on func(time.Time) time.Time) {
+		if !t.After(now) {
+			return
+		}
+		if t = on(t); next.IsZero() || t.Before(next) {
 			next = t
 		}
 	}
+	tick := func(t time.Time) time.Time { return r.onTick(now, t) }
 	if r.row < len(r.setup.Trace.Rows) {
-		note(r.setup.Trace.Rows[r.row].At)
+		note(r.setup.Trace.Rows[r.row].At, r.onGrain)
 	}
 	if r.price < len(r.setup.SpotPrices) {
-		note(r.setup.SpotPrices[r.price].At)
+		note(r.setup.SpotPrices[r.price].At, r.onGrain)
 	}
 	if t, ok := r.agenda.next(); ok {
-		note(t)
+		note(t, r.onGrain)
 	}
-	note(r.last.Wake.At)
-	note(r.silentAt())
-	note(r.bound.due())
-	return r.onGrain(next)
+	if t, ok := r.heard.next(); ok {
+		if !t.After(now) {
+			t = now.Add(time.Nanosecond) // heard already: at the next tick
+		}
+		note(t, tick)
+	}
+	note(r.last.Wake.At, tick)
+	note(r.silentAt(), tick)
+	note(r.bound.due(), r.onGrain)
+	return next
+}
+
+// onTick is when a controller whose last pass was at now first passes at
+// or after t with nothing triggering it: every ReconcileInterval from
+// now (on the grain when the interval is 0).
+func (r *run) onTick(now, t time.Time) time.Time {
+	iv := r.setup.World.ReconcileInterval
+	if iv <= 0 {
+		return r.onGrain(t)
+	}
+	ticks := (t.Sub(now) + iv - 1) / iv
+	return now.Add(ticks * iv)
 }
 
 // onGrain puts an instant on the world's grain (from the trace's start)

@@ -155,7 +155,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	snap.LivenessSince = start
 	cfg := p.Config
 	cfg.Planner.SkipBound = true // the run's own bound is planned from scratch (bound.go)
-	r := &run{setup: s, policy: p, cfg: cfg, mem: decide.NewMemory(), agenda: &agenda{}, replacing: map[string]bool{}, ledger: newLedger(start, end), end: end,
+	r := &run{setup: s, policy: p, cfg: cfg, mem: decide.NewMemory(), agenda: &agenda{}, heard: &agenda{}, replacing: map[string]bool{}, ledger: newLedger(start, end), end: end,
 		changes: newChanges(), tally: newTally(), made: appended{len(snap.Replicas), len(snap.Machines)}}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()

@@ -46,6 +46,12 @@ type World struct {
 	// two instants on this grain is decided at the later one, together
 	// (a controller's pass takes about as long; 0: each at its own time).
 	PassGrain time.Duration `yaml:"passGrain"`
+	// ReconcileInterval is the controller's --reconcile-interval: what
+	// triggers no pass (a replica's start, which its agent reports in a
+	// heartbeat; a deadline; a machine falling silent) is decided at the
+	// first pass after it, and with nothing triggering one that pass comes
+	// this long after the last (0: each at its own time, on PassGrain).
+	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
 	// BoundEvery is how often the cost's lower bound is planned afresh
 	// (from scratch, for the demand of the time) when the demand changed;
 	// 0: never.
@@ -77,6 +83,7 @@ func DefaultWorld() World {
 		SpotInterruptionsPerHour: 0.001,
 		MaxPassesPerInstant:      10,
 		PassGrain:                time.Second,
+		ReconcileInterval:        2 * time.Second,
 		BoundEvery:               time.Hour,
 	}
 }
@@ -85,7 +92,7 @@ func DefaultWorld() World {
 // this host), as the calibration measured it: launches answered in 5–21
 // ms, agents joining 48–86 ms later, gone 57–74 ms after a terminate;
 // spans a little wider for a busier host. Nothing runs out of capacity
-// and nothing is taken back.
+// and nothing is taken back; the controller ticks as gantry dev's does.
 func LocalWorld() World {
 	w := DefaultWorld()
 	w.LaunchLatency = Span{Min: 5 * time.Millisecond, Max: 50 * time.Millisecond}
@@ -94,6 +101,7 @@ func LocalWorld() World {
 	w.ReplicaStart = Span{Min: 500 * time.Millisecond, Max: 2 * time.Second}
 	w.InsufficientCapacity = CapacityOdds{}
 	w.SpotInterruptionsPerHour = 0
+	w.ReconcileInterval = 500 * time.Millisecond // gantry dev's
 	return w
 }
 
@@ -171,6 +179,9 @@ func (w World) Check() error {
 	}
 	if w.PassGrain < 0 {
 		bad = append(bad, fmt.Errorf("passGrain: want 0 or more, have %s", w.PassGrain))
+	}
+	if w.ReconcileInterval < 0 {
+		bad = append(bad, fmt.Errorf("reconcileInterval: want 0 or more, have %s", w.ReconcileInterval))
 	}
 	if w.BoundEvery < 0 {
 		bad = append(bad, fmt.Errorf("boundEvery: want 0 (never) or more, have %s", w.BoundEvery))

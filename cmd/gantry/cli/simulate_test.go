@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantry-dev/gantry/server"
 	"github.com/gantry-dev/gantry/sim"
 )
 
@@ -155,5 +156,17 @@ func TestSimulatePublicTraces(t *testing.T) {
 				t.Errorf("%s without %s: exit %d, %s", c.format, c.refused[1], code, errOut)
 			}
 		}
+	}
+}
+
+// The simulator's controllers tick as the real ones do: a cloud's at the
+// server's default --reconcile-interval, the local provider's at gantry
+// dev's.
+func TestSimulatedControllersTickAsTheRealOnes(t *testing.T) {
+	if got, want := sim.DefaultWorld().ReconcileInterval, server.DefaultConfig(t.TempDir()).Controller.Interval; got != want {
+		t.Errorf("the default world ticks every %s, the server every %s", got, want)
+	}
+	if got, want := sim.LocalWorld().ReconcileInterval, devConfig(t.TempDir()).Controller.Interval; got != want {
+		t.Errorf("the local world ticks every %s, gantry dev every %s", got, want)
 	}
 }
