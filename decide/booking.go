@@ -68,6 +68,8 @@ type Booking struct {
 	// pass's instead of scheduling and planning.
 	capacity *quietCapacity
 	reused   bool
+	// reusedScheduling: the last pass's scheduling alone was taken.
+	reusedScheduling bool
 	// keptTallies: how many services' steps took the last pass's tally.
 	keptTallies int
 	// census: the pass's count of its machines, for the next pass while
@@ -96,6 +98,10 @@ type Booking struct {
 // ReusedCapacity reports whether the pass took the last pass's
 // scheduling and plan instead of making its own (quietcapacity.go).
 func (b *Booking) ReusedCapacity() bool { return b != nil && b.reused }
+
+// ReusedScheduling reports whether the pass took the last pass's
+// scheduling but planned afresh, the plan's deadline come.
+func (b *Booking) ReusedScheduling() bool { return b != nil && b.reusedScheduling }
 
 // KeptTallies is how many services' steps took the last pass's tally of
 // their replicas, counted again for what changed, instead of walking

@@ -29,7 +29,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	candidateAt := p.candidateAt // walkView's
 	var plan planner.Plan
 	waits, due := p.consolidationWaits()
-	if reused != nil && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
+	if reused != nil && !reused.planExpired && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
 		plan = reused.plan
 		p.capacity, p.capacityReused = reused, true
 	} else {

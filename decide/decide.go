@@ -115,6 +115,8 @@ type Pass struct {
 		found, ok bool
 	}
 	capacityReused bool
+	// schedulingReused: the pass took the last pass's scheduling alone.
+	schedulingReused bool
 	// keptTallies counts the services whose step took the last pass's
 	// tally (keptTally).
 	keptTallies int
@@ -151,6 +153,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 			p.plan.Booked.capacity = p.capacity
 		}
 		p.plan.Booked.reused, p.plan.Booked.keptTallies = p.capacityReused, p.keptTallies
+		p.plan.Booked.reusedScheduling = p.schedulingReused
 		p.plan.Booked.census, p.plan.Booked.skeleton = p.census, p.skeleton
 		if p.view != nil && p.view.booked && p.view.patchable() {
 			p.plan.Booked.view = p.view

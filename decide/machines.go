@@ -39,6 +39,7 @@ func (machines) Decide(p *Pass, clusters []string) {
 	var reasons whyWaiting
 	if reused != nil {
 		unplaced, reasons = reused.unplaced, reused.reasons
+		p.schedulingReused = reused.planExpired
 	} else {
 		unplaced, reasons = p.schedule(v)
 	}

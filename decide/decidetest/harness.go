@@ -55,7 +55,11 @@ type Harness struct {
 	// scheduling and plan (decide.Booking.ReusedCapacity), each checked
 	// against a pass that made its own.
 	ReusedCapacity int
-	last           *lastPass
+	// ReusedScheduling counts the passes that took the last pass's
+	// scheduling but planned afresh (its plan's deadline come), each
+	// checked the same way.
+	ReusedScheduling int
+	last             *lastPass
 	// booked is the last pass's booking, handed to the next (as the
 	// controller does) with what changed since the objects it was booked
 	// from, frozen.
@@ -312,6 +316,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	}
 	if plan.Booked.ReusedCapacity() {
 		h.ReusedCapacity++
+	}
+	if plan.Booked.ReusedScheduling() {
+		h.ReusedScheduling++
 	}
 	h.booked, h.frozen = plan.Booked, freeze(h.T, h.Snap, h.Memory)
 	return plan
