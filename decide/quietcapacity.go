@@ -24,8 +24,9 @@ import (
 // nothing the pass itself did before but end moves (onlyEndedMoves); the
 // same groups (catalogs and prices included), subnets, unavailable
 // offerings, providers and settings; and no deadline the planner
-// compares the time with has come. The decision harness decides every
-// pass afresh too.
+// compares the time with has come (once one has, the scheduling alone is
+// taken, and the planner plans afresh). The decision harness decides
+// every pass afresh too.
 type quietCapacity struct {
 	at, wake time.Time
 	cfg      Config
