@@ -126,6 +126,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) *server {
 		waitGone(t, dataDir)
 		if t.Failed() {
 			t.Logf("server log:\n%s", log.String())
+			t.Logf("machines' logs:\n%s", machineLogs(dataDir))
 		}
 	})
 	waitFor(t, "server.url", func() (bool, string) {

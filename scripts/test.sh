@@ -172,6 +172,14 @@ need() {
 for s in "${services[@]}"; do need "$s"; done
 cat "$services_dir/docker.out"
 
+# The PostgreSQL failover tests count leases of seconds (4 s, a primary
+# stops itself 3 s after its last answered heartbeat): beside ~60 raced
+# packages on 2 cores an agent starved of CPU for that long rightly stops
+# its primary, and the test sees a fault it did not make (CI of 599de64,
+# 2026-12-01). They run after the raced tests, alone, like the fault
+# schedule.
+failover_e2e='^(TestFailoverPostgres|TestStaleStandbyIsNotPromoted|TestStoppedAgentsPrimaryFencesItself|TestFailoverPartitionedPrimaryStopsItself|TestFailoverSurvivesServerKills|TestPromotedPrimaryRecoversFromAPostgresCrash)$'
+
 step "tests (race detector on; a line per package as it ends), and beside them the packing quality suite and the packages without the race detector"
 # unraced: the packages without the race detector (the planner's with
 # its packing quality suite), in the background; their output follows the
@@ -184,12 +192,26 @@ unraced_tests() {
 unraced_tests >"$services_dir/unraced.out" 2>&1 &
 unraced_pid=$!
 # shellcheck disable=SC2086
-check "tests" go test -race -count=1 -timeout 20m -skip '^TestFaultSchedule$' $race_packages
+check "tests" go test -race -count=1 -timeout 20m -skip "^(TestFaultSchedule|${failover_e2e#^(})" $race_packages
 step "the packing quality suite and the packages without the race detector (run beside the raced tests)"
 wait $unraced_pid
 unraced_status=$?
 cat "$services_dir/unraced.out"
 [[ $unraced_status == 0 ]] || { echo "test.sh: FAILED: unraced tests" >&2; failed+=("unraced tests: decisions and parsers, packing quality, cloud providers, commands"); }
+
+step "the PostgreSQL failover tests, alone (a line per test as it ends)"
+failover_tests() {
+  local log status
+  log=$(mktemp "${TMPDIR:-/tmp}/gantry-failover-tests.XXXXXX")
+  go test -count=1 -timeout 15m -run "$failover_e2e" -v ./e2e 2>&1 | tee "$log" | grep --line-buffered -E '^(--- |ok|FAIL|PASS)'
+  status=${PIPESTATUS[0]}
+  if [[ $status != 0 ]]; then
+    echo "test.sh: a failover test failed; its whole output: $log (the last 300 lines follow)" >&2
+    tail -300 "$log" >&2
+    return 1
+  fi
+}
+check "failover tests" failover_tests
 
 step "fault schedule: ${GANTRY_FAULT_RUNS:-20} seeded schedules of kills, pauses and partitions on a PostgreSQL failover group and 3 servers (GANTRY_FAULT_RUNS=500 for the soak)"
 fault_schedule() {
