@@ -192,7 +192,7 @@ unraced_tests() {
 unraced_tests >"$services_dir/unraced.out" 2>&1 &
 unraced_pid=$!
 # shellcheck disable=SC2086
-check "tests" go test -race -count=1 -timeout 20m -skip "^(TestFaultSchedule|${failover_e2e#^(})" $race_packages
+check "tests" go test -race -count=1 -timeout 20m -skip "^(TestFaultSchedule|${failover_e2e#^(}" $race_packages
 step "the packing quality suite and the packages without the race detector (run beside the raced tests)"
 wait $unraced_pid
 unraced_status=$?
