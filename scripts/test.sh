@@ -199,34 +199,27 @@ unraced_status=$?
 cat "$services_dir/unraced.out"
 [[ $unraced_status == 0 ]] || { echo "test.sh: FAILED: unraced tests" >&2; failed+=("unraced tests: decisions and parsers, packing quality, cloud providers, commands"); }
 
-step "the PostgreSQL failover tests, alone (a line per test as it ends)"
-failover_tests() {
-  local log status
-  log=$(mktemp "${TMPDIR:-/tmp}/gantry-failover-tests.XXXXXX")
-  go test -count=1 -timeout 15m -run "$failover_e2e" -v ./e2e 2>&1 | tee "$log" | grep --line-buffered -E '^(--- |ok|FAIL|PASS)'
+# e2e_alone NAME PATTERN TIMEOUT LINES FILTER: runs the e2e tests PATTERN
+# names, alone, printing the lines FILTER picks as they come; on a failure,
+# where the whole output is and its last LINES lines.
+e2e_alone() {
+  local name=$1 pattern=$2 timeout=$3 lines=$4 filter=$5 log status
+  log=$(mktemp "${TMPDIR:-/tmp}/gantry-${name// /-}.XXXXXX")
+  go test -count=1 -timeout "$timeout" -run "$pattern" -v ./e2e 2>&1 | tee "$log" | grep --line-buffered -E "$filter"
   status=${PIPESTATUS[0]}
   if [[ $status != 0 ]]; then
-    echo "test.sh: a failover test failed; its whole output: $log (the last 300 lines follow)" >&2
-    tail -300 "$log" >&2
+    echo "test.sh: the $name failed; its whole output: $log (the last $lines lines follow)" >&2
+    tail -"$lines" "$log" >&2
     return 1
   fi
 }
-check "failover tests" failover_tests
+
+step "the PostgreSQL failover tests, alone (a line per test as it ends)"
+check "failover tests" e2e_alone "failover tests" "$failover_e2e" 15m 300 '^(--- |ok|FAIL|PASS)'
 
 step "fault schedule: ${GANTRY_FAULT_RUNS:-20} seeded schedules of kills, pauses and partitions on a PostgreSQL failover group and 3 servers (GANTRY_FAULT_RUNS=500 for the soak)"
-fault_schedule() {
-  local fault_log status
-  fault_log=$(mktemp "${TMPDIR:-/tmp}/gantry-fault-schedule.XXXXXX")
-  go test -count=1 -timeout 30m -run '^TestFaultSchedule$' -v ./e2e 2>&1 | tee "$fault_log" |
-    grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS)|faultschedule_test.go:[0-9]+: (seed|kill|stop|fault)|^ +(kill|stop|partition)-'
-  status=${PIPESTATUS[0]}
-  if [[ $status != 0 ]]; then
-    echo "test.sh: the fault schedule failed; its whole output: $fault_log (the last 200 lines follow)" >&2
-    tail -200 "$fault_log" >&2
-    return 1
-  fi
-}
-check "fault schedule" fault_schedule
+check "fault schedule" e2e_alone "fault schedule" '^TestFaultSchedule$' 30m 200 \
+  '^(=== RUN|--- |ok|FAIL|PASS)|faultschedule_test.go:[0-9]+: (seed|kill|stop|fault)|^ +(kill|stop|partition)-'
 
 step "done"
 if [[ ${#failed[@]} -gt 0 ]]; then
