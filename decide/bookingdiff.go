@@ -1,0 +1,67 @@
+package decide
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// Differs describes the first difference between two bookings ("":
+// none): the decide harness checks that a booking made from the last one
+// and what changed is the booking made afresh.
+func (b *Booking) Differs(o *Booking) string {
+	if b == nil || o == nil {
+		if b != o {
+			return fmt.Sprintf("one booking is missing (%v, %v)", b == nil, o == nil)
+		}
+		return ""
+	}
+	if len(b.machines) != len(o.machines) || len(b.ids) != len(b.machines) || len(o.ids) != len(o.machines) ||
+		len(b.lists) != len(b.machines) || len(o.lists) != len(o.machines) {
+		return fmt.Sprintf("%d machines booked (%d ids, %d lists), %d afresh (%d ids, %d lists)", len(b.machines), len(b.ids), len(b.lists),
+			len(o.machines), len(o.ids), len(o.lists))
+	}
+	for i := range b.machines {
+		x, y := b.machines[i], o.machines[i]
+		if b.ids[i] != x.pm.ID || o.ids[i] != y.pm.ID {
+			return fmt.Sprintf("machine %s listed as %s booked, %s afresh", x.pm.ID, b.ids[i], o.ids[i])
+		}
+		if b.lists[i] != x.list || o.lists[i] != y.list {
+			return fmt.Sprintf("machine %s: on list %d, its entry on %d (afresh %d, %d)", x.pm.ID, b.lists[i], x.list, o.lists[i], y.list)
+		}
+		xpm, ypm := x.pm, y.pm
+		xpm.Machine, ypm.Machine = nil, nil
+		if !reflect.DeepEqual(xpm, ypm) || !x.pm.Machine.Equal(y.pm.Machine) || x.list != y.list || !slices.Equal(replicaIDs(x.replicas), replicaIDs(y.replicas)) {
+			return fmt.Sprintf("machine %s: booked %+v %+v with %v, afresh %+v %+v with %v", x.pm.ID, x.pm, *x.pm.Machine, replicaIDs(x.replicas), y.pm, *y.pm.Machine, replicaIDs(y.replicas))
+		}
+	}
+	for _, booking := range []*Booking{b, o} {
+		if why := booking.asksUncounted(); why != "" {
+			return why
+		}
+	}
+	if !maps.EqualFunc(b.elsewhere, o.elsewhere, func(x, y []*api.Replica) bool { return slices.Equal(replicaIDs(x), replicaIDs(y)) }) {
+		return fmt.Sprintf("replicas outside the view: %d machines, afresh %d", len(b.elsewhere), len(o.elsewhere))
+	}
+	if !maps.Equal(b.own, o.own) {
+		return fmt.Sprintf("own copies %v, afresh %v", b.own, o.own)
+	}
+	if !reflect.DeepEqual(b.census, o.census) {
+		return fmt.Sprintf("machines counted %+v, afresh %+v", b.census, o.census)
+	}
+	if !reflect.DeepEqual(b.skeleton, o.skeleton) {
+		return fmt.Sprintf("the view read its machines as %+v, afresh %+v", b.skeleton, o.skeleton)
+	}
+	return ""
+}
+
+func replicaIDs(list []*api.Replica) []string {
+	ids := make([]string, len(list))
+	for i, r := range list {
+		ids[i] = r.ID
+	}
+	return ids
+}
