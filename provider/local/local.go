@@ -27,6 +27,7 @@ import (
 	"github.com/gantry-dev/gantry/internal/randid"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/internal/procgroup"
 	"github.com/gantry-dev/gantry/provisioner"
 )
 
@@ -109,8 +110,9 @@ type Provider struct {
 	provisioner.Catalog
 	mu      sync.Mutex
 	records map[string]*record
-	// exited is closed when a child started by this process exits.
-	exited map[string]chan struct{}
+	// leaders are the agents this process started, by instance: their
+	// groups are signalled only while they are not reaped (procgroup).
+	leaders map[string]*procgroup.Leader
 }
 
 var _ provisioner.Provisioner = (*Provider)(nil)
@@ -129,7 +131,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("local provider state dir: %w", err)
 	}
-	p := &Provider{cfg: cfg, Catalog: provisioner.Catalog{Types: Catalog()}, records: map[string]*record{}, exited: map[string]chan struct{}{}}
+	p := &Provider{cfg: cfg, Catalog: provisioner.Catalog{Types: Catalog()}, records: map[string]*record{}, leaders: map[string]*procgroup.Leader{}}
 	if err := p.load(); err != nil {
 		return nil, err
 	}
@@ -258,22 +260,18 @@ func (p *Provider) startProcess(r *record, joinToken string) error {
 	cmd := exec.Command(binary, args...)
 	cmd.Env = agentEnv(p.cfg.PassEnv, os.LookupEnv)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if p.cfg.ExitWithServer {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
 	}
-	if err := cmd.Start(); err != nil {
+	leader, err := procgroup.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("start agent: %w", err)
 	}
-	r.PID = cmd.Process.Pid
+	r.PID = leader.Pid()
 	r.State = provisioner.StateRunning
 	r.Addresses = []string{cmp.Or(r.Address, "127.0.0.1")}
-	done := make(chan struct{})
-	p.exited[r.ID] = done
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
+	p.leaders[r.ID] = leader
 	return nil
 }
 
@@ -317,18 +315,29 @@ func (p *Provider) halt(ctx context.Context, id string, during, final provisione
 		p.mu.Unlock()
 		return nil
 	}
-	pid, done, running := r.PID, p.exited[id], p.alive(r)
+	pid, leader, running := r.PID, p.leaders[id], p.alive(r)
 	r.State = during // a boot that has not run yet now never will
 	_ = p.save()
 	p.mu.Unlock()
 
-	if pid > 0 && running {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		if !waitExit(ctx, pid, done, p.cfg.StopGrace) {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			waitExit(ctx, pid, done, p.cfg.StopGrace)
+	switch {
+	case pid <= 0 || !running:
+	case leader != nil:
+		// Started here: what it left in its group is killed as it is
+		// reaped, and its group is signalled only until then.
+		leader.SignalLeader(syscall.SIGTERM)
+		if !waitExit(ctx, pid, leader.Done(), p.cfg.StopGrace) {
+			leader.Signal(syscall.SIGKILL)
+			waitExit(ctx, pid, leader.Done(), p.cfg.StopGrace)
 		}
-		// Replicas share the agent's process group: none may outlive it.
+	default:
+		// Found from an earlier server: not this process's child, so its
+		// exit cannot be held off, and its group is killed after it.
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		if !waitExit(ctx, pid, nil, p.cfg.StopGrace) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			waitExit(ctx, pid, nil, p.cfg.StopGrace)
+		}
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	if p.cfg.Netns.Enabled() {
@@ -432,9 +441,9 @@ func (p *Provider) alive(r *record) bool {
 	if r.PID <= 0 {
 		return false
 	}
-	if done, ok := p.exited[r.ID]; ok {
+	if leader, ok := p.leaders[r.ID]; ok {
 		select {
-		case <-done:
+		case <-leader.Done():
 			return false
 		default:
 			return true
@@ -458,7 +467,7 @@ func (p *Provider) ShutdownAll(ctx context.Context) {
 	wg.Wait()
 }
 
-func waitExit(ctx context.Context, pid int, done chan struct{}, limit time.Duration) bool {
+func waitExit(ctx context.Context, pid int, done <-chan struct{}, limit time.Duration) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	tick := time.NewTicker(50 * time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,7 +227,7 @@ func TestAgentStartedButNotRecordedIsAdopted(t *testing.T) {
 	if err := p.save(); err != nil {
 		t.Fatal(err)
 	}
-	delete(p.exited, inst.ID)
+	delete(p.leaders, inst.ID)
 	p.mu.Unlock()
 
 	again, err := New(p.cfg)
@@ -287,4 +288,47 @@ func TestAgentsDoNotInheritTheServersEnvironment(t *testing.T) {
 			t.Fatalf("the agent's environment holds %s:\n%s", leak, env)
 		}
 	}
+}
+
+// An agent that starts a helper and exits leaves no helper running.
+const stragglingAgent = `#!/bin/sh
+for a in "$@"; do [ "$prev" = --data-dir ] && dir=$a; prev=$a; done
+sleep 300 &
+echo $! > "$dir/helper.tmp" && mv "$dir/helper.tmp" "$dir/helper.pid"
+exit 1
+`
+
+// An agent that exits takes what it left in its process group with it,
+// killed before the agent is reaped: a kill of the group sent after the
+// reap could reach another group that took its pid since.
+func TestAnExitedAgentLeavesNoHelperRunning(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "straggling-agent")
+	if err := os.WriteFile(bin, []byte(stragglingAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{AgentBinary: bin, StateDir: t.TempDir(), StopGrace: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.ShutdownAll(context.Background()) })
+	inst, err := p.Launch(context.Background(), launchSpec("straggler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(p.machineDir(inst.ID), "helper.pid")
+	helper := 0
+	for deadline := time.Now().Add(10 * time.Second); helper == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(pidFile)
+		fmt.Sscan(string(data), &helper)
+	}
+	if helper == 0 {
+		t.Fatalf("the agent wrote no helper pid to %s", pidFile)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if syscall.Kill(helper, 0) != nil {
+			return
+		}
+	}
+	_ = syscall.Kill(helper, syscall.SIGKILL)
+	t.Fatalf("helper %d outlived its agent", helper)
 }

@@ -18,7 +18,12 @@ const userHZ = 100
 // Measure sums the CPU time and resident memory of the replica's process
 // group (the replica and what it started), from /proc.
 func (t *task) Measure(context.Context) (runtime.Sample, error) {
-	pgid := t.cmd.Process.Pid
+	select {
+	case <-t.group.Done(): // the group ended; its id may be another's now
+		return runtime.Sample{}, nil
+	default:
+	}
+	pgid := t.group.Pid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return runtime.Sample{}, fmt.Errorf("measure: %w", err)

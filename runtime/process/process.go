@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gantry-dev/gantry/internal/procgroup"
 	"github.com/gantry-dev/gantry/runtime"
 )
 
@@ -85,18 +86,15 @@ func (d *Driver) Start(ctx context.Context, s runtime.Spec) (runtime.Task, error
 		cmd.Dir = s.WorkingDir
 	}
 	cmd.Stdout, cmd.Stderr = output, output
-	// Its own process group, so Stop reaches its children; and it dies with
-	// the agent, so a killed agent leaves no replica behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Its own process group, so Stop reaches its children and they end
+	// with it, as a container's do; and it dies with the agent, so a
+	// killed agent leaves no replica behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	group, err := procgroup.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Command[0], err)
 	}
-	t := &task{cmd: cmd, done: make(chan struct{}), hostPorts: s.HostPorts, env: env, dir: cmd.Dir}
-	go func() {
-		t.err = cmd.Wait()
-		close(t.done)
-	}()
-	return t, nil
+	return &task{group: group, hostPorts: s.HostPorts, env: env, dir: cmd.Dir}, nil
 }
 
 func (d *Driver) environment(s runtime.Spec, dir string) []string {
@@ -156,16 +154,14 @@ func openLog(path string) (*os.File, error) {
 }
 
 type task struct {
-	cmd       *exec.Cmd
-	done      chan struct{}
-	err       error
+	group     *procgroup.Leader
 	hostPorts map[string]int
 	env       []string
 	dir       string
 }
 
-func (t *task) Done() <-chan struct{}     { return t.done }
-func (t *task) ExitError() error          { return t.err }
+func (t *task) Done() <-chan struct{}     { return t.group.Done() }
+func (t *task) ExitError() error          { return t.group.Err() }
 func (t *task) HostPorts() map[string]int { return t.hostPorts }
 
 // Endpoint is the host port on loopback: processes listen on the host.
@@ -194,18 +190,18 @@ func (t *task) Exec(ctx context.Context, command []string) error {
 	return nil
 }
 
-// Stop sends SIGTERM to the replica's process group, then SIGKILL.
+// Stop sends SIGTERM to the replica's process group, then SIGKILL (what
+// the replica left running once it exited is killed as it is reaped).
 func (t *task) Stop(ctx context.Context, timeout time.Duration) error {
-	pgid := t.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	t.group.Signal(syscall.SIGTERM)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-t.done:
+	case <-t.group.Done():
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-t.done
+	t.group.Signal(syscall.SIGKILL)
+	<-t.group.Done()
 	return nil
 }
