@@ -61,6 +61,8 @@ type Booking struct {
 	quiet   map[string]quietService
 	secrets map[string]string
 	tallies map[string]*deployTally
+	// hashes are the services' revision hashes (revisionhash.go).
+	hashes map[string]string
 	// capacity: what the pass's scheduling and planner found, when it
 	// changed nothing (quietcapacity.go); reused: the pass took the last
 	// pass's instead of scheduling and planning.
@@ -251,7 +253,7 @@ func (p *Pass) bookReplicas(v *view, lists []machineList, entries []skeletonEntr
 			next.own[id] = ""
 		}
 	}
-	next.quiet, next.secrets, next.tallies = p.quiet, maps.Clone(p.snap.SecretRevisions), p.tallies
+	next.quiet, next.secrets, next.tallies, next.hashes = p.quiet, maps.Clone(p.snap.SecretRevisions), p.tallies, p.hashes
 	next.providers = maps.Clone(p.snap.Providers)
 	return next
 }

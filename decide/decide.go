@@ -83,6 +83,8 @@ type Pass struct {
 	tallies map[string]*deployTally
 	// quiet are the services whose steps decided nothing (quiet.go).
 	quiet map[string]quietService
+	// hashes are the services' revision hashes (revisionhash.go).
+	hashes map[string]string
 	// snapInOrder: the snapshot's replicas are by service and id, as the
 	// store lists them, and every id begins with its service's name.
 	snapInOrder bool
@@ -254,6 +256,7 @@ func (p *Pass) finishNew() {
 	}
 	p.plan.LiveMachines, p.plan.ConsolidatedAt = p.live, p.snap.ConsolidatedAt
 	p.tallies = p.keepTallies()
+	p.hashes = p.keepRevisionHashes()
 }
 
 func (p *Pass) addReplica(r *api.Replica) {

@@ -65,25 +65,34 @@ func (p *Pass) recoverInstances() {
 	sort.Strings(keys)
 	for _, key := range keys {
 		inv := p.snap.Inventories[key]
-		byMachine := map[string]provisioner.Instance{}
-		for _, inst := range inv.Instances {
-			byMachine[inst.Tags[provisioner.TagMachine]] = inst
+		byMachine := make(map[string]int, len(inv.Instances)) // the last instance tagged with each
+		for i, inst := range inv.Instances {
+			byMachine[inst.Tags[provisioner.TagMachine]] = i
 		}
+		// owned: the instance's machine is live (found in the walk, not
+		// looked up again for each instance).
+		owned := make([]bool, len(inv.Instances))
 		for _, m := range p.machines {
 			if registry.KeyOf(m) != key || !m.Live() || !m.CreatedAt.Before(inv.At) {
 				continue
 			}
-			inst, found := byMachine[m.ID]
+			i, found := byMachine[m.ID]
+			if found {
+				owned[i] = true
+			}
 			switch {
 			case found && m.ProviderID == "":
-				if err := fleet.Launched(p.ownMachine(m), inst, p.now); err == nil {
-					p.plan.Adoptions = append(p.plan.Adoptions, Adoption{Machine: m.ID, Instance: inst})
+				if err := fleet.Launched(p.ownMachine(m), inv.Instances[i], p.now); err == nil {
+					p.plan.Adoptions = append(p.plan.Adoptions, Adoption{Machine: m.ID, Instance: inv.Instances[i]})
 				}
 			case !found && m.ProviderID != "" && m.FleetState != api.FleetTerminating && instanceKnownBefore(m, inv.At):
 				p.terminate(m, CauseVanished, "instance "+m.ProviderID+" no longer exists", false)
 			}
 		}
-		for _, inst := range inv.Instances {
+		for i, inst := range inv.Instances {
+			if owned[i] {
+				continue
+			}
 			m := p.machine(inst.Tags[provisioner.TagMachine])
 			if (m == nil || !m.Live()) && p.now.Sub(inst.LaunchedAt) > p.cfg.OrphanGrace {
 				p.plan.Orphans = append(p.plan.Orphans, Orphan{ProviderKey: key, Instance: inst})

@@ -54,15 +54,13 @@ func (x *replicaIndex) find(replicas []*api.Replica, id string) (int, bool) {
 	if i, ok := x.at[id]; ok {
 		return i, true
 	}
-	for n := strings.IndexByte(id, '-'); n >= 0; {
+	// The service is the id up to one of its dashes: the last first, as
+	// replica.ID ends an id with a dash and a number (a service "web-api"
+	// was searched as "web" first). Ids are unique: one search can match.
+	for n := strings.LastIndexByte(id, '-'); n >= 0; n = strings.LastIndexByte(id[:n], '-') {
 		if i, ok := x.search(replicas, id[:n], id); ok {
 			return i, true
 		}
-		next := strings.IndexByte(id[n+1:], '-')
-		if next < 0 {
-			break
-		}
-		n += 1 + next
 	}
 	return 0, false
 }

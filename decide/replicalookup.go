@@ -36,16 +36,12 @@ func (p *Pass) snapshotReplicasOf(service string) (of []*api.Replica) {
 // searchByID finds a replica by id in a list by service and id, whose
 // ids begin with their service's name and a dash (replica.ID).
 func searchByID(list chunks.List[api.Replica], id string) *api.Replica {
-	for n := 0; ; n++ {
-		dash := strings.IndexByte(id[n:], '-')
-		if dash < 0 {
-			return nil
-		}
-		n += dash
+	for n := strings.LastIndexByte(id, '-'); n >= 0; n = strings.LastIndexByte(id[:n], '-') { // as replicaIndex.find
 		if r, ok := chunks.Search(list, [2]string{id[:n], id}, func(r *api.Replica, key [2]string) int {
 			return cmp.Or(strings.Compare(r.Service, key[0]), strings.Compare(r.ID, key[1]))
 		}); ok {
 			return r
 		}
 	}
+	return nil
 }

@@ -28,7 +28,7 @@ type Revert struct {
 // with kubectl), or a new one.
 func (p *Pass) currentRevision(svc *api.Service, replicas []*api.Replica) api.Revision {
 	name := svc.Metadata.Name
-	hash := spec.RevisionHash(svc.Spec, p.snap.SecretRevisions)
+	hash := p.revisionHash(svc)
 	key := RevisionKey(name, hash)
 	rev, known := p.mem.Revisions[key]
 	d, had := p.mem.Deployments[name]

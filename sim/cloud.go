@@ -56,7 +56,10 @@ type instance struct {
 	key      string
 	id       string
 	launched time.Time
-	gone     bool
+	// tags are its tags, made once: a list answers with the same map
+	// (nothing a pass does writes an inventory's tags).
+	tags map[string]string
+	gone bool
 	// goneBy says how it went (interrupted, terminated).
 	goneBy string
 }
@@ -106,7 +109,7 @@ func (c *cloud) launchAnswered(id string) error {
 		c.changes.ended(m.ID)
 		return fleet.LaunchFailed(m, err, c.w.Now)
 	}
-	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now}
+	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now, tags: map[string]string{provisioner.TagMachine: m.ID}}
 	c.instances[m.ID] = inst
 	c.order = append(c.order, inst)
 	c.outcome(o)
@@ -198,11 +201,11 @@ func (c *cloud) describe(ids []string) {
 // tagged with its machine.
 func (c *cloud) list(keys []string) {
 	for _, key := range keys {
-		inv := decide.Inventory{At: c.w.Now}
+		inv := decide.Inventory{At: c.w.Now, Instances: make([]provisioner.Instance, 0, len(c.order))}
 		for _, inst := range c.order {
 			if inst.key == key && !inst.gone {
 				inv.Instances = append(inv.Instances, provisioner.Instance{ID: inst.id, State: provisioner.StateRunning, LaunchedAt: inst.launched,
-					Tags: map[string]string{provisioner.TagMachine: inst.machine}})
+					Tags: inst.tags})
 			}
 		}
 		c.w.Snap.Inventories[key] = inv
