@@ -253,14 +253,12 @@ env > "$dir/env.txt"
 while :; do sleep 1; done
 `
 
-// A local machine's agent gets an explicit, minimal environment: the
-// server's admin token, encryption key and secret values stay with it.
-func TestAgentsDoNotInheritTheServersEnvironment(t *testing.T) {
-	t.Setenv("GANTRY_ADMIN_TOKEN", "admin-token-must-not-leak")
-	t.Setenv("GANTRY_ENCRYPTION_KEY", "encryption-key-must-not-leak")
-	t.Setenv("DB_PASSWORD", "secret-value-must-not-leak")
-	bin := filepath.Join(t.TempDir(), "env-agent")
-	if err := os.WriteFile(bin, []byte(envDumpingAgent), 0o755); err != nil {
+// launchWithAgent launches a machine of a provider whose agent is the
+// script.
+func launchWithAgent(t *testing.T, name, script string) (*Provider, *provisioner.Instance) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	p, err := New(Config{AgentBinary: bin, StateDir: t.TempDir(), StopGrace: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
@@ -268,13 +266,24 @@ func TestAgentsDoNotInheritTheServersEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.ShutdownAll(context.Background()) })
-	inst, err := p.Launch(context.Background(), launchSpec("env"))
+	inst, err := p.Launch(context.Background(), launchSpec(name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, inst
+}
+
+// A local machine's agent gets an explicit, minimal environment: the
+// server's admin token, encryption key and secret values stay with it.
+func TestAgentsDoNotInheritTheServersEnvironment(t *testing.T) {
+	t.Setenv("GANTRY_ADMIN_TOKEN", "admin-token-must-not-leak")
+	t.Setenv("GANTRY_ENCRYPTION_KEY", "encryption-key-must-not-leak")
+	t.Setenv("DB_PASSWORD", "secret-value-must-not-leak")
+	p, inst := launchWithAgent(t, "env-agent", envDumpingAgent)
 	waitState(t, p, inst.ID, provisioner.StateRunning)
 	envFile := filepath.Join(p.machineDir(inst.ID), "env.txt")
 	var env []byte
+	var err error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if env, err = os.ReadFile(envFile); err == nil && strings.Contains(string(env), "PATH=") {
 			break
@@ -302,19 +311,7 @@ exit 1
 // killed before the agent is reaped: a kill of the group sent after the
 // reap could reach another group that took its pid since.
 func TestAnExitedAgentLeavesNoHelperRunning(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "straggling-agent")
-	if err := os.WriteFile(bin, []byte(stragglingAgent), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{AgentBinary: bin, StateDir: t.TempDir(), StopGrace: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.ShutdownAll(context.Background()) })
-	inst, err := p.Launch(context.Background(), launchSpec("straggler"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, inst := launchWithAgent(t, "straggling-agent", stragglingAgent)
 	pidFile := filepath.Join(p.machineDir(inst.ID), "helper.pid")
 	helper := 0
 	for deadline := time.Now().Add(10 * time.Second); helper == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
