@@ -174,7 +174,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	next := passMemory(mem)
 	p := &Pass{cfg: cfg, snap: snap, now: now.UTC(), mem: &next, in: mem, quiet: map[string]quietService{},
-		services: map[string]*api.Service{}, deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
+		services: make(map[string]*api.Service, len(snap.Services)), deleting: map[string]bool{}, mine: map[*api.Replica]bool{}, mineMachines: map[*api.Machine]bool{}}
 	p.plan.Pending = map[string]string{}
 	p.machines = append(room(&snap.Scratch.of().apiMachines, len(snap.Machines)), snap.Machines...)
 	if !snap.MachinesByID {

@@ -43,9 +43,10 @@ func (p *Pass) deployService(svc *api.Service, replicas []*api.Replica, byID, bu
 	rev := p.currentRevision(svc, replicas)
 	d := p.deploymentOf(svc, rev, len(replicas) > 0)
 	name := svc.Metadata.Name
+	last := p.tallies[name] // the last pass's: the pass took its map over (keepTallies)
 	delete(p.tallies, name)
 	desired := svc.Spec.DesiredReplicas()
-	t := p.keptTally(svc, rev, &d, replicas, busy)
+	t := p.keptTally(svc, rev, &d, replicas, busy, last)
 	if t != nil && t.desired != desired && !p.rescale(t, rev, desired) {
 		t = nil
 	}

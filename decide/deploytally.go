@@ -30,7 +30,7 @@ type deployTally struct {
 	dropped  map[string]bool
 }
 
-// keptTally is the last pass's tally of the service, counted again for
+// keptTally is the last pass's tally of the service (t), counted again for
 // the replicas changed since and those the pass changed before its steps
 // (busy: the moves it ended), when it holds (nil: walk them): the pass
 // deleted none of the service's replicas before, the store holds
@@ -39,14 +39,10 @@ type deployTally struct {
 // promotion waits, and every changed replica of the service is there
 // (but those the last pass dropped), of the revision, within the tally's
 // desired count, and as many as the tally says.
-func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, replicas []*api.Replica, busy bool) *deployTally {
+func (p *Pass) keptTally(svc *api.Service, rev api.Revision, d *api.Deployment, replicas []*api.Replica, busy bool, t *deployTally) *deployTally {
 	prev, changed := p.snap.Booked, p.snap.Changed
 	name := svc.Metadata.Name
-	if prev == nil || changed == nil || prev.tallies == nil {
-		return nil
-	}
-	t := prev.tallies[name]
-	if t == nil || d.State != api.DeployComplete || d.Revision != rev.Hash || t.revision != rev.Hash || len(replicas) != t.replicas {
+	if prev == nil || changed == nil || t == nil || d.State != api.DeployComplete || d.Revision != rev.Hash || t.revision != rev.Hash || len(replicas) != t.replicas {
 		return nil
 	}
 	if _, promoted := p.in.Promotions[name]; promoted {
@@ -173,19 +169,19 @@ func availableOf(rev api.Revision, r *api.Replica) bool {
 	return replica.Available(r) && (rev.Spec.HealthCheck == nil || r.Health == api.HealthHealthy)
 }
 
-// keepTallies carries the last pass's tallies over to the pass's booking,
-// but for services gone (the step of each service stepped replaces its
-// own).
+// keepTallies takes the last pass's tallies over (its booking's map,
+// which the pass consumes), but for services gone, which are among the
+// changes (the step of each service stepped replaces its own). A copy
+// each pass was a hundredth of a 1,000-machine month.
 func (p *Pass) keepTallies() map[string]*deployTally {
-	var prev map[string]*deployTally
-	if p.snap.Booked != nil && p.snap.Changed != nil {
-		prev = p.snap.Booked.tallies
+	prev, changed := p.snap.Booked, p.snap.Changed
+	if prev == nil || changed == nil || prev.tallies == nil {
+		return map[string]*deployTally{}
 	}
-	out := make(map[string]*deployTally, len(prev))
-	for name, t := range prev {
-		if p.services[name] != nil {
-			out[name] = t
+	for name := range changed.Services {
+		if p.services[name] == nil {
+			delete(prev.tallies, name)
 		}
 	}
-	return out
+	return prev.tallies
 }

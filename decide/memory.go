@@ -129,13 +129,14 @@ func (m Memory) Clone() Memory {
 // service's deployment and revisions took a tenth of a lone change's
 // pass at 5,000 services.
 func passMemory(mem Memory) Memory {
-	c := NewMemory()
+	var c Memory
 	for _, sec := range memorySectionTable {
 		if copyOnWrite(sec.name) {
 			sec.share(&c, &mem)
 		} else {
 			sec.clone(&c, &mem)
 		}
+		sec.makeEmpty(&c) // an empty map only where mem's was empty
 	}
 	return c
 }

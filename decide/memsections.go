@@ -18,7 +18,7 @@ import (
 type memorySection struct {
 	// name is the section's key prefix in the store (its field's tag).
 	name string
-	// makeEmpty gives m an empty map of the section.
+	// makeEmpty gives m an empty map of the section where it has none.
 	makeEmpty func(m *Memory)
 	// clone copies src's map into dst; share gives dst src's map.
 	clone func(dst, src *Memory)
@@ -65,8 +65,12 @@ func memorySections() []memorySection {
 
 func section[V any](name string, field func(*Memory) *map[string]V) memorySection {
 	return memorySection{
-		name:      name,
-		makeEmpty: func(m *Memory) { *field(m) = map[string]V{} },
+		name: name,
+		makeEmpty: func(m *Memory) {
+			if *field(m) == nil {
+				*field(m) = map[string]V{}
+			}
+		},
 		clone: func(dst, src *Memory) {
 			// Copied into a map of its size, not cloned: a clone keeps the
 			// room of every entry the map once held, and a section that
