@@ -418,8 +418,13 @@ func (b *booker) place(ids map[string]bool) {
 // built from changed: the service (made, changed or deleted), its
 // cluster (zones), or its revision (changed, made or dropped). The runs
 // of stale services are forgotten; booking their replicas records them
-// again.
+// again. With no service, cluster or revision changed since the last
+// pass, nor a revision made by this one, every run's rules are as the
+// last pass found them: none is looked at.
 func (b *booker) staleServices() []string {
+	if len(b.changed.Services)+len(b.changed.Clusters) == 0 && !revisionChanged(b.changed.Memory) && !b.p.owns.revisions {
+		return nil
+	}
 	var stale []string
 	seen := map[string]bool{}
 	for k, in := range b.prev.runs {
