@@ -2,98 +2,59 @@ package procgroup
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/proctest"
 )
 
+// limit bounds every wait on a process in these tests.
+const limit = 10 * time.Second
+
 // startShell starts script under sh as a group leader; the script writes
-// the pid of the child it leaves behind to the file named by $PIDFILE.
-func startShell(t *testing.T, script string) (l *Leader, pidFile string) {
+// the pid of the child it leaves behind into the FIFO named by $PIDFIFO.
+func startShell(t *testing.T, script string) (l *Leader, fifo string) {
 	t.Helper()
-	pidFile = filepath.Join(t.TempDir(), "child.pid")
+	fifo = proctest.PidFIFO(t)
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "PIDFILE="+pidFile)
+	cmd.Env = append(os.Environ(), "PIDFIFO="+fifo)
 	l, err := Start(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Signal(syscall.SIGKILL); <-l.Done() })
-	return l, pidFile
+	return l, fifo
 }
 
 func waitDone(t *testing.T, l *Leader) {
 	t.Helper()
 	select {
 	case <-l.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the leader was not reaped within 30 s")
+	case <-time.After(limit):
+		t.Fatalf("the leader was not reaped within %s", limit)
 	}
-}
-
-// running: the process exists and is not a zombie (an orphan is reaped by
-// whatever adopted it, maybe not at once).
-func running(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	_, after, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(after, "Z") && !strings.HasPrefix(after, "X")
-}
-
-// childPid is the pid the script wrote, once it did.
-func childPid(t *testing.T, pidFile string) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		data, err := os.ReadFile(pidFile)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && perr == nil {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the script wrote no pid to %s within 10 s (%q, %v)", pidFile, data, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// diesWithin: the process ends within the limit (a kill is delivered
-// when the process next runs, not when kill returns).
-func diesWithin(pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	for running(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }
 
 func TestWhatTheLeaderLeftDiesBeforeItIsReaped(t *testing.T) {
-	l, pidFile := startShell(t, "sleep 300 & echo $! > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"")
+	l, fifo := startShell(t, `sleep 300 & echo $! > "$PIDFIFO"`)
+	child := proctest.ReadPid(t, fifo, limit)
 	waitDone(t, l)
 	if err := l.Err(); err != nil {
 		t.Fatalf("the leader exited 0, Err says %v", err)
 	}
-	child := childPid(t, pidFile)
-	if !diesWithin(child, 10*time.Second) {
+	if !proctest.Gone(child, limit) {
 		_ = syscall.Kill(child, syscall.SIGKILL)
 		t.Fatalf("the leader's child %d still runs after the leader was reaped", child)
 	}
 }
 
 func TestSignalReachesTheGroupWhileTheLeaderLives(t *testing.T) {
-	l, pidFile := startShell(t, "sleep 300 & echo $! > \"$PIDFILE.tmp\" && mv \"$PIDFILE.tmp\" \"$PIDFILE\"; wait")
-	child := childPid(t, pidFile)
-	if !running(child) {
+	l, fifo := startShell(t, `sleep 300 & echo $! > "$PIDFIFO"; wait`)
+	child := proctest.ReadPid(t, fifo, limit)
+	if proctest.Gone(child, 0) {
 		t.Fatalf("child %d is not running before the signal", child)
 	}
 	if !l.Signal(syscall.SIGTERM) {
@@ -104,7 +65,7 @@ func TestSignalReachesTheGroupWhileTheLeaderLives(t *testing.T) {
 	if !errors.As(l.Err(), &exit) {
 		t.Fatalf("the leader ended with %v, want an exit error (killed by SIGTERM)", l.Err())
 	}
-	if !diesWithin(child, 10*time.Second) {
+	if !proctest.Gone(child, limit) {
 		t.Fatalf("child %d outlived the group's SIGTERM", child)
 	}
 	if l.Signal(syscall.SIGKILL) {

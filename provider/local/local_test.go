@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/internal/proctest"
 	"github.com/gantry-dev/gantry/provisioner"
 	"github.com/gantry-dev/gantry/provisioner/provisionertest"
 )
@@ -299,33 +300,20 @@ func TestAgentsDoNotInheritTheServersEnvironment(t *testing.T) {
 	}
 }
 
-// An agent that starts a helper and exits leaves no helper running.
-const stragglingAgent = `#!/bin/sh
-for a in "$@"; do [ "$prev" = --data-dir ] && dir=$a; prev=$a; done
-sleep 300 &
-echo $! > "$dir/helper.tmp" && mv "$dir/helper.tmp" "$dir/helper.pid"
-exit 1
-`
+// stragglingAgent starts a helper, writes its pid into fifo and exits.
+func stragglingAgent(fifo string) string {
+	return fmt.Sprintf("#!/bin/sh\nsleep 300 &\necho $! > %q\nexit 1\n", fifo)
+}
 
 // An agent that exits takes what it left in its process group with it,
 // killed before the agent is reaped: a kill of the group sent after the
 // reap could reach another group that took its pid since.
 func TestAnExitedAgentLeavesNoHelperRunning(t *testing.T) {
-	p, inst := launchWithAgent(t, "straggling-agent", stragglingAgent)
-	pidFile := filepath.Join(p.machineDir(inst.ID), "helper.pid")
-	helper := 0
-	for deadline := time.Now().Add(10 * time.Second); helper == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		data, _ := os.ReadFile(pidFile)
-		fmt.Sscan(string(data), &helper)
+	fifo := proctest.PidFIFO(t)
+	launchWithAgent(t, "straggling-agent", stragglingAgent(fifo))
+	helper := proctest.ReadPid(t, fifo, 10*time.Second)
+	if !proctest.Gone(helper, 10*time.Second) {
+		_ = syscall.Kill(helper, syscall.SIGKILL)
+		t.Fatalf("helper %d outlived its agent", helper)
 	}
-	if helper == 0 {
-		t.Fatalf("the agent wrote no helper pid to %s", pidFile)
-	}
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if syscall.Kill(helper, 0) != nil {
-			return
-		}
-	}
-	_ = syscall.Kill(helper, syscall.SIGKILL)
-	t.Fatalf("helper %d outlived its agent", helper)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantry-dev/gantry/internal/proctest"
 	"github.com/gantry-dev/gantry/runtime"
 )
 
@@ -75,34 +76,19 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 // first process does: a crashed server's workers would otherwise hold its
 // port against the replica started again.
 func TestAnExitedReplicaLeavesNothingRunning(t *testing.T) {
-	dir := t.TempDir()
-	d := New(Config{Dir: dir})
-	task, err := d.Start(context.Background(), runtime.Spec{ReplicaID: "r", Command: []string{"sh", "-c", `sleep 300 & echo $! > child.tmp && mv child.tmp child.pid; exit 3`}})
+	d := New(Config{Dir: t.TempDir()})
+	fifo := proctest.PidFIFO(t)
+	task, err := d.Start(context.Background(), runtime.Spec{ReplicaID: "r", Env: map[string]string{"PIDFIFO": fifo},
+		Command: []string{"sh", "-c", `sleep 300 & echo $! > "$PIDFIFO"; exit 3`}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	childPID := proctest.ReadPid(t, fifo, 10*time.Second)
 	<-task.Done()
-	childPID := atoi(strings.TrimSpace(readFile(t, filepath.Join(dir, "r", "child.pid"))))
-	if childPID == 0 {
-		t.Fatal("the replica wrote no child pid")
+	if !proctest.Gone(childPID, 10*time.Second) {
+		_ = syscall.Kill(childPID, syscall.SIGKILL)
+		t.Fatalf("child %d outlived its replica", childPID)
 	}
-	for i := 0; i < 250; i++ {
-		if syscall.Kill(childPID, 0) != nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_ = syscall.Kill(childPID, syscall.SIGKILL)
-	t.Fatalf("child %d outlived its replica", childPID)
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
 }
 
 func TestCommandNotFoundIsAClearError(t *testing.T) {
