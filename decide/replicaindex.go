@@ -82,23 +82,34 @@ func (x *replicaIndex) search(replicas []*api.Replica, service, id string) (int,
 // add records a replica appended at position i.
 func (x *replicaIndex) add(id string, i int) { x.at[id] = i }
 
-// without is replicas without those dropped, the index following them.
-func (x *replicaIndex) without(replicas []*api.Replica, dropped func(*api.Replica) bool) []*api.Replica {
-	kept, sorted := replicas[:0], 0
-	for i, r := range replicas {
-		if dropped(r) {
-			delete(x.at, r.ID)
-			continue
+// without is replicas without those at the positions drop (ascending,
+// each once), the index following them. What lies between two dropped
+// replicas moves down in one copy, and only the replicas after the first
+// dropped one that the map indexes are noted again: a walk that asked
+// of each replica whether it went cost an acting pass a lookup for
+// every replica of the fleet.
+func (x *replicaIndex) without(replicas []*api.Replica, drop []int) []*api.Replica {
+	if len(drop) == 0 {
+		return replicas
+	}
+	sorted := x.sorted
+	kept := drop[0]
+	for k, at := range drop {
+		delete(x.at, replicas[at].ID)
+		if at < x.sorted {
+			sorted--
 		}
-		if i < x.sorted {
-			sorted++
-		} else {
-			x.at[r.ID] = len(kept)
+		end := len(replicas)
+		if k+1 < len(drop) {
+			end = drop[k+1]
 		}
-		kept = append(kept, r)
+		kept += copy(replicas[kept:], replicas[at+1:end])
 	}
 	x.sorted = sorted
-	return kept
+	for i := max(sorted, drop[0]); i < kept; i++ {
+		x.at[replicas[i].ID] = i
+	}
+	return replicas[:kept]
 }
 
 // replicasAmong are the pass's replicas of those ids and those it copied

@@ -70,7 +70,13 @@ func TestReplicaIndexFindsWhatAMapWould(t *testing.T) {
 				drop[r.ID] = true
 			}
 		}
-		replicas = x.without(replicas, func(r *api.Replica) bool { return drop[r.ID] })
+		var at []int
+		for i, r := range replicas {
+			if drop[r.ID] {
+				at = append(at, i)
+			}
+		}
+		replicas = x.without(replicas, at)
 		check("after drops")
 		for id := range drop {
 			if _, ok := x.find(replicas, id); ok {

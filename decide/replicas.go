@@ -257,13 +257,14 @@ func (p *Pass) dropDeleted() {
 	if len(p.deleting) == 0 {
 		return
 	}
-	// By the replicas themselves, found by id: not every replica's id
-	// compared with the ids deleted.
-	drop := make(map[*api.Replica]bool, len(p.deleting))
+	// By their positions, found by id: not every replica's id compared
+	// with the ids deleted.
+	drop := make([]int, 0, len(p.deleting))
 	for id := range p.deleting {
 		if i, ok := p.index.find(p.replicas, id); ok {
-			drop[p.replicas[i]] = true
+			drop = append(drop, i)
 		}
 	}
-	p.replicas = p.index.without(p.replicas, func(r *api.Replica) bool { return drop[r] })
+	slices.Sort(drop)
+	p.replicas = p.index.without(p.replicas, drop)
 }

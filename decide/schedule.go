@@ -542,7 +542,7 @@ func needsPlace(r *api.Replica, draining map[string]bool) bool {
 // the replicas they hold are looked up only then).
 func (p *Pass) drainingMachines() map[string]bool {
 	var ids map[string]bool
-	for _, m := range p.machines {
+	for _, m := range p.machinesIn(func(c *fleetCensus) []int { return c.draining }) {
 		if m.FleetState == api.FleetDraining {
 			if ids == nil {
 				ids = map[string]bool{}
