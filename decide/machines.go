@@ -317,7 +317,8 @@ func (p *Pass) finishDrains() {
 // deadline passed, for its message (before any terminates).
 func (p *Pass) walkDrainingHolds() map[string]int {
 	held := map[string]int{}
-	for _, m := range p.machines {
+	draining := p.machinesIn(func(c *fleetCensus) []int { return c.draining })
+	for _, m := range draining {
 		if m.FleetState == api.FleetDraining {
 			held[m.ID] = 0
 		}
@@ -330,7 +331,7 @@ func (p *Pass) walkDrainingHolds() map[string]int {
 		}
 		return unfound > 0
 	})
-	for _, m := range p.machines {
+	for _, m := range draining {
 		if m.FleetState == api.FleetDraining && held[m.ID] > 0 && m.DrainDeadline != nil && p.now.After(*m.DrainDeadline) {
 			held[m.ID] = p.heldOn(m.ID)
 		}
