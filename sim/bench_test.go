@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,8 +53,19 @@ func BenchmarkSimulateFleet200Day(b *testing.B) { benchFleet(b, 10, 100, day) }
 
 // BenchmarkSimulateFleet1000Month: the 1,000-machine fleet's day, 30 times
 // over: the first target, measured whole rather than extrapolated
-// from a day (whose first hour is the fleet's launch).
-func BenchmarkSimulateFleet1000Month(b *testing.B) { benchFleet(b, 20, 280, 30*day) }
+// from a day (whose first hour is the fleet's launch). GANTRY_SIM_DAYS
+// sets another number of days, for quicker comparisons.
+func BenchmarkSimulateFleet1000Month(b *testing.B) {
+	days := 30
+	if v := os.Getenv("GANTRY_SIM_DAYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("GANTRY_SIM_DAYS=%q: want a positive number of days", v)
+		}
+		days = n
+	}
+	benchFleet(b, 20, 280, time.Duration(days)*day)
+}
 
 // BenchmarkSimulateFleet10000Hours: the first hours of a fleet of about
 // 10,000 machines (40 services of about 1,540 replicas), at one-minute
@@ -77,6 +89,7 @@ const day = 24 * time.Hour
 func benchFleet(b *testing.B, services, base int, span time.Duration) {
 	s := testSetup(b, diurnalTrace(services, base, span), serviceNames(services)...)
 	s.Clusters[0].Spec.CapacityGroups[0].MaxSize = 50000
+	s.LabelPasses = os.Getenv("GANTRY_SIM_LABELS") != "" // for -cpuprofile: go tool pprof -tags
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := Simulate(s, defaultPolicy())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -51,6 +52,9 @@ type run struct {
 	// joining are the replicas on the machines joining at this instant
 	// (happen).
 	joining map[string][]*api.Replica
+	// woke says what the instant the clock is at was for (nextInstant):
+	// the label of its passes' CPU samples when Setup.LabelPasses asks.
+	woke string
 	// replacing are the machines a plan replaces with a cheaper one: a
 	// machine is drained only once its successor joined, by a later pass
 	// that finds its replicas fit elsewhere, and counts as replaced.
@@ -259,7 +263,7 @@ func (r *run) passes() (bool, error) {
 		}
 	}
 	for i := 0; i < r.setup.World.MaxPassesPerInstant; i++ {
-		plan, err := r.decide()
+		plan, err := r.labelledDecide(i)
 		if err != nil {
 			return false, err
 		}
@@ -274,6 +278,18 @@ func (r *run) passes() (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// labelledDecide is decide, its CPU samples labelled with what woke the
+// instant and the pass's place in it ("1", "2", "3+") when the setup
+// asks (LabelPasses).
+func (r *run) labelledDecide(i int) (plan decide.Plan, err error) {
+	if !r.setup.LabelPasses {
+		return r.decide()
+	}
+	place := [...]string{"1", "2", "3+"}[min(i, 2)]
+	pprof.Do(context.Background(), pprof.Labels("woke", r.woke, "pass", place), func(context.Context) { plan, err = r.decide() })
+	return plan, err
 }
 
 // checkHeartbeats fails if a joined machine whose instance runs was not
@@ -456,41 +472,57 @@ func (r *run) up(rep *api.Replica) bool {
 // deadline; silence) at the controller's next tick (onTick).
 func (r *run) nextInstant(now time.Time, acting bool) time.Time {
 	if acting { // the passes were cut short: pass again soon
+		r.woke = wokeUnsettled
 		return now.Add(time.Second)
 	}
 	if t, ok := r.agenda.next(); ok && !t.After(now) {
+		r.woke = wokeWorld
 		return now // an answer without latency: at this instant still
 	}
 	var next time.Time
-	note := func(t time.Time, on func(time.Time) time.Time) {
+	note := func(t time.Time, on func(time.Time) time.Time, why string) {
 		if !t.After(now) {
 			return
 		}
 		if t = on(t); next.IsZero() || t.Before(next) {
-			next = t
+			next, r.woke = t, why
 		}
 	}
 	tick := func(t time.Time) time.Time { return r.onTick(now, t) }
 	if r.row < len(r.setup.Trace.Rows) {
-		note(r.setup.Trace.Rows[r.row].At, r.onGrain)
+		note(r.setup.Trace.Rows[r.row].At, r.onGrain, wokeTrace)
 	}
 	if r.price < len(r.setup.SpotPrices) {
-		note(r.setup.SpotPrices[r.price].At, r.onGrain)
+		note(r.setup.SpotPrices[r.price].At, r.onGrain, wokePrice)
 	}
 	if t, ok := r.agenda.next(); ok {
-		note(t, r.onGrain)
+		note(t, r.onGrain, wokeWorld)
 	}
 	if t, ok := r.heard.next(); ok {
 		if !t.After(now) {
 			t = now.Add(time.Nanosecond) // heard already: at the next tick
 		}
-		note(t, tick)
+		note(t, tick, wokeHeard)
 	}
-	note(r.last.Wake.At, tick)
-	note(r.silentAt(), tick)
-	note(r.bound.due(), r.onGrain)
+	note(r.last.Wake.At, tick, wokeDeadline)
+	note(r.silentAt(), tick, wokeSilence)
+	note(r.bound.due(), r.onGrain, wokeBound)
 	return next
 }
+
+// What an instant was for (run.woke): the first of them at once when
+// several fall on it, in nextInstant's order.
+const (
+	wokeStart     = "start"     // the trace's first instant
+	wokeUnsettled = "unsettled" // the last instant's passes were cut short
+	wokeTrace     = "trace"     // a row of demand
+	wokePrice     = "price"     // a spot price change
+	wokeWorld     = "world"     // a provider's answer, an agent's join, an interruption
+	wokeHeard     = "heard"     // a replica's start, heard in a heartbeat
+	wokeDeadline  = "deadline"  // a deadline the last pass set (Plan.Wake)
+	wokeSilence   = "silence"   // a machine gone silent
+	wokeBound     = "bound"     // the LP bound's sample
+)
 
 // onTick is when a controller whose last pass was at now first passes at
 // or after t with nothing triggering it: every ReconcileInterval from

@@ -49,6 +49,12 @@ type Setup struct {
 	// SpotPrices change spot prices over time, in time order (none: the
 	// catalog's all along).
 	SpotPrices []trace.PriceChange
+	// LabelPasses labels each pass's CPU samples with what the instant
+	// was for ("woke": trace, world, heard, deadline…) and the pass's
+	// place in it ("pass": 1, 2, 3+), for a profile of where a run's
+	// time goes (go tool pprof -tags, -tagfocus). It changes nothing the
+	// run decides.
+	LabelPasses bool
 }
 
 // Policy is one run's decision settings.
@@ -156,7 +162,7 @@ func newRun(s Setup, p Policy) (*run, error) {
 	cfg := p.Config
 	cfg.Planner.SkipBound = true // the run's own bound is planned from scratch (bound.go)
 	r := &run{setup: s, policy: p, cfg: cfg, mem: decide.NewMemory(), agenda: &agenda{}, heard: &agenda{}, replacing: map[string]bool{}, ledger: newLedger(start, end), end: end,
-		changes: newChanges(), tally: newTally(), made: appended{len(snap.Replicas), len(snap.Machines)}}
+		changes: newChanges(), tally: newTally(), made: appended{len(snap.Replicas), len(snap.Machines)}, woke: wokeStart}
 	r.w = playback.World{Snap: snap, Now: start}
 	r.w.IndexReplicas()
 	r.w.IndexMachines()

@@ -119,8 +119,9 @@ func TestAReplacedMachineCountsAsReplaced(t *testing.T) {
 	}
 }
 
-// The same inputs and seed give the same results, to the last digit;
-// another seed draws another world.
+// The same inputs and seed give the same results, to the last digit,
+// whether or not the passes are labelled for a profile; another seed
+// draws another world.
 func TestARunIsTheSameEveryTime(t *testing.T) {
 	s := testSetup(t, `2026-01-01T00:00:00Z,web,6
 2026-01-01T00:30:00Z,web,30
@@ -143,6 +144,11 @@ func TestARunIsTheSameEveryTime(t *testing.T) {
 	first := encode(s)
 	if again := encode(s); again != first {
 		t.Fatalf("two runs of one seed differ:\n%s\n%s", first, again)
+	}
+	labelled := s
+	labelled.LabelPasses = true
+	if again := encode(labelled); again != first {
+		t.Fatalf("a run whose passes are labelled for a profile differs:\n%s\n%s", first, again)
 	}
 	s.Seed = 2
 	if other := encode(s); other == first {
