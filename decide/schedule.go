@@ -31,8 +31,12 @@ type view struct {
 	built   uint64
 	// ids are byID's ids (set before the booking sets their machines).
 	ids []string
-	// joined are schedulable; launching count as spread domains.
+	// joined are schedulable; launching count as spread domains. Listed
+	// when first read (joinedMachines, launchingMachines): a pass that
+	// schedules nothing reads neither (at 10,000 machines each pass
+	// allocated and filled a list of every machine).
 	joined, launching []*scheduler.Machine
+	listed            bool
 	zones             map[string][]string
 	// lists say which list each machine is in.
 	lists []machineList
@@ -95,20 +99,34 @@ func (p *Pass) ownMachinesThat(v *view, may func(*scheduler.Machine) bool) {
 
 // listMachines lists the joined and the launching machines.
 func (v *view) listMachines() {
-	v.joined, v.launching = v.joined[:0], v.launching[:0]
+	if v.joined == nil {
+		v.joined = make([]*scheduler.Machine, 0, len(v.byID))
+	}
+	v.joined, v.launching, v.listed = v.joined[:0], v.launching[:0], true
 	for i, pm := range v.byID {
-		v.listMachine(i, pm)
+		switch v.lists[i] {
+		case listJoined:
+			v.joined = append(v.joined, pm.Machine)
+		case listLaunching:
+			v.launching = append(v.launching, pm.Machine)
+		}
 	}
 }
 
-// listMachine lists machine i on its list.
-func (v *view) listMachine(i int, pm *planner.Machine) {
-	switch v.lists[i] {
-	case listJoined:
-		v.joined = append(v.joined, pm.Machine)
-	case listLaunching:
-		v.launching = append(v.launching, pm.Machine)
+// joinedMachines are the joined machines, listed once asked for.
+func (v *view) joinedMachines() []*scheduler.Machine {
+	if !v.listed {
+		v.listMachines()
 	}
+	return v.joined
+}
+
+// launchingMachines are the machines on their way.
+func (v *view) launchingMachines() []*scheduler.Machine {
+	if !v.listed {
+		v.listMachines()
+	}
+	return v.launching
 }
 
 func (p *Pass) buildView(clusters []string) *view {
@@ -161,7 +179,6 @@ func (p *Pass) buildView(clusters []string) *view {
 	p.skeleton = sk
 	p.plan.Booked = p.bookReplicas(v, lists, sk.entries, cls)
 	v.lists = lists
-	v.joined = make([]*scheduler.Machine, 0, len(v.byID))
 	return v
 }
 
@@ -282,11 +299,10 @@ func (p *Pass) zonesOf(clusters []string) map[string][]string {
 	return zones
 }
 
-// walkView lists the view's joined and launching machines, remembers
-// since when each joined machine has been empty, and finds when the next
-// machine becomes a consolidation candidate (candidateAt), in one walk
-// of the machines (three walks were a cache miss each for each of
-// 10,000 machines, in every pass). The idle are few: the memory's idle
+// walkView remembers since when each joined machine has been empty, and
+// finds when the next machine becomes a consolidation candidate
+// (candidateAt), in one walk of the machines (two walks were a cache
+// miss each for each of 10,000 machines, in every pass). The idle are few: the memory's idle
 // entries are found among the machines, not each machine with replicas
 // looked up in the memory.
 func (p *Pass) walkView(v *view) {
@@ -295,10 +311,8 @@ func (p *Pass) walkView(v *view) {
 			delete(owned(&p.mem.IdleSince, &p.owns.idle), id)
 		}
 	}
-	v.joined, v.launching = v.joined[:0], v.launching[:0]
 	clock := planner.NewCandidateClock(p.cfg.Planner, p.now)
-	for i, pm := range v.byID {
-		v.listMachine(i, pm)
+	for _, pm := range v.byID {
 		if pm.Joined && len(pm.Replicas) == 0 {
 			since, idle := p.mem.IdleSince[pm.ID]
 			if !idle {
@@ -318,9 +332,9 @@ func (p *Pass) scheduleSpread(v *view, spread []scheduler.Replica) (scheduler.Re
 	if len(spread) == 0 { // not a copy of 50,000 machines to place nothing
 		return scheduler.Schedule(nil, nil), nil
 	}
-	domains := slices.Clone(v.joined)
+	domains := slices.Clone(v.joinedMachines())
 	onTheirWay := map[string]bool{}
-	for _, m := range v.launching {
+	for _, m := range v.launchingMachines() {
 		domains = append(domains, m.Clone())
 		onTheirWay[m.ID] = true
 	}
@@ -414,11 +428,11 @@ func (p *Pass) schedulePlain(v *view, plain []scheduler.Replica, spreadToo bool)
 	asks := scheduler.NewAsks()
 	if spreadToo || !v.booked || v.copies != nil || slices.ContainsFunc(plain, func(r scheduler.Replica) bool { return !asks.Add(&r) }) {
 		p.ownMachines(v)
-		return sched.Schedule(v.joined, plain), nil
+		return sched.Schedule(v.joinedMachines(), plain), nil
 	}
-	booked := slices.Clone(v.joined) // never changed: the pass places on copies
+	booked := slices.Clone(v.joinedMachines()) // never changed: the pass places on copies
 	p.ownMachinesThat(v, asks.MayTake)
-	receivers := make([]*scheduler.Machine, 0, len(v.joined))
+	receivers := make([]*scheduler.Machine, 0, len(v.joinedMachines()))
 	for i, pm := range v.byID {
 		if v.lists[i] == listJoined && pm.Machine == &v.copies[i] {
 			receivers = append(receivers, pm.Machine)
@@ -630,7 +644,7 @@ func (p *Pass) repairSpread(v *view) {
 func (p *Pass) moveForSpread(v *view, svc *api.Service, replicas []*api.Replica) bool {
 	sample := toSchedReplica(replicas[0], svc, p.specOf(replicas[0], svc), v.zones[svc.Spec.Cluster])
 	var eligible []*scheduler.Machine
-	for _, m := range v.joined {
+	for _, m := range v.joinedMachines() {
 		if scheduler.Eligible(m, sample) == "" {
 			eligible = append(eligible, m)
 		}
