@@ -297,6 +297,13 @@ func (p *Pass) machinesIn(positions func(*fleetCensus) []int) []*api.Machine {
 	return out
 }
 
+// drainingCandidates are the machines that may be draining: the
+// census's draining ones while it holds, else every machine (each
+// caller checks the state).
+func (p *Pass) drainingCandidates() []*api.Machine {
+	return p.machinesIn(func(c *fleetCensus) []int { return c.draining })
+}
+
 // rollout is a group's tally from the census, when no machine counted
 // toward it runs another template than current (else false: the tally
 // needs the machines).

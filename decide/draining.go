@@ -14,7 +14,7 @@ func (p *Pass) vouchedDraining() (map[string][]string, bool) {
 		return nil, false
 	}
 	out := map[string][]string{}
-	for _, m := range p.machinesIn(func(c *fleetCensus) []int { return c.draining }) {
+	for _, m := range p.drainingCandidates() {
 		if m.FleetState != api.FleetDraining {
 			continue
 		}

@@ -290,7 +290,7 @@ func (p *Pass) finishReplacements() {
 // finishDrains terminates draining machines that hold no replica any
 // more, or whose deadline has passed.
 func (p *Pass) finishDrains() {
-	draining := p.machinesIn(func(c *fleetCensus) []int { return c.draining })
+	draining := p.drainingCandidates()
 	if !slices.ContainsFunc(draining, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }) {
 		return // counting what each machine holds walks every replica
 	}
@@ -317,7 +317,7 @@ func (p *Pass) finishDrains() {
 // deadline passed, for its message (before any terminates).
 func (p *Pass) walkDrainingHolds() map[string]int {
 	held := map[string]int{}
-	draining := p.machinesIn(func(c *fleetCensus) []int { return c.draining })
+	draining := p.drainingCandidates()
 	for _, m := range draining {
 		if m.FleetState == api.FleetDraining {
 			held[m.ID] = 0

@@ -302,9 +302,9 @@ func (p *Pass) zonesOf(clusters []string) map[string][]string {
 // walkView remembers since when each joined machine has been empty, and
 // finds when the next machine becomes a consolidation candidate
 // (candidateAt), in one walk of the machines (two walks were a cache
-// miss each for each of 10,000 machines, in every pass). The idle are few: the memory's idle
-// entries are found among the machines, not each machine with replicas
-// looked up in the memory.
+// miss each for each of 10,000 machines, in every pass). The idle are
+// few: the memory's idle entries are found among the machines, not each
+// machine with replicas looked up in the memory.
 func (p *Pass) walkView(v *view) {
 	for id := range p.mem.IdleSince {
 		if pm := v.machine(id); pm != nil && pm.Joined && len(pm.Replicas) > 0 {
@@ -556,7 +556,7 @@ func needsPlace(r *api.Replica, draining map[string]bool) bool {
 // the replicas they hold are looked up only then).
 func (p *Pass) drainingMachines() map[string]bool {
 	var ids map[string]bool
-	for _, m := range p.machinesIn(func(c *fleetCensus) []int { return c.draining }) {
+	for _, m := range p.drainingCandidates() {
 		if m.FleetState == api.FleetDraining {
 			if ids == nil {
 				ids = map[string]bool{}
