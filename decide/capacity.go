@@ -33,12 +33,13 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 		plan = reused.plan
 		p.capacity, p.capacityReused = reused, true
 	} else {
-		machines := slices.Clone(v.byID)
+		scratch := p.snap.Scratch.of()
+		machines := append(room(&scratch.planned, len(v.byID)), v.byID...)
 		if v.sorted < len(machines) { // the pass launched machines before it built the view
 			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 		}
 		plan = planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, Pending: unplaced,
-			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits})
+			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits, Scratch: &scratch.planner})
 		if !waits && len(plan.Remove) > 0 {
 			// A look that removes goes on at the next pass: a fleet
 			// shrinking by max-removals a look is not held to one look

@@ -36,6 +36,9 @@ type Scratch struct {
 	deploying []*api.Replica
 	// The scheduler's order of the machines.
 	sched scheduler.Scratch
+	// The planner's input machines, and its own scratch.
+	planned []*planner.Machine
+	planner planner.Scratch
 	// views counts the views made here (and clearings): a booking's view
 	// is the one the scratch holds while the count is the view's.
 	views uint64
@@ -104,5 +107,7 @@ func (s *Scratch) Clear() {
 	clear(s.fresh[:cap(s.fresh)])
 	clear(s.base[:cap(s.base)])
 	clear(s.deploying[:cap(s.deploying)])
+	clear(s.planned[:cap(s.planned)])
 	s.sched.Clear()
+	s.planner.Clear()
 }

@@ -157,7 +157,7 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 		slots[groupKey{g.Cluster, g.ID}] = int32(i)
 		counts[i] = groupCount{group: g, growing: growing[g.Cluster], stopped: g.Stopped}
 	}
-	slotOf := make([]int32, len(p.in.Machines))
+	slotOf := sized(&p.in.Scratch.of().slotOf, len(p.in.Machines)) // each one written below
 	free, overcommitted := map[string]api.Resources{}, map[string]bool{}
 	last, lastSlot := groupKey{}, int32(-1)
 	var lastFree api.Resources
@@ -269,7 +269,8 @@ type removable struct {
 // the most expensive, then by id; slotOf is each input machine's group,
 // and mayGo leaves out those that cannot go.
 func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) []removable {
-	keys := make([]keyed, 0, len(p.in.Machines))
+	scratch := p.in.Scratch.of()
+	keys := scratch.keys[:0]
 	byID := true // the input comes by id, as a pass hands it
 	for i, m := range p.in.Machines {
 		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
@@ -284,12 +285,13 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 		}
 		keys = append(keys, keyed{removable{m, slotOf[i], int32(i)}, len(m.Replicas), m.PricePerHour, m.ID})
 	}
+	scratch.keys = keys // grown, for the next look
 	if byID {
-		keys = byReplicasThenPrice(keys)
+		keys = byReplicasThenPrice(keys, &scratch.byKey)
 	} else {
 		slices.SortFunc(keys, byEveryKey)
 	}
-	out := make([]removable, len(keys))
+	out := sized(&scratch.candidates, len(keys))
 	for i, k := range keys {
 		out[i] = k.removable
 	}
@@ -317,8 +319,8 @@ func byEveryKey(a, b keyed) int {
 // order by id among equals: the candidates' order, without comparing ids
 // (counted by replicas, then each count's few prices sorted stably). A
 // sort of every candidate each consolidation was a twentieth of a day of
-// 10,000 machines.
-func byReplicasThenPrice(keys []keyed) []keyed {
+// 10,000 machines. The order is written into *buf, grown when short.
+func byReplicasThenPrice(keys []keyed, buf *[]keyed) []keyed {
 	most := 0
 	for _, k := range keys {
 		most = max(most, k.replicas)
@@ -330,7 +332,7 @@ func byReplicasThenPrice(keys []keyed) []keyed {
 	for n := 1; n < len(starts); n++ {
 		starts[n] += starts[n-1]
 	}
-	out := make([]keyed, len(keys))
+	out := sized(buf, len(keys)) // each place written below
 	next := slices.Clone(starts[:most+1])
 	for _, k := range keys {
 		out[next[k.replicas]] = k

@@ -108,6 +108,9 @@ type Input struct {
 	// replaced (the control loop consolidates at most every
 	// decide.Config.ConsolidateInterval).
 	SkipConsolidation bool
+	// Scratch is memory the plan may work in (nil: its own), kept by a
+	// caller that plans pass after pass.
+	Scratch *Scratch `json:"-"`
 }
 
 // Subnets is a cluster's /24 budget.
