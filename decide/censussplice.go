@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -23,12 +24,14 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 	c.machines = len(machines)
 	c.ids, c.marks = make([]string, 0, len(machines)), make([]censusMark, 0, len(machines))
 	j := 0 // the census's place of the next machine kept
-	for i, m := range machines {
+	for i := 0; i < len(machines); {
+		m := machines[i]
 		if len(made) > 0 && made[0] == i {
 			made = made[1:]
 			mark := markOf(m)
 			c.tally(mark, 1)
 			c.ids, c.marks = append(c.ids, m.ID), append(c.marks, mark)
+			i++
 			continue
 		}
 		for len(gone) > 0 && gone[0] == j {
@@ -38,18 +41,24 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 		if j == len(old.ids) {
 			return nil
 		}
-		mark := old.marks[j]
 		if len(changed) > 0 && changed[0] == j {
 			changed = changed[1:]
 			if old.ids[j] != m.ID {
 				return nil // not where the feed says: count afresh
 			}
+			mark := old.marks[j]
 			c.tally(mark, -1)
 			mark = markOf(m)
 			c.tally(mark, 1)
+			c.ids, c.marks = append(c.ids, old.ids[j]), append(c.marks, mark)
+			i, j = i+1, j+1
+			continue
 		}
-		c.ids, c.marks = append(c.ids, old.ids[j]), append(c.marks, mark)
-		j++
+		// Up to the next machine made, gone or changed, the machines are
+		// the census's, one for one: their places are copied whole.
+		n := min(len(machines)-i, len(old.ids)-j, stepsTo(made, i), stepsTo(gone, j), stepsTo(changed, j))
+		c.ids, c.marks = append(c.ids, old.ids[j:j+n]...), append(c.marks, old.marks[j:j+n]...)
+		i, j = i+n, j+n
 	}
 	for _, at := range gone {
 		c.tally(old.marks[at], -1)
@@ -57,6 +66,15 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 	c.relist()
 	c.sumHeld()
 	return c
+}
+
+// stepsTo is how far the next place of a sorted list is from at (none
+// ahead: as far as can be).
+func stepsTo(places []int, at int) int {
+	if len(places) > 0 && places[0] >= at {
+		return places[0] - at
+	}
+	return math.MaxInt
 }
 
 // splice is how the pass's machines differ from the last census's: the

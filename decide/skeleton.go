@@ -143,10 +143,11 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 			k++
 		}
 	}
-	for i := range p.sortedMachines {
+	for i := 0; i < p.sortedMachines; {
 		if len(made) > 0 && made[0] == i {
 			made = made[1:]
 			read(i, -1)
+			i++
 			continue
 		}
 		for len(gone) > 0 && gone[0] == j {
@@ -167,14 +168,27 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 			}
 			skip()
 			read(i, was)
-		case k < len(old.entries) && int(old.entries[k].at) == j:
-			e := old.entries[k]
-			e.at = int32(i)
-			sk.entries, sk.ids, sk.lists = append(sk.entries, e), append(sk.ids, old.ids[k]), append(sk.lists, old.lists[k])
-			from = append(from, int32(k))
-			k++
+			i, j = i+1, j+1
+			continue
 		}
-		j++
+		// Up to the next machine made, gone or changed, the machines are
+		// the census's, one for one: their entries are copied whole.
+		n := min(p.sortedMachines-i, len(ids)-j, stepsTo(made, i), stepsTo(gone, j), stepsTo(changed, j))
+		end := k
+		for end < len(old.entries) && int(old.entries[end].at) < j+n {
+			end++
+		}
+		start := len(sk.entries)
+		sk.entries, sk.ids, sk.lists = append(sk.entries, old.entries[k:end]...), append(sk.ids, old.ids[k:end]...), append(sk.lists, old.lists[k:end]...)
+		if shift := int32(i - j); shift != 0 {
+			for e := start; e < len(sk.entries); e++ {
+				sk.entries[e].at += shift
+			}
+		}
+		for ; k < end; k++ {
+			from = append(from, int32(k))
+		}
+		i, j = i+n, j+n
 	}
 	for i := p.sortedMachines; i < len(p.machines); i++ { // the pass's launches
 		read(i, -1)
