@@ -55,21 +55,21 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 				} else {
 					gc.live--
 				}
-				removals = append(removals, r)
+				removals, p.removedAt = append(removals, r), append(p.removedAt, c.at)
 				gc.idle, gc.settled = gc.idle-1, gc.settled-1
 				sim.remove(m)
 			}
 			continue
 		}
 		if sim.moveAway(m, g.WarmPool) {
-			removals = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
-				Reason: fmt.Sprintf("its %d replica(s) fit on other machines", len(held))})
+			removals, p.removedAt = append(removals, Removal{MachineID: m.ID, Cluster: m.Cluster, Group: m.Group, PricePerHour: m.PricePerHour,
+				Reason: fmt.Sprintf("its %d replica(s) fit on other machines", len(held))}), append(p.removedAt, c.at)
 			gc.live--
 			continue
 		}
 		if r, ok := p.replacement(sim.machine(m), sim.replicasOn(m), g, plan); ok {
 			sim.remove(m)
-			removals = append(removals, r)
+			removals, p.removedAt = append(removals, r), append(p.removedAt, c.at)
 		}
 	}
 	if sim != nil {

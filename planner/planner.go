@@ -369,6 +369,9 @@ type planning struct {
 	// dealing them).
 	dealSpread  bool
 	spreadAlone int
+	// removedAt are the places in the input of the machines
+	// consolidation removed, as it removed them.
+	removedAt []int32
 }
 
 // subnetsLeft reports whether the cluster can hold one more machine, and
@@ -672,16 +675,15 @@ func (p *planning) floorBins(plan *Plan) {
 }
 
 func (p *planning) totals(plan *Plan) {
-	removed := map[string]bool{}
-	for _, r := range plan.Remove {
-		removed[r.MachineID] = true
-	}
-	for _, m := range p.in.Machines {
+	removed := slices.Sorted(slices.Values(p.removedAt))
+	for i, m := range p.in.Machines {
 		plan.CostBefore += m.PricePerHour
-		// Most plans remove nothing: not a read of every machine's id.
-		if len(removed) == 0 || !removed[m.ID] {
-			plan.CostAfter += m.PricePerHour
+		// The removed by their places: not a read of every machine's id.
+		if len(removed) > 0 && removed[0] == int32(i) {
+			removed = removed[1:]
+			continue
 		}
+		plan.CostAfter += m.PricePerHour
 	}
 	for _, nm := range plan.Add {
 		plan.CostAfter += nm.PricePerHour
