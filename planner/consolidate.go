@@ -40,7 +40,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 			continue
 		}
 		if sim == nil {
-			sim = newSimulation(p.in.Machines, free, func() func(int, *Machine) bool { return p.mayReceive(candidates) })
+			sim = newSimulation(p.in.Machines, p.in.Scratch.of(), free, func() func(int, *Machine) bool { return p.mayReceive(candidates) })
 			sim.noShortcuts = p.noShortcuts
 		}
 		held := sim.replicasOn(m)
@@ -404,6 +404,9 @@ func offeringOf(m *scheduler.Machine) provisioner.Offering {
 type simulation struct {
 	in    []*Machine
 	built bool
+	// scratch holds the what-ifs' lists and copies, overwritten whole
+	// when built.
+	scratch *Scratch
 	// receivers says, once built, which machines a what-if may move a
 	// replica onto: the others stay out of its session (nil: all of
 	// them).
@@ -448,8 +451,8 @@ type simulation struct {
 // capacity on its joined machines, which the simulation takes over, and
 // receivers says, when it is built, which machines its what-ifs may move
 // replicas onto (nil: all).
-func newSimulation(ms []*Machine, free map[string]api.Resources, receivers func() func(int, *Machine) bool) *simulation {
-	return &simulation{in: ms, free: free, receivers: receivers}
+func newSimulation(ms []*Machine, scratch *Scratch, free map[string]api.Resources, receivers func() func(int, *Machine) bool) *simulation {
+	return &simulation{in: ms, scratch: scratch, free: free, receivers: receivers}
 }
 
 // build copies the joined machines into the what-if session.
@@ -464,10 +467,23 @@ func (s *simulation) build() {
 	if s.receivers != nil {
 		receives = s.receivers()
 	}
-	in := make([]*Machine, 0, len(ms))
+	in := s.scratch.receivers[:0]
+	// A cluster's machines come together: their free capacity is summed
+	// over each run of them, not through the map at every machine.
+	var cluster string
+	var clusterFree api.Resources
+	flush := func() {
+		if clusterFree != (api.Resources{}) {
+			s.busyFree[cluster] = s.busyFree[cluster].Add(clusterFree)
+		}
+	}
 	for i, m := range ms {
 		if !m.Joined {
 			continue
+		}
+		if m.Cluster != cluster {
+			flush()
+			cluster, clusterFree = m.Cluster, api.Resources{}
 		}
 		if len(m.ServiceCount) == 0 {
 			s.idleIn[Key(m.Cluster, m.Group)]++
@@ -475,7 +491,7 @@ func (s *simulation) build() {
 				s.cheapestEmpty[m.Cluster] = m.PricePerHour
 			}
 		} else {
-			s.busyFree[m.Cluster] = s.busyFree[m.Cluster].Add(noneBelowZero(m.Free()))
+			clusterFree = clusterFree.Add(noneBelowZero(m.Free()))
 		}
 		if receives != nil && !receives(i, m) {
 			s.leftOut++
@@ -483,10 +499,12 @@ func (s *simulation) build() {
 		}
 		in = append(in, m)
 	}
+	flush()
 	// In one allocation, only as many as go in (a fleet's worth is zeroed
 	// otherwise).
-	copies := make([]scheduler.Machine, len(in))
-	s.machines, s.ids, s.replicas = make([]*scheduler.Machine, len(in)), make([]string, len(in)), make([][]scheduler.Replica, len(in))
+	s.scratch.receivers = in
+	copies := sized(&s.scratch.whatIfs, len(in))
+	s.machines, s.ids, s.replicas = sized(&s.scratch.whatIfMachines, len(in)), sized(&s.scratch.whatIfIDs, len(in)), sized(&s.scratch.whatIfReplicas, len(in))
 	for k, m := range in {
 		if k > 0 && s.ids[k-1] >= m.ID {
 			s.sorted = false

@@ -1,8 +1,10 @@
 package planner
 
+import "github.com/gantry-dev/gantry/scheduler"
+
 // Scratch is memory a plan works in that the next plan may reuse:
-// consolidation's list of every machine's group and its candidates,
-// sorted (at 1,000 machines, a month's looks allocated a sixth of what
+// consolidation's list of every machine's group, its candidates,
+// sorted, and its what-ifs' copies of the machines (at 1,000 machines, a month's looks allocated a sixth of what
 // its passes did; at 10,000, each look zeroed half a megabyte). A caller
 // that plans pass after pass keeps one and hands it to each
 // (Input.Scratch). Nothing a plan returns points into it. Its zero value
@@ -11,6 +13,13 @@ type Scratch struct {
 	slotOf      []int32
 	keys, byKey []keyed
 	candidates  []removable
+	// The what-ifs' machines (those that may receive a candidate's
+	// replicas), their copies, ids and replicas.
+	receivers      []*Machine
+	whatIfs        []scheduler.Machine
+	whatIfMachines []*scheduler.Machine
+	whatIfIDs      []string
+	whatIfReplicas [][]scheduler.Replica
 }
 
 // of is s, or a scratch for one plan when there is none.
@@ -28,6 +37,16 @@ func (s *Scratch) Clear() {
 	clear(s.byKey[:cap(s.byKey)])
 	clear(s.candidates[:cap(s.candidates)])
 	clear(s.slotOf[:cap(s.slotOf)])
+	clear(s.receivers[:cap(s.receivers)])
+	clear(s.whatIfs[:cap(s.whatIfs)])
+	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
+	clear(s.whatIfIDs[:cap(s.whatIfIDs)])
+	clear(s.whatIfReplicas[:cap(s.whatIfReplicas)])
+	clear(s.receivers[:cap(s.receivers)])
+	clear(s.whatIfs[:cap(s.whatIfs)])
+	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
+	clear(s.whatIfIDs[:cap(s.whatIfIDs)])
+	clear(s.whatIfReplicas[:cap(s.whatIfReplicas)])
 }
 
 // sized is *buf as a list of n, grown when it is too short; what it held
