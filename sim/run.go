@@ -281,15 +281,23 @@ func (r *run) passes() (bool, error) {
 }
 
 // labelledDecide is decide, its CPU samples labelled with what woke the
-// instant and the pass's place in it ("1", "2", "3+") when the setup
-// asks (LabelPasses).
+// instant, the pass's place in it ("1", "2", "3+") and the trace's day
+// ("day1", "day2"…; not a bare number, which pprof's -tagfocus reads as
+// a range) when the setup asks (LabelPasses).
 func (r *run) labelledDecide(i int) (plan decide.Plan, err error) {
 	if !r.setup.LabelPasses {
 		return r.decide()
 	}
-	place := [...]string{"1", "2", "3+"}[min(i, 2)]
-	pprof.Do(context.Background(), pprof.Labels("woke", r.woke, "pass", place), func(context.Context) { plan, err = r.decide() })
+	pprof.Do(context.Background(), pprof.Labels(r.passLabels(i)...), func(context.Context) { plan, err = r.decide() })
 	return plan, err
+}
+
+// passLabels are the labels of the instant's pass i (from 0), as key
+// and value pairs.
+func (r *run) passLabels(i int) []string {
+	place := [...]string{"1", "2", "3+"}[min(i, 2)]
+	day := fmt.Sprintf("day%d", 1+int(r.w.Now.Sub(r.ledger.start)/(24*time.Hour)))
+	return []string{"woke", r.woke, "pass", place, "day", day}
 }
 
 // checkHeartbeats fails if a joined machine whose instance runs was not

@@ -50,10 +50,10 @@ type Setup struct {
 	// catalog's all along).
 	SpotPrices []trace.PriceChange
 	// LabelPasses labels each pass's CPU samples with what the instant
-	// was for ("woke": trace, world, heard, deadline…) and the pass's
-	// place in it ("pass": 1, 2, 3+), for a profile of where a run's
-	// time goes (go tool pprof -tags, -tagfocus). It changes nothing the
-	// run decides.
+	// was for ("woke": trace, world, heard, deadline…), the pass's
+	// place in it ("pass": 1, 2, 3+) and the trace's day ("day": day1,
+	// day2…), for a profile of where a run's time goes (go tool pprof
+	// -tags, -tagfocus). It changes nothing the run decides.
 	LabelPasses bool
 }
 

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -67,5 +68,28 @@ func TestUnsettledPassesGoOnASecondLater(t *testing.T) {
 		ledger: newLedger(start, start.Add(time.Hour)), end: start.Add(time.Hour)}
 	if got := r.nextInstant(start, true); !got.Equal(start.Add(time.Second)) || r.woke != wokeUnsettled {
 		t.Errorf("next instant %s after the start, for %q; want 1s, for %q", got.Sub(start), r.woke, wokeUnsettled)
+	}
+}
+
+// A pass's profile labels name what woke its instant, its place in the
+// instant and the trace's day, counted from the first.
+func TestAPassIsLabelledWithItsInstantPlaceAndDay(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &run{ledger: newLedger(start, start.Add(72*time.Hour)), woke: wokeDeadline}
+	cases := []struct {
+		after time.Duration
+		pass  int
+		want  []string
+	}{
+		{0, 0, []string{"woke", wokeDeadline, "pass", "1", "day", "day1"}},
+		{24*time.Hour - time.Second, 1, []string{"woke", wokeDeadline, "pass", "2", "day", "day1"}},
+		{24 * time.Hour, 2, []string{"woke", wokeDeadline, "pass", "3+", "day", "day2"}},
+		{50 * time.Hour, 7, []string{"woke", wokeDeadline, "pass", "3+", "day", "day3"}},
+	}
+	for _, c := range cases {
+		r.w.Now = start.Add(c.after)
+		if got := r.passLabels(c.pass); !slices.Equal(got, c.want) {
+			t.Errorf("pass %d, %s after the start: labels %q, want %q", c.pass, c.after, got, c.want)
+		}
 	}
 }
