@@ -616,13 +616,7 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 	for _, r := range held {
 		byID[r.ID] = r
 	}
-	key := Key(mine.Cluster, mine.Group)
-	filled, filledCost, filledFree := s.filled(res)
-	if ok && s.idleIn[key]-filled[key] >= warmPool && filledCost < mine.PricePerHour {
-		for g, n := range filled {
-			s.idleIn[g] -= n
-		}
-		s.busyFree[mine.Cluster] = s.busyFree[mine.Cluster].Add(filledFree)
+	if ok && s.keeps(mine, res, warmPool) {
 		for _, pl := range res.Placements {
 			to := s.at(pl.MachineID)
 			s.replicas[to] = append(s.replicas[to], byID[pl.ReplicaID])
@@ -645,6 +639,23 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 		}
 	}
 	return false
+}
+
+// keeps says whether a what-if that placed all of mine's replicas is
+// kept: its group keeps warmPool idle machines, and the machines it
+// filled cost less than mine; if so, their groups count them busy. (A
+// what-if that placed not all of them is undone without this count of
+// the machines it filled.)
+func (s *simulation) keeps(mine *scheduler.Machine, res scheduler.Result, warmPool int) bool {
+	filled, filledCost, filledFree := s.filled(res)
+	if key := Key(mine.Cluster, mine.Group); s.idleIn[key]-filled[key] < warmPool || filledCost >= mine.PricePerHour {
+		return false
+	}
+	for g, n := range filled {
+		s.idleIn[g] -= n
+	}
+	s.busyFree[mine.Cluster] = s.busyFree[mine.Cluster].Add(filledFree)
+	return true
 }
 
 // filled counts, per group, the machines a what-if's placements found
