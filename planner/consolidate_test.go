@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -188,6 +189,30 @@ func TestCandidatesByReplicasThenPriceAsASortOfEveryKey(t *testing.T) {
 		slices.SortFunc(sorted, byEveryKey)
 		if got := byReplicasThenPrice(keys, &buf); !slices.Equal(got, sorted) {
 			t.Fatalf("round %d: ordered\n%v\nsorted\n%v", round, got, sorted)
+		}
+	}
+}
+
+// A what-if finds a replica it placed by id as a map of the machine's
+// replicas would, the last of an id kept, whether they are few (looked
+// through) or many (a map): drawn lists of 0 to 40 replicas with
+// repeated ids, asked for each id and one absent.
+func TestAWhatIfFindsItsReplicasByIDAsAMapWould(t *testing.T) {
+	rng := seededRand(t, 17)
+	for round := range 200 {
+		var held []scheduler.Replica
+		for i := range rng.IntN(41) {
+			held = append(held, scheduler.Replica{ID: fmt.Sprintf("r%d", rng.IntN(30)), Index: i})
+		}
+		want := map[string]scheduler.Replica{}
+		for _, r := range held {
+			want[r.ID] = r
+		}
+		find := heldByID(held)
+		for _, id := range append(slices.Collect(maps.Keys(want)), "absent") {
+			if got := find(id); !reflect.DeepEqual(got, want[id]) {
+				t.Fatalf("round %d (%d replicas): %s found as %+v, want %+v", round, len(held), id, got, want[id])
+			}
 		}
 	}
 }
