@@ -4,11 +4,12 @@ import "github.com/gantry-dev/gantry/scheduler"
 
 // Scratch is memory a plan works in that the next plan may reuse:
 // consolidation's list of every machine's group, its candidates,
-// sorted, and its what-ifs' copies of the machines (at 1,000 machines, a month's looks allocated a sixth of what
-// its passes did; at 10,000, each look zeroed half a megabyte). A caller
-// that plans pass after pass keeps one and hands it to each
-// (Input.Scratch). Nothing a plan returns points into it. Its zero value
-// is ready; plans that share one must not run at once.
+// sorted, and its what-ifs' copies of the machines (at 1,000 machines,
+// a month's looks allocated a sixth of what its passes did; at 10,000,
+// each look zeroed half a megabyte). A caller that plans pass after pass
+// keeps one and hands it to each (Input.Scratch). Nothing a plan returns
+// points into it. Its zero value is ready; plans that share one must not
+// run at once.
 type Scratch struct {
 	slotOf      []int32
 	keys, byKey []keyed
@@ -37,11 +38,6 @@ func (s *Scratch) Clear() {
 	clear(s.byKey[:cap(s.byKey)])
 	clear(s.candidates[:cap(s.candidates)])
 	clear(s.slotOf[:cap(s.slotOf)])
-	clear(s.receivers[:cap(s.receivers)])
-	clear(s.whatIfs[:cap(s.whatIfs)])
-	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
-	clear(s.whatIfIDs[:cap(s.whatIfIDs)])
-	clear(s.whatIfReplicas[:cap(s.whatIfReplicas)])
 	clear(s.receivers[:cap(s.receivers)])
 	clear(s.whatIfs[:cap(s.whatIfs)])
 	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
