@@ -26,7 +26,7 @@ import (
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
 	var shared Scratch
-	removals, leftOut, outOfWhatIfs, outside, gainless := 0, 0, 0, 0, 0
+	removals, leftOut, outOfWhatIfs, outside, gainless, cutShort := 0, 0, 0, 0, 0, 0
 	for round := range 600 {
 		in, cfg := randomSettledFleet(rng)
 		if round%2 == 1 {
@@ -40,14 +40,14 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 			t.Fatalf("round %d: leaving machines out\n%+v\nwalking every candidate\n%+v", round, plan.Remove, walked.Remove)
 		}
 		removals, leftOut, outOfWhatIfs = removals+len(plan.Remove), leftOut+p.leftOut, outOfWhatIfs+p.outOfWhatIfs
-		outside, gainless = outside+p.whatIfsOutside, gainless+p.gainless
+		outside, gainless, cutShort = outside+p.whatIfsOutside, gainless+p.gainless, cutShort+p.cutShort
 	}
-	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 || outside == 0 || gainless == 0 {
-		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs, tried %d candidates out of them and spared %d what-ifs that could not gain: the comparison tried too little",
-			removals, leftOut, outOfWhatIfs, outside, gainless)
+	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 || outside == 0 || gainless == 0 || cutShort == 0 {
+		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs, tried %d candidates out of them, spared %d what-ifs that could not gain and ended %d early: the comparison tried too little",
+			removals, leftOut, outOfWhatIfs, outside, gainless, cutShort)
 	}
-	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs, %d what-ifs of candidates out of them, %d spared (noGain)",
-		removals, leftOut, outOfWhatIfs, outside, gainless)
+	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs, %d what-ifs of candidates out of them, %d spared (noGain), %d ended early",
+		removals, leftOut, outOfWhatIfs, outside, gainless, cutShort)
 }
 
 // summarizeAsks gives each machine what its replicas ask, as a pass's

@@ -356,8 +356,9 @@ type planning struct {
 	// whatIfsOutside counts the what-ifs of candidates out of that
 	// session (tests see them tried).
 	whatIfsOutside int
-	// gainless counts the moves refused without a what-if (noGain; tests).
-	gainless int
+	// gainless counts the moves refused without a what-if (noGain; tests),
+	// cutShort the what-ifs ended before their last replica (placeAll).
+	gainless, cutShort int
 	// outOfPlace are the machines the placing sessions left out as
 	// unable to take any pending replica (placeReceivers); wholeSessions
 	// leaves none out (see computeWith).

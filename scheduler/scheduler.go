@@ -325,6 +325,17 @@ func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
 	return res, true
 }
 
+// PlaceAllOn is PlaceAll that also stops at the first replica whose
+// picked machine accepts refuses (left unplaced, nothing booked for it):
+// a what-if the caller would refuse for where it puts a replica ends
+// there, not after placing the rest. The replicas before it are placed
+// as PlaceAll places them.
+func (s *Session) PlaceAllOn(pending []Replica, accepts func(*Machine) bool) (Result, bool) {
+	s.st.accepts = accepts
+	defer func() { s.st.accepts = nil }()
+	return s.PlaceAll(pending)
+}
+
 // Machines are the session's machines, opened ones included.
 func (s *Session) Machines() []*Machine { return s.st.order }
 

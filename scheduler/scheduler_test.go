@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -519,4 +520,58 @@ func TestManyClustersKeepTheirMachines(t *testing.T) {
 			t.Errorf("%s placed on %s, outside its cluster", p.ReplicaID, p.MachineID)
 		}
 	}
+}
+
+// PlaceAllOn places as PlaceAll does until the first replica whose
+// machine the caller refuses: random machines and replicas, with a random
+// few machines refused, give PlaceAll's placements up to that replica,
+// that replica unplaced and nothing booked for it or after it.
+func TestPlaceAllOnStopsAtTheFirstMachineRefused(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	cut := 0
+	for round := 0; round < 300; round++ {
+		ms, rs := randomMachines(rng), randomReplicas(rng)
+		refused := map[string]bool{}
+		for _, m := range ms {
+			refused[m.ID] = rng.IntN(4) == 0
+		}
+		whole, wholeOK := NewSession(clones(ms)).PlaceAll(slices.Clone(rs))
+		on := clones(ms)
+		res, ok := NewSession(on).PlaceAllOn(slices.Clone(rs), func(m *Machine) bool { return !refused[m.ID] })
+		stop := slices.IndexFunc(whole.Placements, func(p Placement) bool { return refused[p.MachineID] })
+		if stop < 0 {
+			if ok != wholeOK || !reflect.DeepEqual(res, whole) {
+				t.Fatalf("round %d: no machine refused, yet\n%+v (%v)\nagainst PlaceAll's\n%+v (%v)", round, res, ok, whole, wholeOK)
+			}
+			continue
+		}
+		cut++
+		first := whole.Placements[stop].ReplicaID
+		if ok || len(res.Placements) != stop || stop > 0 && !reflect.DeepEqual(res.Placements, whole.Placements[:stop]) || len(res.Unplaced) != 1 || res.Unplaced[first] == "" {
+			t.Fatalf("round %d: refused at %s, got %+v (%v); PlaceAll placed %+v", round, first, res, ok, whole.Placements)
+		}
+		booked := map[string]int64{}
+		for _, p := range res.Placements {
+			booked[p.MachineID] += replicaByID(rs, p.ReplicaID).Requests.MilliCPU
+		}
+		for i, m := range on {
+			if want := ms[i].Allocated.MilliCPU + booked[m.ID]; m.Allocated.MilliCPU != want {
+				t.Fatalf("round %d: %s has %dm booked, want %dm", round, m.ID, m.Allocated.MilliCPU, want)
+			}
+		}
+	}
+	if cut == 0 {
+		t.Fatal("no round refused a machine PlaceAll used: the test tried nothing")
+	}
+}
+
+func replicaByID(rs []Replica, id string) Replica {
+	for _, r := range rs {
+		if r.ID == id {
+			return r
+		}
+	}
+	return Replica{}
 }

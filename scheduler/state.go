@@ -30,6 +30,10 @@ type state struct {
 	hosts map[string]*hostList
 	// terse: unplaced replicas get no explanation (what-if passes).
 	terse bool
+	// accepts, when set, says whether a replica may go on the machine
+	// picked for it: one refused is left unplaced, and its class's
+	// placement stops (PlaceAllOn).
+	accepts func(*Machine) bool
 	// walked counts the machines first-fit walks looked at instead of a
 	// fit index (indexedOrScan); past len(order) they use the index.
 	walked int
@@ -292,6 +296,10 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			}
 			res.Unplaced[rep.ID] = stuck
 			continue
+		}
+		if st.accepts != nil && !st.accepts(m) {
+			res.Unplaced[rep.ID] = "refused by the caller"
+			return
 		}
 		stuck = ""
 		st.book(m, rep, gpus)
