@@ -487,7 +487,7 @@ func (s *simulation) build() {
 			flush()
 			cluster, clusterFree = m.Cluster, api.Resources{}
 		}
-		if len(m.ServiceCount) == 0 {
+		if len(m.Replicas) == 0 { // not its count of services: a look reads every machine, and that count is a map's
 			s.idleIn[Key(m.Cluster, m.Group)]++
 			if least, ok := s.cheapestEmpty[m.Cluster]; !ok || m.PricePerHour < least {
 				s.cheapestEmpty[m.Cluster] = m.PricePerHour
@@ -654,10 +654,12 @@ func (s *simulation) placeAll(held []scheduler.Replica, price float64) (schedule
 	// Summed in the placements' order, as filled sums it: a sum of prices
 	// of none below zero only grows. A price below zero ends no what-if.
 	filledCost, belowZero := 0.0, false
+	var filled []*scheduler.Machine
 	return s.session.PlaceAllOn(held, func(m *scheduler.Machine) bool {
-		if replicaCount(m) != 0 { // busy, or filled by this what-if already
+		if !s.emptyBefore(m) || slices.Contains(filled, m) {
 			return true
 		}
+		filled = append(filled, m)
 		filledCost += m.PricePerHour
 		belowZero = belowZero || m.PricePerHour < 0
 		if filledCost < price || belowZero {
@@ -668,14 +670,12 @@ func (s *simulation) placeAll(held []scheduler.Replica, price float64) (schedule
 	})
 }
 
-// replicaCount is how many replicas a machine holds, as its services'
-// counts tell.
-func replicaCount(m *scheduler.Machine) int {
-	total := 0
-	for _, n := range m.ServiceCount {
-		total += n
-	}
-	return total
+// emptyBefore says a machine of the session held no replica before the
+// what-if under way (its replicas, moves kept included, are appended
+// only once a what-if is kept). Empty is what a machine's replicas say,
+// as the look's counts and the planner's idle times read it.
+func (s *simulation) emptyBefore(m *scheduler.Machine) bool {
+	return len(s.replicas[s.at(m.ID)]) == 0
 }
 
 // heldByID finds a replica of held by its id (the last of that id; none:
@@ -724,19 +724,16 @@ func (s *simulation) keeps(mine *scheduler.Machine, res scheduler.Result, warmPo
 // (Allowed, it moved a replica from a replacement onto the empty machine
 // it replaced, which was then replaced again, every minute.)
 func (s *simulation) filled(res scheduler.Result) (map[string]int, float64, api.Resources) {
-	placedOn := map[*scheduler.Machine]int{}
 	var order []*scheduler.Machine // the placements' order: the cost is summed the same way every time
 	for _, pl := range res.Placements {
-		m := s.machines[s.at(pl.MachineID)]
-		if placedOn[m] == 0 {
+		if m := s.machines[s.at(pl.MachineID)]; !slices.Contains(order, m) { // a what-if fills few
 			order = append(order, m)
 		}
-		placedOn[m]++
 	}
 	out := map[string]int{}
 	cost, free := 0.0, api.Resources{}
 	for _, m := range order {
-		if replicaCount(m) == placedOn[m] {
+		if s.emptyBefore(m) {
 			out[Key(m.Cluster, m.Group)]++
 			cost += m.PricePerHour
 			free = free.Add(m.Allocatable) // empty before the move: all of it was free
