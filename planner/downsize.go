@@ -22,7 +22,7 @@ func (p *planning) downsize(machines []*scheduler.Machine, res *scheduler.Result
 	if len(p.bins) < 2 {
 		return false
 	}
-	shunned := shunnedServices(p.in)
+	shunned, _ := shunnedServices(p.in)
 	byID := make(map[string]scheduler.Replica, len(p.in.Pending))
 	for _, r := range p.in.Pending {
 		if shapeable(&r, shunned) {

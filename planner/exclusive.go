@@ -27,9 +27,10 @@ import (
 // exclusiveServices are the services whose required anti-affinity on
 // machine selects their own replicas and no other service's, whose
 // replicas no other service's term selects, and who have no other
-// affinity term.
-func exclusiveServices(in Input) map[string]bool {
-	if !anyTerms(in) {
+// affinity term. anyTerms: a pending replica or a resident has affinity
+// terms (as shunnedServices reports).
+func exclusiveServices(in Input, anyTerms bool) map[string]bool {
+	if !anyTerms {
 		return map[string]bool{} // no term: no walk of every resident's labels
 	}
 	terms := map[string]*scheduler.Terms{}
@@ -529,23 +530,6 @@ func liveServices(in Input) map[string]bool {
 		}
 	}
 	return out
-}
-
-// anyTerms: a pending replica or a resident has affinity terms.
-func anyTerms(in Input) bool {
-	for i := range in.Pending {
-		if in.Pending[i].Terms != nil {
-			return true
-		}
-	}
-	for _, m := range in.Machines {
-		for _, res := range taughtResidents(m.Machine) {
-			if res.Replica.Terms != nil {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // taughtResidents are a machine's residents but the first PlainResidents,

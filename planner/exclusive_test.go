@@ -103,7 +103,9 @@ func TestExclusiveServicesAreOnlyThoseThatShunThemselves(t *testing.T) {
 		cache[i].Terms.Affinity = []api.AffinityTerm{{Selector: map[string]string{"app": "alone"}, Topology: api.SpreadZone, Mode: api.AffinityPreferred, Weight: 1}}
 	}
 	pending = append(append(pending, web...), cache...)
-	got := exclusiveServices(Input{Pending: pending})
+	in := Input{Pending: pending}
+	_, anyTerms := shunnedServices(in)
+	got := exclusiveServices(in, anyTerms)
 	if !got["alone"] || got["db"] || got["web"] || got["cache"] || len(got) != 1 {
 		t.Fatalf("want only alone exclusive, got %v", got)
 	}

@@ -28,12 +28,17 @@ func shapeable(r *scheduler.Replica, shunned map[string]bool) bool {
 }
 
 // shunnedServices are services whose replicas some required anti-affinity
-// term selects (pending or running): they keep the scheduler's rules.
-func shunnedServices(in Input) map[string]bool {
+// term selects (pending or running): they keep the scheduler's rules. It
+// reports too whether any pending replica or resident has affinity terms
+// (exclusiveServices asks: one walk of every machine's residents, not
+// two).
+func shunnedServices(in Input) (map[string]bool, bool) {
 	terms := map[string][]api.AffinityTerm{} // by service: its replicas share them
 	labels := map[string]map[string]string{}
+	anyTerms := false
 	for _, r := range in.Pending {
 		labels[r.Service] = r.Labels
+		anyTerms = anyTerms || r.Terms != nil
 		if _, seen := terms[r.Service]; !seen && r.Terms != nil {
 			terms[r.Service] = r.Terms.AntiAffinity
 		}
@@ -45,6 +50,7 @@ func shunnedServices(in Input) map[string]bool {
 				continue
 			}
 			last = res.Replica
+			anyTerms = anyTerms || res.Replica.Terms != nil
 			if _, seen := terms[res.Replica.Service]; !seen && res.Replica.Terms != nil {
 				terms[res.Replica.Service] = res.Replica.Terms.AntiAffinity
 			}
@@ -60,7 +66,7 @@ func shunnedServices(in Input) map[string]bool {
 			}
 		}
 	}
-	return out
+	return out, anyTerms
 }
 
 // share is the replicas one instance type of the mix gets.

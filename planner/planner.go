@@ -229,7 +229,8 @@ func (p *planning) placeAndCompact(in Input) (scheduler.Result, []*scheduler.Mac
 // the ordinary opener.
 func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	session := scheduler.NewSession(append(p.shareMachines(p.placeReceivers(in.Pending)), p.openMinSize()...)).Balance(totalDemand(in.Pending))
-	shunned, exclusive := shunnedServices(in), exclusiveServices(in)
+	shunned, anyTerms := shunnedServices(in)
+	exclusive := exclusiveServices(in, anyTerms)
 	live := sync.OnceValue(func() map[string]bool { return liveServices(in) }) // only if a pending replica asks
 	spreadOnly := spreadOnlyServices(in, shunned, live)
 	zones := p.pinZones(in, shunned, live)
