@@ -88,7 +88,8 @@ func ConsolidationLooks(cfg Config, in Input, plan Plan) bool {
 	return looks
 }
 
-// consolidationLooks is ConsolidationLooks, with the growing clusters.
+// consolidationLooks is ConsolidationLooks, with the growing clusters
+// (every one of them only when it looks).
 func consolidationLooks(cfg Config, in Input, plan *Plan) (map[string]bool, bool) {
 	if cfg.MaxRemovals <= 0 {
 		return nil, false
@@ -108,18 +109,25 @@ func consolidationLooks(cfg Config, in Input, plan *Plan) (map[string]bool, bool
 			}
 		}
 	}
+	// Only a machine of a group the plan knows may go, and only in a
+	// cluster that does not grow: the groups tell whether there can be
+	// one, not a look at every machine's cluster.
+	someStill := func() bool { return slices.ContainsFunc(in.Groups, func(g *Group) bool { return !growing[g.Cluster] }) }
+	if !someStill() {
+		return growing, false // no walk of every machine for a look that cannot be
+	}
 	// A machine on its way takes replicas once it joins (a replacement
 	// launched by an earlier plan, or capacity for pending ones):
 	// consolidating before then would launch that replacement again.
 	for _, m := range in.Machines {
-		if !m.Joined {
+		if !m.Joined && !growing[m.Cluster] {
 			growing[m.Cluster] = true
+			if !someStill() {
+				return growing, false
+			}
 		}
 	}
-	// Only a machine of a group the plan knows may go, and only in a
-	// cluster that does not grow: the groups tell whether there can be
-	// one, not a look at every machine's cluster.
-	return growing, slices.ContainsFunc(in.Groups, func(g *Group) bool { return !growing[g.Cluster] })
+	return growing, true
 }
 
 // groupKey is a group's cluster and id, a map key built without joining
