@@ -326,10 +326,11 @@ func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
 }
 
 // PlaceAllOn is PlaceAll that also stops at the first replica whose
-// picked machine accepts refuses (left unplaced, nothing booked for it):
-// a what-if the caller would refuse for where it puts a replica ends
-// there, not after placing the rest. The replicas before it are placed
-// as PlaceAll places them.
+// machine, once picked, accepts refuses: that replica is left unplaced
+// and nothing is booked for it. A what-if that the caller would refuse
+// for where it puts a replica ends there, not after placing the rest.
+// The replicas before it are placed as PlaceAll places them. A replica
+// that may preempt has evicted before accepts is asked.
 func (s *Session) PlaceAllOn(pending []Replica, accepts func(*Machine) bool) (Result, bool) {
 	s.st.accepts = accepts
 	defer func() { s.st.accepts = nil }()
