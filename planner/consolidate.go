@@ -41,7 +41,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		}
 		if sim == nil {
 			sim = newSimulation(p.in.Machines, p.in.Scratch.of(), free, func() func(int, *Machine) bool { return p.mayReceive(candidates) })
-			sim.noShortcuts = p.noShortcuts
+			sim.noShortcuts, sim.inputByID = p.noShortcuts, p.in.MachinesByID
 		}
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
@@ -169,6 +169,7 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 	free, overcommitted := map[string]api.Resources{}, map[string]bool{}
 	last, lastSlot := groupKey{}, int32(-1)
 	var lastFree api.Resources
+	costBefore := 0.0
 	flush := func() {
 		if lastFree != (api.Resources{}) {
 			free[last.cluster] = free[last.cluster].Add(lastFree)
@@ -191,6 +192,7 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 				overcommitted[m.Cluster] = true
 			}
 		}
+		costBefore += m.PricePerHour // beside Allocated, which Free read
 		slotOf[i] = lastSlot
 		if lastSlot < 0 {
 			continue
@@ -204,6 +206,7 @@ func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, 
 		}
 	}
 	flush()
+	p.costBefore, p.priced = costBefore, true
 	return counts, slotOf, free, overcommitted
 }
 
@@ -279,7 +282,7 @@ type removable struct {
 func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) []removable {
 	scratch := p.in.Scratch.of()
 	keys := scratch.keys[:0]
-	byID := true // the input comes by id, as a pass hands it
+	byID := true // the input comes by id, as a pass hands it (and says so)
 	for i, m := range p.in.Machines {
 		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
 			continue
@@ -288,7 +291,7 @@ func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) 
 			p.leftOut++
 			continue
 		}
-		if n := len(keys); n > 0 && keys[n-1].id >= m.ID {
+		if n := len(keys); !p.in.MachinesByID && n > 0 && keys[n-1].id >= m.ID {
 			byID = false
 		}
 		keys = append(keys, keyed{removable{m, slotOf[i], int32(i)}, len(m.Replicas), m.PricePerHour, m.ID})
@@ -432,8 +435,11 @@ type simulation struct {
 	machines []*scheduler.Machine
 	ids      []string
 	sorted   bool
-	byID     map[string]int
-	replicas [][]scheduler.Replica
+	// inputByID: the input's promise that its machines come by id
+	// (Input.MachinesByID), so the ids need no compare to be sorted.
+	inputByID bool
+	byID      map[string]int
+	replicas  [][]scheduler.Replica
 	// session places what-if moves; removed machines are excluded from it.
 	session *scheduler.Session
 	// idle counts empty machines per cluster/group (removed ones not).
@@ -516,7 +522,7 @@ func (s *simulation) build() {
 	copies := sized(&s.scratch.whatIfs, len(in))
 	s.machines, s.ids, s.replicas = sized(&s.scratch.whatIfMachines, len(in)), sized(&s.scratch.whatIfIDs, len(in)), sized(&s.scratch.whatIfReplicas, len(in))
 	for k, m := range in {
-		if k > 0 && s.ids[k-1] >= m.ID {
+		if !s.inputByID && k > 0 && s.ids[k-1] >= m.ID {
 			s.sorted = false
 		}
 		// Shared, clipped: the what-ifs only append (which copies) and

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,11 +23,13 @@ import (
 // machines of small and large types, replicas of 250m to 1 CPU, in groups
 // at and above their minimum, with and without a savings floor and a
 // removal limit) get the removals of a walk of every candidate with every
-// machine, the shortcuts' plans made in one scratch round after round.
+// machine, the shortcuts' plans made in one scratch round after round,
+// every other one given the promise that its machines come by id (they
+// do) and its costs summed in the count of the groups.
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
 	var shared Scratch
-	removals, leftOut, outOfWhatIfs, outside, gainless, cutShort := 0, 0, 0, 0, 0, 0
+	removals, leftOut, outOfWhatIfs, outside, gainless, cutShort, priced := 0, 0, 0, 0, 0, 0, 0
 	for round := range 600 {
 		in, cfg := randomSettledFleet(rng)
 		if round%2 == 1 {
@@ -34,6 +37,10 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 		}
 		walked := compute(cfg, in, true)
 		in.Scratch = &shared // left as the last round's look left it
+		if !slices.IsSortedFunc(in.Machines, func(a, b *Machine) int { return strings.Compare(a.ID, b.ID) }) {
+			t.Fatalf("round %d: the fleet's machines are out of the order of their ids", round)
+		}
+		in.MachinesByID = round%4 < 2
 		plan, p := computeWith(cfg, in, false, false)
 		p.bound(&plan)
 		if !reflect.DeepEqual(plan, walked) {
@@ -41,6 +48,12 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 		}
 		removals, leftOut, outOfWhatIfs = removals+len(plan.Remove), leftOut+p.leftOut, outOfWhatIfs+p.outOfWhatIfs
 		outside, gainless, cutShort = outside+p.whatIfsOutside, gainless+p.gainless, cutShort+p.cutShort
+		if p.priced && len(plan.Remove) == 0 {
+			priced++
+		}
+	}
+	if priced == 0 {
+		t.Fatal("no plan took its costs from the count of the groups: the comparison tried too little")
 	}
 	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 || outside == 0 || gainless == 0 || cutShort == 0 {
 		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs, tried %d candidates out of them, spared %d what-ifs that could not gain and ended %d early: the comparison tried too little",
