@@ -313,10 +313,17 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	// merge.
 	same := sameMachines(prev.skeleton, b.p.skeleton) && b.inPlace
 	walk := 0 // both lists are by id: a merge, not lookups
+	from := b.splicedFrom()
 	asBooked := b.inPlace && b.v.sorted == len(b.v.byID)
 	for i, id := range b.v.ids {
 		j := i
-		if !same {
+		switch {
+		case same:
+		case from != nil: // where the splice found it: no compare of ids
+			if j = int(from[i]); j < 0 {
+				j = len(prev.ids) // new to the view
+			}
+		default:
 			// Mostly the same machine as the last pass's at walk: equal
 			// strings (most often the same bytes) compare quicker than
 			// ordered.
@@ -365,6 +372,19 @@ func (b *booker) collectChanged(ids map[string]bool) {
 		b.fresh[i] = rebooked(base[i], ids, b.incoming[id])
 	}
 	b.rebookElsewhere(ids)
+}
+
+// splicedFrom is the place each machine of a view spliced from the last
+// had in the last booking's list (-1: none), when that list is the
+// skeleton's the view was spliced from (nil: the merge finds them). At
+// 10,000 machines, a merge by id of every pass that made or ended a
+// machine was a fourteenth of a day's passes.
+func (b *booker) splicedFrom() []int32 {
+	prev := b.prev
+	if b.v.from == nil || prev.skeleton == nil || len(prev.ids) != len(prev.skeleton.ids) || len(b.v.from) != len(b.v.ids) {
+		return nil
+	}
+	return b.v.from
 }
 
 // changedReplicas are the ids of the replicas whose booking may differ

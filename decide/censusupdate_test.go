@@ -148,9 +148,17 @@ func TestASkeletonSplicedForMachinesMadeAndDeletedIsAReadAfresh(t *testing.T) {
 		booked := &Booking{census: last.census, skeleton: last.takeSkeleton([]string{"c"})}
 		next, changed := remade(rng, machines)
 		p := passOver(&Snapshot{Machines: next, Booked: booked, Changed: &Changes{Machines: changed}}, next)
-		got, want := p.splicedSkeleton([]string{"c"}), p.takeSkeleton([]string{"c"})
-		if got == nil || !reflect.DeepEqual(got, want) {
+		got := p.splicedSkeleton([]string{"c"})
+		from := p.splicedFrom
+		if want := p.takeSkeleton([]string{"c"}); got == nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: spliced %+v, read afresh %+v", seed, got, want)
+		}
+		// Each entry's place in the last skeleton (the booking's merge
+		// takes it instead of finding the machine by its id).
+		for i, k := range from {
+			if k >= 0 && booked.skeleton.ids[k] != got.ids[i] || k < 0 && slices.Contains(booked.skeleton.ids, got.ids[i]) {
+				t.Fatalf("seed %d: machine %s is said to have been at %d of the last skeleton, whose ids are %v", seed, got.ids[i], k, booked.skeleton.ids)
+			}
 		}
 		if len(next) != len(machines) {
 			spliced++
