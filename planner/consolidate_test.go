@@ -24,7 +24,7 @@ import (
 // at and above their minimum, with and without a savings floor and a
 // removal limit) get the removals of a walk of every candidate with every
 // machine, the shortcuts' plans made in one scratch round after round,
-// every other one given the promise that its machines come by id (they
+// half of them given the promise that its machines come by id (they
 // do) and its costs summed in the count of the groups.
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
