@@ -313,14 +313,14 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	// merge.
 	same := sameMachines(prev.skeleton, b.p.skeleton) && b.inPlace
 	walk := 0 // both lists are by id: a merge, not lookups
-	from := b.splicedFrom()
+	spliced := b.followsSplice()
 	asBooked := b.inPlace && b.v.sorted == len(b.v.byID)
 	for i, id := range b.v.ids {
 		j := i
 		switch {
 		case same:
-		case from != nil: // where the splice found it: no compare of ids
-			if j = int(from[i]); j < 0 {
+		case spliced: // where the splice found it: no compare of ids
+			if j = int(b.v.placeBefore(i)); j < 0 {
 				j = len(prev.ids) // new to the view
 			}
 		default:
@@ -374,17 +374,15 @@ func (b *booker) collectChanged(ids map[string]bool) {
 	b.rebookElsewhere(ids)
 }
 
-// splicedFrom is the place each machine of a view spliced from the last
-// had in the last booking's list (-1: none), when that list is the
-// skeleton's the view was spliced from (nil: the merge finds them). At
-// 10,000 machines, a merge by id of every pass that made or ended a
-// machine was a fourteenth of a day's passes.
-func (b *booker) splicedFrom() []int32 {
+// followsSplice: the view was spliced from the last (view.placeBefore
+// gives each machine's place in the last view), and the last booking
+// listed that view's machines, so a machine's place in it is its place
+// before (false: the merge finds them). At 10,000 machines, a merge by
+// id of every pass that made or ended a machine was a fourteenth of a
+// day's passes.
+func (b *booker) followsSplice() bool {
 	prev := b.prev
-	if b.v.from == nil || prev.skeleton == nil || len(prev.ids) != len(prev.skeleton.ids) || len(b.v.from) != len(b.v.ids) {
-		return nil
-	}
-	return b.v.from
+	return b.v.from != nil && prev.skeleton != nil && len(prev.ids) == len(prev.skeleton.ids) && len(b.v.from) == len(b.v.ids)
 }
 
 // changedReplicas are the ids of the replicas whose booking may differ
