@@ -86,8 +86,10 @@ type Booking struct {
 	// the pass booked only the machines a change touched (bookTouched).
 	restored    bool
 	touchedOnly bool
-	// spliced: the view patched was of other machines (patchableView).
-	spliced bool
+	// spliced: the view patched was of other machines (patchableView);
+	// partlyWalked: walkView walked only the entries that could need it.
+	spliced      bool
+	partlyWalked bool
 	// scattered counts the machines booked afresh, each in an allocation
 	// of its own, since the booking's machines were last laid side by
 	// side (layOut); laid is where this pass laid them, if it did.
@@ -121,6 +123,11 @@ func (b *Booking) PatchedView() bool { return b != nil && b.patched }
 // other machines, those made and deleted since spliced in and out
 // (patchableView).
 func (b *Booking) PatchedSplicedView() bool { return b != nil && b.patched && b.spliced }
+
+// PartlyWalkedView reports whether the pass walked only the entries of
+// its view whose idle times or candidacy could have changed since the
+// last pass walked them (placesToWalk).
+func (b *Booking) PartlyWalkedView() bool { return b != nil && b.partlyWalked }
 
 // BookedTouched reports whether the pass booked only the machines a
 // change touched, with no walk of the others (patchesInPlace).
@@ -540,10 +547,12 @@ func (b *booker) book() *Booking {
 		list := b.fresh[i]
 		if b.dirty[i] {
 			b.bookMachine(pm, list)
+			b.v.noteRewritten(i)
 		} else if j := b.reused[i]; !b.v.patched || j != b.v.placeBefore(i) {
 			// A patched view's entry of a machine kept is the booking's
 			// already: not read again (a cache miss for each of 10,000
 			// machines).
+			b.v.noteRewritten(i)
 			kept, e := b.prev.machines[j], b.entries[i]
 			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created, Replicas: slices.Clip(kept.pm.Replicas),
 				DoNotDisrupt: kept.pm.DoNotDisrupt, Asks: kept.pm.Asks, AsksKnown: kept.pm.AsksKnown}

@@ -105,6 +105,7 @@ func (b *booker) bookTouched() *Booking {
 		*pm = planner.Machine{Machine: b.bookable(int(i)), Joined: e.joined, CreatedAt: e.created, Asks: scheduler.NewAsks(), AsksKnown: true}
 		reserve(pm, len(list))
 		b.bookMachine(pm, list)
+		b.v.noteRewritten(int(i))
 		next.machines[i] = entries.of(pm, b.lists[i], list)
 	}
 	b.v.booked = true

@@ -163,6 +163,7 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		p.plan.Booked.patched = p.view != nil && p.view.patched
 		p.plan.Booked.restored = p.view != nil && p.view.restored
 		p.plan.Booked.spliced = p.view != nil && p.view.from != nil
+		p.plan.Booked.partlyWalked = p.view != nil && p.view.walk != nil && p.view.walk.partly
 		p.plan.Booked.ownMachines = make(map[string]bool, len(p.mineMachines))
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true

@@ -58,6 +58,12 @@ type view struct {
 	// the idle times: the next pass that patches the view puts them back
 	// as booked (patchableView).
 	touched []int32
+	// rewritten are the places of the entries the booking wrote, noted
+	// when it patched the last pass's view in place; walk and
+	// walkedBefore are what walkView found of this view's entries and of
+	// the last pass's, which these are (idlewalk.go).
+	rewritten          []int32
+	walk, walkedBefore *idleWalk
 	// asBooked: the view lists the machines the last booking did, in its
 	// order, and each as scheduling and the planner saw it then
 	// (sameMachine): machines that changed since changed nothing they
@@ -155,7 +161,9 @@ func (p *Pass) buildView(clusters []string) *view {
 	if last, from := p.patchableView(sk, v.sorted); last != nil {
 		p.restoreTouched(last)
 		v.all, v.byID, v.patched, v.restored = last.all, last.byID, true, len(last.touched) > 0
-		if from != nil {
+		if from == nil {
+			v.walkedBefore = last.walk
+		} else {
 			v.all, v.byID, v.from = nil, splicedEntries(last.byID, from), from
 		}
 	} else {
@@ -297,33 +305,6 @@ func (p *Pass) zonesOf(clusters []string) map[string][]string {
 		}
 	}
 	return zones
-}
-
-// walkView remembers since when each joined machine has been empty, and
-// finds when the next machine becomes a consolidation candidate
-// (candidateAt), in one walk of the machines (two walks were a cache
-// miss each for each of 10,000 machines, in every pass). The idle are
-// few: the memory's idle entries are found among the machines, not each
-// machine with replicas looked up in the memory.
-func (p *Pass) walkView(v *view) {
-	for id := range p.mem.IdleSince {
-		if pm := v.machine(id); pm != nil && pm.Joined && len(pm.Replicas) > 0 {
-			delete(owned(&p.mem.IdleSince, &p.owns.idle), id)
-		}
-	}
-	clock := planner.NewCandidateClock(p.cfg.Planner, p.now)
-	for _, pm := range v.byID {
-		if pm.Joined && len(pm.Replicas) == 0 {
-			since, idle := p.mem.IdleSince[pm.ID]
-			if !idle {
-				since = p.now
-				owned(&p.mem.IdleSince, &p.owns.idle)[pm.ID] = since
-			}
-			pm.IdleSince = since
-		}
-		clock.See(pm)
-	}
-	p.candidateAt = clock.Next()
 }
 
 // scheduleSpread places the replicas with a spread rule on the joined

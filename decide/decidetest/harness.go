@@ -79,8 +79,11 @@ type Harness struct {
 	// change touched.
 	TouchedBookings int
 	// SplicedViews counts the passes that patched the view of a pass
-	// with other machines, those made and deleted since spliced.
-	SplicedViews int
+	// with other machines, those made and deleted since spliced;
+	// PartlyWalkedViews those that walked only the entries of their view
+	// whose idle times could have changed.
+	SplicedViews      int
+	PartlyWalkedViews int
 }
 
 // lastPass is what the previous Decide saw and decided.
@@ -291,6 +294,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	}
 	if plan.Booked.PatchedSplicedView() {
 		h.SplicedViews++
+	}
+	if plan.Booked.PartlyWalkedView() {
+		h.PartlyWalkedViews++
 	}
 	h.Snap.Booked = nil
 	if h.booked != nil {
