@@ -58,6 +58,11 @@ type Config struct {
 	// since the last pass's booking, a pass books every machine afresh,
 	// which is then quicker than finding the ones the changes touched.
 	RebookShare float64
+	// WalkShare: when the entries a pass would walk for idle times
+	// (those booked afresh, and those the last walk found empty or
+	// young) are more than this share of its view, it walks every entry,
+	// which is then as quick.
+	WalkShare float64
 	// LayOutShare: when more than this share of the booking's machines
 	// were booked afresh since its machines were last laid side by side in
 	// memory, a pass lays them out again (a copy of each machine's
@@ -80,7 +85,7 @@ func DefaultConfig() Config {
 		LaunchBackoff: 5 * time.Second, MaxLaunchBackoff: 5 * time.Minute, UnavailableTTL: 3 * time.Minute, DrainDeadline: 10 * time.Minute,
 		LaunchTimeout: 5 * time.Minute, JoinTimeout: 10 * time.Minute, DescribeInterval: 5 * time.Second, MaxDescribeInterval: 30 * time.Second, ResyncInterval: 5 * time.Minute,
 		TerminateBackoff: 5 * time.Second, MaxTerminateBackoff: 5 * time.Minute, StuckAfter: 15 * time.Minute, OrphanGrace: 2 * time.Minute,
-		MaxSpreadMoves: 1, RebookShare: 0.25, LayOutShare: 0.125, ConsolidateInterval: 10 * time.Second,
+		MaxSpreadMoves: 1, RebookShare: 0.25, WalkShare: 0.5, LayOutShare: 0.125, ConsolidateInterval: 10 * time.Second,
 		Planner: planner.DefaultConfig(),
 	}
 }

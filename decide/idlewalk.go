@@ -14,6 +14,7 @@ import (
 // walked only the entries that could need it (placesToWalk).
 type idleWalk struct {
 	idle, young []int32
+	ids         []string // the view's, by place
 	madeBy      time.Time
 	partly      bool
 }
@@ -29,14 +30,14 @@ type idleWalk struct {
 // of a day's passes.
 func (p *Pass) walkView(v *view) {
 	madeBy := p.now.Add(-p.cfg.Planner.MinLifetime)
-	places, partly := placesToWalk(v, madeBy)
+	places, partly := placesToWalk(v, madeBy, p.cfg.WalkShare)
 	for id := range p.mem.IdleSince {
 		if pm := v.machine(id); pm != nil && pm.Joined && len(pm.Replicas) > 0 {
 			delete(owned(&p.mem.IdleSince, &p.owns.idle), id)
 		}
 	}
 	clock := planner.NewCandidateClock(p.cfg.Planner, p.now)
-	walk := &idleWalk{madeBy: madeBy, partly: partly}
+	walk := &idleWalk{ids: v.ids, madeBy: madeBy, partly: partly}
 	if partly {
 		slices.Sort(places)
 		for _, i := range slices.Compact(places) {
@@ -73,34 +74,44 @@ func (p *Pass) walkEntry(pm *planner.Machine, i int32, clock *planner.CandidateC
 }
 
 // placesToWalk are the places of the entries walkView must walk
-// (partly false: every entry). The view is the last pass's, patched in
-// place, with the same machines at the same places, and that pass walked
-// it. An entry not booked afresh since is then as that walk left it, or
-// put back as booked (restoreTouched): as that walk found it, but for
-// the idle time it set if the entry was empty (walked, then). If it was
-// not empty then, it has replicas and no idle time (only a walk sets
+// (partly false: every entry). The view is the last pass's, patched
+// (each machine kept at the place the last walk found it, or where the
+// splice of the machines made and ended since moved it), and that pass
+// walked it. An entry not booked afresh since is then as that walk left
+// it, or put back as booked (restoreTouched): as that walk found it, but
+// for the idle time it set if the entry was empty (walked, then). If it
+// was not empty then, it has replicas and no idle time (only a walk sets
 // one, on an empty entry; booking afresh clears it), or it has not
 // joined: a walk sets nothing on it, and the memory keeps no idle time
 // for it that a walk would not remove too. If it was not young then, it
 // is not now (madeBy is no earlier): the clock learns nothing from it.
-// Machines the pass launched have not joined.
-func placesToWalk(v *view, madeBy time.Time) ([]int32, bool) {
+// Machines the pass launched have not joined. Past share of the view,
+// every entry is walked.
+func placesToWalk(v *view, madeBy time.Time, share float64) ([]int32, bool) {
 	last := v.walkedBefore
-	if last == nil || v.from != nil || madeBy.Before(last.madeBy) {
+	if last == nil || madeBy.Before(last.madeBy) {
 		return nil, false
 	}
 	n := len(v.rewritten) + len(last.idle) + len(last.young)
-	if 2*n > len(v.byID) { // as quick to walk them all
+	if float64(n) > share*float64(len(v.byID)) {
 		return nil, false
 	}
-	places := make([]int32, 0, n)
-	return append(append(append(places, v.rewritten...), last.idle...), last.young...), true
+	places := append(make([]int32, 0, n), v.rewritten...)
+	if v.from == nil {
+		return append(append(places, last.idle...), last.young...), true
+	}
+	for _, k := range slices.Concat(last.idle, last.young) { // moved by the splice, or ended
+		if i, ok := v.position(last.ids[k]); ok {
+			places = append(places, int32(i))
+		}
+	}
+	return places, true
 }
 
 // noteRewritten notes that the booking wrote the entry at place i of a
 // view it patched (placesToWalk).
 func (v *view) noteRewritten(i int) {
-	if v.patched && v.from == nil {
+	if v.patched {
 		v.rewritten = append(v.rewritten, int32(i))
 	}
 }

@@ -59,7 +59,7 @@ type view struct {
 	// as booked (patchableView).
 	touched []int32
 	// rewritten are the places of the entries the booking wrote, noted
-	// when it patched the last pass's view in place; walk and
+	// when it patched the last pass's view; walk and
 	// walkedBefore are what walkView found of this view's entries and of
 	// the last pass's, which these are (idlewalk.go).
 	rewritten          []int32
@@ -161,9 +161,8 @@ func (p *Pass) buildView(clusters []string) *view {
 	if last, from := p.patchableView(sk, v.sorted); last != nil {
 		p.restoreTouched(last)
 		v.all, v.byID, v.patched, v.restored = last.all, last.byID, true, len(last.touched) > 0
-		if from == nil {
-			v.walkedBefore = last.walk
-		} else {
+		v.walkedBefore = last.walk
+		if from != nil {
 			v.all, v.byID, v.from = nil, splicedEntries(last.byID, from), from
 		}
 	} else {

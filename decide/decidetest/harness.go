@@ -277,6 +277,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 	h.Snap.Booked, h.Snap.Changed = h.booked, h.frozen.changes(h.T, h.Snap, h.Memory)
 	fromBooking := h.Config
 	fromBooking.RebookShare = 1 // from the booking however much changed, to check it
+	fromBooking.WalkShare = 1   // and walking only the entries that could need it
 	h.Snap.Scratch = &h.scratch
 	defer func() { h.Snap.Scratch = nil }()
 	plan := decide.Decide(fromBooking, h.Snap, h.Memory, h.Now)
