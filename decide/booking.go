@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"maps"
 	"reflect"
 	"slices"
@@ -77,6 +78,10 @@ type Booking struct {
 	// (skeleton.go).
 	census   *fleetCensus
 	skeleton *viewSkeleton
+	// rooms are the machines' rooms, by place (scheduler.Machine.Room):
+	// a pass chooses the machines it copies to place on from them, not
+	// from each machine.
+	rooms []scheduler.Room
 	// view is the pass's view when the pass changed none of its machines,
 	// for the next pass to patch (patchableView).
 	view    *view
@@ -575,9 +580,45 @@ func (b *booker) book() *Booking {
 	if !b.inPlace {
 		b.copyKept(next.machines)
 	}
+	b.keepRooms(next, func(yield func(int) bool) {
+		for i := range next.machines {
+			if b.dirty[i] && !yield(i) {
+				return
+			}
+		}
+	})
 	b.v.booked = true
 	b.layOut(next)
 	return next
+}
+
+// keepRooms gives the booking the rooms of its machines: the last
+// booking's, where each machine kept was (taken over, or copied when the
+// machines moved), and each machine booked afresh's read anew.
+func (b *booker) keepRooms(next *Booking, afresh iter.Seq[int]) {
+	n := len(next.machines)
+	switch prev := b.prev; {
+	case prev == nil || len(prev.rooms) != len(prev.machines):
+		next.rooms = make([]scheduler.Room, n)
+		for k, m := range next.machines {
+			next.rooms[k] = m.pm.Machine.Room()
+		}
+		b.v.rooms, b.v.bookedAt = next.rooms, next.machines
+		return
+	case b.inPlace && len(prev.rooms) == n:
+		next.rooms = prev.rooms
+	default:
+		next.rooms = make([]scheduler.Room, n)
+		for i, j := range b.reused[:n] {
+			if j >= 0 {
+				next.rooms[i] = prev.rooms[j]
+			}
+		}
+	}
+	for i := range afresh {
+		next.rooms[i] = next.machines[i].pm.Machine.Room()
+	}
+	b.v.rooms, b.v.bookedAt = next.rooms, next.machines
 }
 
 // copyKept takes the last booking's entries of the machines kept into

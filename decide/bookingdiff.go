@@ -42,6 +42,9 @@ func (b *Booking) Differs(o *Booking) string {
 		if why := booking.asksUncounted(); why != "" {
 			return why
 		}
+		if why := booking.roomsDiffer(); why != "" {
+			return why
+		}
 	}
 	if !maps.EqualFunc(b.elsewhere, o.elsewhere, func(x, y []*api.Replica) bool { return slices.Equal(replicaIDs(x), replicaIDs(y)) }) {
 		return fmt.Sprintf("replicas outside the view: %d machines, afresh %d", len(b.elsewhere), len(o.elsewhere))
@@ -64,4 +67,18 @@ func replicaIDs(list []*api.Replica) []string {
 		ids[i] = r.ID
 	}
 	return ids
+}
+
+// roomsDiffer names a machine whose room, as the booking keeps it, is not
+// its machine's ("": none).
+func (b *Booking) roomsDiffer() string {
+	if len(b.rooms) != len(b.machines) {
+		return fmt.Sprintf("%d rooms for %d machines", len(b.rooms), len(b.machines))
+	}
+	for i, m := range b.machines {
+		if room := m.pm.Machine.Room(); b.rooms[i] != room {
+			return fmt.Sprintf("machine %s: its room kept as %+v, its machine's %+v", m.pm.ID, b.rooms[i], room)
+		}
+	}
+	return ""
 }

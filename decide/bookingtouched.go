@@ -108,6 +108,13 @@ func (b *booker) bookTouched() *Booking {
 		b.v.noteRewritten(int(i))
 		next.machines[i] = entries.of(pm, b.lists[i], list)
 	}
+	b.keepRooms(next, func(yield func(int) bool) {
+		for i := range b.sparse {
+			if !yield(int(i)) {
+				return
+			}
+		}
+	})
 	b.v.booked = true
 	b.layOutAfter(next, len(b.sparse))
 	return next

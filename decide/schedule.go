@@ -48,6 +48,12 @@ type view struct {
 	booked  bool
 	copies  []scheduler.Machine
 	ownsAll bool
+	// owned marks the machines copied; rooms and bookedAt are the
+	// booking's rooms and machines, for the view's first machines
+	// (scheduler.Room: read without touching each machine).
+	owned    []bool
+	rooms    []scheduler.Room
+	bookedAt []*bookedMachine
 	// restored: the view is the last pass's, whose touched entries it put
 	// back; from, when it was spliced from the last pass's, is the place
 	// each entry had there (nil: each is where it was).
@@ -79,28 +85,58 @@ type view struct {
 // before is what the copies hold.
 func (p *Pass) ownMachines(v *view) { p.ownMachinesThat(v, nil) }
 
-// ownMachinesThat copies the booked machines that may (nil: every one)
-// and are not copies yet, and lists the machines again.
-func (p *Pass) ownMachinesThat(v *view, may func(*scheduler.Machine) bool) {
+// ownMachinesThat copies the booked machines that may take what the
+// pass places (nil: every one) and are not copies yet; the machines are
+// listed again when next asked for. Which may is read from the
+// booking's rooms, not from each machine (a cache miss for each of
+// 10,000 machines in every pass that placed).
+func (p *Pass) ownMachinesThat(v *view, may func(scheduler.Room) bool) {
 	if !v.booked || v.ownsAll {
 		return
 	}
 	if v.copies == nil {
 		v.copies = p.snap.Scratch.schedulerMachines(len(v.byID)) // in one allocation, not one for each of 50,000
+		v.owned = make([]bool, len(v.byID))
 	}
 	v.ownsAll = true
-	for i, pm := range v.byID {
+	for i := range v.byID {
 		switch {
-		case pm.Machine == &v.copies[i]:
-		case may != nil && !may(pm.Machine):
+		case v.owned[i]:
+		case may != nil && !may(v.roomOf(i)):
 			v.ownsAll = false
 		default:
+			pm := v.byID[i]
 			pm.Machine.ShareInto(&v.copies[i])
-			pm.Machine = &v.copies[i]
+			pm.Machine, v.owned[i] = &v.copies[i], true
 			v.touched = append(v.touched, int32(i))
 		}
 	}
-	v.listMachines()
+	v.listed = false
+}
+
+// roomOf is the room of the view's machine at place i as booked.
+func (v *view) roomOf(i int) scheduler.Room {
+	if i < len(v.rooms) {
+		return v.rooms[i]
+	}
+	return v.byID[i].Machine.Room() // one the pass launched
+}
+
+// bookedJoined are the joined machines as booked (never changed: the
+// pass places on copies).
+func (v *view) bookedJoined() []*scheduler.Machine {
+	out := make([]*scheduler.Machine, 0, len(v.byID))
+	for i, pm := range v.byID {
+		if v.lists[i] != listJoined {
+			continue
+		}
+		if v.owned != nil && v.owned[i] {
+			out = append(out, v.bookedAt[i].pm.Machine)
+		} else {
+			out = append(out, pm.Machine)
+		}
+	}
+	return out
 }
 
 // listMachines lists the joined and the launching machines.
@@ -410,19 +446,18 @@ func (p *Pass) schedulePlain(v *view, plain []scheduler.Replica, spreadToo bool)
 		p.ownMachines(v)
 		return sched.Schedule(v.joinedMachines(), plain), nil
 	}
-	booked := slices.Clone(v.joinedMachines()) // never changed: the pass places on copies
-	p.ownMachinesThat(v, asks.MayTake)
-	receivers := make([]*scheduler.Machine, 0, len(v.joinedMachines()))
-	for i, pm := range v.byID {
-		if v.lists[i] == listJoined && pm.Machine == &v.copies[i] {
-			receivers = append(receivers, pm.Machine)
+	p.ownMachinesThat(v, asks.MayTakeRoom)
+	var receivers []*scheduler.Machine
+	for i, owned := range v.owned {
+		if owned && v.lists[i] == listJoined {
+			receivers = append(receivers, v.byID[i].Machine)
 		}
 	}
 	res := sched.NewSession(receivers).Fill(plain)
 	if len(res.Unplaced) == 0 {
 		return res, nil
 	}
-	return res, &explanations{machines: booked, pending: plain, unplaced: res.Unplaced}
+	return res, &explanations{machines: v.bookedJoined, pending: plain, unplaced: res.Unplaced}
 }
 
 // whyWaiting are why the replicas scheduling left unplaced wait: known,
@@ -451,7 +486,7 @@ func (w whyWaiting) of(id string) (string, bool) {
 // explains why each replica left fits nowhere ("0/N machines fit: …").
 // Most passes never ask: the planner tells those replicas why they wait.
 type explanations struct {
-	machines []*scheduler.Machine
+	machines func() []*scheduler.Machine
 	pending  []scheduler.Replica
 	unplaced map[string]string
 	found    map[string]string
@@ -459,8 +494,9 @@ type explanations struct {
 
 func (e *explanations) reasons() map[string]string {
 	if e.found == nil {
-		copies := make([]*scheduler.Machine, len(e.machines))
-		for i, m := range e.machines {
+		machines := e.machines()
+		copies := make([]*scheduler.Machine, len(machines))
+		for i, m := range machines {
 			copies[i] = m.Share()
 		}
 		e.found = scheduler.Schedule(copies, e.pending).Unplaced

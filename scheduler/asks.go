@@ -63,10 +63,26 @@ func (a *Asks) lower(req api.Resources) {
 // session something: it has GPUs (devices are matched apart), a
 // resident whose rules a session learns, or at least as much free as
 // the least any replica asks of each resource.
-func (a *Asks) MayTake(m *Machine) bool {
-	f := m.Free()
-	return f.MilliCPU >= a.least.MilliCPU && f.MemoryBytes >= a.least.MemoryBytes && f.EphemeralBytes >= a.least.EphemeralBytes ||
-		len(m.GPUs) > 0 || m.PlainResidents < len(m.Residents)
+func (a *Asks) MayTake(m *Machine) bool { return a.MayTakeRoom(m.Room()) }
+
+// MayTakeRoom is MayTake of a machine whose room is r.
+func (a *Asks) MayTakeRoom(r Room) bool {
+	f := r.Free
+	return f.MilliCPU >= a.least.MilliCPU && f.MemoryBytes >= a.least.MemoryBytes && f.EphemeralBytes >= a.least.EphemeralBytes || r.Teaches
+}
+
+// Room is what MayTake reads of a machine, a few bytes a caller can keep
+// beside a list of machines and read without touching each: what is
+// free, and whether it teaches a session something whatever its room (it
+// has GPUs, or a resident whose rules a session learns).
+type Room struct {
+	Free    api.Resources
+	Teaches bool
+}
+
+// Room is the machine's room.
+func (m *Machine) Room() Room {
+	return Room{Free: m.Free(), Teaches: len(m.GPUs) > 0 || m.PlainResidents < len(m.Residents)}
 }
 
 // Merge counts the replicas b counted too; false when one of them asks
