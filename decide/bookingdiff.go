@@ -82,3 +82,21 @@ func (b *Booking) roomsDiffer() string {
 	}
 	return ""
 }
+
+// ViewUnshared names a machine of the pass's view (when it kept it for
+// the next pass) that is neither the booking's nor a copy the pass made
+// ("": none): the pass read the rooms of the others from the booking's.
+// The decide harness asks right after each pass, before it clears the
+// scratch the view is in.
+func (b *Booking) ViewUnshared() string {
+	if b == nil || b.view == nil {
+		return ""
+	}
+	v := b.view
+	for i := range min(len(v.byID), len(b.machines)) {
+		if (v.owned == nil || !v.owned[i]) && v.byID[i].Machine != b.machines[i].pm.Machine {
+			return fmt.Sprintf("machine %s: neither the booking's nor a copy the pass made", b.ids[i])
+		}
+	}
+	return ""
+}

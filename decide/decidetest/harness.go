@@ -281,6 +281,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	h.Snap.Scratch = &h.scratch
 	defer func() { h.Snap.Scratch = nil }()
 	plan := decide.Decide(fromBooking, h.Snap, h.Memory, h.Now)
+	if why := plan.Booked.ViewUnshared(); why != "" {
+		h.T.Fatalf("at %s %s", h.Now.Format(time.RFC3339Nano), why)
+	}
 	if h.passes++; h.passes%2 == 0 {
 		h.scratch.Clear()
 	}
@@ -310,6 +313,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 		walked.HeardFrom = nil
 		walked.Scratch = &h.freshScratch
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
+		if why := full.Booked.ViewUnshared(); why != "" {
+			h.T.Fatalf("at %s afresh: %s", h.Now.Format(time.RFC3339Nano), why)
+		}
 		h.freshScratch.Clear()
 		kept, fresh := plan, full
 		kept.Booked, fresh.Booked = nil, nil
