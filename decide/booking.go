@@ -3,8 +3,6 @@ package decide
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
-	"iter"
 	"maps"
 	"reflect"
 	"slices"
@@ -592,35 +590,6 @@ func (b *booker) book() *Booking {
 	return next
 }
 
-// keepRooms gives the booking the rooms of its machines: the last
-// booking's, where each machine kept was (taken over, or copied when the
-// machines moved), and each machine booked afresh's read anew.
-func (b *booker) keepRooms(next *Booking, afresh iter.Seq[int]) {
-	n := len(next.machines)
-	switch prev := b.prev; {
-	case prev == nil || len(prev.rooms) != len(prev.machines):
-		next.rooms = make([]scheduler.Room, n)
-		for k, m := range next.machines {
-			next.rooms[k] = m.pm.Machine.Room()
-		}
-		b.v.rooms, b.v.bookedAt = next.rooms, next.machines
-		return
-	case b.inPlace && len(prev.rooms) == n:
-		next.rooms = prev.rooms
-	default:
-		next.rooms = make([]scheduler.Room, n)
-		for i, j := range b.reused[:n] {
-			if j >= 0 {
-				next.rooms[i] = prev.rooms[j]
-			}
-		}
-	}
-	for i := range afresh {
-		next.rooms[i] = next.machines[i].pm.Machine.Room()
-	}
-	b.v.rooms, b.v.bookedAt = next.rooms, next.machines
-}
-
 // copyKept takes the last booking's entries of the machines kept into
 // the booking's own list, in runs of machines side by side in both: they
 // are as booked then (an entry built anew for each in turn was most of
@@ -701,23 +670,6 @@ func (b *Booking) LaidOut() bool {
 		}
 	}
 	return true
-}
-
-// asksUncounted names a machine whose asks, kept for consolidation's
-// what-ifs, do not count one of its replicas ("": none).
-func (b *Booking) asksUncounted() string {
-	for i := range b.machines {
-		pm := &b.machines[i].pm
-		if !pm.AsksKnown {
-			continue
-		}
-		for j := range pm.Replicas {
-			if !pm.Asks.Counts(&pm.Replicas[j]) {
-				return fmt.Sprintf("machine %s: its asks do not count replica %s", pm.ID, pm.Replicas[j].ID)
-			}
-		}
-	}
-	return ""
 }
 
 // bookMachine books a machine's replicas afresh.

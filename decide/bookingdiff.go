@@ -100,3 +100,20 @@ func (b *Booking) ViewUnshared() string {
 	}
 	return ""
 }
+
+// asksUncounted names a machine whose asks, kept for consolidation's
+// what-ifs, do not count one of its replicas ("": none).
+func (b *Booking) asksUncounted() string {
+	for i := range b.machines {
+		pm := &b.machines[i].pm
+		if !pm.AsksKnown {
+			continue
+		}
+		for j := range pm.Replicas {
+			if !pm.Asks.Counts(&pm.Replicas[j]) {
+				return fmt.Sprintf("machine %s: its asks do not count replica %s", pm.ID, pm.Replicas[j].ID)
+			}
+		}
+	}
+	return ""
+}
