@@ -24,10 +24,10 @@ type idleWalk struct {
 // (candidateAt), in one walk of the machines (two walks were a cache
 // miss each for each of 10,000 machines, in every pass). The idle are
 // few: the memory's idle entries are found among the machines, not each
-// machine with replicas looked up in the memory. A view that is the last
-// pass's patched in place walks only the entries that may need it
-// (placesToWalk): the first read of each of 10,000 entries was a tenth
-// of a day's passes.
+// machine with replicas looked up in the memory. A view patched from the
+// last pass's (in place or spliced) walks only the entries that may need
+// it (placesToWalk): the first read of each of 10,000 entries was a
+// tenth of a day's passes.
 func (p *Pass) walkView(v *view) {
 	madeBy := p.now.Add(-p.cfg.Planner.MinLifetime)
 	places, partly := placesToWalk(v, madeBy, p.cfg.WalkShare)

@@ -14,11 +14,13 @@ func (b *booker) keepRooms(next *Booking, afresh iter.Seq[int]) {
 	switch prev := b.prev; {
 	case prev == nil || len(prev.rooms) != len(prev.machines):
 		next.rooms = make([]scheduler.Room, n)
-		for k, m := range next.machines {
-			next.rooms[k] = m.pm.Machine.Room()
+		afresh = func(yield func(int) bool) { // every one
+			for k := range n {
+				if !yield(k) {
+					return
+				}
+			}
 		}
-		b.v.rooms, b.v.bookedAt = next.rooms, next.machines
-		return
 	case b.inPlace && len(prev.rooms) == n:
 		next.rooms = prev.rooms
 	default:
