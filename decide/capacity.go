@@ -28,9 +28,10 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
 	candidateAt := p.candidateAt // walkView's
 	var plan planner.Plan
+	var looks bool // whether consolidation would look beside plan (planner.ConsolidationLooks)
 	waits, due := p.consolidationWaits()
 	if reused != nil && !reused.planExpired && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
-		plan = reused.plan
+		plan, looks = reused.plan, reused.looks
 		p.capacity, p.capacityReused = reused, true
 	} else {
 		scratch := p.snap.Scratch.of()
@@ -38,7 +39,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 		if v.sorted < len(machines) { // the pass launched machines before it built the view
 			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 		}
-		plan = planner.Compute(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, MachinesByID: true, Pending: unplaced,
+		plan, looks = planner.ComputeAndLooks(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, MachinesByID: true, Pending: unplaced,
 			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits, Scratch: &scratch.planner})
 		if !waits && len(plan.Remove) > 0 {
 			// A look that removes goes on at the next pass: a fleet
@@ -51,10 +52,11 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 			capacityWake = due // a plan that left consolidation out is not taken by a pass that looks
 		}
 		p.capacity = p.quietCapacityOf(unplaced, schedReasons, plan, groups, subnets, capacityWake)
+		p.capacity.looks = looks
 	}
 	// What this pass changed may make a machine removable: it wakes for
 	// the look it left out, unless every cluster grows.
-	if waits && planner.ConsolidationLooks(p.cfg.Planner, planner.Input{Groups: groups, Machines: v.byID, Pending: unplaced}, plan) {
+	if waits && looks {
 		p.plan.Wake.at(due)
 	}
 	if !candidateAt.IsZero() {

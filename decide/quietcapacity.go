@@ -36,6 +36,9 @@ type quietCapacity struct {
 	// deadline came, and only the scheduling is taken.
 	plan        planner.Plan
 	planExpired bool
+	// looks: consolidation would look beside plan, for its machines
+	// (planner.ComputeAndLooks); a pass that takes the plan has the same.
+	looks       bool
 	groups      []*planner.Group
 	subnets     map[string]planner.Subnets
 	unavailable map[string]time.Time

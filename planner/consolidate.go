@@ -19,11 +19,14 @@ import (
 // MaxRemovals, and never in a cluster the plan is growing or with a
 // machine on its way.
 func (p *planning) consolidate(plan *Plan) []Removal {
-	growing, looks := consolidationLooks(p.cfg, p.in, plan)
+	growing, looks := consolidationLooks(p.cfg, p.in, plan, p.walk)
 	if !looks {
-		return nil // no walk or sort of every machine to remove none
+		return nil // no sort of every machine to remove none
 	}
-	counts, slotOf, free, overcommitted := p.groupCounts(growing)
+	counts, slotOf, free, overcommitted := p.walk.counts, p.walk.slotOf, p.walk.free, p.walk.overcommitted
+	for i := range counts {
+		counts[i].growing = growing[counts[i].group.Cluster]
+	}
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
 	candidates := p.candidates(slotOf, p.mayGo(counts, free, overcommitted))
@@ -77,137 +80,6 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		p.gainless, p.cutShort = p.gainless+sim.gainless, p.cutShort+sim.cutShort
 	}
 	return removals
-}
-
-// ConsolidationLooks reports whether consolidation would look for
-// machines to remove beside plan, which planned in's additions: some
-// cluster with a group does not grow (a pass that left consolidation
-// out need not come back for it while every cluster grows).
-func ConsolidationLooks(cfg Config, in Input, plan Plan) bool {
-	_, looks := consolidationLooks(cfg, in, &plan)
-	return looks
-}
-
-// consolidationLooks is ConsolidationLooks, with the growing clusters
-// (every one of them only when it looks).
-func consolidationLooks(cfg Config, in Input, plan *Plan) (map[string]bool, bool) {
-	if cfg.MaxRemovals <= 0 {
-		return nil, false
-	}
-	growing := map[string]bool{}
-	for _, nm := range plan.Add {
-		growing[nm.Cluster] = true
-	}
-	if len(plan.Pending) > 0 {
-		clusterOf := make(map[string]string, len(in.Pending))
-		for _, r := range in.Pending {
-			clusterOf[r.ID] = r.Cluster
-		}
-		for _, pr := range plan.Pending {
-			if cluster, ok := clusterOf[pr.Replica]; ok {
-				growing[cluster] = true
-			}
-		}
-	}
-	// Only a machine of a group the plan knows may go, and only in a
-	// cluster that does not grow: the groups tell whether there can be
-	// one, not a look at every machine's cluster.
-	someStill := func() bool { return slices.ContainsFunc(in.Groups, func(g *Group) bool { return !growing[g.Cluster] }) }
-	if !someStill() {
-		return growing, false // no walk of every machine for a look that cannot be
-	}
-	// A machine on its way takes replicas once it joins (a replacement
-	// launched by an earlier plan, or capacity for pending ones):
-	// consolidating before then would launch that replacement again.
-	for _, m := range in.Machines {
-		if !m.Joined && !growing[m.Cluster] {
-			growing[m.Cluster] = true
-			if !someStill() {
-				return growing, false
-			}
-		}
-	}
-	return growing, true
-}
-
-// groupKey is a group's cluster and id, a map key built without joining
-// them (a pass counts every machine's group).
-type groupKey struct{ cluster, group string }
-
-// groupCount is what consolidation counts of a group as it removes
-// machines: its machines, the idle ones, those idle for EmptyMachineTTL
-// (settled), the stopped warm ones. Only the settled fill the warm pool
-// for an empty machine's removal: one that joined a moment ago may be
-// the cheaper machine a replacement launched, about to take the
-// replicas of the one it replaces; counted as the pool's, it let an
-// older idle machine go first, and then the move was refused for
-// emptying the pool, and the replacement launched again, and again.
-type groupCount struct {
-	group                        *Group
-	growing                      bool
-	live, idle, settled, stopped int
-}
-
-// idleLongEnough: empty for at least EmptyMachineTTL.
-func (p *planning) idleLongEnough(m *Machine) bool {
-	return !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
-}
-
-// groupCounts counts each group (by its place in the input, the last of
-// a key's duplicates counting) and finds each machine's group once (-1:
-// none), instead of a map lookup of the pair of names at every count; it
-// sums each cluster's free capacity on its joined machines, and notes the
-// clusters with a joined machine overcommitted (free below zero).
-func (p *planning) groupCounts(growing map[string]bool) ([]groupCount, []int32, map[string]api.Resources, map[string]bool) {
-	slots := make(map[groupKey]int32, len(p.in.Groups))
-	counts := make([]groupCount, len(p.in.Groups))
-	for i, g := range p.in.Groups {
-		slots[groupKey{g.Cluster, g.ID}] = int32(i)
-		counts[i] = groupCount{group: g, growing: growing[g.Cluster], stopped: g.Stopped}
-	}
-	slotOf := sized(&p.in.Scratch.of().slotOf, len(p.in.Machines)) // each one written below
-	free, overcommitted := map[string]api.Resources{}, map[string]bool{}
-	last, lastSlot := groupKey{}, int32(-1)
-	var lastFree api.Resources
-	costBefore := 0.0
-	flush := func() {
-		if lastFree != (api.Resources{}) {
-			free[last.cluster] = free[last.cluster].Add(lastFree)
-		}
-	}
-	for i, m := range p.in.Machines {
-		key := groupKey{m.Cluster, m.Group}
-		if i == 0 || key != last { // a group's machines mostly come together (ids begin with its names)
-			flush()
-			slot, ok := slots[key]
-			if !ok {
-				slot = -1
-			}
-			last, lastSlot, lastFree = key, slot, api.Resources{}
-		}
-		if m.Joined {
-			f := m.Free()
-			lastFree = lastFree.Add(f)
-			if f.MilliCPU < 0 || f.MemoryBytes < 0 || f.EphemeralBytes < 0 {
-				overcommitted[m.Cluster] = true
-			}
-		}
-		costBefore += m.PricePerHour // beside Allocated, which Free read
-		slotOf[i] = lastSlot
-		if lastSlot < 0 {
-			continue
-		}
-		counts[lastSlot].live++
-		if len(m.Replicas) == 0 {
-			counts[lastSlot].idle++
-			if p.idleLongEnough(m) {
-				counts[lastSlot].settled++
-			}
-		}
-	}
-	flush()
-	p.costBefore, p.priced = costBefore, true
-	return counts, slotOf, free, overcommitted
 }
 
 // mayGo says whether consolidation could remove a machine at all, from

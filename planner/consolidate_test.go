@@ -48,7 +48,7 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 		}
 		removals, leftOut, outOfWhatIfs = removals+len(plan.Remove), leftOut+p.leftOut, outOfWhatIfs+p.outOfWhatIfs
 		outside, gainless, cutShort = outside+p.whatIfsOutside, gainless+p.gainless, cutShort+p.cutShort
-		if p.priced && len(plan.Remove) == 0 {
+		if p.walk != nil && len(plan.Remove) == 0 {
 			priced++
 		}
 	}

@@ -142,6 +142,12 @@ func Compute(cfg Config, in Input) Plan { return compute(cfg, in, false) }
 // sessions even with nothing pending, and consolidation walks every
 // candidate.
 func compute(cfg Config, in Input, noShortcuts bool) Plan {
+	plan, _ := computeKept(cfg, in, noShortcuts)
+	return plan
+}
+
+// computeKept is compute, with the planning of the plan it kept.
+func computeKept(cfg Config, in Input, noShortcuts bool) (Plan, *planning) {
 	plan, p := computeWith(cfg, in, noShortcuts, false)
 	if 2*p.spreadAlone >= len(in.Pending) && p.spreadAlone > 0 {
 		// Most of what is pending are services whose only rule is a
@@ -158,7 +164,7 @@ func compute(cfg Config, in Input, noShortcuts bool) Plan {
 	if !cfg.SkipBound {
 		p.bound(&plan) // of the plan kept alone: the bound is the dearer part
 	}
-	return plan
+	return plan, p
 }
 
 // computeWith is compute, spread services dealt like services that keep
@@ -194,6 +200,7 @@ func planOnce(cfg Config, in Input, noShortcuts, dealSpread, wholeSessions bool)
 	p.solveExactly(&res)
 	plan := Plan{Desired: map[string]int{}}
 	p.collect(&plan, res)
+	p.walk = p.walkFleet()
 	p.floorBins(&plan)
 	if !in.SkipConsolidation {
 		plan.Remove = p.consolidate(&plan)
@@ -379,11 +386,9 @@ type planning struct {
 	// removedAt are the places in the input of the machines
 	// consolidation removed, as it removed them.
 	removedAt []int32
-	// costBefore is every input machine's price summed in their order,
-	// when priced (consolidation's count of the groups sums it in its
-	// walk of every machine, which totals then need not make).
-	costBefore float64
-	priced     bool
+	// walk is the one walk of the input's machines, made for floorBins
+	// and read by the steps after it.
+	walk *fleetWalk
 }
 
 // subnetsLeft reports whether the cluster can hold one more machine, and
@@ -660,10 +665,8 @@ func (p *planning) collect(plan *Plan, res scheduler.Result) {
 // (openMinSize already brought every group to its minSize).
 func (p *planning) floorBins(plan *Plan) {
 	idle := map[string]int{}
-	for _, m := range p.in.Machines {
-		if len(m.Replicas) == 0 && m.Allocated.MilliCPU == 0 {
-			idle[Key(m.Cluster, m.Group)]++
-		}
+	for _, g := range p.in.Groups {
+		idle[Key(g.Cluster, g.ID)] = p.walk.bareIn(groupKey{g.Cluster, g.ID})
 	}
 	for _, g := range p.in.Groups {
 		idle[Key(g.Cluster, g.ID)] += g.Stopped
@@ -688,8 +691,8 @@ func (p *planning) floorBins(plan *Plan) {
 
 func (p *planning) totals(plan *Plan) {
 	switch {
-	case p.priced && len(p.removedAt) == 0 && !p.noShortcuts: // the same sum, in the same order
-		plan.CostBefore, plan.CostAfter = p.costBefore, p.costBefore
+	case len(p.removedAt) == 0 && !p.noShortcuts: // the same sum, in the same order
+		plan.CostBefore, plan.CostAfter = p.walk.costBefore, p.walk.costBefore
 	default:
 		removed := slices.Sorted(slices.Values(p.removedAt))
 		for i, m := range p.in.Machines {

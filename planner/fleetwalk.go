@@ -1,0 +1,200 @@
+package planner
+
+import (
+	"slices"
+
+	"github.com/gantry-dev/gantry/api"
+)
+
+// fleetWalk is what one walk of the input's machines finds for every
+// step of a plan that reads them all: the warm pools' idle machines
+// (floorBins), the clusters with a machine not joined yet and the
+// groups' counts, free capacity and each machine's group
+// (consolidation), and the price of them all (totals). At 10,000
+// machines each of those steps walking the machines itself was a cache
+// miss per machine each, four times a pass.
+type fleetWalk struct {
+	// slots is each group's place in the input by its cluster and id
+	// (the last of a key's duplicates), counts what the walk counted of
+	// each place, and slotOf each machine's group place (-1: none).
+	slots  map[groupKey]int32
+	counts []groupCount
+	slotOf []int32
+	// free is each cluster's free capacity on its joined machines, and
+	// overcommitted the clusters with a joined machine whose free
+	// capacity is below zero.
+	free          map[string]api.Resources
+	overcommitted map[string]bool
+	// unjoined are the clusters with a machine launched and not joined.
+	unjoined map[string]bool
+	// costBefore is every machine's price, summed in their order.
+	costBefore float64
+}
+
+// groupKey is a group's cluster and id, a map key built without joining
+// them (a pass counts every machine's group).
+type groupKey struct{ cluster, group string }
+
+// groupCount is what the walk counts of a group, and consolidation as
+// it removes machines: its machines, the idle ones, those idle for
+// EmptyMachineTTL (settled), the stopped warm ones; bare are the idle
+// with nothing allocated either, the warm pool's as floorBins counts it.
+// Only the settled fill the warm pool for an empty machine's removal:
+// one that joined a moment ago may be the cheaper machine a replacement
+// launched, about to take the replicas of the one it replaces; counted
+// as the pool's, it let an older idle machine go first, and then the
+// move was refused for emptying the pool, and the replacement launched
+// again, and again. growing is set by consolidation.
+type groupCount struct {
+	group                        *Group
+	growing                      bool
+	live, idle, settled, stopped int
+	bare                         int
+}
+
+// walkFleet walks the input's machines once. The group of each is found
+// by its place in the input, not by a map lookup of the pair of names
+// at every count: a group's machines mostly come together (their ids
+// begin with its names).
+func (p *planning) walkFleet() *fleetWalk {
+	w := &fleetWalk{slots: make(map[groupKey]int32, len(p.in.Groups)), counts: make([]groupCount, len(p.in.Groups)),
+		free: map[string]api.Resources{}, overcommitted: map[string]bool{}}
+	for i, g := range p.in.Groups {
+		w.slots[groupKey{g.Cluster, g.ID}] = int32(i)
+		w.counts[i] = groupCount{group: g, stopped: g.Stopped}
+	}
+	w.slotOf = sized(&p.in.Scratch.of().slotOf, len(p.in.Machines)) // each one written below
+	last, lastSlot := groupKey{}, int32(-1)
+	var lastFree api.Resources
+	flush := func() {
+		if lastFree != (api.Resources{}) {
+			w.free[last.cluster] = w.free[last.cluster].Add(lastFree)
+		}
+	}
+	for i, m := range p.in.Machines {
+		if key := (groupKey{m.Cluster, m.Group}); i == 0 || key != last {
+			flush()
+			slot, ok := w.slots[key]
+			if !ok {
+				slot = -1
+			}
+			last, lastSlot, lastFree = key, slot, api.Resources{}
+		}
+		if m.Joined {
+			f := m.Free()
+			lastFree = lastFree.Add(f)
+			if f.MilliCPU < 0 || f.MemoryBytes < 0 || f.EphemeralBytes < 0 {
+				w.overcommitted[m.Cluster] = true
+			}
+		} else if !w.unjoined[m.Cluster] {
+			if w.unjoined == nil {
+				w.unjoined = map[string]bool{}
+			}
+			w.unjoined[m.Cluster] = true
+		}
+		w.costBefore += m.PricePerHour // beside Allocated, which Free read
+		w.slotOf[i] = lastSlot
+		if lastSlot >= 0 {
+			p.count(&w.counts[lastSlot], m)
+		}
+	}
+	flush()
+	return w
+}
+
+// count counts a machine of the group c counts.
+func (p *planning) count(c *groupCount, m *Machine) {
+	c.live++
+	if len(m.Replicas) > 0 {
+		return
+	}
+	c.idle++
+	if p.idleLongEnough(m) {
+		c.settled++
+	}
+	if m.Allocated.MilliCPU == 0 {
+		c.bare++
+	}
+}
+
+// idleLongEnough: empty for at least EmptyMachineTTL.
+func (p *planning) idleLongEnough(m *Machine) bool {
+	return !m.IdleSince.IsZero() && p.in.Now.Sub(m.IdleSince) >= p.cfg.EmptyMachineTTL
+}
+
+// bareIn is how many machines of the group keyed key the walk found with
+// nothing on them (of the last of its duplicates' place, where the walk
+// counted them all).
+func (w *fleetWalk) bareIn(key groupKey) int {
+	if slot, ok := w.slots[key]; ok {
+		return w.counts[slot].bare
+	}
+	return 0
+}
+
+// ConsolidationLooks reports whether consolidation would look for
+// machines to remove beside plan, which planned in's additions: some
+// cluster with a group does not grow (a pass that left consolidation
+// out need not come back for it while every cluster grows). ComputeAndLooks
+// answers it without walking the machines again.
+func ConsolidationLooks(cfg Config, in Input, plan Plan) bool {
+	_, looks := consolidationLooks(cfg, in, &plan, nil)
+	return looks
+}
+
+// ComputeAndLooks is Compute, and ConsolidationLooks of the same input
+// and the plan, from the walk the plan made of its machines.
+func ComputeAndLooks(cfg Config, in Input) (Plan, bool) {
+	plan, p := computeKept(cfg, in, false)
+	_, looks := consolidationLooks(cfg, in, &plan, p.walk)
+	return plan, looks
+}
+
+// consolidationLooks is ConsolidationLooks, with the growing clusters
+// (every one of them only when it looks); walk, when not nil, found the
+// clusters with a machine not joined, and in's machines are not read.
+func consolidationLooks(cfg Config, in Input, plan *Plan, walk *fleetWalk) (map[string]bool, bool) {
+	if cfg.MaxRemovals <= 0 {
+		return nil, false
+	}
+	growing := map[string]bool{}
+	for _, nm := range plan.Add {
+		growing[nm.Cluster] = true
+	}
+	if len(plan.Pending) > 0 {
+		clusterOf := make(map[string]string, len(in.Pending))
+		for _, r := range in.Pending {
+			clusterOf[r.ID] = r.Cluster
+		}
+		for _, pr := range plan.Pending {
+			if cluster, ok := clusterOf[pr.Replica]; ok {
+				growing[cluster] = true
+			}
+		}
+	}
+	// Only a machine of a group the plan knows may go, and only in a
+	// cluster that does not grow: the groups tell whether there can be
+	// one, not a look at every machine's cluster.
+	someStill := func() bool { return slices.ContainsFunc(in.Groups, func(g *Group) bool { return !growing[g.Cluster] }) }
+	if !someStill() {
+		return growing, false // no walk of every machine for a look that cannot be
+	}
+	// A machine on its way takes replicas once it joins (a replacement
+	// launched by an earlier plan, or capacity for pending ones):
+	// consolidating before then would launch that replacement again.
+	if walk != nil {
+		for cluster := range walk.unjoined {
+			growing[cluster] = true
+		}
+		return growing, someStill()
+	}
+	for _, m := range in.Machines {
+		if !m.Joined && !growing[m.Cluster] {
+			growing[m.Cluster] = true
+			if !someStill() {
+				return growing, false
+			}
+		}
+	}
+	return growing, true
+}
