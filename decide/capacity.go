@@ -28,7 +28,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	groups, subnets := p.plannerGroups(v, counted), p.subnetBudgets(v, counted)
 	candidateAt := p.candidateAt // walkView's
 	var plan planner.Plan
-	var looks bool // whether consolidation would look beside plan (planner.ConsolidationLooks)
+	var looks bool // whether consolidation would look beside plan (planner.ComputeAndLooks)
 	waits, due := p.consolidationWaits()
 	if reused != nil && !reused.planExpired && leavesCapacity(p.plan) && reused.samePlannerInputs(groups, subnets) { // ended moves aside: see onlyEndedMoves
 		plan, looks = reused.plan, reused.looks

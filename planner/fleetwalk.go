@@ -132,27 +132,22 @@ func (w *fleetWalk) bareIn(key groupKey) int {
 	return 0
 }
 
-// ConsolidationLooks reports whether consolidation would look for
-// machines to remove beside plan, which planned in's additions: some
-// cluster with a group does not grow (a pass that left consolidation
-// out need not come back for it while every cluster grows). ComputeAndLooks
-// answers it without walking the machines again.
-func ConsolidationLooks(cfg Config, in Input, plan Plan) bool {
-	_, looks := consolidationLooks(cfg, in, &plan, nil)
-	return looks
-}
-
-// ComputeAndLooks is Compute, and ConsolidationLooks of the same input
-// and the plan, from the walk the plan made of its machines.
+// ComputeAndLooks is Compute, and whether consolidation would look for
+// machines to remove beside the plan: some cluster with a group does not
+// grow, by the plan's additions and waiting replicas or by a machine on
+// its way (a pass that left consolidation out need not come back for it
+// while every cluster grows). It is answered from the walk the plan made
+// of the machines, not by another.
 func ComputeAndLooks(cfg Config, in Input) (Plan, bool) {
 	plan, p := computeKept(cfg, in, false)
 	_, looks := consolidationLooks(cfg, in, &plan, p.walk)
 	return plan, looks
 }
 
-// consolidationLooks is ConsolidationLooks, with the growing clusters
-// (every one of them only when it looks); walk, when not nil, found the
-// clusters with a machine not joined, and in's machines are not read.
+// consolidationLooks is ComputeAndLooks' answer for plan, with the
+// growing clusters (every one of them only when it looks); walk, when not
+// nil, found the clusters with a machine not joined, and in's machines
+// are not read (nil: they are walked, which the tests compare with).
 func consolidationLooks(cfg Config, in Input, plan *Plan, walk *fleetWalk) (map[string]bool, bool) {
 	if cfg.MaxRemovals <= 0 {
 		return nil, false

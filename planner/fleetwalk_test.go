@@ -5,13 +5,13 @@ import (
 	"testing"
 )
 
-// ComputeAndLooks answers ConsolidationLooks from the walk its plan made
-// of the machines: random fleets of one to three clusters (each group in
+// ComputeAndLooks answers whether consolidation looks from the walk its
+// plan made of the machines: random fleets of one to three clusters (each group in
 // a cluster of its own draw), some machines not joined yet, some
 // replicas pending, consolidation left out or not, get the answer a walk
 // of every machine gives, and both answers come up, from clusters kept
 // growing by a machine on its way too.
-func TestComputeAndLooksAnswersWhatConsolidationLooksWould(t *testing.T) {
+func TestComputeAndLooksAnswersWhatAWalkOfEveryMachineWould(t *testing.T) {
 	rng := seededRand(t, 33)
 	looked, notLooked, heldByUnjoined := 0, 0, 0
 	for round := range 400 {
@@ -40,7 +40,7 @@ func TestComputeAndLooksAnswersWhatConsolidationLooksWould(t *testing.T) {
 		}
 		in.SkipConsolidation = rng.IntN(2) == 0
 		plan, looks := ComputeAndLooks(cfg, in)
-		if want := ConsolidationLooks(cfg, in, plan); looks != want {
+		if _, want := consolidationLooks(cfg, in, &plan, nil); looks != want {
 			t.Fatalf("round %d: ComputeAndLooks says consolidation looks: %v; a walk of every machine says %v", round, looks, want)
 		}
 		if looks {
@@ -49,7 +49,7 @@ func TestComputeAndLooksAnswersWhatConsolidationLooksWould(t *testing.T) {
 		}
 		notLooked++
 		in.Machines = joinedOnly(in.Machines)
-		if unjoined > 0 && ConsolidationLooks(cfg, in, plan) {
+		if _, looksJoined := consolidationLooks(cfg, in, &plan, nil); unjoined > 0 && looksJoined {
 			heldByUnjoined++
 		}
 	}
