@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
 )
 
 // Differs describes the first difference between two bookings ("":
@@ -97,6 +98,32 @@ func (b *Booking) ViewUnshared() string {
 		if (v.owned == nil || !v.owned[i]) && v.byID[i].Machine != b.machines[i].pm.Machine {
 			return fmt.Sprintf("machine %s: neither the booking's nor a copy the pass made", b.ids[i])
 		}
+	}
+	return ""
+}
+
+// SumsDiffer says how the sums the pass could hand the planner from its
+// skeleton (machineSums) differ from those a walk of its booked machines
+// finds, which the planner would read ("": they do not). The decide
+// harness asks after each pass.
+func (b *Booking) SumsDiffer() string {
+	if b == nil || b.skeleton == nil || len(b.skeleton.entries) != len(b.machines) {
+		return ""
+	}
+	walked := planner.MachineSums{}
+	for i := range b.machines {
+		pm := &b.machines[i].pm
+		walked.PricePerHour += pm.PricePerHour
+		if !pm.Joined {
+			if walked.Unjoined == nil {
+				walked.Unjoined = map[string]bool{}
+			}
+			walked.Unjoined[pm.Cluster] = true
+		}
+	}
+	if sums := b.skeleton.machineSums(); sums.PricePerHour != walked.PricePerHour || !maps.Equal(sums.Unjoined, walked.Unjoined) {
+		return fmt.Sprintf("the skeleton sums the machines' prices to %v with clusters %v not joined; the booked machines to %v with %v",
+			sums.PricePerHour, sums.Unjoined, walked.PricePerHour, walked.Unjoined)
 	}
 	return ""
 }

@@ -122,6 +122,16 @@ func (v *view) roomOf(i int) scheduler.Room {
 	return v.byID[i].Machine.Room() // one the pass launched
 }
 
+// plannerRoom is the room of the view's machine at place i as the
+// planner finds it: as booked, unless the pass placed on or took from
+// its copy (or launched it), which is read.
+func (v *view) plannerRoom(i int) scheduler.Room {
+	if i >= len(v.rooms) || v.owned != nil && v.owned[i] {
+		return v.byID[i].Machine.Room()
+	}
+	return v.rooms[i]
+}
+
 // bookedJoined are the joined machines as booked (never changed: the
 // pass places on copies).
 func (v *view) bookedJoined() []*scheduler.Machine {

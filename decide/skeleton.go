@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/planner"
 )
 
 // viewSkeleton is what buildView read of each machine of its view: where
@@ -33,6 +34,8 @@ type skeletonEntry struct {
 	at, cluster int32
 	joined      bool
 	created     time.Time
+	// price is the machine's, for the planner's sums (machineSums).
+	price float64
 }
 
 // keptSkeleton is the last pass's skeleton when it holds for this pass's
@@ -271,5 +274,24 @@ func readEntry(i int, m *api.Machine, c inView) (skeletonEntry, machineList, boo
 	case m.Launching():
 		list = listLaunching
 	}
-	return skeletonEntry{at: int32(i), cluster: c.at, joined: joined, created: m.CreatedAt}, list, true
+	return skeletonEntry{at: int32(i), cluster: c.at, joined: joined, created: m.CreatedAt, price: m.PricePerHour}, list, true
+}
+
+// machineSums is what the planner would sum of the view's machines (its
+// entries, by id, are the skeleton's): their prices, in that order, and
+// the clusters with one not joined. Read side by side from the entries,
+// not from each machine's booked entry, a cache miss each at 10,000
+// machines in every plan that leaves consolidation out.
+func (sk *viewSkeleton) machineSums() *planner.MachineSums {
+	sums := &planner.MachineSums{}
+	for _, e := range sk.entries {
+		sums.PricePerHour += e.price
+		if !e.joined {
+			if sums.Unjoined == nil {
+				sums.Unjoined = map[string]bool{}
+			}
+			sums.Unjoined[sk.clusters[e.cluster]] = true
+		}
+	}
+	return sums
 }

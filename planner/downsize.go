@@ -39,7 +39,7 @@ func (p *planning) downsize(machines []*scheduler.Machine, res *scheduler.Result
 		}
 	}
 	kept := p.sessionMachines(machines)
-	if scarceRoom(kept, p.outOfPlace) < downsizeRoomFloor {
+	if scarceRoom(kept, p.leftOutRoom()) < downsizeRoomFloor {
 		return false
 	}
 	machine := make(map[string]*scheduler.Machine, len(kept))

@@ -55,8 +55,13 @@ type groupCount struct {
 // walkFleet walks the input's machines once. The group of each is found
 // by its place in the input, not by a map lookup of the pair of names
 // at every count: a group's machines mostly come together (their ids
-// begin with its names).
+// begin with its names). A plan that neither consolidates nor fills a
+// warm pool reads only the machines' price and the clusters with one not
+// joined: when the caller summed those (Input.Sums), it walks nothing.
 func (p *planning) walkFleet() *fleetWalk {
+	if sums := p.in.Sums; sums != nil && p.in.SkipConsolidation && !p.noShortcuts && !slices.ContainsFunc(p.in.Groups, func(g *Group) bool { return g.WarmPool > 0 }) {
+		return &fleetWalk{costBefore: sums.PricePerHour, unjoined: sums.Unjoined} // all such a plan reads of it
+	}
 	w := &fleetWalk{slots: make(map[groupKey]int32, len(p.in.Groups)), counts: make([]groupCount, len(p.in.Groups)),
 		free: map[string]api.Resources{}, overcommitted: map[string]bool{}}
 	for i, g := range p.in.Groups {

@@ -2,7 +2,12 @@ package planner
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/gantry-dev/gantry/api"
+	"github.com/gantry-dev/gantry/scheduler"
 )
 
 // ComputeAndLooks answers whether consolidation looks from the walk its
@@ -67,4 +72,99 @@ func joinedOnly(ms []*Machine) []*Machine {
 		}
 	}
 	return out
+}
+
+// walkedSums is what a walk of in's machines sums (MachineSums).
+func walkedSums(in Input) *MachineSums {
+	sums := &MachineSums{}
+	for _, m := range in.Machines {
+		sums.PricePerHour += m.PricePerHour
+		if !m.Joined {
+			if sums.Unjoined == nil {
+				sums.Unjoined = map[string]bool{}
+			}
+			sums.Unjoined[m.Cluster] = true
+		}
+	}
+	return sums
+}
+
+// A plan handed its machines' sums plans what one that walks them does,
+// and reads them when it leaves consolidation out and fills no warm
+// pool: random fleets with machines not joined and replicas pending, each
+// planned with the sums a walk finds, without any, and with sums told
+// otherwise (which must show in the plan's cost, or the sums went
+// unread).
+func TestSumsHandedInPlanWhatAWalkWould(t *testing.T) {
+	rng := seededRand(t, 34)
+	read, walked := 0, 0
+	for round := range 300 {
+		in, cfg := randomSettledFleet(rng)
+		for _, m := range in.Machines {
+			m.Cluster = "c"
+			if rng.IntN(8) == 0 {
+				m.Joined = false
+			}
+		}
+		if rng.IntN(3) == 0 {
+			in.Pending = replicas(fmt.Sprintf("new%d", round), 1+rng.IntN(3), 500)
+		}
+		in.SkipConsolidation = rng.IntN(4) != 0
+		without, looksWithout := ComputeAndLooks(cfg, in)
+		in.Sums = walkedSums(in)
+		with, looksWith := ComputeAndLooks(cfg, in)
+		if !reflect.DeepEqual(with, without) || looksWith != looksWithout {
+			t.Fatalf("round %d: with the sums a walk finds the plan is\n%+v (looks: %v)\nwithout them\n%+v (looks: %v)", round, with, looksWith, without, looksWithout)
+		}
+		told := *in.Sums
+		told.PricePerHour += 1000
+		in.Sums = &told
+		otherwise, _ := ComputeAndLooks(cfg, in)
+		warm := slices.ContainsFunc(in.Groups, func(g *Group) bool { return g.WarmPool > 0 })
+		switch readThem := otherwise.CostBefore != without.CostBefore; {
+		case readThem && (!in.SkipConsolidation || warm):
+			t.Fatalf("round %d: a plan that consolidates (%v) or fills a warm pool (%v) read the sums handed in", round, !in.SkipConsolidation, warm)
+		case readThem:
+			read++
+		case in.SkipConsolidation && !warm:
+			t.Fatalf("round %d: a plan that leaves consolidation out and fills no warm pool walked its machines rather than read the sums", round)
+		default:
+			walked++
+		}
+	}
+	if read == 0 || walked == 0 {
+		t.Fatalf("the fleets drawn read the sums %d times and walked %d times: both must happen", read, walked)
+	}
+}
+
+// A plan handed its machines' rooms (Input.RoomOf) plans what one that
+// reads each machine does: random fleets with replicas pending, planned
+// with the rooms the machines have and without them; the rooms must be
+// read, and a plan told every machine is full must leave them out of its
+// placing sessions (so their room goes unused).
+func TestRoomsHandedInPlanWhatReadingEachMachineWould(t *testing.T) {
+	rng := seededRand(t, 35)
+	read, differed := 0, 0
+	for round := range 300 {
+		in, cfg := randomSettledFleet(rng)
+		in.Pending = replicas(fmt.Sprintf("new%d", round), 1+rng.IntN(6), 250*(1+rng.Int64N(4)))
+		in.SkipConsolidation = rng.IntN(2) == 0
+		without := Compute(cfg, in)
+		asked := 0
+		in.RoomOf = func(i int) scheduler.Room { asked++; return in.Machines[i].Room() }
+		with := Compute(cfg, in)
+		if !reflect.DeepEqual(with, without) {
+			t.Fatalf("round %d: with the rooms handed in the plan is\n%+v\nreading each machine\n%+v", round, with, without)
+		}
+		if asked > 0 {
+			read++
+		}
+		in.RoomOf = func(int) scheduler.Room { return scheduler.Room{Free: api.Resources{MilliCPU: -1}} }
+		if full := Compute(cfg, in); !reflect.DeepEqual(full.Add, without.Add) {
+			differed++
+		}
+	}
+	if read == 0 || differed == 0 {
+		t.Fatalf("the rooms handed in were read in %d plans, and rooms told full changed %d plans: both must happen", read, differed)
+	}
 }

@@ -116,6 +116,24 @@ type Input struct {
 	// Scratch is memory the plan may work in (nil: its own), kept by a
 	// caller that plans pass after pass.
 	Scratch *Scratch `json:"-"`
+	// Sums, when set, is what a walk of Machines would sum: a caller
+	// that keeps them from pass to pass spares a plan that neither
+	// consolidates nor fills a warm pool its walk of every machine.
+	Sums *MachineSums `json:"-"`
+	// RoomOf, when set, is the room of the machine at place i of
+	// Machines, as Machine.Room would read it: a caller that keeps the
+	// rooms beside its machines spares the placing sessions a read of
+	// each machine to learn which could take a pending replica.
+	RoomOf func(i int) scheduler.Room `json:"-"`
+}
+
+// MachineSums is what a plan that leaves consolidation out reads of every
+// machine: their prices, summed in the order of Input.Machines (the same
+// additions, so the same sum to the bit), and the clusters with a
+// machine not joined.
+type MachineSums struct {
+	PricePerHour float64
+	Unjoined     map[string]bool
 }
 
 // Subnets is a cluster's /24 budget.
@@ -373,9 +391,11 @@ type planning struct {
 	// cutShort the what-ifs ended before their last replica (placeAll).
 	gainless, cutShort int
 	// outOfPlace are the machines the placing sessions left out as
-	// unable to take any pending replica (placeReceivers); wholeSessions
-	// leaves none out (see computeWith).
+	// unable to take any pending replica (placeReceivers), and receives
+	// says which they let in; wholeSessions leaves none out (see
+	// computeWith).
 	outOfPlace    roomLeftOut
+	receives      func(int, *Machine) bool
 	wholeSessions bool
 	// dealSpread: deal spread services like services that keep apart
 	// even with none of those; spreadAlone counts the spread replicas

@@ -41,8 +41,9 @@ func (m *Machine) countAsks(a *scheduler.Asks) bool {
 
 // placeReceivers says which live machines the placing sessions (place,
 // then compaction and downsizing, which move only pending replicas) may
-// put a pending replica on (nil: any).
-func (p *planning) placeReceivers(pending []scheduler.Replica) func(*Machine) bool {
+// put a pending replica on, by their place in the input and themselves
+// (nil: any); it reads their rooms from the input when it has them.
+func (p *planning) placeReceivers(pending []scheduler.Replica) func(int, *Machine) bool {
 	if p.noShortcuts || p.wholeSessions {
 		return nil
 	}
@@ -52,11 +53,14 @@ func (p *planning) placeReceivers(pending []scheduler.Replica) func(*Machine) bo
 			return nil
 		}
 	}
-	return func(m *Machine) bool { return a.MayTake(m.Machine) }
+	if roomOf := p.in.RoomOf; roomOf != nil {
+		return func(i int, _ *Machine) bool { return a.MayTakeRoom(roomOf(i)) }
+	}
+	return func(_ int, m *Machine) bool { return a.MayTake(m.Machine) }
 }
 
-// roomLeftOut counts the machines left out of the placing sessions, and
-// their room: downsizing asks how much room every machine has.
+// roomLeftOut counts the machines left out of the placing sessions;
+// downsizing asks how much room they have (leftOutRoom).
 type roomLeftOut struct {
 	machines          int
 	allocatable, free api.Resources
@@ -66,19 +70,19 @@ type roomLeftOut struct {
 // every one) for the plan's session, in one allocation; each shares its
 // counts of services and its devices with the input's until the session
 // books or unbooks on it (which copies them first): most of a fleet's
-// machines take nothing new in a plan.
-func (p *planning) shareMachines(receives func(*Machine) bool) []*scheduler.Machine {
+// machines take nothing new in a plan. Those left out are counted, not
+// read.
+func (p *planning) shareMachines(receives func(int, *Machine) bool) []*scheduler.Machine {
+	p.receives = receives
 	in := p.in.Machines
 	if receives != nil {
 		in = make([]*Machine, 0, len(p.in.Machines))
-		for _, m := range p.in.Machines {
-			if receives(m) {
+		for i, m := range p.in.Machines {
+			if receives(i, m) {
 				in = append(in, m)
 				continue
 			}
 			p.outOfPlace.machines++
-			p.outOfPlace.allocatable = p.outOfPlace.allocatable.Add(m.Allocatable)
-			p.outOfPlace.free = p.outOfPlace.free.Add(nonNegative(m.Free()))
 		}
 	}
 	out := make([]*scheduler.Machine, len(in))
@@ -86,6 +90,23 @@ func (p *planning) shareMachines(receives func(*Machine) bool) []*scheduler.Mach
 	for i, m := range in {
 		m.ShareInto(&copies[i])
 		out[i] = &copies[i]
+	}
+	return out
+}
+
+// leftOutRoom is the machines the placing sessions left out, with their
+// room: read from each only when downsizing asks (a plan that opens two
+// machines or more).
+func (p *planning) leftOutRoom() roomLeftOut {
+	out := roomLeftOut{machines: p.outOfPlace.machines}
+	if out.machines == 0 {
+		return out
+	}
+	for i, m := range p.in.Machines {
+		if !p.receives(i, m) {
+			out.allocatable = out.allocatable.Add(m.Allocatable)
+			out.free = out.free.Add(nonNegative(m.Free()))
+		}
 	}
 	return out
 }

@@ -31,7 +31,7 @@ func TestPlacingLeavesOutOnlyMachinesThatCannotTakeAPendingReplica(t *testing.T)
 		}
 		// Downsizing asks how much room every machine has, left out or not.
 		every, some := &planning{in: in}, &planning{in: in}
-		if all, left := scarceRoom(every.shareMachines(nil), roomLeftOut{}), scarceRoom(some.shareMachines(some.placeReceivers(in.Pending)), some.outOfPlace); all != left {
+		if all, left := scarceRoom(every.shareMachines(nil), roomLeftOut{}), scarceRoom(some.shareMachines(some.placeReceivers(in.Pending)), some.leftOutRoom()); all != left {
 			t.Fatalf("round %d: the room of every machine is %v, with %d left out %v", round, all, some.outOfPlace.machines, left)
 		}
 		_, p := computeWith(cfg, in, false, false)

@@ -284,6 +284,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 	if why := plan.Booked.ViewUnshared(); why != "" {
 		h.T.Fatalf("at %s %s", h.Now.Format(time.RFC3339Nano), why)
 	}
+	if why := plan.Booked.SumsDiffer(); why != "" {
+		h.T.Fatalf("at %s %s", h.Now.Format(time.RFC3339Nano), why)
+	}
 	if h.passes++; h.passes%2 == 0 {
 		h.scratch.Clear()
 	}
@@ -314,6 +317,9 @@ func (h *Harness) decideBothWays() decide.Plan {
 		walked.Scratch = &h.freshScratch
 		full := decide.Decide(h.Config, &walked, h.Memory, h.Now)
 		if why := full.Booked.ViewUnshared(); why != "" {
+			h.T.Fatalf("at %s afresh: %s", h.Now.Format(time.RFC3339Nano), why)
+		}
+		if why := full.Booked.SumsDiffer(); why != "" {
 			h.T.Fatalf("at %s afresh: %s", h.Now.Format(time.RFC3339Nano), why)
 		}
 		h.freshScratch.Clear()
