@@ -37,20 +37,20 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 		scratch := p.snap.Scratch.of()
 		machines := append(room(&scratch.planned, len(v.byID)), v.byID...)
 		var sums *planner.MachineSums
-		var roomOf func(int) scheduler.Room
+		var rooms []scheduler.Room
 		if v.sorted < len(machines) { // the pass launched machines before it built the view
 			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 		} else {
 			if waits {
 				sums = p.skeleton.machineSums()
 			}
-			if p.snap.Booked != nil && v.booked { // a pass booking afresh reads each machine: the harness compares
-				roomOf = v.plannerRoom
+			if len(unplaced) > 0 && p.snap.Booked != nil && v.booked { // a pass booking afresh reads each machine: the harness compares
+				rooms = v.plannerRooms(&scratch.rooms)
 			}
 		}
 		plan, looks = planner.ComputeAndLooks(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, MachinesByID: true, Pending: unplaced,
 			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits, Scratch: &scratch.planner, Sums: sums,
-			RoomOf: roomOf})
+			Rooms: rooms})
 		if !waits && len(plan.Remove) > 0 {
 			// A look that removes goes on at the next pass: a fleet
 			// shrinking by max-removals a look is not held to one look

@@ -122,14 +122,20 @@ func (v *view) roomOf(i int) scheduler.Room {
 	return v.byID[i].Machine.Room() // one the pass launched
 }
 
-// plannerRoom is the room of the view's machine at place i as the
-// planner finds it: as booked, unless the pass placed on or took from
-// its copy (or launched it), which is read.
-func (v *view) plannerRoom(i int) scheduler.Room {
-	if i >= len(v.rooms) || v.owned != nil && v.owned[i] {
-		return v.byID[i].Machine.Room()
+// plannerRooms are the rooms of the view's machines as the planner finds
+// them, written into *buf: as booked, but for those the pass changed
+// since (touched: it placed on or took from their copies) and those it
+// launched, which are read.
+func (v *view) plannerRooms(buf *[]scheduler.Room) []scheduler.Room {
+	rooms := append((*buf)[:0], v.rooms[:min(len(v.rooms), len(v.byID))]...)
+	for i := len(rooms); i < len(v.byID); i++ {
+		rooms = append(rooms, v.byID[i].Machine.Room())
 	}
-	return v.rooms[i]
+	for _, i := range v.touched {
+		rooms[i] = v.byID[i].Machine.Room()
+	}
+	*buf = rooms
+	return rooms
 }
 
 // bookedJoined are the joined machines as booked (never changed: the

@@ -36,8 +36,9 @@ type Scratch struct {
 	deploying []*api.Replica
 	// The scheduler's order of the machines.
 	sched scheduler.Scratch
-	// The planner's input machines, and its own scratch.
+	// The planner's input machines, their rooms, and its own scratch.
 	planned []*planner.Machine
+	rooms   []scheduler.Room
 	planner planner.Scratch
 	// views counts the views made here (and clearings): a booking's view
 	// is the one the scratch holds while the count is the view's.
@@ -108,6 +109,7 @@ func (s *Scratch) Clear() {
 	clear(s.base[:cap(s.base)])
 	clear(s.deploying[:cap(s.deploying)])
 	clear(s.planned[:cap(s.planned)])
+	clear(s.rooms[:cap(s.rooms)])
 	s.sched.Clear()
 	s.planner.Clear()
 }

@@ -137,34 +137,54 @@ func TestSumsHandedInPlanWhatAWalkWould(t *testing.T) {
 	}
 }
 
-// A plan handed its machines' rooms (Input.RoomOf) plans what one that
-// reads each machine does: random fleets with replicas pending, planned
-// with the rooms the machines have and without them; the rooms must be
-// read, and a plan told every machine is full must leave them out of its
-// placing sessions (so their room goes unused).
+// A plan handed its machines' rooms (Input.Rooms) plans what one that
+// reads each machine does: random fleets with replicas pending, some
+// resident replicas with rules to learn, planned with the rooms the
+// machines have and without them; a plan told every machine is full and
+// teaches nothing must leave them out of its placing sessions (so their
+// room goes unused), or the rooms went unread.
 func TestRoomsHandedInPlanWhatReadingEachMachineWould(t *testing.T) {
 	rng := seededRand(t, 35)
-	read, differed := 0, 0
+	differed, taught := 0, 0
 	for round := range 300 {
 		in, cfg := randomSettledFleet(rng)
+		for _, m := range in.Machines {
+			if len(m.Replicas) > 0 && rng.IntN(4) == 0 {
+				r := m.Replicas[0]
+				rules := *r.Rules
+				rules.Labels = map[string]string{"app": r.Service}
+				rules.Terms = &scheduler.Terms{AntiAffinity: []api.AffinityTerm{{Selector: map[string]string{"tier": "new"}, Topology: "machine"}}}
+				r.Rules = &rules
+				m.Residents = append(slices.Clone(m.Residents), scheduler.Resident{Replica: &r})
+				taught++
+			}
+		}
 		in.Pending = replicas(fmt.Sprintf("new%d", round), 1+rng.IntN(6), 250*(1+rng.Int64N(4)))
+		if rng.IntN(2) == 0 { // shunned by the residents' terms, when read
+			for i := range in.Pending {
+				rules := *in.Pending[i].Rules
+				rules.Labels = map[string]string{"tier": "new"}
+				in.Pending[i].Rules = &rules
+			}
+		}
 		in.SkipConsolidation = rng.IntN(2) == 0
 		without := Compute(cfg, in)
-		asked := 0
-		in.RoomOf = func(i int) scheduler.Room { asked++; return in.Machines[i].Room() }
-		with := Compute(cfg, in)
-		if !reflect.DeepEqual(with, without) {
+		in.Rooms = make([]scheduler.Room, len(in.Machines))
+		for i, m := range in.Machines {
+			in.Rooms[i] = m.Room()
+		}
+		if with := Compute(cfg, in); !reflect.DeepEqual(with, without) {
 			t.Fatalf("round %d: with the rooms handed in the plan is\n%+v\nreading each machine\n%+v", round, with, without)
 		}
-		if asked > 0 {
-			read++
+		clear(in.Rooms)
+		for i := range in.Rooms {
+			in.Rooms[i].Free.MilliCPU = -1
 		}
-		in.RoomOf = func(int) scheduler.Room { return scheduler.Room{Free: api.Resources{MilliCPU: -1}} }
 		if full := Compute(cfg, in); !reflect.DeepEqual(full.Add, without.Add) {
 			differed++
 		}
 	}
-	if read == 0 || differed == 0 {
-		t.Fatalf("the rooms handed in were read in %d plans, and rooms told full changed %d plans: both must happen", read, differed)
+	if differed == 0 || taught == 0 {
+		t.Fatalf("rooms told full changed %d plans, over %d residents with rules to learn: both must happen", differed, taught)
 	}
 }

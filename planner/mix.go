@@ -44,7 +44,10 @@ func shunnedServices(in Input) (map[string]bool, bool) {
 		}
 	}
 	var last *scheduler.Replica // residents come in runs of one service's replicas, sharing their terms: one look a run
-	for _, m := range in.Machines {
+	for i, m := range in.Machines {
+		if in.Rooms != nil && !in.Rooms[i].Teaches {
+			continue // no resident to learn: not read
+		}
 		for _, res := range taughtResidents(m.Machine) {
 			if last != nil && res.Replica.Service == last.Service && res.Replica.Terms == last.Terms {
 				continue

@@ -120,11 +120,12 @@ type Input struct {
 	// that keeps them from pass to pass spares a plan that neither
 	// consolidates nor fills a warm pool its walk of every machine.
 	Sums *MachineSums `json:"-"`
-	// RoomOf, when set, is the room of the machine at place i of
-	// Machines, as Machine.Room would read it: a caller that keeps the
-	// rooms beside its machines spares the placing sessions a read of
-	// each machine to learn which could take a pending replica.
-	RoomOf func(i int) scheduler.Room `json:"-"`
+	// Rooms, when set, are the rooms of Machines, place by place, as
+	// Machine.Room would read them: a caller that keeps the rooms beside
+	// its machines spares a plan that places pending replicas a read of
+	// each machine to learn which could take one, or has residents whose
+	// rules the placing must learn.
+	Rooms []scheduler.Room `json:"-"`
 }
 
 // MachineSums is what a plan that leaves consolidation out reads of every

@@ -53,8 +53,8 @@ func (p *planning) placeReceivers(pending []scheduler.Replica) func(int, *Machin
 			return nil
 		}
 	}
-	if roomOf := p.in.RoomOf; roomOf != nil {
-		return func(i int, _ *Machine) bool { return a.MayTakeRoom(roomOf(i)) }
+	if rooms := p.in.Rooms; rooms != nil {
+		return func(i int, _ *Machine) bool { return a.MayTakeRoom(rooms[i]) }
 	}
 	return func(_ int, m *Machine) bool { return a.MayTake(m.Machine) }
 }
