@@ -282,10 +282,13 @@ func (p *Pass) counts() *fleetCensus {
 }
 
 // machinesIn are the pass's machines a step needs to look at: those at
-// the census's positions while it holds (the step still checks each), else
-// all of them.
+// the census's positions (the step still checks each), the census with
+// the machines the pass changed or launched counted again once it did,
+// else all of them. A pass that drained or launched a machine walked
+// 10,000 machines to follow terminations, and the night's passes that
+// remove one machine after another (max-removals) each did.
 func (p *Pass) machinesIn(positions func(*fleetCensus) []int) []*api.Machine {
-	c := p.fleet()
+	c := p.counts()
 	if c == nil {
 		return p.machines
 	}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -61,5 +62,60 @@ func TestAPassThatChangedMachinesCountsThemFromTheCensus(t *testing.T) {
 	}
 	if got := slices.Sorted(slices.Values(c.keys)); !slices.Equal(got, slices.Sorted(slices.Values(keys))) {
 		t.Errorf("provider keys counted %v, walked %v", got, keys)
+	}
+}
+
+// Once a pass changed machines, the steps that look at machines in a
+// passing state (terminating, draining, launching) are handed those the
+// census with the changed ones counted again lists, in the pass's order,
+// not every machine: the same machines in that state a walk finds.
+func TestAPassThatChangedMachinesLooksAtThoseInAStateFromTheCensus(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	cl := testCluster("c", "fake", "g")
+	var fleet []*api.Machine
+	for i := range 12 {
+		m := &api.Machine{ID: fmt.Sprintf("c-g-%02d", i), Cluster: "c", Group: "g", Provider: "fake", FleetState: api.FleetActive,
+			JoinState: api.JoinJoined, ProviderID: fmt.Sprintf("i-%d", i)}
+		if i%4 == 1 {
+			m.FleetState = api.FleetTerminating
+		}
+		fleet = append(fleet, m)
+	}
+	snap := &Snapshot{Machines: fleet, MachinesByID: true, InStoreOrder: true, Clusters: map[string]*api.Cluster{"c": cl},
+		Providers: map[string]ProviderInfo{"fake": {Provisions: true}}}
+	p := newPass(DefaultConfig(), snap, Memory{}, now)
+	p.terminate(p.machines[6], CauseRemoved, "a test", false)
+	p.drain(p.machines[8], "a test")
+	p.launch(Launch{Key: "l", Cluster: "c", Group: "g", InstanceType: "small", Zone: "a"}, "")
+	if p.fleet() != nil {
+		t.Fatal("the pass changed no machine: nothing tested")
+	}
+	for _, state := range []struct {
+		name string
+		of   func(*fleetCensus) []int
+		is   func(*api.Machine) bool
+	}{
+		{"terminating", func(c *fleetCensus) []int { return c.terminating }, func(m *api.Machine) bool { return m.FleetState == api.FleetTerminating }},
+		{"draining", func(c *fleetCensus) []int { return c.draining }, func(m *api.Machine) bool { return m.FleetState == api.FleetDraining }},
+		{"launching", func(c *fleetCensus) []int { return c.launching }, func(m *api.Machine) bool { return m.Launching() }},
+	} {
+		handed := p.machinesIn(state.of)
+		if len(handed) == len(p.machines) {
+			t.Errorf("%s: handed every machine", state.name)
+		}
+		var walked, found []string
+		for _, m := range p.machines {
+			if state.is(m) {
+				walked = append(walked, m.ID)
+			}
+		}
+		for _, m := range handed {
+			if state.is(m) {
+				found = append(found, m.ID)
+			}
+		}
+		if len(walked) == 0 || !slices.Equal(found, walked) {
+			t.Errorf("%s: handed %v, a walk finds %v", state.name, found, walked)
+		}
 	}
 }
