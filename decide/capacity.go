@@ -44,7 +44,10 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 			if waits {
 				sums = p.skeleton.machineSums()
 			}
-			if len(unplaced) > 0 && p.snap.Booked != nil && v.booked { // a pass booking afresh reads each machine: the harness compares
+			// The planner reads the rooms to place, and to look for
+			// machines to remove; a pass booking afresh reads each
+			// machine (the harness compares the two).
+			if (len(unplaced) > 0 || !waits) && p.snap.Booked != nil && v.booked {
 				rooms = v.plannerRooms(&scratch.rooms)
 			}
 		}

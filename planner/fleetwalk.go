@@ -27,8 +27,11 @@ type fleetWalk struct {
 	overcommitted map[string]bool
 	// unjoined are the clusters with a machine launched and not joined.
 	unjoined map[string]bool
-	// costBefore is every machine's price, summed in their order.
+	// costBefore is every machine's price, summed in their order, and
+	// prices each one's, side by side (a plan that removes machines sums
+	// the others' from them, not by reading every machine again).
 	costBefore float64
+	prices     []float64
 }
 
 // groupKey is a group's cluster and id, a map key built without joining
@@ -68,7 +71,9 @@ func (p *planning) walkFleet() *fleetWalk {
 		w.slots[groupKey{g.Cluster, g.ID}] = int32(i)
 		w.counts[i] = groupCount{group: g, stopped: g.Stopped}
 	}
-	w.slotOf = sized(&p.in.Scratch.of().slotOf, len(p.in.Machines)) // each one written below
+	scratch := p.in.Scratch.of()
+	w.slotOf = sized(&scratch.slotOf, len(p.in.Machines)) // each one written below
+	w.prices = sized(&scratch.prices, len(p.in.Machines))
 	last, lastSlot := groupKey{}, int32(-1)
 	var lastFree api.Resources
 	flush := func() {
@@ -98,7 +103,7 @@ func (p *planning) walkFleet() *fleetWalk {
 			w.unjoined[m.Cluster] = true
 		}
 		w.costBefore += m.PricePerHour // beside Allocated, which Free read
-		w.slotOf[i] = lastSlot
+		w.slotOf[i], w.prices[i] = lastSlot, m.PricePerHour
 		if lastSlot >= 0 {
 			p.count(&w.counts[lastSlot], m)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gantry-dev/gantry/api"
@@ -186,5 +187,84 @@ func TestRoomsHandedInPlanWhatReadingEachMachineWould(t *testing.T) {
 	}
 	if differed == 0 || taught == 0 {
 		t.Fatalf("rooms told full changed %d plans, over %d residents with rules to learn: both must happen", differed, taught)
+	}
+}
+
+// A plan that removes machines costs the fleet before and after as sums
+// of the machines' prices in their order, the removed ones left out of
+// the second, plus what it adds: random fleets, some pending replicas,
+// consolidation on, checked against the machines' own prices (the plan
+// sums the prices its walk listed, not each machine read again).
+func TestARemovingPlanCostsWhatTheMachinesPricesSum(t *testing.T) {
+	rng := seededRand(t, 36)
+	removing := 0
+	for round := range 300 {
+		in, cfg := randomSettledFleet(rng)
+		if rng.IntN(3) == 0 {
+			in.Pending = replicas(fmt.Sprintf("new%d", round), 1+rng.IntN(3), 500)
+		}
+		plan := Compute(cfg, in)
+		if len(plan.Remove) == 0 {
+			continue
+		}
+		removing++
+		gone := map[string]bool{}
+		for _, r := range plan.Remove {
+			gone[r.MachineID] = true
+		}
+		var before, after float64
+		for _, m := range in.Machines {
+			before += m.PricePerHour
+			if !gone[m.ID] {
+				after += m.PricePerHour
+			}
+		}
+		for _, nm := range plan.Add {
+			after += nm.PricePerHour
+		}
+		if plan.CostBefore != before || plan.CostAfter != after {
+			t.Fatalf("round %d: the plan that removes %d machine(s) costs %v before and %v after; the prices sum to %v and %v",
+				round, len(plan.Remove), plan.CostBefore, plan.CostAfter, before, after)
+		}
+	}
+	if removing == 0 {
+		t.Fatal("no fleet drawn had a machine removed: nothing compared")
+	}
+}
+
+// A look for machines to remove handed the machines' rooms removes what
+// one that reads each machine does: random settled fleets, nothing
+// pending, consolidation on. Told that every machine is full and teaches
+// nothing, a look finds no machine to move a candidate's replicas onto
+// (its what-ifs leave them all out) and counts no room on them, so a
+// removal that moved replicas must go, or the rooms went unread.
+func TestRoomsHandedToALookRemoveWhatReadingEachMachineWould(t *testing.T) {
+	rng := seededRand(t, 37)
+	moved := 0
+	for range 300 {
+		in, cfg := randomSettledFleet(rng)
+		in.Pending, in.SkipConsolidation = nil, false
+		without := Compute(cfg, in)
+		in.Rooms = make([]scheduler.Room, len(in.Machines))
+		for i, m := range in.Machines {
+			in.Rooms[i] = m.Room()
+		}
+		if with := Compute(cfg, in); !reflect.DeepEqual(with, without) {
+			t.Fatalf("with the rooms handed in the plan is\n%+v\nreading each machine\n%+v", with, without)
+		}
+		if !slices.ContainsFunc(without.Remove, func(r Removal) bool { return strings.Contains(r.Reason, "fit on other machines") }) {
+			continue
+		}
+		moved++
+		for i := range in.Rooms {
+			in.Rooms[i] = scheduler.Room{Free: api.Resources{MilliCPU: -1}}
+		}
+		full := Compute(cfg, in)
+		if slices.ContainsFunc(full.Remove, func(r Removal) bool { return strings.Contains(r.Reason, "fit on other machines") }) {
+			t.Fatalf("told every machine is full, a look still moved replicas onto one: %+v", full.Remove)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no look moved a machine's replicas away: nothing compared")
 	}
 }

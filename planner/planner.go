@@ -124,7 +124,8 @@ type Input struct {
 	// Machine.Room would read them: a caller that keeps the rooms beside
 	// its machines spares a plan that places pending replicas a read of
 	// each machine to learn which could take one, or has residents whose
-	// rules the placing must learn.
+	// rules the placing must learn, and a look for machines to remove
+	// the same of each machine that could take a candidate's replicas.
 	Rooms []scheduler.Room `json:"-"`
 }
 
@@ -715,15 +716,17 @@ func (p *planning) totals(plan *Plan) {
 	case len(p.removedAt) == 0 && !p.noShortcuts: // the same sum, in the same order
 		plan.CostBefore, plan.CostAfter = p.walk.costBefore, p.walk.costBefore
 	default:
+		// Machines removed, or no shortcuts: the walk read every machine
+		// and listed their prices (walkFleet).
 		removed := slices.Sorted(slices.Values(p.removedAt))
-		for i, m := range p.in.Machines {
-			plan.CostBefore += m.PricePerHour
+		for i, price := range p.walk.prices {
+			plan.CostBefore += price
 			// The removed by their places: not a read of every machine's id.
 			if len(removed) > 0 && removed[0] == int32(i) {
 				removed = removed[1:]
 				continue
 			}
-			plan.CostAfter += m.PricePerHour
+			plan.CostAfter += price
 		}
 	}
 	for _, nm := range plan.Add {

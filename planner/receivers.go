@@ -22,6 +22,9 @@ func (p *planning) mayReceive(candidates []removable) func(int, *Machine) bool {
 			return nil
 		}
 	}
+	if rooms := p.in.Rooms; rooms != nil {
+		return func(i int, _ *Machine) bool { return a.MayTakeRoom(rooms[i]) }
+	}
 	return func(_ int, m *Machine) bool { return a.MayTake(m.Machine) }
 }
 

@@ -12,6 +12,7 @@ import "github.com/gantry-dev/gantry/scheduler"
 // run at once.
 type Scratch struct {
 	slotOf      []int32
+	prices      []float64
 	keys, byKey []keyed
 	candidates  []removable
 	// The what-ifs' machines (those that may receive a candidate's
@@ -38,6 +39,7 @@ func (s *Scratch) Clear() {
 	clear(s.byKey[:cap(s.byKey)])
 	clear(s.candidates[:cap(s.candidates)])
 	clear(s.slotOf[:cap(s.slotOf)])
+	clear(s.prices[:cap(s.prices)])
 	clear(s.receivers[:cap(s.receivers)])
 	clear(s.whatIfs[:cap(s.whatIfs)])
 	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
