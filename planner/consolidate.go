@@ -23,13 +23,13 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	if !looks {
 		return nil // no sort of every machine to remove none
 	}
-	counts, slotOf, free, overcommitted := p.walk.counts, p.walk.slotOf, p.walk.free, p.walk.overcommitted
+	counts, free, overcommitted := p.walk.counts, p.walk.free, p.walk.overcommitted
 	for i := range counts {
 		counts[i].growing = growing[counts[i].group.Cluster]
 	}
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	candidates := p.candidates(slotOf, p.mayGo(counts, free, overcommitted))
+	candidates := p.candidates(p.walk.eligible, p.mayGo(counts, free, overcommitted))
 	for _, c := range candidates {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
@@ -94,27 +94,67 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 // replacement gives the cluster back the room it overdrew; and machines
 // with GPUs, as a GPU type moved on may change the offerings that hold
 // the rest. Elsewhere an empty machine always passes: there is room for
-// nothing.
-func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, overcommitted map[string]bool) func(*Machine, int32) bool {
+// nothing. What it reads of each machine, the walk of every machine
+// read (eligible).
+func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, overcommitted map[string]bool) func(*eligible) bool {
 	var cluster string
 	var clusterFree api.Resources
-	var last holding
-	return func(m *Machine, slot int32) bool {
-		if slot < 0 {
+	return func(e *eligible) bool {
+		if e.slot < 0 {
 			return false
 		}
-		gc := &counts[slot]
+		gc := &counts[e.slot]
 		switch {
 		case gc.growing || gc.live <= gc.group.MinSize:
 			return false
-		case len(m.GPUs) > 0 || len(overcommitted) > 0 && overcommitted[m.Cluster]:
+		case e.gpus || len(overcommitted) > 0 && overcommitted[e.cluster]:
 			return true
 		}
-		if m.Cluster != cluster { // a cluster's machines come together
-			cluster, clusterFree = m.Cluster, free[m.Cluster]
+		if e.cluster != cluster { // a cluster's machines come together
+			cluster, clusterFree = e.cluster, free[e.cluster]
 		}
-		// The walk's own two tests, on the machines as they are now.
-		return roomBeside(clusterFree, m.Machine) || p.cheaperThan(last.of(p.catalog, m.Machine, gc.group), m.Machine) != nil
+		// The walk's own two tests, on the machines as they are now:
+		// roomBeside's, and a cheaper offering that holds the machine.
+		return clusterFree.Fits(e.need) || e.cheaper
+	}
+}
+
+// eligible is a machine consolidation may weigh (joined, not kept from
+// disruption, empty or old enough), as the walk of every machine read
+// it: its place and its group's, its sort keys, and what mayGo asks of
+// it. need is its free capacity and its allocation together (on the
+// allocation's three resources): the room beside it roomBeside asks
+// the cluster for, as clusterFree − free fits used when clusterFree
+// fits free + used. cheaper: a cheaper offering of its group holds it
+// (cheaperThan), known for a machine of a group without GPUs.
+type eligible struct {
+	keyed
+	cluster string
+	need    api.Resources
+	gpus    bool
+	cheaper bool
+}
+
+// weigher adds a machine the walk reads to the eligible ones, when
+// consolidation may weigh it (nil: the plan does not consolidate, or
+// grows every cluster, so that it cannot look).
+func (p *planning) weigher(plan *Plan) func([]eligible, *Machine, int, int32) []eligible {
+	if p.in.SkipConsolidation || p.cfg.MaxRemovals <= 0 || !someClusterStill(p.in.Groups, growingByPlan(p.in, plan)) {
+		return nil
+	}
+	var last holding
+	return func(out []eligible, m *Machine, i int, slot int32) []eligible {
+		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
+			return out
+		}
+		used := m.Allocated
+		e := eligible{keyed: keyed{removable{m, slot, int32(i)}, len(m.Replicas), m.PricePerHour, m.ID}, cluster: m.Cluster,
+			need: m.Free().Add(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes}),
+			gpus: len(m.GPUs) > 0}
+		if slot >= 0 && !e.gpus && !p.noShortcuts {
+			e.cheaper = p.cheaperThan(last.of(p.catalog, m.Machine, p.in.Groups[slot]), m.Machine) != nil
+		}
+		return append(out, e)
 	}
 }
 
@@ -147,26 +187,24 @@ type removable struct {
 	slot, at int32 // at: its place in the input
 }
 
-// candidates: joined machines — empty ones (bound by EmptyMachineTTL) or
-// old enough to consolidate (MinLifetime) — fewest replicas first, then
-// the most expensive, then by id; slotOf is each input machine's group,
-// and mayGo leaves out those that cannot go.
-func (p *planning) candidates(slotOf []int32, mayGo func(*Machine, int32) bool) []removable {
+// candidates: the eligible machines (joined, and empty — bound by
+// EmptyMachineTTL — or old enough to consolidate: MinLifetime) that
+// mayGo lets in, fewest replicas first, then the most expensive, then by
+// id.
+func (p *planning) candidates(eligible []eligible, mayGo func(*eligible) bool) []removable {
 	scratch := p.in.Scratch.of()
 	keys := scratch.keys[:0]
 	byID := true // the input comes by id, as a pass hands it (and says so)
-	for i, m := range p.in.Machines {
-		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
-			continue
-		}
-		if !p.noShortcuts && !mayGo(m, slotOf[i]) {
+	for k := range eligible {
+		e := &eligible[k]
+		if !p.noShortcuts && !mayGo(e) {
 			p.leftOut++
 			continue
 		}
-		if n := len(keys); !p.in.MachinesByID && n > 0 && keys[n-1].id >= m.ID {
+		if n := len(keys); !p.in.MachinesByID && n > 0 && keys[n-1].id >= e.id {
 			byID = false
 		}
-		keys = append(keys, keyed{removable{m, slotOf[i], int32(i)}, len(m.Replicas), m.PricePerHour, m.ID})
+		keys = append(keys, e.keyed)
 	}
 	scratch.keys = keys // grown, for the next look
 	if byID {

@@ -15,11 +15,14 @@ import (
 // miss per machine each, four times a pass.
 type fleetWalk struct {
 	// slots is each group's place in the input by its cluster and id
-	// (the last of a key's duplicates), counts what the walk counted of
-	// each place, and slotOf each machine's group place (-1: none).
+	// (the last of a key's duplicates), and counts what the walk counted
+	// of each place.
 	slots  map[groupKey]int32
 	counts []groupCount
-	slotOf []int32
+	// eligible are the machines consolidation may weigh, when the plan
+	// looks: what it reads of each, read by the walk (a second walk
+	// read each machine again, a cache miss each at 10,000 machines).
+	eligible []eligible
 	// free is each cluster's free capacity on its joined machines, and
 	// overcommitted the clusters with a joined machine whose free
 	// capacity is below zero.
@@ -61,7 +64,7 @@ type groupCount struct {
 // begin with its names). A plan that neither consolidates nor fills a
 // warm pool reads only the machines' price and the clusters with one not
 // joined: when the caller summed those (Input.Sums), it walks nothing.
-func (p *planning) walkFleet() *fleetWalk {
+func (p *planning) walkFleet(plan *Plan) *fleetWalk {
 	if sums := p.in.Sums; sums != nil && p.in.SkipConsolidation && !p.noShortcuts && !slices.ContainsFunc(p.in.Groups, func(g *Group) bool { return g.WarmPool > 0 }) {
 		return &fleetWalk{costBefore: sums.PricePerHour, unjoined: sums.Unjoined} // all such a plan reads of it
 	}
@@ -72,8 +75,9 @@ func (p *planning) walkFleet() *fleetWalk {
 		w.counts[i] = groupCount{group: g, stopped: g.Stopped}
 	}
 	scratch := p.in.Scratch.of()
-	w.slotOf = sized(&scratch.slotOf, len(p.in.Machines)) // each one written below
 	w.prices = sized(&scratch.prices, len(p.in.Machines))
+	weigh := p.weigher(plan)
+	w.eligible = scratch.eligible[:0]
 	last, lastSlot := groupKey{}, int32(-1)
 	var lastFree api.Resources
 	flush := func() {
@@ -103,12 +107,16 @@ func (p *planning) walkFleet() *fleetWalk {
 			w.unjoined[m.Cluster] = true
 		}
 		w.costBefore += m.PricePerHour // beside Allocated, which Free read
-		w.slotOf[i], w.prices[i] = lastSlot, m.PricePerHour
+		w.prices[i] = m.PricePerHour
 		if lastSlot >= 0 {
 			p.count(&w.counts[lastSlot], m)
 		}
+		if weigh != nil {
+			w.eligible = weigh(w.eligible, m, i, lastSlot)
+		}
 	}
 	flush()
+	scratch.eligible = w.eligible // grown, for the next look
 	return w
 }
 
@@ -162,25 +170,8 @@ func consolidationLooks(cfg Config, in Input, plan *Plan, walk *fleetWalk) (map[
 	if cfg.MaxRemovals <= 0 {
 		return nil, false
 	}
-	growing := map[string]bool{}
-	for _, nm := range plan.Add {
-		growing[nm.Cluster] = true
-	}
-	if len(plan.Pending) > 0 {
-		clusterOf := make(map[string]string, len(in.Pending))
-		for _, r := range in.Pending {
-			clusterOf[r.ID] = r.Cluster
-		}
-		for _, pr := range plan.Pending {
-			if cluster, ok := clusterOf[pr.Replica]; ok {
-				growing[cluster] = true
-			}
-		}
-	}
-	// Only a machine of a group the plan knows may go, and only in a
-	// cluster that does not grow: the groups tell whether there can be
-	// one, not a look at every machine's cluster.
-	someStill := func() bool { return slices.ContainsFunc(in.Groups, func(g *Group) bool { return !growing[g.Cluster] }) }
+	growing := growingByPlan(in, plan)
+	someStill := func() bool { return someClusterStill(in.Groups, growing) }
 	if !someStill() {
 		return growing, false // no walk of every machine for a look that cannot be
 	}
@@ -202,4 +193,33 @@ func consolidationLooks(cfg Config, in Input, plan *Plan, walk *fleetWalk) (map[
 		}
 	}
 	return growing, true
+}
+
+// growingByPlan are the clusters a plan grows: by its additions, or by
+// replicas it leaves waiting.
+func growingByPlan(in Input, plan *Plan) map[string]bool {
+	growing := map[string]bool{}
+	for _, nm := range plan.Add {
+		growing[nm.Cluster] = true
+	}
+	if len(plan.Pending) > 0 {
+		clusterOf := make(map[string]string, len(in.Pending))
+		for _, r := range in.Pending {
+			clusterOf[r.ID] = r.Cluster
+		}
+		for _, pr := range plan.Pending {
+			if cluster, ok := clusterOf[pr.Replica]; ok {
+				growing[cluster] = true
+			}
+		}
+	}
+	return growing
+}
+
+// someClusterStill: a group's cluster does not grow. Only a machine of a
+// group the plan knows may go, and only in a cluster that does not grow:
+// the groups tell whether there can be one, not a look at every
+// machine's cluster.
+func someClusterStill(groups []*Group, growing map[string]bool) bool {
+	return slices.ContainsFunc(groups, func(g *Group) bool { return !growing[g.Cluster] })
 }

@@ -220,7 +220,7 @@ func planOnce(cfg Config, in Input, noShortcuts, dealSpread, wholeSessions bool)
 	p.solveExactly(&res)
 	plan := Plan{Desired: map[string]int{}}
 	p.collect(&plan, res)
-	p.walk = p.walkFleet()
+	p.walk = p.walkFleet(&plan)
 	p.floorBins(&plan)
 	if !in.SkipConsolidation {
 		plan.Remove = p.consolidate(&plan)

@@ -11,8 +11,8 @@ import "github.com/gantry-dev/gantry/scheduler"
 // points into it. Its zero value is ready; plans that share one must not
 // run at once.
 type Scratch struct {
-	slotOf      []int32
 	prices      []float64
+	eligible    []eligible
 	keys, byKey []keyed
 	candidates  []removable
 	// The what-ifs' machines (those that may receive a candidate's
@@ -38,8 +38,8 @@ func (s *Scratch) Clear() {
 	clear(s.keys[:cap(s.keys)])
 	clear(s.byKey[:cap(s.byKey)])
 	clear(s.candidates[:cap(s.candidates)])
-	clear(s.slotOf[:cap(s.slotOf)])
 	clear(s.prices[:cap(s.prices)])
+	clear(s.eligible[:cap(s.eligible)])
 	clear(s.receivers[:cap(s.receivers)])
 	clear(s.whatIfs[:cap(s.whatIfs)])
 	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
