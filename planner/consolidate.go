@@ -113,20 +113,17 @@ func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, ove
 		if e.cluster != cluster { // a cluster's machines come together
 			cluster, clusterFree = e.cluster, free[e.cluster]
 		}
-		// The walk's own two tests, on the machines as they are now:
-		// roomBeside's, and a cheaper offering that holds the machine.
-		return clusterFree.Fits(e.need) || e.cheaper
+		// The walk's own two tests, on the machines as they are now.
+		return clusterFree.Fits(e.need) || e.cheaper // roomBeside, cheaperThan
 	}
 }
 
 // eligible is a machine consolidation may weigh (joined, not kept from
 // disruption, empty or old enough), as the walk of every machine read
 // it: its place and its group's, its sort keys, and what mayGo asks of
-// it. need is its free capacity and its allocation together (on the
-// allocation's three resources): the room beside it roomBeside asks
-// the cluster for, as clusterFree − free fits used when clusterFree
-// fits free + used. cheaper: a cheaper offering of its group holds it
-// (cheaperThan), known for a machine of a group without GPUs.
+// it. need is the room beside it the cluster must have (roomNeeded);
+// cheaper: a cheaper offering of its group holds it (cheaperThan),
+// known for a machine of a group without GPUs.
 type eligible struct {
 	keyed
 	cluster string
@@ -147,10 +144,8 @@ func (p *planning) weigher(plan *Plan) func([]eligible, *Machine, int, int32) []
 		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
 			return out
 		}
-		used := m.Allocated
 		e := eligible{keyed: keyed{removable{m, slot, int32(i)}, len(m.Replicas), m.PricePerHour, m.ID}, cluster: m.Cluster,
-			need: m.Free().Add(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes}),
-			gpus: len(m.GPUs) > 0}
+			need: roomNeeded(m.Machine), gpus: len(m.GPUs) > 0}
 		if slot >= 0 && !e.gpus && !p.noShortcuts {
 			e.cheaper = p.cheaperThan(last.of(p.catalog, m.Machine, p.in.Groups[slot]), m.Machine) != nil
 		}
@@ -308,8 +303,16 @@ func (p *planning) cheaperThan(cand *candidate, m *scheduler.Machine) *candidate
 // machine's own, could hold the machine's replicas: the quick "cannot
 // possibly fit" check before a what-if moves them.
 func roomBeside(clusterFree api.Resources, m *scheduler.Machine) bool {
+	return clusterFree.Fits(roomNeeded(m))
+}
+
+// roomNeeded is the cluster's free capacity roomBeside asks for beside
+// m: its own free capacity and what it holds (on the allocation's three
+// resources), as clusterFree − free fits used when clusterFree fits
+// free + used.
+func roomNeeded(m *scheduler.Machine) api.Resources {
 	used := m.Allocated
-	return clusterFree.Sub(m.Free()).Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes})
+	return m.Free().Add(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes})
 }
 
 func offeringOf(m *scheduler.Machine) provisioner.Offering {
