@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"cmp"
 	"slices"
 	"strings"
 
@@ -25,7 +24,10 @@ type replicaIndex struct {
 }
 
 func byServiceAndID(a, b *api.Replica) int {
-	return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.ID, b.ID))
+	if a.Service != b.Service {
+		return strings.Compare(a.Service, b.Service)
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 func newReplicaIndex(replicas []*api.Replica) replicaIndex {
@@ -74,9 +76,18 @@ func (x *replicaIndex) findOf(replicas []*api.Replica, service, id string) (int,
 }
 
 func (x *replicaIndex) search(replicas []*api.Replica, service, id string) (int, bool) {
-	return slices.BinarySearchFunc(replicas[:x.sorted], [2]string{service, id}, func(r *api.Replica, key [2]string) int {
-		return cmp.Or(strings.Compare(r.Service, key[0]), strings.Compare(r.ID, key[1]))
-	})
+	return slices.BinarySearchFunc(replicas[:x.sorted], [2]string{service, id}, againstServiceAndID)
+}
+
+// againstServiceAndID compares r with a key of a service and an id, the
+// id only within the service: cmp.Or's arguments are both evaluated, and
+// two string compares at each step were most of a search (a pass
+// searches for every replica it changed).
+func againstServiceAndID(r *api.Replica, key [2]string) int {
+	if r.Service != key[0] {
+		return strings.Compare(r.Service, key[0])
+	}
+	return strings.Compare(r.ID, key[1])
 }
 
 // add records a replica appended at position i.

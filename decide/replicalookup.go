@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"cmp"
 	"strings"
 
 	"github.com/gantry-dev/gantry/api"
@@ -37,9 +36,7 @@ func (p *Pass) snapshotReplicasOf(service string) (of []*api.Replica) {
 // ids begin with their service's name and a dash (replica.ID).
 func searchByID(list chunks.List[api.Replica], id string) *api.Replica {
 	for n := strings.LastIndexByte(id, '-'); n >= 0; n = strings.LastIndexByte(id[:n], '-') { // as replicaIndex.find
-		if r, ok := chunks.Search(list, [2]string{id[:n], id}, func(r *api.Replica, key [2]string) int {
-			return cmp.Or(strings.Compare(r.Service, key[0]), strings.Compare(r.ID, key[1]))
-		}); ok {
+		if r, ok := chunks.Search(list, [2]string{id[:n], id}, againstServiceAndID); ok {
 			return r
 		}
 	}

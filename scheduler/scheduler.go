@@ -405,7 +405,10 @@ type classKey struct {
 }
 
 func byIndexAndID(a, b Replica) int {
-	return cmp.Or(cmp.Compare(a.Index, b.Index), strings.Compare(a.ID, b.ID))
+	if a.Index != b.Index { // not cmp.Or, which compares the ids too
+		return cmp.Compare(a.Index, b.Index)
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // inIndexOrder sorts a class's replicas by index, then id. A service's
