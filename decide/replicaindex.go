@@ -23,12 +23,7 @@ type replicaIndex struct {
 	ordered bool
 }
 
-func byServiceAndID(a, b *api.Replica) int {
-	if a.Service != b.Service {
-		return strings.Compare(a.Service, b.Service)
-	}
-	return strings.Compare(a.ID, b.ID)
-}
+func byServiceAndID(a, b *api.Replica) int { return againstServiceAndID(a, [2]string{b.Service, b.ID}) }
 
 func newReplicaIndex(replicas []*api.Replica) replicaIndex {
 	return indexOf(replicas, slices.IsSortedFunc(replicas, byServiceAndID) && !slices.ContainsFunc(replicas, idOutsideService))
