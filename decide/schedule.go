@@ -85,12 +85,14 @@ type view struct {
 // before is what the copies hold.
 func (p *Pass) ownMachines(v *view) { p.ownMachinesThat(v, nil) }
 
-// ownMachinesThat copies the booked machines that may take what the
-// pass places (nil: every one) and are not copies yet; the machines are
+// ownMachinesThat copies the booked machines that may take what asks
+// counted (nil: every one) and are not copies yet; the machines are
 // listed again when next asked for. Which may is read from the
 // booking's rooms, not from each machine (a cache miss for each of
-// 10,000 machines in every pass that placed).
-func (p *Pass) ownMachinesThat(v *view, may func(scheduler.Room) bool) {
+// 10,000 machines in every pass that placed), by a call the compiler
+// inlines (a function value called for each machine was most of the
+// walk).
+func (p *Pass) ownMachinesThat(v *view, asks *scheduler.Asks) {
 	if !v.booked || v.ownsAll {
 		return
 	}
@@ -102,7 +104,7 @@ func (p *Pass) ownMachinesThat(v *view, may func(scheduler.Room) bool) {
 	for i := range v.byID {
 		switch {
 		case v.owned[i]:
-		case may != nil && !may(v.roomOf(i)):
+		case asks != nil && !asks.MayTakeRoom(v.roomOf(i)):
 			v.ownsAll = false
 		default:
 			pm := v.byID[i]
@@ -462,7 +464,7 @@ func (p *Pass) schedulePlain(v *view, plain []scheduler.Replica, spreadToo bool)
 		p.ownMachines(v)
 		return sched.Schedule(v.joinedMachines(), plain), nil
 	}
-	p.ownMachinesThat(v, asks.MayTakeRoom)
+	p.ownMachinesThat(v, &asks)
 	var receivers []*scheduler.Machine
 	for i, owned := range v.owned {
 		if owned && v.lists[i] == listJoined {

@@ -2,7 +2,9 @@ package decide
 
 import (
 	"cmp"
+	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gantry-dev/gantry/api"
@@ -26,6 +28,10 @@ type viewSkeleton struct {
 	// booking take them.
 	ids   []string
 	lists []machineList
+	// sums are machineSums', summed once: a skeleton kept pass after
+	// pass was summed again by each.
+	sumsOnce sync.Once
+	sums     *planner.MachineSums
 }
 
 type skeletonEntry struct {
@@ -37,6 +43,25 @@ type skeletonEntry struct {
 	// price is the machine's, for the planner's sums (machineSums).
 	price float64
 }
+
+// skeletonRead is what a skeleton read of the machines, without what it
+// summed of them since.
+type skeletonRead struct {
+	Clusters []string
+	Entries  []skeletonEntry
+	IDs      []string
+	Lists    []machineList
+}
+
+func (sk *viewSkeleton) read() *skeletonRead {
+	if sk == nil {
+		return nil
+	}
+	return &skeletonRead{sk.clusters, sk.entries, sk.ids, sk.lists}
+}
+
+// readAs: both skeletons read the machines alike (or neither is).
+func (sk *viewSkeleton) readAs(o *viewSkeleton) bool { return reflect.DeepEqual(sk.read(), o.read()) }
 
 // keptSkeleton is the last pass's skeleton when it holds for this pass's
 // view of clusters (nil: the view reads its machines). The census says
@@ -282,7 +307,14 @@ func readEntry(i int, m *api.Machine, c inView) (skeletonEntry, machineList, boo
 // the clusters with one not joined. Read side by side from the entries,
 // not from each machine's booked entry, a cache miss each at 10,000
 // machines in every plan that leaves consolidation out.
+// The planner reads them and never changes them: they are shared by the
+// passes that share the skeleton.
 func (sk *viewSkeleton) machineSums() *planner.MachineSums {
+	sk.sumsOnce.Do(func() { sk.sums = sk.sumUp() })
+	return sk.sums
+}
+
+func (sk *viewSkeleton) sumUp() *planner.MachineSums {
 	sums := &planner.MachineSums{}
 	for _, e := range sk.entries {
 		sums.PricePerHour += e.price

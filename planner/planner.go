@@ -132,7 +132,8 @@ type Input struct {
 // MachineSums is what a plan that leaves consolidation out reads of every
 // machine: their prices, summed in the order of Input.Machines (the same
 // additions, so the same sum to the bit), and the clusters with a
-// machine not joined.
+// machine not joined. A plan only reads them: a caller may hand the
+// same sums to many.
 type MachineSums struct {
 	PricePerHour float64
 	Unjoined     map[string]bool
@@ -268,7 +269,8 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 	zones := p.pinZones(in, shunned, live)
 	res := scheduler.Result{Unplaced: map[string]string{}}
 	for _, level := range byPriority(in.Pending) {
-		var ruled, free, pinned, alone, spread []scheduler.Replica
+		var ruled, pinned, alone, spread []scheduler.Replica
+		free := make([]scheduler.Replica, 0, len(level)) // mostly all of them: not grown by appends
 		for _, r := range level {
 			switch {
 			case shapeable(&r, shunned):
@@ -664,6 +666,7 @@ func (p *planning) collect(plan *Plan, res scheduler.Result) {
 	for i := range plan.Add {
 		byBin[plan.Add[i].Key] = &plan.Add[i]
 	}
+	plan.Placements = make([]ReplicaPlacement, 0, len(res.Placements)) // tens of thousands at a launch: not grown by appends
 	for _, pl := range res.Placements {
 		machine := pl.MachineID
 		if key, ok := rename[machine]; ok {
@@ -677,6 +680,7 @@ func (p *planning) collect(plan *Plan, res scheduler.Result) {
 	// A fleet's launch places tens of thousands a plan: sorted without
 	// reflection.
 	slices.SortFunc(plan.Placements, func(a, b ReplicaPlacement) int { return strings.Compare(a.Replica, b.Replica) })
+	plan.Pending = make([]PendingReplica, 0, len(res.Unplaced))
 	for id, why := range res.Unplaced {
 		plan.Pending = append(plan.Pending, PendingReplica{Replica: id, Reason: why})
 	}

@@ -303,6 +303,9 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 		}
 		stuck = ""
 		st.book(m, rep, gpus)
+		if len(res.Placements) == cap(res.Placements) { // room for the rest of the class: thousands are not placed by doubling
+			res.Placements = slices.Grow(res.Placements, len(cl.replicas)-i)
+		}
 		res.Placements = append(res.Placements, Placement{ReplicaID: rep.ID, MachineID: m.ID, GPUs: gpus, TEE: t.tee, Note: t.note})
 	}
 }
