@@ -1,6 +1,8 @@
 package playback
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +115,94 @@ func TestATerminationFindsTheMachinesReplicasEitherWay(t *testing.T) {
 			t.Errorf("kept %v: web-3 was deleted, the replicas are %d", kept, len(w.Snap.Replicas))
 		}
 	}
+}
+
+// A plan's replica deletes, a few or many at once, leave every other
+// replica in its place in the list, in a world that indexes them and in
+// one that does not.
+func TestDeletedReplicasLeaveTheOthersInOrder(t *testing.T) {
+	for _, n := range []int{1, 16, 17, 40} {
+		for _, indexed := range []bool{false, true} {
+			w := world()
+			for i := range 60 {
+				w.Snap.Replicas = append(w.Snap.Replicas, &api.Replica{ID: fmt.Sprintf("r%02d", i), Service: "s"})
+			}
+			if indexed {
+				w.IndexReplicas()
+			}
+			gone := map[int]bool{}
+			for k := range n {
+				gone[k*60/n] = true // n of the 60, spread over the list
+			}
+			var deletes []decide.ReplicaDelete
+			var want []string
+			for i, r := range w.Snap.Replicas {
+				if gone[i] {
+					deletes = append(deletes, decide.ReplicaDelete{ID: r.ID})
+					continue
+				}
+				want = append(want, r.ID)
+			}
+			deletes = append(deletes, decide.ReplicaDelete{ID: "not-there"})
+			if err := w.Apply(decide.Plan{DeleteReplicas: deletes}); err != nil {
+				t.Fatal(err)
+			}
+			var have []string
+			for _, r := range w.Snap.Replicas {
+				have = append(have, r.ID)
+			}
+			if !slices.Equal(have, want) {
+				t.Fatalf("%d deletes (indexed: %v): left %v, want %v", len(deletes)-1, indexed, have, want)
+			}
+			for _, d := range deletes {
+				if w.ReplicaByID(d.ID) != nil {
+					t.Fatalf("%d deletes (indexed: %v): replica %s still found", len(deletes)-1, indexed, d.ID)
+				}
+			}
+		}
+	}
+}
+
+// A world told which machines may have ended outside its plans (Ended)
+// drops those that did, and those its plan's terminate calls ended, and
+// keeps every other machine in its place, found again by id.
+func TestEndedMachinesLeaveAndTheOthersStay(t *testing.T) {
+	w := world()
+	var outside []string
+	w.Ended = func() []string { return outside }
+	w.IndexMachines()
+	capacity := api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}
+	launch := decide.Plan{}
+	for range 5 {
+		launch.Launches = append(launch.Launches, decide.Launch{Cluster: "c", Group: "g", InstanceType: "small", Zone: "a", Capacity: capacity})
+	}
+	if err := w.Apply(launch); err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Clone(w.Snap.Machines)
+	if err := w.Apply(decide.Plan{Terminates: []decide.Terminate{{Machine: all[3].ID, Reason: "test"}}}); err != nil {
+		t.Fatal(err)
+	}
+	all[1].FleetState = api.FleetTerminated // its instance found gone
+	outside = []string{all[1].ID, all[2].ID, "never-was"}
+	if err := w.Apply(decide.Plan{TerminateCalls: []string{all[3].ID}}); err != nil {
+		t.Fatal(err)
+	}
+	want := []*api.Machine{all[0], all[2], all[4]}
+	if !slices.Equal(w.Snap.Machines, want) {
+		t.Fatalf("machines left: %v, want %v", ids(w.Snap.Machines), ids(want))
+	}
+	for i, m := range all {
+		if found := w.MachineByID(m.ID) != nil; found != slices.Contains(want, m) {
+			t.Fatalf("machine %d (%s) found by id: %v", i, m.ID, found)
+		}
+	}
+}
+
+func ids(ms []*api.Machine) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
 }
