@@ -563,7 +563,7 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 	} else {
 		s.outside++
 	}
-	res, ok := s.placeAll(held, mine.PricePerHour)
+	res, ok := s.placeAll(withoutPreempting(held), mine.PricePerHour)
 	byID := heldByID(held)
 	if ok && s.keeps(mine, res, warmPool) {
 		for _, pl := range res.Placements {
@@ -595,10 +595,10 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 // together: keeps would refuse it (a move that fills machines as dear as
 // the one it empties saves nothing), so the rest of it need not be
 // placed. Most of a late week's what-ifs at 10,000 machines were
-// refused so. Replicas that may preempt are placed whole: an eviction
-// is not undone with the placements.
+// refused so. None of held may preempt (withoutPreempting): a what-if
+// evicts no one.
 func (s *simulation) placeAll(held []scheduler.Replica, price float64) (scheduler.Result, bool) {
-	if s.noShortcuts || slices.ContainsFunc(held, func(r scheduler.Replica) bool { return r.Preempt }) {
+	if s.noShortcuts {
 		return s.session.PlaceAll(held)
 	}
 	// Summed in the placements' order, as filled sums it: a sum of prices

@@ -230,3 +230,62 @@ func TestAWhatIfFindsItsReplicasByIDAsAMapWould(t *testing.T) {
 		}
 	}
 }
+
+// A machine goes only if its replicas fit elsewhere as they are: a
+// replica that may preempt does not make room for itself by evicting
+// another in a what-if (Karpenter's consolidation moves no pod that
+// would have to preempt one). Here two machines have a CPU free each,
+// and the candidate's replica asks for two: it fits only by evicting a
+// low-priority replica, so its machine stays (and so do the others,
+// whose replicas the free CPUs cannot hold). With a machine that has
+// two free, it goes, and nothing is evicted.
+func TestConsolidationEvictsNoneToMoveAReplica(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.MinLifetime, cfg.MaxRemovals = 0, 10
+	g := group("g", 3, 0, 5, itype(2), itype(4))
+	resident := func(id string, n int, priority int) *Machine {
+		rs := replicas(id, n, 1000)
+		m := joined(id, "g", itype(4), time.Hour, rs...)
+		for i := range rs {
+			m.Residents = append(m.Residents, scheduler.Resident{Replica: &rs[i], Priority: priority})
+		}
+		return m
+	}
+	urgent := replicas("urgent", 1, 2000)
+	urgent[0].Rules.Priority, urgent[0].Rules.Preempt = 10, true
+	holder := joined("c-urgent", "g", itype(2), time.Hour, urgent...) // full
+	holder.Residents = []scheduler.Resident{{Replica: &urgent[0], Priority: 10}}
+	fleet := []*Machine{resident("a-low", 3, 0), resident("b-low", 3, 0), holder}
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: fleet, Now: now}); len(p.Remove) != 0 {
+		t.Fatalf("removed %+v: a move that evicts a lower-priority replica was planned", p.Remove)
+	}
+	fleet[1] = resident("b-low", 2, 0)
+	if p := Compute(cfg, Input{Groups: []*Group{g}, Machines: fleet, Now: now}); len(p.Remove) != 1 || p.Remove[0].MachineID != "c-urgent" {
+		t.Fatalf("with room for the urgent replica: removals %+v, want c-urgent alone", p.Remove)
+	}
+}
+
+// A plan places a waiting replica only where it fits as the machines
+// are, never by evicting a lower-priority replica (the scheduler's to do,
+// before the planner; a plan has no evictions to tell, and named a
+// machine the replica did not fit). Two machines have a CPU free each;
+// the waiting replica, which may preempt, asks for two and gets a
+// machine of its own.
+func TestAPlanEvictsNoneToPlaceAWaitingReplica(t *testing.T) {
+	g := group("g", 2, 0, 5, itype(2), itype(4))
+	var fleet []*Machine
+	for _, id := range []string{"a-low", "b-low"} {
+		rs := replicas(id, 3, 1000)
+		m := joined(id, "g", itype(4), time.Hour, rs...)
+		for i := range rs {
+			m.Residents = append(m.Residents, scheduler.Resident{Replica: &rs[i]})
+		}
+		fleet = append(fleet, m)
+	}
+	urgent := replicas("urgent", 1, 2000)
+	urgent[0].Rules.Priority, urgent[0].Rules.Preempt = 10, true
+	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: fleet, Pending: urgent, Now: now})
+	if len(p.Add) != 1 || len(p.Placements) != 1 || p.Placements[0].Machine != p.Add[0].Key {
+		t.Fatalf("the urgent replica: add %+v, placements %+v; want a machine of its own", p.Add, p.Placements)
+	}
+}

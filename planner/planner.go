@@ -209,7 +209,7 @@ func planOnce(cfg Config, in Input, noShortcuts, dealSpread, wholeSessions bool)
 		p.groups[Key(g.Cluster, g.ID)] = g
 	}
 	p.catalog = newOfferingIndex(in.Groups, in.Pending, in.Unavailable, in.Now)
-	in.Pending = withZoneDomains(in.Pending, in.Groups)
+	in.Pending = withoutPreempting(withZoneDomains(in.Pending, in.Groups))
 	p.in.Pending = in.Pending
 	res, machines := p.placeAndCompact(in)
 	p.dropEmptyBins()
@@ -231,6 +231,31 @@ func planOnce(cfg Config, in Input, noShortcuts, dealSpread, wholeSessions bool)
 	plan.Add, plan.Remove = api.NonNil(plan.Add), api.NonNil(plan.Remove)
 	plan.Placements, plan.Pending = api.NonNil(plan.Placements), api.NonNil(plan.Pending)
 	return plan, p
+}
+
+// withoutPreempting is replicas, none of them allowed to preempt: a plan
+// puts replicas only where they fit as the machines are. Evicting a
+// lower-priority replica is the scheduler's, before it hands the planner
+// what still waits; the plan has no evictions to tell, and a placement
+// that made room by one named a machine the replica does not fit. A
+// consolidation that moved a replica by evicting another emptied a
+// machine by displacing a replica, which then waited for a machine of its
+// own (Karpenter's consolidation moves no pod that would have to preempt
+// one), and a refused what-if left its evictions' room behind for the
+// next.
+func withoutPreempting(replicas []scheduler.Replica) []scheduler.Replica {
+	if !slices.ContainsFunc(replicas, func(r scheduler.Replica) bool { return r.Rules != nil && r.Preempt }) {
+		return replicas
+	}
+	out := slices.Clone(replicas)
+	for i := range out {
+		if out[i].Rules != nil && out[i].Preempt {
+			rules := *out[i].Rules // shared with the service's other replicas: changed on a copy
+			rules.Preempt = false
+			out[i].Rules = &rules
+		}
+	}
+	return out
 }
 
 // placeAndCompact places the pending replicas and compacts the machines
