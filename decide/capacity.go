@@ -78,7 +78,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	for key, n := range plan.Desired {
 		p.mem.Desired[key] = n
 	}
-	blocked := p.addMachines(plan)
+	blocked := p.addMachines(plan, unplaced)
 	p.removeMachines(plan)
 	p.setPendingReasons(plan, v, unplaced, schedReasons, blocked)
 	placements := p.plan.Capacity.Placements
@@ -106,8 +106,9 @@ func (p *Pass) consolidationWaits() (bool, time.Time) {
 }
 
 // addMachines starts stopped warm-pool machines first, then launches; it
-// returns, by planner key, why a machine is not launched now.
-func (p *Pass) addMachines(plan planner.Plan) map[string]string {
+// returns, by planner key, why a machine is not launched now. unplaced
+// are the replicas the plan places.
+func (p *Pass) addMachines(plan planner.Plan, unplaced []scheduler.Replica) map[string]string {
 	var stopped map[string][]*api.Machine
 	if slices.ContainsFunc(plan.Add, func(nm planner.NewMachine) bool { return len(nm.Replicas) > 0 }) { // else no walk of every machine
 		stopped = map[string][]*api.Machine{}
@@ -127,10 +128,11 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 			replacing[r.ReplacedBy] = r.MachineID
 		}
 	}
+	holds := p.holdsOneOf(stopped, unplaced)
 	blocked := map[string]string{}
 	for _, nm := range plan.Add {
 		key := planner.Key(nm.Cluster, nm.Group)
-		if m := takeStopped(stopped, key, nm, replacing[nm.Key] != ""); m != nil {
+		if m := takeStopped(stopped, key, nm, replacing[nm.Key] != "", holds); m != nil {
 			p.plan.Starts = append(p.plan.Starts, MachineStep{Machine: m.ID, Reason: "scale-up: " + nm.Reason})
 			// Idle from its start: the time it was idle before it was
 			// stopped would stop it again at once, before what it was
@@ -149,21 +151,27 @@ func (p *Pass) addMachines(plan planner.Plan) map[string]string {
 }
 
 // takeStopped is the stopped machine of the group that serves nm, taken
-// from the list (nil: launch). Any serves a machine for pending
-// replicas: the warm pool is there to start fast. A replacement is only
-// served by one of its instance type, zone and price or less: it is
-// planned to save, and a dearer or other machine started in its place
-// saves nothing, so consolidation would replace it again.
-func takeStopped(stopped map[string][]*api.Machine, key string, nm planner.NewMachine, replacement bool) *api.Machine {
+// from the list (nil: launch). A machine for pending replicas is served
+// by any that holds one of them (holds): the warm pool is there to start
+// fast, and what it cannot hold waits for the next plan; one that holds
+// none of them would run idle while they wait for a launch all the same.
+// A replacement is only served by one of its instance type, zone and
+// price or less: it is planned to save, and a dearer or other machine
+// started in its place saves nothing, so consolidation would replace it
+// again.
+func takeStopped(stopped map[string][]*api.Machine, key string, nm planner.NewMachine, replacement bool,
+	holds func(*api.Machine, []string) bool) *api.Machine {
 	if len(nm.Replicas) == 0 {
 		return nil
 	}
 	pool := stopped[key]
-	at := 0
+	var at int
 	if replacement {
 		at = slices.IndexFunc(pool, func(m *api.Machine) bool {
 			return m.InstanceType == nm.InstanceType && (nm.Zone == "" || m.Zone == nm.Zone) && m.PricePerHour <= nm.PricePerHour
 		})
+	} else {
+		at = slices.IndexFunc(pool, func(m *api.Machine) bool { return holds(m, nm.Replicas) })
 	}
 	if at < 0 || at >= len(pool) {
 		return nil
@@ -171,6 +179,31 @@ func takeStopped(stopped map[string][]*api.Machine, key string, nm planner.NewMa
 	m := pool[at]
 	stopped[key] = slices.Delete(pool, at, at+1) // the pass's own list
 	return m
+}
+
+// holdsOneOf says whether a stopped machine, empty, could take one of
+// the replicas of ids, as the scheduler would place it there (its
+// cluster, group, runtime, labels, GPUs and room), for stopped machines
+// and replicas of unplaced.
+func (p *Pass) holdsOneOf(stopped map[string][]*api.Machine, unplaced []scheduler.Replica) func(*api.Machine, []string) bool {
+	if len(stopped) == 0 {
+		return func(*api.Machine, []string) bool { return false }
+	}
+	byID := make(map[string]*scheduler.Replica, len(unplaced))
+	for i := range unplaced {
+		byID[unplaced[i].ID] = &unplaced[i]
+	}
+	return func(m *api.Machine, ids []string) bool {
+		cl := p.snap.Clusters[m.Cluster]
+		if cl == nil {
+			return false
+		}
+		sm := p.schedulerMachine(m, cl)
+		return slices.ContainsFunc(ids, func(id string) bool {
+			r := byID[id]
+			return r != nil && scheduler.Fits(&sm, *r) == ""
+		})
+	}
 }
 
 func (p *Pass) templateOf(cluster, group string) string {

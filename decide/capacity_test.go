@@ -570,7 +570,7 @@ func TestAChangedReasonAloneIsNotIdle(t *testing.T) {
 // A replacement is planned to save: a stopped machine of the group that
 // is of another type (or dearer) does not serve it, else the dear
 // machine would be replaced by one as dear, and again. A stopped machine
-// of its type does. A machine for pending replicas takes any.
+// of its type does. A machine for pending replicas takes any that holds one of them.
 func TestAReplacementStartsOnlyAStoppedMachineOfItsType(t *testing.T) {
 	for _, tc := range []struct {
 		stoppedType string
@@ -622,5 +622,28 @@ func TestAReplacedMachineIsDrainedOnceItsReplacementJoins(t *testing.T) {
 	}
 	if web := h.ReplicaByID("web-0"); web == nil || web.State != api.ReplicaRunning {
 		t.Fatalf("web-0 after the replacement: %+v", web)
+	}
+}
+
+// A stopped warm-pool machine is started for waiting replicas only when
+// it can hold one of them: a small one started for a replica that needs
+// a large machine served nothing, and the replica waited for the large
+// machine launched at the next pass all the same, beside a machine
+// running idle. A stopped machine that holds one is started, the large
+// one launched for the rest.
+func TestAStoppedMachineStartsOnlyForReplicasItHolds(t *testing.T) {
+	h := webOnALargeMachine(t)
+	small := h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetStopped })
+	h.Service("big", "c", 2, "3", "128Mi") // one beside web on the large machine, one on a new one
+	plan := h.Pass()
+	if len(plan.Starts) != 0 || len(plan.Launches) != 1 || plan.Launches[0].InstanceType != "large" {
+		t.Fatalf("a replica only a large machine holds: want a large one launched, the stopped small one left; starts %+v launches %+v",
+			plan.Starts, plan.Launches)
+	}
+	h = webOnALargeMachine(t)
+	small = h.Machine("c", "g", "small", func(m *api.Machine) { m.FleetState = api.FleetStopped })
+	h.Service("web", "c", 9, "500m", "128Mi") // 8 more: the large machine holds 7 of them
+	if plan := h.Pass(); !slices.ContainsFunc(plan.Starts, func(s decide.MachineStep) bool { return s.Machine == small.ID }) {
+		t.Fatalf("replicas a small machine holds: want the stopped small one started, got starts %+v launches %+v", plan.Starts, plan.Launches)
 	}
 }
