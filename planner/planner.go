@@ -248,12 +248,18 @@ func withoutPreempting(replicas []scheduler.Replica) []scheduler.Replica {
 		return replicas
 	}
 	out := slices.Clone(replicas)
+	calm := map[*scheduler.Rules]*scheduler.Rules{} // one copy of each revision's rules, shared as the rules were
 	for i := range out {
-		if out[i].Rules != nil && out[i].Preempt {
-			rules := *out[i].Rules // shared with the service's other replicas: changed on a copy
-			rules.Preempt = false
-			out[i].Rules = &rules
+		rules := out[i].Rules
+		if rules == nil || !rules.Preempt {
+			continue
 		}
+		if calm[rules] == nil {
+			c := *rules
+			c.Preempt = false
+			calm[rules] = &c
+		}
+		out[i].Rules = calm[rules]
 	}
 	return out
 }

@@ -162,7 +162,7 @@ func (w *World) Apply(p decide.Plan) error {
 		return err
 	}
 	if w.Ended != nil && w.machineByID != nil {
-		w.dropEnded(w.endedAmong(w.endedAmong(nil, p.TerminateCalls), w.Ended()))
+		w.dropEnded(w.endedAmong(p.TerminateCalls, w.Ended()))
 		return nil
 	}
 	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, func(m *api.Machine) bool {
@@ -177,12 +177,15 @@ func (w *World) Apply(p decide.Plan) error {
 	return nil
 }
 
-// endedAmong appends to ended the machines of ids in the snapshot that
-// ended.
-func (w *World) endedAmong(ended []*api.Machine, ids []string) []*api.Machine {
-	for _, id := range ids {
-		if m := w.machineByID[id]; m != nil && !m.Live() && !slices.Contains(ended, m) {
-			ended = append(ended, m)
+// endedAmong are the machines of the lists of ids in the snapshot that
+// ended, each once.
+func (w *World) endedAmong(lists ...[]string) []*api.Machine {
+	var ended []*api.Machine
+	for _, ids := range lists {
+		for _, id := range ids {
+			if m := w.machineByID[id]; m != nil && !m.Live() && !slices.Contains(ended, m) {
+				ended = append(ended, m)
+			}
 		}
 	}
 	return ended
@@ -195,7 +198,7 @@ func (w *World) dropEnded(ended []*api.Machine) {
 	if len(ended) == 0 {
 		return
 	}
-	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, func(m *api.Machine) bool { return slices.Contains(ended, m) })
+	w.Snap.Machines = slices.DeleteFunc(w.Snap.Machines, among(ended))
 	for _, m := range ended {
 		delete(w.machineByID, m.ID)
 	}
@@ -329,19 +332,19 @@ func (w *World) deleteReplicas(deletes []decide.ReplicaDelete) {
 	}
 }
 
-// among is whether a replica is one of those: for a few, compared with
-// each (a map lookup for each of 60,000 replicas cost more than the
-// compares); for many, looked up.
-func among(those []*api.Replica) func(*api.Replica) bool {
+// among is whether an object is one of those, by pointer: for a few,
+// compared with each (a map lookup for each of 60,000 replicas cost more
+// than the compares); for many, looked up.
+func among[T any](those []*T) func(*T) bool {
 	const few = 16
 	if len(those) <= few {
-		return func(r *api.Replica) bool { return slices.Contains(those, r) }
+		return func(o *T) bool { return slices.Contains(those, o) }
 	}
-	set := make(map[*api.Replica]bool, len(those))
-	for _, r := range those {
-		set[r] = true
+	set := make(map[*T]bool, len(those))
+	for _, o := range those {
+		set[o] = true
 	}
-	return func(r *api.Replica) bool { return set[r] }
+	return func(o *T) bool { return set[o] }
 }
 
 func (w *World) terminate(t decide.Terminate) error {
