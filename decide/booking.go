@@ -495,7 +495,7 @@ func (b *booker) book() *Booking {
 		if b.dirty[i] { // a kept machine a change touched too is booked afresh
 			afresh++
 			e := b.entries[i]
-			*pm = planner.Machine{Machine: b.bookable(i), Joined: e.joined, CreatedAt: e.created, Asks: scheduler.NewAsks(), AsksKnown: true}
+			*pm = planner.Machine{Machine: b.bookable(i), Joined: e.joined, CreatedAt: e.created.time(), Asks: scheduler.NewAsks(), AsksKnown: true}
 			reserve(pm, len(b.fresh[i]))
 		}
 	}
@@ -517,7 +517,7 @@ func (b *booker) book() *Booking {
 			// machines).
 			b.v.noteRewritten(i)
 			kept, e := b.prev.machines[j], b.entries[i]
-			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created, Replicas: slices.Clip(kept.pm.Replicas),
+			*pm = planner.Machine{Machine: kept.pm.Machine, Joined: e.joined, CreatedAt: e.created.time(), Replicas: slices.Clip(kept.pm.Replicas),
 				DoNotDisrupt: kept.pm.DoNotDisrupt, Asks: kept.pm.Asks, AsksKnown: kept.pm.AsksKnown}
 		}
 		switch {
@@ -724,7 +724,7 @@ func (b *booker) bookable(i int) *scheduler.Machine {
 // kept was booked on, as the scheduler and the planner see it.
 func sameMachine(a *scheduler.Machine, e skeletonEntry, list machineList, kept *bookedMachine) bool {
 	k := kept.pm.Machine
-	return list == kept.list && e.joined == kept.pm.Joined && e.created.Equal(kept.pm.CreatedAt) &&
+	return list == kept.list && e.joined == kept.pm.Joined && e.created == instantOf(kept.pm.CreatedAt) &&
 		a.ID == k.ID && a.Cluster == k.Cluster && a.Group == k.Group && a.Zone == k.Zone && a.CapacityType == k.CapacityType &&
 		a.TEE == k.TEE && a.Allocatable == k.Allocatable && a.PricePerHour == k.PricePerHour &&
 		maps.Equal(a.Labels, k.Labels) && slices.Equal(a.Runtimes, k.Runtimes) &&

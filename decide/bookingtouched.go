@@ -102,7 +102,7 @@ func (b *booker) bookTouched() *Booking {
 	entries := make(bookedEntries, len(b.sparse))
 	for _, i := range slices.Sorted(maps.Keys(b.sparse)) {
 		list, pm, e := b.sparse[i], b.v.byID[i], b.entries[i]
-		*pm = planner.Machine{Machine: b.bookable(int(i)), Joined: e.joined, CreatedAt: e.created, Asks: scheduler.NewAsks(), AsksKnown: true}
+		*pm = planner.Machine{Machine: b.bookable(int(i)), Joined: e.joined, CreatedAt: e.created.time(), Asks: scheduler.NewAsks(), AsksKnown: true}
 		reserve(pm, len(list))
 		b.bookMachine(pm, list)
 		b.v.noteRewritten(int(i))

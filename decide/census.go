@@ -35,6 +35,8 @@ type fleetCensus struct {
 	// and counts it again (censusupdate.go).
 	ids   []string
 	marks []censusMark
+	// names are what the marks name, by number.
+	names *censusNames
 }
 
 type groupKey struct{ cluster, group string }
@@ -69,25 +71,31 @@ func countFleet(machines []*api.Machine) *fleetCensus {
 	c := &fleetCensus{machines: len(machines), groups: map[groupKey]*groupCensus{}, held: map[string]int{},
 		ids: make([]string, len(machines)), marks: make([]censusMark, len(machines))}
 	var g *groupCensus
-	var last groupKey
+	var lastGroup groupKey
+	var last lastMark
 	lastKey := ""
 	for i, m := range machines {
 		// Machines of a group mostly follow each other: its entry is
 		// looked up when the group changes, not for each machine.
-		if g == nil || m.Cluster != last.cluster || m.Group != last.group {
-			last = groupKey{m.Cluster, m.Group}
-			if g = c.groups[last]; g == nil {
+		if g == nil || m.Cluster != lastGroup.cluster || m.Group != lastGroup.group {
+			lastGroup = groupKey{m.Cluster, m.Group}
+			if g = c.groups[lastGroup]; g == nil {
 				g = &groupCensus{templates: map[providerTemplate]*int{}}
-				c.groups[last] = g
+				c.groups[lastGroup] = g
 			}
 		}
-		mark := markOf(m)
+		named := markOf(m)
+		mark, ok := last.again(named)
+		if !ok {
+			mark, c.names = c.names.numbered(named)
+			last = lastMark{named, mark, true}
+		}
 		c.ids[i], c.marks[i] = m.ID, mark
 		c.count(g, i, mark, 1)
-		if mark.key != lastKey {
-			lastKey = mark.key
-			if !slices.Contains(c.keys, mark.key) {
-				c.keys = append(c.keys, mark.key)
+		if named.key != lastKey {
+			lastKey = named.key
+			if !slices.Contains(c.keys, named.key) {
+				c.keys = append(c.keys, named.key)
 			}
 		}
 	}
@@ -107,15 +115,6 @@ func (c *fleetCensus) sumHeld() {
 	}
 }
 
-// censusMark is what the census counted of a machine.
-type censusMark struct {
-	group    groupKey
-	template providerTemplate
-	// key is its provider key.
-	key   string
-	flags censusFlags
-}
-
 type censusFlags uint16
 
 const (
@@ -132,8 +131,9 @@ const (
 	markReplacing
 )
 
-func markOf(m *api.Machine) censusMark {
-	mark := censusMark{group: groupKey{m.Cluster, m.Group}, key: registry.KeyOf(m)}
+// markOf is what the census counts of m.
+func markOf(m *api.Machine) namedMark {
+	mark := namedMark{group: groupKey{m.Cluster, m.Group}, key: registry.KeyOf(m)}
 	set := func(f censusFlags, on bool) {
 		if on {
 			mark.flags |= f
@@ -200,7 +200,7 @@ func (c *fleetCensus) countIn(g *groupCensus, mark censusMark, by int) {
 	add(&g.teeJoined, markTEE)
 	g.tee = g.teeJoined > 0
 	if has(markCounted) {
-		g.countTemplate(mark.template, by)
+		g.countTemplate(c.names.templates[mark.template], by)
 	}
 }
 

@@ -22,13 +22,18 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 	made, gone, changed := sp.made, sp.gone, sp.changed
 	c := old.copyCounts()
 	c.machines = len(machines)
+	mark := func(m *api.Machine) censusMark {
+		numbered, names := c.names.numbered(markOf(m))
+		c.names = names
+		return numbered
+	}
 	c.ids, c.marks = make([]string, 0, len(machines)), make([]censusMark, 0, len(machines))
 	j := 0 // the census's place of the next machine kept
 	for i := 0; i < len(machines); {
 		m := machines[i]
 		if len(made) > 0 && made[0] == i {
 			made = made[1:]
-			mark := markOf(m)
+			mark := mark(m)
 			c.tally(mark, 1)
 			c.ids, c.marks = append(c.ids, m.ID), append(c.marks, mark)
 			i++
@@ -46,9 +51,8 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 			if old.ids[j] != m.ID {
 				return nil // not where the feed says: count afresh
 			}
-			mark := old.marks[j]
-			c.tally(mark, -1)
-			mark = markOf(m)
+			c.tally(old.marks[j], -1)
+			mark := mark(m)
 			c.tally(mark, 1)
 			c.ids, c.marks = append(c.ids, old.ids[j]), append(c.marks, mark)
 			i, j = i+1, j+1
@@ -128,15 +132,16 @@ func (p *Pass) sinceLast() (splice, bool) {
 // its group (made if new; dropped once it has no machine): the counts
 // alone (relist lists the places).
 func (c *fleetCensus) tally(mark censusMark, by int) {
-	g := c.groups[mark.group]
+	key := c.names.groups[mark.group]
+	g := c.groups[key]
 	if g == nil {
 		g = &groupCensus{templates: map[providerTemplate]*int{}}
-		c.groups[mark.group] = g
+		c.groups[key] = g
 	}
 	c.countIn(g, mark, by)
 	g.last, g.lastCount = providerTemplate{}, nil
 	if g.machines == 0 {
-		delete(c.groups, mark.group)
+		delete(c.groups, key)
 	}
 }
 
@@ -145,7 +150,7 @@ func (c *fleetCensus) tally(mark censusMark, by int) {
 // finds them).
 func (c *fleetCensus) relist() {
 	c.draining, c.launching, c.terminating, c.unreachable, c.replacing, c.keys = nil, nil, nil, nil, nil, nil
-	lastKey := ""
+	lastKey := int32(-1)
 	const passing = markDraining | markTerminating | markLaunching | markUnreachable | markReplacing
 	lists := c.passingLists()
 	for i, mark := range c.marks {
@@ -158,8 +163,8 @@ func (c *fleetCensus) relist() {
 		}
 		if mark.key != lastKey {
 			lastKey = mark.key
-			if !slices.Contains(c.keys, mark.key) {
-				c.keys = append(c.keys, mark.key)
+			if key := c.names.keys[mark.key]; !slices.Contains(c.keys, key) {
+				c.keys = append(c.keys, key)
 			}
 		}
 	}

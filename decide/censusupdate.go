@@ -22,14 +22,16 @@ func updatedCensus(snap *Snapshot, machines []*api.Machine, sorted int) *fleetCe
 	}
 	prev := snap.Booked.census
 	marks := make([]censusMark, len(changed))
+	names := prev.names
 	for k, i := range changed {
-		if marks[k] = markOf(machines[i]); marks[k].key != prev.marks[i].key || marks[k].group != prev.marks[i].group {
+		if marks[k], names = names.numbered(markOf(machines[i])); marks[k].key != prev.marks[i].key || marks[k].group != prev.marks[i].group {
 			return nil // its provider or group changed: their order and entries are the count's
 		}
 	}
 	// The marks are taken over: the last pass's booking, and its census,
 	// are this pass's to consume.
 	c := prev.copyCounts()
+	c.names = names
 	for k, i := range changed {
 		c.countAt(i, prev.marks[i], -1)
 		c.countAt(i, marks[k], 1)
@@ -67,10 +69,11 @@ func changedPlaces(snap *Snapshot, machines []*api.Machine, sorted int) ([]int, 
 // countAt counts (by 1) or takes back (by -1) what machine i counted, in
 // its group (made if new), one machine at a time.
 func (c *fleetCensus) countAt(i int, mark censusMark, by int) {
-	g := c.groups[mark.group]
+	key := c.names.groups[mark.group]
+	g := c.groups[key]
 	if g == nil {
 		g = &groupCensus{templates: map[providerTemplate]*int{}}
-		c.groups[mark.group] = g
+		c.groups[key] = g
 	}
 	c.count(g, i, mark, by)
 	g.last, g.lastCount = providerTemplate{}, nil
@@ -81,7 +84,7 @@ func (c *fleetCensus) countAt(i int, mark censusMark, by int) {
 func (c *fleetCensus) copyCounts() *fleetCensus {
 	out := &fleetCensus{machines: c.machines, live: c.live, groups: make(map[groupKey]*groupCensus, len(c.groups)), held: map[string]int{},
 		keys: slices.Clone(c.keys), draining: slices.Clone(c.draining), launching: slices.Clone(c.launching),
-		terminating: slices.Clone(c.terminating), unreachable: slices.Clone(c.unreachable), replacing: slices.Clone(c.replacing), ids: c.ids, marks: c.marks}
+		terminating: slices.Clone(c.terminating), unreachable: slices.Clone(c.unreachable), replacing: slices.Clone(c.replacing), ids: c.ids, marks: c.marks, names: c.names}
 	for k, g := range c.groups {
 		cg := *g
 		cg.templates = make(map[providerTemplate]*int, len(g.templates))
@@ -109,6 +112,12 @@ func (c *fleetCensus) withMachines(machines []*api.Machine, sorted int, mine map
 		mark censusMark
 	}
 	var changed []recount
+	names := c.names
+	number := func(m *api.Machine) censusMark {
+		var mark censusMark
+		mark, names = names.numbered(markOf(m))
+		return mark
+	}
 	for m := range mine {
 		if isPlaceholder(m) {
 			continue // a launch: counted below, in the order of the launches
@@ -117,7 +126,7 @@ func (c *fleetCensus) withMachines(machines []*api.Machine, sorted int, mine map
 		if !ok {
 			return nil
 		}
-		mark := markOf(m)
+		mark := number(m)
 		if mark.key != c.marks[i].key || mark.group != c.marks[i].group {
 			return nil
 		}
@@ -125,15 +134,15 @@ func (c *fleetCensus) withMachines(machines []*api.Machine, sorted int, mine map
 	}
 	slices.SortFunc(changed, func(a, b recount) int { return a.i - b.i })
 	for i := sorted; i < len(machines); i++ { // the pass's launches, each its own
-		changed = append(changed, recount{i, markOf(machines[i])})
+		changed = append(changed, recount{i, number(machines[i])})
 	}
 	out := c.copyCounts()
-	out.ids, out.marks, out.machines = nil, nil, len(machines)
+	out.ids, out.marks, out.machines, out.names = nil, nil, len(machines), names
 	for _, r := range changed {
 		if r.i < sorted {
 			out.countAt(r.i, c.marks[r.i], -1)
-		} else if !slices.Contains(out.keys, r.mark.key) {
-			out.keys = append(out.keys, r.mark.key)
+		} else if key := names.keys[r.mark.key]; !slices.Contains(out.keys, key) {
+			out.keys = append(out.keys, key)
 		}
 		out.countAt(r.i, r.mark, 1)
 	}

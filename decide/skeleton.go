@@ -2,6 +2,7 @@ package decide
 
 import (
 	"cmp"
+	"math"
 	"reflect"
 	"slices"
 	"sync"
@@ -34,14 +35,37 @@ type viewSkeleton struct {
 	sums     *planner.MachineSums
 }
 
+// skeletonEntry holds no pointer: a skeleton spliced in a pass is
+// copied without the collector's write barriers and never scanned (a
+// time.Time holds its location's).
 type skeletonEntry struct {
 	// at is the machine's position in the pass's machines; cluster its
 	// cluster's in the view's clusters.
 	at, cluster int32
 	joined      bool
-	created     time.Time
+	created     instant
 	// price is the machine's, for the planner's sums (machineSums).
 	price float64
+}
+
+// instant is a time as nanoseconds since 1970 (noInstant: the zero time).
+type instant int64
+
+const noInstant instant = math.MinInt64
+
+func instantOf(t time.Time) instant {
+	if t.IsZero() {
+		return noInstant
+	}
+	return instant(t.UnixNano())
+}
+
+// time is the instant in UTC, as the store keeps times.
+func (n instant) time() time.Time {
+	if n == noInstant {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(n)).UTC()
 }
 
 // skeletonRead is what a skeleton read of the machines, without what it
@@ -299,7 +323,7 @@ func readEntry(i int, m *api.Machine, c inView) (skeletonEntry, machineList, boo
 	case m.Launching():
 		list = listLaunching
 	}
-	return skeletonEntry{at: int32(i), cluster: c.at, joined: joined, created: m.CreatedAt, price: m.PricePerHour}, list, true
+	return skeletonEntry{at: int32(i), cluster: c.at, joined: joined, created: instantOf(m.CreatedAt), price: m.PricePerHour}, list, true
 }
 
 // machineSums is what the planner would sum of the view's machines (its
