@@ -392,6 +392,9 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, whyWaiting) {
 			among = p.positionsAmong(append(slices.Clip(p.snap.Unplaced), ids...))
 		}
 	}
+	if among != nil { // mostly without a spread rule: room for all, not grown by doubling
+		plain = make([]scheduler.Replica, 0, len(among))
+	}
 	for k := range candidateCount(among, p.replicas) {
 		i := k
 		if among != nil {
