@@ -504,7 +504,8 @@ func (b *booker) book() *Booking {
 		next.machines, next.ids, next.lists = b.prev.machines[:0], b.prev.ids[:0], b.prev.lists[:0]
 	} else {
 		sorted := b.v.sorted
-		next.machines, next.ids, next.lists = make([]*bookedMachine, sorted), slices.Clone(b.v.ids[:sorted]), slices.Clone(b.lists[:sorted])
+		spare := b.p.spares()
+		next.machines, next.ids, next.lists = spareZeros(&spare.machines, sorted), spareCopy(&spare.ids, b.v.ids[:sorted]), spareCopy(&spare.lists, b.lists[:sorted])
 	}
 	for i, pm := range b.v.byID {
 		list := b.fresh[i]

@@ -17,8 +17,8 @@ import (
 // machines, a machine launched or terminated in one steady pass in
 // several, and counting every machine afresh then (a cache miss each)
 // was a twentieth of the steady hours' passes. The decision harness
-// compares it with a count afresh.
-func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetCensus {
+// compares it with a count afresh. Its lists are spares.
+func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice, spare *spares) *fleetCensus {
 	made, gone, changed := sp.made, sp.gone, sp.changed
 	c := old.copyCounts()
 	c.machines = len(machines)
@@ -27,7 +27,7 @@ func splicedCensus(old *fleetCensus, machines []*api.Machine, sp splice) *fleetC
 		c.names = names
 		return numbered
 	}
-	c.ids, c.marks = make([]string, 0, len(machines)), make([]censusMark, 0, len(machines))
+	c.ids, c.marks = takeSpare(&spare.ids, len(machines)), takeSpare(&spare.marks, len(machines))
 	j := 0 // the census's place of the next machine kept
 	for i := 0; i < len(machines); {
 		m := machines[i]

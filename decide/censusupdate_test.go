@@ -212,5 +212,5 @@ func splicedFrom(snap *Snapshot, next []*api.Machine) *fleetCensus {
 	if !ok {
 		return nil
 	}
-	return splicedCensus(snap.Booked.census, next, sp)
+	return splicedCensus(snap.Booked.census, next, sp, &spares{})
 }

@@ -168,6 +168,9 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 		for m := range p.mineMachines {
 			p.plan.Booked.ownMachines[m.ID] = true
 		}
+		if sc := snap.Scratch; sc != nil && snap.Booked != nil {
+			sc.spare.retire(snap.Booked, p.plan.Booked)
+		}
 	}
 	return p.plan
 }
@@ -188,7 +191,7 @@ func newPass(cfg Config, snap *Snapshot, mem Memory, now time.Time) *Pass {
 	if p.census = keptCensus(snap); p.census == nil {
 		if p.census = updatedCensus(snap, p.machines, p.sortedMachines); p.census == nil {
 			if sp, ok := p.sinceLast(); ok {
-				p.census = splicedCensus(snap.Booked.census, p.machines, sp)
+				p.census = splicedCensus(snap.Booked.census, p.machines, sp, p.spares())
 			}
 			if p.census == nil {
 				p.census = countFleet(p.machines)

@@ -1,10 +1,6 @@
 package decide
 
-import (
-	"iter"
-
-	"github.com/gantry-dev/gantry/scheduler"
-)
+import "iter"
 
 // keepRooms gives the booking the rooms of its machines: the last
 // booking's, where each machine kept was (taken over, or copied when the
@@ -13,7 +9,7 @@ func (b *booker) keepRooms(next *Booking, afresh iter.Seq[int]) {
 	n := len(next.machines)
 	switch prev := b.prev; {
 	case prev == nil || len(prev.rooms) != len(prev.machines):
-		next.rooms = make([]scheduler.Room, n)
+		next.rooms = spareZeros(&b.p.spares().rooms, n)
 		afresh = func(yield func(int) bool) { // every one
 			for k := range n {
 				if !yield(k) {
@@ -24,7 +20,7 @@ func (b *booker) keepRooms(next *Booking, afresh iter.Seq[int]) {
 	case b.inPlace && len(prev.rooms) == n:
 		next.rooms = prev.rooms
 	default:
-		next.rooms = make([]scheduler.Room, n)
+		next.rooms = spareZeros(&b.p.spares().rooms, n)
 		for i, j := range b.reused[:n] {
 			if j >= 0 {
 				next.rooms[i] = prev.rooms[j]

@@ -40,6 +40,9 @@ type Scratch struct {
 	planned []*planner.Machine
 	rooms   []scheduler.Room
 	planner planner.Scratch
+	// spare are the lists of machines the bookings consumed here left
+	// (spares.go).
+	spare spares
 	// views counts the views made here (and clearings): a booking's view
 	// is the one the scratch holds while the count is the view's.
 	views uint64
@@ -112,4 +115,5 @@ func (s *Scratch) Clear() {
 	clear(s.rooms[:cap(s.rooms)])
 	s.sched.Clear()
 	s.planner.Clear()
+	s.spare.poison()
 }

@@ -102,9 +102,9 @@ func (p *Pass) keptSkeleton(clusters []string) *viewSkeleton {
 
 // takeSkeleton reads the view's machines of clusters.
 func (p *Pass) takeSkeleton(clusters []string) *viewSkeleton {
-	n := len(p.machines)
-	sk := &viewSkeleton{clusters: slices.Clone(clusters), entries: make([]skeletonEntry, 0, n),
-		ids: make([]string, 0, n), lists: make([]machineList, 0, n)}
+	n, spare := len(p.machines), p.spares()
+	sk := &viewSkeleton{clusters: slices.Clone(clusters), entries: takeSpare(&spare.entries, n),
+		ids: takeSpare(&spare.ids, n), lists: takeSpare(&spare.lists, n)}
 	clusterOf := runMemo(p.clusterInView(clusters)) // machines come by id, mostly of one cluster or a few
 	for i, m := range p.machines {
 		if e, list, in := readEntry(i, m, clusterOf(m.Cluster)); in {
@@ -146,7 +146,8 @@ func (p *Pass) updatedSkeleton(clusters []string) *viewSkeleton {
 		case !in || e == sk.entries[k] && list == sk.lists[k]:
 			continue
 		case sk == old: // shared by passes: changed on a copy
-			sk = &viewSkeleton{clusters: old.clusters, entries: slices.Clone(old.entries), ids: old.ids, lists: slices.Clone(old.lists)}
+			spare := p.spares()
+			sk = &viewSkeleton{clusters: old.clusters, entries: spareCopy(&spare.entries, old.entries), ids: old.ids, lists: spareCopy(&spare.lists, old.lists)}
 		}
 		sk.entries[k], sk.lists[k] = e, list
 	}
@@ -177,8 +178,8 @@ func (p *Pass) splicedSkeleton(clusters []string) *viewSkeleton {
 	if !ok {
 		return nil
 	}
-	n := len(old.entries) + len(sp.made)
-	sk := &viewSkeleton{clusters: old.clusters, entries: make([]skeletonEntry, 0, n), ids: make([]string, 0, n), lists: make([]machineList, 0, n)}
+	n, spare := len(old.entries)+len(sp.made), p.spares()
+	sk := &viewSkeleton{clusters: old.clusters, entries: takeSpare(&spare.entries, n), ids: takeSpare(&spare.ids, n), lists: takeSpare(&spare.lists, n)}
 	from := make([]int32, 0, n)
 	clusterOf := p.clusterInView(clusters)
 	read := func(i int, was int32) {
