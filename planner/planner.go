@@ -327,19 +327,18 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 			ruled = append(ruled, spread...)
 		}
 		p.placeExclusive(session, alone, &res)
-		merge(&res, session.Place(ruled, p.open))
-		filled := session.Fill(free)
-		merge(&res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
+		session.PlaceInto(&res, ruled, p.open)
+		unfilled := session.FillInto(&res, free)
 		rest := pinned
 		for _, r := range free {
-			if _, ok := filled.Unplaced[r.ID]; ok {
+			if _, ok := unfilled[r.ID]; ok {
 				rest = append(rest, r)
 			}
 		}
 		opened, left := p.placeByMix(rest, zones, &res)
 		session.Add(opened...)
 		session.Learn(rest)
-		merge(&res, session.Place(left, p.open))
+		session.PlaceInto(&res, left, p.open)
 	}
 	return res, session.Machines()
 }
@@ -350,12 +349,11 @@ func (p *planning) placeExclusive(session *scheduler.Session, rs []scheduler.Rep
 	if len(rs) == 0 {
 		return
 	}
-	filled := session.Fill(rs)
-	merge(res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
+	unfilled := session.FillInto(res, rs)
 	byCluster := map[string][]scheduler.Replica{}
 	var clusters []string
 	for _, r := range rs {
-		if _, ok := filled.Unplaced[r.ID]; !ok {
+		if _, ok := unfilled[r.ID]; !ok {
 			continue
 		}
 		if _, ok := byCluster[r.Cluster]; !ok {
@@ -371,7 +369,7 @@ func (p *planning) placeExclusive(session *scheduler.Session, rs []scheduler.Rep
 		left = append(left, rest...)
 	}
 	session.Learn(rs)
-	merge(res, session.Place(left, p.open))
+	session.PlaceInto(res, left, p.open)
 }
 
 // byPriority groups replicas by priority, highest first.
@@ -393,14 +391,6 @@ func byPriority(rs []scheduler.Replica) [][]scheduler.Replica {
 		out[i] = levels[pr]
 	}
 	return out
-}
-
-func merge(into *scheduler.Result, part scheduler.Result) {
-	into.Placements = append(into.Placements, part.Placements...)
-	into.Evictions = append(into.Evictions, part.Evictions...)
-	for id, why := range part.Unplaced {
-		into.Unplaced[id] = why
-	}
 }
 
 type planning struct {
