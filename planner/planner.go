@@ -327,18 +327,19 @@ func (p *planning) place(in Input) (scheduler.Result, []*scheduler.Machine) {
 			ruled = append(ruled, spread...)
 		}
 		p.placeExclusive(session, alone, &res)
-		session.PlaceInto(&res, ruled, p.open)
-		unfilled := session.FillInto(&res, free)
+		merge(&res, session.Place(ruled, p.open))
+		filled := session.Fill(free)
+		merge(&res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
 		rest := pinned
 		for _, r := range free {
-			if _, ok := unfilled[r.ID]; ok {
+			if _, ok := filled.Unplaced[r.ID]; ok {
 				rest = append(rest, r)
 			}
 		}
 		opened, left := p.placeByMix(rest, zones, &res)
 		session.Add(opened...)
 		session.Learn(rest)
-		session.PlaceInto(&res, left, p.open)
+		merge(&res, session.Place(left, p.open))
 	}
 	return res, session.Machines()
 }
@@ -349,11 +350,12 @@ func (p *planning) placeExclusive(session *scheduler.Session, rs []scheduler.Rep
 	if len(rs) == 0 {
 		return
 	}
-	unfilled := session.FillInto(res, rs)
+	filled := session.Fill(rs)
+	merge(res, scheduler.Result{Placements: filled.Placements, Evictions: filled.Evictions})
 	byCluster := map[string][]scheduler.Replica{}
 	var clusters []string
 	for _, r := range rs {
-		if _, ok := unfilled[r.ID]; !ok {
+		if _, ok := filled.Unplaced[r.ID]; !ok {
 			continue
 		}
 		if _, ok := byCluster[r.Cluster]; !ok {
@@ -369,7 +371,7 @@ func (p *planning) placeExclusive(session *scheduler.Session, rs []scheduler.Rep
 		left = append(left, rest...)
 	}
 	session.Learn(rs)
-	session.PlaceInto(res, left, p.open)
+	merge(res, session.Place(left, p.open))
 }
 
 // byPriority groups replicas by priority, highest first.
@@ -391,6 +393,14 @@ func byPriority(rs []scheduler.Replica) [][]scheduler.Replica {
 		out[i] = levels[pr]
 	}
 	return out
+}
+
+func merge(into *scheduler.Result, part scheduler.Result) {
+	into.Placements = append(into.Placements, part.Placements...)
+	into.Evictions = append(into.Evictions, part.Evictions...)
+	for id, why := range part.Unplaced {
+		into.Unplaced[id] = why
+	}
 }
 
 type planning struct {

@@ -70,17 +70,16 @@ type roomLeftOut struct {
 }
 
 // shareMachines copies the input's machines that receives lets in (nil:
-// every one) for the plan's session, in the scratch's lists; each shares its
+// every one) for the plan's session, in one allocation; each shares its
 // counts of services and its devices with the input's until the session
 // books or unbooks on it (which copies them first): most of a fleet's
 // machines take nothing new in a plan. Those left out are counted, not
 // read.
 func (p *planning) shareMachines(receives func(int, *Machine) bool) []*scheduler.Machine {
 	p.receives = receives
-	scratch := p.in.Scratch.of()
 	in := p.in.Machines
 	if receives != nil {
-		in = sized(&scratch.placing, len(p.in.Machines))[:0]
+		in = make([]*Machine, 0, len(p.in.Machines))
 		for i, m := range p.in.Machines {
 			if receives(i, m) {
 				in = append(in, m)
@@ -89,8 +88,8 @@ func (p *planning) shareMachines(receives func(int, *Machine) bool) []*scheduler
 			p.outOfPlace.machines++
 		}
 	}
-	out := sized(&scratch.placedOrder, len(in))
-	copies := sized(&scratch.placed, len(in)) // only as many as go in: a fleet's worth is copied otherwise
+	out := make([]*scheduler.Machine, len(in))
+	copies := make([]scheduler.Machine, len(in)) // only as many as go in: a fleet's worth is zeroed otherwise
 	for i, m := range in {
 		m.ShareInto(&copies[i])
 		out[i] = &copies[i]

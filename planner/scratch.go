@@ -22,11 +22,6 @@ type Scratch struct {
 	whatIfMachines []*scheduler.Machine
 	whatIfIDs      []string
 	whatIfReplicas [][]scheduler.Replica
-	// The placing session's machines (those that may receive a pending
-	// replica), their copies and the list of those (shareMachines).
-	placing     []*Machine
-	placed      []scheduler.Machine
-	placedOrder []*scheduler.Machine
 }
 
 // of is s, or a scratch for one plan when there is none.
@@ -50,9 +45,6 @@ func (s *Scratch) Clear() {
 	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
 	clear(s.whatIfIDs[:cap(s.whatIfIDs)])
 	clear(s.whatIfReplicas[:cap(s.whatIfReplicas)])
-	clear(s.placing[:cap(s.placing)])
-	clear(s.placed[:cap(s.placed)])
-	clear(s.placedOrder[:cap(s.placedOrder)])
 }
 
 // sized is *buf as a list of n, grown when it is too short; what it held

@@ -277,22 +277,13 @@ func NewSession(machines []*Machine) *Session { return (*Scratch)(nil).NewSessio
 // Place places replicas; with an opener, a replica that fits nowhere gets
 // a new machine when the opener can make one.
 func (s *Session) Place(pending []Replica, open Opener) Result {
-	res := Result{Unplaced: map[string]string{}}
-	s.PlaceInto(&res, pending, open)
-	return res
-}
-
-// PlaceInto is Place adding what it decides to res (whose Unplaced is
-// not nil): a caller that gathers the results of many calls does not
-// copy each.
-func (s *Session) PlaceInto(res *Result, pending []Replica, open Opener) {
 	s.st.learnLabels(pending)
 	s.st.explained = nil // the machines may have changed since the last call
-	classes, done := s.st.classesOf(pending, s.demand)
-	for _, cl := range classes {
-		s.st.placeClass(cl, res, open)
+	res := Result{Unplaced: map[string]string{}}
+	for _, cl := range classesOf(pending, s.demand) {
+		s.st.placeClass(cl, &res, open)
 	}
-	done()
+	return res
 }
 
 // Add brings machines opened outside the session into it (with what was
@@ -312,21 +303,9 @@ func (s *Session) Learn(replicas []Replica) { s.st.learnLabels(replicas) }
 // left over are in Unplaced without an explanation (the caller places
 // them elsewhere).
 func (s *Session) Fill(pending []Replica) Result {
-	var res Result
-	res.Unplaced = s.FillInto(&res, pending)
-	return res
-}
-
-// FillInto is Fill adding its placements and evictions to res's; it
-// returns the replicas left over (Fill's Unplaced), res.Unplaced is not
-// written.
-func (s *Session) FillInto(res *Result, pending []Replica) map[string]string {
 	s.st.terse = true
 	defer func() { s.st.terse = false }()
-	part := Result{Placements: res.Placements, Evictions: res.Evictions, Unplaced: map[string]string{}}
-	s.PlaceInto(&part, pending, nil)
-	res.Placements, res.Evictions = part.Placements, part.Evictions
-	return part.Unplaced
+	return s.Place(pending, nil)
 }
 
 // PlaceAll places every replica or stops at the first that fits nowhere
@@ -337,9 +316,7 @@ func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
 	defer func() { s.st.terse = false }()
 	s.st.learnLabels(pending)
 	res := Result{Unplaced: map[string]string{}}
-	classes, done := s.st.classesOf(pending, s.demand)
-	defer done()
-	for _, cl := range classes {
+	for _, cl := range classesOf(pending, s.demand) {
 		s.st.placeClass(cl, &res, nil)
 		if len(res.Unplaced) > 0 {
 			return res, false
@@ -479,14 +456,8 @@ func inIndexOrder(rs []Replica) {
 // classesOf groups replicas by service and orders classes for placement:
 // priority, then largest first (first-fit decreasing packs better), then
 // name.
-// The classes' replicas are copied into the session's list of them,
-// which done hands back for its next call (a call made while they are
-// placed copies into a list of its own).
-func (st *state) classesOf(pending []Replica, demand api.Resources) (classes []*class, done func()) {
-	grouped := st.grouped
-	st.grouped = nil
-	out, grouped := groupClasses(pending, grouped)
-	done = func() { st.grouped = grouped[:0] }
+func classesOf(pending []Replica, demand api.Resources) []*class {
+	out := groupClasses(pending)
 	for _, c := range out {
 		inIndexOrder(c.replicas)
 	}
@@ -502,7 +473,7 @@ func (st *state) classesOf(pending []Replica, demand api.Resources) (classes []*
 	if demand.MilliCPU > 0 && demand.MemoryBytes > 0 {
 		out = interleave(out, demand)
 	}
-	return out, done
+	return out
 }
 
 // groupClasses groups pending by class, in the order each class first
@@ -510,7 +481,7 @@ func (st *state) classesOf(pending []Replica, demand api.Resources) (classes []*
 // first and then copied once into one array (at 10,000 machines a
 // fleet's launch holds tens of thousands waiting, and growing each
 // class's list as it was found was most of the grouping).
-func groupClasses(pending, buf []Replica) ([]*class, []Replica) {
+func groupClasses(pending []Replica) []*class {
 	byKey := map[classKey]int{}
 	classOf := make([]int32, len(pending))
 	var counts []int
@@ -530,11 +501,7 @@ func groupClasses(pending, buf []Replica) ([]*class, []Replica) {
 		classOf[i] = int32(lastClass)
 		counts[lastClass]++
 	}
-	all := buf[:0]
-	if cap(all) < len(pending) {
-		all = make([]Replica, 0, len(pending))
-	}
-	all = all[:len(pending)]
+	all := make([]Replica, len(pending))
 	out := make([]*class, len(counts))
 	start := 0
 	for c, n := range counts {
@@ -544,7 +511,7 @@ func groupClasses(pending, buf []Replica) ([]*class, []Replica) {
 	for i, c := range classOf {
 		out[c].replicas = append(out[c].replicas, pending[i])
 	}
-	return out, all
+	return out
 }
 
 // interleave reorders each priority level by shape, alternating the most

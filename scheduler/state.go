@@ -40,9 +40,6 @@ type state struct {
 	// explained are the explanations given in a Place call since its last
 	// placement, by shape (explainOnce).
 	explained map[explainKey]string
-	// grouped is the list Place copies its classes' replicas into, kept
-	// for its next call (classesOf).
-	grouped []Replica
 }
 
 type scored struct {
