@@ -14,14 +14,7 @@ import (
 // afresh in every pass that launched or ended a machine). A spare is
 // never a list the booking being consumed holds: a pass takes spares
 // only from bookings consumed before its own.
-type spares struct {
-	entries  [][]skeletonEntry
-	ids      [][]string
-	lists    [][]machineList
-	marks    [][]censusMark
-	rooms    [][]scheduler.Room
-	machines [][]*bookedMachine
-}
+type spares machineLists
 
 // spares are the scratch's spare lists (a pass's own when it has no
 // scratch).
