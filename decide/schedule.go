@@ -289,14 +289,31 @@ func splicedEntries(last []*planner.Machine, from []int32) []*planner.Machine {
 	}
 	fresh := make([]planner.Machine, made)
 	byID := make([]*planner.Machine, len(from))
+	next := 0 // the entries of last before it that no machine took are dropped
 	for i, k := range from {
 		if k >= 0 {
 			byID[i] = last[k]
+			if int(k) >= next { // kept entries keep their order (by id)
+				dropEntries(last[next:k])
+				next = int(k) + 1
+			}
 		} else {
 			byID[i], fresh = &fresh[0], fresh[1:]
 		}
 	}
+	dropEntries(last[next:])
 	return byID
+}
+
+// dropEntries empties the entries of machines a spliced view left: a
+// machine's entry points to its booked machine, and through it to the
+// array of every machine of the layout it was booked in (layOut), which
+// it would keep from the collector for as long as the scratch keeps the
+// entry.
+func dropEntries(entries []*planner.Machine) {
+	for _, pm := range entries {
+		*pm = planner.Machine{}
+	}
 }
 
 // restoreTouched puts the entries the last pass changed after it booked

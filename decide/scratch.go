@@ -21,7 +21,10 @@ import (
 // zero value is ready; passes that share one must not run at once.
 type Scratch struct {
 	machines []planner.Machine
-	copies   []scheduler.Machine
+	// machinesUsed: the last view's length of machines (past it, none
+	// points anywhere).
+	machinesUsed int
+	copies       []scheduler.Machine
 	// The pass's replicas and machines (it changes its lists, not the
 	// snapshot's).
 	replicas    []*api.Replica
@@ -83,7 +86,12 @@ func (s *Scratch) plannerMachines(n int) []planner.Machine {
 	}
 	if cap(s.machines) < n {
 		s.machines = make([]planner.Machine, 0, n+n/8) // room for a growing fleet
+	} else if s.machinesUsed > n {
+		// The machines past the view's end keep what they pointed to:
+		// each the array of machines of the layout it was booked in.
+		clear(s.machines[n:s.machinesUsed])
 	}
+	s.machinesUsed = n
 	return s.machines[:0]
 }
 

@@ -62,7 +62,13 @@ func (s *spares) retire(prev, next *Booking) {
 	keepSpares(&s.lists, was.lists, now.lists)
 	keepSpares(&s.marks, was.marks, now.marks)
 	keepSpares(&s.rooms, was.rooms, now.rooms)
+	kept := len(s.machines)
 	keepSpares(&s.machines, was.machines, now.machines)
+	for _, l := range s.machines[kept:] {
+		// A spare holds no machine: each entry it pointed to holds its
+		// layout's whole array of machines (layOut).
+		clear(l[:cap(l)])
+	}
 }
 
 // poison overwrites every spare, as a harness's proof that nothing kept

@@ -72,9 +72,12 @@ type Harness struct {
 	// cleared after each; PatchedViews counts the passes that took the
 	// last pass's view.
 	scratch, freshScratch decide.Scratch
-	passes                int
-	PatchedViews          int
-	PatchedPlacingViews   int
+	// KeepScratch: the scratch is never cleared, as a controller's is not
+	// (tests of what it keeps alive).
+	KeepScratch         bool
+	passes              int
+	PatchedViews        int
+	PatchedPlacingViews int
 	// TouchedBookings counts the passes that booked only the machines a
 	// change touched.
 	TouchedBookings int
@@ -287,7 +290,7 @@ func (h *Harness) decideBothWays() decide.Plan {
 	if why := plan.Booked.SumsDiffer(); why != "" {
 		h.T.Fatalf("at %s %s", h.Now.Format(time.RFC3339Nano), why)
 	}
-	if h.passes++; h.passes%2 == 0 {
+	if h.passes++; h.passes%2 == 0 && !h.KeepScratch {
 		h.scratch.Clear()
 	}
 	if plan.Booked.PatchedView() {
@@ -546,3 +549,6 @@ func snapshotJSON(t testing.TB, s *decide.Snapshot) string {
 	}
 	return string(data)
 }
+
+// Scratch is the scratch the passes from a booking work in.
+func (h *Harness) Scratch() *decide.Scratch { return &h.scratch }
