@@ -140,8 +140,9 @@ func (p *planning) weigher(plan *Plan) func([]eligible, *Machine, int, int32) []
 		return nil
 	}
 	var last holding
+	madeBy := p.in.Now.Add(-p.cfg.MinLifetime) // made after it: younger than MinLifetime (a comparison, not a Sub checked for overflow, each machine)
 	return func(out []eligible, m *Machine, i int, slot int32) []eligible {
-		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && p.in.Now.Sub(m.CreatedAt) < p.cfg.MinLifetime {
+		if !m.Joined || m.DoNotDisrupt || len(m.Replicas) > 0 && m.CreatedAt.After(madeBy) {
 			return out
 		}
 		e := eligible{keyed: keyed{removable{m, slot, int32(i)}, len(m.Replicas), m.PricePerHour, m.ID}, cluster: m.Cluster,

@@ -31,9 +31,10 @@ type cloud struct {
 	// instances are every instance launched, by machine id.
 	instances map[string]*instance
 	// order is the instances by launch, for lists in a stable order;
-	// unpruned is how many of them went since it was last pruned.
-	order    []*instance
-	unpruned int
+	// unpruned is how many of them went since it was last pruned, and
+	// unlisted how many went since the last list.
+	order              []*instance
+	unpruned, unlisted int
 	// silent are the machines whose instance is gone that the store may
 	// still hold joined and heard from: the only joined machines that do
 	// not heartbeat (a machine joins only with its instance there), and
@@ -112,6 +113,9 @@ func (c *cloud) launchAnswered(id string) error {
 	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now, tags: map[string]string{provisioner.TagMachine: m.ID}}
 	c.instances[m.ID] = inst
 	c.order = append(c.order, inst)
+	// Its address counts the instances there were at the last list,
+	// which pruned those gone, and those launched since.
+	at := len(c.order) - c.unpruned + c.unlisted
 	c.outcome(o)
 	c.ledger.billFrom(m, c.w.Now)
 	c.agenda.add(event{At: c.w.Now.Add(c.world.BootToJoin.draw(c.rng)), Kind: agentJoins, Machine: m.ID})
@@ -121,7 +125,7 @@ func (c *cloud) launchAnswered(id string) error {
 		}
 	}
 	return fleet.Launched(m, provisioner.Instance{ID: inst.id, State: provisioner.StatePending, LaunchedAt: c.w.Now,
-		Addresses: []string{fmt.Sprintf("10.2.%d.%d", len(c.order)/250%250, len(c.order)%250+1)}}, c.w.Now)
+		Addresses: []string{fmt.Sprintf("10.2.%d.%d", at/250%250, at%250+1)}}, c.w.Now)
 }
 
 // outcome leaves a call's outcome for the next pass, as a worker does.
@@ -173,6 +177,7 @@ func (c *cloud) gone(id, by string) {
 	}
 	inst.gone, inst.goneBy = true, by
 	c.unpruned++
+	c.unlisted++
 	c.lastBeat(id)
 	c.silent[id] = true
 	c.ledger.billUntil(id, c.w.Now)
@@ -211,7 +216,8 @@ func (c *cloud) list(keys []string) {
 		c.w.Snap.Inventories[key] = inv
 		c.w.Snap.ListedAt[key] = c.w.Now
 	}
-	if c.unpruned > 0 { // not a walk of every instance each pass
+	c.unlisted = 0
+	if c.unpruned > len(c.order)/4 { // a walk of every instance now and then, not whenever one went
 		c.order = slices.DeleteFunc(c.order, func(i *instance) bool { return i.gone })
 		c.unpruned = 0
 	}
