@@ -289,31 +289,47 @@ func splicedEntries(last []*planner.Machine, from []int32) []*planner.Machine {
 	}
 	fresh := make([]planner.Machine, made)
 	byID := make([]*planner.Machine, len(from))
-	next := 0 // the entries of last before it that no machine took are dropped
 	for i, k := range from {
 		if k >= 0 {
 			byID[i] = last[k]
-			if int(k) >= next { // kept entries keep their order (by id)
-				dropEntries(last[next:k])
-				next = int(k) + 1
-			}
 		} else {
 			byID[i], fresh = &fresh[0], fresh[1:]
 		}
 	}
-	dropEntries(last[next:])
+	dropLeft(last, from)
 	return byID
 }
 
-// dropEntries empties the entries of machines a spliced view left: a
-// machine's entry points to its booked machine, and through it to the
-// array of every machine of the layout it was booked in (layOut), which
-// it would keep from the collector for as long as the scratch keeps the
-// entry.
-func dropEntries(entries []*planner.Machine) {
-	for _, pm := range entries {
-		*pm = planner.Machine{}
+// dropLeft empties the entries of last that the spliced view does not
+// take over (from): a machine's entry points to its booked machine, and
+// through it to the array of every machine of the layout it was booked
+// in (layOut), which it would keep from the collector for as long as
+// the scratch keeps the entry. Both views list their machines by id, so
+// from takes its entries in order; were it not, nothing is dropped
+// rather than an entry still taken.
+func dropLeft(last []*planner.Machine, from []int32) {
+	next := 0
+	for _, k := range from {
+		if k >= 0 {
+			if int(k) < next {
+				return
+			}
+			next = int(k) + 1
+		}
 	}
+	drop := func(entries []*planner.Machine) {
+		for _, pm := range entries {
+			*pm = planner.Machine{}
+		}
+	}
+	next = 0
+	for _, k := range from {
+		if k >= 0 {
+			drop(last[next:k])
+			next = int(k) + 1
+		}
+	}
+	drop(last[next:])
 }
 
 // restoreTouched puts the entries the last pass changed after it booked
