@@ -42,14 +42,58 @@ started=$SECONDS
 failed=()
 step() { printf '\n==> %s (at %ds)\n' "$*" $((SECONDS - started)); }
 # check NAME COMMAND...: runs a step's command; a failure is recorded and
-# the run goes on.
+# the run goes on. The command runs in the background and the script
+# waits for it: bash runs a trap only once its foreground command ends,
+# and wait returns at once on a signal (see stop_run). A background
+# command would ignore SIGINT and SIGQUIT, and so would every process it
+# starts (the tests' servers, agents and PostgreSQL): the command gets
+# them back as a foreground one has them.
 check() {
   local name=$1; shift
-  if ! "$@"; then
+  (trap - INT QUIT; "$@") &
+  if ! wait $!; then
     echo "test.sh: FAILED: $name" >&2
     failed+=("$name")
   fi
 }
+
+# descendants PID: every process below PID, parents before children
+# (found by parent pid: this run's own tree, never by a process's name;
+# other checkouts' runs on this host are left alone).
+descendants() {
+  local child
+  for child in $(pgrep -P "$1"); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+
+# stop_run STATUS: an interrupted run (Ctrl-C, CI's kill, a closed
+# terminal) takes down every process it started, servers and agents of the
+# tests included, instead of leaving them running: TERM, then KILL for
+# what is left after GANTRY_TEST_STOP_GRACE seconds. The services it set
+# up to keep (dockerd, PostgreSQL, the Kubernetes API server) run detached
+# once set up, outside this tree.
+stop_run() {
+  local status=$1 pids survivors
+  trap - INT TERM HUP EXIT
+  # Alive at once: the listing's own subshells have ended.
+  pids=$(ps -o pid= -p "$(descendants $$ | paste -sd, -)" 2>/dev/null | xargs)
+  echo "test.sh: interrupted; stopping the $(wc -w <<<"$pids") processes this run started" >&2
+  # shellcheck disable=SC2086
+  [[ -n $pids ]] && kill -TERM $pids 2>/dev/null
+  for _ in $(seq "${GANTRY_TEST_STOP_GRACE:-5}"); do
+    survivors=$(ps -o pid= -p "${pids// /,}" 2>/dev/null | xargs)
+    [[ -z $survivors ]] && break
+    sleep 1
+  done
+  # shellcheck disable=SC2086
+  [[ -n $survivors ]] && kill -KILL $survivors 2>/dev/null
+  exit "$status"
+}
+trap 'stop_run 130' INT
+trap 'stop_run 143' TERM
+trap 'stop_run 129' HUP
 
 # The services, in the background: each script's output goes to a file of
 # this run's, read once the Go code is compiled.
