@@ -82,6 +82,7 @@ stop_run() {
   echo "test.sh: interrupted; stopping the $(wc -w <<<"$pids") processes this run started" >&2
   # shellcheck disable=SC2086
   [[ -n $pids ]] && kill -TERM $pids 2>/dev/null
+  survivors=$pids # with no grace at all, every one of them gets KILL
   for _ in $(seq "${GANTRY_TEST_STOP_GRACE:-5}"); do
     survivors=$(ps -o pid= -p "${pids// /,}" 2>/dev/null | xargs)
     [[ -z $survivors ]] && break
