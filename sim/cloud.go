@@ -31,10 +31,12 @@ type cloud struct {
 	// instances are every instance launched, by machine id.
 	instances map[string]*instance
 	// order is the instances by launch, for lists in a stable order;
-	// unpruned is how many of them went since it was last pruned, and
-	// unlisted how many went since the last list.
-	order              []*instance
-	unpruned, unlisted int
+	// unpruned is how many of them went since it was last pruned.
+	order    []*instance
+	unpruned int
+	// launched counts the instances launched: each one's address is
+	// drawn from it, so that no two share one while both run.
+	launched int
 	// silent are the machines whose instance is gone that the store may
 	// still hold joined and heard from: the only joined machines that do
 	// not heartbeat (a machine joins only with its instance there), and
@@ -57,6 +59,7 @@ type instance struct {
 	key      string
 	id       string
 	launched time.Time
+	address  string
 	// tags are its tags, made once: a list answers with the same map
 	// (nothing a pass does writes an inventory's tags).
 	tags map[string]string
@@ -86,6 +89,15 @@ func (c *cloud) Terminate(m *api.Machine) bool {
 	return false
 }
 
+// Start answers a warm-pool machine's start at once, at the address its
+// instance had (none when its instance went).
+func (c *cloud) Start(m *api.Machine) []string {
+	if inst := c.instances[m.ID]; inst != nil && !inst.gone {
+		return []string{inst.address}
+	}
+	return nil
+}
+
 // launchAnswered: the instance exists (billed from now, its agent joins
 // after the boot, a spot one may be taken back), or the launch ran out of
 // capacity.
@@ -113,9 +125,8 @@ func (c *cloud) launchAnswered(id string) error {
 	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now, tags: map[string]string{provisioner.TagMachine: m.ID}}
 	c.instances[m.ID] = inst
 	c.order = append(c.order, inst)
-	// Its address counts the instances there were at the last list,
-	// which pruned those gone, and those launched since.
-	at := len(c.order) - c.unpruned + c.unlisted
+	inst.address = instanceAddress(c.launched)
+	c.launched++
 	c.outcome(o)
 	c.ledger.billFrom(m, c.w.Now)
 	c.agenda.add(event{At: c.w.Now.Add(c.world.BootToJoin.draw(c.rng)), Kind: agentJoins, Machine: m.ID})
@@ -125,7 +136,15 @@ func (c *cloud) launchAnswered(id string) error {
 		}
 	}
 	return fleet.Launched(m, provisioner.Instance{ID: inst.id, State: provisioner.StatePending, LaunchedAt: c.w.Now,
-		Addresses: []string{fmt.Sprintf("10.2.%d.%d", at/250%250, at%250+1)}}, c.w.Now)
+		Addresses: []string{inst.address}}, c.w.Now)
+}
+
+// instanceAddress is the address of the nth instance launched (from 0):
+// 10.2.0.1 onward, 250 to a /24, then the next /16; unique for the
+// first 15 million launches (a week of 10,000 machines launches about
+// 70,000).
+func instanceAddress(n int) string {
+	return fmt.Sprintf("10.%d.%d.%d", 2+n/(250*250)%250, n/250%250, n%250+1)
 }
 
 // outcome leaves a call's outcome for the next pass, as a worker does.
@@ -177,7 +196,6 @@ func (c *cloud) gone(id, by string) {
 	}
 	inst.gone, inst.goneBy = true, by
 	c.unpruned++
-	c.unlisted++
 	c.lastBeat(id)
 	c.silent[id] = true
 	c.ledger.billUntil(id, c.w.Now)
@@ -216,7 +234,6 @@ func (c *cloud) list(keys []string) {
 		c.w.Snap.Inventories[key] = inv
 		c.w.Snap.ListedAt[key] = c.w.Now
 	}
-	c.unlisted = 0
 	if c.unpruned > len(c.order)/4 { // a walk of every instance now and then, not whenever one went
 		c.order = slices.DeleteFunc(c.order, func(i *instance) bool { return i.gone })
 		c.unpruned = 0

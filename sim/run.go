@@ -377,6 +377,9 @@ func (r *run) apply(plan decide.Plan) error {
 		if i := slices.IndexFunc(r.w.Snap.Machines, func(m *api.Machine) bool { return !m.Live() }); i >= 0 {
 			return fmt.Errorf("machine %s ended, but is still in the store after a plan", r.w.Snap.Machines[i].ID)
 		}
+		if err := r.addressesApart(); err != nil {
+			return err
+		}
 	}
 	if err := r.changes.afterApply(&r.w, plan, machines, r.mem, plan.Memory); err != nil {
 		return err
@@ -411,6 +414,24 @@ func (r *run) apply(plan decide.Plan) error {
 	}
 	for _, id := range terminating {
 		r.lost(id, false)
+	}
+	return nil
+}
+
+// addressesApart fails if two machines whose instances run share an
+// address (tests: a replica's address is its machine's, off an overlay).
+func (r *run) addressesApart() error {
+	holder := map[string]string{}
+	for _, m := range r.w.Snap.Machines {
+		if !r.cloud.alive(m.ID) {
+			continue
+		}
+		for _, a := range m.Addresses {
+			if other, taken := holder[a]; taken {
+				return fmt.Errorf("at %s machines %s and %s both have address %s", r.w.Now, other, m.ID, a)
+			}
+			holder[a] = m.ID
+		}
 	}
 	return nil
 }

@@ -82,6 +82,27 @@ func TestABurstIsServedAndItsMachinesGo(t *testing.T) {
 	}
 }
 
+// Machines come and go and come again: no two whose instances run share
+// an address (simulate's check after every plan), however many went
+// before.
+func TestNoTwoRunningInstancesShareAnAddress(t *testing.T) {
+	s := testSetup(t, `2026-01-01T00:00:00Z,web,4
+2026-01-01T01:00:00Z,web,60
+2026-01-01T02:00:00Z,web,10
+2026-01-01T03:00:00Z,web,60
+2026-01-01T04:00:00Z,web,10
+2026-01-01T05:00:00Z,web,60
+2026-01-01T06:00:00Z,web,10
+`, "web")
+	res, err := simulate(context.Background(), s, defaultPolicy(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Disruptions.Terminations[decide.CauseDrained] == 0 || res.Disruptions.Launches < 20 {
+		t.Fatalf("launches %d, terminations %v: want machines to come and go, and come again", res.Disruptions.Launches, res.Disruptions.Terminations)
+	}
+}
+
 // A GPU service's replicas run on machines of a GPU type: the machine
 // launched for them is waited for, not launched again each pass until it
 // joins, and the agents report their type's GPU devices as they join (the

@@ -72,6 +72,19 @@ type Provider interface {
 	// Terminate is told of the terminate call of a terminating machine:
 	// true when the instance is gone now.
 	Terminate(m *api.Machine) bool
+	// Start is told of the start call of a stopped warm-pool machine: the
+	// addresses its instance runs at again (a stopped instance keeps its
+	// private address, as a cloud's does).
+	Start(m *api.Machine) []string
+}
+
+// startedAt are the addresses a started warm-pool machine runs at: its
+// provider's, or one address for every machine without one.
+func (w *World) startedAt(m *api.Machine) []string {
+	if w.Provider != nil {
+		return w.Provider.Start(m)
+	}
+	return []string{"10.1.0.1"}
 }
 
 // answerLaunch gives an intent the instance its provider answers with now,
@@ -154,7 +167,7 @@ func (w *World) Apply(p decide.Plan) error {
 		}
 	}
 	for _, s := range p.Starts {
-		if err := w.onMachine(s.Machine, func(m *api.Machine) error { return fleet.Started(m, []string{"10.1.0.1"}, w.Now) }); err != nil {
+		if err := w.onMachine(s.Machine, func(m *api.Machine) error { return fleet.Started(m, w.startedAt(m), w.Now) }); err != nil {
 			return err
 		}
 	}
