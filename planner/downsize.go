@@ -96,17 +96,20 @@ func scarceRoom(machines []*scheduler.Machine, out roomLeftOut) float64 {
 func nonNegative(r api.Resources) api.Resources { return maxResources(r, api.Resources{}) }
 
 // sessionMachines are the live machines and the plan's new ones still
-// kept (compaction dropped some).
+// kept: those it opened that compaction dropped are left out (known by
+// the plan, not by a set of every live machine's id).
 func (p *planning) sessionMachines(machines []*scheduler.Machine) []*scheduler.Machine {
 	kept := make(map[*scheduler.Machine]bool, len(p.bins))
 	for _, b := range p.bins {
 		kept[b.m] = true
 	}
-	live := make(map[string]bool, len(p.in.Machines))
-	for _, m := range p.in.Machines {
-		live[m.ID] = true
+	dropped := map[*scheduler.Machine]bool{}
+	for _, m := range p.opened {
+		if !kept[m] {
+			dropped[m] = true
+		}
 	}
-	return slices.DeleteFunc(slices.Clone(machines), func(m *scheduler.Machine) bool { return !kept[m] && !live[m.ID] })
+	return slices.DeleteFunc(slices.Clone(machines), func(m *scheduler.Machine) bool { return dropped[m] })
 }
 
 // shrink moves the bin's movable replicas where the session finds room

@@ -409,7 +409,10 @@ type planning struct {
 	groups  map[string]*Group
 	catalog *offeringIndex
 	bins    []*bin
-	added   map[string]int
+	// opened are the machines the plan opened, those compaction
+	// dropped from bins too.
+	opened []*scheduler.Machine
+	added  map[string]int
 	// noShortcuts: see compute.
 	noShortcuts bool
 	// leftOut counts the machines consolidation left out as unable to
@@ -494,7 +497,7 @@ func (p *planning) openMinSize() []*scheduler.Machine {
 			b := &bin{group: g, itype: cand.itype, offering: cand.offering, floor: true,
 				reason: fmt.Sprintf("group below minSize %d", g.MinSize)}
 			b.m = newMachine(fmt.Sprintf("new-%d", len(p.bins)+1), g, cand.itype, cand.offering)
-			p.bins = append(p.bins, b)
+			p.bins, p.opened = append(p.bins, b), append(p.opened, b.m)
 			out = append(out, b.m)
 		}
 	}
@@ -616,7 +619,7 @@ func (p *planning) openCandidate(cand *candidate, r *scheduler.Replica) *schedul
 	b := &bin{group: cand.group, itype: cand.itype, offering: cand.offering,
 		reason: fmt.Sprintf("pending replicas need capacity (first: %s)", r.ID)}
 	b.m = newMachine(fmt.Sprintf("new-%d", len(p.bins)+1), cand.group, cand.itype, cand.offering)
-	p.bins = append(p.bins, b)
+	p.bins, p.opened = append(p.bins, b), append(p.opened, b.m)
 	return b.m
 }
 
