@@ -122,10 +122,10 @@ func (c *cloud) launchAnswered(id string) error {
 		c.changes.ended(m.ID)
 		return fleet.LaunchFailed(m, err, c.w.Now)
 	}
-	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now, tags: map[string]string{provisioner.TagMachine: m.ID}}
+	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now, tags: map[string]string{provisioner.TagMachine: m.ID},
+		address: instanceAddress(c.launched)}
 	c.instances[m.ID] = inst
 	c.order = append(c.order, inst)
-	inst.address = instanceAddress(c.launched)
 	c.launched++
 	c.outcome(o)
 	c.ledger.billFrom(m, c.w.Now)
