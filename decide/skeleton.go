@@ -49,6 +49,8 @@ type skeletonEntry struct {
 }
 
 // instant is a time as nanoseconds since 1970 (noInstant: the zero time).
+// It holds the years 1678 to 2262, UnixNano's range: the times it keeps
+// are machines' creation times, set by the server's clock.
 type instant int64
 
 const noInstant instant = math.MinInt64
