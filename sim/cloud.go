@@ -123,7 +123,7 @@ func (c *cloud) launchAnswered(id string) error {
 		return fleet.LaunchFailed(m, err, c.w.Now)
 	}
 	inst := &instance{machine: m.ID, key: registry.KeyOf(m), id: "i-" + m.ID, launched: c.w.Now, tags: map[string]string{provisioner.TagMachine: m.ID},
-		address: instanceAddress(c.launched)}
+		address: playback.InstanceAddress(c.launched)}
 	c.instances[m.ID] = inst
 	c.order = append(c.order, inst)
 	c.launched++
@@ -137,14 +137,6 @@ func (c *cloud) launchAnswered(id string) error {
 	}
 	return fleet.Launched(m, provisioner.Instance{ID: inst.id, State: provisioner.StatePending, LaunchedAt: c.w.Now,
 		Addresses: []string{inst.address}}, c.w.Now)
-}
-
-// instanceAddress is the address of the nth instance launched (from 0):
-// 10.2.0.1 onward, 250 to a /24, then the next /16; unique for the
-// first 15 million launches (a week of 10,000 machines launches about
-// 70,000).
-func instanceAddress(n int) string {
-	return fmt.Sprintf("10.%d.%d.%d", 2+n/(250*250)%250, n/250%250, n%250+1)
 }
 
 // outcome leaves a call's outcome for the next pass, as a worker does.

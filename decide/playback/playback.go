@@ -37,6 +37,13 @@ type World struct {
 	// in a walk of them all for each plan. It needs IndexMachines.
 	Ended func() []string
 	seq   int
+	// launches counts the instances the world launched or started without
+	// a Provider, each at an address of its own (InstanceAddress);
+	// stoppedAt are the addresses of the machines it stopped, which they
+	// run at again once started, as a cloud's stopped instance keeps its
+	// private address.
+	launches  int
+	stoppedAt map[string][]string
 	// byID indexes the replicas, when IndexReplicas asked for it;
 	// machineByID the machines, when IndexMachines did.
 	byID        map[string]*api.Replica
@@ -79,23 +86,53 @@ type Provider interface {
 }
 
 // startedAt are the addresses a started warm-pool machine runs at: its
-// provider's, or one address for every machine without one.
+// provider's, or without one those it ran at before it was stopped (a
+// new one's for a machine the world did not stop).
 func (w *World) startedAt(m *api.Machine) []string {
 	if w.Provider != nil {
 		return w.Provider.Start(m)
 	}
-	return []string{"10.1.0.1"}
+	if addresses, ok := w.stoppedAt[m.ID]; ok {
+		delete(w.stoppedAt, m.ID)
+		return addresses
+	}
+	return []string{w.nextAddress()}
+}
+
+// stop stops a machine, keeping the addresses it ran at for its start.
+func (w *World) stop(m *api.Machine) error {
+	if w.Provider == nil && len(m.Addresses) > 0 {
+		if w.stoppedAt == nil {
+			w.stoppedAt = map[string][]string{}
+		}
+		w.stoppedAt[m.ID] = m.Addresses
+	}
+	return fleet.Stopped(m, w.Now)
+}
+
+// nextAddress is the address of the next instance the world launches.
+func (w *World) nextAddress() string {
+	w.launches++
+	return InstanceAddress(w.launches - 1)
+}
+
+// InstanceAddress is the address of the nth instance launched (from 0):
+// 10.2.0.1 onward, 250 to a /24, then the next /16; unique for the
+// first 15 million launches (a week of 10,000 machines launches about
+// 70,000).
+func InstanceAddress(n int) string {
+	return fmt.Sprintf("10.%d.%d.%d", 2+n/(250*250)%250, n/250%250, n%250+1)
 }
 
 // answerLaunch gives an intent the instance its provider answers with now,
 // if it does.
 func (w *World) answerLaunch(m *api.Machine) error {
-	inst := provisioner.Instance{ID: "i-" + m.ID, Addresses: []string{fmt.Sprintf("10.2.0.%d", w.seq%250+1)}}
-	if w.Provider != nil {
-		var now bool
-		if inst, now = w.Provider.Launch(m); !now {
-			return nil
-		}
+	if w.Provider == nil {
+		return fleet.Launched(m, provisioner.Instance{ID: "i-" + m.ID, Addresses: []string{w.nextAddress()}}, w.Now)
+	}
+	inst, now := w.Provider.Launch(m)
+	if !now {
+		return nil
 	}
 	return fleet.Launched(m, inst, w.Now)
 }
@@ -162,7 +199,7 @@ func (w *World) Apply(p decide.Plan) error {
 		}
 	}
 	for _, s := range p.Stops {
-		if err := w.onMachine(s.Machine, func(m *api.Machine) error { return fleet.Stopped(m, w.Now) }); err != nil {
+		if err := w.onMachine(s.Machine, w.stop); err != nil {
 			return err
 		}
 	}

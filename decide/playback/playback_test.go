@@ -206,3 +206,46 @@ func ids(ms []*api.Machine) []string {
 	}
 	return out
 }
+
+// Without a Provider, each launch runs at an address of its own, and a
+// stopped warm-pool machine runs at its own again once started, as a
+// cloud's stopped instance keeps its private address (every started
+// machine ran at one address before).
+func TestAStartedMachineRunsAtTheAddressItWasLaunchedAt(t *testing.T) {
+	w := world()
+	capacity := api.Resources{MilliCPU: 1000, MemoryBytes: 1 << 30}
+	launch := decide.Launch{Cluster: "c", Group: "g", InstanceType: "small", Zone: "a", Capacity: capacity}
+	if err := w.Apply(decide.Plan{Launches: []decide.Launch{launch, launch, launch}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Join(); err != nil {
+		t.Fatal(err)
+	}
+	launchedAt := map[string]string{}
+	seen := map[string]bool{}
+	var steps []decide.MachineStep
+	for _, m := range w.Snap.Machines {
+		if len(m.Addresses) != 1 || seen[m.Addresses[0]] {
+			t.Fatalf("machine %s launched at %v, beside %v", m.ID, m.Addresses, launchedAt)
+		}
+		seen[m.Addresses[0]], launchedAt[m.ID] = true, m.Addresses[0]
+		steps = append(steps, decide.MachineStep{Machine: m.ID})
+	}
+	steps = steps[:2]
+	if err := w.Apply(decide.Plan{Stops: steps}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if m := w.MachineByID(s.Machine); m.FleetState != api.FleetStopped || len(m.Addresses) != 0 {
+			t.Fatalf("stopped machine %s: %s at %v", m.ID, m.FleetState, m.Addresses)
+		}
+	}
+	if err := w.Apply(decide.Plan{Starts: steps}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range w.Snap.Machines {
+		if !slices.Equal(m.Addresses, []string{launchedAt[m.ID]}) {
+			t.Fatalf("machine %s runs at %v, launched at %s", m.ID, m.Addresses, launchedAt[m.ID])
+		}
+	}
+}
