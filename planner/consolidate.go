@@ -23,13 +23,13 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	if !looks {
 		return nil // no sort of every machine to remove none
 	}
-	counts, free, overcommitted := p.walk.counts, p.walk.free, p.walk.overcommitted
+	counts, free := p.walk.counts, p.walk.free
 	for i := range counts {
 		counts[i].growing = growing[counts[i].group.Cluster]
 	}
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	candidates := p.candidates(p.walk.eligible, p.mayGo(counts, free, overcommitted))
+	candidates := p.candidates(p.walk.eligible, p.mayGo(counts, p.walk))
 	for _, c := range candidates {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
@@ -44,7 +44,8 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 		}
 		if sim == nil {
 			sim = newSimulation(p.in.Machines, p.in.Scratch.of(), free, func() func(int, *Machine) bool { return p.mayReceive(candidates) })
-			sim.noShortcuts, sim.inputByID, sim.rooms = p.noShortcuts, p.in.MachinesByID, p.in.Rooms
+			sim.noShortcuts, sim.inputByID = p.noShortcuts, p.in.MachinesByID
+			sim.busyFree, sim.cheapestEmpty = p.walk.busyFree, p.walk.cheapestEmpty
 		}
 		held := sim.replicasOn(m)
 		if len(held) == 0 {
@@ -94,11 +95,13 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 // replacement gives the cluster back the room it overdrew; and machines
 // with GPUs, as a GPU type moved on may change the offerings that hold
 // the rest. Elsewhere an empty machine always passes: there is room for
-// nothing. What it reads of each machine, the walk of every machine
-// read (eligible).
-func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, overcommitted map[string]bool) func(*eligible) bool {
+// nothing. A look that removes one machine at most also leaves out the
+// machines whose move cannot pay (clusterAtStart.gainless). What it reads of
+// each machine, the walk of every machine read (eligible).
+func (p *planning) mayGo(counts []groupCount, walk *fleetWalk) func(*eligible) bool {
+	overcommitted := walk.overcommitted
 	var cluster string
-	var clusterFree api.Resources
+	var at clusterAtStart
 	return func(e *eligible) bool {
 		if e.slot < 0 {
 			return false
@@ -111,25 +114,33 @@ func (p *planning) mayGo(counts []groupCount, free map[string]api.Resources, ove
 			return true
 		}
 		if e.cluster != cluster { // a cluster's machines come together
-			cluster, clusterFree = e.cluster, free[e.cluster]
+			cluster, at = e.cluster, walk.atStart(e.cluster)
 		}
 		// The walk's own two tests, on the machines as they are now.
-		return clusterFree.Fits(e.need) || e.cheaper // roomBeside, cheaperThan
+		if !at.free.Fits(e.need) { // roomBeside
+			return e.cheaper // cheaperThan
+		}
+		if !e.cheaper && p.cfg.MaxRemovals == 1 && at.gainless(e) {
+			p.gainlessAtStart++
+			return false
+		}
+		return true
 	}
 }
 
 // eligible is a machine consolidation may weigh (joined, not kept from
 // disruption, empty or old enough), as the walk of every machine read
 // it: its place and its group's, its sort keys, and what mayGo asks of
-// it. need is the room beside it the cluster must have (roomNeeded);
-// cheaper: a cheaper offering of its group holds it (cheaperThan),
-// known for a machine of a group without GPUs.
+// it. need is the room beside it the cluster must have (roomNeeded),
+// used what it holds (on the allocation's three resources); cheaper: a
+// cheaper offering of its group holds it (cheaperThan), known for a
+// machine of a group without GPUs.
 type eligible struct {
 	keyed
-	cluster string
-	need    api.Resources
-	gpus    bool
-	cheaper bool
+	cluster    string
+	need, used api.Resources
+	gpus       bool
+	cheaper    bool
 }
 
 // weigher adds a machine the walk reads to the eligible ones, when
@@ -146,7 +157,8 @@ func (p *planning) weigher(plan *Plan) func([]eligible, *Machine, int, int32) []
 			return out
 		}
 		e := eligible{keyed: keyed{removable{m, slot, int32(i)}, len(m.Replicas), m.PricePerHour, m.ID}, cluster: m.Cluster,
-			need: roomNeeded(m.Machine), gpus: len(m.GPUs) > 0}
+			used: usedOf(m.Machine), gpus: len(m.GPUs) > 0}
+		e.need = m.Free().Add(e.used) // roomNeeded
 		if slot >= 0 && !e.gpus && !p.noShortcuts {
 			e.cheaper = p.cheaperThan(last.of(p.catalog, m.Machine, p.in.Groups[slot]), m.Machine) != nil
 		}
@@ -312,8 +324,13 @@ func roomBeside(clusterFree api.Resources, m *scheduler.Machine) bool {
 // resources), as clusterFree − free fits used when clusterFree fits
 // free + used.
 func roomNeeded(m *scheduler.Machine) api.Resources {
+	return m.Free().Add(usedOf(m))
+}
+
+// usedOf is what m holds on the allocation's three resources.
+func usedOf(m *scheduler.Machine) api.Resources {
 	used := m.Allocated
-	return m.Free().Add(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes})
+	return api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes}
 }
 
 func offeringOf(m *scheduler.Machine) provisioner.Offering {
@@ -327,9 +344,7 @@ func offeringOf(m *scheduler.Machine) provisioner.Offering {
 // copying every machine into a scheduling session cost more than all
 // their what-ifs).
 type simulation struct {
-	in []*Machine
-	// rooms are in's rooms, place by place (nil: read from each).
-	rooms []scheduler.Room
+	in    []*Machine
 	built bool
 	// scratch holds the what-ifs' lists and copies, overwritten whole
 	// when built.
@@ -372,7 +387,8 @@ type simulation struct {
 	// move fills it), and cheapestEmpty is the least price of a machine
 	// empty when they began (empty machines only get fewer): a move that
 	// does not fit busyFree fills an empty machine, and saves nothing when
-	// none is cheaper (noGain).
+	// none is cheaper (noGain). The walk counted both (the what-ifs take
+	// them over).
 	busyFree      map[string]api.Resources
 	cheapestEmpty map[string]float64
 	// outside counts the what-ifs of machines out of the session (tests).
@@ -400,36 +416,18 @@ func (s *simulation) build() {
 	}
 	s.built, s.sorted = true, true
 	ms := s.in
-	s.idleIn, s.busyFree, s.cheapestEmpty = map[string]int{}, map[string]api.Resources{}, map[string]float64{}
+	s.idleIn = map[string]int{}
 	var receives func(int, *Machine) bool
 	if s.receivers != nil {
 		receives = s.receivers()
 	}
 	in := s.scratch.receivers[:0]
-	// A cluster's machines come together: their free capacity is summed
-	// over each run of them, not through the map at every machine.
-	var cluster string
-	var clusterFree api.Resources
-	flush := func() {
-		if clusterFree != (api.Resources{}) {
-			s.busyFree[cluster] = s.busyFree[cluster].Add(clusterFree)
-		}
-	}
 	for i, m := range ms {
 		if !m.Joined {
 			continue
 		}
-		if m.Cluster != cluster {
-			flush()
-			cluster, clusterFree = m.Cluster, api.Resources{}
-		}
 		if len(m.Replicas) == 0 { // not its count of services: a look reads every machine, and that count is a map's
 			s.idleIn[Key(m.Cluster, m.Group)]++
-			if least, ok := s.cheapestEmpty[m.Cluster]; !ok || m.PricePerHour < least {
-				s.cheapestEmpty[m.Cluster] = m.PricePerHour
-			}
-		} else {
-			clusterFree = clusterFree.Add(noneBelowZero(s.freeOn(i, m)))
 		}
 		if receives != nil && !receives(i, m) {
 			s.leftOut++
@@ -437,7 +435,6 @@ func (s *simulation) build() {
 		}
 		in = append(in, m)
 	}
-	flush()
 	// In one allocation, only as many as go in (a fleet's worth is zeroed
 	// otherwise).
 	s.scratch.receivers = in
@@ -454,15 +451,6 @@ func (s *simulation) build() {
 		s.machines[k], s.ids[k] = &copies[k], m.ID
 	}
 	s.session = scheduler.NewSession(s.machines)
-}
-
-// freeOn is the free capacity of the input's machine i, m: from its
-// room when the input has rooms.
-func (s *simulation) freeOn(i int, m *Machine) api.Resources {
-	if s.rooms != nil {
-		return s.rooms[i].Free
-	}
-	return m.Free()
 }
 
 // at is the place of the what-ifs' machine of id, one of their session.
@@ -699,12 +687,17 @@ func (s *simulation) filled(res scheduler.Result) (map[string]int, float64, api.
 // the what-if (each one refused walks the next candidate's).
 func (s *simulation) noGain(m *scheduler.Machine) bool {
 	least, ok := s.cheapestEmpty[m.Cluster]
-	if !ok || least < m.PricePerHour {
+	return noGain(s.busyFree[m.Cluster], least, ok, m.PricePerHour, m.Free(), usedOf(m))
+}
+
+// noGain is simulation.noGain's answer for a machine of price with free
+// and used room, in a cluster of busyFree whose cheapest empty machine
+// costs least (none: !anyEmpty).
+func noGain(busyFree api.Resources, least float64, anyEmpty bool, price float64, free, used api.Resources) bool {
+	if !anyEmpty || least < price {
 		return false
 	}
-	others := s.busyFree[m.Cluster].Sub(noneBelowZero(m.Free()))
-	used := m.Allocated
-	return !others.Fits(api.Resources{MilliCPU: used.MilliCPU, MemoryBytes: used.MemoryBytes, EphemeralBytes: used.EphemeralBytes})
+	return !busyFree.Sub(noneBelowZero(free)).Fits(used)
 }
 
 // noneBelowZero is r with each amount below zero counted as none: an

@@ -22,7 +22,8 @@ import (
 // the session's machines): random fleets (full, half full and empty
 // machines of small and large types, replicas of 250m to 1 CPU, in groups
 // at and above their minimum, with and without a savings floor and a
-// removal limit) get the removals of a walk of every candidate with every
+// removal limit; a look that removes one at most leaves out the machines
+// whose move could not pay as it begins) get the removals of a walk of every candidate with every
 // machine, the shortcuts' plans made in one scratch round after round,
 // half of them given the promise that its machines come by id (they
 // do), its costs summed in the plan's one walk of the machines when it
@@ -30,7 +31,7 @@ import (
 func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	rng := seededRand(t, 7)
 	var shared Scratch
-	removals, leftOut, outOfWhatIfs, outside, gainless, cutShort, fromWalk := 0, 0, 0, 0, 0, 0, 0
+	removals, leftOut, outOfWhatIfs, outside, gainless, gainlessAtStart, cutShort, fromWalk := 0, 0, 0, 0, 0, 0, 0, 0
 	for round := range 600 {
 		in, cfg := randomSettledFleet(rng)
 		if round%2 == 1 {
@@ -49,6 +50,7 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 		}
 		removals, leftOut, outOfWhatIfs = removals+len(plan.Remove), leftOut+p.leftOut, outOfWhatIfs+p.outOfWhatIfs
 		outside, gainless, cutShort = outside+p.whatIfsOutside, gainless+p.gainless, cutShort+p.cutShort
+		gainlessAtStart += p.gainlessAtStart
 		if len(plan.Remove) == 0 {
 			fromWalk++
 		}
@@ -56,12 +58,12 @@ func TestConsolidationLeavesOutOnlyMachinesThatCannotGo(t *testing.T) {
 	if fromWalk == 0 {
 		t.Fatal("no plan took its costs from the walk of the machines: the comparison tried too little")
 	}
-	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 || outside == 0 || gainless == 0 || cutShort == 0 {
-		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs, tried %d candidates out of them, spared %d what-ifs that could not gain and ended %d early: the comparison tried too little",
-			removals, leftOut, outOfWhatIfs, outside, gainless, cutShort)
+	if removals == 0 || leftOut == 0 || outOfWhatIfs == 0 || outside == 0 || gainless == 0 || gainlessAtStart == 0 || cutShort == 0 {
+		t.Fatalf("the fleets drawn gave %d removals, left out %d candidates and %d machines of the what-ifs, tried %d candidates out of them, spared %d what-ifs that could not gain (%d left out as the look began) and ended %d early: the comparison tried too little",
+			removals, leftOut, outOfWhatIfs, outside, gainless, gainlessAtStart, cutShort)
 	}
-	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs, %d what-ifs of candidates out of them, %d spared (noGain), %d ended early",
-		removals, leftOut, outOfWhatIfs, outside, gainless, cutShort)
+	t.Logf("%d removals compared, %d candidates left out, %d machines left out of the what-ifs, %d what-ifs of candidates out of them, %d spared (noGain), %d of them left out as the look began, %d ended early",
+		removals, leftOut, outOfWhatIfs, outside, gainless+gainlessAtStart, gainlessAtStart, cutShort)
 }
 
 // summarizeAsks gives each machine what its replicas ask, as a pass's
@@ -141,6 +143,10 @@ func randomSettledFleet(rng *rand.Rand) (Input, Config) {
 				left -= r.Requests.MilliCPU
 			}
 			ms = append(ms, joined(fmt.Sprintf("%s-m%d", id, mi), id, it, time.Duration(rng.IntN(7200))*time.Second, rs...))
+		}
+		if rng.IntN(3) == 0 { // one of the dearer type just joined, empty: a move onto it cannot pay (noGain)
+			ms = append(ms, joined(fmt.Sprintf("%s-m%d", id, n), id, types[1], time.Duration(rng.IntN(120))*time.Second))
+			n++
 		}
 		g := group(id, n, rng.IntN(3), 20, types...)
 		g.WarmPool = rng.IntN(2)
@@ -287,5 +293,34 @@ func TestAPlanEvictsNoneToPlaceAWaitingReplica(t *testing.T) {
 	p := Compute(DefaultConfig(), Input{Groups: []*Group{g}, Machines: fleet, Pending: urgent, Now: now})
 	if len(p.Add) != 1 || len(p.Placements) != 1 || p.Placements[0].Machine != p.Add[0].Key {
 		t.Fatalf("the urgent replica: add %+v, placements %+v; want a machine of its own", p.Add, p.Placements)
+	}
+}
+
+// A look that may remove two machines weighs each at its turn: the
+// first move filled the empty machine, whose room a second then takes
+// without filling another, though no move could pay as the look began
+// (a machine left out then, as a look that removes one at most leaves
+// it, would stay).
+func TestALookOfTwoRemovalsWeighsTheSecondAfterTheFirst(t *testing.T) {
+	g := group("g", 3, 0, 10, itype(2), itype(8), itype(9))
+	big := joined("a-big", "g", itype(8), 2*time.Hour, replicas("db", 2, 3500)...)      // first: as many replicas, dearer
+	small := joined("b-small", "g", itype(2), 2*time.Hour, replicas("web", 2, 1000)...) // full
+	spare := joined("c-spare", "g", itype(9), time.Minute)                              // not yet idle long enough
+	spare.PricePerHour = 0.05                                                           // bought cheaper than the big one, dearer than the small
+	cfg := DefaultConfig()
+	cfg.MaxRemovals = 2
+	in := Input{Groups: []*Group{g}, Machines: []*Machine{big, small, spare}, Now: now, MachinesByID: true}
+	walked := compute(cfg, in, true)
+	plan, p := computeWith(cfg, in, false, false)
+	var removed []string
+	for _, r := range plan.Remove {
+		removed = append(removed, r.MachineID)
+	}
+	if !slices.Equal(removed, []string{"a-big", "b-small"}) || !reflect.DeepEqual(plan.Remove, walked.Remove) {
+		t.Fatalf("removed %v (%d left out as the look began), want both onto the spare machine as the walk of every candidate: %+v", removed, p.gainlessAtStart, walked.Remove)
+	}
+	cfg.MaxRemovals = 1
+	if plan, p := computeWith(cfg, in, false, false); len(plan.Remove) != 1 || plan.Remove[0].MachineID != "a-big" || p.gainlessAtStart != 1 {
+		t.Fatalf("one removal at most: removed %+v and left out %d as the look began, want a-big and b-small left out", plan.Remove, p.gainlessAtStart)
 	}
 }

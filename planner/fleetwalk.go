@@ -28,6 +28,12 @@ type fleetWalk struct {
 	// capacity is below zero.
 	free          map[string]api.Resources
 	overcommitted map[string]bool
+	// busyFree and cheapestEmpty are the what-ifs' (simulation), counted
+	// when the plan looks: each cluster's free capacity on its joined
+	// machines that hold replicas (below zero counted as none), and the
+	// least price of its joined machines that hold none.
+	busyFree      map[string]api.Resources
+	cheapestEmpty map[string]float64
 	// unjoined are the clusters with a machine launched and not joined.
 	unjoined map[string]bool
 	// costBefore is every machine's price, summed in their order, and
@@ -78,11 +84,17 @@ func (p *planning) walkFleet(plan *Plan) *fleetWalk {
 	w.prices = sized(&scratch.prices, len(p.in.Machines))
 	weigh := p.weigher(plan)
 	w.eligible = scratch.eligible[:0]
+	if weigh != nil {
+		w.busyFree, w.cheapestEmpty = map[string]api.Resources{}, map[string]float64{}
+	}
 	last, lastSlot := groupKey{}, int32(-1)
-	var lastFree api.Resources
+	var lastFree, lastBusyFree api.Resources
 	flush := func() {
 		if lastFree != (api.Resources{}) {
 			w.free[last.cluster] = w.free[last.cluster].Add(lastFree)
+		}
+		if lastBusyFree != (api.Resources{}) {
+			w.busyFree[last.cluster] = w.busyFree[last.cluster].Add(lastBusyFree)
 		}
 	}
 	for i, m := range p.in.Machines {
@@ -92,13 +104,16 @@ func (p *planning) walkFleet(plan *Plan) *fleetWalk {
 			if !ok {
 				slot = -1
 			}
-			last, lastSlot, lastFree = key, slot, api.Resources{}
+			last, lastSlot, lastFree, lastBusyFree = key, slot, api.Resources{}, api.Resources{}
 		}
 		if m.Joined {
 			f := m.Free()
 			lastFree = lastFree.Add(f)
 			if f.MilliCPU < 0 || f.MemoryBytes < 0 || f.EphemeralBytes < 0 {
 				w.overcommitted[m.Cluster] = true
+			}
+			if weigh != nil {
+				lastBusyFree = w.countBusy(m, f, lastBusyFree)
 			}
 		} else if !w.unjoined[m.Cluster] {
 			if w.unjoined == nil {
@@ -118,6 +133,42 @@ func (p *planning) walkFleet(plan *Plan) *fleetWalk {
 	flush()
 	scratch.eligible = w.eligible // grown, for the next look
 	return w
+}
+
+// countBusy counts a joined machine with free capacity f into the
+// what-ifs' busyFree (busy, the run of its group's so far) and
+// cheapestEmpty, and returns busy.
+func (w *fleetWalk) countBusy(m *Machine, f, busy api.Resources) api.Resources {
+	if len(m.Replicas) > 0 { // not its count of services: a look reads every machine, and that count is a map's
+		return busy.Add(noneBelowZero(f))
+	}
+	if least, ok := w.cheapestEmpty[m.Cluster]; !ok || m.PricePerHour < least {
+		w.cheapestEmpty[m.Cluster] = m.PricePerHour
+	}
+	return busy
+}
+
+// clusterAtStart is what the walk found of a cluster that a look's
+// what-ifs read as they begin.
+type clusterAtStart struct {
+	free, busyFree api.Resources
+	cheapestEmpty  float64
+	anyEmpty       bool
+}
+
+func (w *fleetWalk) atStart(cluster string) clusterAtStart {
+	least, ok := w.cheapestEmpty[cluster]
+	return clusterAtStart{free: w.free[cluster], busyFree: w.busyFree[cluster], cheapestEmpty: least, anyEmpty: ok}
+}
+
+// gainless says a move of the eligible machine's replicas cannot pay as
+// the look begins (noGain). A look that removes at most one machine ends
+// at its first removal, so until then every what-if is undone and the
+// machines are as they began: such a machine, at its turn, is refused
+// its move, and when no cheaper offering holds it (not cheaper), removed
+// by none.
+func (c clusterAtStart) gainless(e *eligible) bool {
+	return e.replicas > 0 && noGain(c.busyFree, c.cheapestEmpty, c.anyEmpty, e.price, e.need.Sub(e.used), e.used)
 }
 
 // count counts a machine of the group c counts.

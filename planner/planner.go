@@ -426,8 +426,9 @@ type planning struct {
 	// session (tests see them tried).
 	whatIfsOutside int
 	// gainless counts the moves refused without a what-if (noGain; tests),
-	// cutShort the what-ifs ended before their last replica (placeAll).
-	gainless, cutShort int
+	// gainlessAtStart the candidates mayGo left out so, and cutShort the
+	// what-ifs ended before their last replica (placeAll).
+	gainless, gainlessAtStart, cutShort int
 	// outOfPlace are the machines the placing sessions left out as
 	// unable to take any pending replica (placeReceivers), and receives
 	// says which they let in; wholeSessions leaves none out (see
