@@ -283,7 +283,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []schedule
 			why, known = schedReasons.of(id)
 		}
 		if known {
-			p.tellPendingOf(at, id, why)
+			p.tellPendingOf(at, id, why, v)
 		}
 	}
 }
@@ -311,12 +311,15 @@ func firstID(placed []planner.ReplicaPlacement, pending []planner.PendingReplica
 
 // tellPendingOf tells the replica of id, if it still waits for a
 // machine, why (and keeps its reason when it changed).
-func (p *Pass) tellPendingOf(at *cursor, id, why string) {
+func (p *Pass) tellPendingOf(at *cursor, id, why string, v *view) {
 	i, ok := at.find(id)
 	if !ok || p.replicas[i].Machine != "" {
 		return
 	}
 	r := p.replicas[i]
+	if stillAwaited(r, why, v) {
+		why = r.Reason
+	}
 	p.tellPending(r, why)
 	if r.State != api.ReplicaPending || r.Reason != why { // unchanged: no copy to keep
 		replica.SetPending(p.ownAt(i), why, p.now)
@@ -338,7 +341,44 @@ func (p *Pass) waitingFor(machine string) string {
 	if m != nil && isPlaceholder(m) {
 		return fmt.Sprintf("waiting for a new %s machine in %s/%s", m.InstanceType, m.Group, orNone(m.Zone))
 	}
-	return "waiting for machine " + machine + " to join"
+	return joinWait(machine)
+}
+
+const joinWaitPrefix, joinWaitSuffix = "waiting for machine ", " to join"
+
+// joinWait is the reason of a replica that waits for a machine on its
+// way to join.
+func joinWait(machine string) string { return joinWaitPrefix + machine + joinWaitSuffix }
+
+// stillAwaited reports whether a waiting replica, told to wait for one
+// machine on its way, already waits for another that is still on its
+// way: it keeps its reason. Which of the machines on their way takes it
+// is the scheduler's choice once they join; the planner's pick moves from
+// pass to pass as replicas come and go, and a new reason each time was a
+// write and an event for every waiting replica in every pass of a
+// fleet's launch.
+func stillAwaited(r *api.Replica, why string, v *view) bool {
+	if r.State != api.ReplicaPending || r.Reason == why {
+		return false
+	}
+	if _, ok := awaitedMachine(why); !ok {
+		return false
+	}
+	was, ok := awaitedMachine(r.Reason)
+	if !ok || strings.HasPrefix(was, placeholderPrefix) {
+		return false
+	}
+	m := v.machine(was)
+	return m != nil && !m.Joined
+}
+
+// awaitedMachine is the machine a joinWait reason names.
+func awaitedMachine(why string) (string, bool) {
+	rest, ok := strings.CutPrefix(why, joinWaitPrefix)
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, joinWaitSuffix)
 }
 
 func orNone(s string) string {

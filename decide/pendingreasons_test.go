@@ -2,6 +2,7 @@ package decide
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,5 +57,46 @@ func TestPendingReasonsPrecedence(t *testing.T) {
 		if r := p.replicas[i]; r.Reason != why || !p.mine[r] {
 			t.Errorf("%s: the pass's copy says %q (its own: %v), want %q", id, r.Reason, p.mine[r], why)
 		}
+	}
+}
+
+// A replica told to wait for one machine on its way keeps naming the one
+// it waits for already while that one is on its way too; it is told
+// afresh when that one joined or is gone, when its reason named no
+// machine on its way, and when the new reason is not a machine's join.
+func TestAJoinWaitIsKeptOnlyWhileItsMachineIsOnItsWay(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	was := map[string]string{
+		"a-0": "waiting for machine m-boot to join",   // kept
+		"a-1": "waiting for machine m-joined to join", // joined: told
+		"a-2": "waiting for machine m-gone to join",   // gone: told
+		"a-3": "0/2 machines fit: 2 insufficient cpu", // no machine: told
+		"a-4": "waiting for machine m-boot to join",   // told a planner's reason
+		"a-5": "waiting for machine m-boot-2 to join", // told the same
+	}
+	var replicas []*api.Replica
+	for _, id := range []string{"a-0", "a-1", "a-2", "a-3", "a-4", "a-5"} {
+		replicas = append(replicas, &api.Replica{ID: id, Service: "a", State: api.ReplicaPending, Reason: was[id]})
+	}
+	snap := &Snapshot{Replicas: replicas, InStoreOrder: true, MachinesByID: true,
+		Machines: []*api.Machine{{ID: "m-boot"}, {ID: "m-boot-2"}, {ID: "m-joined", JoinState: api.JoinJoined}}}
+	p := newPass(DefaultConfig(), snap, Memory{}, now)
+	v := &view{ids: []string{"m-boot", "m-boot-2", "m-joined"}, sorted: 3, byID: []*planner.Machine{
+		{Machine: &scheduler.Machine{ID: "m-boot"}}, {Machine: &scheduler.Machine{ID: "m-boot-2"}},
+		{Machine: &scheduler.Machine{ID: "m-joined"}, Joined: true}}}
+	plan := planner.Plan{
+		Placements: []planner.ReplicaPlacement{
+			{Replica: "a-0", Machine: "m-boot-2"}, {Replica: "a-1", Machine: "m-boot-2"}, {Replica: "a-2", Machine: "m-boot-2"},
+			{Replica: "a-3", Machine: "m-boot-2"}, {Replica: "a-4", Machine: "m-boot-2"}, {Replica: "a-5", Machine: "m-boot-2"}},
+		Pending: []planner.PendingReplica{{Replica: "a-4", Reason: "the planner's a-4"}},
+	}
+	p.setPendingReasons(plan, v, nil, whyWaiting{}, nil)
+	onItsWay := "waiting for machine m-boot-2 to join"
+	want := map[string]string{"a-0": was["a-0"], "a-1": onItsWay, "a-2": onItsWay, "a-3": onItsWay, "a-4": "the planner's a-4", "a-5": onItsWay}
+	if !maps.Equal(p.plan.Pending, want) {
+		t.Fatalf("reasons %v\nwant %v", p.plan.Pending, want)
+	}
+	if want := []string{"a-1", "a-2", "a-3", "a-4"}; !slices.Equal(p.plan.PendingChanged, want) {
+		t.Fatalf("reasons to write %v, want %v", p.plan.PendingChanged, want)
 	}
 }

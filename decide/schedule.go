@@ -455,7 +455,7 @@ func (p *Pass) schedule(v *view) ([]scheduler.Replica, whyWaiting) {
 	for _, pl := range spreadRes.Placements {
 		if onTheirWay[pl.MachineID] {
 			// The planner places it on that machine too, and says it waits.
-			spreadRes.Unplaced[pl.ReplicaID] = "waiting for machine " + pl.MachineID + " to join"
+			spreadRes.Unplaced[pl.ReplicaID] = joinWait(pl.MachineID)
 			continue
 		}
 		placed = append(placed, pl)
