@@ -310,7 +310,8 @@ func firstID(placed []planner.ReplicaPlacement, pending []planner.PendingReplica
 }
 
 // tellPendingOf tells the replica of id, if it still waits for a
-// machine, why (and keeps its reason when it changed).
+// machine, why (and keeps its reason when it changed); one that waits
+// for a machine still on its way goes on naming it (stillAwaited).
 func (p *Pass) tellPendingOf(at *cursor, id, why string, v *view) {
 	i, ok := at.find(id)
 	if !ok || p.replicas[i].Machine != "" {
