@@ -450,7 +450,7 @@ func (s *simulation) build() {
 		m.ShareInto(&copies[k]) // its counts copied when a what-if moves a replica on or off
 		s.machines[k], s.ids[k] = &copies[k], m.ID
 	}
-	s.session = scheduler.NewSession(s.machines)
+	s.session = scheduler.NewSession(s.machines).ReuseWhatIfs() // moveAway keeps no result past its what-if
 }
 
 // at is the place of the what-ifs' machine of id, one of their session.

@@ -40,6 +40,31 @@ type state struct {
 	// explained are the explanations given in a Place call since its last
 	// placement, by shape (explainOnce).
 	explained map[explainKey]string
+	// reuse, when set, holds the lists what-ifs return (ReuseWhatIfs).
+	reuse *whatIfLists
+}
+
+// whatIfLists are the lists a session reuses for its what-ifs' results.
+type whatIfLists struct {
+	placements []Placement
+	unplaced   map[string]string
+}
+
+// whatIfResult is an empty result for a what-if: in the session's lists
+// when it reuses them.
+func (st *state) whatIfResult() Result {
+	if st.reuse == nil {
+		return Result{Unplaced: map[string]string{}}
+	}
+	clear(st.reuse.unplaced)
+	return Result{Placements: st.reuse.placements[:0], Unplaced: st.reuse.unplaced}
+}
+
+// keepWhatIfResult keeps the list a what-if's result grew, for the next.
+func (st *state) keepWhatIfResult(res Result) {
+	if st.reuse != nil {
+		st.reuse.placements = res.Placements[:0]
+	}
 }
 
 type scored struct {

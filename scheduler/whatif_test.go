@@ -1,0 +1,63 @@
+package scheduler
+
+import (
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// A session that reuses its what-ifs' lists answers each what-if as a
+// session that does not: random machines and replicas, what-ifs with a
+// random few machines refused, each undone before the next, give the
+// same placements and unplaced replicas, and the placements of each
+// what-if are in the list the last one used.
+func TestReusedWhatIfsAnswerAsFreshOnes(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	shared, unplaced := 0, 0
+	for round := 0; round < 100; round++ {
+		ms := randomMachines(rng)
+		fresh, reused := clones(ms), clones(ms)
+		a, b := NewSession(fresh), NewSession(reused).ReuseWhatIfs()
+		var lastList *Placement
+		for try := 0; try < 5; try++ {
+			rs := randomReplicas(rng)
+			refused := map[string]bool{}
+			for _, m := range ms {
+				refused[m.ID] = rng.IntN(5) == 0
+			}
+			accepts := func(m *Machine) bool { return !refused[m.ID] }
+			want, wantOK := a.PlaceAllOn(slices.Clone(rs), accepts)
+			got, gotOK := b.PlaceAllOn(slices.Clone(rs), accepts)
+			if gotOK != wantOK || !slices.EqualFunc(got.Placements, want.Placements, samePlacement) || !maps.Equal(got.Unplaced, want.Unplaced) {
+				t.Fatalf("round %d, what-if %d: reused lists gave %+v (%v), fresh ones %+v (%v)", round, try, got, gotOK, want, wantOK)
+			}
+			unplaced += len(got.Unplaced)
+			if len(got.Placements) > 0 {
+				if lastList != nil && cap(got.Placements) > 0 && &got.Placements[:1][0] == lastList {
+					shared++
+				}
+				lastList = &got.Placements[:1][0]
+			}
+			undo(fresh, want, rs)
+			undo(reused, got, rs)
+		}
+	}
+	if shared == 0 || unplaced == 0 {
+		t.Fatalf("%d what-ifs placed in the last one's list, %d replicas left unplaced: the test tried nothing", shared, unplaced)
+	}
+}
+
+func samePlacement(a, b Placement) bool {
+	return a.ReplicaID == b.ReplicaID && a.MachineID == b.MachineID && slices.Equal(a.GPUs, b.GPUs) && a.TEE == b.TEE && a.Note == b.Note
+}
+
+// undo takes a what-if's placements off the machines.
+func undo(ms []*Machine, res Result, rs []Replica) {
+	for _, p := range res.Placements {
+		i := slices.IndexFunc(ms, func(m *Machine) bool { return m.ID == p.MachineID })
+		Unassign(ms[i], replicaByID(rs, p.ReplicaID), p.GPUs)
+	}
+}
