@@ -450,7 +450,8 @@ func (s *simulation) build() {
 		m.ShareInto(&copies[k]) // its counts copied when a what-if moves a replica on or off
 		s.machines[k], s.ids[k] = &copies[k], m.ID
 	}
-	s.session = scheduler.NewSession(s.machines).ReuseWhatIfs() // moveAway keeps no result past its what-if
+	// moveAway keeps no result past its what-if, and evicts no one.
+	s.session = scheduler.NewSession(s.machines).ReuseWhatIfs().NoPreempting()
 }
 
 // at is the place of the what-ifs' machine of id, one of their session.
@@ -552,7 +553,7 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 	} else {
 		s.outside++
 	}
-	res, ok := s.placeAll(withoutPreempting(held), mine.PricePerHour)
+	res, ok := s.placeAll(held, mine.PricePerHour)
 	byID := heldByID(held)
 	if ok && s.keeps(mine, res, warmPool) {
 		for _, pl := range res.Placements {
@@ -584,8 +585,8 @@ func (s *simulation) moveAway(m *Machine, warmPool int) bool {
 // together: keeps would refuse it (a move that fills machines as dear as
 // the one it empties saves nothing), so the rest of it need not be
 // placed. Most of a late week's what-ifs at 10,000 machines were
-// refused so. None of held may preempt (withoutPreempting): a what-if
-// evicts no one.
+// refused so. None of held may preempt (the session's NoPreempting): a
+// what-if evicts no one.
 func (s *simulation) placeAll(held []scheduler.Replica, price float64) (scheduler.Result, bool) {
 	if s.noShortcuts {
 		return s.session.PlaceAll(held)

@@ -326,6 +326,16 @@ func (s *Session) PlaceAll(pending []Replica) (Result, bool) {
 	return res, true
 }
 
+// NoPreempting makes the session place every replica as if its rules
+// did not let it preempt: it evicts no resident. What-ifs that move
+// replicas need it (a move that evicts another replica is no move), and
+// telling the session costs nothing, where a copy of each replica's
+// rules read every replica of each what-if.
+func (s *Session) NoPreempting() *Session {
+	s.st.noPreempt = true
+	return s
+}
+
 // ReuseWhatIfs makes PlaceAll and PlaceAllOn return their placements and
 // unplaced replicas in a list and a map the session keeps: each result
 // is good until the next call of either. A look's what-ifs, thousands a

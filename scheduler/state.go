@@ -40,6 +40,8 @@ type state struct {
 	// explained are the explanations given in a Place call since its last
 	// placement, by shape (explainOnce).
 	explained map[explainKey]string
+	// noPreempt: no replica evicts a resident (NoPreempting).
+	noPreempt bool
 	// reuse, when set, holds the lists what-ifs return (ReuseWhatIfs).
 	reuse *whatIfLists
 }
@@ -283,7 +285,8 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 		// pickers' interface and the opener escapes, one allocation a
 		// replica. Nothing below changes a replica or keeps it.
 		rep := &cl.replicas[i]
-		if stuck != "" && open == nil && !rep.Preempt {
+		preempts := rep.Preempt && !st.noPreempt
+		if stuck != "" && open == nil && !preempts {
 			res.Unplaced[rep.ID] = stuck
 			continue
 		}
@@ -310,7 +313,7 @@ func (st *state) placeClass(cl *class, res *Result, open Opener) {
 			}
 			m, gpus, t, ok = pickIn(tiers, pickers, rep)
 		}
-		if !ok && rep.Preempt && open == nil {
+		if !ok && preempts && open == nil {
 			m, gpus, t, ok = st.preempt(eligible, tiers, rep, res)
 		}
 		if !ok {

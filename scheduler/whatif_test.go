@@ -61,3 +61,31 @@ func undo(ms []*Machine, res Result, rs []Replica) {
 		Unassign(ms[i], replicaByID(rs, p.ReplicaID), p.GPUs)
 	}
 }
+
+// A session told NoPreempting evicts no one: a replica that may preempt
+// and would evict a lower-priority resident to fit is left unplaced, in
+// Place and in PlaceAll, and the resident keeps its room; the same
+// replica in a session not told so evicts.
+func TestANoPreemptingSessionEvictsNoOne(t *testing.T) {
+	urgent := replica("api", 0, 1000, 100)
+	urgent.Priority, urgent.Preempt = 10, true
+	full := func() *Machine {
+		m := machine("a", "g", 1000, 8)
+		resident(m, replica("batch", 0, 1000, 100), 0)
+		return m
+	}
+	if res := NewSession([]*Machine{full()}).Place([]Replica{urgent}, nil); len(res.Evictions) != 1 {
+		t.Fatalf("a session may preempt, yet it evicted %+v", res.Evictions)
+	}
+	m := full()
+	s := NewSession([]*Machine{m}).NoPreempting()
+	if res := s.Place([]Replica{urgent}, nil); len(res.Evictions) != 0 || len(res.Placements) != 0 || res.Unplaced[urgent.ID] == "" {
+		t.Fatalf("Place in a session told NoPreempting: %+v", res)
+	}
+	if res, ok := s.PlaceAll([]Replica{urgent}); ok || len(res.Evictions) != 0 || len(res.Placements) != 0 {
+		t.Fatalf("PlaceAll in a session told NoPreempting: %+v (%v)", res, ok)
+	}
+	if m.Allocated.MilliCPU != 1000 || len(m.Residents) != 1 {
+		t.Fatalf("the resident lost its room: %dm booked, residents %+v", m.Allocated.MilliCPU, m.Residents)
+	}
+}
