@@ -283,7 +283,7 @@ func (p *Pass) setPendingReasons(plan planner.Plan, v *view, unplaced []schedule
 			why, known = schedReasons.of(id)
 		}
 		if known {
-			p.tellPendingOf(at, id, why, v)
+			p.tellPendingOf(at, id, why)
 		}
 	}
 }
@@ -312,13 +312,13 @@ func firstID(placed []planner.ReplicaPlacement, pending []planner.PendingReplica
 // tellPendingOf tells the replica of id, if it still waits for a
 // machine, why (and keeps its reason when it changed); one that waits
 // for a machine still on its way goes on naming it (stillAwaited).
-func (p *Pass) tellPendingOf(at *cursor, id, why string, v *view) {
+func (p *Pass) tellPendingOf(at *cursor, id, why string) {
 	i, ok := at.find(id)
 	if !ok || p.replicas[i].Machine != "" {
 		return
 	}
 	r := p.replicas[i]
-	if stillAwaited(r, why, v) {
+	if p.stillAwaited(r, why) {
 		why = r.Reason
 	}
 	p.tellPending(r, why)
@@ -357,8 +357,10 @@ func joinWait(machine string) string { return joinWaitPrefix + machine + joinWai
 // is the scheduler's choice once they join; the planner's pick moves from
 // pass to pass as replicas come and go, and a new reason each time was a
 // write and an event for every waiting replica in every pass of a
-// fleet's launch.
-func stillAwaited(r *api.Replica, why string, v *view) bool {
+// fleet's launch. On its way is launching as the pass holds the machine:
+// not joined, its join not failed, not terminating (a machine the pass
+// itself ends is no longer awaited).
+func (p *Pass) stillAwaited(r *api.Replica, why string) bool {
 	if r.State != api.ReplicaPending || r.Reason == why {
 		return false
 	}
@@ -369,8 +371,8 @@ func stillAwaited(r *api.Replica, why string, v *view) bool {
 	if !ok || strings.HasPrefix(was, placeholderPrefix) {
 		return false
 	}
-	m := v.machine(was)
-	return m != nil && !m.Joined
+	m := p.machine(was)
+	return m != nil && m.Launching()
 }
 
 // awaitedMachine is the machine a joinWait reason names.

@@ -62,8 +62,9 @@ func TestPendingReasonsPrecedence(t *testing.T) {
 
 // A replica told to wait for one machine on its way keeps naming the one
 // it waits for already while that one is on its way too; it is told
-// afresh when that one joined or is gone, when its reason named no
-// machine on its way, and when the new reason is not a machine's join.
+// afresh when that one joined, failed to join, is ending or is gone, when
+// its reason named no machine on its way, and when the new reason is not
+// a machine's join.
 func TestAJoinWaitIsKeptOnlyWhileItsMachineIsOnItsWay(t *testing.T) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
 	was := map[string]string{
@@ -73,30 +74,38 @@ func TestAJoinWaitIsKeptOnlyWhileItsMachineIsOnItsWay(t *testing.T) {
 		"a-3": "0/2 machines fit: 2 insufficient cpu", // no machine: told
 		"a-4": "waiting for machine m-boot to join",   // told a planner's reason
 		"a-5": "waiting for machine m-boot-2 to join", // told the same
+		"a-6": "waiting for machine m-failed to join", // its join failed: told
+		"a-7": "waiting for machine m-ending to join", // terminating: told
 	}
 	var replicas []*api.Replica
-	for _, id := range []string{"a-0", "a-1", "a-2", "a-3", "a-4", "a-5"} {
+	for _, id := range []string{"a-0", "a-1", "a-2", "a-3", "a-4", "a-5", "a-6", "a-7"} {
 		replicas = append(replicas, &api.Replica{ID: id, Service: "a", State: api.ReplicaPending, Reason: was[id]})
 	}
 	snap := &Snapshot{Replicas: replicas, InStoreOrder: true, MachinesByID: true,
-		Machines: []*api.Machine{{ID: "m-boot"}, {ID: "m-boot-2"}, {ID: "m-joined", JoinState: api.JoinJoined}}}
+		Machines: []*api.Machine{{ID: "m-boot"}, {ID: "m-boot-2"}, {ID: "m-ending", FleetState: api.FleetTerminating},
+			{ID: "m-failed", JoinState: api.JoinFailed}, {ID: "m-joined", JoinState: api.JoinJoined}}}
 	p := newPass(DefaultConfig(), snap, Memory{}, now)
-	v := &view{ids: []string{"m-boot", "m-boot-2", "m-joined"}, sorted: 3, byID: []*planner.Machine{
+	// The view has every machine, as one read before the pass ended one
+	// would: what the pass holds of each decides.
+	v := &view{ids: []string{"m-boot", "m-boot-2", "m-ending", "m-failed", "m-joined"}, sorted: 5, byID: []*planner.Machine{
 		{Machine: &scheduler.Machine{ID: "m-boot"}}, {Machine: &scheduler.Machine{ID: "m-boot-2"}},
+		{Machine: &scheduler.Machine{ID: "m-ending"}}, {Machine: &scheduler.Machine{ID: "m-failed"}},
 		{Machine: &scheduler.Machine{ID: "m-joined"}, Joined: true}}}
 	plan := planner.Plan{
 		Placements: []planner.ReplicaPlacement{
 			{Replica: "a-0", Machine: "m-boot-2"}, {Replica: "a-1", Machine: "m-boot-2"}, {Replica: "a-2", Machine: "m-boot-2"},
-			{Replica: "a-3", Machine: "m-boot-2"}, {Replica: "a-4", Machine: "m-boot-2"}, {Replica: "a-5", Machine: "m-boot-2"}},
+			{Replica: "a-3", Machine: "m-boot-2"}, {Replica: "a-4", Machine: "m-boot-2"}, {Replica: "a-5", Machine: "m-boot-2"},
+			{Replica: "a-6", Machine: "m-boot-2"}, {Replica: "a-7", Machine: "m-boot-2"}},
 		Pending: []planner.PendingReplica{{Replica: "a-4", Reason: "the planner's a-4"}},
 	}
 	p.setPendingReasons(plan, v, nil, whyWaiting{}, nil)
 	onItsWay := "waiting for machine m-boot-2 to join"
-	want := map[string]string{"a-0": was["a-0"], "a-1": onItsWay, "a-2": onItsWay, "a-3": onItsWay, "a-4": "the planner's a-4", "a-5": onItsWay}
+	want := map[string]string{"a-0": was["a-0"], "a-1": onItsWay, "a-2": onItsWay, "a-3": onItsWay, "a-4": "the planner's a-4", "a-5": onItsWay,
+		"a-6": onItsWay, "a-7": onItsWay}
 	if !maps.Equal(p.plan.Pending, want) {
 		t.Fatalf("reasons %v\nwant %v", p.plan.Pending, want)
 	}
-	if want := []string{"a-1", "a-2", "a-3", "a-4"}; !slices.Equal(p.plan.PendingChanged, want) {
+	if want := []string{"a-1", "a-2", "a-3", "a-4", "a-6", "a-7"}; !slices.Equal(p.plan.PendingChanged, want) {
 		t.Fatalf("reasons to write %v, want %v", p.plan.PendingChanged, want)
 	}
 }
