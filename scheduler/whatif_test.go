@@ -36,10 +36,10 @@ func TestReusedWhatIfsAnswerAsFreshOnes(t *testing.T) {
 			}
 			unplaced += len(got.Unplaced)
 			if len(got.Placements) > 0 {
-				if lastList != nil && cap(got.Placements) > 0 && &got.Placements[:1][0] == lastList {
+				if &got.Placements[0] == lastList {
 					shared++
 				}
-				lastList = &got.Placements[:1][0]
+				lastList = &got.Placements[0]
 			}
 			undo(fresh, want, rs)
 			undo(reused, got, rs)
