@@ -38,11 +38,17 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 		machines := append(room(&scratch.planned, len(v.byID)), v.byID...)
 		var sums *planner.MachineSums
 		var rooms []scheduler.Room
+		var ids []string
 		if v.sorted < len(machines) { // the pass launched machines before it built the view
 			slices.SortFunc(machines, func(a, b *planner.Machine) int { return strings.Compare(a.ID, b.ID) })
 		} else {
 			if waits {
 				sums = p.skeleton.machineSums()
+			} else {
+				// The look reads again only the machines changed since
+				// the last (the view's ids are its machines').
+				p.noteMachinesChanged(v, &scratch.planner)
+				ids = v.ids
 			}
 			// The planner reads the rooms to place, and to look for
 			// machines to remove; a pass booking afresh reads each
@@ -53,7 +59,7 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 		}
 		plan, looks = planner.ComputeAndLooks(p.cfg.Planner, planner.Input{Groups: groups, Machines: machines, MachinesByID: true, Pending: unplaced,
 			Unavailable: p.mem.Unavailable, Now: p.now, Subnets: subnets, SkipConsolidation: waits, Scratch: &scratch.planner, Sums: sums,
-			Rooms: rooms})
+			Rooms: rooms, MachineIDs: ids})
 		if !waits && len(plan.Remove) > 0 {
 			// A look that removes goes on at the next pass: a fleet
 			// shrinking by max-removals a look is not held to one look
@@ -87,6 +93,25 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 	sort.Slice(p.plan.Capacity.Placements, func(i, j int) bool {
 		return p.plan.Capacity.Placements[i].Replica < p.plan.Capacity.Placements[j].Replica
 	})
+}
+
+// noteMachinesChanged tells the planner's scratch which of the view's
+// machines the pass changed so far (booked afresh, or placed on or taken
+// from), for its next look; all of them when the view is not the last
+// pass's patched (its entries were all written). A pass notes them again
+// as it ends, for what it changed after its look (restored as booked by
+// the next pass).
+func (p *Pass) noteMachinesChanged(v *view, s *planner.Scratch) {
+	if !v.patched {
+		s.ForgetMachines()
+		return
+	}
+	for _, i := range v.rewritten {
+		s.NoteMachineChanged(v.ids[i])
+	}
+	for _, i := range v.touched {
+		s.NoteMachineChanged(v.ids[i])
+	}
 }
 
 // consolidationWaits reports whether the pass leaves consolidation to a

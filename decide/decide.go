@@ -150,6 +150,9 @@ func Decide(cfg Config, snap *Snapshot, mem Memory, now time.Time) Plan {
 	slices.Sort(p.plan.PendingChanged)
 	p.plan.PendingChanged = slices.Compact(p.plan.PendingChanged)
 	p.plan.Memory = *p.mem
+	if p.view != nil {
+		p.noteMachinesChanged(p.view, &p.snap.Scratch.of().planner)
+	}
 	if p.plan.Booked != nil {
 		if leavesCapacity(p.plan) {
 			p.plan.Booked.capacity = p.capacity

@@ -26,7 +26,7 @@ import (
 // also checks that both sides were exercised: passes the controller
 // would skip, and deadlines that woke a pass which then decided.
 func TestIncrementalPassDecidesWhatAFullPassWould(t *testing.T) {
-	skippable, woken, reused, rescheduled, patched, afterPlacing, touched, spliced, partly := 0, 0, 0, 0, 0, 0, 0, 0, 0
+	skippable, woken, reused, rescheduled, patched, afterPlacing, touched, spliced, partly, fromRecords := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 	for seed := uint64(1); seed <= 30; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h := incrementalWorld(t, seed)
@@ -39,19 +39,21 @@ func TestIncrementalPassDecidesWhatAFullPassWould(t *testing.T) {
 			touched += h.TouchedBookings
 			spliced += h.SplicedViews
 			partly += h.PartlyWalkedViews
+			fromRecords += h.LooksFromRecords()
 		})
 	}
-	if skippable == 0 || woken == 0 || reused == 0 || rescheduled == 0 || patched == 0 || afterPlacing == 0 || touched == 0 || spliced == 0 || partly == 0 {
-		t.Fatalf("the sequences exercised %d skippable passes, %d woken by a deadline, %d that reused the last pass's scheduling and plan, %d its scheduling alone (the plan's deadline come), and %d that patched its view (%d of a pass that placed, %d booking only the machines a change touched, %d of other machines, spliced, %d walking only the entries whose idle times could change): all must happen",
-			skippable, woken, reused, rescheduled, patched, afterPlacing, touched, spliced, partly)
+	if skippable == 0 || woken == 0 || reused == 0 || rescheduled == 0 || patched == 0 || afterPlacing == 0 || touched == 0 || spliced == 0 || partly == 0 || fromRecords == 0 {
+		t.Fatalf("the sequences exercised %d skippable passes, %d woken by a deadline, %d that reused the last pass's scheduling and plan, %d its scheduling alone (the plan's deadline come), %d that patched its view (%d of a pass that placed, %d booking only the machines a change touched, %d of other machines, spliced, %d walking only the entries whose idle times could change), and %d looks for machines to remove that read only the machines changed since the last: all must happen",
+			skippable, woken, reused, rescheduled, patched, afterPlacing, touched, spliced, partly, fromRecords)
 	}
-	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline; %d reused the last pass's scheduling and plan, %d its scheduling alone, %d patched its view (%d of a pass that placed, %d booking only the machines a change touched, %d of other machines, spliced, %d walking only the entries whose idle times could change), each checked",
-		skippable, woken, reused, rescheduled, patched, afterPlacing, touched, spliced, partly)
+	t.Logf("%d passes the controller would skip, each checked; %d woken by a deadline; %d reused the last pass's scheduling and plan, %d its scheduling alone, %d patched its view (%d of a pass that placed, %d booking only the machines a change touched, %d of other machines, spliced, %d walking only the entries whose idle times could change), %d looks read only the machines changed since the last, each checked",
+		skippable, woken, reused, rescheduled, patched, afterPlacing, touched, spliced, partly, fromRecords)
 }
 
 func incrementalWorld(t *testing.T, seed uint64) *decidetest.Harness {
 	rng := rand.New(rand.NewPCG(seed, 31))
 	h := decidetest.New(t)
+	h.KeepScratch = seed%3 == 0 // as a controller's, never cleared: its looks take the last look's records
 	h.Config.Planner.EmptyMachineTTL = []time.Duration{30 * time.Second, 2 * time.Minute, 5 * time.Minute}[rng.IntN(3)]
 	h.Config.Planner.MinLifetime = []time.Duration{time.Minute, 10 * time.Minute}[rng.IntN(2)]
 	// A long resync leaves the other deadlines to wake the passes.

@@ -107,6 +107,10 @@ func (s *Scratch) schedulerMachines(n int) []scheduler.Machine {
 	return s.copies[:n]
 }
 
+// LooksFromRecords counts the planner's looks for machines to remove
+// that read fewer than every machine (tests).
+func (s *Scratch) LooksFromRecords() int { return s.planner.LooksFromRecords() }
+
 // Clear drops what the last pass left in the scratch (a harness's proof
 // that nothing it returned points there; the scratch stays ready).
 func (s *Scratch) Clear() {

@@ -29,7 +29,7 @@ func (p *planning) consolidate(plan *Plan) []Removal {
 	}
 	var removals []Removal
 	var sim *simulation // made for the first machine that may go: a growing cluster needs none
-	candidates := p.candidates(p.walk.eligible, p.mayGo(counts, p.walk))
+	candidates := p.candidates(p.walk, p.mayGo(counts, p.walk))
 	for _, c := range candidates {
 		if len(removals) >= p.cfg.MaxRemovals {
 			break
@@ -147,7 +147,7 @@ type eligible struct {
 // consolidation may weigh it (nil: the plan does not consolidate, or
 // grows every cluster, so that it cannot look).
 func (p *planning) weigher(plan *Plan) func([]eligible, *Machine, int, int32) []eligible {
-	if p.in.SkipConsolidation || p.cfg.MaxRemovals <= 0 || !someClusterStill(p.in.Groups, growingByPlan(p.in, plan)) {
+	if !p.looksAtAll(plan) {
 		return nil
 	}
 	var last holding
@@ -164,6 +164,11 @@ func (p *planning) weigher(plan *Plan) func([]eligible, *Machine, int, int32) []
 		}
 		return append(out, e)
 	}
+}
+
+// looksAtAll: the plan consolidates, and some cluster does not grow.
+func (p *planning) looksAtAll(plan *Plan) bool {
+	return !p.in.SkipConsolidation && p.cfg.MaxRemovals > 0 && someClusterStill(p.in.Groups, growingByPlan(p.in, plan))
 }
 
 // holding is the last answer of cheapestHolding for a machine without
@@ -199,20 +204,26 @@ type removable struct {
 // EmptyMachineTTL — or old enough to consolidate: MinLifetime) that
 // mayGo lets in, fewest replicas first, then the most expensive, then by
 // id.
-func (p *planning) candidates(eligible []eligible, mayGo func(*eligible) bool) []removable {
+func (p *planning) candidates(walk *fleetWalk, mayGo func(*eligible) bool) []removable {
 	scratch := p.in.Scratch.of()
 	keys := scratch.keys[:0]
 	byID := true // the input comes by id, as a pass hands it (and says so)
-	for k := range eligible {
-		e := &eligible[k]
+	keep := func(e *eligible) {
 		if !p.noShortcuts && !mayGo(e) {
 			p.leftOut++
-			continue
+			return
 		}
 		if n := len(keys); !p.in.MachinesByID && n > 0 && keys[n-1].id >= e.id {
 			byID = false
 		}
 		keys = append(keys, e.keyed)
+	}
+	if walk.memo != nil {
+		walk.eachEligibleInMemo(p, keep)
+	} else {
+		for k := range walk.eligible {
+			keep(&walk.eligible[k])
+		}
 	}
 	scratch.keys = keys // grown, for the next look
 	if byID {

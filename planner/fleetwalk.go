@@ -41,6 +41,11 @@ type fleetWalk struct {
 	// the others' from them, not by reading every machine again).
 	costBefore float64
 	prices     []float64
+	// memo, when the look took the last look's records (fleetMemo),
+	// holds the eligible machines in place of eligible, and memoSlots
+	// each of its groups' place in the input.
+	memo      *fleetMemo
+	memoSlots []int32
 }
 
 // groupKey is a group's cluster and id, a map key built without joining
@@ -74,6 +79,20 @@ func (p *planning) walkFleet(plan *Plan) *fleetWalk {
 	if sums := p.in.Sums; sums != nil && p.in.SkipConsolidation && !p.noShortcuts && !slices.ContainsFunc(p.in.Groups, func(g *Group) bool { return g.WarmPool > 0 }) {
 		return &fleetWalk{costBefore: sums.PricePerHour, unjoined: sums.Unjoined} // all such a plan reads of it
 	}
+	if p.usesMemo() && p.looksAtAll(plan) {
+		w := p.walkFleetMemo()
+		if p.cfg.CheckLookRecords {
+			if why := walksDiffer(p, w, p.walkEvery(plan)); why != "" {
+				panic("planner: a look from the last look's records finds otherwise than a walk of every machine: " + why)
+			}
+		}
+		return w
+	}
+	return p.walkEvery(plan)
+}
+
+// walkEvery is walkFleet's walk of every machine.
+func (p *planning) walkEvery(plan *Plan) *fleetWalk {
 	w := &fleetWalk{slots: make(map[groupKey]int32, len(p.in.Groups)), counts: make([]groupCount, len(p.in.Groups)),
 		free: map[string]api.Resources{}, overcommitted: map[string]bool{}}
 	for i, g := range p.in.Groups {

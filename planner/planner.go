@@ -36,6 +36,11 @@ type Config struct {
 	// for whoever reads the plan (`gantry plan`, the cost report); a
 	// control loop's passes act on the plan alone and skip it.
 	SkipBound bool `json:"-"`
+	// CheckLookRecords: a look that takes the last look's records of the
+	// machines (Input.MachineIDs) walks every machine too, and panics
+	// when the two differ. A check for tests and the simulator's check
+	// runs; off, a look reads only the machines changed since the last.
+	CheckLookRecords bool `json:"-"`
 }
 
 // DefaultConfig returns the defaults.
@@ -127,6 +132,13 @@ type Input struct {
 	// rules the placing must learn, and a look for machines to remove
 	// the same of each machine that could take a candidate's replicas.
 	Rooms []scheduler.Room `json:"-"`
+	// MachineIDs, when set, are the ids of Machines, place by place (by
+	// id: MachinesByID), from a caller that tells Scratch of every
+	// machine it changed since its last plan (Scratch.NoteMachineChanged,
+	// or ForgetMachines): a look for machines to remove then reads again
+	// only those, the new ones and the empty ones, and takes what the
+	// last look read of the rest.
+	MachineIDs []string `json:"-"`
 }
 
 // MachineSums is what a plan that leaves consolidation out reads of every

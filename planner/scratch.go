@@ -22,6 +22,8 @@ type Scratch struct {
 	whatIfMachines []*scheduler.Machine
 	whatIfIDs      []string
 	whatIfReplicas [][]scheduler.Replica
+	// memo is what the last look read of each machine.
+	memo fleetMemo
 }
 
 // of is s, or a scratch for one plan when there is none.
@@ -45,6 +47,9 @@ func (s *Scratch) Clear() {
 	clear(s.whatIfMachines[:cap(s.whatIfMachines)])
 	clear(s.whatIfIDs[:cap(s.whatIfIDs)])
 	clear(s.whatIfReplicas[:cap(s.whatIfReplicas)])
+	s.memo.forgotten = true
+	clear(s.memo.ids[:cap(s.memo.ids)])
+	s.memo.ids = s.memo.ids[:0]
 }
 
 // sized is *buf as a list of n, grown when it is too short; what it held

@@ -92,7 +92,11 @@ func benchFleet(b *testing.B, services, base int, span time.Duration) {
 	s.LabelPasses = os.Getenv("GANTRY_SIM_LABELS") != "" // for -cpuprofile: go tool pprof -tags
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		res, err := Simulate(s, defaultPolicy())
+		policy := defaultPolicy()
+		// Each look from the last look's records checked against a walk of
+		// every machine (slower; a panic names the first difference).
+		policy.Config.Planner.CheckLookRecords = os.Getenv("GANTRY_SIM_CHECK") != ""
+		res, err := Simulate(s, policy)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -207,6 +207,10 @@ func (h *Harness) service(name string) *api.Service {
 // Step moves the time on.
 func (h *Harness) Step(d time.Duration) { h.Now = h.Now.Add(d) }
 
+// LooksFromRecords counts the passes' looks for machines to remove that
+// read fewer than every machine, each checked against a pass afresh.
+func (h *Harness) LooksFromRecords() int { return h.scratch.LooksFromRecords() }
+
 // Decide runs one pass at the harness's time and keeps its memory.
 func (h *Harness) Decide() decide.Plan {
 	h.T.Helper()
