@@ -44,9 +44,10 @@ func (p *Pass) planCapacity(v *view, unplaced []scheduler.Replica, schedReasons 
 		} else {
 			if waits {
 				sums = p.skeleton.machineSums()
-			} else {
+			} else if p.snap.Scratch != nil {
 				// The look reads again only the machines changed since
-				// the last (the view's ids are its machines').
+				// the last, which a kept scratch remembers (the view's
+				// ids are its machines').
 				p.noteMachinesChanged(v, &scratch.planner)
 				ids = v.ids
 			}

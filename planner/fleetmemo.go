@@ -103,6 +103,10 @@ func (s *Scratch) NoteMachineChanged(id string) {
 		m.changed = map[string]bool{}
 	}
 	m.changed[id] = true
+	if len(m.changed) > len(m.recs) { // no look took them for long (none looks, or none walks): all are read
+		m.forgotten = true
+		clear(m.changed)
+	}
 }
 
 // ForgetMachines tells the next look that its caller cannot say which

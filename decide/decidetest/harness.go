@@ -98,9 +98,13 @@ type lastPass struct {
 }
 
 // New is a harness at Start with no cluster, whose server has recorded
-// heartbeats for an hour.
+// heartbeats for an hour. Each look for machines to remove that takes
+// the last look's records is checked against a walk of every machine
+// (planner.Config.CheckLookRecords).
 func New(t testing.TB) *Harness {
-	return &Harness{T: t, Config: decide.DefaultConfig(), Memory: decide.NewMemory(), World: playback.World{Now: Start, Snap: &decide.Snapshot{
+	cfg := decide.DefaultConfig()
+	cfg.Planner.CheckLookRecords = true
+	return &Harness{T: t, Config: cfg, Memory: decide.NewMemory(), World: playback.World{Now: Start, Snap: &decide.Snapshot{
 		Clusters: map[string]*api.Cluster{}, Catalogs: map[string]decide.ClusterProvider{},
 		Providers: map[string]decide.ProviderInfo{
 			Provider: {Provisions: true, CanStop: true, Runtimes: []string{"process"}},
