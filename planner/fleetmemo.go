@@ -272,21 +272,23 @@ func (m *fleetMemo) slotOf(group int32) int32 {
 }
 
 func (m *fleetMemo) clusterOf(name string) int32 {
-	if at, ok := m.clusterAt[name]; ok {
-		return at
-	}
-	m.clusters, m.byCluster = append(m.clusters, name), append(m.byCluster, clusterSums{})
-	m.clusterAt[name] = int32(len(m.clusters) - 1)
-	return int32(len(m.clusters) - 1)
+	return placeOf(name, m.clusterAt, &m.clusters, &m.byCluster)
 }
 
 func (m *fleetMemo) groupOf(key groupKey) int32 {
-	if at, ok := m.groupAt[key]; ok {
-		return at
+	return placeOf(key, m.groupAt, &m.groups, &m.byGroup)
+}
+
+// placeOf is key's place in *keys (and in *sums, side by side), added
+// at the end when new.
+func placeOf[K comparable, S any](key K, at map[K]int32, keys *[]K, sums *[]S) int32 {
+	if i, ok := at[key]; ok {
+		return i
 	}
-	m.groups, m.byGroup = append(m.groups, key), append(m.byGroup, groupSums{})
-	m.groupAt[key] = int32(len(m.groups) - 1)
-	return int32(len(m.groups) - 1)
+	var none S
+	*keys, *sums = append(*keys, key), append(*sums, none)
+	at[key] = int32(len(*keys) - 1)
+	return at[key]
 }
 
 // account adds the record into its cluster's and group's sums, or takes

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/gantry-dev/gantry/api"
@@ -292,4 +293,68 @@ func growingByPlan(in Input, plan *Plan) map[string]bool {
 // machine's cluster.
 func someClusterStill(groups []*Group, growing map[string]bool) bool {
 	return slices.ContainsFunc(groups, func(g *Group) bool { return !growing[g.Cluster] })
+}
+
+// floorBins adds the idle machines each group's warm pool is short of
+// (openMinSize already brought every group to its minSize).
+func (p *planning) floorBins(plan *Plan) {
+	idle := map[string]int{}
+	for _, g := range p.in.Groups {
+		idle[Key(g.Cluster, g.ID)] = p.walk.bareIn(groupKey{g.Cluster, g.ID})
+	}
+	for _, g := range p.in.Groups {
+		idle[Key(g.Cluster, g.ID)] += g.Stopped
+	}
+	for _, g := range p.in.Groups {
+		key := Key(g.Cluster, g.ID)
+		for short := g.WarmPool - idle[key]; short > 0 && g.Live+p.added[key] < g.MaxSize; short-- {
+			if ok, _ := p.subnetsLeft(g.Cluster); !ok {
+				break
+			}
+			cand := p.catalog.cheapestFor(g)
+			if cand == nil {
+				break
+			}
+			p.added[key]++
+			plan.Add = append(plan.Add, NewMachine{Key: fmt.Sprintf("new-%d", len(plan.Add)+1), Cluster: g.Cluster, Group: g.ID,
+				InstanceType: cand.itype.Name, Zone: cand.offering.Zone, CapacityType: cand.offering.CapacityType,
+				PricePerHour: cand.offering.PricePerHour, Reason: fmt.Sprintf("warm pool of %d idle machine(s)", g.WarmPool)})
+		}
+	}
+}
+
+func (p *planning) totals(plan *Plan) {
+	switch {
+	case len(p.removedAt) == 0 && !p.noShortcuts: // the same sum, in the same order
+		plan.CostBefore, plan.CostAfter = p.walk.costBefore, p.walk.costBefore
+	default:
+		// Machines removed, or no shortcuts: the walk read every machine
+		// and listed their prices (walkFleet).
+		removed := slices.Sorted(slices.Values(p.removedAt))
+		for i, price := range p.walk.prices {
+			plan.CostBefore += price
+			// The removed by their places: not a read of every machine's id.
+			if len(removed) > 0 && removed[0] == int32(i) {
+				removed = removed[1:]
+				continue
+			}
+			plan.CostAfter += price
+		}
+	}
+	for _, nm := range plan.Add {
+		plan.CostAfter += nm.PricePerHour
+		if len(nm.Replicas) > 0 {
+			plan.NewCapacityCost += nm.PricePerHour
+		}
+	}
+	for _, g := range p.in.Groups {
+		key := Key(g.Cluster, g.ID)
+		d := g.Live + p.added[key]
+		for _, r := range plan.Remove {
+			if Key(r.Cluster, r.Group) == key && r.ReplacedBy == "" && !r.Stop {
+				d--
+			}
+		}
+		plan.Desired[key] = min(max(d, g.MinSize), g.MaxSize)
+	}
 }

@@ -151,17 +151,7 @@ func TestARunIsTheSameEveryTime(t *testing.T) {
 `, "web")
 	s.World.SpotInterruptionsPerHour = 1
 	s.World.InsufficientCapacity.Spot = 0.3
-	encode := func(s Setup) string {
-		res, err := simulate(context.Background(), s, defaultPolicy(), true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := json.Marshal(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(data)
-	}
+	encode := func(s Setup) string { return runJSON(t, s, defaultPolicy()) }
 	first := encode(s)
 	if again := encode(s); again != first {
 		t.Fatalf("two runs of one seed differ:\n%s\n%s", first, again)
@@ -187,22 +177,25 @@ func TestLooksFromTheLastLooksRecordsFindWhatAWalkFinds(t *testing.T) {
 	s := testSetup(t, diurnalTrace(6, 20, 3*time.Hour), serviceNames(6)...)
 	s.World.SpotInterruptionsPerHour = 2
 	s.World.InsufficientCapacity.Spot = 0.2
-	run := func(check bool) string {
-		policy := defaultPolicy()
-		policy.Config.Planner.CheckLookRecords = check
-		res, err := simulate(context.Background(), s, policy, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := json.Marshal(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(data)
+	checked := defaultPolicy()
+	checked.Config.Planner.CheckLookRecords = true
+	if a, b := runJSON(t, s, checked), runJSON(t, s, defaultPolicy()); a != b {
+		t.Fatalf("a checked run differs from an unchecked one:\n%s\n%s", a, b)
 	}
-	if checked, unchecked := run(true), run(false); checked != unchecked {
-		t.Fatalf("a checked run differs from an unchecked one:\n%s\n%s", checked, unchecked)
+}
+
+// runJSON is the run of s under policy, as JSON.
+func runJSON(t *testing.T, s Setup, policy Policy) string {
+	t.Helper()
+	res, err := simulate(context.Background(), s, policy, true)
+	if err != nil {
+		t.Fatal(err)
 	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // Spot machines taken back: their agents go silent, the control loop
