@@ -80,10 +80,12 @@ type clusterSums struct {
 
 type groupSums struct{ live, idle, bare int }
 
-// offeringSig is what cheaperThan reads of an offering: its group, zone,
+// offeringSig is what cheaperThan reads of an offering: its group (and
+// the group's place in the input, which tells duplicates apart), zone,
 // room and price.
 type offeringSig struct {
 	group groupKey
+	slot  int
 	zone  string
 	alloc api.Resources
 	price float64
@@ -124,7 +126,7 @@ func (s *Scratch) LooksFromRecords() int { return s.memo.partly }
 // the machines not noted since.
 func (p *planning) usesMemo() bool {
 	in := p.in
-	return in.Scratch != nil && in.MachinesByID && len(in.MachineIDs) == len(in.Machines) && !p.noShortcuts
+	return in.Scratch != nil && in.MachinesByID && in.MachineIDs != nil && len(in.MachineIDs) == len(in.Machines) && !p.noShortcuts
 }
 
 // walkFleetMemo is walkFleet's look (weigh is not nil), from the records
@@ -144,18 +146,18 @@ func (p *planning) walkFleetMemo() *fleetWalk {
 // which the records' group places and their cheaper hold for.
 func (p *planning) lookKeys() ([]groupKey, []offeringSig) {
 	keys := make([]groupKey, len(p.in.Groups))
+	slots := make(map[*Group]int, len(p.in.Groups))
 	for i, g := range p.in.Groups {
-		keys[i] = groupKey{g.Cluster, g.ID}
+		keys[i], slots[g] = groupKey{g.Cluster, g.ID}, i
 	}
 	var sig []offeringSig
 	for _, list := range p.catalog.plain {
 		for _, c := range list {
-			sig = append(sig, offeringSig{groupKey{c.group.Cluster, c.group.ID}, c.offering.Zone, c.alloc, c.offering.PricePerHour})
+			sig = append(sig, offeringSig{groupKey{c.group.Cluster, c.group.ID}, slots[c.group], c.offering.Zone, c.alloc, c.offering.PricePerHour})
 		}
 	}
 	slices.SortFunc(sig, func(a, b offeringSig) int {
-		return cmp.Or(strings.Compare(a.group.cluster, b.group.cluster), strings.Compare(a.group.group, b.group.group),
-			strings.Compare(a.zone, b.zone), cmp.Compare(a.price, b.price), cmp.Compare(a.alloc.MilliCPU, b.alloc.MilliCPU),
+		return cmp.Or(cmp.Compare(a.slot, b.slot), strings.Compare(a.zone, b.zone), cmp.Compare(a.price, b.price), cmp.Compare(a.alloc.MilliCPU, b.alloc.MilliCPU),
 			cmp.Compare(a.alloc.MemoryBytes, b.alloc.MemoryBytes), cmp.Compare(a.alloc.EphemeralBytes, b.alloc.EphemeralBytes),
 			cmp.Compare(a.alloc.GPUs, b.alloc.GPUs))
 	})
@@ -185,7 +187,7 @@ func (m *fleetMemo) align(ids []string) {
 	i := 0
 	for j, id := range ids {
 		for i < len(m.ids) && m.ids[i] != id && m.ids[i] < id {
-			m.account(&m.recs[i], false) // gone
+			m.forget(i) // gone
 			to[i] = -1
 			i++
 		}
@@ -198,7 +200,7 @@ func (m *fleetMemo) align(ids []string) {
 		m.unread = append(m.unread, int32(j))
 	}
 	for ; i < len(m.ids); i++ {
-		m.account(&m.recs[i], false)
+		m.forget(i)
 		to[i] = -1
 	}
 	empty := m.empty[:0]
@@ -211,6 +213,13 @@ func (m *fleetMemo) align(ids []string) {
 	m.moved, m.recs = m.recs, recs
 	m.movedTo, m.prices = m.prices, prices
 	m.ids = append(m.ids[:0], ids...)
+}
+
+// forget takes the record at place i out of the sums, if it was read.
+func (m *fleetMemo) forget(i int) {
+	if m.recs[i].read {
+		m.account(&m.recs[i], false)
+	}
 }
 
 // readChanged reads again the machines noted since the last look, those
